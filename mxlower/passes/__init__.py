@@ -1,0 +1,75 @@
+"""mxlower's pass and pipeline registry.
+
+Passes and named pipelines are registered by name with the ``module:Class`` that implements
+them, and imported on first use, so ``mxlower-opt --help`` does not import every pass.  One pass
+per file, each named ``mxlower-...``; each has ``test/lit/<area>/<name>.mlir``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+
+from mxlower.passes.base import ModulePass, OptionError, Pipeline, option
+
+__all__ = [
+    "ModulePass",
+    "OptionError",
+    "PASSES",
+    "PIPELINES",
+    "Pipeline",
+    "all_names",
+    "get",
+    "option",
+    "register",
+    "suggest",
+]
+
+#: pass name -> "module:Class"
+PASSES: dict[str, str] = {
+    "mxlower-test-diagnostics": "mxlower.passes.test_diagnostics:TestDiagnostics",
+}
+
+#: named pipeline -> "module:Class"
+PIPELINES: dict[str, str] = {
+}
+
+_loaded: dict[str, type] = {}
+
+
+def register(name: str, target: str, *, pipeline: bool = False) -> None:
+    """Register a pass (or a pipeline) implemented by ``target`` = ``"module:Class"``."""
+    (PIPELINES if pipeline else PASSES)[name] = target
+    _loaded.pop(name, None)
+
+
+def get(name: str) -> type[ModulePass] | type[Pipeline] | None:
+    """The class registered under ``name`` (a pass or a pipeline), or None."""
+    if name in _loaded:
+        return _loaded[name]
+    target = PASSES.get(name) or PIPELINES.get(name)
+    if target is None:
+        return None
+    mod, _, cls = target.partition(":")
+    obj = getattr(importlib.import_module(mod), cls)
+    if obj.name != name:
+        raise RuntimeError(f"{target} is registered as '{name}' but names itself '{obj.name}'")
+    _loaded[name] = obj
+    return obj
+
+
+def all_names() -> list[str]:
+    return sorted([*PASSES, *PIPELINES])
+
+
+def suggest(name: str, extra: list[str] | tuple[str, ...] = ()) -> list[str]:
+    """Close matches for a misspelt pass name among mxlower's and ``extra`` names."""
+    return difflib.get_close_matches(name, [*all_names(), *extra], n=3, cutoff=0.6)
+
+
+def registry_unknown_flag_hint(name: str) -> str:
+    """'; did you mean ...' for an unknown command-line flag that may be a misspelt pass."""
+    from mxlower.passes.manager import UPSTREAM_PASS_NAMES
+
+    hint = suggest(name, UPSTREAM_PASS_NAMES)
+    return "; did you mean " + " or ".join(f"'--{h}'" for h in hint) + "?" if hint else ""

@@ -1,0 +1,1 @@
+"""mxlower's command-line tools: ``mxlower-opt`` and friends."""
