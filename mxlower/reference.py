@@ -1,0 +1,667 @@
+"""The NumPy + ml_dtypes reference ("oracle") of MX-SEMANTICS sections 2-6 and 8.
+
+Every numeric test in mxlower compares against this module, so it is written for obvious
+correctness first and speed second (everything is vectorized: quantizing 2^22 f32 values takes
+well under a second).
+
+Public API
+----------
+* :func:`convert` -- section 2 plain conversion (``stablehlo.convert`` / ``arith.truncf``).
+* :func:`bits`, :func:`from_bits` -- raw codes <-> typed arrays.
+* :func:`quantize`, :func:`dequantize` -- sections 3, 4 and 5.
+* :func:`scaled_dot` -- section 6.
+* :func:`pack`, :func:`unpack` -- section 8 sub-byte packing.
+
+Type names are MLIR spellings (``"f32"``, ``"bf16"``, ``"f16"``, ``"f8E4M3FN"``, ``"f8E5M2"``,
+``"f8E8M0FNU"``, ``"f6E3M2FN"``, ``"f6E2M3FN"``, ``"f4E2M1FN"``; ``"i8"`` and ``"f64"`` where
+they make sense), ml_dtypes names (``"float8_e4m3fn"``) or NumPy dtypes.
+
+What ml_dtypes (0.5/0.6) actually does, checked against an exact round-to-nearest-even oracle
+(see test/python/test_reference.py), and how this module uses it
+---------------------------------------------------------------------------------------------
+* f32 -> every narrow type: correct single RNE rounding, directly from f32 (exhaustive over
+  all bf16 and f16 inputs, and over every narrow value, midpoint and their f32 neighbours).
+  f16/bf16 sources are exactly representable in f32, so "via f32" is not double rounding.
+* f64 -> narrow types and f64 -> bf16 DO double-round: ml_dtypes goes through f32 first (a
+  value just above a narrow midpoint rounds to the midpoint in f32, then ties to even).  Section
+  2 only covers f32/bf16/f16 sources, but :func:`convert` accepts f64 anyway and rounds it
+  correctly by first rounding to f32 with round-to-odd (exact for targets of at most 22
+  significand bits, which all of them are), then letting ml_dtypes round once.
+* f8E4M3FN: |x| > 464 (the midpoint between 448 and the would-be 480) -> NaN; 464 itself ties
+  to 448.  Inf -> NaN with the input's sign.  NaN -> 0x7F/0xFF by sign.
+* f8E5M2: |x| >= 61440 -> +-Inf (61440 ties to the even 65536 = Inf).  NaN -> 0x7E/0xFE.
+* f4/f6: overflow and +-Inf saturate to +-max.  NaN: ml_dtypes gives the -0 code (0x8/0x20) for
+  a *positive* NaN and +0 (0x0) for a *negative* NaN (the sign is inverted, it is not just
+  dropped).  Section 2 wants the -0 code for every NaN; :func:`convert` forces it.
+* f8E8M0FNU: 0, -0, negatives, +-Inf and NaN -> 0xFF.  Normal f32 inputs: 2^e * m rounds up
+  iff m >= 1.5 (ties round up).  Values >= 1.5 * 2^127 overflow to 0xFF (NaN).  f32 values
+  <= 2^-127 (including every subnormal up to 2^-127 and the smallest subnormal) give 0x00.
+  SURPRISE: f32 *subnormals* strictly between 2^-127 and 2^-126 give 0x01 (2^-126), i.e. they
+  round up even when their significand is below 1.5 (1.25 * 2^-127 -> 2^-126).  Code 0x00
+  decodes to 2^-127 exactly, 0xFF to NaN.
+* f8E4M3FN/f8E5M2 NaN payloads never leak: every NaN input gives the canonical code above.
+* Narrow -> f32 decoding is exact (including f8E8M0FNU 0x00 -> 2^-127, an f32 subnormal).
+* f32 -> f16 is NumPy's conversion (correct RNE, subnormals included); f32 -> bf16 is ml_dtypes'
+  (correct RNE).  Both are checked by the tests.
+
+Resolutions of points MX-SEMANTICS leaves open
+----------------------------------------------
+* ``nearest`` scale mode: E is literally the section-2 conversion of the f32 value
+  ``amax / 2^emax_elem`` (one f32 operation, exact unless the result is an f32 subnormal) to
+  f8E8M0FNU, so a lowering that emits ``stablehlo.convert`` to f8E8M0FNU matches bit for bit.
+  For normal quotients that is the "significand >= 1.5 rounds up" rule; for subnormal quotients
+  it inherits the ml_dtypes behaviour above (e.g. mxint8 with amax = 1.25 * 2^-127 gets
+  E = -126, not -127).  A quotient that underflows to 0 gives E = -127; one that overflows
+  e8m0 (>= 1.5 * 2^127) gives E = 128, clamped to 127.
+* ``rceil``: q = amax / max_elem is one f32 division (RNE); q == 0 (amax == 0 or an underflowed
+  quotient) gives E = -127.  The f32 rounding of q is observable only at the E = -127/-126
+  boundary (pinned by a test).
+* The shared exponent takes at most two distinct values across the three modes
+  (floor(log2 amax) - emax_elem or one more), so a block never distinguishes all three; the
+  tests pin every pairwise difference.
+* In floor mode the top-of-range saturation (amax * 2^-E rounding above max_elem) happens for
+  every float format, not only e4m3: whenever amax's significand exceeds max_elem's
+  (fp4: x * 2^-E >= 7; e2m3: > 7.75; e3m2/e4m3/e5m2: above max + half an ulp).  mxint8
+  clamps 127.5 <= |x| * 2^(6-E) < 128 to +-127.
+* Element computation: x * 2^-E is formed exactly in f64, clipped to +-max_elem (clip then
+  round == round then saturate, since max_elem is representable) and rounded once to the
+  element type (f64 -> f32 round-to-odd -> ml_dtypes RNE; in practice the f32 step is exact
+  except for magnitudes far below every element type's smallest subnormal).
+* NaN/Inf blocks: scale 0xFF (nvfp4: 0x7F) and element codes all +0 (code 0), as written.
+* Near the top of f32 range, rceil and nearest can round amax up to 2^128: e.g. mxfp8_e4m3
+  amax = 3.3e38 gets E = 120 and element 256, and dequantize's f32 product 256 * 2^120 is +Inf
+  (section 5 says "computed in f32").  floor never does this (its dequantized values stay
+  below 2^(floor(log2 amax) + 1)).
+* Re-quantizing dequantized values: floor mode is bitwise idempotent; rceil returns the same
+  values (its scale may drop by one when every element is <= max_elem / 2); nearest is not
+  idempotent (its scale may rise by one and halve subnormal elements).  Pinned by property
+  tests (floor, rceil) and hand vectors (all three).
+* nvfp4: the global scale g is taken as an f32 and must be finite and non-zero (a negative g is
+  accepted; it is just arithmetic).  The NaN/Inf test is applied to y = x / g, the values that
+  are actually scaled, so a finite x whose y overflows marks its block NaN.  A block whose
+  scale rounds to 0 (amax(y) / 6 < 2^-10) gets element codes +0.  ``scale_mode`` is validated
+  but does not apply to nvfp4.
+* Dequantize: decode(e) * decode(s) in f32 is exact for every MX format (or overflows to +-Inf,
+  e.g. e5m2 57344 with scale 2^127), so rounding to bf16/f16 afterwards is a single rounding.
+  nvfp4 with a global scale: ((decode(e) * decode(s)) in f32) * g in f32, then rounded to the
+  output type (two roundings for bf16/f16 output: this is the order a lowering computes in).
+* Dequantize infers the block size from the shapes when ``block_size`` is None
+  (elements.shape[axis] / scales.shape[axis]); a given block size must match the shapes.
+* scaled_dot: operands are dequantized to f32 (nvfp4 without a global scale), contracted with
+  float64 accumulation (every f32 x f32 product is exact in f64; the sum is rounded once to
+  f32), then multiplied by the f32 global scale in f32 and converted to ``out_dtype``.  This is
+  a more accurate reference than any f32 accumulation order; compare with a tolerance.
+  Default dimension numbers: contract the last dim of both operands (the XLA
+  block_scaled_dot layout: lhs [..., M, K], rhs [..., N, K]), no batch dims.  The blocked axis
+  of a scaled operand defaults to its (single) contracting dim.
+* unpack ``count``: optional check only; count * bits must equal 8 * packed length exactly
+  (no padding is ever implied, per section 8).
+"""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+
+from mxlower.formats import (
+    FLOAT_TYPES,
+    SCALE_MODES,
+    WIDE_TYPES,
+    MXFormat,
+    float_type,
+    get_format,
+)
+
+__all__ = [
+    "bits",
+    "convert",
+    "dequantize",
+    "from_bits",
+    "pack",
+    "quantize",
+    "scaled_dot",
+    "unpack",
+]
+
+_F32 = np.dtype(np.float32)
+_F64 = np.dtype(np.float64)
+_I8 = np.dtype(np.int8)
+_U8 = np.dtype(np.uint8)
+_E8M0 = np.dtype(ml_dtypes.float8_e8m0fnu)
+_E4M3 = np.dtype(ml_dtypes.float8_e4m3fn)
+_F4 = np.dtype(ml_dtypes.float4_e2m1fn)
+
+_NVFP4_NAN_SCALE = 0x7F
+_MX_NAN_SCALE = 0xFF
+
+#: every type this module knows: MLIR spelling -> dtype
+_TYPES: dict[str, np.dtype] = {
+    **{name: t.dtype for name, t in FLOAT_TYPES.items()},
+    **WIDE_TYPES,
+    "f64": _F64,
+    "i8": _I8,
+}
+_NAME_OF: dict[np.dtype, str] = {dt: name for name, dt in _TYPES.items()}
+_FLOAT_NAMES = tuple(n for n in _TYPES if n != "i8")
+
+
+# ----------------------------------------------------------------------------- type helpers
+
+
+def _resolve_type(spec) -> tuple[str, np.dtype]:
+    """(MLIR spelling, dtype) for an MLIR spelling, ml_dtypes name or NumPy dtype."""
+    if isinstance(spec, str):
+        if spec in _TYPES:
+            return spec, _TYPES[spec]
+        try:
+            t = float_type(spec)
+            return t.mlir, t.dtype
+        except KeyError:
+            pass
+        try:
+            dt = np.dtype(spec)
+        except TypeError:
+            dt = None
+        if dt is not None and dt in _NAME_OF:
+            return _NAME_OF[dt], dt
+        raise KeyError(f"unknown element type '{spec}' (known: {', '.join(_TYPES)})")
+    try:
+        dt = np.dtype(spec)
+    except TypeError as exc:
+        raise ValueError(f"not a type: {spec!r}") from exc
+    if dt not in _NAME_OF:
+        raise ValueError(f"unsupported dtype {dt} (supported: {', '.join(_TYPES)})")
+    return _NAME_OF[dt], dt
+
+
+def _type_bits(name: str, dt: np.dtype) -> int:
+    t = FLOAT_TYPES.get(name)
+    return t.bits if t is not None else dt.itemsize * 8
+
+
+def _uint_for(dt: np.dtype) -> np.dtype:
+    return np.dtype(f"uint{dt.itemsize * 8}")
+
+
+def _norm_axis(axis: int, ndim: int) -> int:
+    if not isinstance(axis, (int, np.integer)) or isinstance(axis, bool):
+        raise ValueError(f"axis must be an int, got {axis!r}")
+    if not -ndim <= axis < ndim:
+        raise ValueError(f"axis {axis} is out of range for an array of rank {ndim}")
+    return int(axis) % ndim
+
+
+def _round_to_odd_f32(v: np.ndarray) -> np.ndarray:
+    """f64 -> f32 with round-to-odd: exact values are kept, inexact ones are truncated toward
+    zero and get their last significand bit set.  A following RNE to any type with at most 22
+    significand bits (and an exponent range inside f32's) is then a correct single rounding of
+    the f64 value (Boldo & Melquiond).  Finite values beyond f32 range become +-f32 max|1,
+    which still overflows every narrower type correctly."""
+    v = np.asarray(v, dtype=_F64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        t = v.astype(_F32)
+    t64 = t.astype(_F64)
+    inexact = np.isfinite(v) & (t64 != v)
+    toward_zero = inexact & (np.abs(t64) > np.abs(v))
+    u = t.view(np.uint32)
+    u = np.where(toward_zero, u - np.uint32(1), u)
+    u = np.where(inexact, u | np.uint32(1), u).astype(np.uint32)
+    return u.view(_F32)
+
+
+def _from_f64(v: np.ndarray, dt: np.dtype) -> np.ndarray:
+    """Correct single RNE rounding of f64 values to ``dt`` (ml_dtypes rules for overflow)."""
+    if dt == _F64:
+        return np.array(v, dtype=_F64)
+    if dt == _F32:
+        with np.errstate(over="ignore"):
+            return np.asarray(v, dtype=_F64).astype(_F32)
+    with np.errstate(over="ignore", invalid="ignore"):
+        return _round_to_odd_f32(v).astype(dt)
+
+
+# ----------------------------------------------------------------------------- section 2
+
+
+def convert(x: np.ndarray, to: str | np.dtype) -> np.ndarray:
+    """MX-SEMANTICS section 2: plain conversion of ``x`` to the type ``to``.
+
+    Sources: f64, f32, bf16, f16 and the narrow float types.  Targets: f64, f32, bf16, f16 and
+    the narrow float types.  Non-NaN inputs round exactly like ml_dtypes' ``astype`` from f32
+    (correct RNE; see the module docstring for overflow).  NaN inputs: to f8E4M3FN/f8E5M2 the
+    ml_dtypes NaN code with the input's sign; to f8E8M0FNU 0xFF; to f4/f6 the -0 code (0x8 /
+    0x20) whatever the NaN's sign; to wide types a NaN.
+    """
+    name, dt = _resolve_type(to)
+    if name == "i8":
+        raise ValueError("convert only converts between float types; 'i8' is not one")
+    src = np.asarray(x)
+    if src.dtype not in _NAME_OF or _NAME_OF[src.dtype] == "i8":
+        raise ValueError(f"convert: unsupported source dtype {src.dtype} "
+                         f"(supported: {', '.join(_FLOAT_NAMES)})")
+    with np.errstate(over="ignore", invalid="ignore"):
+        if src.dtype == _F64:
+            if dt in (_F64, _F32):
+                return _from_f64(src, dt)
+            mid = _round_to_odd_f32(src)
+        else:
+            mid = src.astype(_F32)  # exact for every supported source
+        out = mid.astype(dt)
+    t = FLOAT_TYPES.get(name)
+    if t is not None:
+        nan = np.isnan(mid)
+        if nan.any():
+            codes = out.view(_U8).copy()
+            if t.special == "none":
+                codes[nan] = t.nan_code
+            elif t.signed:
+                codes[nan] = np.where(np.signbit(mid[nan]), t.nan_code | t.sign_mask, t.nan_code)
+            else:
+                codes[nan] = t.nan_code
+            out = codes.view(dt)
+    return out
+
+
+def bits(x) -> np.ndarray:
+    """The raw codes of ``x`` as unsigned integers (uint8 for 8-bit and sub-byte types, with the
+    f4/f6 code in the low bits; uint16 for bf16/f16; uint32 for f32; uint64 for f64)."""
+    a = np.asarray(x)
+    if a.dtype.kind == "b" or a.dtype.kind not in "fiuV":
+        raise ValueError(f"bits: unsupported dtype {a.dtype}")
+    u = a.view(_uint_for(a.dtype))
+    name = _NAME_OF.get(a.dtype)
+    t = FLOAT_TYPES.get(name) if name else None
+    if t is not None and t.bits < 8:
+        u = u & np.uint8((1 << t.bits) - 1)
+    return u.copy()
+
+
+def from_bits(codes, type_name: str | np.dtype) -> np.ndarray:
+    """Typed array from raw codes (any integer array, values in [0, 2^bits))."""
+    name, dt = _resolve_type(type_name)
+    c = np.asarray(codes)
+    if c.dtype.kind not in "iu":
+        raise ValueError(f"from_bits: codes must be integers, got dtype {c.dtype}")
+    nbits = _type_bits(name, dt)
+    if c.size and (int(c.min()) < 0 or int(c.max()) >= (1 << nbits)):
+        raise ValueError(f"from_bits: codes for {name} must lie in [0, {(1 << nbits) - 1}]")
+    return c.astype(_uint_for(dt)).view(dt)
+
+
+# ----------------------------------------------------------------------------- sections 3, 4
+
+
+def _wide_input(x, what: str) -> np.ndarray:
+    a = np.asarray(x)
+    if a.dtype not in WIDE_TYPES.values():
+        raise ValueError(f"{what}: input must be float32, bfloat16 or float16, got {a.dtype}")
+    return a.astype(_F32)  # exact
+
+
+def _block_size(fmt: MXFormat, block_size) -> int:
+    if block_size is None:
+        return fmt.block_size
+    if (not isinstance(block_size, (int, np.integer)) or isinstance(block_size, bool)
+            or block_size <= 0):
+        raise ValueError(f"block_size must be a positive int, got {block_size!r}")
+    return int(block_size)
+
+
+def _global_scale(fmt: MXFormat, global_scale) -> np.float32 | None:
+    if global_scale is None:
+        return None
+    if not fmt.global_scale:
+        raise ValueError(f"format '{fmt.name}' takes no global scale (only nvfp4 does)")
+    g = np.float32(global_scale)
+    if not np.isfinite(g) or g == 0:
+        raise ValueError(f"global_scale must be a finite non-zero f32, got {global_scale!r}")
+    return g
+
+
+def _shared_exponent(amax: np.ndarray, fmt: MXFormat, mode: str) -> np.ndarray:
+    """Section 3 step 3: the shared exponent per block, clamped to [-127, 127] (int32).
+    ``amax`` is f32, finite, >= 0."""
+    emax = fmt.emax_elem
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
+        if mode == "floor":
+            # frexp on f64 is exact, and every f32 subnormal is an f64 normal:
+            # amax = m * 2^e, m in [0.5, 1) -> floor(log2(amax)) = e - 1.
+            _, e = np.frexp(amax.astype(_F64))
+            E = e.astype(np.int32) - 1 - emax
+        elif mode == "rceil":
+            q = amax / np.float32(fmt.max_elem)  # one f32 division, RNE
+            m, e = np.frexp(q.astype(_F64))
+            E = np.where(m == 0.5, e - 1, e).astype(np.int32)  # ceil(log2(q)) exactly
+            E = np.where(q == 0, -127, E)
+        elif mode == "nearest":
+            v = amax / np.float32(2.0 ** emax)  # f32; exact unless the result is subnormal
+            code = v.astype(_E8M0).view(_U8).astype(np.int32)
+            E = np.where(code == 0xFF, 128, code - 127)  # finite v >= 1.5 * 2^127 overflows
+            E = np.where(v == 0, -127, E)
+        else:  # pragma: no cover - validated by the caller
+            raise ValueError(mode)
+    E = np.where(amax == 0, -127, E)
+    return np.clip(E, -127, 127).astype(np.int32)
+
+
+def _quantize_mx(xb: np.ndarray, fmt: MXFormat, mode: str) -> tuple[np.ndarray, np.ndarray]:
+    """xb: f32 [..., nblocks, k] -> (element codes typed, scales typed), same leading shape."""
+    finite = np.isfinite(xb).all(axis=-1)
+    xb = np.where(finite[..., None], xb, np.float32(0))
+    amax = np.max(np.abs(xb), axis=-1, initial=np.float32(0))
+    E = _shared_exponent(amax, fmt, mode)
+    E = np.where(finite, E, 0)
+    v = np.ldexp(xb.astype(_F64), (-E)[..., None])  # exact: only the exponent changes
+    if fmt.is_int:
+        with np.errstate(invalid="ignore"):
+            elems = np.clip(np.rint(v * 64.0), -127, 127).astype(_I8)
+        elems[~finite] = 0
+    else:
+        v = np.clip(v, -fmt.max_elem, fmt.max_elem)
+        elems = _from_f64(v, fmt.element_dtype)
+        codes = elems.view(_U8)
+        codes[~finite] = 0
+    scale_codes = np.where(finite, E + 127, _MX_NAN_SCALE).astype(_U8)
+    return elems, scale_codes.view(fmt.scale_dtype)
+
+
+def _quantize_nvfp4(xb: np.ndarray, g: np.float32 | None) -> tuple[np.ndarray, np.ndarray]:
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
+        y = xb / (np.float32(1) if g is None else g)  # f32 division
+        finite = np.isfinite(y).all(axis=-1)
+        y = np.where(finite[..., None], y, np.float32(0))
+        amax = np.max(np.abs(y), axis=-1, initial=np.float32(0))
+        s = np.minimum(amax / np.float32(6), np.float32(448)).astype(_E4M3)  # RNE, never NaN
+        sd = s.astype(_F32)
+        zero = sd == 0
+        q = y / np.where(zero, np.float32(1), sd)[..., None]  # f32 division
+        q = np.clip(q, np.float32(-6), np.float32(6))
+        elems = q.astype(_F4)
+    codes = elems.view(_U8)
+    codes[~finite | zero] = 0
+    scode = s.view(_U8).copy()
+    scode[~finite] = _NVFP4_NAN_SCALE
+    return elems, scode.view(_E4M3)
+
+
+def quantize(x, format: str, *, axis: int = -1, block_size: int | None = None,
+             scale_mode: str = "floor",
+             global_scale: float | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """MX-SEMANTICS sections 3 (MX formats) and 4 (nvfp4).
+
+    ``x``: float32, bfloat16 or float16 array.  Returns ``(elements, scales)``: elements in the
+    format's element dtype (int8 codes for mxint8), scales float8_e8m0fnu (float8_e4m3fn for
+    nvfp4) with ``x``'s shape except ``shape[axis] // block_size`` along ``axis``.
+    ``scale_mode`` is "floor", "rceil" or "nearest" (ignored by nvfp4); ``global_scale`` only
+    for nvfp4.
+    """
+    fmt = get_format(format)
+    if scale_mode not in SCALE_MODES:
+        raise ValueError(f"unknown scale_mode '{scale_mode}' (known: {', '.join(SCALE_MODES)})")
+    g = _global_scale(fmt, global_scale)
+    a = _wide_input(x, "quantize")
+    if a.ndim == 0:
+        raise ValueError("quantize: input must have at least one dimension")
+    ax = _norm_axis(axis, a.ndim)
+    k = _block_size(fmt, block_size)
+    n = a.shape[ax]
+    if n % k:
+        raise ValueError(f"quantize: blocked dimension {ax} has size {n}, which block size "
+                         f"{k} does not divide")
+    moved = np.moveaxis(a, ax, -1)
+    lead = moved.shape[:-1]
+    xb = moved.reshape(*lead, n // k, k)
+    if fmt.is_nvfp4:
+        elems, scales = _quantize_nvfp4(xb, g)
+    else:
+        elems, scales = _quantize_mx(xb, fmt, scale_mode)
+    elems = np.ascontiguousarray(np.moveaxis(elems.reshape(*lead, n), -1, ax))
+    scales = np.ascontiguousarray(np.moveaxis(scales, -1, ax))
+    return elems, scales
+
+
+# ----------------------------------------------------------------------------- section 5
+
+
+def _wide_output(dtype) -> tuple[str, np.dtype]:
+    name, dt = _resolve_type(dtype)
+    if name not in WIDE_TYPES:
+        raise ValueError(f"output type must be one of {', '.join(WIDE_TYPES)}, got '{name}'")
+    return name, dt
+
+
+def _blocked_shapes(e_shape, s_shape, ax: int, block_size, fmt: MXFormat, what: str) -> int:
+    if len(e_shape) != len(s_shape):
+        raise ValueError(f"{what}: elements have rank {len(e_shape)} but scales rank "
+                         f"{len(s_shape)}")
+    for d, (ne, ns) in enumerate(zip(e_shape, s_shape)):
+        if d != ax and ne != ns:
+            raise ValueError(f"{what}: elements shape {tuple(e_shape)} and scales shape "
+                             f"{tuple(s_shape)} differ in non-blocked dimension {d}")
+    ne, ns = e_shape[ax], s_shape[ax]
+    if block_size is None:
+        if ns == 0:
+            if ne != 0:
+                raise ValueError(f"{what}: no scales for {ne} elements along axis {ax}")
+            return fmt.block_size
+        if ne % ns:
+            raise ValueError(f"{what}: {ns} scales do not evenly block {ne} elements along "
+                             f"axis {ax}")
+        return ne // ns
+    k = _block_size(fmt, block_size)
+    if ne % k:
+        raise ValueError(f"{what}: blocked dimension {ax} has size {ne}, which block size {k} "
+                         f"does not divide")
+    if ne // k != ns:
+        raise ValueError(f"{what}: expected {ne // k} scales along axis {ax} for block size "
+                         f"{k}, got {ns}")
+    return k
+
+
+def dequantize(elements, scales, format: str, *, axis: int = -1,
+               block_size: int | None = None, dtype: str | np.dtype = "f32",
+               global_scale: float | None = None) -> np.ndarray:
+    """MX-SEMANTICS section 5: decode(element) * decode(scale) in f32 (exact), nvfp4 then times
+    the global scale in f32, then rounded to nearest even to ``dtype`` (f32, bf16 or f16).
+
+    ``block_size`` None infers it from the shapes.  Scale 0xFF (nvfp4: a NaN scale) gives a NaN
+    block; scale 0x00 is 2^-127.
+    """
+    fmt = get_format(format)
+    g = _global_scale(fmt, global_scale)
+    _, out_dt = _wide_output(dtype)
+    e = np.asarray(elements)
+    s = np.asarray(scales)
+    if e.dtype != fmt.element_dtype:
+        raise ValueError(f"dequantize: {fmt.name} elements must have dtype "
+                         f"{fmt.element_dtype}, got {e.dtype}")
+    if s.dtype != fmt.scale_dtype:
+        raise ValueError(f"dequantize: {fmt.name} scales must have dtype {fmt.scale_dtype}, "
+                         f"got {s.dtype}")
+    if e.ndim == 0:
+        raise ValueError("dequantize: elements must have at least one dimension")
+    ax = _norm_axis(axis, e.ndim)
+    k = _blocked_shapes(e.shape, s.shape, ax, block_size, fmt, "dequantize")
+    ev = e.astype(_F32)
+    if fmt.is_int:
+        ev = ev * np.float32(2.0 ** -6)  # exact
+    sv = np.repeat(s.astype(_F32), k, axis=ax)
+    with np.errstate(over="ignore", invalid="ignore"):
+        out = ev * sv  # exact (or +-Inf on f32 overflow)
+        if g is not None:
+            out = out * g
+    return convert(out, out_dt)
+
+
+# ----------------------------------------------------------------------------- section 6
+
+
+def _dims(v, what: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(d) for d in v)
+    except TypeError as exc:
+        raise ValueError(f"scaled_dot: {what} must be a sequence of ints, got {v!r}") from exc
+
+
+def _operand(x, scales, fmt_name, axis, block_size, contracting, side: str) -> np.ndarray:
+    if fmt_name is None:
+        if scales is not None:
+            raise ValueError(f"scaled_dot: {side} has scales but no {side}_format")
+        return _wide_input(x, f"scaled_dot ({side}, plain operand)")
+    if scales is None:
+        raise ValueError(f"scaled_dot: {side}_format '{fmt_name}' given without {side} scales")
+    if axis is None:
+        if len(contracting) != 1:
+            raise ValueError(f"scaled_dot: {side} has {len(contracting)} contracting dims; "
+                             f"pass {side}_axis to say which one is blocked")
+        axis = contracting[0]
+    return dequantize(x, scales, fmt_name, axis=axis, block_size=block_size, dtype="f32")
+
+
+def _dot_general(a: np.ndarray, b: np.ndarray, lc, rc, lb, rb) -> np.ndarray:
+    for dims, what in ((lc + lb, "lhs"), (rc + rb, "rhs")):
+        if len(set(dims)) != len(dims):
+            raise ValueError(f"scaled_dot: {what} dimension numbers repeat a dimension: {dims}")
+    if len(lc) != len(rc) or len(lb) != len(rb):
+        raise ValueError("scaled_dot: lhs and rhs need the same number of contracting and of "
+                         "batch dimensions")
+    for x, y, what in ((lc, rc, "contracting"), (lb, rb, "batch")):
+        for dl, dr in zip(x, y):
+            if a.shape[dl] != b.shape[dr]:
+                raise ValueError(f"scaled_dot: {what} dimension sizes differ: lhs dim {dl} is "
+                                 f"{a.shape[dl]}, rhs dim {dr} is {b.shape[dr]}")
+    lf = [d for d in range(a.ndim) if d not in lc and d not in lb]
+    rf = [d for d in range(b.ndim) if d not in rc and d not in rb]
+    bshape = [a.shape[d] for d in lb]
+    mshape = [a.shape[d] for d in lf]
+    nshape = [b.shape[d] for d in rf]
+    B = int(np.prod(bshape, dtype=np.int64))
+    M = int(np.prod(mshape, dtype=np.int64))
+    N = int(np.prod(nshape, dtype=np.int64))
+    K = int(np.prod([a.shape[d] for d in lc], dtype=np.int64))
+    at = a.astype(_F64).transpose(list(lb) + lf + list(lc)).reshape(B, M, K)
+    bt = b.astype(_F64).transpose(list(rb) + list(rc) + rf).reshape(B, K, N)
+    with np.errstate(over="ignore", invalid="ignore"):
+        out = np.matmul(at, bt)
+    return out.reshape(*bshape, *mshape, *nshape)
+
+
+def scaled_dot(lhs, lhs_scales, rhs, rhs_scales, *,
+               lhs_format: str | None = None, rhs_format: str | None = None,
+               dimension_numbers=None,
+               lhs_axis: int | None = None, rhs_axis: int | None = None,
+               lhs_block_size: int | None = None, rhs_block_size: int | None = None,
+               global_scale: float | None = None,
+               out_dtype: str | np.dtype = "f32") -> np.ndarray:
+    """MX-SEMANTICS section 6.
+
+    ``dimension_numbers = ((lhs_contracting, rhs_contracting), (lhs_batch, rhs_batch))`` as in
+    ``jax.lax.dot_general``; default: contract the last dim of both, no batch dims.  Result dim
+    order: batch, lhs free, rhs free.  A plain (bf16/f16/f32) operand has ``scales=None`` and
+    ``format=None``.  The blocked axis of a scaled operand defaults to its single contracting
+    dim; the block size defaults to the one the shapes imply.  Dequantized operands (f32) are
+    contracted with float64 accumulation, the sum is rounded to f32, multiplied by the f32
+    ``global_scale`` in f32 and converted (RNE) to ``out_dtype``.
+    """
+    lhs = np.asarray(lhs)
+    rhs = np.asarray(rhs)
+    if dimension_numbers is None:
+        if lhs.ndim == 0 or rhs.ndim == 0:
+            raise ValueError("scaled_dot: operands must have at least one dimension")
+        dimension_numbers = (((lhs.ndim - 1,), (rhs.ndim - 1,)), ((), ()))
+    try:
+        (lc, rc), (lb, rb) = dimension_numbers
+    except (TypeError, ValueError) as exc:
+        raise ValueError("scaled_dot: dimension_numbers must be ((lhs_contracting, "
+                         "rhs_contracting), (lhs_batch, rhs_batch))") from exc
+    lc, rc = _dims(lc, "lhs contracting dims"), _dims(rc, "rhs contracting dims")
+    lb, rb = _dims(lb, "lhs batch dims"), _dims(rb, "rhs batch dims")
+    lc, lb = (tuple(_norm_axis(d, lhs.ndim) for d in dims) for dims in (lc, lb))
+    rc, rb = (tuple(_norm_axis(d, rhs.ndim) for d in dims) for dims in (rc, rb))
+    _, out_dt = _wide_output(out_dtype)
+    g = None
+    if global_scale is not None:
+        g = np.float32(global_scale)
+        if not np.isfinite(g):
+            raise ValueError(f"global_scale must be a finite f32, got {global_scale!r}")
+    a = _operand(lhs, lhs_scales, lhs_format, lhs_axis, lhs_block_size, lc, "lhs")
+    b = _operand(rhs, rhs_scales, rhs_format, rhs_axis, rhs_block_size, rc, "rhs")
+    acc = _dot_general(a, b, lc, rc, lb, rb)
+    with np.errstate(over="ignore", invalid="ignore"):
+        out = acc.astype(_F32)
+        if g is not None:
+            out = out * g
+    return convert(out, out_dt)
+
+
+# ----------------------------------------------------------------------------- section 8
+
+
+def _codes_u8(codes, nbits: int, what: str) -> np.ndarray:
+    c = np.asarray(codes)
+    name = _NAME_OF.get(c.dtype)
+    t = FLOAT_TYPES.get(name) if name else None
+    if t is not None:
+        if t.bits != nbits:
+            raise ValueError(f"{what}: {name} values are {t.bits}-bit, but bits={nbits}")
+        return c.view(_U8) & np.uint8((1 << nbits) - 1)
+    if c.dtype == _I8 and nbits == 8:
+        return c.view(_U8)
+    if c.dtype.kind not in "iu":
+        raise ValueError(f"{what}: expected integer codes or an ml_dtypes narrow float array, "
+                         f"got dtype {c.dtype}")
+    if c.size and (int(c.min()) < 0 or int(c.max()) >= (1 << nbits)):
+        raise ValueError(f"{what}: {nbits}-bit codes must lie in [0, {(1 << nbits) - 1}]")
+    return c.astype(_U8)
+
+
+def _check_bits(nbits) -> int:
+    if (not isinstance(nbits, (int, np.integer)) or isinstance(nbits, bool)
+            or not 1 <= nbits <= 8):
+        raise ValueError(f"bits must be an int in [1, 8], got {nbits!r}")
+    return int(nbits)
+
+
+def pack(codes, bits: int, *, axis: int = -1) -> np.ndarray:
+    """MX-SEMANTICS section 8: pack ``bits``-wide codes along ``axis`` into a little-endian,
+    LSB-first bit stream of bytes (f4: first value in the low nibble; f6: four values in three
+    bytes).  ``codes``: unsigned integer codes or an ml_dtypes f4/f6/f8 (or int8) array.
+    The packed length n * bits / 8 must be whole, else ValueError."""
+    nbits = _check_bits(bits)
+    c = _codes_u8(codes, nbits, "pack")
+    if c.ndim == 0:
+        raise ValueError("pack: codes must have at least one dimension")
+    ax = _norm_axis(axis, c.ndim)
+    c = np.moveaxis(c, ax, -1)
+    n = c.shape[-1]
+    if (n * nbits) % 8:
+        raise ValueError(f"pack: {n} values of {nbits} bits along axis {ax} do not fill whole "
+                         f"bytes ({n * nbits} bits)")
+    stream = np.unpackbits(c[..., None], axis=-1, bitorder="little")[..., :nbits]
+    stream = stream.reshape(*c.shape[:-1], n * nbits)
+    out = np.packbits(stream, axis=-1, bitorder="little")
+    return np.ascontiguousarray(np.moveaxis(out, -1, ax))
+
+
+def unpack(packed, bits: int, *, axis: int = -1, count: int | None = None) -> np.ndarray:
+    """Inverse of :func:`pack`: uint8 codes (use :func:`from_bits` for a typed array).
+    ``count``, when given, must equal 8 * packed length / bits (a check; nothing is padded)."""
+    nbits = _check_bits(bits)
+    p = np.asarray(packed)
+    if p.dtype != _U8:
+        raise ValueError(f"unpack: packed data must be uint8, got {p.dtype}")
+    if p.ndim == 0:
+        raise ValueError("unpack: packed data must have at least one dimension")
+    ax = _norm_axis(axis, p.ndim)
+    p = np.moveaxis(p, ax, -1)
+    m = p.shape[-1]
+    if (8 * m) % nbits:
+        raise ValueError(f"unpack: {m} bytes along axis {ax} do not hold a whole number of "
+                         f"{nbits}-bit values")
+    n = 8 * m // nbits
+    if count is not None and count != n:
+        raise ValueError(f"unpack: count={count} but {m} bytes hold exactly {n} {nbits}-bit "
+                         f"values")
+    stream = np.unpackbits(p, axis=-1, bitorder="little").reshape(*p.shape[:-1], n, nbits)
+    out = np.packbits(stream, axis=-1, bitorder="little")[..., 0]
+    return np.ascontiguousarray(np.moveaxis(out, -1, ax))
