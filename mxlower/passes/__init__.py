@@ -64,7 +64,8 @@ def all_names() -> list[str]:
 
 def suggest(name: str, extra: list[str] | tuple[str, ...] = ()) -> list[str]:
     """Close matches for a misspelt pass name among mxlower's and ``extra`` names."""
-    return difflib.get_close_matches(name, [*all_names(), *extra], n=3, cutoff=0.6)
+    pool = [n for n in dict.fromkeys([*all_names(), *extra]) if n != name]
+    return difflib.get_close_matches(name, pool, n=3, cutoff=0.6)
 
 
 def registry_unknown_flag_hint(name: str) -> str:

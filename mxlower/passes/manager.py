@@ -1,10 +1,15 @@
-"""The adapter between mxlower's Python passes and jaxlib's PassManager.
+"""The adapter between mxlower's Python passes and the MLIR PassManagers of both stacks.
 
-This is the only code that drives jaxlib's ``PassManager``.  A textual pipeline mixing mxlower
-passes, mxlower named pipelines and any pass jaxlib registers (canonicalize, cse, symbol-dce,
-inline, stablehlo-legalize-to-linalg, ...) is parsed, named pipelines are expanded, and the
-result is compiled into stages: runs of upstream passes become one jaxlib ``PassManager``, and
-each mxlower pass runs in Python on every op its nesting anchors it to.
+This is the only code that drives a ``PassManager``.  A textual pipeline mixing mxlower passes,
+mxlower named pipelines and any registered MLIR pass is parsed, named pipelines are expanded, and
+the result is compiled into stages: runs of MLIR passes become one ``PassManager``, and each
+mxlower pass runs in Python on every op its nesting anchors it to.
+
+Two stacks: a pipeline starts on jaxlib's MLIR (StableHLO).  A pass that only upstream MLIR has
+(``one-shot-bufferize``, ``convert-to-llvm``, ...) or an mxlower pass declaring
+``stack = "upstream"`` hands the module over to upstream MLIR as text (locations kept), and the
+rest of the pipeline runs there.  Passes are looked up in the stack the module is on at that
+point, so ``stablehlo-legalize-to-linalg`` must come before the hand-over.
 """
 
 from __future__ import annotations
@@ -38,11 +43,15 @@ UPSTREAM_PASS_NAMES = (
 _MAX_EXPANSION_DEPTH = 16
 
 
+JAXLIB, UPSTREAM = "jaxlib", "upstream"
+
+
 @dataclasses.dataclass
 class _Upstream:
     path: tuple[str, ...]  # anchors below the root, e.g. ("func.func",)
-    texts: list[str]  # the elements as jaxlib prints them (full options)
+    texts: list[str]  # the elements as MLIR prints them (full options)
     names: list[str]
+    stack: str = JAXLIB
 
     def pipeline(self, root: str) -> str:
         body = ",".join(self.texts)
@@ -56,6 +65,10 @@ class _Python:
     path: tuple[str, ...]
     instance: ModulePass
 
+    @property
+    def stack(self) -> str:
+        return getattr(self.instance, "stack", JAXLIB)
+
 
 class PassPipeline:
     """A parsed, expanded and validated pass pipeline, ready to run on modules of a context."""
@@ -66,7 +79,40 @@ class PassPipeline:
         self.root_anchor = root.anchor
         self._tree: Nested = Nested(root.anchor, [], root.pos)
         self._stages: list[_Upstream | _Python] = []
+        self._stack = JAXLIB  # the stack the module is on at the point being compiled
+        self._handed_over_by = ""
+        self._upstream_ctx: Any = None
         self._expand(root.elements, (), self._tree.elements, 0)
+
+    @property
+    def upstream_context(self) -> Any:
+        """The upstream MLIR context modules are handed to (created on first need)."""
+        if self._upstream_ctx is None:
+            from mxlower.bindings import upstream
+
+            self._upstream_ctx = upstream.context()
+        return self._upstream_ctx
+
+    def _pass_manager_class(self, stack: str) -> Any:
+        if stack == JAXLIB:
+            return J.PassManager
+        from mlir.passmanager import PassManager  # the upstream stack, via its binding module
+
+        return PassManager
+
+    def _context(self, stack: str) -> Any:
+        return self.ctx if stack == JAXLIB else self.upstream_context
+
+    def _switch_to_upstream(self, by: str, pos: int) -> None:
+        if self._stack == UPSTREAM:
+            return
+        from mxlower.bindings import upstream
+
+        if not upstream.available():
+            raise self._error(f"pass '{by}' needs upstream MLIR (the xtc-mlir-python-bindings "
+                              "wheel), which is not installed", pos)
+        self._stack = UPSTREAM
+        self._handed_over_by = by
 
     # ----------------------------------------------------------------------------- building
     @classmethod
@@ -107,21 +153,44 @@ class PassPipeline:
                                       f"{err.message}", e.pos) from None
                 self._expand(inner, path, out, depth + 1)
             else:
+                stack = getattr(inst, "stack", JAXLIB)
+                if stack == UPSTREAM:
+                    self._switch_to_upstream(e.name, e.pos)
+                elif self._stack == UPSTREAM:
+                    raise self._error(
+                        f"pass '{e.name}' runs on jaxlib's StableHLO stack, but the module was "
+                        f"already handed to upstream MLIR by '{self._handed_over_by}'", e.pos)
                 out.append(PassRef(e.name, inst.option_string()[1:-1], e.pos))
                 self._stages.append(_Python(path, inst))
+
+    def _probe(self, stack: str, pipeline: str) -> str:
+        with self._context(stack):
+            return str(self._pass_manager_class(stack).parse(pipeline))
 
     def _add_upstream(self, e: PassRef, path, out) -> None:
         text = e.name + ("{" + e.options + "}" if e.options else "")
         probe = _Upstream(path, [text], [e.name]).pipeline(self.root_anchor)
         try:
-            with self.ctx:
-                printed = str(J.PassManager.parse(probe))
-        except (ValueError, J.MLIRError) as err:
+            try:
+                printed = self._probe(self._stack, probe)
+            except (ValueError, Exception) as err:
+                if (self._stack != JAXLIB or "does not refer to a registered pass" not in str(err)
+                        or not _upstream_available()):
+                    raise
+                try:  # a pass only upstream MLIR has: the module is handed over here
+                    printed = self._probe(UPSTREAM, probe)
+                except Exception:  # noqa: BLE001 - report jaxlib's message
+                    raise err from None
+                self._switch_to_upstream(e.name, e.pos)
+        except Exception as err:  # noqa: BLE001 - both stacks raise ValueError or MLIRError
             msg = str(err).strip()
             if "does not refer to a registered pass" in msg:
                 hint = registry.suggest(e.name, UPSTREAM_PASS_NAMES)
                 did = "; did you mean " + " or ".join(f"'{h}'" for h in hint) + "?" if hint else ""
-                raise self._error(f"unknown pass '{e.name}'{did}", e.pos) from None
+                where = ("" if self._stack == JAXLIB else
+                         f" in upstream MLIR (the module was handed over by "
+                         f"'{self._handed_over_by}')")
+                raise self._error(f"unknown pass '{e.name}'{where}{did}", e.pos) from None
             msg = re.sub(r"^(MLIR Textual PassPipeline Parser|<Pass-Options-Parser>):[\d:]*\s*"
                          r"(error:)?\s*", "", msg)
             msg = " ".join(x.strip() for x in msg.splitlines() if x.strip())
@@ -132,11 +201,11 @@ class PassPipeline:
             inner = inner[len(anchor) + 1:-1]
         out.append(PassRef(e.name, _options_of(inner), e.pos))
         last = self._stages[-1] if self._stages else None
-        if isinstance(last, _Upstream) and last.path == path:
+        if isinstance(last, _Upstream) and last.path == path and last.stack == self._stack:
             last.texts.append(inner)
             last.names.append(e.name)
         else:
-            self._stages.append(_Upstream(path, [inner], [e.name]))
+            self._stages.append(_Upstream(path, [inner], [e.name], self._stack))
 
     # ----------------------------------------------------------------------------- printing
     def __str__(self) -> str:
@@ -150,39 +219,82 @@ class PassPipeline:
         return names
 
     # ----------------------------------------------------------------------------- running
+    @property
+    def ends_upstream(self) -> bool:
+        """Whether the pipeline hands the module over to upstream MLIR."""
+        return self._stack == UPSTREAM
+
     def run(self, module: Any, engine: DiagnosticEngine, *, print_ir_after_all: bool = False,
-            print_debuginfo: bool = False, ir_stream: TextIO | None = None) -> bool:
-        """Run on ``module`` (an ``ir.Module`` or its operation).  False on failure, with the
-        reasons recorded in ``engine``."""
+            print_debuginfo: bool = False, ir_stream: TextIO | None = None) -> Any | None:
+        """Run on ``module`` (an ``ir.Module`` or its operation, jaxlib stack).
+
+        Returns the resulting module operation -- the same one, transformed in place, unless the
+        pipeline handed the module to upstream MLIR -- or None on failure, with the reasons
+        recorded in ``engine``.
+        """
         op = getattr(module, "operation", module)
         if op.name != self.root_anchor:
             engine.record(Diagnostic(
                 "error", f"pipeline is anchored on '{self.root_anchor}' but the input's top-level "
                 f"op is '{op.name}'", *location_of(op)))
-            return False
+            return None
         stream = ir_stream or sys.stderr
-        with self.ctx, engine.activate(), engine.capture(self.ctx):
+        stack = JAXLIB
+        with engine.activate():
             for stage in self._stages:
-                if isinstance(stage, _Upstream):
-                    groups = ([_Upstream(stage.path, [t], [n]) for t, n in
-                               zip(stage.texts, stage.names)] if print_ir_after_all else [stage])
-                    for g in groups:
-                        if not self._run_upstream(g, op, engine):
-                            return False
+                if stage.stack != stack:
+                    op = self._hand_over(op, stage, engine)
+                    if op is None:
+                        return None
+                    stack = stage.stack
+                ctx = self._context(stack)
+                with ctx, engine.capture(ctx):
+                    if isinstance(stage, _Upstream):
+                        groups = ([_Upstream(stage.path, [t], [n], stage.stack) for t, n in
+                                   zip(stage.texts, stage.names)]
+                                  if print_ir_after_all else [stage])
+                        for g in groups:
+                            if not self._run_upstream(g, op, engine):
+                                return None
+                            if print_ir_after_all:
+                                _dump(stream, g.names[0], op, print_debuginfo)
+                    else:
+                        if not self._run_python(stage, op, engine):
+                            return None
                         if print_ir_after_all:
-                            _dump(stream, g.names[0], op, print_debuginfo)
-                else:
-                    if not self._run_python(stage, op, engine):
-                        return False
-                    if print_ir_after_all:
-                        _dump(stream, stage.instance.name, op, print_debuginfo)
-        return True
+                            _dump(stream, stage.instance.name, op, print_debuginfo)
+        return op
+
+    def _hand_over(self, op: Any, stage: Any, engine: DiagnosticEngine) -> Any | None:
+        """Re-create a jaxlib module in the upstream context, through text with locations."""
+        from mlir import ir as upstream_ir
+
+        name = stage.names[0] if isinstance(stage, _Upstream) else stage.instance.name
+        text = op.get_asm(enable_debug_info=True)
+        ctx = self.upstream_context
+        try:
+            with ctx:
+                return upstream_ir.Module.parse(text).operation
+        except upstream_ir.MLIRError as err:
+            foreign = sorted({m.group(1) for m in re.finditer(
+                r"^\s*(?:%[^=]*=\s*)?\"?([a-z_][\w]*\.[\w.]+)", text, re.M)
+                if m.group(1).split(".")[0] in ("stablehlo", "chlo", "mhlo", "sdy", "mx")})
+            detail = (f"it still holds ops upstream MLIR does not know ({', '.join(foreign[:4])}); "
+                      "lower them first (e.g. with stablehlo-legalize-to-linalg)"
+                      if foreign else "; ".join(d.message for d in
+                                                map(engine.from_mlir, err.error_diagnostics)))
+            engine.record(Diagnostic(
+                "error", f"cannot hand the module to upstream MLIR for pass '{name}': {detail}",
+                *location_of(op)))
+            return None
 
     def _run_upstream(self, stage: _Upstream, op: Any, engine: DiagnosticEngine) -> bool:
-        pm = J.PassManager.parse(stage.pipeline(self.root_anchor))
+        pm = self._pass_manager_class(stage.stack).parse(stage.pipeline(self.root_anchor))
         try:
             pm.run(op)
-        except J.MLIRError as err:
+        except Exception as err:  # noqa: BLE001 - MLIRError of either stack
+            if not hasattr(err, "error_diagnostics"):
+                raise
             engine.add_mlir_error(err)
             if not engine.has_errors:
                 engine.record(Diagnostic("error", f"pass pipeline '{','.join(stage.names)}' "
@@ -216,6 +328,12 @@ class PassPipeline:
                                      "verify", *location_of(root)))
             return False
         return True
+
+
+def _upstream_available() -> bool:
+    from mxlower.bindings import upstream
+
+    return upstream.available()
 
 
 def _anchored(root: Any, path: tuple[str, ...]):
@@ -252,18 +370,20 @@ def _dump(stream: TextIO, name: str, op: Any, debuginfo: bool) -> None:
 
 
 def run_pipeline(module: Any, pipeline: str, *, ctx: Any | None = None,
-                 engine: DiagnosticEngine | None = None) -> DiagnosticEngine:
-    """Library entry: run ``pipeline`` on ``module`` in place; raise on failure.
+                 engine: DiagnosticEngine | None = None) -> Any:
+    """Library entry: run ``pipeline`` on ``module`` (in place); return the resulting module op.
 
-    Raises :class:`PipelineError` for a bad pipeline and :class:`PassFailure` (its diagnostics in
-    the returned engine's list, also attached as ``.diagnostics``) when a pass fails.
+    The result is ``module``'s operation unless the pipeline hands the module to upstream MLIR,
+    in which case it is a new upstream module.  Raises :class:`PipelineError` for a bad pipeline
+    and :class:`PassFailure` (all diagnostics attached as ``.diagnostics``) when a pass fails.
     """
     ctx = ctx or module.context
     engine = engine or DiagnosticEngine()
     pipe = PassPipeline.parse(pipeline, ctx)
-    if not pipe.run(module, engine):
+    result = pipe.run(module, engine)
+    if result is None:
         errors = [d for d in engine.diagnostics if d.severity == "error"]
         exc = PassFailure(errors[0] if errors else None)
         exc.diagnostics = engine.diagnostics  # type: ignore[attr-defined]
         raise exc
-    return engine
+    return result

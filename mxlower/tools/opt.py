@@ -225,8 +225,9 @@ def _process(text: str, name: str, ctx: Any, engine: DiagnosticEngine, pipeline:
             if not engine.has_errors:
                 engine.record(Diagnostic("error", "input does not verify"))
             return False
-    if not pipeline.run(module, engine, print_ir_after_all=args.mlir_print_ir_after_all,
-                        print_debuginfo=args.mlir_print_debuginfo):
+    module = pipeline.run(module, engine, print_ir_after_all=args.mlir_print_ir_after_all,
+                          print_debuginfo=args.mlir_print_debuginfo)
+    if module is None:
         return False
     outputs.append(module.get_asm(enable_debug_info=args.mlir_print_debuginfo,
                                   print_generic_op_form=args.mlir_print_op_generic) + "\n")
