@@ -1,7 +1,7 @@
 """``--verify-diagnostics`` with MLIR's semantics.
 
-Comments ``// expected-error {{msg}}`` (also ``warning``, ``note``, ``remark``; ``-re`` for a
-regular expression) expect a diagnostic of that severity whose message contains ``msg`` on the
+Comments ``// expected-error {{msg}}`` (also ``warning``, ``note``, ``remark``; with ``-re``,
+``{{regex}}`` pieces inside the message are regular expressions) expect a diagnostic of that severity whose message contains ``msg`` on the
 comment's line, or on another line named by ``@+N``, ``@-N``, ``@above`` (the closest line above
 without an expected-* comment), ``@below`` (the closest line below without one) or ``@unknown``
 (a diagnostic with no file location).  The run passes only when every expected diagnostic is
@@ -35,8 +35,10 @@ class Expected:
     def matches(self, d: Diagnostic) -> bool:
         if d.severity != self.severity:
             return False
-        if self.regex:
-            return re.search(self.pattern, d.message) is not None
+        if self.regex:  # MLIR's -re form: literal text with {{regex}} pieces
+            parts = re.split(r"\{\{(.*?)\}\}", self.pattern)
+            rx = "".join(p if i % 2 else re.escape(p) for i, p in enumerate(parts))
+            return re.search(rx, d.message) is not None
         return self.pattern in d.message
 
 

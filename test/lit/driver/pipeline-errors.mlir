@@ -1,0 +1,43 @@
+// Pass-pipeline errors point at the offending column, suggest close names, exit 1, and never
+// show a Python traceback.
+
+// RUN: not mxlower-opt %s -p 'builtin.module(cse, mxlower-test-diagnostic)' 2>&1 | FileCheck %s --check-prefix=UNKNOWN
+// UNKNOWN: <pass-pipeline>:1:21: error: unknown pass 'mxlower-test-diagnostic'; did you mean 'mxlower-test-diagnostics'?
+// UNKNOWN-NEXT: builtin.module(cse, mxlower-test-diagnostic)
+// UNKNOWN-NEXT: {{^                    \^$}}
+// UNKNOWN-NOT: Traceback
+
+// RUN: not mxlower-opt %s -p 'builtin.module(mxlower-test-diagnostics{bogus=1})' 2>&1 | FileCheck %s --check-prefix=BADOPT
+// BADOPT: error: unknown option 'bogus' for 'mxlower-test-diagnostics' (its options: tag-ops, prefix, ops)
+
+// RUN: not mxlower-opt %s -p 'builtin.module(mxlower-test-diagnostics{tag-ops=maybe})' 2>&1 | FileCheck %s --check-prefix=BADVAL
+// BADVAL: error: option 'tag-ops' of 'mxlower-test-diagnostics' expects bool, got 'maybe'
+
+// RUN: not mxlower-opt %s -p 'builtin.module(canonicalize{max-iterations=x})' 2>&1 | FileCheck %s --check-prefix=UPOPT
+// UPOPT: <pass-pipeline>:1:16: error: invalid use of pass 'canonicalize'
+
+// RUN: not mxlower-opt %s -p 'builtin.module(cse' 2>&1 | FileCheck %s --check-prefix=PAREN
+// PAREN: <pass-pipeline>:1:19: error: expected ',' or ')' in the pass pipeline
+
+// RUN: not mxlower-opt %s -p 'cse' 2>&1 | FileCheck %s --check-prefix=ANCHOR
+// ANCHOR: error: expected '(' after 'cse': a pipeline must be anchored on an op, e.g. 'builtin.module(cse)'
+
+// RUN: not mxlower-opt %s -p 'builtin.module(mxlower-test-diagnostics{prefix=a' 2>&1 | FileCheck %s --check-prefix=BRACE
+// BRACE: <pass-pipeline>:1:40: error: expected '}' to close the pass options
+
+// RUN: not mxlower-opt %s -p 'builtin.module(cse)' --canonicalize 2>&1 | FileCheck %s --check-prefix=BOTH
+// BOTH: mxlower-opt: error: --pass-pipeline cannot be combined with per-pass flags (--canonicalize)
+
+// RUN: not mxlower-opt %s --cannonicalize 2>&1 | FileCheck %s --check-prefix=FLAG
+// FLAG: mxlower-opt: error: unknown option or pass '--cannonicalize'; did you mean '--canonicalize'?
+
+// RUN: not mxlower-opt %s -p 'builtin.module(one-shot-bufferize)' 2>&1 | FileCheck %s --check-prefix=HANDOVER
+// HANDOVER: error: cannot hand the module to upstream MLIR for pass 'one-shot-bufferize': it still holds ops upstream MLIR does not know (stablehlo.add); lower them first
+
+// RUN: not mxlower-opt %s -p 'builtin.module(convert-to-llvm, stablehlo-legalize-to-linalg)' 2>&1 | FileCheck %s --check-prefix=BACK
+// BACK: error: unknown pass 'stablehlo-legalize-to-linalg' in upstream MLIR (the module was handed over by 'convert-to-llvm')
+
+func.func @f(%a: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = stablehlo.add %a, %a : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
