@@ -1,0 +1,722 @@
+"""Bit-exact narrow-float conversions, generated from the codec descriptions in
+:mod:`mxlower.formats` (MX-SEMANTICS section 2).
+
+The conversion algorithm is written once, against a small abstract integer-op builder
+(:class:`IntBuilder`), and driven by :class:`~mxlower.formats.FloatType` descriptions of the
+source and destination formats.  Three builders execute it:
+
+* :class:`StableHLOBuilder` -- ``stablehlo`` integer ops on ranked tensors (jaxlib stack);
+* :class:`ArithBuilder` -- ``arith`` ops on scalars, vectors or tensors, for EITHER binding
+  stack: pass the ``ir`` and ``arith`` modules to use (``jaxlib.mlir.{ir,dialects.arith}`` or
+  upstream ``mlir.ir`` / ``mlir.dialects.arith``);
+* :class:`NumpyBuilder` -- executes the same algorithm on NumPy arrays (fast exhaustive tests).
+
+Entry points
+------------
+All three take a builder and return the result value (an MLIR ``Value`` or an ndarray).  Type
+arguments are MLIR spellings (``"f32"``, ``"bf16"``, ``"f16"``, ``"f8E4M3FN"``, ...) or
+:class:`FloatType` objects.
+
+``emit_truncf(b, value, src_wide, dst, *, code_bits=8)``
+    ``value``: floats of type ``src_wide`` (f32, bf16 or f16).  Returns the ``dst`` codes as
+    integers of width ``code_bits`` (8: one code per byte, f4/f6 codes in the low bits, upper
+    bits zero; or ``dst.bits``, e.g. 4, so that an ``arith.bitcast`` to ``f4E2M1FN`` follows).
+    StableHLO: ``tensor<...xui8>`` (``code_bits`` must be 8).  Arith: ``i<code_bits>``.
+
+``emit_extf(b, codes, src, dst_wide)``
+    ``codes``: integers of any width >= ``src.bits`` holding ``src`` codes in the low bits (bits
+    above are ignored); returns floats of type ``dst_wide`` (exact, or RNE for f16 results of
+    f8E8M0FNU, the only decode that can round).
+
+``emit_convert_codes(b, codes, src, dst, *, code_bits=8)``
+    narrow -> narrow, codes to codes; the same result as going through f32 (which is exact).
+
+Example (upstream stack, a vector of f32 to f4E2M1FN, as ``arith.truncf`` would)::
+
+    from mlir import ir
+    from mlir.dialects import arith
+    from mxlower import codec
+    with ir.InsertionPoint(block), loc:
+        b = codec.ArithBuilder(ir, arith, x.type)          # x: vector<8xf32>
+        codes = codec.emit_truncf(b, x, "f32", "f4E2M1FN", code_bits=4)   # vector<8xi4>
+        y = arith.BitcastOp(ir.VectorType.get([8], ir.Type.parse("f4E2M1FN")), codes).result
+
+Builder interface
+-----------------
+A builder implements eight primitives (see :class:`IntBuilder`): ``constant(value, bits)``,
+``binary(op, lhs, rhs)`` with ``op`` in ``and or xor add sub shl shrui shrsi minsi maxsi``,
+``compare(pred, lhs, rhs)`` with signed predicates ``eq ne slt sle sgt sge`` (result i1),
+``select(cond, a, b)``, ``bitcast_to_int(x)`` / ``bitcast_to_float(x, wide)`` (same width),
+``resize(x, bits)`` (zero-extend or truncate) and ``width(x)``.  Every value of one conversion
+has the same shape; constants are splats of it.  Integer values are two's complement; the
+algorithm only compares values whose signed reading is their true value, so it never needs
+unsigned predicates (StableHLO ties compare signedness to the element type).
+
+The algorithm
+-------------
+One function, :func:`convert_codes`, converts an integer-coded value of any described format
+to any other (the wide types are described in :data:`WIDE_FLOAT_TYPES`), branch-free:
+
+1. split the source code into sign, biased exponent ``e`` and mantissa; form the significand
+   ``sig`` (implicit bit included) and the effective exponent (subnormals use ``e = 1``);
+   source subnormals that may be destination normals (destination bias larger) are normalized
+   with a shift ladder (log2(mantissa bits) select steps);
+2. re-bias: ``e_d = e + dst.bias - src.bias``; where the destination has subnormals and
+   ``e_d`` may be <= 0, the right shift grows by ``1 - e_d`` (clamped);
+3. round the significand to ``dst.man_bits`` bits: round to nearest even, except
+   f8E8M0FNU (``special == "fnu"``): ties round up, and a subnormal source (f32/bf16 values
+   below 2^-126, where ml_dtypes does not renormalize) rounds ties down, so values in
+   (2^-127, 2^-126) give 2^-126 and 2^-127 stays 2^-127;
+4. ``mag = ((e_d - 1) << dst.man_bits) + rounded`` (a carry out of the mantissa increments the
+   exponent); ``min(mag, K)`` applies the overflow rule, because every overflow code is one
+   past the largest finite code (Inf for ieee types, NaN for f8E4M3FN, 0xFF for f8E8M0FNU)
+   or the largest finite code itself (saturating f4/f6);
+5. NaN and Inf sources, zero and negative inputs to the unsigned f8E8M0FNU, and the sign are
+   applied with selects, each emitted only where static analysis of the two formats says it
+   can change the result.
+
+Static analysis (ranges of ``e_d``, whether subnormal handling is needed, whether 16-bit
+working integers suffice) decides which steps are emitted: f32 -> f8E4M3FN is ~25 integer ops,
+f8E5M2 -> f16 is ~10.  Working width: the wide type's width (16 for bf16/f16, 32 for f32),
+widened to 32 where 16 bits could overflow (f8E8M0FNU -> f16).
+
+Semantics: exactly MX-SEMANTICS section 2 = :func:`mxlower.reference.convert` for every input
+(test/python/test_codec.py checks this exhaustively with :class:`NumpyBuilder`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+
+from mxlower.formats import FLOAT_TYPES, FloatType
+
+__all__ = [
+    "ArithBuilder",
+    "IntBuilder",
+    "NumpyBuilder",
+    "StableHLOBuilder",
+    "WIDE_FLOAT_TYPES",
+    "codec_type",
+    "convert_codes",
+    "emit_convert_codes",
+    "emit_extf",
+    "emit_truncf",
+    "plan",
+]
+
+#: Codec descriptions of the wide IEEE types (NaN code: the canonical quiet NaN).
+WIDE_FLOAT_TYPES: dict[str, FloatType] = {
+    t.mlir: t
+    for t in (
+        FloatType("f32", "float32", 32, 8, 23, 127, True, "ieee", "inf", 0x7FC00000),
+        FloatType("bf16", "bfloat16", 16, 8, 7, 127, True, "ieee", "inf", 0x7FC0),
+        FloatType("f16", "float16", 16, 5, 10, 15, True, "ieee", "inf", 0x7E00),
+    )
+}
+
+_WIDE_DTYPES = {"f32": np.dtype(np.float32), "bf16": np.dtype(ml_dtypes.bfloat16),
+                "f16": np.dtype(np.float16)}
+
+BINARY_OPS = ("and", "or", "xor", "add", "sub", "shl", "shrui", "shrsi", "minsi", "maxsi")
+PREDICATES = ("eq", "ne", "slt", "sle", "sgt", "sge")
+
+
+def codec_type(t: str | FloatType) -> FloatType:
+    """The codec description of a narrow type or of f32/bf16/f16 (MLIR spelling or object)."""
+    if isinstance(t, FloatType):
+        return t
+    if t in WIDE_FLOAT_TYPES:
+        return WIDE_FLOAT_TYPES[t]
+    if t in FLOAT_TYPES:
+        return FLOAT_TYPES[t]
+    known = ", ".join([*WIDE_FLOAT_TYPES, *FLOAT_TYPES])
+    raise KeyError(f"unknown float type '{t}' (known: {known})")
+
+
+# ============================================================================ builder interface
+
+
+class IntBuilder:
+    """The integer-op interface the conversion algorithm is written against.
+
+    Subclasses implement the primitives; the helpers below them accept a Python ``int`` for
+    either operand and splat it to the other operand's width.
+    """
+
+    # -- primitives ------------------------------------------------------------------------
+    def constant(self, value: int, bits: int) -> Any:
+        """A splat integer constant of width ``bits`` (``value`` taken modulo 2^bits)."""
+        raise NotImplementedError
+
+    def binary(self, op: str, lhs: Any, rhs: Any) -> Any:
+        """``op`` in :data:`BINARY_OPS`; both operands of the same width.  Shifts are by less
+        than the width; ``shrui`` is logical, ``shrsi`` arithmetic; min/max are signed."""
+        raise NotImplementedError
+
+    def compare(self, pred: str, lhs: Any, rhs: Any) -> Any:
+        """``pred`` in :data:`PREDICATES` (signed); an i1 result."""
+        raise NotImplementedError
+
+    def select(self, cond: Any, a: Any, b: Any) -> Any:
+        raise NotImplementedError
+
+    def bitcast_to_int(self, x: Any) -> Any:
+        """Floats -> integers of the same width (the bit pattern)."""
+        raise NotImplementedError
+
+    def bitcast_to_float(self, x: Any, wide: str) -> Any:
+        """Integers -> floats of type ``wide`` ("f32", "bf16" or "f16") of the same width."""
+        raise NotImplementedError
+
+    def resize(self, x: Any, bits: int) -> Any:
+        """Zero-extend or truncate an integer value to ``bits`` bits."""
+        raise NotImplementedError
+
+    def width(self, x: Any) -> int:
+        """The integer width of a value (1 for i1)."""
+        raise NotImplementedError
+
+    # -- helpers -----------------------------------------------------------------------------
+    def _pair(self, a: Any, b: Any) -> tuple[Any, Any]:
+        if isinstance(a, int):
+            a = self.constant(a, self.width(b))
+        if isinstance(b, int):
+            b = self.constant(b, self.width(a))
+        return a, b
+
+    def _bin(self, op: str, a: Any, b: Any) -> Any:
+        return self.binary(op, *self._pair(a, b))
+
+    def and_(self, a, b):
+        return self._bin("and", a, b)
+
+    def or_(self, a, b):
+        return self._bin("or", a, b)
+
+    def add(self, a, b):
+        return self._bin("add", a, b)
+
+    def sub(self, a, b):
+        return self._bin("sub", a, b)
+
+    def shl(self, a, b):
+        return self._bin("shl", a, b)
+
+    def shr(self, a, b):
+        """Logical shift right."""
+        return self._bin("shrui", a, b)
+
+    def min(self, a, b):
+        return self._bin("minsi", a, b)
+
+    def max(self, a, b):
+        return self._bin("maxsi", a, b)
+
+    def cmp(self, pred: str, a, b):
+        return self.compare(pred, *self._pair(a, b))
+
+    def sel(self, cond, a, b):
+        return self.select(cond, *self._pair(a, b))
+
+
+# ============================================================================ the algorithm
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """What :func:`convert_codes` emits for one (source, destination) pair; see :func:`plan`."""
+
+    src: FloatType
+    dst: FloatType
+    width: int  #: working integer width
+    normalize: bool  #: renormalize source subnormals (shift ladder)
+    decode_subnormals: bool  #: source subnormals need e = 1 / no implicit bit
+    e8m0_subnormal_ties_down: bool  #: the ml_dtypes f32-subnormal -> e8m0 rule
+    dst_subnormals: bool  #: variable right shift for destination subnormals
+    clamp_exp: int | None  #: clamp e_d to this value (keeps mag in range)
+    overflow_min: bool  #: emit min(mag, K)
+    nan_select: bool  #: NaN sources need an explicit select
+    inf_select: bool  #: Inf sources need an explicit select
+    zero_select: bool  #: zero needs an explicit select (after normalization)
+
+
+def _ladder(man_bits: int) -> list[int]:
+    steps, k = [], 1
+    while k <= man_bits:
+        steps.insert(0, k)
+        k *= 2
+    return steps
+
+
+def _max_finite(t: FloatType) -> int:
+    inf = ((1 << t.exp_bits) - 1) << t.man_bits
+    return {"ieee": inf - 1, "fn": t.magnitude_mask - 1, "fnu": t.magnitude_mask - 1,
+            "none": t.magnitude_mask}[t.special]
+
+
+def _overflow_code(t: FloatType) -> int:
+    """K: the magnitude every too-large value (and Inf) converts to; max finite + 1 or max."""
+    if t.overflow == "saturate":
+        return _max_finite(t)
+    if t.overflow == "inf":
+        assert t.special == "ieee"
+        return ((1 << t.exp_bits) - 1) << t.man_bits
+    k = t.nan_code & t.magnitude_mask
+    assert k == _max_finite(t) + 1, f"{t.mlir}: NaN on overflow needs NaN == max + 1"
+    return k
+
+
+def plan(src: str | FloatType, dst: str | FloatType, width: int | None = None) -> Plan:
+    """Static analysis of one conversion: which steps of the algorithm are needed."""
+    s, d = codec_type(src), codec_type(dst)
+    Ms, Md = s.man_bits, d.man_bits
+    delta = d.bias - s.bias
+    e_all = (1 << s.exp_bits) - 1
+    normalize = s.subnormals and Ms > 0 and d.bias > s.bias
+    # source subnormals all below half the smallest destination subnormal: treat them as normals
+    # with e = 0 (their value stays below that half, so they still round to zero)
+    flush = (s.subnormals and not normalize and d.subnormals
+             and s.bias >= d.bias + Md + 1)
+    decode_sub = s.subnormals and not flush
+    e8m0_quirk = d.special == "fnu" and s.subnormals and not normalize
+    lo_nonzero = (1 - Ms) if normalize else (1 if decode_sub else 0)
+    lo_e = lo_nonzero + delta
+    if not d.subnormals and lo_e < 0:
+        raise NotImplementedError(f"{s.mlir} -> {d.mlir}: source values below the destination "
+                                  "range (destination has no subnormals)")
+    dst_sub = d.subnormals and lo_e < 1
+    K = _overflow_code(d)
+    e_star = -(-K // (1 << Md))  # the smallest e_d whose magnitudes are all >= K
+    # largest rounded significand (carry included); exact left shifts never carry
+    r_max = (1 << (Md + 1)) if Ms > Md else ((1 << (Ms + 1)) - 1) << (Md - Ms)
+    fin_e = (e_all - 1 if s.special in ("ieee", "fnu") else e_all) + delta  # finite sources
+    spec_e = e_all + delta  # the exponent field of Inf/NaN sources
+
+    def mag_hi(e: int) -> int:
+        return ((e - 1) << Md) + r_max
+
+    finite_overflow = mag_hi(min(fin_e, e_star)) > _max_finite(d)
+    natural = spec_e >= e_star  # Inf/NaN sources land on the overflow code by themselves
+    overflow_min = finite_overflow or (natural and (s.has_inf or s.has_nan))
+    nan_natural = (overflow_min and natural and d.has_nan
+                   and (d.nan_code & d.magnitude_mask) == K)
+    nan_select = s.has_nan and not nan_natural
+    inf_select = s.has_inf and not (overflow_min and natural)
+    zero_select = normalize and d.special != "fnu"
+    # working width: significand with guard bits and rounding increment, exponents and
+    # magnitudes must fit (signed); clamp e_d at e_star where that is what makes them fit
+    P = max(Ms, Md + 1) if dst_sub else Ms
+    hi_e = spec_e if s.has_inf or s.has_nan else fin_e
+
+    def need(clamped: bool) -> int:
+        top = mag_hi(min(hi_e, e_star) if clamped else hi_e)
+        return max(max(P + 3, top.bit_length(), hi_e.bit_length(),
+                       (abs(lo_e) + Ms + 1).bit_length()) + 1, s.bits, d.bits)
+
+    clamp = None
+    w = width or max(16, s.bits, d.bits)
+    for w in dict.fromkeys((w, 32)):
+        if need(False) <= w:
+            break
+        if overflow_min and hi_e > e_star and need(True) <= w:
+            clamp = e_star
+            break
+    else:  # pragma: no cover - no described pair needs more
+        raise NotImplementedError(f"{s.mlir} -> {d.mlir} needs more than 32-bit integers")
+    return Plan(s, d, w, normalize, decode_sub, e8m0_quirk, dst_sub, clamp, overflow_min,
+                nan_select, inf_select, zero_select)
+
+
+def _round(b: IntBuilder, sig, sh, half, ties: str, tie_down=None):
+    """Shift ``sig`` right by ``sh`` (>= 1, an int or a value) with rounding: "even" (RNE) or
+    "up" (ties up; down where ``tie_down`` is true).  ``half`` = 1 << (sh - 1)."""
+    if ties == "even":
+        lsb = b.and_(b.shr(sig, sh), 1)
+        inc = b.add(half - 1 if isinstance(half, int) else b.sub(half, 1), lsb)
+    elif tie_down is None:
+        inc = half
+    else:
+        w = b.width(sig)
+        h = half if not isinstance(half, int) else b.constant(half, w)
+        inc = b.sub(h, b.select(tie_down, b.constant(1, w), b.constant(0, w)))
+    return b.shr(b.add(sig, inc), sh)
+
+
+def convert_codes(b: IntBuilder, c: Any, src: str | FloatType, dst: str | FloatType,
+                  p: Plan | None = None) -> Any:
+    """The conversion algorithm: ``c`` holds ``src`` codes in the low bits of integers of the
+    plan's working width (upper bits zero); returns ``dst`` codes of the same width (upper bits
+    zero).  See the module docstring for the steps."""
+    p = p or plan(src, dst)
+    s, d = p.src, p.dst
+    Ms, Md = s.man_bits, d.man_bits
+    delta = d.bias - s.bias
+
+    # 1. decode the source
+    a = b.and_(c, s.magnitude_mask) if s.signed else c
+    e = b.shr(a, Ms) if Ms else a
+    is_sub = None
+    if p.decode_subnormals:
+        e_eff = b.max(e, 1)
+        # a - ((e_eff - 1) << Ms): (1 << Ms) | m for normals, m for subnormals
+        sig = b.sub(a, b.shl(b.sub(e_eff, 1), Ms))
+        if p.e8m0_subnormal_ties_down:
+            is_sub = b.cmp("eq", e, 0)
+    else:
+        e_eff = e
+        sig = b.or_(b.and_(a, (1 << Ms) - 1), 1 << Ms) if Ms else b.constant(1, p.width)
+    if p.normalize:
+        for k in _ladder(Ms):
+            small = b.cmp("slt", sig, 1 << (Ms + 1 - k))
+            sig = b.sel(small, b.shl(sig, k), sig)
+            e_eff = b.sel(small, b.sub(e_eff, k), e_eff)
+
+    # 2. re-bias; 3. round
+    e_d = b.add(e_eff, delta) if delta else e_eff
+    if p.clamp_exp is not None:
+        e_d = b.min(e_d, p.clamp_exp)
+    ties = "up" if d.special == "fnu" else "even"
+    P = Ms
+    if p.dst_subnormals:
+        if P <= Md:
+            sig = b.shl(sig, Md + 1 - P)
+            P = Md + 1
+        extra = b.min(b.max(b.sub(1, e_d), 0), Md + 2)
+        sh = b.add(extra, P - Md)
+        half = b.shl(1 << (P - Md - 1), extra)
+        r = _round(b, sig, sh, half, ties, is_sub)
+        # 4. assemble: (max(e_d, 1) - 1) << Md
+        mag = b.add(b.shl(b.max(b.sub(e_d, 1), 0), Md), r)
+    else:
+        sh = P - Md
+        if sh > 0:
+            r = _round(b, sig, sh, 1 << (sh - 1), ties, is_sub)
+        elif sh < 0:
+            r = b.shl(sig, -sh)
+        else:
+            r = sig
+        mag = b.add(b.shl(b.sub(e_d, 1), Md) if Md else b.sub(e_d, 1), r)
+    K = _overflow_code(d)
+    if p.overflow_min:
+        mag = b.min(mag, K)
+
+    # 5. specials and sign
+    if p.zero_select:
+        mag = b.sel(b.cmp("eq", a, 0), 0, mag)
+    inf_bits = ((1 << s.exp_bits) - 1) << Ms
+    src_nan = None
+    if p.nan_select:
+        if s.special == "ieee":
+            src_nan = b.cmp("sgt", a, inf_bits)
+        else:  # fn: the all-ones magnitude; fnu: code 0xFF
+            src_nan = b.cmp("eq", a, s.magnitude_mask)
+    if p.inf_select:
+        mag = b.sel(b.cmp("eq", a, inf_bits), K, mag)
+    if not d.signed:  # f8E8M0FNU: zero, negatives and NaN -> 0xFF
+        bad = [b.cmp("eq", a, 0)] if s.special != "fnu" else []  # (f8E8M0FNU has no zero)
+        if s.signed:
+            bad.append(b.cmp("ne", b.and_(c, s.sign_mask), 0))
+        if src_nan is not None:
+            bad.append(src_nan)
+        if not bad:
+            return mag
+        cond = bad[0]
+        for x in bad[1:]:
+            cond = b.or_(cond, x)
+        return b.sel(cond, d.nan_code, mag)
+    nan_mag = d.nan_code & d.magnitude_mask
+    if p.nan_select and d.special != "none":
+        mag = b.sel(src_nan, nan_mag, mag)
+    if s.signed:
+        if s.bits >= d.bits:
+            sgn = b.and_(b.shr(c, s.bits - d.bits), d.sign_mask) if s.bits > d.bits else \
+                b.and_(c, d.sign_mask)
+        else:
+            sgn = b.shl(b.and_(c, s.sign_mask), d.bits - s.bits)
+        mag = b.or_(mag, sgn)
+    if p.nan_select and d.special == "none":  # the -0 code for every NaN
+        mag = b.sel(src_nan, d.nan_code, mag)
+    return mag
+
+
+def _code_in(b: IntBuilder, codes: Any, s: FloatType, width: int) -> Any:
+    w = b.width(codes)
+    c = b.resize(codes, width) if w != width else codes
+    if w > s.bits:
+        c = b.and_(c, (1 << s.bits) - 1)
+    return c
+
+
+def emit_truncf(b: IntBuilder, value: Any, src_wide: str, dst: str | FloatType, *,
+                code_bits: int = 8) -> Any:
+    """f32/bf16/f16 ``value`` -> ``dst`` codes as ``code_bits``-wide integers (see module doc)."""
+    s = codec_type(src_wide)
+    if s.mlir not in WIDE_FLOAT_TYPES:
+        raise ValueError(f"emit_truncf: source must be one of {', '.join(WIDE_FLOAT_TYPES)}, "
+                         f"got '{s.mlir}'")
+    d = codec_type(dst)
+    p = plan(s, d)
+    u = b.bitcast_to_int(value)
+    if p.width != s.bits:
+        u = b.resize(u, p.width)
+    out = convert_codes(b, u, s, d, p)
+    return b.resize(out, code_bits) if code_bits != p.width else out
+
+
+def emit_extf(b: IntBuilder, codes: Any, src: str | FloatType, dst_wide: str) -> Any:
+    """``src`` codes (low bits of integers of any width) -> floats of ``dst_wide``."""
+    s = codec_type(src)
+    d = codec_type(dst_wide)
+    if d.mlir not in WIDE_FLOAT_TYPES:
+        raise ValueError(f"emit_extf: destination must be one of {', '.join(WIDE_FLOAT_TYPES)},"
+                         f" got '{d.mlir}'")
+    p = plan(s, d)
+    out = convert_codes(b, _code_in(b, codes, s, p.width), s, d, p)
+    if p.width != d.bits:
+        out = b.resize(out, d.bits)
+    return b.bitcast_to_float(out, d.mlir)
+
+
+def emit_convert_codes(b: IntBuilder, codes: Any, src: str | FloatType, dst: str | FloatType,
+                       *, code_bits: int = 8) -> Any:
+    """Narrow ``src`` codes -> narrow ``dst`` codes (``code_bits``-wide integers)."""
+    s, d = codec_type(src), codec_type(dst)
+    p = plan(s, d)
+    out = convert_codes(b, _code_in(b, codes, s, p.width), s, d, p)
+    return b.resize(out, code_bits) if code_bits != p.width else out
+
+
+# ============================================================================ NumPy builder
+
+
+def _signed(v: int, bits: int) -> int:
+    v &= (1 << bits) - 1
+    return v - (1 << bits) if v >> (bits - 1) else v
+
+
+class NumpyBuilder(IntBuilder):
+    """Executes the algorithm on NumPy arrays (int16/int32 working values, bool for i1, uint8
+    for 8-bit and narrower codes)."""
+
+    def constant(self, value: int, bits: int) -> np.ndarray:
+        if bits <= 8:
+            return np.array(value & ((1 << bits) - 1), dtype=np.uint8)
+        return np.array(_signed(value, bits), dtype=f"int{bits}")
+
+    def width(self, x) -> int:
+        x = np.asarray(x)
+        return 1 if x.dtype == np.bool_ else x.dtype.itemsize * 8
+
+    def binary(self, op: str, lhs, rhs):
+        if op == "shrui":
+            bits = self.width(lhs)
+            u = f"uint{bits}"
+            return (np.asarray(lhs).view(u) >> np.asarray(rhs).astype(u)).view(lhs.dtype)
+        fn = {"and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor,
+              "add": np.add, "sub": np.subtract, "shl": np.left_shift,
+              "shrsi": np.right_shift, "minsi": np.minimum, "maxsi": np.maximum}[op]
+        with np.errstate(over="ignore"):
+            return fn(lhs, rhs).astype(lhs.dtype, copy=False)
+
+    def compare(self, pred: str, lhs, rhs):
+        fn = {"eq": np.equal, "ne": np.not_equal, "slt": np.less, "sle": np.less_equal,
+              "sgt": np.greater, "sge": np.greater_equal}[pred]
+        return fn(lhs, rhs)
+
+    def select(self, cond, a, b):
+        return np.where(cond, a, b).astype(np.result_type(a, b), copy=False)
+
+    def bitcast_to_int(self, x):
+        x = np.asarray(x)
+        return x.view(f"int{x.dtype.itemsize * 8}")
+
+    def bitcast_to_float(self, x, wide: str):
+        return np.asarray(x).view(_WIDE_DTYPES[wide])
+
+    def resize(self, x, bits: int):
+        x = np.asarray(x)
+        w = self.width(x)
+        if bits <= 8:
+            return x.astype(np.uint8) & np.uint8((1 << bits) - 1) if bits < 8 else \
+                x.astype(np.uint8)
+        if bits > w:
+            return x.view(f"uint{w}").astype(f"int{bits}")
+        return x.astype(f"int{bits}")
+
+
+# ============================================================================ MLIR builders
+
+
+class _MLIRBuilder(IntBuilder):
+    """Shared parts of the MLIR builders: integer types by width, constant caching."""
+
+    def __init__(self, ir: Any, *, loc: Any = None, ip: Any = None):
+        self.ir = ir
+        self.loc = loc
+        self.ip = ip
+        self._consts: dict[tuple[int, int], Any] = {}
+
+    def _shaped(self, elem: Any) -> Any:
+        raise NotImplementedError
+
+    def _int(self, bits: int) -> Any:
+        return self._shaped(self.ir.IntegerType.get_signless(bits))
+
+    def _elem(self, t: Any) -> Any:
+        for cls in ("VectorType", "RankedTensorType"):
+            try:
+                return getattr(self.ir, cls)(t).element_type
+            except ValueError:
+                pass
+        return t
+
+    def width(self, x: Any) -> int:
+        return self.ir.IntegerType(self._elem(x.type)).width
+
+    def _kw(self) -> dict:
+        return {"loc": self.loc, "ip": self.ip}
+
+
+class StableHLOBuilder(_MLIRBuilder):
+    """StableHLO integer ops on ``tensor<shape x iN>`` (jaxlib stack).  Narrow codes are
+    ``ui8`` (``resize(x, 8)``); working integers are signless (signed in StableHLO).
+
+    Create it under the insertion point and location to build at, or pass ``loc``/``ip``.
+    ``shape`` must be static.
+    """
+
+    def __init__(self, shape, *, loc: Any = None, ip: Any = None):
+        from mxlower.bindings.jaxlib import ir, stablehlo
+
+        super().__init__(ir, loc=loc, ip=ip)
+        self.hlo = stablehlo
+        self.shape = list(shape)
+
+    def _shaped(self, elem):
+        return self.ir.RankedTensorType.get(self.shape, elem)
+
+    def _int(self, bits: int):
+        if bits == 8:
+            return self._shaped(self.ir.IntegerType.get_unsigned(8))
+        return super()._int(bits)
+
+    def constant(self, value: int, bits: int):
+        key = (value & ((1 << bits) - 1), bits)
+        if key not in self._consts:
+            t = self._int(bits)
+            et = self._elem(t)
+            v = key[0] if bits == 8 else _signed(value, bits)
+            attr = self.ir.DenseElementsAttr.get_splat(t, self.ir.IntegerAttr.get(et, v))
+            self._consts[key] = self.hlo.ConstantOp(attr, **self._kw()).result
+        return self._consts[key]
+
+    def binary(self, op: str, lhs, rhs):
+        h = self.hlo
+        cls = {"and": h.AndOp, "or": h.OrOp, "xor": h.XorOp, "add": h.AddOp,
+               "sub": h.SubtractOp, "shl": h.ShiftLeftOp, "shrui": h.ShiftRightLogicalOp,
+               "shrsi": h.ShiftRightArithmeticOp, "minsi": h.MinOp, "maxsi": h.MaxOp}[op]
+        return cls(lhs, rhs, **self._kw()).result
+
+    def compare(self, pred: str, lhs, rhs):
+        h = self.hlo
+        direction = {"eq": "EQ", "ne": "NE", "slt": "LT", "sle": "LE", "sgt": "GT",
+                     "sge": "GE"}[pred]
+        return h.CompareOp(lhs, rhs, h.ComparisonDirectionAttr.get(direction),
+                           compare_type=h.ComparisonTypeAttr.get("SIGNED"),
+                           **self._kw()).result
+
+    def select(self, cond, a, b):
+        return self.hlo.SelectOp(cond, a, b, **self._kw()).result
+
+    def bitcast_to_int(self, x):
+        w = self.ir.FloatType(self._elem(x.type)).width
+        return self.hlo.BitcastConvertOp(self._int(w), x, **self._kw()).result
+
+    def bitcast_to_float(self, x, wide: str):
+        t = self._shaped(self.ir.Type.parse(wide))
+        return self.hlo.BitcastConvertOp(t, x, **self._kw()).result
+
+    def resize(self, x, bits: int):
+        if bits < 8:
+            raise ValueError("StableHLO narrow storage is ui8; code_bits must be 8")
+        return self.hlo.ConvertOp(self._int(bits), x, **self._kw()).result
+
+
+_CMPI = {"eq": 0, "ne": 1, "slt": 2, "sle": 3, "sgt": 4, "sge": 5}
+
+
+class ArithBuilder(_MLIRBuilder):
+    """``arith`` ops on scalars, vectors or ranked tensors, for either binding stack.
+
+    ``ir`` and ``arith`` are the modules to build with (``mlir.ir`` and ``mlir.dialects.arith``
+    upstream, or jaxlib's).  ``like``: any type whose shape the values have (``f32``,
+    ``vector<8xf32>``, ``tensor<4x4xbf16>``, ...).  Create under a context (and insertion point
+    and location, or pass ``loc``/``ip``).
+    """
+
+    def __init__(self, ir: Any, arith: Any, like: Any, *, loc: Any = None, ip: Any = None):
+        super().__init__(ir, loc=loc, ip=ip)
+        self.arith = arith
+        self.shape = None
+        self.kind = None
+        for cls in ("VectorType", "RankedTensorType"):
+            try:
+                st = getattr(ir, cls)(like)
+            except ValueError:
+                continue
+            self.kind, self.shape = cls, list(st.shape)
+            self.scalable = (list(st.scalable_dims) if cls == "VectorType"
+                             and hasattr(st, "scalable_dims") else None)
+            break
+
+    def _shaped(self, elem):
+        if self.kind is None:
+            return elem
+        if self.kind == "VectorType":
+            if self.scalable and any(self.scalable):
+                return self.ir.VectorType.get(self.shape, elem, scalable=self.scalable)
+            return self.ir.VectorType.get(self.shape, elem)
+        return self.ir.RankedTensorType.get(self.shape, elem)
+
+    def constant(self, value: int, bits: int):
+        key = (value & ((1 << bits) - 1), bits)
+        if key not in self._consts:
+            t = self._int(bits)
+            et = self.ir.IntegerType.get_signless(bits)
+            ia = self.ir.IntegerAttr.get(et, _signed(value, bits))
+            attr = ia if self.kind is None else self.ir.DenseElementsAttr.get_splat(t, ia)
+            self._consts[key] = self.arith.ConstantOp(t, attr, **self._kw()).result
+        return self._consts[key]
+
+    def binary(self, op: str, lhs, rhs):
+        a = self.arith
+        cls = {"and": a.AndIOp, "or": a.OrIOp, "xor": a.XOrIOp, "add": a.AddIOp,
+               "sub": a.SubIOp, "shl": a.ShLIOp, "shrui": a.ShRUIOp, "shrsi": a.ShRSIOp,
+               "minsi": a.MinSIOp, "maxsi": a.MaxSIOp}[op]
+        return cls(lhs, rhs, **self._kw()).result
+
+    def compare(self, pred: str, lhs, rhs):
+        attr = self.ir.IntegerAttr.get(self.ir.IntegerType.get_signless(64), _CMPI[pred])
+        return self.arith.CmpIOp(attr, lhs, rhs, **self._kw()).result
+
+    def select(self, cond, a, b):
+        return self.arith.SelectOp(cond, a, b, **self._kw()).result
+
+    def bitcast_to_int(self, x):
+        w = self.ir.FloatType(self._elem(x.type)).width
+        return self.arith.BitcastOp(self._int(w), x, **self._kw()).result
+
+    def bitcast_to_float(self, x, wide: str):
+        return self.arith.BitcastOp(self._shaped(self.ir.Type.parse(wide)), x,
+                                    **self._kw()).result
+
+    def resize(self, x, bits: int):
+        w = self.width(x)
+        if bits == w:
+            return x
+        op = self.arith.ExtUIOp if bits > w else self.arith.TruncIOp
+        return op(self._int(bits), x, **self._kw()).result
