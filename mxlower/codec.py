@@ -720,3 +720,53 @@ class ArithBuilder(_MLIRBuilder):
             return x
         op = self.arith.ExtUIOp if bits > w else self.arith.TruncIOp
         return op(self._int(bits), x, **self._kw()).result
+
+
+# ============================================================================ test inputs
+
+
+def probe_values(type_name: str, *, n_random: int = 1 << 16, seed: int = 0) -> np.ndarray:
+    """Inputs that exercise a conversion from ``type_name`` exhaustively or near-exhaustively.
+
+    * a narrow type: every code (ml_dtypes array);
+    * bf16, f16: every bit pattern;
+    * f32 (> 200k values): for each narrow type, every value, every midpoint between
+      neighbours (and the overflow midpoint past max) and their f32 neighbours (+-1, +-2 ulp),
+      with both signs; every power of two and 1.5 * 2^k (f8E8M0FNU ties) with neighbours;
+      subnormals around 2^-127 and 2^-126; +-0, +-Inf, quiet and signalling NaNs of both signs
+      with several payloads; ``n_random`` random bit patterns.
+    """
+    if type_name in FLOAT_TYPES:
+        t = FLOAT_TYPES[type_name]
+        return np.arange(1 << t.bits, dtype=np.uint8).view(t.dtype)
+    if type_name in ("bf16", "f16"):
+        return np.arange(1 << 16, dtype=np.uint16).view(_WIDE_DTYPES[type_name])
+    if type_name != "f32":
+        raise KeyError(f"no probe set for '{type_name}'")
+    f64: list[np.ndarray] = []
+    for t in FLOAT_TYPES.values():
+        v = np.arange(1 << t.bits, dtype=np.uint8).view(t.dtype).astype(np.float64)
+        v = np.unique(np.abs(v[np.isfinite(v)]))
+        ulp_top = v[-1] - v[-2]
+        v = np.concatenate([v, [v[-1] + ulp_top, v[-1] + 2 * ulp_top]])
+        mids = (v[:-1] + v[1:]) / 2  # exact in f64, and exact in f32 (<= 5 significand bits)
+        f64 += [v, mids]
+    k = np.arange(-149, 128)
+    f64 += [np.ldexp(1.0, k), np.ldexp(1.5, k[1:]), np.ldexp(1.25, k[2:]),
+            np.ldexp(1.75, k[2:])]
+    with np.errstate(over="ignore"):  # e8m0's top midpoints overflow f32 to Inf: kept
+        base = np.concatenate(f64).astype(np.float32)  # exact otherwise
+    u = base.view(np.uint32).astype(np.int64)
+    near = np.concatenate([u + d for d in (-2, -1, 0, 1, 2)])
+    sub = np.concatenate([np.arange(1, 64), (1 << 22) + np.arange(-64, 65),
+                          (1 << 23) - np.arange(1, 64), (3 << 21) + np.arange(-8, 9)])
+    special = np.array([0, 0x7F800000, 0x7F800001, 0x7FC00000, 0x7FFFFFFF, 0x7FA00000,
+                        0x7F7FFFFF, 0x00800000, 0x007FFFFF])
+    rng = np.random.default_rng(seed)
+    rand = rng.integers(0, 1 << 31, n_random, dtype=np.int64)
+    # random values inside the narrow types' ranges: |x| in [2^-12, 2^17)
+    rand_small = rng.integers(0x39800000, 0x48000000, n_random, dtype=np.int64)
+    mags = np.concatenate([near, sub, special, rand, rand_small])
+    mags = mags[(mags >= 0) & (mags < (1 << 31))]
+    bits_ = np.concatenate([mags, mags | (1 << 31)]).astype(np.uint32)
+    return np.unique(bits_).view(np.float32)
