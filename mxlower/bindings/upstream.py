@@ -15,7 +15,7 @@ import os
 import shutil
 from pathlib import Path
 
-__all__ = ["available", "context", "runtime_library", "tool", "tool_dirs"]
+__all__ = ["available", "context", "module", "runtime_library", "tool", "tool_dirs"]
 
 
 @functools.cache
@@ -69,3 +69,10 @@ def context():
     from mlir import ir  # noqa: PLC0415  (imported lazily: the stack is optional at import time)
 
     return ir.Context()
+
+
+def module(name: str):
+    """An upstream MLIR Python module by its name below ``mlir``, imported on first use:
+    ``module("ir")``, ``module("dialects.arith")``, ``module("execution_engine")``,
+    ``module("runtime")``, ``module("passmanager")``."""
+    return importlib.import_module("mlir." + name)

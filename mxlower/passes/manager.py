@@ -96,9 +96,9 @@ class PassPipeline:
     def _pass_manager_class(self, stack: str) -> Any:
         if stack == JAXLIB:
             return J.PassManager
-        from mlir.passmanager import PassManager  # the upstream stack, via its binding module
+        from mxlower.bindings import upstream
 
-        return PassManager
+        return upstream.module("passmanager").PassManager
 
     def _context(self, stack: str) -> Any:
         return self.ctx if stack == JAXLIB else self.upstream_context
@@ -267,8 +267,9 @@ class PassPipeline:
 
     def _hand_over(self, op: Any, stage: Any, engine: DiagnosticEngine) -> Any | None:
         """Re-create a jaxlib module in the upstream context, through text with locations."""
-        from mlir import ir as upstream_ir
+        from mxlower.bindings import upstream
 
+        upstream_ir = upstream.module("ir")
         name = stage.names[0] if isinstance(stage, _Upstream) else stage.instance.name
         text = op.get_asm(enable_debug_info=True)
         ctx = self.upstream_context
