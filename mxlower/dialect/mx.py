@@ -1,0 +1,631 @@
+"""The ``mx`` ops: mxlower's own in-IR form of MX quantize, dequantize, scaled dot, pack, unpack.
+
+jaxlib's MLIR cannot register a dialect from Python, so ``mx`` ops are *unregistered* ops in
+MLIR's generic form (the context must allow unregistered dialects; ``mxlower-opt`` does, and the
+builders here switch it on).  This module is their definition: the op names, the attributes,
+builders that compute result types, and the verifier (:func:`verify`, :func:`parse`) that the
+``mxlower-verify-mx`` pass and every pass consuming ``mx`` ops run, so that a bad op is reported
+at its location instead of being mis-lowered.  The textual forms are documented in
+``mxlower/dialect/README.md``; in short::
+
+    %q, %s = "mx.quantize"(%x) {format = "mxfp8_e4m3", block_size = 32 : i64, axis = 1 : i64,
+             scale_mode = "floor"} : (tensor<4x64xf32>) -> (tensor<4x64xf8E4M3FN>, tensor<4x2xf8E8M0FNU>)
+    %y = "mx.dequantize"(%q, %s) {format = "mxfp8_e4m3", block_size = 32 : i64, axis = 1 : i64}
+             : (tensor<4x64xf8E4M3FN>, tensor<4x2xf8E8M0FNU>) -> tensor<4x64xbf16>
+    %r = "mx.scaled_dot"(%a, %as, %b, %bs) {lhs_format = "mxfp8_e4m3", lhs_block_size = 32 : i64,
+             rhs_format = "mxfp8_e4m3", rhs_block_size = 32 : i64, compute_type = f32,
+             dot_dimension_numbers = #stablehlo.dot<lhs_contracting_dimensions = [1],
+                                                    rhs_contracting_dimensions = [1]>}
+             : (tensor<4x64xf8E4M3FN>, tensor<4x2xf8E8M0FNU>, tensor<8x64xf8E4M3FN>,
+                tensor<8x2xf8E8M0FNU>) -> tensor<4x8xf32>
+    %p = "mx.pack"(%q) {axis = 1 : i64} : (tensor<4x64xf4E2M1FN>) -> tensor<4x32xui8>
+    %u = "mx.unpack"(%p) {axis = 1 : i64} : (tensor<4x32xui8>) -> tensor<4x64xf4E2M1FN>
+
+nvfp4 takes its optional per-tensor scale as one extra trailing ``tensor<f32>`` operand of
+quantize, dequantize and scaled_dot.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from mxlower.formats import FLOAT_TYPES, FORMATS, SCALE_MODES, WIDE_TYPES, MXFormat
+
+__all__ = [
+    "DEFAULT_SCALE_MODE",
+    "DequantizeOp",
+    "MXError",
+    "OP_NAMES",
+    "Operand",
+    "PackOp",
+    "QuantizeOp",
+    "ScaledDotOp",
+    "UnpackOp",
+    "dequantize",
+    "is_mx_op",
+    "pack",
+    "packed_length",
+    "parse",
+    "quantize",
+    "scaled_dot",
+    "unpack",
+    "verify",
+]
+
+OP_NAMES = ("mx.quantize", "mx.dequantize", "mx.scaled_dot", "mx.pack", "mx.unpack")
+DEFAULT_SCALE_MODE = "floor"
+
+_ATTRS = {
+    "mx.quantize": ("format", "block_size", "axis", "scale_mode"),
+    "mx.dequantize": ("format", "block_size", "axis"),
+    "mx.scaled_dot": ("lhs_format", "rhs_format", "lhs_block_size", "rhs_block_size",
+                      "lhs_axis", "rhs_axis", "dot_dimension_numbers", "compute_type"),
+    "mx.pack": ("axis",),
+    "mx.unpack": ("axis",),
+}
+
+#: element types ``mx.pack`` accepts (MLIR spelling -> bit width)
+PACKABLE: dict[str, int] = {**{t.mlir: t.bits for t in FLOAT_TYPES.values()}, "i8": 8}
+
+
+class MXError(ValueError):
+    """A malformed ``mx`` op; the message says what is wrong (the op supplies the location)."""
+
+
+def is_mx_op(op: Any) -> bool:
+    return op.operation.name.startswith("mx.")
+
+
+# ----------------------------------------------------------------------------- parsed views
+
+
+@dataclasses.dataclass(frozen=True)
+class QuantizeOp:
+    op: Any
+    input: Any
+    global_scale: Any | None
+    fmt: MXFormat
+    block_size: int
+    axis: int  #: normalized, >= 0
+    scale_mode: str
+    shape: tuple[int, ...]
+    input_type: str  #: f32, bf16 or f16
+
+
+@dataclasses.dataclass(frozen=True)
+class DequantizeOp:
+    op: Any
+    elements: Any
+    scales: Any
+    global_scale: Any | None
+    fmt: MXFormat
+    block_size: int
+    axis: int
+    shape: tuple[int, ...]
+    result_type: str  #: f32, bf16 or f16
+
+
+@dataclasses.dataclass(frozen=True)
+class Operand:
+    """One side of ``mx.scaled_dot``: a scaled MX operand or a plain wide one."""
+
+    value: Any
+    scales: Any | None
+    fmt: MXFormat | None
+    block_size: int | None
+    axis: int | None
+    shape: tuple[int, ...]
+    element_type: str
+
+
+@dataclasses.dataclass(frozen=True)
+class ScaledDotOp:
+    op: Any
+    lhs: Operand
+    rhs: Operand
+    global_scale: Any | None
+    lhs_contracting: tuple[int, ...]
+    rhs_contracting: tuple[int, ...]
+    lhs_batch: tuple[int, ...]
+    rhs_batch: tuple[int, ...]
+    compute_type: str
+    result_type: str
+    result_shape: tuple[int, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class PackOp:
+    op: Any
+    input: Any
+    axis: int
+    bits: int
+    element_type: str
+    shape: tuple[int, ...]  #: unpacked shape
+
+
+@dataclasses.dataclass(frozen=True)
+class UnpackOp:
+    op: Any
+    input: Any
+    axis: int
+    bits: int
+    element_type: str
+    shape: tuple[int, ...]  #: unpacked (result) shape
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def _ir():
+    from mxlower.bindings.jaxlib import ir
+
+    return ir
+
+
+def _tensor(value: Any, what: str) -> tuple[tuple[int, ...], str]:
+    ir = _ir()
+    t = value.type
+    if not isinstance(t, ir.RankedTensorType):
+        raise MXError(f"{what} must be a ranked tensor, got {t}")
+    rt = ir.RankedTensorType(t)
+    if not rt.has_static_shape:
+        raise MXError(f"{what} must have a static shape, got {t}")
+    return tuple(rt.shape), str(rt.element_type)
+
+
+def _ttype(shape, elt: str) -> str:
+    return "tensor<" + "".join(f"{d}x" for d in shape) + elt + ">"
+
+
+def _attr_str(attrs, name: str, what: str) -> str | None:
+    ir = _ir()
+    if name not in attrs:
+        return None
+    a = attrs[name]
+    if not isinstance(a, ir.StringAttr):
+        raise MXError(f"attribute '{name}' must be a string ({what}), got {a}")
+    return ir.StringAttr(a).value
+
+
+def _attr_int(attrs, name: str) -> int | None:
+    ir = _ir()
+    if name not in attrs:
+        return None
+    a = attrs[name]
+    if not isinstance(a, ir.IntegerAttr):
+        raise MXError(f"attribute '{name}' must be an integer, got {a}")
+    return ir.IntegerAttr(a).value
+
+
+def _format(attrs, name: str, required: bool = True) -> MXFormat | None:
+    known = ", ".join(FORMATS)
+    s = _attr_str(attrs, name, f"one of {known}")
+    if s is None:
+        if required:
+            raise MXError(f"missing attribute '{name}' (one of {known})")
+        return None
+    if s not in FORMATS:
+        raise MXError(f"unknown MX format '{s}' (known: {known})")
+    return FORMATS[s]
+
+
+def _block_size(attrs, name: str, fmt: MXFormat) -> int:
+    k = _attr_int(attrs, name)
+    if k is None:
+        return fmt.block_size
+    if k <= 0:
+        raise MXError(f"'{name}' must be positive, got {k}")
+    return k
+
+
+def _axis(attrs, name: str, rank: int, default: int = -1) -> int:
+    a = _attr_int(attrs, name)
+    a = default if a is None else a
+    if not -rank <= a < rank:
+        raise MXError(f"'{name}' {a} is out of range for rank {rank}")
+    return a % rank
+
+
+def _check_attr_names(op) -> None:
+    allowed = _ATTRS[op.name]
+    for a in op.attributes:
+        name = a if isinstance(a, str) else a.name
+        if "." in name:  # discardable attributes of other dialects (mhlo.*, jax.*) are kept
+            continue
+        if name not in allowed:
+            raise MXError(f"unknown attribute '{name}' (known for {op.name}: "
+                          f"{', '.join(allowed)})")
+
+
+def _counts(op, operands: tuple[int, ...], results: int) -> None:
+    n = len(op.operands)
+    if n not in operands:
+        want = " or ".join(str(x) for x in operands)
+        raise MXError(f"expects {want} operands, got {n}")
+    if len(op.results) != results:
+        raise MXError(f"expects {results} result{'s' if results != 1 else ''}, "
+                      f"got {len(op.results)}")
+
+
+def scale_shape(shape, axis: int, block_size: int) -> tuple[int, ...]:
+    out = list(shape)
+    out[axis] //= block_size
+    return tuple(out)
+
+
+def _check_blocked(shape, axis: int, k: int, what: str) -> None:
+    if shape[axis] % k:
+        raise MXError(f"blocked dimension {axis} of {what} has size {shape[axis]}, which "
+                      f"block size {k} does not divide")
+
+
+def _check_scales(s_val, e_shape, axis: int, k: int, fmt: MXFormat, what: str) -> None:
+    s_shape, s_elt = _tensor(s_val, what)
+    want = scale_shape(e_shape, axis, k)
+    if s_elt != fmt.scale:
+        raise MXError(f"{what} of {fmt.name} must have element type {fmt.scale}, got {s_elt}")
+    if s_shape != want:
+        raise MXError(f"{what} must have shape {_ttype(want, fmt.scale)} for elements "
+                      f"{_ttype(e_shape, fmt.element)} blocked by {k} along dimension {axis}, "
+                      f"got {_ttype(s_shape, s_elt)}")
+
+
+def _check_elements(shape_elt, fmt: MXFormat, what: str) -> None:
+    _, elt = shape_elt
+    if elt != fmt.element:
+        raise MXError(f"{what} of {fmt.name} must have element type {fmt.element}, got {elt}")
+
+
+def _global_scale(op, index: int, fmt: MXFormat | None) -> Any | None:
+    if len(op.operands) <= index:
+        return None
+    g = op.operands[index]
+    if fmt is not None and not fmt.global_scale:
+        raise MXError(f"format {fmt.name} takes no global scale operand (only nvfp4 does)")
+    shape, elt = _tensor(g, "the global scale")
+    if shape != () or elt != "f32":
+        raise MXError(f"the global scale must be tensor<f32>, got {_ttype(shape, elt)}")
+    return g
+
+
+def _wide(elt: str, what: str) -> None:
+    if elt not in WIDE_TYPES:
+        raise MXError(f"{what} must have element type f32, bf16 or f16, got {elt}")
+
+
+# ----------------------------------------------------------------------------- parsing
+
+
+def _parse_quantize(op) -> QuantizeOp:
+    a = op.attributes
+    fmt = _format(a, "format")
+    _counts(op, (1, 2) if fmt.global_scale else (1,), 2)
+    shape, elt = _tensor(op.operands[0], "the input")
+    _wide(elt, "the input")
+    if not shape:
+        raise MXError("the input must have at least one dimension")
+    k = _block_size(a, "block_size", fmt)
+    axis = _axis(a, "axis", len(shape))
+    mode = _attr_str(a, "scale_mode", f"one of {', '.join(SCALE_MODES)}")
+    if fmt.is_nvfp4 and mode is not None:
+        raise MXError("'scale_mode' does not apply to nvfp4 (its scales are f8E4M3FN values)")
+    mode = mode or DEFAULT_SCALE_MODE
+    if mode not in SCALE_MODES:
+        raise MXError(f"unknown scale mode '{mode}' (known: {', '.join(SCALE_MODES)})")
+    _check_blocked(shape, axis, k, "the input")
+    e = _tensor(op.results[0], "result #0 (elements)")
+    if e[0] != shape:
+        raise MXError(f"result #0 (elements) must have the input's shape "
+                      f"{_ttype(shape, fmt.element)}, got {_ttype(*e)}")
+    _check_elements(e, fmt, "result #0 (elements)")
+    _check_scales(op.results[1], shape, axis, k, fmt, "result #1 (scales)")
+    g = _global_scale(op, 1, fmt)
+    return QuantizeOp(op, op.operands[0], g, fmt, k, axis, mode, shape, elt)
+
+
+def _parse_dequantize(op) -> DequantizeOp:
+    a = op.attributes
+    fmt = _format(a, "format")
+    _counts(op, (2, 3) if fmt.global_scale else (2,), 1)
+    e = _tensor(op.operands[0], "operand #0 (elements)")
+    shape = e[0]
+    if not shape:
+        raise MXError("the elements must have at least one dimension")
+    _check_elements(e, fmt, "operand #0 (elements)")
+    k = _block_size(a, "block_size", fmt)
+    axis = _axis(a, "axis", len(shape))
+    _check_blocked(shape, axis, k, "the elements")
+    _check_scales(op.operands[1], shape, axis, k, fmt, "operand #1 (scales)")
+    r_shape, r_elt = _tensor(op.results[0], "the result")
+    _wide(r_elt, "the result")
+    if r_shape != shape:
+        raise MXError(f"the result must have the elements' shape {_ttype(shape, r_elt)}, got "
+                      f"{_ttype(r_shape, r_elt)}")
+    g = _global_scale(op, 2, fmt)
+    return DequantizeOp(op, op.operands[0], op.operands[1], g, fmt, k, axis, shape, r_elt)
+
+
+def _dot_dims(attrs) -> tuple[tuple[int, ...], ...]:
+    from mxlower.bindings.jaxlib import stablehlo
+
+    if "dot_dimension_numbers" not in attrs:
+        raise MXError("missing attribute 'dot_dimension_numbers' (a #stablehlo.dot<...>)")
+    a = attrs["dot_dimension_numbers"]
+    if not stablehlo.DotDimensionNumbers.isinstance(a):
+        raise MXError(f"attribute 'dot_dimension_numbers' must be a #stablehlo.dot<...>, got {a}")
+    d = stablehlo.DotDimensionNumbers(a)
+    return (tuple(d.lhs_contracting_dimensions), tuple(d.rhs_contracting_dimensions),
+            tuple(d.lhs_batching_dimensions), tuple(d.rhs_batching_dimensions))
+
+
+def _side(op, attrs, side: str, idx: int, contracting: tuple[int, ...]) -> tuple[Operand, int]:
+    fmt = _format(attrs, f"{side}_format", required=False)
+    value = op.operands[idx]
+    shape, elt = _tensor(value, f"the {side} operand")
+    if fmt is None:
+        for extra in (f"{side}_block_size", f"{side}_axis"):
+            if extra in attrs:
+                raise MXError(f"'{extra}' given for a plain (unscaled) {side} operand")
+        _wide(elt, f"the plain {side} operand")
+        return Operand(value, None, None, None, None, shape, elt), idx + 1
+    if not shape:
+        raise MXError(f"the {side} operand must have at least one dimension")
+    if elt != fmt.element:
+        raise MXError(f"the {side} operand of {fmt.name} must have element type {fmt.element}, "
+                      f"got {elt}")
+    k = _block_size(attrs, f"{side}_block_size", fmt)
+    if f"{side}_axis" in attrs:
+        axis = _axis(attrs, f"{side}_axis", len(shape))
+    elif len(contracting) == 1 and 0 <= contracting[0] < len(shape):
+        axis = contracting[0]
+    else:
+        raise MXError(f"the {side} operand has {len(contracting)} contracting dimensions; "
+                      f"give '{side}_axis' to say which one is blocked")
+    _check_blocked(shape, axis, k, f"the {side} operand")
+    if idx + 1 >= len(op.operands):
+        raise MXError(f"missing the {side} scales operand")
+    _check_scales(op.operands[idx + 1], shape, axis, k, fmt, f"the {side} scales")
+    return Operand(value, op.operands[idx + 1], fmt, k, axis, shape, elt), idx + 2
+
+
+def _parse_scaled_dot(op) -> ScaledDotOp:
+    a = op.attributes
+    if len(op.results) != 1:
+        raise MXError(f"expects 1 result, got {len(op.results)}")
+    lc, rc, lb, rb = _dot_dims(a)
+    lf = _format(a, "lhs_format", required=False)
+    rf = _format(a, "rhs_format", required=False)
+    base = 2 + (lf is not None) + (rf is not None)
+    allowed = (base, base + 1)
+    if len(op.operands) not in allowed:
+        layout = ("lhs" + (", lhs_scales" if lf else "") + ", rhs" + (", rhs_scales" if rf else "")
+                  + " [, global_scale]")
+        raise MXError(f"expects {' or '.join(map(str, allowed))} operands ({layout}), got "
+                      f"{len(op.operands)}")
+    lhs, i = _side(op, a, "lhs", 0, lc)
+    rhs, i = _side(op, a, "rhs", i, rc)
+    if lf is None and rf is None:
+        raise MXError("neither operand is scaled: give 'lhs_format' and/or 'rhs_format'")
+    g = op.operands[i] if i < len(op.operands) else None
+    if g is not None:
+        shape, elt = _tensor(g, "the global scale")
+        if shape != () or elt != "f32":
+            raise MXError(f"the global scale must be tensor<f32>, got {_ttype(shape, elt)}")
+    ct = "f32"
+    if "compute_type" in a:
+        ir = _ir()
+        if not isinstance(a["compute_type"], ir.TypeAttr):
+            raise MXError(f"attribute 'compute_type' must be a type, got {a['compute_type']}")
+        ct = str(ir.TypeAttr(a["compute_type"]).value)
+        _wide(ct, "'compute_type'")
+    # dimension numbers
+    for dims, x, what in ((lc + lb, lhs, "lhs"), (rc + rb, rhs, "rhs")):
+        for d in dims:
+            if not 0 <= d < len(x.shape):
+                raise MXError(f"{what} dimension {d} in dot_dimension_numbers is out of range "
+                              f"for rank {len(x.shape)}")
+        if len(set(dims)) != len(dims):
+            raise MXError(f"dot_dimension_numbers repeat a {what} dimension: {list(dims)}")
+    if len(lc) != len(rc) or len(lb) != len(rb):
+        raise MXError("lhs and rhs need the same number of contracting and of batch dimensions")
+    for xs, ys, what in ((lc, rc, "contracting"), (lb, rb, "batch")):
+        for dl, dr in zip(xs, ys):
+            if lhs.shape[dl] != rhs.shape[dr]:
+                raise MXError(f"{what} dimension sizes differ: lhs dimension {dl} is "
+                              f"{lhs.shape[dl]}, rhs dimension {dr} is {rhs.shape[dr]}")
+    lfree = [d for d in range(len(lhs.shape)) if d not in lc and d not in lb]
+    rfree = [d for d in range(len(rhs.shape)) if d not in rc and d not in rb]
+    want = tuple([lhs.shape[d] for d in lb] + [lhs.shape[d] for d in lfree]
+                 + [rhs.shape[d] for d in rfree])
+    r_shape, r_elt = _tensor(op.results[0], "the result")
+    _wide(r_elt, "the result")
+    if r_shape != want:
+        raise MXError(f"the result must have shape {_ttype(want, r_elt)} (batch, lhs free, rhs "
+                      f"free dimensions), got {_ttype(r_shape, r_elt)}")
+    return ScaledDotOp(op, lhs, rhs, g, lc, rc, lb, rb, ct, r_elt, r_shape)
+
+
+def packed_length(n: int, bits: int) -> int | None:
+    """Bytes that ``n`` values of ``bits`` bits fill, or None when they do not fill whole bytes."""
+    return None if (n * bits) % 8 else n * bits // 8
+
+
+def _parse_pack(op, unpack: bool) -> PackOp | UnpackOp:
+    _counts(op, (1,), 1)
+    src = _tensor(op.operands[0], "the operand")
+    dst = _tensor(op.results[0], "the result")
+    packed, codes = (src, dst) if unpack else (dst, src)
+    shape, elt = codes
+    if elt not in PACKABLE:
+        raise MXError(f"cannot pack element type {elt} (packable: {', '.join(PACKABLE)})")
+    if packed[1] != "ui8":
+        raise MXError(f"packed data must have element type ui8, got {packed[1]}")
+    if not shape:
+        raise MXError("packed tensors must have at least one dimension")
+    axis = _axis(op.attributes, "axis", len(shape))
+    bits = PACKABLE[elt]
+    m = packed_length(shape[axis], bits)
+    if m is None:
+        raise MXError(f"{shape[axis]} values of {elt} ({bits} bits) along dimension {axis} do "
+                      f"not fill whole bytes ({shape[axis] * bits} bits)")
+    want = list(shape)
+    want[axis] = m
+    if len(packed[0]) != len(shape) or tuple(want) != packed[0]:
+        which = "the operand" if unpack else "the result"
+        raise MXError(f"{which} must have shape {_ttype(want, 'ui8')} for "
+                      f"{_ttype(shape, elt)}, got {_ttype(*packed)}")
+    cls = UnpackOp if unpack else PackOp
+    return cls(op, op.operands[0], axis, bits, elt, shape)
+
+
+def parse(op: Any) -> QuantizeOp | DequantizeOp | ScaledDotOp | PackOp | UnpackOp:
+    """The verified view of an ``mx`` op; :class:`MXError` says what is wrong with it."""
+    op = op.operation
+    name = op.name
+    if name not in _ATTRS:
+        raise MXError(f"unknown mx op '{name}' (known: {', '.join(OP_NAMES)})")
+    _check_attr_names(op)
+    if name == "mx.quantize":
+        return _parse_quantize(op)
+    if name == "mx.dequantize":
+        return _parse_dequantize(op)
+    if name == "mx.scaled_dot":
+        return _parse_scaled_dot(op)
+    return _parse_pack(op, unpack=name == "mx.unpack")
+
+
+def verify(root: Any) -> list[tuple[Any, str]]:
+    """Every malformed ``mx`` op under ``root`` (inclusive) with its problem, in IR order."""
+    ir = _ir()
+    bad: list[tuple[Any, str]] = []
+
+    def visit(o: Any) -> Any:
+        o = o.operation
+        if o.name.startswith("mx."):
+            try:
+                parse(o)
+            except MXError as e:
+                bad.append((o, f"'{o.name}' op {e}"))
+        return ir.WalkResult.ADVANCE
+
+    root.operation.walk(visit)
+    return bad
+
+
+# ----------------------------------------------------------------------------- builders
+
+
+def _create(name: str, results, operands, attrs: dict[str, Any], loc, ip) -> Any:
+    ir = _ir()
+    ctx = (loc or ir.Location.current).context
+    ctx.allow_unregistered_dialects = True
+    return ir.Operation.create(name, results=results, operands=list(operands),
+                               attributes=attrs, loc=loc, ip=ip)
+
+
+def _i64(v: int):
+    ir = _ir()
+    return ir.IntegerAttr.get(ir.IntegerType.get_signless(64), int(v))
+
+
+def _type(shape, elt: str, loc: Any = None):
+    ir = _ir()
+    return ir.RankedTensorType.get(list(shape), ir.Type.parse(elt),
+                                   loc=loc or ir.Location.unknown())
+
+
+def quantize(x: Any, format: str, *, block_size: int | None = None, axis: int = -1,
+             scale_mode: str | None = None, global_scale: Any | None = None,
+             loc: Any = None, ip: Any = None) -> Any:
+    """Build ``mx.quantize``; returns the op (results: elements, scales)."""
+    ir = _ir()
+    fmt = FORMATS[format]
+    shape, _ = _tensor(x, "the input")
+    axis %= len(shape)
+    k = block_size or fmt.block_size
+    attrs = {"format": ir.StringAttr.get(fmt.name), "block_size": _i64(k), "axis": _i64(axis)}
+    if not fmt.is_nvfp4:
+        attrs["scale_mode"] = ir.StringAttr.get(scale_mode or DEFAULT_SCALE_MODE)
+    results = [_type(shape, fmt.element, loc), _type(scale_shape(shape, axis, k), fmt.scale, loc)]
+    operands = [x] + ([global_scale] if global_scale is not None else [])
+    return _create("mx.quantize", results, operands, attrs, loc, ip)
+
+
+def dequantize(elements: Any, scales: Any, format: str, *, result_type: str = "f32",
+               block_size: int | None = None, axis: int = -1, global_scale: Any | None = None,
+               loc: Any = None, ip: Any = None) -> Any:
+    ir = _ir()
+    fmt = FORMATS[format]
+    shape, _ = _tensor(elements, "the elements")
+    axis %= len(shape)
+    attrs = {"format": ir.StringAttr.get(fmt.name),
+             "block_size": _i64(block_size or fmt.block_size), "axis": _i64(axis)}
+    operands = [elements, scales] + ([global_scale] if global_scale is not None else [])
+    return _create("mx.dequantize", [_type(shape, result_type, loc)], operands, attrs, loc, ip)
+
+
+def scaled_dot(lhs: Any, lhs_scales: Any | None, rhs: Any, rhs_scales: Any | None, *,
+               lhs_format: str | None, rhs_format: str | None,
+               lhs_contracting: tuple[int, ...], rhs_contracting: tuple[int, ...],
+               lhs_batch: tuple[int, ...] = (), rhs_batch: tuple[int, ...] = (),
+               lhs_block_size: int | None = None, rhs_block_size: int | None = None,
+               lhs_axis: int | None = None, rhs_axis: int | None = None,
+               result_type: str = "f32", compute_type: str = "f32",
+               global_scale: Any | None = None, loc: Any = None, ip: Any = None) -> Any:
+    ir = _ir()
+    from mxlower.bindings.jaxlib import stablehlo
+
+    attrs: dict[str, Any] = {}
+    operands = [lhs]
+    for side, fmt_name, scales, k, axis, value in (
+            ("lhs", lhs_format, lhs_scales, lhs_block_size, lhs_axis, lhs),
+            ("rhs", rhs_format, rhs_scales, rhs_block_size, rhs_axis, rhs)):
+        if side == "rhs":
+            operands.append(rhs)
+        if fmt_name is None:
+            continue
+        fmt = FORMATS[fmt_name]
+        attrs[f"{side}_format"] = ir.StringAttr.get(fmt.name)
+        attrs[f"{side}_block_size"] = _i64(k or fmt.block_size)
+        if axis is not None:
+            attrs[f"{side}_axis"] = _i64(axis % len(_tensor(value, side)[0]))
+        operands.append(scales)
+    if global_scale is not None:
+        operands.append(global_scale)
+    attrs["dot_dimension_numbers"] = stablehlo.DotDimensionNumbers.get(
+        lhs_batching_dimensions=list(lhs_batch), rhs_batching_dimensions=list(rhs_batch),
+        lhs_contracting_dimensions=list(lhs_contracting),
+        rhs_contracting_dimensions=list(rhs_contracting))
+    attrs["compute_type"] = ir.TypeAttr.get(ir.Type.parse(compute_type))
+    ls, _ = _tensor(lhs, "lhs")
+    rs, _ = _tensor(rhs, "rhs")
+    lfree = [d for d in range(len(ls)) if d not in lhs_contracting and d not in lhs_batch]
+    rfree = [d for d in range(len(rs)) if d not in rhs_contracting and d not in rhs_batch]
+    shape = [ls[d] for d in lhs_batch] + [ls[d] for d in lfree] + [rs[d] for d in rfree]
+    return _create("mx.scaled_dot", [_type(shape, result_type, loc)], operands, attrs, loc, ip)
+
+
+def pack(codes: Any, *, axis: int = -1, loc: Any = None, ip: Any = None) -> Any:
+    ir = _ir()
+    shape, elt = _tensor(codes, "the operand")
+    axis %= len(shape)
+    out = list(shape)
+    m = packed_length(shape[axis], PACKABLE[elt])
+    if m is None:
+        raise MXError(f"{shape[axis]} values of {elt} do not fill whole bytes")
+    out[axis] = m
+    return _create("mx.pack", [_type(out, "ui8", loc)], [codes], {"axis": _i64(axis)}, loc, ip)
+
+
+def unpack(packed: Any, element_type: str, *, axis: int = -1, loc: Any = None,
+           ip: Any = None) -> Any:
+    shape, _ = _tensor(packed, "the operand")
+    axis %= len(shape)
+    out = list(shape)
+    bits = PACKABLE[element_type]
+    if (8 * shape[axis]) % bits:
+        raise MXError(f"{shape[axis]} bytes do not hold whole {element_type} values")
+    out[axis] = 8 * shape[axis] // bits
+    return _create("mx.unpack", [_type(out, element_type, loc)], [packed], {"axis": _i64(axis)},
+                   loc, ip)
