@@ -18,15 +18,15 @@ arguments are MLIR spellings (``"f32"``, ``"bf16"``, ``"f16"``, ``"f8E4M3FN"``, 
 :class:`FloatType` objects.
 
 ``emit_truncf(b, value, src_wide, dst, *, code_bits=8)``
-    ``value``: floats of type ``src_wide`` (f32, bf16 or f16).  Returns the ``dst`` codes as
+    ``value``: floats of type ``src_wide`` (f32, bf16 or f16; f64 also works).  Returns the ``dst`` codes as
     integers of width ``code_bits`` (8: one code per byte, f4/f6 codes in the low bits, upper
     bits zero; or ``dst.bits``, e.g. 4, so that an ``arith.bitcast`` to ``f4E2M1FN`` follows).
     StableHLO: ``tensor<...xui8>`` (``code_bits`` must be 8).  Arith: ``i<code_bits>``.
 
 ``emit_extf(b, codes, src, dst_wide)``
     ``codes``: integers of any width >= ``src.bits`` holding ``src`` codes in the low bits (bits
-    above are ignored); returns floats of type ``dst_wide`` (exact, or RNE for f16 results of
-    f8E8M0FNU, the only decode that can round).
+    above are ignored); returns floats of type ``dst_wide`` (f32, bf16, f16 or f64; exact, or
+    RNE for f16 results of f8E8M0FNU, the only decode that can round).
 
 ``emit_convert_codes(b, codes, src, dst, *, code_bits=8)``
     narrow -> narrow, codes to codes; the same result as going through f32 (which is exact).
@@ -77,8 +77,8 @@ to any other (the wide types are described in :data:`WIDE_FLOAT_TYPES`), branch-
 
 Static analysis (ranges of ``e_d``, whether subnormal handling is needed, whether 16-bit
 working integers suffice) decides which steps are emitted: f32 -> f8E4M3FN is ~25 integer ops,
-f8E5M2 -> f16 is ~10.  Working width: the wide type's width (16 for bf16/f16, 32 for f32),
-widened to 32 where 16 bits could overflow (f8E8M0FNU -> f16).
+f8E5M2 -> f16 is ~10.  Working width: the wide type's width (16 for bf16/f16, 32 for f32,
+64 for f64), widened to 32 where 16 bits could overflow (f8E8M0FNU -> f16).
 
 Semantics: exactly MX-SEMANTICS section 2 = :func:`mxlower.reference.convert` for every input
 (test/python/test_codec.py checks this exhaustively with :class:`NumpyBuilder`).
@@ -108,18 +108,21 @@ __all__ = [
     "plan",
 ]
 
-#: Codec descriptions of the wide IEEE types (NaN code: the canonical quiet NaN).
+#: Codec descriptions of the wide IEEE types (NaN code: the canonical quiet NaN).  Section 2
+#: covers f32, bf16 and f16; f64 works the same way (one rounding, directly from f64, as
+#: :func:`mxlower.reference.convert` defines it).
 WIDE_FLOAT_TYPES: dict[str, FloatType] = {
     t.mlir: t
     for t in (
         FloatType("f32", "float32", 32, 8, 23, 127, True, "ieee", "inf", 0x7FC00000),
         FloatType("bf16", "bfloat16", 16, 8, 7, 127, True, "ieee", "inf", 0x7FC0),
         FloatType("f16", "float16", 16, 5, 10, 15, True, "ieee", "inf", 0x7E00),
+        FloatType("f64", "float64", 64, 11, 52, 1023, True, "ieee", "inf", 0x7FF8000000000000),
     )
 }
 
 _WIDE_DTYPES = {"f32": np.dtype(np.float32), "bf16": np.dtype(ml_dtypes.bfloat16),
-                "f16": np.dtype(np.float16)}
+                "f16": np.dtype(np.float16), "f64": np.dtype(np.float64)}
 
 BINARY_OPS = ("and", "or", "xor", "add", "sub", "shl", "shrui", "shrsi", "minsi", "maxsi")
 PREDICATES = ("eq", "ne", "slt", "sle", "sgt", "sge")
@@ -236,6 +239,7 @@ class Plan:
     normalize: bool  #: renormalize source subnormals (shift ladder)
     decode_subnormals: bool  #: source subnormals need e = 1 / no implicit bit
     e8m0_subnormal_ties_down: bool  #: the ml_dtypes f32-subnormal -> e8m0 rule
+    e8m0_low: bool  #: the same rule for sources normal below 2^-126 (f64)
     dst_subnormals: bool  #: variable right shift for destination subnormals
     clamp_exp: int | None  #: clamp e_d to this value (keeps mag in range)
     overflow_min: bool  #: emit min(mag, K)
@@ -285,9 +289,11 @@ def plan(src: str | FloatType, dst: str | FloatType, width: int | None = None) -
     e8m0_quirk = d.special == "fnu" and s.subnormals and not normalize
     lo_nonzero = (1 - Ms) if normalize else (1 if decode_sub else 0)
     lo_e = lo_nonzero + delta
-    if not d.subnormals and lo_e < 0:
-        raise NotImplementedError(f"{s.mlir} -> {d.mlir}: source values below the destination "
-                                  "range (destination has no subnormals)")
+    # f8E8M0FNU below 2^-126 (only f64 sources reach it as normals): ml_dtypes' rule for f32
+    # subnormals, generalized: 2^-126 above 2^-127, else 2^-127
+    e8m0_low = d.special == "fnu" and lo_e < 1
+    if not d.subnormals and d.special != "fnu" and lo_e < 1:  # pragma: no cover
+        raise NotImplementedError(f"{s.mlir} -> {d.mlir}: no rule below the destination range")
     dst_sub = d.subnormals and lo_e < 1
     K = _overflow_code(d)
     e_star = -(-K // (1 << Md))  # the smallest e_d whose magnitudes are all >= K
@@ -319,7 +325,7 @@ def plan(src: str | FloatType, dst: str | FloatType, width: int | None = None) -
 
     clamp = None
     w = width or max(16, s.bits, d.bits)
-    for w in dict.fromkeys((w, 32)):
+    for w in dict.fromkeys((w, max(w, 32))):
         if need(False) <= w:
             break
         if overflow_min and hi_e > e_star and need(True) <= w:
@@ -327,8 +333,8 @@ def plan(src: str | FloatType, dst: str | FloatType, width: int | None = None) -
             break
     else:  # pragma: no cover - no described pair needs more
         raise NotImplementedError(f"{s.mlir} -> {d.mlir} needs more than 32-bit integers")
-    return Plan(s, d, w, normalize, decode_sub, e8m0_quirk, dst_sub, clamp, overflow_min,
-                nan_select, inf_select, zero_select)
+    return Plan(s, d, w, normalize, decode_sub, e8m0_quirk, e8m0_low, dst_sub, clamp,
+                overflow_min, nan_select, inf_select, zero_select)
 
 
 def _round(b: IntBuilder, sig, sh, half, ties: str, tie_down=None):
@@ -400,6 +406,9 @@ def convert_codes(b: IntBuilder, c: Any, src: str | FloatType, dst: str | FloatT
         else:
             r = sig
         mag = b.add(b.shl(b.sub(e_d, 1), Md) if Md else b.sub(e_d, 1), r)
+    if p.e8m0_low:  # e_d == 0: (2^-127, 2^-126) -> 1, 2^-127 -> 0; e_d < 0 -> 0
+        band = b.sel(b.cmp("sgt", sig, 1 << P), 1, 0) if P else b.constant(0, p.width)
+        mag = b.sel(b.cmp("slt", e_d, 1), b.sel(b.cmp("eq", e_d, 0), band, 0), mag)
     K = _overflow_code(d)
     if p.overflow_min:
         mag = b.min(mag, K)
@@ -734,13 +743,18 @@ def probe_values(type_name: str, *, n_random: int = 1 << 16, seed: int = 0) -> n
       neighbours (and the overflow midpoint past max) and their f32 neighbours (+-1, +-2 ulp),
       with both signs; every power of two and 1.5 * 2^k (f8E8M0FNU ties) with neighbours;
       subnormals around 2^-127 and 2^-126; +-0, +-Inf, quiet and signalling NaNs of both signs
-      with several payloads; ``n_random`` random bit patterns.
+      with several payloads; ``n_random`` random bit patterns;
+    * f64: the f32 set, plus every narrow midpoint nudged by 1 f64 ulp and by 2^-30 relative
+      (a double rounding through f32 gets these wrong), f64 subnormals, and random values
+      over the whole exponent range.
     """
     if type_name in FLOAT_TYPES:
         t = FLOAT_TYPES[type_name]
         return np.arange(1 << t.bits, dtype=np.uint8).view(t.dtype)
     if type_name in ("bf16", "f16"):
         return np.arange(1 << 16, dtype=np.uint16).view(_WIDE_DTYPES[type_name])
+    if type_name == "f64":
+        return _f64_probes(n_random, seed)
     if type_name != "f32":
         raise KeyError(f"no probe set for '{type_name}'")
     f64: list[np.ndarray] = []
@@ -770,3 +784,21 @@ def probe_values(type_name: str, *, n_random: int = 1 << 16, seed: int = 0) -> n
     mags = mags[(mags >= 0) & (mags < (1 << 31))]
     bits_ = np.concatenate([mags, mags | (1 << 31)]).astype(np.uint32)
     return np.unique(bits_).view(np.float32)
+
+
+def _f64_probes(n_random: int, seed: int) -> np.ndarray:
+    with np.errstate(invalid="ignore"):
+        x32 = probe_values("f32", n_random=n_random, seed=seed).astype(np.float64)
+    parts = [x32]
+    for t in FLOAT_TYPES.values():
+        v = np.arange(1 << t.bits, dtype=np.uint8).view(t.dtype).astype(np.float64)
+        v = np.unique(np.abs(v[np.isfinite(v)]))
+        m = (v[:-1] + v[1:]) / 2
+        parts += [np.nextafter(m, 0), np.nextafter(m, np.inf), m * (1 + 2.0 ** -30),
+                  m * (1 - 2.0 ** -30)]
+    rng = np.random.default_rng(seed + 1)
+    parts += [np.ldexp(rng.random(n_random), rng.integers(-1080, 1024, n_random)),
+              np.ldexp(1.0, np.arange(-1074, 1024)),
+              np.array([5e-324, 2.2250738585072014e-308, np.inf])]
+    x = np.concatenate(parts)
+    return np.unique(np.concatenate([x, -x]).view(np.uint64)).view(np.float64)

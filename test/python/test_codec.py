@@ -20,7 +20,7 @@ from mxlower import reference as R
 from mxlower.formats import FLOAT_TYPES, FloatType
 
 NARROW = list(FLOAT_TYPES)
-WIDE = ["f32", "bf16", "f16"]
+WIDE = ["f32", "bf16", "f16", "f64"]  # f64: beyond section 2, defined by reference.convert
 NP = codec.NumpyBuilder()
 
 
@@ -70,7 +70,7 @@ def test_extf_matches_reference(src, dst):
     got = codec.emit_extf(NP, codes, src, dst)
     exp = R.convert(R.from_bits(codes, src), dst)
     assert got.dtype == exp.dtype
-    nan_g, nan_e = np.isnan(got.astype(np.float32)), np.isnan(exp.astype(np.float32))
+    nan_g, nan_e = np.isnan(got.astype(np.float64)), np.isnan(exp.astype(np.float64))
     assert np.array_equal(nan_g, nan_e)
     ok = nan_e | (R.bits(got) == R.bits(exp))
     assert ok.all(), _first_mismatches(codes, R.bits(got), R.bits(exp))
@@ -104,13 +104,13 @@ EXTRA = {
 }
 
 
-@pytest.mark.parametrize("src", WIDE)
+@pytest.mark.parametrize("src", WIDE[:3])
 @pytest.mark.parametrize("name", list(EXTRA))
 def test_generator_is_format_generic(name, src):
     t = EXTRA[name]
     dt = np.dtype(getattr(ml_dtypes, name))
     x = probes(src)
-    keep = ~np.isnan(x.astype(np.float32))
+    keep = ~np.isnan(x.astype(np.float32))  # (ml_dtypes' NaN codes differ by type)
     got = codec.emit_truncf(NP, x, src, t)[keep]
     with np.errstate(invalid="ignore"):
         exp = x.astype(np.float32).astype(dt).view(np.uint8)[keep]
