@@ -1,0 +1,303 @@
+"""The public functions of mxlower.jax: argument checking at trace time, then the primitives."""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from mxlower.formats import FORMATS, SCALE_MODES, MXFormat
+from mxlower.jax.array import MXArray
+from mxlower.jax.primitives import dequantize_p, quantize_p, scaled_dot_p
+
+__all__ = ["dequantize", "lower", "quantize", "scaled_dot"]
+
+_WIDE = (np.dtype(np.float32), np.dtype(jnp.bfloat16), np.dtype(np.float16))
+_WIDE_NAMES = "float32, bfloat16 or float16"
+
+
+# ----------------------------------------------------------------------------- checks
+
+
+def as_array(x: Any) -> Any:
+    """``x`` as something with ``.shape``/``.dtype`` (a jax array, tracer or NumPy array)."""
+    if isinstance(x, (jax.Array, np.ndarray)) or hasattr(x, "aval"):
+        return x
+    return jnp.asarray(x)
+
+
+def check_format(format: Any, fn: str) -> MXFormat:  # noqa: A002
+    if not isinstance(format, str):
+        raise TypeError(f"{fn}: argument 'format' must be a format name (one of "
+                        f"{', '.join(FORMATS)}), got {format!r}")
+    if format not in FORMATS:
+        raise ValueError(f"{fn}: unknown MX format {format!r} for argument 'format' (known: "
+                         f"{', '.join(FORMATS)})")
+    return FORMATS[format]
+
+
+def check_wide(x: Any, fn: str, arg: str) -> Any:
+    x = as_array(x)
+    if np.dtype(x.dtype) not in _WIDE:
+        raise TypeError(f"{fn}: argument '{arg}' must have dtype {_WIDE_NAMES}, got {x.dtype}")
+    return x
+
+
+def check_dtype(dtype: Any, fn: str, arg: str) -> np.dtype:
+    try:
+        dt = np.dtype(dtype)
+    except TypeError:
+        dt = None
+    if dt not in _WIDE:
+        raise TypeError(f"{fn}: argument '{arg}' must be {_WIDE_NAMES}, got {dtype!r}")
+    return dt
+
+
+def _int(v: Any, fn: str, arg: str) -> int:
+    if isinstance(v, bool):
+        raise TypeError(f"{fn}: argument '{arg}' must be an int, got {v!r}")
+    try:
+        return operator.index(v)
+    except TypeError:
+        raise TypeError(f"{fn}: argument '{arg}' must be an int, got {v!r}") from None
+
+
+def check_axis(axis: Any, ndim: int, fn: str, arg: str, of: str) -> int:
+    a = _int(axis, fn, arg)
+    if not -ndim <= a < ndim:
+        raise ValueError(f"{fn}: argument '{arg}' = {a} is out of range for '{of}' of rank "
+                         f"{ndim}")
+    return a % ndim
+
+
+def check_block_size(block_size: Any, n: int, axis: int, fn: str, of: str) -> int:
+    k = _int(block_size, fn, "block_size")
+    if k <= 0:
+        raise ValueError(f"{fn}: argument 'block_size' must be positive, got {k}")
+    if n % k:
+        raise ValueError(f"{fn}: argument 'block_size' = {k} does not divide the blocked "
+                         f"dimension {axis} of '{of}' (size {n}); MX never pads a block")
+    return k
+
+
+def check_global_scale(g: Any, fmt: MXFormat, fn: str) -> Any:
+    if not fmt.global_scale:
+        raise ValueError(f"{fn}: argument 'global_scale' is only for nvfp4, not {fmt.name}")
+    if isinstance(g, (int, float, np.number)) and not isinstance(g, bool):
+        v = np.float32(g)
+        if not np.isfinite(v) or v == 0:
+            raise ValueError(f"{fn}: argument 'global_scale' must be a finite non-zero "
+                             f"float32, got {g!r}")
+        return jnp.asarray(v)
+    g = as_array(g)
+    if tuple(g.shape) != ():
+        raise ValueError(f"{fn}: argument 'global_scale' must be a scalar, got shape "
+                         f"{tuple(g.shape)}")
+    if not jnp.issubdtype(g.dtype, jnp.floating) or np.dtype(g.dtype).itemsize > 4:
+        raise TypeError(f"{fn}: argument 'global_scale' must be a float32 scalar, got "
+                        f"{g.dtype}")
+    if isinstance(g, np.ndarray) or (isinstance(g, jax.Array) and not _traced(g)):
+        v = np.float32(np.asarray(g))
+        if not np.isfinite(v) or v == 0:
+            raise ValueError(f"{fn}: argument 'global_scale' must be a finite non-zero "
+                             f"float32, got {v!r}")
+    return g.astype(jnp.float32)
+
+
+def _traced(x: Any) -> bool:
+    return isinstance(x, jax.core.Tracer)
+
+
+# ----------------------------------------------------------------------------- quantize
+
+
+def quantize(x: Any, format: str = "mxfp8_e4m3", *, axis: int = -1,  # noqa: A002
+             block_size: int | None = None, scale_mode: str = "floor",
+             global_scale: Any | None = None) -> MXArray:
+    """Quantize ``x`` (float32, bfloat16 or float16) to an MX format along ``axis``.
+
+    MX-SEMANTICS sections 3 (MX formats; ``scale_mode`` "floor", "rceil" or "nearest") and 4
+    (nvfp4, with an optional f32 ``global_scale``; ``scale_mode`` does not apply to it).
+    ``block_size`` defaults to the format's (32; nvfp4 16) and must divide ``x.shape[axis]``.
+    Bit-exact with :func:`mxlower.reference.quantize`.
+
+    Gradient: straight-through estimator -- ``dequantize(quantize(x))`` and ``scaled_dot`` of
+    the result differentiate as if the quantized value were ``x`` itself.
+    """
+    fmt = check_format(format, "quantize")
+    x = check_wide(x, "quantize", "x")
+    if x.ndim == 0:
+        raise ValueError("quantize: argument 'x' must have at least one dimension")
+    ax = check_axis(axis, x.ndim, "quantize", "axis", "x")
+    k = check_block_size(fmt.block_size if block_size is None else block_size,
+                         x.shape[ax], ax, "quantize", "x")
+    if scale_mode not in SCALE_MODES:
+        raise ValueError(f"quantize: unknown argument 'scale_mode' {scale_mode!r} (known: "
+                         f"{', '.join(SCALE_MODES)})")
+    g = None if global_scale is None else check_global_scale(global_scale, fmt, "quantize")
+    operands = [x] if g is None else [x, g]
+    elements, scales = quantize_p.bind(*operands, format=fmt.name, block_size=k, axis=ax,
+                                       scale_mode=None if fmt.is_nvfp4 else scale_mode)
+    ste = x if _traced(x) else None  # only a traced x can be differentiated
+    if g is not None:
+        g = jax.lax.stop_gradient(g)
+    return MXArray._make(elements, scales, g, fmt.name, ax - x.ndim, k, ste)
+
+
+# ----------------------------------------------------------------------------- dequantize
+
+
+def _check_mx(mx: Any, fn: str, arg: str) -> MXArray:
+    if not isinstance(mx, MXArray):
+        raise TypeError(f"{fn}: argument '{arg}' must be an MXArray (from "
+                        f"mxlower.jax.quantize), got {type(mx).__name__}")
+    return mx
+
+
+def dequantize(mx: MXArray, dtype: Any = jnp.float32) -> jax.Array:
+    """``decode(element) * decode(scale)`` (nvfp4: times the global scale) rounded to
+    ``dtype`` (float32, bfloat16 or float16); MX-SEMANTICS section 5, bit-exact with
+    :func:`mxlower.reference.dequantize`.  Gradient: exact (identity) through the
+    straight-through source of a quantized array; none into elements or scales."""
+    mx = _check_mx(mx, "dequantize", "mx")
+    dt = check_dtype(dtype, "dequantize", "dtype")
+    operands = [mx.elements, mx.scales]
+    if mx.global_scale is not None:
+        operands.append(mx.global_scale)
+    if mx._ste is not None:
+        operands.append(mx._ste)
+    return dequantize_p.bind(*operands, format=mx.format, block_size=mx.block_size,
+                             axis=mx.blocked_axis, dtype=dt,
+                             has_g=mx.global_scale is not None, has_ste=mx._ste is not None)
+
+
+# ----------------------------------------------------------------------------- scaled dot
+
+
+def _dims(v: Any, what: str) -> tuple[int, ...]:
+    try:
+        return tuple(_int(d, "scaled_dot", "dimension_numbers") for d in v)
+    except TypeError:
+        raise TypeError(f"scaled_dot: argument 'dimension_numbers' ({what}) must be a "
+                        f"sequence of ints, got {v!r}") from None
+
+
+def _norm_dims(ds: tuple[int, ...], ndim: int, side: str, what: str) -> tuple[int, ...]:
+    out = []
+    for d in ds:
+        if not -ndim <= d < ndim:
+            raise ValueError(f"scaled_dot: argument 'dimension_numbers' names {side} "
+                             f"{what} dimension {d}, out of range for rank {ndim}")
+        out.append(d % ndim)
+    if len(set(out)) != len(out):
+        raise ValueError(f"scaled_dot: argument 'dimension_numbers' repeats a {side} "
+                         f"dimension: {tuple(out)}")
+    return tuple(out)
+
+
+def _parse_dimension_numbers(dn: Any, lshape, rshape):
+    if dn is None:
+        if not lshape or not rshape:
+            raise ValueError("scaled_dot: operands must have at least one dimension")
+        return ((len(lshape) - 1,), (len(rshape) - 1,)), ((), ())
+    try:
+        (lc, rc), (lb, rb) = dn
+    except (TypeError, ValueError):
+        raise ValueError("scaled_dot: argument 'dimension_numbers' must be "
+                         "((lhs_contracting, rhs_contracting), (lhs_batch, rhs_batch)), got "
+                         f"{dn!r}") from None
+    lc, rc = _dims(lc, "contracting"), _dims(rc, "contracting")
+    lb, rb = _dims(lb, "batch"), _dims(rb, "batch")
+    lc, rc = _norm_dims(lc, len(lshape), "lhs", "contracting"), _norm_dims(
+        rc, len(rshape), "rhs", "contracting")
+    lb, rb = _norm_dims(lb, len(lshape), "lhs", "batch"), _norm_dims(
+        rb, len(rshape), "rhs", "batch")
+    if set(lc) & set(lb) or set(rc) & set(rb):
+        raise ValueError("scaled_dot: argument 'dimension_numbers' uses a dimension as both "
+                         "contracting and batch")
+    if len(lc) != len(rc) or len(lb) != len(rb):
+        raise ValueError("scaled_dot: argument 'dimension_numbers' needs as many lhs as rhs "
+                         f"contracting and batch dimensions, got {dn!r}")
+    for xs, ys, what in ((lc, rc, "contracting"), (lb, rb, "batch")):
+        for dl, dr in zip(xs, ys):
+            if lshape[dl] != rshape[dr]:
+                raise ValueError(f"scaled_dot: {what} dimension sizes differ: lhs dimension "
+                                 f"{dl} is {lshape[dl]}, rhs dimension {dr} is {rshape[dr]}")
+    return (lc, rc), (lb, rb)
+
+
+def _side(v: Any, side: str) -> MXArray | Any:
+    if isinstance(v, MXArray):
+        return v
+    return check_wide(v, "scaled_dot", side)
+
+
+def scaled_dot(lhs: Any, rhs: Any, dimension_numbers: Any = None,
+               preferred_element_type: Any = jnp.float32) -> jax.Array:
+    """``dot_general(dequantize(lhs), dequantize(rhs))`` with f32 accumulation, converted to
+    ``preferred_element_type``; MX-SEMANTICS section 6.
+
+    Each side is an :class:`MXArray` or a plain float32/bfloat16/float16 array.
+    ``dimension_numbers`` as in :func:`jax.lax.dot_general`
+    (``((lhs_contracting, rhs_contracting), (lhs_batch, rhs_batch))``, any positions); the
+    default contracts the last dimension of both (``lhs [..., M, K]``, ``rhs [..., N, K]``).
+    The contracting dimensions of an MX side must include its blocked axis.  Result: batch,
+    lhs free, rhs free dimensions.  Two nvfp4 sides with global scales multiply the result by
+    both.  Gradient: exact for plain sides, straight-through for quantized ones.
+    """
+    a, b = _side(lhs, "lhs"), _side(rhs, "rhs")
+    out_dt = check_dtype(jnp.float32 if preferred_element_type is None
+                         else preferred_element_type, "scaled_dot", "preferred_element_type")
+    dn = _parse_dimension_numbers(dimension_numbers, tuple(a.shape), tuple(b.shape))
+    for side, v, contracting in (("lhs", a, dn[0][0]), ("rhs", b, dn[0][1])):
+        if isinstance(v, MXArray) and v.blocked_axis not in contracting:
+            raise ValueError(f"scaled_dot: argument '{side}' is blocked along axis "
+                             f"{v.blocked_axis}, which is not one of its contracting "
+                             f"dimensions {tuple(contracting)} (argument 'dimension_numbers');"
+                             " an MX operand must be contracted along its blocked axis")
+    if not isinstance(a, MXArray) and not isinstance(b, MXArray):
+        return jax.lax.dot_general(a, b, dn, preferred_element_type=jnp.float32).astype(out_dt)
+    params: dict[str, Any] = {}
+    operands: list[Any] = []
+    stes: list[Any] = []
+    gs: list[Any] = []
+    for side, v in (("lhs", a), ("rhs", b)):
+        operands.append(v.elements if isinstance(v, MXArray) else v)
+        if isinstance(v, MXArray):
+            operands.append(v.scales)
+            params.update({f"{side}_format": v.format, f"{side}_block_size": v.block_size,
+                           f"{side}_axis": v.blocked_axis, f"{side}_ste": v._ste is not None})
+            if v._ste is not None:
+                stes.append(v._ste)
+            if v.global_scale is not None:
+                gs.append(v.global_scale)
+        else:
+            params.update({f"{side}_format": None, f"{side}_block_size": None,
+                           f"{side}_axis": None, f"{side}_ste": False})
+    if gs:
+        operands.append(gs[0] if len(gs) == 1 else gs[0] * gs[1])
+    operands += stes
+    return scaled_dot_p.bind(*operands, dimension_numbers=dn, out_dtype=out_dt,
+                             has_g=bool(gs), **params)
+
+
+# ----------------------------------------------------------------------------- lower
+
+
+def lower(f: Callable[..., Any], *args: Any, platform: str = "cpu",
+          debug_info: bool = False, **kwargs: Any) -> str:
+    """The StableHLO text of ``jax.jit(f)(*args, **kwargs)`` lowered for ``platform``
+    ("cpu", "cuda", "rocm", "tpu") after mxlower's pipeline, ready for ``mxlower-opt``.
+
+    ``f`` may already be a ``jax.jit`` function (its shardings are kept).  Every mxlower.jax
+    call in it appears as the plain StableHLO mxlower's ``mxlower-mx-to-stablehlo`` pipeline
+    produced for its ``mx`` op (the same text for every platform); no mx op or custom call is
+    left.  ``debug_info=True`` prints locations (each op points at the user's source line).
+    """
+    jitted = f if hasattr(f, "trace") else jax.jit(f)
+    lowered = jitted.trace(*args, **kwargs).lower(lowering_platforms=(platform,))
+    return lowered.as_text(debug_info=debug_info)
