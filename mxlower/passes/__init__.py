@@ -28,10 +28,12 @@ __all__ = [
 #: pass name -> "module:Class"
 PASSES: dict[str, str] = {
     "mxlower-test-diagnostics": "mxlower.passes.test_diagnostics:TestDiagnostics",
+    "mxlower-lower-narrow-floats-to-llvm": "mxlower.passes.lower_narrow_floats_to_llvm:LowerNarrowFloatsToLLVM",
 }
 
 #: named pipeline -> "module:Class"
 PIPELINES: dict[str, str] = {
+    "mxlower-stablehlo-to-llvm": "mxlower.passes.llvm_pipelines:StablehloToLLVM",
 }
 
 _loaded: dict[str, type] = {}
