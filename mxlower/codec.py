@@ -223,6 +223,8 @@ class IntBuilder:
         return self.compare(pred, *self._pair(a, b))
 
     def sel(self, cond, a, b):
+        if isinstance(a, int) and isinstance(b, int):
+            raise TypeError("sel needs at least one value operand to take the width from")
         return self.select(cond, *self._pair(a, b))
 
 
@@ -407,7 +409,8 @@ def convert_codes(b: IntBuilder, c: Any, src: str | FloatType, dst: str | FloatT
             r = sig
         mag = b.add(b.shl(b.sub(e_d, 1), Md) if Md else b.sub(e_d, 1), r)
     if p.e8m0_low:  # e_d == 0: (2^-127, 2^-126) -> 1, 2^-127 -> 0; e_d < 0 -> 0
-        band = b.sel(b.cmp("sgt", sig, 1 << P), 1, 0) if P else b.constant(0, p.width)
+        one, zero = b.constant(1, p.width), b.constant(0, p.width)
+        band = b.sel(b.cmp("sgt", sig, 1 << P), one, zero) if P else zero
         mag = b.sel(b.cmp("slt", e_d, 1), b.sel(b.cmp("eq", e_d, 0), band, 0), mag)
     K = _overflow_code(d)
     if p.overflow_min:

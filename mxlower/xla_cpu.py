@@ -8,8 +8,8 @@
 
 Inputs are NumPy arrays of the dtypes in @main's signature (ml_dtypes arrays for bf16 and the
 narrow floats XLA supports natively; ``uint8`` for codes).  Results come back as NumPy arrays,
-one per result of @main.  64-bit inputs need ``jax_enable_x64`` (jax would silently narrow
-them otherwise, so :func:`run` refuses them).
+one per result of @main.  64-bit inputs are transferred with ``jax_enable_x64`` switched on
+for the transfer (jax would narrow them to 32 bits otherwise).
 
 The API used: ``jax.extend.backend.get_backend("cpu").compile_and_load(text, DeviceList,
 CompileOptions)`` and ``LoadedExecutable.execute(list_of_device_arrays)`` (jax 0.10).
@@ -67,13 +67,13 @@ def compile(module: Any) -> Executable:  # noqa: A001 - the natural name
 
 
 def device_put(x: np.ndarray) -> Any:
-    """Place a NumPy array on the CPU device (64-bit dtypes need jax_enable_x64)."""
+    """Place a NumPy array on the CPU device, unchanged (64-bit dtypes included)."""
     import jax
 
     a = np.asarray(x)
     if a.dtype.itemsize == 8 and not jax.config.jax_enable_x64:
-        raise ValueError(f"xla_cpu: a {a.dtype} input needs jax_enable_x64 (jax would narrow "
-                         "it to 32 bits)")
+        with jax.enable_x64(True):
+            return jax.device_put(a, _device())
     return jax.device_put(a, _device())
 
 

@@ -28,6 +28,7 @@ __all__ = [
 #: pass name -> "module:Class"
 PASSES: dict[str, str] = {
     "mxlower-test-diagnostics": "mxlower.passes.test_diagnostics:TestDiagnostics",
+    "mxlower-expand-narrow-floats": "mxlower.passes.expand_narrow_floats:ExpandNarrowFloats",
     "mxlower-lower-narrow-floats-to-llvm": "mxlower.passes.lower_narrow_floats_to_llvm:LowerNarrowFloatsToLLVM",
 }
 
