@@ -27,6 +27,8 @@ __all__ = [
 
 #: pass name -> "module:Class"
 PASSES: dict[str, str] = {
+    "mxlower-lower-narrow-floats-to-nvvm":
+        "mxlower.passes.lower_narrow_floats_to_nvvm:LowerNarrowFloatsToNVVM",
     "mxlower-test-diagnostics": "mxlower.passes.test_diagnostics:TestDiagnostics",
     "mxlower-expand-narrow-floats": "mxlower.passes.expand_narrow_floats:ExpandNarrowFloats",
     "mxlower-lower-narrow-floats-to-llvm": "mxlower.passes.lower_narrow_floats_to_llvm:LowerNarrowFloatsToLLVM",
