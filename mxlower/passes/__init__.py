@@ -36,6 +36,7 @@ PASSES: dict[str, str] = {
 
 #: named pipeline -> "module:Class"
 PIPELINES: dict[str, str] = {
+    "mxlower-gpu-to-nvvm": "mxlower.passes.nvvm_pipelines:GpuToNVVM",
     "mxlower-stablehlo-to-llvm": "mxlower.passes.llvm_pipelines:StablehloToLLVM",
 }
 

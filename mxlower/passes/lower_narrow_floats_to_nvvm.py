@@ -525,6 +525,9 @@ class LowerNarrowFloatsToNVVM(ModulePass):
     hardware: bool = option(True, "use cvt instructions where the chip has them (false: the "
                             "integer expansion everywhere)")
     report: bool = option(False, "emit a remark at each conversion naming how it was lowered")
+    narrow_storage: bool = option(False, "then store every remaining narrow float (memrefs, "
+                                  "vectors, gpu.func signatures) as one i8 code per element, "
+                                  "the layout of ml_dtypes arrays")
 
     def run(self, op: Any) -> None:
         ops: list[Any] = []
@@ -544,6 +547,8 @@ class LowerNarrowFloatsToNVVM(ModulePass):
                 failures.append(f)
         if failures:
             raise failures[0]
+        if self.narrow_storage:
+            _storage_to_i8(op)
 
     def _chip_for(self, o: Any) -> str:
         if self.chip:
@@ -616,6 +621,27 @@ class LowerNarrowFloatsToNVVM(ModulePass):
                         + (" + fix-up" if plan.path == "cvt" and plan.fixup and not extf else ""))
         o.results[0].replace_all_uses_with(new)
         o.erase()
+
+
+def _storage_to_i8(root: Any) -> None:
+    """Narrow-float storage -> i8 codes, by mxlower-lower-narrow-floats-to-llvm's retyping,
+    which here must also accept gpu ops (they only move values) and keep the type attributes
+    of the nvvm.convert ops this pass created (they name the cvt's format, not a storage type).
+    """
+    from mxlower.bindings import upstream
+    from mxlower.passes import lower_narrow_floats_to_llvm as llvm_lowering
+
+    class _GpuStorage(llvm_lowering._Lowering):  # noqa: SLF001 - see the docstring
+        def classify(self, o: Any) -> str | None:
+            if o.name.split(".")[0] == "gpu":
+                return None
+            return super().classify(o)
+
+        def retype(self, o: Any) -> None:
+            if not o.name.startswith("nvvm."):
+                super().retype(o)
+
+    _GpuStorage(upstream.module("ir"), upstream.module("dialects.arith"), root).run()
 
 
 def _walk_advance() -> Any:
