@@ -31,12 +31,16 @@ PASSES: dict[str, str] = {
         "mxlower.passes.lower_narrow_floats_to_nvvm:LowerNarrowFloatsToNVVM",
     "mxlower-test-diagnostics": "mxlower.passes.test_diagnostics:TestDiagnostics",
     "mxlower-expand-narrow-floats": "mxlower.passes.expand_narrow_floats:ExpandNarrowFloats",
+    "mxlower-legalize-xla-mx": "mxlower.passes.legalize_xla_mx:LegalizeXlaMx",
+    "mxlower-decompose-mx": "mxlower.passes.decompose_mx:DecomposeMx",
+    "mxlower-verify-mx": "mxlower.passes.verify_mx:VerifyMx",
     "mxlower-lower-narrow-floats-to-llvm": "mxlower.passes.lower_narrow_floats_to_llvm:LowerNarrowFloatsToLLVM",
 }
 
 #: named pipeline -> "module:Class"
 PIPELINES: dict[str, str] = {
     "mxlower-gpu-to-nvvm": "mxlower.passes.nvvm_pipelines:GpuToNVVM",
+    "mxlower-mx-to-stablehlo": "mxlower.passes.pipelines:MxToStablehlo",
     "mxlower-stablehlo-to-llvm": "mxlower.passes.llvm_pipelines:StablehloToLLVM",
 }
 

@@ -186,13 +186,29 @@ def load_arrays(paths: Sequence[str]) -> list[tuple[str, np.ndarray]]:
 
 
 def _typed(a: np.ndarray, elt: str) -> np.ndarray:
-    """NumPy saves ml_dtypes arrays (bf16, f8, f6, f4) as raw void data ('|V1', '|V2'): give
-    such bytes the element type they are read as."""
+    """Data for an ml_dtypes element type (bf16, f8, f6, f4) travels in .npy/.npz files as its
+    raw codes: unsigned integers of the same width (what ``-o`` writes; NumPy itself cannot
+    load most ml_dtypes arrays back) or the untyped bytes ('|V1', '|V2') NumPy saves them as.
+    Give such data the element type; f4/f6 codes must fit their width."""
     want = DTYPES.get(elt)
-    if a.dtype.kind == "V" and want is not None and a.dtype.itemsize == want.itemsize \
-            and a.dtype.fields is None:
-        return a.view(want)
+    if want is None or not _is_ml(want) or a.dtype.itemsize != want.itemsize:
+        return a
+    if a.dtype.kind == "u" or (a.dtype.kind == "V" and a.dtype.fields is None):
+        bits = _BITS.get(elt, 8 * want.itemsize)
+        codes = a.view(_uint(want))
+        if bits < 8 and codes.size and int(codes.max()) >= 1 << bits:
+            raise RunError(f"codes of {elt} must be below {1 << bits}, found {int(codes.max())}")
+        return codes.view(want)
     return a
+
+
+def _is_ml(dt: np.dtype) -> bool:
+    return dt.kind == "V" or dt.type.__module__.startswith("ml_dtypes")
+
+
+def _storable(a: np.ndarray) -> np.ndarray:
+    """ml_dtypes arrays as their raw codes (see :func:`_typed`), others unchanged."""
+    return a.view(_uint(a.dtype)) if _is_ml(a.dtype) else a
 
 
 def _dtype_name(dt: np.dtype) -> str:
@@ -564,7 +580,7 @@ def _main(argv: list[str]) -> int:
     sys.stdout.write("".join(line + "\n" for line in lines))
     sys.stdout.flush()
     if args.output:
-        buf = _npz_bytes({f"result{i}": o for i, o in enumerate(outs)})
+        buf = _npz_bytes({f"result{i}": _storable(o) for i, o in enumerate(outs)})
         _write_bytes(args.output, buf)
     return 2 if failed else 0
 

@@ -1,0 +1,145 @@
+// RUN: mxlower-opt %s --split-input-file --mxlower-decompose-mx --verify-diagnostics | FileCheck %s
+// RUN: mxlower-opt %s --split-input-file --mxlower-decompose-mx='scale-mode=rceil compute-type=bf16' --verify-diagnostics | FileCheck %s --check-prefix=OVERRIDE
+
+// Quantize: the block maximum of the magnitude bits, the exponent in integers (floor: the
+// position of the leading one, so subnormal maxima are exact), exact power-of-two scaling of the
+// elements in integers, one convert to the element type, the scale code as f8E8M0FNU.
+
+// CHECK-LABEL: func.func @quantize_floor
+// CHECK-NOT: mx.
+// CHECK: %[[BITS:.*]] = stablehlo.bitcast_convert %arg0 : (tensor<4x64xf32>) -> tensor<4x64xi32>
+// CHECK: %[[BLOCKS:.*]] = stablehlo.reshape %[[BITS]] : (tensor<4x64xi32>) -> tensor<4x2x32xi32>
+// CHECK: %[[MAG:.*]] = stablehlo.and %[[BLOCKS]]
+// CHECK: stablehlo.reduce(%[[MAG]] init: %{{.*}}) applies stablehlo.maximum across dimensions = [2] : (tensor<4x2x32xi32>, tensor<i32>) -> tensor<4x2xi32>
+// CHECK: stablehlo.count_leading_zeros
+// CHECK-NOT: stablehlo.divide
+// CHECK: stablehlo.convert %{{.*}} : (tensor<4x2xi32>) -> tensor<4x2xui8>
+// CHECK: stablehlo.bitcast_convert %{{.*}} : (tensor<4x2xui8>) -> tensor<4x2xf8E8M0FNU>
+// CHECK: stablehlo.clamp
+// CHECK: stablehlo.convert %{{.*}} : (tensor<4x2x32xf32>) -> tensor<4x2x32xf8E4M3FN>
+// CHECK: stablehlo.reshape %{{.*}} : (tensor<4x2x32xf8E4M3FN>) -> tensor<4x64xf8E4M3FN>
+// CHECK-NOT: mx.
+// CHECK: return
+// The override replaces floor by rceil: one f32 division by max_elem.
+// OVERRIDE-LABEL: func.func @quantize_floor
+// OVERRIDE: stablehlo.divide %{{.*}}, %{{.*}} : tensor<4x2xf32>
+func.func @quantize_floor(%x: tensor<4x64xf32>) -> (tensor<4x64xf8E4M3FN>, tensor<4x2xf8E8M0FNU>) {
+  %q, %s = "mx.quantize"(%x) {format = "mxfp8_e4m3", block_size = 32 : i64, axis = 1 : i64, scale_mode = "floor"} : (tensor<4x64xf32>) -> (tensor<4x64xf8E4M3FN>, tensor<4x2xf8E8M0FNU>)
+  return %q, %s : tensor<4x64xf8E4M3FN>, tensor<4x2xf8E8M0FNU>
+}
+
+// -----
+
+// Blocks along a leading axis; bf16 input widened by a shift; mxint8 elements are
+// round_nearest_even(x * 2^-E * 64) clamped to [-127, 127].
+
+// CHECK-LABEL: func.func @quantize_mxint8_axis0_bf16
+// CHECK: stablehlo.bitcast_convert %arg0 : (tensor<64x3xbf16>) -> tensor<64x3xui16>
+// CHECK: stablehlo.shift_left
+// CHECK: stablehlo.reshape %{{.*}} : (tensor<64x3xi32>) -> tensor<4x16x3xi32>
+// CHECK: applies stablehlo.maximum across dimensions = [1]
+// CHECK: stablehlo.round_nearest_even
+// CHECK: stablehlo.convert %{{.*}} : (tensor<4x16x3xf32>) -> tensor<4x16x3xi8>
+// CHECK-NOT: mx.
+func.func @quantize_mxint8_axis0_bf16(%x: tensor<64x3xbf16>) -> (tensor<64x3xi8>, tensor<4x3xf8E8M0FNU>) {
+  %q, %s = "mx.quantize"(%x) {format = "mxint8", block_size = 16 : i64, axis = 0 : i64, scale_mode = "nearest"} : (tensor<64x3xbf16>) -> (tensor<64x3xi8>, tensor<4x3xf8E8M0FNU>)
+  return %q, %s : tensor<64x3xi8>, tensor<4x3xf8E8M0FNU>
+}
+
+// -----
+
+// nvfp4: the block scale is RNE_e4m3(min(amax / 6, 448)); the global scale divides first.
+
+// CHECK-LABEL: func.func @quantize_nvfp4
+// CHECK: stablehlo.broadcast_in_dim %arg1, dims = [] : (tensor<f32>) -> tensor<2x4x16xf32>
+// CHECK: stablehlo.minimum
+// CHECK: stablehlo.convert %{{.*}} : (tensor<2x4xf32>) -> tensor<2x4xf8E4M3FN>
+// CHECK: stablehlo.convert %{{.*}} : (tensor<2x4x16xf32>) -> tensor<2x4x16xf4E2M1FN>
+// CHECK-NOT: mx.
+func.func @quantize_nvfp4(%x: tensor<2x64xf16>, %g: tensor<f32>) -> (tensor<2x64xf4E2M1FN>, tensor<2x4xf8E4M3FN>) {
+  %q, %s = "mx.quantize"(%x, %g) {format = "nvfp4", block_size = 16 : i64, axis = 1 : i64} : (tensor<2x64xf16>, tensor<f32>) -> (tensor<2x64xf4E2M1FN>, tensor<2x4xf8E4M3FN>)
+  return %q, %s : tensor<2x64xf4E2M1FN>, tensor<2x4xf8E4M3FN>
+}
+
+// -----
+
+// Dequantize: decode(e) * 2^(code - 127) by integer exponent arithmetic (subnormal results
+// rounded in integers), scale code 0xFF -> NaN, then one rounding to the result type.
+
+// CHECK-LABEL: func.func @dequantize
+// CHECK: stablehlo.convert %arg0 : (tensor<4x64xf8E5M2>) -> tensor<4x64xf32>
+// CHECK: stablehlo.bitcast_convert %arg1 : (tensor<4x2xf8E8M0FNU>) -> tensor<4x2xui8>
+// CHECK: stablehlo.broadcast_in_dim %{{.*}}, dims = [0, 1] : (tensor<4x2xi32>) -> tensor<4x2x32xi32>
+// CHECK: stablehlo.shift_right_logical
+// CHECK: stablehlo.constant dense<2143289344>
+// CHECK: stablehlo.convert %{{.*}} : (tensor<4x64xf32>) -> tensor<4x64xbf16>
+// CHECK-NOT: mx.
+func.func @dequantize(%q: tensor<4x64xf8E5M2>, %s: tensor<4x2xf8E8M0FNU>) -> tensor<4x64xbf16> {
+  %d = "mx.dequantize"(%q, %s) {format = "mxfp8_e5m2", block_size = 32 : i64, axis = 1 : i64} : (tensor<4x64xf8E5M2>, tensor<4x2xf8E8M0FNU>) -> tensor<4x64xbf16>
+  return %d : tensor<4x64xbf16>
+}
+
+// -----
+
+// Scaled dot: dequantize to the compute type, dot_general accumulating in f32, global scale,
+// convert to the result type.
+
+// CHECK-LABEL: func.func @scaled_dot
+// CHECK: stablehlo.dot_general %{{.*}}, %{{.*}}, batching_dims = [0] x [0], contracting_dims = [2] x [2] : (tensor<2x4x64xf32>, tensor<2x8x64xf32>) -> tensor<2x4x8xf32>
+// CHECK: stablehlo.convert %{{.*}} : (tensor<2x4x8xf32>) -> tensor<2x4x8xf16>
+// CHECK-NOT: mx.
+// OVERRIDE-LABEL: func.func @scaled_dot
+// OVERRIDE: stablehlo.dot_general %{{.*}}, %{{.*}}, batching_dims = [0] x [0], contracting_dims = [2] x [2] : (tensor<2x4x64xbf16>, tensor<2x8x64xbf16>) -> tensor<2x4x8xf32>
+func.func @scaled_dot(%a: tensor<2x4x64xf8E4M3FN>, %as: tensor<2x4x2xf8E8M0FNU>, %b: tensor<2x8x64xf4E2M1FN>, %bs: tensor<2x8x2xf8E8M0FNU>, %g: tensor<f32>) -> tensor<2x4x8xf16> {
+  %r = "mx.scaled_dot"(%a, %as, %b, %bs, %g) {lhs_format = "mxfp8_e4m3", lhs_block_size = 32 : i64, rhs_format = "mxfp4_e2m1", rhs_block_size = 32 : i64, compute_type = f32, dot_dimension_numbers = #stablehlo.dot<lhs_batching_dimensions = [0], rhs_batching_dimensions = [0], lhs_contracting_dimensions = [2], rhs_contracting_dimensions = [2]>} : (tensor<2x4x64xf8E4M3FN>, tensor<2x4x2xf8E8M0FNU>, tensor<2x8x64xf4E2M1FN>, tensor<2x8x2xf8E8M0FNU>, tensor<f32>) -> tensor<2x4x8xf16>
+  return %r : tensor<2x4x8xf16>
+}
+
+// -----
+
+// Pack: f4 codes two to a byte, first value in the low nibble.
+
+// CHECK-LABEL: func.func @pack_unpack
+// CHECK: stablehlo.bitcast_convert %arg0 : (tensor<4x64xf4E2M1FN>) -> tensor<4x64xui4>
+// CHECK: stablehlo.reshape %{{.*}} : (tensor<4x64xi32>) -> tensor<4x32x2xi32>
+// CHECK: stablehlo.constant dense<[0, 4]> : tensor<2xi32>
+// CHECK: applies stablehlo.or across dimensions = [2]
+// CHECK: stablehlo.convert %{{.*}} : (tensor<4x32x1xi32>) -> tensor<4x32x1xui8>
+// CHECK: stablehlo.bitcast_convert %{{.*}} : (tensor<4x64xui4>) -> tensor<4x64xf4E2M1FN>
+// CHECK-NOT: mx.
+func.func @pack_unpack(%e: tensor<4x64xf4E2M1FN>) -> (tensor<4x32xui8>, tensor<4x64xf4E2M1FN>) {
+  %p = "mx.pack"(%e) {axis = 1 : i64} : (tensor<4x64xf4E2M1FN>) -> tensor<4x32xui8>
+  %u = "mx.unpack"(%p) {axis = 1 : i64} : (tensor<4x32xui8>) -> tensor<4x64xf4E2M1FN>
+  return %p, %u : tensor<4x32xui8>, tensor<4x64xf4E2M1FN>
+}
+
+// -----
+
+// XLA's custom calls are legalized on the way, so nothing MX is left.
+
+// CHECK-LABEL: func.func @custom_call
+// CHECK-NOT: custom_call
+// CHECK-NOT: mx.
+// CHECK: stablehlo.dot_general
+func.func @custom_call(%a: tensor<16x64xf8E4M3FN>, %b: tensor<8x64xf8E4M3FN>, %as: tensor<16x2xf8E8M0FNU>, %bs: tensor<8x2xf8E8M0FNU>) -> tensor<16x8xf32> {
+  %0 = stablehlo.custom_call @__op$block_scaled_dot(%a, %b, %as, %bs) : (tensor<16x64xf8E4M3FN>, tensor<8x64xf8E4M3FN>, tensor<16x2xf8E8M0FNU>, tensor<8x2xf8E8M0FNU>) -> tensor<16x8xf32>
+  return %0 : tensor<16x8xf32>
+}
+
+// -----
+
+func.func @malformed(%x: tensor<4x64xf32>, %q: tensor<4x64xf8E4M3FN>, %s: tensor<4x3xf8E8M0FNU>) {
+  // expected-error @+1 {{'mx.quantize' op blocked dimension 1 of the input has size 64, which block size 48 does not divide}}
+  %a, %b = "mx.quantize"(%x) {format = "mxfp8_e4m3", block_size = 48 : i64} : (tensor<4x64xf32>) -> (tensor<4x64xf8E4M3FN>, tensor<4x1xf8E8M0FNU>)
+  // expected-error @+1 {{'mx.dequantize' op operand #1 (scales) must have shape tensor<4x2xf8E8M0FNU> for elements tensor<4x64xf8E4M3FN> blocked by 32 along dimension 1, got tensor<4x3xf8E8M0FNU>}}
+  %c = "mx.dequantize"(%q, %s) {format = "mxfp8_e4m3"} : (tensor<4x64xf8E4M3FN>, tensor<4x3xf8E8M0FNU>) -> tensor<4x64xf32>
+  return
+}
+
+// -----
+
+func.func @custom_call_it_cannot_honour(%x: tensor<10x256xf32>) {
+  // expected-error @+1 {{@__op$quantize: the results: scale type f8E5M2 is not an MX scale type (f8E8M0FNU, or f8E4M3FN for nvfp4)}}
+  %0:2 = stablehlo.custom_call @__op$quantize(%x) : (tensor<10x256xf32>) -> (tensor<10x256xf8E4M3FN>, tensor<10x8xf8E5M2>)
+  return
+}

@@ -1,0 +1,239 @@
+// RUN: mxlower-opt %s --split-input-file --mxlower-legalize-xla-mx --verify-diagnostics | FileCheck %s
+// RUN: mxlower-opt %s --split-input-file --mxlower-legalize-xla-mx='scale-mode=rceil' --verify-diagnostics | FileCheck %s --check-prefix=RCEIL
+
+// CHECK-LABEL: func.func @quantize_two_results
+// CHECK: %[[Q:.*]]:2 = "mx.quantize"(%arg0) {axis = 1 : i64, block_size = 32 : i64, format = "mxfp8_e4m3", scale_mode = "nearest"} : (tensor<8x128xf32>) -> (tensor<8x128xf8E4M3FN>, tensor<8x4xf8E8M0FNU>)
+// CHECK-NOT: custom_call
+// CHECK: return %[[Q]]#0, %[[Q]]#1
+// RCEIL-LABEL: func.func @quantize_two_results
+// RCEIL: scale_mode = "rceil"
+func.func @quantize_two_results(%x: tensor<8x128xf32>) -> (tensor<8x128xf8E4M3FN>, tensor<8x4xf8E8M0FNU>) {
+  %q, %s = stablehlo.custom_call @__op$quantize(%x) : (tensor<8x128xf32>) -> (tensor<8x128xf8E4M3FN>, tensor<8x4xf8E8M0FNU>)
+  return %q, %s : tensor<8x128xf8E4M3FN>, tensor<8x4xf8E8M0FNU>
+}
+
+// -----
+
+// A tuple result (XLA's HLO form): get_tuple_element users read the mx results directly.
+// f4E2M1FN elements with f8E4M3FN scales are nvfp4 (no scale_mode).
+
+// CHECK-LABEL: func.func @quantize_tuple_nvfp4
+// CHECK: %[[Q:.*]]:2 = "mx.quantize"(%arg0) {axis = 2 : i64, block_size = 16 : i64, format = "nvfp4"} : (tensor<2x4x64xbf16>) -> (tensor<2x4x64xf4E2M1FN>, tensor<2x4x4xf8E4M3FN>)
+// CHECK-NOT: get_tuple_element
+// CHECK: return %[[Q]]#1, %[[Q]]#0
+func.func @quantize_tuple_nvfp4(%x: tensor<2x4x64xbf16>) -> (tensor<2x4x4xf8E4M3FN>, tensor<2x4x64xf4E2M1FN>) {
+  %t = stablehlo.custom_call @__op$quantize(%x) : (tensor<2x4x64xbf16>) -> tuple<tensor<2x4x64xf4E2M1FN>, tensor<2x4x4xf8E4M3FN>>
+  %q = stablehlo.get_tuple_element %t[0] : (tuple<tensor<2x4x64xf4E2M1FN>, tensor<2x4x4xf8E4M3FN>>) -> tensor<2x4x64xf4E2M1FN>
+  %s = stablehlo.get_tuple_element %t[1] : (tuple<tensor<2x4x64xf4E2M1FN>, tensor<2x4x4xf8E4M3FN>>) -> tensor<2x4x4xf8E4M3FN>
+  return %s, %q : tensor<2x4x4xf8E4M3FN>, tensor<2x4x64xf4E2M1FN>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @dequantize
+// CHECK: "mx.dequantize"(%arg0, %arg1) {axis = 1 : i64, block_size = 64 : i64, format = "mxfp4_e2m1"} : (tensor<8x128xf4E2M1FN>, tensor<8x2xf8E8M0FNU>) -> tensor<8x128xbf16>
+func.func @dequantize(%q: tensor<8x128xf4E2M1FN>, %s: tensor<8x2xf8E8M0FNU>) -> tensor<8x128xbf16> {
+  %0 = stablehlo.custom_call @__op$dequantize(%q, %s) : (tensor<8x128xf4E2M1FN>, tensor<8x2xf8E8M0FNU>) -> tensor<8x128xbf16>
+  return %0 : tensor<8x128xbf16>
+}
+
+// -----
+
+// What jax.nn.scaled_matmul emits for CUDA: rank 3, batch 0, contracting 2, JSON backend_config.
+
+// CHECK-LABEL: func.func @block_scaled_dot_jax
+// CHECK: "mx.scaled_dot"(%arg0, %arg2, %arg1, %arg3)
+// CHECK-SAME: compute_type = bf16
+// CHECK-SAME: dot_dimension_numbers = #stablehlo.dot<lhs_batching_dimensions = [0], rhs_batching_dimensions = [0], lhs_contracting_dimensions = [2], rhs_contracting_dimensions = [2]>
+// CHECK-SAME: lhs_block_size = 32 : i64, lhs_format = "mxfp8_e4m3", rhs_block_size = 32 : i64, rhs_format = "mxfp8_e5m2"
+// CHECK-SAME: -> tensor<2x16x8xbf16>
+func.func @block_scaled_dot_jax(%a: tensor<2x16x128xf8E4M3FN>, %b: tensor<2x8x128xf8E5M2>, %as: tensor<2x16x4xf8E8M0FNU>, %bs: tensor<2x8x4xf8E8M0FNU>) -> tensor<2x16x8xbf16> {
+  %0 = stablehlo.custom_call @__op$block_scaled_dot(%a, %b, %as, %bs) {api_version = 2 : i32, backend_config = "{\22scaled_dot_backend_config\22: {\22lhs_batch_dimensions\22: [0], \22rhs_batch_dimensions\22: [0], \22dequantize_type\22: \22BF16\22}}", operand_layouts = [dense<[2, 1, 0]> : tensor<3xindex>, dense<[2, 1, 0]> : tensor<3xindex>, dense<[2, 1, 0]> : tensor<3xindex>, dense<[2, 1, 0]> : tensor<3xindex>], result_layouts = [dense<[2, 1, 0]> : tensor<3xindex>]} : (tensor<2x16x128xf8E4M3FN>, tensor<2x8x128xf8E5M2>, tensor<2x16x4xf8E8M0FNU>, tensor<2x8x4xf8E8M0FNU>) -> tensor<2x16x8xbf16>
+  return %0 : tensor<2x16x8xbf16>
+}
+
+// -----
+
+// Three operands: only the lhs is quantized.  No backend_config: compute in f32.
+
+// CHECK-LABEL: func.func @block_scaled_dot_plain_rhs
+// CHECK: "mx.scaled_dot"(%arg0, %arg2, %arg1) {compute_type = f32, dot_dimension_numbers = #stablehlo.dot<lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [1]>, lhs_block_size = 32 : i64, lhs_format = "mxfp8_e4m3"} : (tensor<16x256xf8E4M3FN>, tensor<16x8xf8E8M0FNU>, tensor<32x256xf16>) -> tensor<16x32xf16>
+func.func @block_scaled_dot_plain_rhs(%a: tensor<16x256xf8E4M3FN>, %b: tensor<32x256xf16>, %as: tensor<16x8xf8E8M0FNU>) -> tensor<16x32xf16> {
+  %0 = stablehlo.custom_call @__op$block_scaled_dot(%a, %b, %as) : (tensor<16x256xf8E4M3FN>, tensor<32x256xf16>, tensor<16x8xf8E8M0FNU>) -> tensor<16x32xf16>
+  return %0 : tensor<16x32xf16>
+}
+
+// -----
+
+// Five operands: nvfp4 with a global scale; a bf16 global scale is converted to f32.
+
+// CHECK-LABEL: func.func @block_scaled_dot_global_scale
+// CHECK: %[[G:.*]] = stablehlo.convert %arg4 : (tensor<bf16>) -> tensor<f32>
+// CHECK: "mx.scaled_dot"(%arg0, %arg2, %arg1, %arg3, %[[G]])
+// CHECK-SAME: lhs_block_size = 16 : i64, lhs_format = "nvfp4", rhs_block_size = 16 : i64, rhs_format = "nvfp4"
+func.func @block_scaled_dot_global_scale(%a: tensor<16x64xf4E2M1FN>, %b: tensor<8x64xf4E2M1FN>, %as: tensor<16x4xf8E4M3FN>, %bs: tensor<8x4xf8E4M3FN>, %g: tensor<bf16>) -> tensor<16x8xbf16> {
+  %0 = stablehlo.custom_call @__op$block_scaled_dot(%a, %b, %as, %bs, %g) : (tensor<16x64xf4E2M1FN>, tensor<8x64xf4E2M1FN>, tensor<16x4xf8E4M3FN>, tensor<8x4xf8E4M3FN>, tensor<bf16>) -> tensor<16x8xbf16>
+  return %0 : tensor<16x8xbf16>
+}
+
+// -----
+
+// An explicit block size with padded scales (XLA's cuDNN layout: rows padded, 8 blocks for
+// K = 224 = 7 * 32): the scales are sliced to the operand's rows and ceil(K / 32) = 7 blocks.
+// The backend_config is a dictionary here.
+
+// CHECK-LABEL: func.func @block_scaled_dot_padded_scales
+// CHECK-DAG: %[[LS:.*]] = stablehlo.slice %arg2 [0:4, 0:16, 0:7] : (tensor<4x128x8xf8E8M0FNU>) -> tensor<4x16x7xf8E8M0FNU>
+// CHECK-DAG: %[[RS:.*]] = stablehlo.slice %arg3 [0:4, 0:32, 0:7] : (tensor<4x32x8xf8E8M0FNU>) -> tensor<4x32x7xf8E8M0FNU>
+// CHECK: "mx.scaled_dot"(%arg0, %[[LS]], %arg1, %[[RS]])
+// CHECK-SAME: lhs_block_size = 32 : i64
+func.func @block_scaled_dot_padded_scales(%a: tensor<4x16x224xf8E4M3FN>, %b: tensor<4x32x224xf8E4M3FN>, %as: tensor<4x128x8xf8E8M0FNU>, %bs: tensor<4x32x8xf8E8M0FNU>) -> tensor<4x16x32xf32> {
+  %0 = stablehlo.custom_call @__op$block_scaled_dot(%a, %b, %as, %bs) {api_version = 4 : i32, backend_config = {block_scaled_dot_backend_config = {block_size = 32 : i64}}} : (tensor<4x16x224xf8E4M3FN>, tensor<4x32x224xf8E4M3FN>, tensor<4x128x8xf8E8M0FNU>, tensor<4x32x8xf8E8M0FNU>) -> tensor<4x16x32xf32>
+  return %0 : tensor<4x16x32xf32>
+}
+
+// -----
+
+// jax.lax.scaled_dot: the xla.scaled_dot composite with its dimension numbers.
+
+// CHECK-LABEL: func.func @composite
+// CHECK: "mx.scaled_dot"(%arg0, %arg2, %arg1, %arg3)
+// CHECK-SAME: dot_dimension_numbers = #stablehlo.dot<lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [0]>
+// CHECK-SAME: lhs_axis = 1 : i64, lhs_block_size = 32 : i64, lhs_format = "mxfp8_e4m3", rhs_axis = 0 : i64, rhs_block_size = 32 : i64, rhs_format = "mxfp8_e4m3"
+// CHECK-NOT: stablehlo.composite
+func.func @composite(%a: tensor<4x64xf8E4M3FN>, %b: tensor<64x8xf8E4M3FN>, %as: tensor<4x2xf8E8M0FNU>, %bs: tensor<2x8xf8E8M0FNU>) -> tensor<4x8xf32> {
+  %0 = stablehlo.composite "xla.scaled_dot" %a, %b, %as, %bs {composite_attributes = {dimension_numbers = [[[1], [0]], [[], []]], preferred_element_type = f32}, decomposition = @xla.scaled_dot} : (tensor<4x64xf8E4M3FN>, tensor<64x8xf8E4M3FN>, tensor<4x2xf8E8M0FNU>, tensor<2x8xf8E8M0FNU>) -> tensor<4x8xf32>
+  return %0 : tensor<4x8xf32>
+}
+func.func private @xla.scaled_dot(%a: tensor<4x64xf8E4M3FN>, %b: tensor<64x8xf8E4M3FN>, %as: tensor<4x2xf8E8M0FNU>, %bs: tensor<2x8xf8E8M0FNU>) -> tensor<4x8xf32> {
+  %0 = stablehlo.convert %a : (tensor<4x64xf8E4M3FN>) -> tensor<4x64xf32>
+  %1 = stablehlo.convert %b : (tensor<64x8xf8E4M3FN>) -> tensor<64x8xf32>
+  %2 = stablehlo.dot_general %0, %1, contracting_dims = [1] x [0] : (tensor<4x64xf32>, tensor<64x8xf32>) -> tensor<4x8xf32>
+  return %2 : tensor<4x8xf32>
+}
+
+// -----
+
+// An unscaled operand of jax.lax.scaled_dot carries a constant all-ones scale: it becomes a
+// plain operand.
+
+// CHECK-LABEL: func.func @composite_plain_rhs
+// CHECK: "mx.scaled_dot"(%arg0, %arg2, %arg1) {compute_type = f32
+// CHECK-SAME: lhs_format = "mxfp8_e4m3"
+// CHECK-NOT: rhs_format
+func.func @composite_plain_rhs(%a: tensor<4x64xf8E4M3FN>, %b: tensor<64x8xbf16>, %as: tensor<4x2xf8E8M0FNU>) -> tensor<4x8xbf16> {
+  %cst = stablehlo.constant dense<1.000000e+00> : tensor<bf16>
+  %0 = stablehlo.broadcast_in_dim %cst, dims = [] : (tensor<bf16>) -> tensor<1x8xbf16>
+  %1 = stablehlo.convert %0 : (tensor<1x8xbf16>) -> tensor<1x8xf8E8M0FNU>
+  %2 = stablehlo.composite "xla.scaled_dot" %a, %b, %as, %1 {composite_attributes = {dimension_numbers = [[[1], [0]], [[], []]], preferred_element_type = bf16}, decomposition = @xla.scaled_dot} : (tensor<4x64xf8E4M3FN>, tensor<64x8xbf16>, tensor<4x2xf8E8M0FNU>, tensor<1x8xf8E8M0FNU>) -> tensor<4x8xbf16>
+  return %2 : tensor<4x8xbf16>
+}
+func.func private @xla.scaled_dot(%a: tensor<4x64xf8E4M3FN>, %b: tensor<64x8xbf16>, %as: tensor<4x2xf8E8M0FNU>, %bs: tensor<1x8xf8E8M0FNU>) -> tensor<4x8xbf16> {
+  %0 = stablehlo.convert %a : (tensor<4x64xf8E4M3FN>) -> tensor<4x64xbf16>
+  %1 = stablehlo.dot_general %0, %b, contracting_dims = [1] x [0] : (tensor<4x64xbf16>, tensor<64x8xbf16>) -> tensor<4x8xbf16>
+  return %1 : tensor<4x8xbf16>
+}
+
+// -----
+
+// Other custom calls are not touched.
+
+// CHECK-LABEL: func.func @unrelated
+// CHECK: stablehlo.custom_call @__op$something_else
+func.func @unrelated(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = stablehlo.custom_call @__op$something_else(%x) : (tensor<4xf32>) -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @bad_operand_counts(%a: tensor<16x64xf8E4M3FN>, %b: tensor<8x64xf8E4M3FN>, %x: tensor<4x64xf32>) {
+  // expected-error @+1 {{@__op$block_scaled_dot: expects 3, 4 or 5 operands (lhs, rhs, lhs_scale[, rhs_scale[, global_scale]]), got 2}}
+  %0 = stablehlo.custom_call @__op$block_scaled_dot(%a, %b) : (tensor<16x64xf8E4M3FN>, tensor<8x64xf8E4M3FN>) -> tensor<16x8xf32>
+  // expected-error @+1 {{@__op$quantize: expects 1 operand (the input), got 2}}
+  %1:2 = stablehlo.custom_call @__op$quantize(%x, %x) : (tensor<4x64xf32>, tensor<4x64xf32>) -> (tensor<4x64xf8E4M3FN>, tensor<4x2xf8E8M0FNU>)
+  // expected-error @+1 {{@__op$quantize: expects 2 results (elements, scales) or one tuple of them, got tensor<4x64xf8E4M3FN>}}
+  %2 = stablehlo.custom_call @__op$quantize(%x) : (tensor<4x64xf32>) -> tensor<4x64xf8E4M3FN>
+  return
+}
+
+// -----
+
+func.func @bad_types(%x: tensor<10x256xf32>, %i: tensor<10x256xi8>, %s: tensor<10x8xf8E8M0FNU>, %d: tensor<10x256xf64>) {
+  // XLA's own test uses f8E5M2 scales; they are no MX scale type.
+  // expected-error @+1 {{@__op$quantize: the results: scale type f8E5M2 is not an MX scale type (f8E8M0FNU, or f8E4M3FN for nvfp4)}}
+  %0:2 = stablehlo.custom_call @__op$quantize(%x) : (tensor<10x256xf32>) -> (tensor<10x256xf8E4M3FN>, tensor<10x8xf8E5M2>)
+  // expected-error @+1 {{@__op$dequantize: the operands: i8 elements with f8E8M0FNU scales are ambiguous (XLA scales the integer code, MX mxint8 scales code * 2^-6); write mx ops with format = "mxint8" instead}}
+  %1 = stablehlo.custom_call @__op$dequantize(%i, %s) : (tensor<10x256xi8>, tensor<10x8xf8E8M0FNU>) -> tensor<10x256xf32>
+  // expected-error @+1 {{@__op$quantize: the input must be f32, bf16 or f16, got f64}}
+  %2:2 = stablehlo.custom_call @__op$quantize(%d) : (tensor<10x256xf64>) -> (tensor<10x256xf8E4M3FN>, tensor<10x8xf8E8M0FNU>)
+  // expected-error @+1 {{@__op$quantize: the results: elements of type f8E4M3FN with f8E4M3FN scales are no MX format}}
+  %3:2 = stablehlo.custom_call @__op$quantize(%x) : (tensor<10x256xf32>) -> (tensor<10x256xf8E4M3FN>, tensor<10x8xf8E4M3FN>)
+  return
+}
+
+// -----
+
+func.func @bad_shapes(%x: tensor<10x256xf32>, %a: tensor<16x64xf8E4M3FN>, %as: tensor<16x3xf8E8M0FNU>, %b: tensor<8x64xf8E4M3FN>, %bs: tensor<8x2xf8E8M0FNU>) {
+  // expected-error @+1 {{@__op$quantize: the scales: 3 scales do not evenly block 256 elements along the last dimension}}
+  %0:2 = stablehlo.custom_call @__op$quantize(%x) : (tensor<10x256xf32>) -> (tensor<10x256xf8E4M3FN>, tensor<10x3xf8E8M0FNU>)
+  // expected-error @+1 {{@__op$block_scaled_dot: the lhs scales: 3 scales do not evenly block 64 elements along the last dimension}}
+  %1 = stablehlo.custom_call @__op$block_scaled_dot(%a, %b, %as, %bs) : (tensor<16x64xf8E4M3FN>, tensor<8x64xf8E4M3FN>, tensor<16x3xf8E8M0FNU>, tensor<8x2xf8E8M0FNU>) -> tensor<16x8xf32>
+  // expected-error @+1 {{@__op$block_scaled_dot: the result type tensor<8x16xf32> does not match the product's shape 16x8}}
+  %2 = stablehlo.custom_call @__op$block_scaled_dot(%a, %b, %as, %bs) : (tensor<16x64xf8E4M3FN>, tensor<8x64xf8E4M3FN>, tensor<16x3xf8E8M0FNU>, tensor<8x2xf8E8M0FNU>) -> tensor<8x16xf32>
+  return
+}
+
+// -----
+
+func.func @bad_rank(%a: tensor<1x2x16x64xf8E4M3FN>, %as: tensor<1x2x16x2xf8E8M0FNU>) {
+  // expected-error @+1 {{@__op$block_scaled_dot: operands must both have rank 2 or 3, got tensor<1x2x16x64xf8E4M3FN> and tensor<1x2x16x64xf8E4M3FN>}}
+  %0 = stablehlo.custom_call @__op$block_scaled_dot(%a, %a, %as, %as) : (tensor<1x2x16x64xf8E4M3FN>, tensor<1x2x16x64xf8E4M3FN>, tensor<1x2x16x2xf8E8M0FNU>, tensor<1x2x16x2xf8E8M0FNU>) -> tensor<1x2x16x16xf32>
+  return
+}
+
+// -----
+
+func.func @bad_backend_config(%a: tensor<16x224xf8E4M3FN>, %as: tensor<16x8xf8E8M0FNU>, %g: tensor<2xf32>) {
+  // expected-error @+1 {{@__op$block_scaled_dot: unknown dequantize_type 'F8' (known: F32, BF16, F16)}}
+  %0 = stablehlo.custom_call @__op$block_scaled_dot(%a, %a, %as, %as) {backend_config = "{\22scaled_dot_backend_config\22: {\22dequantize_type\22: \22F8\22}}"} : (tensor<16x224xf8E4M3FN>, tensor<16x224xf8E4M3FN>, tensor<16x8xf8E8M0FNU>, tensor<16x8xf8E8M0FNU>) -> tensor<16x16xf32>
+  // expected-error @+1 {{@__op$block_scaled_dot: backend_config is not valid JSON (Expecting property name enclosed in double quotes at character 1)}}
+  %1 = stablehlo.custom_call @__op$block_scaled_dot(%a, %a, %as, %as) {backend_config = "{block_scaled_dot_backend_config"} : (tensor<16x224xf8E4M3FN>, tensor<16x224xf8E4M3FN>, tensor<16x8xf8E8M0FNU>, tensor<16x8xf8E8M0FNU>) -> tensor<16x16xf32>
+  // expected-error @+1 {{@__op$block_scaled_dot: contracting dimension 224 of the lhs operand is not a multiple of block_size 64}}
+  %2 = stablehlo.custom_call @__op$block_scaled_dot(%a, %a, %as, %as) {api_version = 4 : i32, backend_config = {block_scaled_dot_backend_config = {block_size = 64 : i64}}} : (tensor<16x224xf8E4M3FN>, tensor<16x224xf8E4M3FN>, tensor<16x8xf8E8M0FNU>, tensor<16x8xf8E8M0FNU>) -> tensor<16x16xf32>
+  // expected-error @+1 {{@__op$block_scaled_dot: the global scale must be a scalar f32, bf16 or f16, got tensor<2xf32>}}
+  %3 = stablehlo.custom_call @__op$block_scaled_dot(%a, %a, %as, %as, %g) {api_version = 4 : i32, backend_config = {block_scaled_dot_backend_config = {block_size = 32 : i64}}} : (tensor<16x224xf8E4M3FN>, tensor<16x224xf8E4M3FN>, tensor<16x8xf8E8M0FNU>, tensor<16x8xf8E8M0FNU>, tensor<2xf32>) -> tensor<16x16xf32>
+  // expected-error @+1 {{@__op$block_scaled_dot: lhs_batch_dimensions [1] is not supported for rank 2 operands (expected []: batch first, contracting last)}}
+  %4 = stablehlo.custom_call @__op$block_scaled_dot(%a, %a, %as, %as) {backend_config = "{\22scaled_dot_backend_config\22: {\22lhs_batch_dimensions\22: [1]}}"} : (tensor<16x224xf8E4M3FN>, tensor<16x224xf8E4M3FN>, tensor<16x8xf8E8M0FNU>, tensor<16x8xf8E8M0FNU>) -> tensor<16x16xf32>
+  return
+}
+
+// -----
+
+func.func @bad_composite(%a: tensor<4x64xf8E4M3FN>, %b: tensor<64x8xbf16>, %as: tensor<4x2xf8E8M0FNU>, %bs: tensor<2x8xf8E8M0FNU>, %cs: tensor<4x64xf8E8M0FNU>, %ds: tensor<2x64xf8E8M0FNU>) {
+  // expected-error @+1 {{'xla.scaled_dot': the rhs operand has element type bf16 with a scale that is not a constant 1; only MX-typed operands may carry scales}}
+  %0 = stablehlo.composite "xla.scaled_dot" %a, %b, %as, %bs {composite_attributes = {dimension_numbers = [[[1], [0]], [[], []]], preferred_element_type = f32}, decomposition = @xla.scaled_dot} : (tensor<4x64xf8E4M3FN>, tensor<64x8xbf16>, tensor<4x2xf8E8M0FNU>, tensor<2x8xf8E8M0FNU>) -> tensor<4x8xf32>
+  // expected-error @+1 {{'xla.scaled_dot': the lhs scale blocks dimension 0, which is not a contracting dimension}}
+  %1 = stablehlo.composite "xla.scaled_dot" %a, %b, %ds, %bs {composite_attributes = {dimension_numbers = [[[1], [0]], [[], []]], preferred_element_type = f32}, decomposition = @xla.scaled_dot_1} : (tensor<4x64xf8E4M3FN>, tensor<64x8xbf16>, tensor<2x64xf8E8M0FNU>, tensor<2x8xf8E8M0FNU>) -> tensor<4x8xf32>
+  return
+}
+func.func private @xla.scaled_dot(%a: tensor<4x64xf8E4M3FN>, %b: tensor<64x8xbf16>, %as: tensor<4x2xf8E8M0FNU>, %bs: tensor<2x8xf8E8M0FNU>) -> tensor<4x8xf32> {
+  %0 = stablehlo.convert %a : (tensor<4x64xf8E4M3FN>) -> tensor<4x64xbf16>
+  %1 = stablehlo.dot_general %0, %b, contracting_dims = [1] x [0] : (tensor<4x64xbf16>, tensor<64x8xbf16>) -> tensor<4x8xf32>
+  return %1 : tensor<4x8xf32>
+}
+func.func private @xla.scaled_dot_1(%a: tensor<4x64xf8E4M3FN>, %b: tensor<64x8xbf16>, %as: tensor<2x64xf8E8M0FNU>, %bs: tensor<2x8xf8E8M0FNU>) -> tensor<4x8xf32> {
+  %0 = stablehlo.convert %a : (tensor<4x64xf8E4M3FN>) -> tensor<4x64xbf16>
+  %1 = stablehlo.dot_general %0, %b, contracting_dims = [1] x [0] : (tensor<4x64xbf16>, tensor<64x8xbf16>) -> tensor<4x8xf32>
+  return %1 : tensor<4x8xf32>
+}
+
+// -----
+
+// Malformed mx ops already in the input are reported first, at their location.
+
+func.func @bad_mx_op(%x: tensor<4x64xf32>) {
+  // expected-error @+1 {{'mx.quantize' op blocked dimension 1 of the input has size 64, which block size 48 does not divide}}
+  %q, %s = "mx.quantize"(%x) {format = "mxfp8_e4m3", block_size = 48 : i64} : (tensor<4x64xf32>) -> (tensor<4x64xf8E4M3FN>, tensor<4x1xf8E8M0FNU>)
+  return
+}

@@ -1,0 +1,170 @@
+// RUN: mxlower-opt %s --split-input-file --mxlower-verify-mx --verify-diagnostics | FileCheck %s
+
+// Well-formed mx ops pass unchanged.
+
+// CHECK-LABEL: func.func @valid
+// CHECK: "mx.quantize"(%arg0) {axis = 1 : i64, block_size = 32 : i64, format = "mxfp8_e4m3", scale_mode = "rceil"}
+// CHECK: "mx.dequantize"(%{{.*}}#0, %{{.*}}#1) {axis = 1 : i64, block_size = 32 : i64, format = "mxfp8_e4m3"}
+// CHECK: "mx.quantize"(%arg1, %arg2) {axis = 0 : i64, block_size = 16 : i64, format = "nvfp4"}
+// CHECK: "mx.dequantize"(%{{.*}}#0, %{{.*}}#1, %arg2)
+// CHECK: "mx.scaled_dot"
+// CHECK: "mx.pack"
+// CHECK: "mx.unpack"
+func.func @valid(%x: tensor<4x64xf32>, %y: tensor<32x3xbf16>, %g: tensor<f32>, %w: tensor<64x8xf16>) -> (tensor<4x64xbf16>, tensor<32x3xf32>, tensor<4x8xf32>, tensor<4x64xf8E4M3FN>) {
+  %q, %s = "mx.quantize"(%x) {format = "mxfp8_e4m3", block_size = 32 : i64, axis = 1 : i64, scale_mode = "rceil"} : (tensor<4x64xf32>) -> (tensor<4x64xf8E4M3FN>, tensor<4x2xf8E8M0FNU>)
+  %d = "mx.dequantize"(%q, %s) {format = "mxfp8_e4m3", block_size = 32 : i64, axis = 1 : i64} : (tensor<4x64xf8E4M3FN>, tensor<4x2xf8E8M0FNU>) -> tensor<4x64xbf16>
+  %q4, %s4 = "mx.quantize"(%y, %g) {format = "nvfp4", block_size = 16 : i64, axis = 0 : i64} : (tensor<32x3xbf16>, tensor<f32>) -> (tensor<32x3xf4E2M1FN>, tensor<2x3xf8E4M3FN>)
+  %d4 = "mx.dequantize"(%q4, %s4, %g) {format = "nvfp4", block_size = 16 : i64, axis = 0 : i64} : (tensor<32x3xf4E2M1FN>, tensor<2x3xf8E4M3FN>, tensor<f32>) -> tensor<32x3xf32>
+  %r = "mx.scaled_dot"(%q, %s, %w) {lhs_format = "mxfp8_e4m3", lhs_block_size = 32 : i64, compute_type = f32, dot_dimension_numbers = #stablehlo.dot<lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [0]>} : (tensor<4x64xf8E4M3FN>, tensor<4x2xf8E8M0FNU>, tensor<64x8xf16>) -> tensor<4x8xf32>
+  %p = "mx.pack"(%q4) {axis = 0 : i64} : (tensor<32x3xf4E2M1FN>) -> tensor<16x3xui8>
+  %u = "mx.unpack"(%p) {axis = 0 : i64} : (tensor<16x3xui8>) -> tensor<32x3xf4E2M1FN>
+  return %d, %d4, %r, %q : tensor<4x64xbf16>, tensor<32x3xf32>, tensor<4x8xf32>, tensor<4x64xf8E4M3FN>
+}
+
+// -----
+
+// Every malformed op is reported, not only the first.
+
+func.func @non_divisible_and_unknown_format(%x: tensor<4x64xf32>) {
+  // expected-error @+1 {{'mx.quantize' op blocked dimension 1 of the input has size 64, which block size 24 does not divide}}
+  %q, %s = "mx.quantize"(%x) {format = "mxfp8_e4m3", block_size = 24 : i64, axis = 1 : i64} : (tensor<4x64xf32>) -> (tensor<4x64xf8E4M3FN>, tensor<4x2xf8E8M0FNU>)
+  // expected-error @+1 {{'mx.quantize' op unknown MX format 'mxfp7' (known: mxfp8_e4m3, mxfp8_e5m2, mxfp6_e3m2, mxfp6_e2m3, mxfp4_e2m1, mxint8, nvfp4)}}
+  %q2, %s2 = "mx.quantize"(%x) {format = "mxfp7"} : (tensor<4x64xf32>) -> (tensor<4x64xf8E4M3FN>, tensor<4x2xf8E8M0FNU>)
+  return
+}
+
+// -----
+
+func.func @unknown_scale_mode(%x: tensor<4x64xf32>) {
+  // expected-error @+1 {{'mx.quantize' op unknown scale mode 'round' (known: floor, rceil, nearest)}}
+  %q, %s = "mx.quantize"(%x) {format = "mxfp8_e4m3", scale_mode = "round"} : (tensor<4x64xf32>) -> (tensor<4x64xf8E4M3FN>, tensor<4x2xf8E8M0FNU>)
+  return
+}
+
+// -----
+
+func.func @element_type_mismatch(%x: tensor<4x64xf32>) {
+  // expected-error @+1 {{'mx.quantize' op result #0 (elements) of mxfp8_e5m2 must have element type f8E5M2, got f8E4M3FN}}
+  %q, %s = "mx.quantize"(%x) {format = "mxfp8_e5m2"} : (tensor<4x64xf32>) -> (tensor<4x64xf8E4M3FN>, tensor<4x2xf8E8M0FNU>)
+  return
+}
+
+// -----
+
+func.func @scale_shape_mismatch(%x: tensor<4x64xf32>) {
+  // expected-error @+1 {{'mx.quantize' op result #1 (scales) must have shape tensor<4x4xf8E8M0FNU> for elements tensor<4x64xf4E2M1FN> blocked by 16 along dimension 1, got tensor<4x2xf8E8M0FNU>}}
+  %q, %s = "mx.quantize"(%x) {format = "mxfp4_e2m1", block_size = 16 : i64} : (tensor<4x64xf32>) -> (tensor<4x64xf4E2M1FN>, tensor<4x2xf8E8M0FNU>)
+  return
+}
+
+// -----
+
+func.func @scale_blocked_along_the_wrong_axis(%x: tensor<64x64xf32>) {
+  // expected-error @+1 {{'mx.quantize' op result #1 (scales) must have shape tensor<2x64xf8E8M0FNU> for elements tensor<64x64xi8> blocked by 32 along dimension 0, got tensor<64x2xf8E8M0FNU>}}
+  %q, %s = "mx.quantize"(%x) {format = "mxint8", axis = 0 : i64} : (tensor<64x64xf32>) -> (tensor<64x64xi8>, tensor<64x2xf8E8M0FNU>)
+  return
+}
+
+// -----
+
+func.func @operand_counts(%x: tensor<4x64xf32>, %g: tensor<f32>, %q: tensor<4x64xf8E4M3FN>) {
+  // expected-error @+1 {{'mx.quantize' op expects 1 operands, got 2}}
+  %a, %b = "mx.quantize"(%x, %g) {format = "mxfp8_e4m3"} : (tensor<4x64xf32>, tensor<f32>) -> (tensor<4x64xf8E4M3FN>, tensor<4x2xf8E8M0FNU>)
+  // expected-error @+1 {{'mx.dequantize' op expects 2 operands, got 1}}
+  %c = "mx.dequantize"(%q) {format = "mxfp8_e4m3"} : (tensor<4x64xf8E4M3FN>) -> tensor<4x64xf32>
+  // expected-error @+1 {{'mx.quantize' op expects 2 results, got 1}}
+  %e = "mx.quantize"(%x) {format = "mxfp8_e4m3"} : (tensor<4x64xf32>) -> tensor<4x64xf8E4M3FN>
+  return
+}
+
+// -----
+
+func.func @bad_attributes(%x: tensor<4x64xf32>) {
+  // expected-error @+1 {{'mx.quantize' op unknown attribute 'blocksize' (known for mx.quantize: format, block_size, axis, scale_mode)}}
+  %q, %s = "mx.quantize"(%x) {format = "mxfp8_e4m3", blocksize = 32 : i64} : (tensor<4x64xf32>) -> (tensor<4x64xf8E4M3FN>, tensor<4x2xf8E8M0FNU>)
+  // expected-error @+1 {{'mx.quantize' op missing attribute 'format'}}
+  %q1, %s1 = "mx.quantize"(%x) {block_size = 32 : i64} : (tensor<4x64xf32>) -> (tensor<4x64xf8E4M3FN>, tensor<4x2xf8E8M0FNU>)
+  // expected-error @+1 {{'mx.quantize' op 'axis' 2 is out of range for rank 2}}
+  %q2, %s2 = "mx.quantize"(%x) {format = "mxfp8_e4m3", axis = 2 : i64} : (tensor<4x64xf32>) -> (tensor<4x64xf8E4M3FN>, tensor<4x2xf8E8M0FNU>)
+  // expected-error @+1 {{'mx.quantize' op 'block_size' must be positive, got 0}}
+  %q3, %s3 = "mx.quantize"(%x) {format = "mxfp8_e4m3", block_size = 0 : i64} : (tensor<4x64xf32>) -> (tensor<4x64xf8E4M3FN>, tensor<4x2xf8E8M0FNU>)
+  // expected-error @+1 {{'mx.quantize' op attribute 'format' must be a string}}
+  %q4, %s4 = "mx.quantize"(%x) {format = 3 : i64} : (tensor<4x64xf32>) -> (tensor<4x64xf8E4M3FN>, tensor<4x2xf8E8M0FNU>)
+  return
+}
+
+// -----
+
+func.func @nvfp4_rules(%x: tensor<4x64xf32>, %g: tensor<2xf32>, %q: tensor<4x64xf8E4M3FN>, %s: tensor<4x2xf8E8M0FNU>, %h: tensor<f32>) {
+  // expected-error @+1 {{'mx.quantize' op 'scale_mode' does not apply to nvfp4}}
+  %a, %b = "mx.quantize"(%x) {format = "nvfp4", scale_mode = "floor"} : (tensor<4x64xf32>) -> (tensor<4x64xf4E2M1FN>, tensor<4x4xf8E4M3FN>)
+  // expected-error @+1 {{'mx.quantize' op the global scale must be tensor<f32>, got tensor<2xf32>}}
+  %c, %d = "mx.quantize"(%x, %g) {format = "nvfp4"} : (tensor<4x64xf32>, tensor<2xf32>) -> (tensor<4x64xf4E2M1FN>, tensor<4x4xf8E4M3FN>)
+  // expected-error @+1 {{'mx.dequantize' op expects 2 operands, got 3}}
+  %e = "mx.dequantize"(%q, %s, %h) {format = "mxfp8_e4m3"} : (tensor<4x64xf8E4M3FN>, tensor<4x2xf8E8M0FNU>, tensor<f32>) -> tensor<4x64xf32>
+  return
+}
+
+// -----
+
+func.func @dequantize_types(%q: tensor<4x64xf8E4M3FN>, %s: tensor<4x2xf8E8M0FNU>, %i: tensor<4x64xi8>) {
+  // expected-error @+1 {{'mx.dequantize' op the result must have element type f32, bf16 or f16, got f64}}
+  %a = "mx.dequantize"(%q, %s) {format = "mxfp8_e4m3"} : (tensor<4x64xf8E4M3FN>, tensor<4x2xf8E8M0FNU>) -> tensor<4x64xf64>
+  // expected-error @+1 {{'mx.dequantize' op operand #0 (elements) of mxfp8_e4m3 must have element type f8E4M3FN, got i8}}
+  %b = "mx.dequantize"(%i, %s) {format = "mxfp8_e4m3"} : (tensor<4x64xi8>, tensor<4x2xf8E8M0FNU>) -> tensor<4x64xf32>
+  // expected-error @+1 {{'mx.dequantize' op the result must have the elements' shape tensor<4x64xf32>, got tensor<64x4xf32>}}
+  %c = "mx.dequantize"(%q, %s) {format = "mxfp8_e4m3"} : (tensor<4x64xf8E4M3FN>, tensor<4x2xf8E8M0FNU>) -> tensor<64x4xf32>
+  return
+}
+
+// -----
+
+func.func @quantize_input(%x: tensor<4x64xi32>, %y: tensor<?x64xf32>) {
+  // expected-error @+1 {{'mx.quantize' op the input must have element type f32, bf16 or f16, got i32}}
+  %a, %b = "mx.quantize"(%x) {format = "mxint8"} : (tensor<4x64xi32>) -> (tensor<4x64xi8>, tensor<4x2xf8E8M0FNU>)
+  // expected-error @+1 {{'mx.quantize' op the input must have a static shape, got tensor<?x64xf32>}}
+  %c, %d = "mx.quantize"(%y) {format = "mxint8"} : (tensor<?x64xf32>) -> (tensor<?x64xi8>, tensor<?x2xf8E8M0FNU>)
+  return
+}
+
+// -----
+
+func.func @scaled_dot_errors(%a: tensor<4x64xf8E4M3FN>, %as: tensor<4x2xf8E8M0FNU>, %b: tensor<8x64xf8E4M3FN>, %bs: tensor<8x2xf8E8M0FNU>, %p: tensor<8x64xf32>) {
+  // expected-error @+1 {{'mx.scaled_dot' op expects 4 or 5 operands (lhs, lhs_scales, rhs, rhs_scales [, global_scale]), got 3}}
+  %0 = "mx.scaled_dot"(%a, %as, %b) {lhs_format = "mxfp8_e4m3", rhs_format = "mxfp8_e4m3", dot_dimension_numbers = #stablehlo.dot<lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [1]>} : (tensor<4x64xf8E4M3FN>, tensor<4x2xf8E8M0FNU>, tensor<8x64xf8E4M3FN>) -> tensor<4x8xf32>
+  // expected-error @+1 {{'mx.scaled_dot' op the result must have shape tensor<4x8xf32> (batch, lhs free, rhs free dimensions), got tensor<8x4xf32>}}
+  %1 = "mx.scaled_dot"(%a, %as, %b, %bs) {lhs_format = "mxfp8_e4m3", rhs_format = "mxfp8_e4m3", dot_dimension_numbers = #stablehlo.dot<lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [1]>} : (tensor<4x64xf8E4M3FN>, tensor<4x2xf8E8M0FNU>, tensor<8x64xf8E4M3FN>, tensor<8x2xf8E8M0FNU>) -> tensor<8x4xf32>
+  // expected-error @+1 {{'mx.scaled_dot' op missing attribute 'dot_dimension_numbers'}}
+  %2 = "mx.scaled_dot"(%a, %as, %p) {lhs_format = "mxfp8_e4m3"} : (tensor<4x64xf8E4M3FN>, tensor<4x2xf8E8M0FNU>, tensor<8x64xf32>) -> tensor<4x8xf32>
+  // expected-error @+1 {{'mx.scaled_dot' op contracting dimension sizes differ: lhs dimension 1 is 64, rhs dimension 0 is 8}}
+  %3 = "mx.scaled_dot"(%a, %as, %p) {lhs_format = "mxfp8_e4m3", dot_dimension_numbers = #stablehlo.dot<lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [0]>} : (tensor<4x64xf8E4M3FN>, tensor<4x2xf8E8M0FNU>, tensor<8x64xf32>) -> tensor<4x64xf32>
+  // expected-error @+1 {{'mx.scaled_dot' op the lhs scales must have shape tensor<4x4xf8E8M0FNU> for elements tensor<4x64xf8E4M3FN> blocked by 16 along dimension 1, got tensor<4x2xf8E8M0FNU>}}
+  %4 = "mx.scaled_dot"(%a, %as, %p) {lhs_format = "mxfp8_e4m3", lhs_block_size = 16 : i64, dot_dimension_numbers = #stablehlo.dot<lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [1]>} : (tensor<4x64xf8E4M3FN>, tensor<4x2xf8E8M0FNU>, tensor<8x64xf32>) -> tensor<4x8xf32>
+  // expected-error @+1 {{'mx.scaled_dot' op neither operand is scaled: give 'lhs_format' and/or 'rhs_format'}}
+  %5 = "mx.scaled_dot"(%p, %p) {dot_dimension_numbers = #stablehlo.dot<lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [1]>} : (tensor<8x64xf32>, tensor<8x64xf32>) -> tensor<8x8xf32>
+  // expected-error @+1 {{'mx.scaled_dot' op 'compute_type' must have element type f32, bf16 or f16, got i32}}
+  %6 = "mx.scaled_dot"(%a, %as, %p) {lhs_format = "mxfp8_e4m3", compute_type = i32, dot_dimension_numbers = #stablehlo.dot<lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [1]>} : (tensor<4x64xf8E4M3FN>, tensor<4x2xf8E8M0FNU>, tensor<8x64xf32>) -> tensor<4x8xf32>
+  return
+}
+
+// -----
+
+func.func @pack_errors(%x: tensor<4x5xf4E2M1FN>, %y: tensor<4x8xf32>, %z: tensor<4x8xf6E2M3FN>, %w: tensor<4x3xi8>) {
+  // expected-error @+1 {{'mx.pack' op 5 values of f4E2M1FN (4 bits) along dimension 1 do not fill whole bytes (20 bits)}}
+  %0 = "mx.pack"(%x) {axis = 1 : i64} : (tensor<4x5xf4E2M1FN>) -> tensor<4x3xui8>
+  // expected-error @+1 {{'mx.pack' op cannot pack element type f32}}
+  %1 = "mx.pack"(%y) : (tensor<4x8xf32>) -> tensor<4x32xui8>
+  // expected-error @+1 {{'mx.pack' op the result must have shape tensor<4x6xui8> for tensor<4x8xf6E2M3FN>, got tensor<4x8xui8>}}
+  %2 = "mx.pack"(%z) : (tensor<4x8xf6E2M3FN>) -> tensor<4x8xui8>
+  // expected-error @+1 {{'mx.unpack' op packed data must have element type ui8, got i8}}
+  %3 = "mx.unpack"(%w) : (tensor<4x3xi8>) -> tensor<4x6xf4E2M1FN>
+  return
+}
+
+// -----
+
+func.func @unknown_op(%x: tensor<4xf32>) {
+  // expected-error @+1 {{'mx.frobnicate' op unknown mx op 'mx.frobnicate' (known: mx.quantize, mx.dequantize, mx.scaled_dot, mx.pack, mx.unpack)}}
+  %0 = "mx.frobnicate"(%x) : (tensor<4xf32>) -> tensor<4xf32>
+  return
+}
