@@ -152,14 +152,15 @@ class Signature:
 
 
 def _spec(t: Any) -> TensorSpec:
-    shape = getattr(t, "shape", None) if hasattr(t, "element_type") else None
-    if hasattr(t, "element_type"):
-        if shape is None or not getattr(t, "has_rank", True):
-            raise CompileError(f"unranked type '{t}' in a public function's signature is not "
-                               "supported")
-        dims = tuple(None if d < 0 else int(d) for d in shape)
-        return TensorSpec(str(t.element_type), dims)
-    return TensorSpec(str(t), None)
+    """A tensor or memref type is an array argument; anything else a scalar (a type without
+    a NumPy equivalent, e.g. a vector, is reported when the function is called)."""
+    text = str(t)
+    if text.startswith(("tensor<", "memref<")):
+        shape = getattr(t, "shape", None) if getattr(t, "has_rank", True) else None
+        if shape is None:
+            return TensorSpec(text, None)  # unranked: not callable
+        return TensorSpec(str(t.element_type), tuple(None if d < 0 else int(d) for d in shape))
+    return TensorSpec(text, None)
 
 
 def _signatures(module_op: Any, out_params: bool) -> dict[str, Signature]:
@@ -239,7 +240,32 @@ def lower(text: str, *, pipeline: str | None = None, out_params: bool = False,
         errors = [d for d in diags if d.severity == "error"] or list(diags)
         raise CompileError("lowering to LLVM failed:\n" +
                            _format_diagnostics(errors, text)) from None
+    leftover = _non_llvm_ops(result)
+    if leftover:
+        raise CompileError("the pipeline did not lower everything to the LLVM dialect; left: "
+                           + ", ".join(leftover))
     return result.get_asm(enable_debug_info=False), sigs
+
+
+def _non_llvm_ops(module_op: Any) -> list[str]:
+    """``'op.name' (file:line:col)`` for every op outside the LLVM dialect (first of each)."""
+    from mxlower.diagnostics import location_of
+
+    seen: dict[str, str] = {}
+
+    def visit(o: Any) -> None:
+        for region in o.regions:
+            for block in region.blocks:
+                for child in block.operations:
+                    child = child.operation
+                    name = child.name
+                    if not name.startswith("llvm.") and name not in seen:
+                        f, line, col = location_of(child)
+                        seen[name] = f"'{name}'" + (f" ({f}:{line}:{col})" if f else "")
+                    visit(child)
+
+    visit(module_op)
+    return list(seen.values())
 
 
 # ============================================================================== in-process engine
@@ -288,13 +314,24 @@ class _Engine:
         ee_mod = upstream.module("execution_engine")
         self.ctx = upstream.context()
         libs = [p for p in (upstream.runtime_library("libmlir_c_runner_utils.so"),) if p]
+        msgs: list[str] = []
+
+        def handler(d: Any) -> bool:
+            msgs.append(str(d.message))
+            return True
+
+        h = self.ctx.attach_diagnostic_handler(handler)
         try:
             with self.ctx:
                 self.module = ir.Module.parse(llvm_text)
                 self.ee = ee_mod.ExecutionEngine(self.module, opt_level=opt_level,
                                                  shared_libs=libs)
         except Exception as err:  # noqa: BLE001 - MLIRError or RuntimeError from the JIT
-            raise CompileError(f"JIT compilation failed: {err}") from None
+            detail = "; ".join(msgs)
+            raise CompileError(f"JIT compilation failed: {err}" +
+                               (f" ({detail})" if detail else "")) from None
+        finally:
+            h.detach()
         self.sigs = sigs
 
     def call(self, func: str, args: Sequence[Any], out: Sequence[np.ndarray] | None) -> list:
@@ -696,7 +733,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--func", "-f", default="main", help="function to call (default: main)")
     p.add_argument("--input", "-i", dest="inputs", action="append", default=[],
                    metavar="NPY", help="an argument as a .npy file (repeat, in order)")
-    p.add_argument("--output", "-o", metavar="NPZ", help="write the results to this .npz")
+    p.add_argument("--output", "-o", metavar="NPZ",
+                   help="write the results to this .npz (arr_0, arr_1, ...; bf16 and narrow "
+                   "float arrays load as raw bytes: .view() them as the ml_dtypes type)")
     p.add_argument("--opt-level", type=int, default=3, choices=range(4))
     p.add_argument("--pipeline", metavar="PIPELINE",
                    help="pass pipeline to lower with instead of mxlower-stablehlo-to-llvm")

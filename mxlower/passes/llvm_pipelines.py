@@ -71,14 +71,18 @@ class StablehloToLLVM(Pipeline):
         if self.out_params:
             steps.append("buffer-results-to-out-params{hoist-static-allocs hoist-dynamic-allocs "
                          "modify-public-functions}")
-        if self.deallocate:
-            steps.append("buffer-deallocation-pipeline")
+        if self.deallocate:  # returned buffers the callee does not own are cloned
+            steps += ["buffer-deallocation-pipeline", "convert-bufferization-to-memref"]
         if self.vector_width > 0:
             steps += ["convert-linalg-to-affine-loops",
                       f"func.func(affine-super-vectorize{{virtual-vector-size={self.vector_width}}})"]
         else:
             steps.append("convert-linalg-to-loops")
         steps.append("mxlower-lower-narrow-floats-to-llvm")
+        # LLVM's x86 backend asserts on vector bf16 arithmetic: compute it in f32 and expand
+        # the bf16 <-> f32 conversions to integer ops (round to nearest even)
+        steps += ["arith-emulate-unsupported-floats{source-types=bf16 target-type=f32}",
+                  "arith-expand{include-bf16}"]
         if self.c_wrappers:
             steps.append("func.func(llvm-request-c-wrappers)")
         steps += ["canonicalize", "cse", "expand-strided-metadata", "lower-affine",
