@@ -2,5 +2,7 @@
 
 from mxlower.jax.api import dequantize, lower, quantize, scaled_dot
 from mxlower.jax.array import MXArray
+from mxlower.jax.install import install, installed, uninstall
 
-__all__ = ["MXArray", "dequantize", "lower", "quantize", "scaled_dot"]
+__all__ = ["MXArray", "dequantize", "install", "installed", "lower", "quantize", "scaled_dot",
+           "uninstall"]

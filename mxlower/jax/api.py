@@ -41,7 +41,11 @@ def check_format(format: Any, fn: str) -> MXFormat:  # noqa: A002
 
 
 def check_wide(x: Any, fn: str, arg: str) -> Any:
-    x = as_array(x)
+    try:
+        x = as_array(x)
+    except (TypeError, ValueError):
+        raise TypeError(f"{fn}: argument '{arg}' must be an array of {_WIDE_NAMES}, got "
+                        f"{type(x).__name__}") from None
     if np.dtype(x.dtype) not in _WIDE:
         raise TypeError(f"{fn}: argument '{arg}' must have dtype {_WIDE_NAMES}, got {x.dtype}")
     return x
@@ -203,7 +207,7 @@ def _parse_dimension_numbers(dn: Any, lshape, rshape):
     if dn is None:
         if not lshape or not rshape:
             raise ValueError("scaled_dot: operands must have at least one dimension")
-        return ((len(lshape) - 1,), (len(rshape) - 1,)), ((), ())
+        dn = ((len(lshape) - 1,), (len(rshape) - 1,)), ((), ())
     try:
         (lc, rc), (lb, rb) = dn
     except (TypeError, ValueError):
