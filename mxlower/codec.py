@@ -17,19 +17,22 @@ All three take a builder and return the result value (an MLIR ``Value`` or an nd
 arguments are MLIR spellings (``"f32"``, ``"bf16"``, ``"f16"``, ``"f8E4M3FN"``, ...) or
 :class:`FloatType` objects.
 
-``emit_truncf(b, value, src_wide, dst, *, code_bits=8)``
-    ``value``: floats of type ``src_wide`` (f32, bf16 or f16; f64 also works).  Returns the ``dst`` codes as
-    integers of width ``code_bits`` (8: one code per byte, f4/f6 codes in the low bits, upper
-    bits zero; or ``dst.bits``, e.g. 4, so that an ``arith.bitcast`` to ``f4E2M1FN`` follows).
-    StableHLO: ``tensor<...xui8>`` (``code_bits`` must be 8).  Arith: ``i<code_bits>``.
+``emit_truncf(b, value, src_wide, dst, *, code_bits=8, fpu=True)``
+    ``value``: floats of type ``src_wide`` (f32, bf16 or f16; f64 also works).  Returns the
+    ``dst`` codes as integers of width ``code_bits`` (8: one code per byte, f4/f6 codes in the
+    low bits, upper bits zero; or ``dst.bits``, e.g. 4, so that an ``arith.bitcast`` to
+    ``f4E2M1FN`` follows).  StableHLO: ``tensor<...xui8>`` (``code_bits`` must be 8).
+    Arith: ``i<code_bits>``.
 
-``emit_extf(b, codes, src, dst_wide)``
+``emit_extf(b, codes, src, dst_wide, *, fpu=True)``
     ``codes``: integers of any width >= ``src.bits`` holding ``src`` codes in the low bits (bits
     above are ignored); returns floats of type ``dst_wide`` (f32, bf16, f16 or f64; exact, or
     RNE for f16 results of f8E8M0FNU, the only decode that can round).
 
 ``emit_convert_codes(b, codes, src, dst, *, code_bits=8)``
     narrow -> narrow, codes to codes; the same result as going through f32 (which is exact).
+
+``fpu=False`` emits integer ops only (see "Float-assisted steps" below).
 
 Example (upstream stack, a vector of f32 to f4E2M1FN, as ``arith.truncf`` would)::
 
@@ -43,45 +46,60 @@ Example (upstream stack, a vector of f32 to f4E2M1FN, as ``arith.truncf`` would)
 
 Builder interface
 -----------------
-A builder implements eight primitives (see :class:`IntBuilder`): ``constant(value, bits)``,
+A builder implements nine primitives (see :class:`IntBuilder`): ``constant(value, bits)``,
 ``binary(op, lhs, rhs)`` with ``op`` in ``and or xor add sub shl shrui shrsi minsi maxsi``,
 ``compare(pred, lhs, rhs)`` with signed predicates ``eq ne slt sle sgt sge`` (result i1),
 ``select(cond, a, b)``, ``bitcast_to_int(x)`` / ``bitcast_to_float(x, wide)`` (same width),
-``resize(x, bits)`` (zero-extend or truncate) and ``width(x)``.  Every value of one conversion
-has the same shape; constants are splats of it.  Integer values are two's complement; the
-algorithm only compares values whose signed reading is their true value, so it never needs
-unsigned predicates (StableHLO ties compare signedness to the element type).
+``resize(x, bits)`` (zero-extend or truncate), ``width(x)``, and ``float_op(op, lhs, rhs,
+wide)`` (``add``/``sub`` of f32 or f64 given and returned as bit patterns; only ``fpu=True``
+plans use it).  Every value of one conversion has the same shape; constants are splats of
+it.  Integer values are two's complement; the algorithm only compares values whose signed
+reading is their true value, so it never needs unsigned predicates (StableHLO ties compare
+signedness to the element type).
 
 The algorithm
 -------------
 One function, :func:`convert_codes`, converts an integer-coded value of any described format
-to any other (the wide types are described in :data:`WIDE_FLOAT_TYPES`), branch-free:
+to any other (the wide types are described in :data:`WIDE_FLOAT_TYPES`), branch-free.
+:func:`plan` analyses the two formats statically and picks one of three paths, then a common
+finish:
 
-1. split the source code into sign, biased exponent ``e`` and mantissa; form the significand
-   ``sig`` (implicit bit included) and the effective exponent (subnormals use ``e = 1``);
-   source subnormals that may be destination normals (destination bias larger) are normalized
-   with a shift ladder (log2(mantissa bits) select steps);
-2. re-bias: ``e_d = e + dst.bias - src.bias``; where the destination has subnormals and
-   ``e_d`` may be <= 0, the right shift grows by ``1 - e_d`` (clamped);
-3. round the significand to ``dst.man_bits`` bits: round to nearest even, except
-   f8E8M0FNU (``special == "fnu"``): ties round up, and a subnormal source (f32/bf16 values
-   below 2^-126, where ml_dtypes does not renormalize) rounds ties down, so values in
-   (2^-127, 2^-126) give 2^-126 and 2^-127 stays 2^-127;
-4. ``mag = ((e_d - 1) << dst.man_bits) + rounded`` (a carry out of the mantissa increments the
-   exponent); ``min(mag, K)`` applies the overflow rule, because every overflow code is one
-   past the largest finite code (Inf for ieee types, NaN for f8E4M3FN, 0xFF for f8E8M0FNU)
-   or the largest finite code itself (saturating f4/f6);
-5. NaN and Inf sources, zero and negative inputs to the unsigned f8E8M0FNU, and the sign are
-   applied with selects, each emitted only where static analysis of the two formats says it
-   can change the result.
+* direct (narrowing without normalization, e.g. f32 -> any narrow type): round the whole
+  magnitude in one step, ``(a + (rebias << Ms) + inc) >> (Ms - Md)`` with ``inc`` the
+  round-to-nearest-even increment (a carry out of the mantissa increments the exponent);
+* generic: split biased exponent and significand (subnormals use ``e = 1``), normalize
+  source subnormals that may be destination normals with a shift ladder (log2(mantissa bits)
+  select steps), re-bias ``e_d = e + dst.bias - src.bias``, shift right by
+  ``Ms - Md + max(0, 1 - e_d)`` (clamped) with rounding, and assemble
+  ``((max(e_d, 1) - 1) << Md) + rounded``;
+* float-assisted narrow -> f32/f64 (see below);
+* finish: ``min(mag, K)`` applies the overflow rule, because every overflow code is one past
+  the largest finite code (Inf for ieee types, NaN for f8E4M3FN, 0xFF for f8E8M0FNU) or the
+  largest finite code itself (saturating f4/f6); NaN and Inf sources, zero and negative
+  inputs to the unsigned f8E8M0FNU, and the sign are applied with selects, each emitted only
+  where the static analysis says it can change the result.
 
-Static analysis (ranges of ``e_d``, whether subnormal handling is needed, whether 16-bit
-working integers suffice) decides which steps are emitted: f32 -> f8E4M3FN is ~25 integer ops,
-f8E5M2 -> f16 is ~10.  Working width: the wide type's width (16 for bf16/f16, 32 for f32,
-64 for f64), widened to 32 where 16 bits could overflow (f8E8M0FNU -> f16).
+Rounding is to nearest even, except f8E8M0FNU (``special == "fnu"``): ties round up, and a
+subnormal source (f32/bf16 values below 2^-126, where ml_dtypes does not renormalize) rounds
+ties down, so values in (2^-127, 2^-126) give 2^-126 and 2^-127 stays 2^-127 (f64 sources
+follow the same rule).
+
+Float-assisted steps (``fpu=True``, the default): the only variable shifts are for
+subnormals, and the FPU does those exactly in one instruction.  From f32/f64, destination
+subnormals are ``bits(|x| + M) - bits(M)`` with ``ulp(M)`` = the destination's subnormal step
+(the add rounds to nearest even), selected below the destination's smallest normal.  To
+f32/f64, source subnormals are ``(bits(M) | m) - M`` in float, exact.  Neither depends on
+subnormal support: the only subnormal operand is an f32/f64 subnormal input, whose exact
+result (+-0) a flush-to-zero add also gives, and every result is normal -- so XLA:CPU's
+denormals-are-zero mode and GPU flush-to-zero change nothing (the XLA:CPU tests run
+exhaustive f32 subnormals).  f32 -> f8E4M3FN is 14 ops, f32 -> f4/f6 16; with ``fpu=False``
+the generic path is used for those (~25 ops).  Working width: the wide type's width (16 for
+bf16/f16, 32 for f32, 64 for f64), widened to 32 where 16 bits could overflow (f8E8M0FNU ->
+f16).
 
 Semantics: exactly MX-SEMANTICS section 2 = :func:`mxlower.reference.convert` for every input
-(test/python/test_codec.py checks this exhaustively with :class:`NumpyBuilder`).
+(test/python/test_codec.py checks this exhaustively with :class:`NumpyBuilder`, both with and
+without the float-assisted steps).
 """
 
 from __future__ import annotations
@@ -179,6 +197,12 @@ class IntBuilder:
         """Zero-extend or truncate an integer value to ``bits`` bits."""
         raise NotImplementedError
 
+    def float_op(self, op: str, lhs: Any, rhs: Any, wide: str) -> Any:
+        """``op`` ("add" or "sub") on the ``wide`` floats (f32 or f64) whose bit patterns
+        ``lhs`` and ``rhs`` hold; returns the bit pattern of the IEEE result (round to
+        nearest even).  Only plans made with ``fpu=True`` use it."""
+        raise NotImplementedError
+
     def width(self, x: Any) -> int:
         """The integer width of a value (1 for i1)."""
         raise NotImplementedError
@@ -248,6 +272,13 @@ class Plan:
     nan_select: bool  #: NaN sources need an explicit select
     inf_select: bool  #: Inf sources need an explicit select
     zero_select: bool  #: zero needs an explicit select (after normalization)
+    #: round in one step on the whole magnitude, ``(a + rebias + inc) >> sh``, instead of
+    #: splitting exponent and significand (no normalization, no variable shift)
+    direct: bool = False
+    #: destination subnormals from one float add in the source format (f32/f64 sources)
+    fpu_subnormals: bool = False
+    #: source subnormals from one float subtraction in the destination format (to f32/f64)
+    fpu_normalize: bool = False
 
 
 def _ladder(man_bits: int) -> list[int]:
@@ -276,8 +307,11 @@ def _overflow_code(t: FloatType) -> int:
     return k
 
 
-def plan(src: str | FloatType, dst: str | FloatType, width: int | None = None) -> Plan:
-    """Static analysis of one conversion: which steps of the algorithm are needed."""
+def plan(src: str | FloatType, dst: str | FloatType, width: int | None = None, *,
+         fpu: bool = True) -> Plan:
+    """Static analysis of one conversion: which steps of the algorithm are needed.
+
+    ``fpu=False`` keeps everything in integer ops (no float add/sub for subnormals)."""
     s, d = codec_type(src), codec_type(dst)
     Ms, Md = s.man_bits, d.man_bits
     delta = d.bias - s.bias
@@ -335,8 +369,23 @@ def plan(src: str | FloatType, dst: str | FloatType, width: int | None = None) -
             break
     else:  # pragma: no cover - no described pair needs more
         raise NotImplementedError(f"{s.mlir} -> {d.mlir} needs more than 32-bit integers")
+    # The float-assisted steps: the FPU rounds (or scales) subnormals exactly, in one add.
+    fpu_sub = dst_sub and fpu and s.mlir in ("f32", "f64") and w == s.bits and Ms >= Md
+    fpu_norm = (normalize and fpu and d.mlir in ("f32", "f64") and w == d.bits
+                and Md >= Ms and not e8m0_low)
+    # One-step rounding of the whole magnitude: a + C must not pass 2^w (the logical shift
+    # then still sees the true sum), and a rebias that can go negative needs the subnormal
+    # select to discard those lanes.
+    sh = Ms - Md
+    c_max = (delta << Ms) + ((1 << sh) if sh > 0 else 0)
+    direct = (not normalize and Ms >= Md and clamp is None and not e8m0_low
+              and (not dst_sub or fpu_sub)
+              and (s.magnitude_mask + c_max < (1 << w) if sh > 0
+                   else s.magnitude_mask + c_max < (1 << (w - 1))))
+    if fpu_norm:
+        zero_select = False  # the subtraction gives +0 for code 0
     return Plan(s, d, w, normalize, decode_sub, e8m0_quirk, e8m0_low, dst_sub, clamp,
-                overflow_min, nan_select, inf_select, zero_select)
+                overflow_min, nan_select, inf_select, zero_select, direct, fpu_sub, fpu_norm)
 
 
 def _round(b: IntBuilder, sig, sh, half, ties: str, tie_down=None):
@@ -364,8 +413,62 @@ def convert_codes(b: IntBuilder, c: Any, src: str | FloatType, dst: str | FloatT
     Ms, Md = s.man_bits, d.man_bits
     delta = d.bias - s.bias
 
-    # 1. decode the source
     a = b.and_(c, s.magnitude_mask) if s.signed else c
+    ties = "up" if d.special == "fnu" else "even"
+    if p.direct:
+        mag = _direct(b, a, p, ties)
+    elif p.fpu_normalize:
+        mag = _fpu_normalize(b, a, p)
+    else:
+        mag = _generic(b, a, p, ties)
+    return _finish(b, c, a, mag, p)
+
+
+def _float_bits(t: FloatType, k: int) -> int:
+    """The bit pattern of 2^k in format ``t`` (a normal number)."""
+    return (k + t.bias) << t.man_bits
+
+
+def _direct(b: IntBuilder, a: Any, p: Plan, ties: str) -> Any:
+    """Ms >= Md without normalization: round the whole magnitude in one step (the carry out of
+    the mantissa increments the exponent); destination subnormals come from the FPU."""
+    s, d = p.src, p.dst
+    Ms, Md = s.man_bits, d.man_bits
+    sh, C = Ms - Md, (d.bias - s.bias) << Ms
+    if sh == 0:
+        n = b.add(a, C) if C else a
+    elif ties == "even":
+        n = b.shr(b.add(a, b.add(b.and_(b.shr(a, sh), 1), C + (1 << (sh - 1)) - 1)), sh)
+    elif p.e8m0_subnormal_ties_down:
+        w = p.width
+        inc = b.select(b.cmp("slt", a, 1 << Ms), b.constant(C + (1 << (sh - 1)) - 1, w),
+                       b.constant(C + (1 << (sh - 1)), w))
+        n = b.shr(b.add(a, inc), sh)
+    else:
+        n = b.shr(b.add(a, C + (1 << (sh - 1))), sh)
+    if p.fpu_subnormals:
+        # ulp(M) is the destination's subnormal step, so M + |x| rounds |x| to it (RNE)
+        M = _float_bits(s, 1 - d.bias - Md + Ms)
+        sub = b.sub(b.float_op("add", a, b.constant(M, p.width), s.mlir), M)
+        n = b.sel(b.cmp("slt", a, _float_bits(s, 1 - d.bias)), sub, n)
+    return n
+
+
+def _fpu_normalize(b: IntBuilder, a: Any, p: Plan) -> Any:
+    """Narrow -> f32/f64: normals by shift and rebias; subnormals m * ulp as (M | m) - M."""
+    s, d = p.src, p.dst
+    Ms, Md = s.man_bits, d.man_bits
+    normal = b.add(b.shl(a, Md - Ms), (d.bias - s.bias) << Md)
+    M = _float_bits(d, 1 - s.bias - Ms + Md)  # ulp(M) is the source's subnormal step
+    sub = b.float_op("sub", b.or_(a, M), b.constant(M, p.width), d.mlir)
+    return b.sel(b.cmp("slt", a, 1 << Ms), sub, normal)
+
+
+def _generic(b: IntBuilder, a: Any, p: Plan, ties: str) -> Any:
+    """Exponent and significand apart: normalization ladder, variable subnormal shift."""
+    s, d = p.src, p.dst
+    Ms, Md = s.man_bits, d.man_bits
+    delta = d.bias - s.bias
     e = b.shr(a, Ms) if Ms else a
     is_sub = None
     if p.decode_subnormals:
@@ -383,11 +486,9 @@ def convert_codes(b: IntBuilder, c: Any, src: str | FloatType, dst: str | FloatT
             sig = b.sel(small, b.shl(sig, k), sig)
             e_eff = b.sel(small, b.sub(e_eff, k), e_eff)
 
-    # 2. re-bias; 3. round
     e_d = b.add(e_eff, delta) if delta else e_eff
     if p.clamp_exp is not None:
         e_d = b.min(e_d, p.clamp_exp)
-    ties = "up" if d.special == "fnu" else "even"
     P = Ms
     if p.dst_subnormals:
         if P <= Md:
@@ -412,13 +513,18 @@ def convert_codes(b: IntBuilder, c: Any, src: str | FloatType, dst: str | FloatT
         one, zero = b.constant(1, p.width), b.constant(0, p.width)
         band = b.sel(b.cmp("sgt", sig, 1 << P), one, zero) if P else zero
         mag = b.sel(b.cmp("slt", e_d, 1), b.sel(b.cmp("eq", e_d, 0), band, 0), mag)
+    if p.zero_select:
+        mag = b.sel(b.cmp("eq", a, 0), 0, mag)
+    return mag
+
+
+def _finish(b: IntBuilder, c: Any, a: Any, mag: Any, p: Plan) -> Any:
+    """Overflow rule, special values, sign."""
+    s, d = p.src, p.dst
+    Ms = s.man_bits
     K = _overflow_code(d)
     if p.overflow_min:
         mag = b.min(mag, K)
-
-    # 5. specials and sign
-    if p.zero_select:
-        mag = b.sel(b.cmp("eq", a, 0), 0, mag)
     inf_bits = ((1 << s.exp_bits) - 1) << Ms
     src_nan = None
     if p.nan_select:
@@ -458,20 +564,20 @@ def convert_codes(b: IntBuilder, c: Any, src: str | FloatType, dst: str | FloatT
 def _code_in(b: IntBuilder, codes: Any, s: FloatType, width: int) -> Any:
     w = b.width(codes)
     c = b.resize(codes, width) if w != width else codes
-    if w > s.bits:
-        c = b.and_(c, (1 << s.bits) - 1)
+    if w > s.bits and not s.signed:  # signed codes are only read through their sign and
+        c = b.and_(c, (1 << s.bits) - 1)  # magnitude masks, which ignore the bits above
     return c
 
 
 def emit_truncf(b: IntBuilder, value: Any, src_wide: str, dst: str | FloatType, *,
-                code_bits: int = 8) -> Any:
+                code_bits: int = 8, fpu: bool = True) -> Any:
     """f32/bf16/f16 ``value`` -> ``dst`` codes as ``code_bits``-wide integers (see module doc)."""
     s = codec_type(src_wide)
     if s.mlir not in WIDE_FLOAT_TYPES:
         raise ValueError(f"emit_truncf: source must be one of {', '.join(WIDE_FLOAT_TYPES)}, "
                          f"got '{s.mlir}'")
     d = codec_type(dst)
-    p = plan(s, d)
+    p = plan(s, d, fpu=fpu)
     u = b.bitcast_to_int(value)
     if p.width != s.bits:
         u = b.resize(u, p.width)
@@ -479,14 +585,15 @@ def emit_truncf(b: IntBuilder, value: Any, src_wide: str, dst: str | FloatType, 
     return b.resize(out, code_bits) if code_bits != p.width else out
 
 
-def emit_extf(b: IntBuilder, codes: Any, src: str | FloatType, dst_wide: str) -> Any:
+def emit_extf(b: IntBuilder, codes: Any, src: str | FloatType, dst_wide: str, *,
+              fpu: bool = True) -> Any:
     """``src`` codes (low bits of integers of any width) -> floats of ``dst_wide``."""
     s = codec_type(src)
     d = codec_type(dst_wide)
     if d.mlir not in WIDE_FLOAT_TYPES:
         raise ValueError(f"emit_extf: destination must be one of {', '.join(WIDE_FLOAT_TYPES)},"
                          f" got '{d.mlir}'")
-    p = plan(s, d)
+    p = plan(s, d, fpu=fpu)
     out = convert_codes(b, _code_in(b, codes, s, p.width), s, d, p)
     if p.width != d.bits:
         out = b.resize(out, d.bits)
@@ -495,7 +602,8 @@ def emit_extf(b: IntBuilder, codes: Any, src: str | FloatType, dst_wide: str) ->
 
 def emit_convert_codes(b: IntBuilder, codes: Any, src: str | FloatType, dst: str | FloatType,
                        *, code_bits: int = 8) -> Any:
-    """Narrow ``src`` codes -> narrow ``dst`` codes (``code_bits``-wide integers)."""
+    """Narrow ``src`` codes -> narrow ``dst`` codes (``code_bits``-wide integers; integer
+    ops only)."""
     s, d = codec_type(src), codec_type(dst)
     p = plan(s, d)
     out = convert_codes(b, _code_in(b, codes, s, p.width), s, d, p)
@@ -548,6 +656,13 @@ class NumpyBuilder(IntBuilder):
 
     def bitcast_to_float(self, x, wide: str):
         return np.asarray(x).view(_WIDE_DTYPES[wide])
+
+    def float_op(self, op: str, lhs, rhs, wide: str):
+        dt = _WIDE_DTYPES[wide]
+        x, y = np.asarray(lhs).view(dt), np.asarray(rhs).view(dt)
+        with np.errstate(all="ignore"):
+            r = x + y if op == "add" else x - y
+        return np.asarray(r, dtype=dt).view(np.asarray(lhs).dtype)
 
     def resize(self, x, bits: int):
         x = np.asarray(x)
@@ -652,6 +767,12 @@ class StableHLOBuilder(_MLIRBuilder):
         t = self._shaped(self.ir.Type.parse(wide))
         return self.hlo.BitcastConvertOp(t, x, **self._kw()).result
 
+    def float_op(self, op: str, lhs, rhs, wide: str):
+        cls = {"add": self.hlo.AddOp, "sub": self.hlo.SubtractOp}[op]
+        r = cls(self.bitcast_to_float(lhs, wide), self.bitcast_to_float(rhs, wide),
+                **self._kw()).result
+        return self.bitcast_to_int(r)
+
     def resize(self, x, bits: int):
         if bits < 8:
             raise ValueError("StableHLO narrow storage is ui8; code_bits must be 8")
@@ -725,6 +846,12 @@ class ArithBuilder(_MLIRBuilder):
     def bitcast_to_float(self, x, wide: str):
         return self.arith.BitcastOp(self._shaped(self.ir.Type.parse(wide)), x,
                                     **self._kw()).result
+
+    def float_op(self, op: str, lhs, rhs, wide: str):
+        cls = {"add": self.arith.AddFOp, "sub": self.arith.SubFOp}[op]
+        r = cls(self.bitcast_to_float(lhs, wide), self.bitcast_to_float(rhs, wide),
+                **self._kw()).result
+        return self.bitcast_to_int(r)
 
     def resize(self, x, bits: int):
         w = self.width(x)

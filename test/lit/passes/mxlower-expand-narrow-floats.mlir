@@ -6,19 +6,34 @@
 // exhaustively on XLA:CPU by test/python/test_expand_narrow_floats.py; these cases pin the
 // structure of what is emitted.
 
-// f32 -> f8E4M3FN: 32-bit integer ops; subnormal results shift by a variable amount; the
-// overflow rule is one min against the NaN code 0x7F; the sign is or-ed back in.
+// f32 -> f8E4M3FN: the magnitude is rebiased and rounded to nearest even in one step (add
+// the rebias, half - 1 and the kept LSB, shift); subnormal results come from one f32 add of
+// 2^14 (whose ulp is e4m3's subnormal step 2^-9), selected below 2^-6 (0x3C800000); one min
+// against the NaN code 0x7F is the overflow rule (Inf and NaN land there too); the sign is
+// or-ed back in.
 // CHECK-LABEL: func.func @truncf_f32_e4m3
 // CHECK-SAME: (%[[X:.*]]: tensor<8xf32>) -> tensor<8xui8>
 // CHECK: %[[U:.*]] = stablehlo.bitcast_convert %[[X]] : (tensor<8xf32>) -> tensor<8xi32>
 // CHECK: %[[MAGMASK:.*]] = stablehlo.constant dense<2147483647> : tensor<8xi32>
 // CHECK: %[[A:.*]] = stablehlo.and %[[U]], %[[MAGMASK]] : tensor<8xi32>
-// CHECK: stablehlo.shift_right_logical %[[A]]
-// CHECK: stablehlo.maximum
-// CHECK: stablehlo.minimum
-// CHECK: stablehlo.shift_left
+// CHECK: %[[SH:.*]] = stablehlo.constant dense<20> : tensor<8xi32>
+// CHECK: %[[LSB:.*]] = stablehlo.shift_right_logical %[[A]], %[[SH]]
+// CHECK: %[[BIT:.*]] = stablehlo.and %[[LSB]]
+// CHECK: %[[C:.*]] = stablehlo.constant dense<-1006108673> : tensor<8xi32>
+// CHECK: %[[INC:.*]] = stablehlo.add %[[BIT]], %[[C]]
+// CHECK: %[[SUM:.*]] = stablehlo.add %[[A]], %[[INC]]
+// CHECK: %[[NORMAL:.*]] = stablehlo.shift_right_logical %[[SUM]], %[[SH]]
+// CHECK: %[[M:.*]] = stablehlo.constant dense<1182793728> : tensor<8xi32>
+// CHECK: %[[AF:.*]] = stablehlo.bitcast_convert %[[A]] : (tensor<8xi32>) -> tensor<8xf32>
+// CHECK: %[[MF:.*]] = stablehlo.bitcast_convert %[[M]] : (tensor<8xi32>) -> tensor<8xf32>
+// CHECK: %[[SUMF:.*]] = stablehlo.add %[[AF]], %[[MF]] : tensor<8xf32>
+// CHECK: %[[SUMI:.*]] = stablehlo.bitcast_convert %[[SUMF]] : (tensor<8xf32>) -> tensor<8xi32>
+// CHECK: %[[SUBN:.*]] = stablehlo.subtract %[[SUMI]], %[[M]] : tensor<8xi32>
+// CHECK: %[[MINNORMAL:.*]] = stablehlo.constant dense<1015021568> : tensor<8xi32>
+// CHECK: %[[TINY:.*]] = stablehlo.compare LT, %[[A]], %[[MINNORMAL]], SIGNED
+// CHECK: %[[MAG:.*]] = stablehlo.select %[[TINY]], %[[SUBN]], %[[NORMAL]]
 // CHECK: %[[NAN:.*]] = stablehlo.constant dense<127> : tensor<8xi32>
-// CHECK: %[[SAT:.*]] = stablehlo.minimum %{{.*}}, %[[NAN]] : tensor<8xi32>
+// CHECK: %[[SAT:.*]] = stablehlo.minimum %[[MAG]], %[[NAN]] : tensor<8xi32>
 // CHECK: %[[SGN:.*]] = stablehlo.and %{{.*}}, %{{.*}} : tensor<8xi32>
 // CHECK: %[[CODE:.*]] = stablehlo.or %[[SAT]], %[[SGN]] : tensor<8xi32>
 // CHECK: %[[R:.*]] = stablehlo.convert %[[CODE]] : (tensor<8xi32>) -> tensor<8xui8>
@@ -49,15 +64,18 @@ func.func @truncf_bf16_f4(%x: tensor<2x3xbf16>) -> tensor<2x3xf4E2M1FN> {
 
 // -----
 
-// f32 -> f8E8M0FNU: ties round up (add half, minus 1 for f32 subnormals: ml_dtypes' rule),
+// f32 -> f8E8M0FNU: ties round up (add half; half - 1 for f32 subnormals: ml_dtypes' rule),
 // overflow and NaN meet 0xFF in one min; zero and negatives -> 0xFF.
 // CHECK-LABEL: func.func @truncf_f32_e8m0
-// CHECK: %[[DENORM:.*]] = stablehlo.compare EQ
-// CHECK: %[[HALF:.*]] = stablehlo.constant dense<4194304> : tensor<4xi32>
-// CHECK: %[[ADJ:.*]] = stablehlo.select %[[DENORM]]
-// CHECK: stablehlo.subtract %[[HALF]], %[[ADJ]]
+// CHECK: %[[A:.*]] = stablehlo.and
+// CHECK: %[[DENORM:.*]] = stablehlo.compare LT, %[[A]], %{{.*}}, SIGNED
+// CHECK: %[[DOWN:.*]] = stablehlo.constant dense<4194303> : tensor<4xi32>
+// CHECK: %[[UP:.*]] = stablehlo.constant dense<4194304> : tensor<4xi32>
+// CHECK: %[[INC:.*]] = stablehlo.select %[[DENORM]], %[[DOWN]], %[[UP]]
+// CHECK: %[[SUM:.*]] = stablehlo.add %[[A]], %[[INC]]
+// CHECK: %[[E:.*]] = stablehlo.shift_right_logical %[[SUM]]
 // CHECK: %[[FF:.*]] = stablehlo.constant dense<255> : tensor<4xi32>
-// CHECK: %[[SAT:.*]] = stablehlo.minimum %{{.*}}, %[[FF]]
+// CHECK: %[[SAT:.*]] = stablehlo.minimum %[[E]], %[[FF]]
 // CHECK: %[[ZERO:.*]] = stablehlo.compare EQ
 // CHECK: %[[NEG:.*]] = stablehlo.compare NE
 // CHECK: %[[BAD:.*]] = stablehlo.or %[[ZERO]], %[[NEG]] : tensor<4xi1>
@@ -85,13 +103,21 @@ func.func @extf_e5m2_f16(%c: tensor<4xf8E5M2>) -> tensor<4xf16> {
 
 // -----
 
-// f6E3M2FN -> f32: only the low 6 bits of each ui8 are read; subnormals are normalized with
-// a two-step shift ladder; zero is selected.
+// f6E3M2FN -> f32: normals are a shift and a rebias; subnormals m * 2^-4 are one exact f32
+// subtraction, (2^19 | m) - 2^19 (0x49000000); bits above the 6-bit code are ignored.
 // CHECK-LABEL: func.func @extf_f6_f32
 // CHECK: %[[W:.*]] = stablehlo.convert %{{.*}} : (tensor<16xui8>) -> tensor<16xi32>
-// CHECK: %[[M63:.*]] = stablehlo.constant dense<63> : tensor<16xi32>
-// CHECK: stablehlo.and %[[W]], %[[M63]]
-// CHECK-COUNT-2: stablehlo.compare LT
+// CHECK: %[[MAGMASK:.*]] = stablehlo.constant dense<31> : tensor<16xi32>
+// CHECK: %[[A:.*]] = stablehlo.and %[[W]], %[[MAGMASK]]
+// CHECK: %[[SHIFTED:.*]] = stablehlo.shift_left %[[A]]
+// CHECK: %[[NORMAL:.*]] = stablehlo.add %[[SHIFTED]]
+// CHECK: %[[M:.*]] = stablehlo.constant dense<1224736768> : tensor<16xi32>
+// CHECK: %[[MM:.*]] = stablehlo.or %[[A]], %[[M]]
+// CHECK: %[[DIFF:.*]] = stablehlo.subtract %{{.*}}, %{{.*}} : tensor<16xf32>
+// CHECK: %[[SUBN:.*]] = stablehlo.bitcast_convert %[[DIFF]] : (tensor<16xf32>) -> tensor<16xi32>
+// CHECK: %[[ISSUBN:.*]] = stablehlo.compare LT, %[[A]]
+// CHECK: %[[MAG:.*]] = stablehlo.select %[[ISSUBN]], %[[SUBN]], %[[NORMAL]]
+// CHECK: %[[SIGN:.*]] = stablehlo.and %[[W]]
 // CHECK: stablehlo.bitcast_convert %{{.*}} : (tensor<16xi32>) -> tensor<16xf32>
 // SUBSET-LABEL: func.func @extf_f6_f32
 // SUBSET: stablehlo.bitcast_convert %{{.*}} : (tensor<16xi32>) -> tensor<16xf32>
@@ -136,8 +162,7 @@ func.func @narrow_to_narrow(%c: tensor<4xf8E4M3FN>) -> (tensor<4xf4E2M1FN>, tens
 // CHECK: %[[F:.*]] = stablehlo.convert %{{.*}} : (tensor<4xi16>) -> tensor<4xf32>
 // CHECK: stablehlo.bitcast_convert %[[F]] : (tensor<4xf32>) -> tensor<4xi32>
 // CHECK: stablehlo.bitcast_convert %{{.*}} : (tensor<4xf64>) -> tensor<4xi64>
-// CHECK: %[[D:.*]] = stablehlo.bitcast_convert %{{.*}} : (tensor<4xi32>) -> tensor<4xf32>
-// CHECK: stablehlo.convert %[[D]] : (tensor<4xf32>) -> tensor<4xi32>
+// CHECK: stablehlo.convert %{{.*}} : (tensor<4xf32>) -> tensor<4xi32>
 func.func @through_f32(%i: tensor<4xi16>, %d: tensor<4xf64>) -> (tensor<4xf6E2M3FN>, tensor<4xf4E2M1FN>, tensor<4xi32>) {
   %0 = stablehlo.convert %i : (tensor<4xi16>) -> tensor<4xf6E2M3FN>
   %1 = stablehlo.convert %d : (tensor<4xf64>) -> tensor<4xf4E2M1FN>
