@@ -70,10 +70,9 @@ __all__ = [
 #: Unit attribute marking an ``arith.truncf`` as a saturating (satfinite) conversion.
 SATFINITE_ATTR = "mxlower.satfinite"
 
-_WIDE = ("f32", "bf16", "f16")
+_WIDE = ("f32", "bf16", "f16", "f64")
 _F8 = ("f8E4M3FN", "f8E5M2")
 _SUBBYTE = ("f4E2M1FN", "f6E2M3FN", "f6E3M2FN")
-_F32_BITS = {"f32": 32, "bf16": 16, "f16": 16}
 _MAG = {32: 0x7FFFFFFF, 16: 0x7FFF}
 _INF_BITS = {"f32": 0x7F800000, "f16": 0x7C00, "bf16": 0x7F80}
 #: bits of the smallest magnitude that must become NaN (e4m3: just above the midpoint 464) or
@@ -122,8 +121,13 @@ def plan_truncf(src: str, dst: str, chip: str, *, hardware: bool = True,
     into [-max, max] (see the module docstring).  Raises :class:`UnsupportedConversion`."""
     if src not in _WIDE:
         raise UnsupportedConversion(f"conversions from {src} to {dst} are not supported "
-                                    "(sources: f32, bf16, f16)")
+                                    "(sources: f64, f32, bf16, f16)")
     feats = nvvm_model.chip_features(chip) if hardware else frozenset()
+    if src == "f64":  # narrowing to f32 first would round twice: the codec, from f64
+        if satfinite or rounding != "to_nearest_even":
+            raise UnsupportedConversion("saturating and directed conversions take f32, bf16 "
+                                        "or f16 sources, not f64")
+        feats = frozenset()
     if dst == "f8E8M0FNU":
         if rounding in ("upward", "toward_zero"):
             if not satfinite:
@@ -159,7 +163,8 @@ def plan_truncf(src: str, dst: str, chip: str, *, hardware: bool = True,
         short = {"f4E2M1FN": "e2m1x2", "f6E2M3FN": "e2m3x2", "f6E3M2FN": "e3m2x2"}[dst]
         # a bounded operand from a NaN-propagating clamp may still be NaN: keep that fix-up
         return Plan("cvt", f"cvt.rn.satfinite.{short}.f32", "f32", "rn", not satfinite)
-    why = "" if not hardware else f" ({chip} has no cvt to {dst})"
+    why = "" if not hardware else " (f64 source)" if src == "f64" else \
+        f" ({chip} has no cvt to {dst})"
     return Plan("codec", "integer expansion" + why, "", "rn", satfinite)
 
 
@@ -167,7 +172,7 @@ def plan_extf(src: str, dst: str, chip: str, *, hardware: bool = True) -> Plan:
     """Which lowering ``arith.extf`` from narrow ``src`` to ``dst`` (f32/bf16/f16) gets."""
     if dst not in _WIDE:
         raise UnsupportedConversion(f"conversions from {src} to {dst} are not supported "
-                                    "(destinations: f32, bf16, f16)")
+                                    "(destinations: f64, f32, bf16, f16)")
     feats = nvvm_model.chip_features(chip) if hardware else frozenset()
     if src in _F8 and "f8" in feats:
         short = "e4m3x2" if src == "f8E4M3FN" else "e5m2x2"
@@ -273,7 +278,8 @@ class NumpyCvtBuilder(codec.NumpyBuilder):
         import ml_dtypes
         import numpy as np
 
-        dt = {"f32": np.float32, "f16": np.float16, "bf16": ml_dtypes.bfloat16}
+        dt = {"f32": np.float32, "f16": np.float16, "bf16": ml_dtypes.bfloat16,
+              "f64": np.float64}
         return np.asarray(x).astype(np.float32).astype(dt[dst])
 
     @staticmethod
@@ -375,16 +381,22 @@ class ArithCvtBuilder(codec.ArithBuilder):
         return acc
 
     def _assemble(self, lanes: _Lanes, results: list[tuple[int, int, Any]], elem: Any) -> Any:
-        """Join the 2-lane results (lo, hi, vector<2xT>) of one row into its result."""
+        """Join the 2-lane results of one row -- (lo, hi, vector<2xT> or (lane0, lane1)) --
+        into the row's result."""
+        def lane(r: Any, k: int) -> Any:
+            if isinstance(r, tuple):
+                return r[k]
+            return self.vector.ExtractOp(r, [], [k], **self._kw()).result
+
         if lanes.n is None:
-            return self.vector.ExtractOp(results[0][2], [], [0], **self._kw()).result
-        if lanes.n == 2:
+            return lane(results[0][2], 0)
+        if lanes.n == 2 and not isinstance(results[0][2], tuple):
             return results[0][2]
         out: list[Any] = [None] * lanes.n
         for lo, hi, r in results:
-            out[lo] = self.vector.ExtractOp(r, [], [0], **self._kw()).result
+            out[lo] = lane(r, 0)
             if hi != lo:
-                out[hi] = self.vector.ExtractOp(r, [], [1], **self._kw()).result
+                out[hi] = lane(r, 1)
         t = self.ir.VectorType.get([lanes.n], elem)
         return self.vector.FromElementsOp(t, out, **self._kw()).result
 
@@ -403,11 +415,11 @@ class ArithCvtBuilder(codec.ArithBuilder):
             return x
         a = self.arith
         t = lambda n: self._shaped(self.ir.Type.parse(n))  # noqa: E731
+        if dst in ("f32", "f64"):  # exact widening (16-bit sources only reach here)
+            return a.ExtFOp(t(dst), x, **self._kw()).result
         if src != "f32":
             x = a.ExtFOp(t("f32"), x, **self._kw()).result
-        if dst != "f32":
-            x = a.TruncFOp(t(dst), x, **self._kw()).result
-        return x
+        return a.TruncFOp(t(dst), x, **self._kw()).result
 
     # -- cvt primitives ---------------------------------------------------------------------
     def cvt_trunc(self, x: Any, src: str, dst: str, rnd: str) -> Any:
@@ -426,8 +438,9 @@ class ArithCvtBuilder(codec.ArithBuilder):
                 if src == "f32" and dst == "f4E2M1FN":  # .b8 result: a in bits 7..4
                     r = nv.ConvertF32x2ToF4x2Op(i8, lanes[hi], lanes[lo], dst_attr, **kw).result
                     lo_code = self.arith.AndIOp(r, self._c8(0xF), **kw).result
-                    hi_code = self.arith.ShRUIOp(r, self._c8(4), **kw).result
-                    r = self.vector.FromElementsOp(v2i8, [lo_code, hi_code], **kw).result
+                    hi_code = (self.arith.ShRUIOp(r, self._c8(4), **kw).result
+                               if hi != lo else None)
+                    r = (lo_code, hi_code)
                 elif src == "f32" and dst in _SUBBYTE:
                     r = nv.ConvertF32x2ToF6x2Op(v2i8, lanes[hi], lanes[lo], dst_attr, **kw).result
                 elif src == "f32":

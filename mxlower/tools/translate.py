@@ -77,7 +77,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _target_chip(text: str) -> str | None:
-    m = re.search(r'#nvvm\.target<[^>]*chip\s*=\s*"([^"]+)"', text)
+    """The chip of the first #nvvm.target in the IR (comments skipped)."""
+    code = "\n".join(ln for ln in text.splitlines() if not ln.lstrip().startswith("//"))
+    m = re.search(r'#nvvm\.target<[^>]*chip\s*=\s*"([^"]+)"', code)
     return m.group(1) if m else None
 
 
