@@ -1,0 +1,148 @@
+"""mxlower.jax on the CPU: quantize and scaled_dot against JAX's own code, in one run.
+
+Everything is ``jax.jit``-compiled once and timed on XLA:CPU in the same process:
+
+* quantize of an f32 ``[M, K]`` array along K: ``mxlower.jax.quantize`` (mxfp8_e4m3 with the
+  floor and rceil scale rules, mxfp4_e2m1, nvfp4) against JAX's own block quantizer, the jnp
+  code ``jax.nn.scaled_dot_general`` uses (``jax._src.cudnn.scaled_matmul_stablehlo.quantize``
+  with ``get_scaled_dot_general_config("mxfp8")`` / ``("nvfp4")``), and against a plain
+  f32 -> f8E4M3FN ``astype`` (a lower bound: same bytes, no block scaling);
+* ``[M, K] x [N, K] -> [M, N]``: ``mxlower.jax.scaled_dot`` of pre-quantized MX operands
+  (mxfp8 x mxfp8, mxfp4 x mxfp4), JAX's ``jax.nn.scaled_matmul`` on the same mxfp8 operands
+  (runs on the CPU through ``mxlower.jax.install()``), a bf16 ``dot_general`` (f32 result)
+  and an f32 ``dot_general`` of the same shape.
+
+Each case's time is the median of ``--reps`` runs after two warm-up runs, the cases of one
+group timed round-robin (so load from other processes hits them alike).  Printed as Markdown
+tables (for BENCHMARKS.md); ``--json`` writes the numbers too.
+
+    python bench/bench_jax.py                     # ~1 minute on 2 cores
+    python bench/bench_jax.py --m 512 --k 2048 --n 512 --reps 10
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import time
+from collections.abc import Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import mxlower.jax as mxj
+
+
+def cpu_model() -> str:
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
+        for line in out.splitlines():
+            if line.startswith("Model name:"):
+                return line.split(":", 1)[1].strip()
+    except (OSError, subprocess.CalledProcessError):
+        pass
+    return platform.processor() or "unknown"
+
+
+def time_group(cases: dict[str, tuple[Callable, tuple]], reps: int) -> dict[str, float]:
+    """Median seconds per call of each compiled case, timed round-robin."""
+    compiled = {}
+    for name, (fn, args) in cases.items():
+        c = jax.jit(fn).lower(*args).compile()
+        for _ in range(2):
+            jax.block_until_ready(c(*args))
+        compiled[name] = (c, args)
+    times: dict[str, list[float]] = {n: [] for n in cases}
+    for _ in range(reps):
+        for name, (c, args) in compiled.items():
+            t = time.perf_counter()
+            jax.block_until_ready(c(*args))
+            times[name].append(time.perf_counter() - t)
+    return {n: float(np.median(v)) for n, v in times.items()}
+
+
+def bench_quantize(m: int, k: int, reps: int) -> list[dict]:
+    from jax._src.cudnn.scaled_matmul_stablehlo import quantize as jax_quantize
+
+    x = jnp.asarray(np.random.default_rng(0).standard_normal((m, k)), jnp.float32)
+    mx8 = jax.nn.get_scaled_dot_general_config("mxfp8")
+    nv4 = jax.nn.get_scaled_dot_general_config("nvfp4", global_scale=jnp.float32(1.0))
+
+    def parts(q):
+        return q.elements, q.scales
+
+    cases = {
+        "mxlower.jax.quantize mxfp8_e4m3 floor": (
+            lambda x: parts(mxj.quantize(x, "mxfp8_e4m3")), (x,)),
+        "mxlower.jax.quantize mxfp8_e4m3 rceil": (
+            lambda x: parts(mxj.quantize(x, "mxfp8_e4m3", scale_mode="rceil")), (x,)),
+        "JAX quantize (scaled_dot_general, mxfp8)": (lambda x: jax_quantize(x, mx8), (x,)),
+        "mxlower.jax.quantize mxfp4_e2m1": (
+            lambda x: parts(mxj.quantize(x, "mxfp4_e2m1")), (x,)),
+        "mxlower.jax.quantize nvfp4": (lambda x: parts(mxj.quantize(x, "nvfp4")), (x,)),
+        "JAX quantize (scaled_dot_general, nvfp4)": (lambda x: jax_quantize(x, nv4), (x,)),
+        "x.astype(float8_e4m3fn) (no scaling)": (lambda x: x.astype(jnp.float8_e4m3fn), (x,)),
+    }
+    t = time_group(cases, reps)
+    return [{"case": n, "ms": s * 1e3, "gb_s": m * k * 4 / s / 1e9} for n, s in t.items()]
+
+
+def bench_dot(m: int, n: int, k: int, reps: int) -> list[dict]:
+    rng = np.random.default_rng(1)
+    a = jnp.asarray(rng.standard_normal((m, k)), jnp.float32)
+    b = jnp.asarray(rng.standard_normal((n, k)), jnp.float32)
+    qa8, qb8 = mxj.quantize(a, "mxfp8_e4m3"), mxj.quantize(b, "mxfp8_e4m3")
+    qa4, qb4 = mxj.quantize(a, "mxfp4_e2m1"), mxj.quantize(b, "mxfp4_e2m1")
+    dn = (((1,), (1,)), ((), ()))
+    mxj.install()
+    cases = {
+        "mxlower.jax.scaled_dot mxfp8 x mxfp8": (mxj.scaled_dot, (qa8, qb8)),
+        "mxlower.jax.scaled_dot mxfp4 x mxfp4": (mxj.scaled_dot, (qa4, qb4)),
+        "jax.nn.scaled_matmul mxfp8 (via install())": (
+            lambda e1, e2, s1, s2: jax.nn.scaled_matmul(e1[None], e2[None], s1[None], s2[None]),
+            (qa8.elements, qb8.elements, qa8.scales, qb8.scales)),
+        "bf16 dot_general (f32 result)": (
+            lambda x, y: jax.lax.dot_general(x, y, dn, preferred_element_type=jnp.float32),
+            (a.astype(jnp.bfloat16), b.astype(jnp.bfloat16))),
+        "f32 dot_general": (lambda x, y: jax.lax.dot_general(x, y, dn), (a, b)),
+    }
+    t = time_group(cases, reps)
+    return [{"case": nm, "ms": s * 1e3, "gflop_s": 2 * m * n * k / s / 1e9}
+            for nm, s in t.items()]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description="mxlower.jax CPU benchmark")
+    ap.add_argument("--m", type=int, default=1024)
+    ap.add_argument("--n", type=int, default=1024)
+    ap.add_argument("--k", type=int, default=4096)
+    ap.add_argument("--reps", type=int, default=15)
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args(argv)
+
+    q = bench_quantize(args.m, args.k, args.reps)
+    d = bench_dot(args.m, args.n, args.k, args.reps)
+    info = {"cpu": cpu_model(), "cores": os.cpu_count(), "jax": jax.__version__,
+            "m": args.m, "n": args.n, "k": args.k, "reps": args.reps}
+    print(f"CPU: {info['cpu']}, {info['cores']} cores, jax {info['jax']}, "
+          f"median of {args.reps}")
+    print(f"\nquantize f32 [{args.m}, {args.k}] along K\n")
+    print("| case | ms | input GB/s |\n|---|---:|---:|")
+    for r in q:
+        print(f"| {r['case']} | {r['ms']:.2f} | {r['gb_s']:.2f} |")
+    print(f"\n[{args.m}, {args.k}] x [{args.n}, {args.k}] -> [{args.m}, {args.n}]\n")
+    print("| case | ms | GFLOP/s |\n|---|---:|---:|")
+    for r in d:
+        print(f"| {r['case']} | {r['ms']:.2f} | {r['gflop_s']:.1f} |")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"info": info, "quantize": q, "dot": d}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
