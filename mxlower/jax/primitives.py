@@ -68,19 +68,13 @@ quantize_p = Primitive("mx_quantize")
 quantize_p.multiple_results = True
 
 
-@functools.lru_cache(maxsize=256)
-def _jitted(prim: Primitive, items: tuple) -> Any:
-    params = dict(items)
-    return jax.jit(lambda *a: prim.bind(*a, **params))
-
-
 def _impl(prim: Primitive):
-    """Eager evaluation: the primitive alone under a (cached) jit, like JAX's own primitives."""
+    """Eager evaluation: the primitive compiled alone, as JAX's own primitives are
+    (``jax._src.dispatch.apply_primitive``, private: jax is pinned; it also works under
+    ``jax.disable_jit()``, which a ``jax.jit`` wrapper would turn into infinite recursion)."""
+    from jax._src import dispatch
 
-    def impl(*args, **params):
-        return _jitted(prim, tuple(sorted(params.items())))(*args)
-
-    return impl
+    return functools.partial(dispatch.apply_primitive, prim)
 
 
 def _quantize_abstract(x, *g, format, block_size, axis, scale_mode):  # noqa: A002

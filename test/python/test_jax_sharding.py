@@ -14,6 +14,8 @@ What is checked (mesh 2 x 4, axes "data" and "model"):
   weights [N, K] (K on "model"): equal to the single-device result within 1e-6 relative (XLA
   all-reduces the K partial sums; their order may differ);
 * an nvfp4 quantize with a global scale, sharded the same way: bit-identical;
+* blocks of 128 with the blocked axis in shards of 64 (blocks straddle shards): still
+  bit-identical (XLA moves data around the block reshape; only the speed suffers);
 * the lowered text (mxlower.jax.lower of the sharded jit) keeps the sharding annotations.
 """
 
@@ -68,6 +70,16 @@ def _child() -> dict:
         res[f"qdq_{name}_sharded"] = out[0].sharding.is_equivalent_to(sh, x.ndim)
         res[f"qdq_{name}_collectives"] = collectives(f.lower(x).compile().as_text())
 
+    # blocks of 128 across shards of 64: still equal (XLA reshards around the block reshape)
+    def qdq128(x):
+        q = mxj.quantize(x, "mxint8", block_size=128)
+        return q.elements, q.scales, q.dequantize()
+
+    sh = NamedSharding(mesh, P("data", None, "model"))
+    out = jax.jit(qdq128, in_shardings=(sh,))(jax.device_put(x, sh))
+    res["qdq_blocks_across_shards_equal"] = all(
+        same(a, b) for a, b in zip(out, jax.jit(qdq128)(x)))
+
     def mlp(x, w):
         qx = mxj.quantize(x, "mxfp4_e2m1")
         qw = mxj.quantize(w, "mxfp8_e4m3")
@@ -108,6 +120,7 @@ def test_sharded_equals_single_device():
         assert res[f"qdq_{name}_equal"], name
         assert res[f"qdq_{name}_sharded"], name
         assert res[f"qdq_{name}_collectives"] == [], (name, res[f"qdq_{name}_collectives"])
+    assert res["qdq_blocks_across_shards_equal"]
     assert res["dot_shape"] == [4, 16, 64]
     assert res["dot_rel_err"] <= 1e-6
     assert res["lowered_has_sharding"] and res["lowered_mentions_mesh_axes"]
