@@ -296,28 +296,41 @@ def normalize_bits(b: Builder, bits: Any) -> tuple[Any, Any, Any]:
     return sign, ex_eff, mt_eff
 
 
-def ldexp_bits(b: Builder, bits: Any, k: Any, *, flush: bool = False) -> Any:
-    """The f32 bits of ``x * 2^k`` for f32 bits ``x`` and i32 ``k``, rounded to nearest even
-    (subnormal results included; overflow gives +-Inf; Inf and NaN pass through).
+def ldexp_bits(b: Builder, bits: Any, k: Any, *, small: str = "round",
+               normal_input: bool = False) -> Any:
+    """The f32 bits of ``x * 2^k`` for f32 bits ``x`` and i32 ``k`` (overflow gives +-Inf; Inf
+    and NaN pass through).  A result below 2^-126 is, by ``small``:
 
-    With ``flush`` a result below 2^-126 becomes a signed zero instead (for callers whose next
-    rounding step cannot tell the difference)."""
-    sign, ex, mt = normalize_bits(b, bits)
+    * ``"round"``: the subnormal rounded to nearest even;
+    * ``"exact"``: the subnormal, for callers that guarantee no bit is shifted out (a plain
+      shift, e.g. MX dequantize: every element value has at most 7 significant bits and the
+      smallest product is 2^-143);
+    * ``"flush"``: a signed zero (for callers whose next rounding step cannot tell).
+
+    ``normal_input`` promises that ``x`` is not an f32 subnormal (skips renormalizing it)."""
+    if normal_input:
+        sign = b.and_(bits, _SIGN)
+        mag = b.and_(bits, _MAG)
+        ex = b.select(b.eq(mag, 0), b.like(mag, -200), b.shr(mag, 23))
+        mt = b.and_(mag, _MANT)
+    else:
+        sign, ex, mt = normalize_bits(b, bits)
     ne = b.add(ex, k)
     normal = b.or_(sign, b.or_(b.shl(b.clamp(0, ne, 254), 23), mt))
     inf = b.or_(sign, b.like(sign, _INF))
-    if flush:
-        small = sign
+    if small == "flush":
+        small_v = sign
     else:
         full = b.or_(mt, 0x800000)
         shift = b.clamp(1, b.sub(1, ne), 31)
         r = b.shr(full, shift)
-        rem = b.and_(full, b.sub(b.shl(b.like(full, 1), shift), 1))
-        half = b.shl(b.like(full, 1), b.sub(shift, 1))
-        up = b.or_(b.gt(rem, half), b.and_(b.eq(rem, half), b.eq(b.and_(r, 1), 1)))
-        r = b.add(r, b.select(up, b.like(r, 1), b.like(r, 0)))
-        small = b.or_(sign, r)
-    out = b.select(b.ge(ne, 1), b.select(b.ge(ne, 255), inf, normal), small)
+        if small == "round":
+            rem = b.and_(full, b.sub(b.shl(b.like(full, 1), shift), 1))
+            half = b.shl(b.like(full, 1), b.sub(shift, 1))
+            up = b.or_(b.gt(rem, half), b.and_(b.eq(rem, half), b.eq(b.and_(r, 1), 1)))
+            r = b.add(r, b.select(up, b.like(r, 1), b.like(r, 0)))
+        small_v = b.or_(sign, r)
+    out = b.select(b.ge(ne, 1), b.select(b.ge(ne, 255), inf, normal), small_v)
     special = b.ge(b.and_(bits, _MAG), _INF)
     return b.select(special, bits, out)
 

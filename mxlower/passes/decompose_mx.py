@@ -179,7 +179,8 @@ def lower_quantize(b: Any, q: Any, mode: str) -> tuple[Any, Any]:
     e = b.clamp(-127, shared_exponent(b, amax, fmt, mode), 127)
     codes = b.select(nonfinite, b.like(e, 255), b.add(e, 127))
     scales = b.bitcast(b.convert(codes, "ui8"), fmt.scale)
-    y = ldexp_bits(b, xb, b.sub(0, b.broadcast(e, bshape, keep)), flush=True)
+    # |y| < 2^-126 rounds to +-0 in every element type (and in mxint8's y * 64): flush it
+    y = ldexp_bits(b, xb, b.sub(0, b.broadcast(e, bshape, keep)), small="flush")
     y = b.select(b.broadcast(nonfinite, bshape, keep), b.like(y, 0), y)
     y = b.bitcast(y, "f32")
     if fmt.is_int:
@@ -249,7 +250,9 @@ def dequantize_values(b: Any, elements: Any, scales: Any, fmt: MXFormat, k: int,
         return b.convert(p, out_type)
     c = b.expand_blocks(b.convert(b.bitcast(scales, "ui8"), "i32"), axis, k)
     shift = b.sub(c, 127 + (6 if fmt.is_int else 0))
-    r = ldexp_bits(b, b.bitcast(ev, "i32"), shift)
+    # decode(e) is normal (or 0, Inf, NaN) with <= 7 significant bits and the product is at
+    # least 2^-143: exact in f32, so subnormal results need no rounding
+    r = ldexp_bits(b, b.bitcast(ev, "i32"), shift, small="exact", normal_input=True)
     r = b.select(b.eq(c, 255), b.like(r, _NAN), r)
     return b.convert(b.bitcast(r, "f32"), out_type)
 
