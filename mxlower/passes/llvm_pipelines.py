@@ -78,7 +78,7 @@ class StablehloToLLVM(Pipeline):
                       f"func.func(affine-super-vectorize{{virtual-vector-size={self.vector_width}}})"]
         else:
             steps.append("convert-linalg-to-loops")
-        steps.append("mxlower-lower-narrow-floats-to-llvm")
+        steps.append("mxlower-lower-narrow-floats-to-llvm{via-f32}")
         # LLVM's x86 backend asserts on vector bf16 arithmetic: compute it in f32 and expand
         # the bf16 <-> f32 conversions to integer ops (round to nearest even)
         steps += ["arith-emulate-unsupported-floats{source-types=bf16 target-type=f32}",

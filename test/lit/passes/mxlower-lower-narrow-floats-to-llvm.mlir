@@ -1,4 +1,5 @@
 // RUN: mxlower-opt %s --split-input-file --verify-diagnostics --mxlower-lower-narrow-floats-to-llvm | FileCheck %s
+// RUN: mxlower-opt %s --split-input-file --verify-diagnostics --mxlower-lower-narrow-floats-to-llvm=via-f32 | FileCheck %s --check-prefix=VIA
 
 // arith.truncf / arith.extf on the narrow float types become integer ops; every narrow float
 // type (scalars, vectors, memrefs, tensors, signatures, constants, globals) becomes i8.
@@ -19,7 +20,12 @@ func.func @trunc_f32_to_e4m3(%x: f32) -> f8E4M3FN {
 // -----
 
 // bf16 sources work on 16-bit integers; NaN/Inf handling is a compare and a select.
+// With via-f32, bf16/f16 sources are first extended to f32 (exact), for 32-bit lanes.
 // CHECK-LABEL: func.func @trunc_bf16_to_e5m2
+// VIA-LABEL: func.func @trunc_bf16_to_e5m2
+// VIA: %[[W:.*]] = arith.extf %{{.*}} : bf16 to f32
+// VIA: arith.bitcast %[[W]] : f32 to i32
+// VIA: arith.trunci %{{.*}} : i32 to i8
 // CHECK: arith.bitcast %{{.*}} : bf16 to i16
 // CHECK: arith.cmpi sgt, %{{.*}}, %{{.*}} : i16
 // CHECK: arith.select
