@@ -10,7 +10,8 @@ called on preallocated input and output arrays.  Timed against, in the same run:
 * a memory copy of the same bytes: ``np.copyto`` (memcpy) of the conversion's input buffer.
   "% of copy bandwidth" compares bytes moved per second: (input + output bytes) / time for
   the conversion, (2 x input bytes) / time for the copy (the definitions of
-  bench_convert_xla.py);
+  bench_convert_xla.py).  Conversion and copy runs alternate, and the ratio is the median of
+  the per-round ratios, so that load from other processes on a shared machine hits both;
 * ml_dtypes' ``astype`` on the same data (single-threaded NumPy).
 
 Each time is the median of ``--reps`` runs after a warm-up run (``astype``: half as many).
@@ -64,12 +65,31 @@ def inputs(src: str, n: int, rng) -> np.ndarray:
     return rng.integers(0, 1 << t.bits, n, dtype=np.uint8).view(t.dtype)
 
 
-def compile_all(types) -> dict[tuple[str, str], llvm_exec.Compiled]:
+def paired(fn_a, fn_b, reps: int) -> tuple[float, float, float]:
+    """Interleaved timing of two functions (so that load from other processes hits both
+    alike): (median time of a, median time of b, median of the per-round ratios b / a)."""
+    fn_a()
+    fn_b()
+    ta, tb = [], []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn_a()
+        t1 = time.perf_counter()
+        fn_b()
+        t2 = time.perf_counter()
+        ta.append(t1 - t0)
+        tb.append(t2 - t1)
+    return (statistics.median(ta), statistics.median(tb),
+            statistics.median(b / a for a, b in zip(ta, tb)))
+
+
+def compile_all(types, vector_width: int = 0) -> dict[tuple[str, str], llvm_exec.Compiled]:
     out = {}
     for t in types:
         for src, dst in (("f32", t), (t, "f32")):
             out[src, dst] = llvm_exec.compile(module_text(src, dst), out_params=True,
-                                              isolate=False, opt_level=3)
+                                              isolate=False, opt_level=3,
+                                              vector_width=vector_width)
     return out
 
 
@@ -80,31 +100,29 @@ def bench(types, sizes, reps, handles) -> list[dict]:
         n = 1 << logn
         x32 = inputs("f32", n, rng)
         dst32 = np.empty_like(x32)
-        copy32 = timeit(lambda: np.copyto(dst32, x32), reps)
-        x8 = rng.integers(0, 256, n, dtype=np.uint8)
-        dst8 = np.empty_like(x8)
-        copy8 = timeit(lambda: np.copyto(dst8, x8), reps)
         for t in types:
             ft = FLOAT_TYPES[t]
             for src, dst in (("f32", t), (t, "f32")):
                 x = x32 if src == "f32" else inputs(t, n, rng)
-                copy = copy32 if src == "f32" else copy8
+                copy_dst = dst32 if src == "f32" else np.empty_like(x)
                 out = np.empty(n, dtype=ft.dtype if dst == t else np.float32)
                 h = handles[src, dst]
-                conv_t = timeit(lambda h=h, x=x, out=out: h.run("main", x, out=[out]), reps)
+                conv_t, copy_t, copy_over_conv = paired(
+                    lambda h=h, x=x, out=out: h.run("main", x, out=[out]),
+                    lambda x=x, c=copy_dst: np.copyto(c, x), reps)
                 ml_dt = ft.dtype if dst == t else np.float32
                 ml_t = timeit(lambda x=x, ml_dt=ml_dt: x.astype(ml_dt), max(1, reps // 2))
-                want = R.convert(x, dst)
                 if dst == t:
-                    assert np.array_equal(out.view(np.uint8), R.bits(want)), (src, dst)
+                    assert np.array_equal(out.view(np.uint8), R.bits(R.convert(x, dst))), t
                 moved = n * (4 + 1)
                 copy_moved = 2 * x.nbytes
                 rows.append({
                     "log2n": logn, "type": t, "direction": f"{src}->{dst}",
                     "ns_per_elem": conv_t / n * 1e9,
                     "gbps": moved / conv_t / 1e9,
-                    "copy_gbps": copy_moved / copy / 1e9,
-                    "vs_copy": (moved / conv_t) / (copy_moved / copy),
+                    "copy_gbps": copy_moved / copy_t / 1e9,
+                    # bandwidth ratio, from the per-round time ratios
+                    "vs_copy": copy_over_conv * moved / copy_moved,
                     "ml_dtypes_ns_per_elem": ml_t / n * 1e9,
                     "vs_ml_dtypes": ml_t / conv_t,
                 })
@@ -141,12 +159,14 @@ def main(argv=None) -> int:
     ap.add_argument("--sizes", default="20,22,24,26", help="log2 element counts")
     ap.add_argument("--types", default=",".join(FLOAT_TYPES))
     ap.add_argument("--reps", type=int, default=7)
+    ap.add_argument("--vector-width", type=int, default=0,
+                    help="mxlower-stablehlo-to-llvm's vector-width (0: LLVM's loop vectorizer)")
     ap.add_argument("--json", help="also write the results here")
     a = ap.parse_args(argv)
     types = a.types.split(",")
     sizes = [int(s) for s in a.sizes.split(",")]
     t0 = time.perf_counter()
-    handles = compile_all(types)
+    handles = compile_all(types, a.vector_width)
     t_compile = time.perf_counter() - t0
     rows = bench(types, sizes, a.reps, handles)
     print(f"CPU: {cpu_model()}, {len(os.sched_getaffinity(0))} cores; compile "
