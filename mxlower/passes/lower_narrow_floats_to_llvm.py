@@ -29,7 +29,8 @@ _STORAGE_OPS = frozenset({"arith.constant", "arith.select", "arith.bitcast", "li
                           "linalg.broadcast", "linalg.index"})
 #: ops of those dialects that compute on their element values
 _COMPUTE_OPS = frozenset({"vector.contract", "vector.reduction", "vector.multi_reduction",
-                          "vector.fma", "vector.outerproduct", "vector.scan"})
+                          "vector.fma", "vector.outerproduct", "vector.scan",
+                          "memref.atomic_rmw"})
 #: ops whose meaning depends on the element's bit width (f4/f6 are i8 after this pass)
 _BIT_WIDTH_OPS = frozenset({"vector.bitcast", "memref.view", "vector.interleave",
                             "vector.deinterleave"})
@@ -197,6 +198,14 @@ class _Lowering:
             self.lower_conversion(o, src, dst)
         for o in casts:
             self.fold_cast(o)
+        try:
+            self.root.verify()
+        except ir.MLIRError as err:  # an op of a storage dialect that cared about float-ness
+            diags = getattr(err, "error_diagnostics", None) or []
+            where = diags[0].location if diags else self.root.location
+            what = diags[0].message if diags else str(err)
+            raise diag.error(where, "retyping narrow floats to i8 made an op invalid: "
+                             f"{what}") from None
 
     def classify(self, o: Any) -> str | None:
         """'conv' (a conversion to lower), 'cast' (a cast to fold after retyping), or None;

@@ -241,3 +241,11 @@ func.func @to_tf32(%x: f8E4M3FN) -> tf32 {
   %0 = arith.extf %x : f8E4M3FN to tf32
   return %0 : tf32
 }
+
+// -----
+
+func.func @atomic_add_on_narrow(%m: memref<4xf8E4M3FN>, %v: f8E4M3FN, %i: index) -> f8E4M3FN {
+  // expected-error @+1 {{'memref.atomic_rmw' computes on f8E4M3FN}}
+  %0 = memref.atomic_rmw addf %v, %m[%i] : (f8E4M3FN, memref<4xf8E4M3FN>) -> f8E4M3FN
+  return %0 : f8E4M3FN
+}
