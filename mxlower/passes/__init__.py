@@ -27,6 +27,7 @@ __all__ = [
 
 #: pass name -> "module:Class"
 PASSES: dict[str, str] = {
+    "mxlower-pack-subbyte-args": "mxlower.passes.pack_subbyte_args:PackSubbyteArgs",
     "mxlower-lower-narrow-floats-to-nvvm":
         "mxlower.passes.lower_narrow_floats_to_nvvm:LowerNarrowFloatsToNVVM",
     "mxlower-test-diagnostics": "mxlower.passes.test_diagnostics:TestDiagnostics",
