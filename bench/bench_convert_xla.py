@@ -23,7 +23,7 @@ alike) and each time is the fastest of ``--reps`` runs after two warm-up runs; m
 (10-80x slower) gets ``--ml-reps`` runs.  Results are printed as a
 Markdown table (for BENCHMARKS.md) and, with ``--json``, written as JSON.
 
-    python bench/bench_convert_xla.py                      # ~2-3 minutes on 2 cores
+    python bench/bench_convert_xla.py                      # 2-5 minutes on 2 cores
     python bench/bench_convert_xla.py --sizes 20,22 --types f4E2M1FN --reps 5
 """
 
@@ -212,7 +212,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="20,22,24,26", help="log2 element counts")
     ap.add_argument("--types", default=",".join(FLOAT_TYPES))
-    ap.add_argument("--reps", type=int, default=15, help="timed runs of each XLA module")
+    ap.add_argument("--reps", type=int, default=10, help="timed runs of each XLA module")
     ap.add_argument("--ml-reps", type=int, default=2, help="timed runs of ml_dtypes' astype")
     ap.add_argument("--json", help="also write the results here")
     a = ap.parse_args(argv)
