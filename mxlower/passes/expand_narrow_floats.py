@@ -72,7 +72,8 @@ class ExpandNarrowFloats(ModulePass):
 
         func.func @main(%x: tensor<4xf32>) -> tensor<2x2xui8> {
           %0 = stablehlo.bitcast_convert %x : (tensor<4xf32>) -> tensor<4xi32>
-          ...                              // and/shift/add/min/compare/select on tensor<4xi32>
+          ...                 // and/shift/add/min/compare/select on tensor<4xi32>, and one
+                              // f32 add that rounds the subnormal results
           %n = stablehlo.convert %m : (tensor<4xi32>) -> tensor<4xui8>
           %1 = stablehlo.reshape %n : (tensor<4xui8>) -> tensor<2x2xui8>
           return %1 : tensor<2x2xui8>
@@ -304,6 +305,10 @@ class _Expander:
 
     # ------------------------------------------------------------------------- rewriting
     def run(self, root: Any) -> None:
+        if root.name != "builtin.module":
+            raise diag.error(root, "mxlower-expand-narrow-floats must run on builtin.module, "
+                             f"not nested on '{root.name}' (it rewrites function signatures "
+                             "and their calls together)")
         with root.location:  # types are built with a location (for their diagnostics)
             self._run(root)
 

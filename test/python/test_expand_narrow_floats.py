@@ -211,6 +211,51 @@ func.func @main(%i: tensor<256xi8>, %u: tensor<5xui32>, %e: tensor<256xf8E4M3FN>
     assert np.array_equal(R.bits(o4), R.bits(R.convert(f4, "f8E4M3FN")))
 
 
+# ----------------------------------------------------------------------------- errors
+
+
+def _errors(text: str, pipeline: str = "builtin.module(mxlower-expand-narrow-floats)"):
+    from mxlower.diagnostics import PassFailure
+
+    with J.make_context():
+        m = J.ir.Module.parse(text)
+        before = str(m)
+        with pytest.raises(PassFailure) as info:
+            run_pipeline(m, pipeline)
+        assert str(m) == before  # nothing was rewritten
+    return [(d.line, d.message) for d in info.value.diagnostics if d.severity == "error"]
+
+
+def test_sub_byte_bitcast_is_an_error():
+    errs = _errors("""func.func @f(%c: tensor<4xf4E2M1FN>) -> tensor<4xi4> {
+  %0 = stablehlo.bitcast_convert %c : (tensor<4xf4E2M1FN>) -> tensor<4xi4>
+  return %0 : tensor<4xi4>
+}""")
+    assert errs == [(2, "bitcast_convert between f4E2M1FN and i4 cannot be expanded: f4E2M1FN "
+                        "codes are stored one per ui8, so a sub-byte type bitcasts only to "
+                        "another expanded narrow type of its width")]
+
+
+def test_resource_constant_is_an_error():
+    errs = _errors("""func.func @f() -> tensor<2xf8E4M3FN> {
+  %0 = stablehlo.constant dense_resource<blob> : tensor<2xf8E4M3FN>
+  return %0 : tensor<2xf8E4M3FN>
+}
+{-#
+  dialect_resources: { builtin: { blob: "0x040000003800C000" } }
+#-}""")
+    assert len(errs) == 1 and errs[0][0] == 2
+    assert errs[0][1].startswith("constant cannot be expanded: unsupported constant attribute")
+
+
+def test_nested_anchor_is_an_error():
+    errs = _errors("""func.func @f(%x: tensor<2xf32>) -> tensor<2xf4E2M1FN> {
+  %0 = stablehlo.convert %x : (tensor<2xf32>) -> tensor<2xf4E2M1FN>
+  return %0 : tensor<2xf4E2M1FN>
+}""", "builtin.module(func.func(mxlower-expand-narrow-floats))")
+    assert len(errs) == 1 and "must run on builtin.module" in errs[0][1]
+
+
 # ----------------------------------------------------------------------------- MX pipeline
 
 
