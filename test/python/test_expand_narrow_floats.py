@@ -305,3 +305,26 @@ func.func @main(%x: tensor<4x64xf32>) -> (tensor<4x64x{el}>, tensor<4x2x{sc}>, t
     assert np.array_equal(s, R.bits(es))
     ed = R.dequantize(eq, es, fmt, axis=1, block_size=32)
     assert np.array_equal(d.view(np.uint32), ed.view(np.uint32))
+
+
+@pytest.mark.parametrize("t", NARROW)
+def test_constants_reencode_every_code(t):
+    """Every code survives re-encoding, whether MLIR prints the constant in hex (> 100
+    elements) or as decimals (<= 100), NaNs, -0 and e8m0's 2^-127 included."""
+    n = 1 << FLOAT_TYPES[t].bits
+    codes = np.arange(n, dtype=np.uint8)
+    with J.make_context(), J.ir.Location.unknown():
+        chunks = [codes] + [codes[i:i + 50] for i in range(0, n, 50)]
+        rets, body = [], []
+        for i, c in enumerate(chunks):
+            tt = J.ir.RankedTensorType.get([c.size], J.ir.Type.parse(t))
+            attr = J.ir.DenseElementsAttr.get(c, type=tt)
+            assert ('"0x' in str(attr)) == (c.size > 100)
+            body.append(f"  %c{i} = stablehlo.constant {attr}")
+            rets.append((f"%c{i}", f"tensor<{c.size}x{t}>"))
+        text = (f"func.func @main() -> ({', '.join(r[1] for r in rets)}) {{\n"
+                + "\n".join(body) + "\n  return " + ", ".join(r[0] for r in rets) + " : "
+                + ", ".join(r[1] for r in rets) + "\n}\n")
+    outs = xla_cpu.run(expand(text))
+    for c, got in zip(chunks, outs):
+        assert np.array_equal(got, c)
