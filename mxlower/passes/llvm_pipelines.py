@@ -19,12 +19,15 @@ class StablehloToLLVM(Pipeline):
     is then handed to upstream MLIR 22 (as text, locations kept) for
     ``linalg-fuse-elementwise-ops`` (one loop, no intermediate buffer, per elementwise chain),
     ``one-shot-bufferize`` (function boundaries bufferized, identity layouts), optionally
-    out-parameters, buffer deallocation, ``convert-linalg-to-loops`` (or affine loops vectorized by
-    ``affine-super-vectorize`` when ``vector-width`` > 0),
-    ``mxlower-lower-narrow-floats-to-llvm`` (f8/f6/f4 conversions to integer ops, their storage
-    to i8), ``llvm-request-c-wrappers`` and ``convert-to-llvm``.  Loops are left scalar by
+    out-parameters, buffer deallocation (returned buffers the callee does not own are cloned),
+    ``convert-linalg-to-loops`` (or affine loops vectorized by ``affine-super-vectorize`` when
+    ``vector-width`` > 0), ``mxlower-lower-narrow-floats-to-llvm{via-f32}`` (f8/f6/f4
+    conversions to integer ops, their storage to i8), bf16 arithmetic emulated in f32 with
+    integer bf16 <-> f32 conversions (LLVM 22's x86 backend asserts on some vector bf16
+    code), ``llvm-request-c-wrappers`` and ``convert-to-llvm``.  Loops are left scalar by
     default: LLVM's loop vectorizer (``opt_level=3`` in :mod:`mxlower.llvm_exec`) vectorizes
-    the branch-free conversion code.
+    the branch-free conversion code (8 lanes on AVX2); ``vector-width`` is slower on
+    dynamically shaped loops (masked transfers), see BENCHMARKS.md.
 
     Calling convention of the result: every public function takes and returns memref
     descriptors; a narrow float element is one i8 code per element (ml_dtypes' layout).  With
@@ -41,7 +44,7 @@ class StablehloToLLVM(Pipeline):
     After (abridged)::
 
         llvm.func @f(%arg0: !llvm.ptr, ...) -> !llvm.struct<(ptr, ptr, i64, ...)>
-          ... llvm.lshr ... llvm.intr.smin ... llvm.trunc %v : i32 to i8 ...
+          ... llvm.bitcast %v : f32 to i32 ... llvm.lshr ... llvm.trunc %c : i32 to i8 ...
         llvm.func @_mlir_ciface_f(...)
 
     Example::
