@@ -138,7 +138,7 @@ class MxModule:
     def raw(self, text: str, shape, elt: str) -> Value:
         """A raw op line; ``{r}`` in ``text`` is replaced by the new value's name."""
         v = self._fresh(shape, elt)
-        self.lines.append(text.format(r=v.name))
+        self.lines.append(text.replace("{r}", v.name))
         return v
 
     # ----------------------------------------------------------------------------- text / run

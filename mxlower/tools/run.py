@@ -75,8 +75,8 @@ def _uint(dt: np.dtype) -> np.dtype:
     return np.dtype({1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[dt.itemsize])
 
 
-def _hex(code: int, elt: str) -> str:
-    width = max(1, (_BITS.get(elt, 8) + 3) // 4)
+def _hex(code: int, elt: str, itemsize: int = 1) -> str:
+    width = max(1, (_BITS.get(elt, 8 * itemsize) + 3) // 4)
     return f"0x{code:0{width}X}"
 
 
@@ -91,22 +91,30 @@ def _element_strings(a: np.ndarray, elt: str, bits: bool) -> list[str]:
     if elt == "i1":
         return ["true" if v else "false" for v in flat]
     if a.dtype.kind in "iu":
-        return [_hex(int(v), elt) if bits else str(int(v)) for v in
+        return [_hex(int(v), elt, a.dtype.itemsize) if bits else str(int(v)) for v in
                 (flat.view(_uint(a.dtype)) if bits else flat)]
     codes = _codes(flat, elt)
     if bits:
-        return [_hex(int(c), elt) for c in codes]
+        return [_hex(int(c), elt, a.dtype.itemsize) for c in codes]
     f = flat.astype(np.float64)
     f32 = flat.astype(np.float32) if a.dtype != np.float64 else None
     out = []
     for i, v in enumerate(f):
         if not np.isfinite(v):
-            out.append(_hex(int(codes[i]), elt))
+            out.append(_hex(int(codes[i]), elt, a.dtype.itemsize))
         elif f32 is not None:
-            out.append(str(f32[i]) if np.float64(f32[i]) == v else repr(float(v)))
+            out.append(_mlir_float(str(f32[i]) if np.float64(f32[i]) == v else repr(float(v))))
         else:
-            out.append(repr(float(v)))
+            out.append(_mlir_float(repr(float(v))))
     return out
+
+
+def _mlir_float(s: str) -> str:
+    """MLIR's float literals need a '.' before the exponent: '1e-45' -> '1.0e-45'."""
+    mant, e, exp = s.partition("e")
+    if e and "." not in mant:
+        return f"{mant}.0e{exp}"
+    return s if "." in s or e else s + ".0"
 
 
 def _nest(items: list[str], shape: tuple[int, ...]) -> str:
@@ -234,7 +242,7 @@ def check_inputs(sig: Signature, named: list[tuple[str, np.ndarray]]) -> list[np
         if tuple(a.shape) != tuple(shape):
             raise RunError(f"argument #{i} of @{sig.name} is {_ttype(shape, elt)} but {name} "
                            f"has shape {tuple(a.shape)}")
-        out.append(np.ascontiguousarray(a))
+        out.append(np.asarray(a, order="C"))  # (ascontiguousarray makes 0-d arrays 1-d)
     return out
 
 
@@ -426,15 +434,18 @@ def run_module(module: Any, inputs: Sequence[np.ndarray] | None = None, *,
 def compare(got: np.ndarray, ref: np.ndarray, elt: str, rtol: float | None,
             atol: float | None) -> tuple[bool, str]:
     """(ok, one-line report).  Exact: equal bit patterns (any NaN equals any NaN for f16, bf16,
-    f32, f64).  With a tolerance: NaN where the reference has NaN, equal infinities, and
-    ``|got - ref| <= atol + rtol * |ref|`` elsewhere."""
+    f32, f64).  With a tolerance (floats and integers; booleans stay exact): NaN where the
+    reference has NaN, equal infinities, and ``|got - ref| <= atol + rtol * |ref|`` elsewhere."""
     if got.shape != ref.shape:
         return False, f"shape {got.shape} differs from the reference's {ref.shape}"
     if got.dtype != ref.dtype:
         return False, f"dtype {got.dtype} differs from the reference's {ref.dtype}"
-    if got.dtype.kind in "biu":
+    if got.dtype.kind == "b" or (got.dtype.kind in "iu" and rtol is None and atol is None):
         bad = got != ref
         g = r = None
+    elif got.dtype.kind in "iu":
+        g, r = got.astype(np.float64), ref.astype(np.float64)
+        bad = np.abs(g - r) > (atol or 0.0) + (rtol or 0.0) * np.abs(r)
     else:
         g, r = got.astype(np.float64), ref.astype(np.float64)
         both_nan = np.isnan(g) & np.isnan(r)

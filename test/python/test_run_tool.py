@@ -1,0 +1,202 @@
+"""mxlower-run: inputs, outputs, comparison and error handling (in process, through main())."""
+
+from __future__ import annotations
+
+import io
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from mxlower import reference as R
+from mxlower.tools import run as T
+
+MODULE = """
+func.func @main(%x: tensor<2x32xf32>, %k: tensor<i32>) -> (tensor<2x32xf8E4M3FN>, tensor<2x1xf8E8M0FNU>, tensor<i32>) {
+  %q, %s = "mx.quantize"(%x) {format = "mxfp8_e4m3", block_size = 32 : i64, axis = 1 : i64, scale_mode = "floor"} : (tensor<2x32xf32>) -> (tensor<2x32xf8E4M3FN>, tensor<2x1xf8E8M0FNU>)
+  %k2 = stablehlo.add %k, %k : tensor<i32>
+  return %q, %s, %k2 : tensor<2x32xf8E4M3FN>, tensor<2x1xf8E8M0FNU>, tensor<i32>
+}
+func.func @other(%x: tensor<3xbf16>) -> tensor<3xbf16> {
+  %0 = stablehlo.negate %x : tensor<3xbf16>
+  return %0 : tensor<3xbf16>
+}
+"""
+PIPE = "builtin.module(mxlower-mx-to-stablehlo)"
+
+
+@pytest.fixture
+def module_file(tmp_path):
+    p = tmp_path / "m.mlir"
+    p.write_text(MODULE)
+    return p
+
+
+def _run(capsys, *argv):
+    rc = T.main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def _inputs(tmp_path, x=None, k=3):
+    x = np.linspace(-4, 4, 64, dtype=np.float32).reshape(2, 32) if x is None else x
+    p = tmp_path / "in.npz"
+    np.savez(p, arg0=x, arg1=np.array(k, np.int32))
+    return p, x
+
+
+def test_run_prints_literals_that_match_the_reference(tmp_path, module_file, capsys):
+    inp, x = _inputs(tmp_path)
+    rc, out, err = _run(capsys, module_file, "-p", PIPE, "-i", inp, "--print-bits")
+    assert rc == 0, err
+    q, s = R.quantize(x, "mxfp8_e4m3", axis=1)
+    lines = out.splitlines()
+    codes = [f"0x{v:02X}" for v in R.bits(q).ravel()]
+    assert lines[0] == ("%0 = dense<[[" + ", ".join(codes[:32]) + "], ["
+                        + ", ".join(codes[32:]) + "]]> : tensor<2x32xf8E4M3FN>")
+    assert lines[1] == (f"%1 = dense<[[0x{R.bits(s)[0, 0]:02X}], [0x{R.bits(s)[1, 0]:02X}]]>"
+                        " : tensor<2x1xf8E8M0FNU>")
+    assert lines[2] == "%2 = dense<0x00000006> : tensor<i32>"
+
+
+def test_output_npz_holds_codes_and_compares_equal(tmp_path, module_file, capsys):
+    inp, _ = _inputs(tmp_path)
+    out_npz = tmp_path / "out.npz"
+    rc, _, err = _run(capsys, module_file, "-p", PIPE, "-i", inp, "-o", out_npz, "--no-print")
+    assert rc == 0, err
+    with np.load(out_npz) as z:
+        assert z.files == ["result0", "result1", "result2"]
+        assert z["result0"].dtype == np.uint8 and z["result2"].tolist() == 6
+    rc, out, _ = _run(capsys, module_file, "-p", PIPE, "-i", inp, "--compare", out_npz,
+                      "--no-print")
+    assert rc == 0
+    assert out.count("OK (bit-exact") == 3
+
+
+def test_compare_mismatch_exits_2_and_tolerance_is_applied(tmp_path, module_file, capsys):
+    inp, _ = _inputs(tmp_path)
+    ref = tmp_path / "ref.npz"
+    rc, _, _ = _run(capsys, module_file, "-p", PIPE, "-i", inp, "-o", ref, "--no-print")
+    inp2, _ = _inputs(tmp_path, k=4)
+    rc, out, _ = _run(capsys, module_file, "-p", PIPE, "-i", inp2, "--compare", ref,
+                      "--no-print")
+    assert rc == 2
+    assert "// compare result #2 with" in out
+    assert "MISMATCH (bit-exact): 1 of 1 elements differ; first at []: got 8, expected 6" in out
+    rc, out, _ = _run(capsys, module_file, "-p", PIPE, "-i", inp2, "--compare", ref,
+                      "--no-print", "--atol", "2.5")
+    assert rc == 0 and "OK (rtol 0, atol 2.5" in out
+
+
+def test_random_inputs_are_seeded_and_typed():
+    sig = T.Signature("main", [((4, 8), "f32"), ((4, 1), "f8E8M0FNU"), ((8,), "f4E2M1FN"),
+                               ((2,), "i1"), ((3,), "ui8")], [])
+    a = T.random_inputs(sig, 5)
+    b = T.random_inputs(sig, 5)
+    c = T.random_inputs(sig, 6)
+    assert all(np.array_equal(R.bits(x) if x.dtype.kind == "V" or x.dtype.itemsize == 1
+                              and x.dtype != np.bool_ else x, R.bits(y) if x.dtype.kind == "V"
+                              or x.dtype.itemsize == 1 and x.dtype != np.bool_ else y)
+               for x, y in zip(a, b))
+    assert not np.array_equal(a[0], c[0])
+    assert [x.dtype for x in a] == [np.float32, ml_dtypes.float8_e8m0fnu,
+                                    ml_dtypes.float4_e2m1fn, np.bool_, np.uint8]
+    codes = R.bits(a[1])
+    assert codes.min() >= 119 and codes.max() <= 135  # 2^-8 .. 2^8
+    assert not np.isnan(a[2].astype(np.float32)).any()
+
+
+def test_function_selection_renames_main(tmp_path, module_file, capsys):
+    x = np.array([1.5, -0.0, 3.0], ml_dtypes.bfloat16)
+    np.save(tmp_path / "x.npy", R.bits(x))  # bf16 data travels as its uint16 codes
+    rc, out, err = _run(capsys, module_file, "-p", PIPE, "-f", "other", "-i", tmp_path / "x.npy")
+    assert rc == 0, err
+    assert out.strip() == "%0 = dense<[-1.5, 0.0, -3.0]> : tensor<3xbf16>"
+
+
+def test_interpreter_backend_agrees_with_xla(tmp_path, module_file, capsys):
+    inp, _ = _inputs(tmp_path)
+    _, xla, _ = _run(capsys, module_file, "-p", PIPE, "-i", inp, "--print-bits")
+    rc, interp, err = _run(capsys, module_file, "-p", PIPE, "-i", inp, "--print-bits",
+                           "--backend=interpreter")
+    assert rc == 0, err
+    assert interp == xla
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["-f", "missing"], "no function @missing in the module (functions: @main, @other)"),
+    (["-i", "ONE"], "@main takes 2 arguments but 1 input array was given"),
+    (["-i", "BADTYPE"], "argument #0 of @main is tensor<2x32xf32> but {p}[arg0] holds f64"),
+    (["-i", "BADSHAPE"], "argument #0 of @main is tensor<2x32xf32> but {p}[arg0] has shape"),
+    (["-i", "NOFILE"], "could not open input file"),
+    (["-o", "out.txt"], "the output file must end in .npz"),
+    ([], "the module still contains mx.quantize ops"),
+])
+def test_bad_input_is_a_clear_error(tmp_path, module_file, capsys, argv, message):
+    p = tmp_path / "bad.npz"
+    files = {"ONE": tmp_path / "one.npy", "BADTYPE": p, "BADSHAPE": p,
+             "NOFILE": tmp_path / "nope.npy"}
+    np.save(files["ONE"], np.zeros((2, 32), np.float32))
+    if "BADTYPE" in argv:
+        np.savez(p, arg0=np.zeros((2, 32)), arg1=np.array(1, np.int32))
+    if "BADSHAPE" in argv:
+        np.savez(p, arg0=np.zeros((32, 2), np.float32), arg1=np.array(1, np.int32))
+    argv = [str(files.get(a, a)) for a in argv]
+    pipe = ["-p", PIPE] if message != "the module still contains mx.quantize ops" else []
+    rc, out, err = _run(capsys, module_file, *pipe, *argv)
+    assert rc == 1
+    assert err.startswith("mxlower-run: error: ")
+    assert message.format(p=p) in err
+    assert "Traceback" not in err and out == ""
+
+
+def test_pipeline_errors_are_located(tmp_path, capsys):
+    f = tmp_path / "bad.mlir"
+    f.write_text(MODULE.replace("block_size = 32", "block_size = 24"))
+    rc, _, err = _run(capsys, f, "-p", PIPE)
+    assert rc == 1
+    assert f"{f}:3:12: error: 'mx.quantize' op blocked dimension 1 of the input has size 32, " \
+           "which block size 24 does not divide" in err
+
+
+def test_stdin_input(monkeypatch, capsys):
+    monkeypatch.setattr("sys.stdin", io.StringIO(MODULE))
+    rc, out, err = _run(capsys, "-", "-p", PIPE, "--seed", "1", "--no-print")
+    assert rc == 0 and out == "" and err == ""
+
+
+@pytest.mark.parametrize("elt,values", [
+    ("f32", np.array([0.1, -0.0, np.nan, -np.inf, 1e-45, 3.4028235e38], np.float32)),
+    ("bf16", np.array([1.5, -2.0, np.inf, 1e-40], ml_dtypes.bfloat16)),
+    ("f16", np.array([65504.0, -6e-8, 0.333], np.float16)),
+    ("f8E4M3FN", R.from_bits(np.arange(0, 256, 37), "f8E4M3FN")),
+    ("f8E8M0FNU", R.from_bits(np.array([0, 1, 127, 254, 255]), "f8E8M0FNU")),
+    ("f4E2M1FN", R.from_bits(np.arange(16), "f4E2M1FN")),
+    ("f6E3M2FN", R.from_bits(np.arange(0, 64, 9), "f6E3M2FN")),
+    ("i8", np.array([-128, 0, 127], np.int8)),
+    ("i1", np.array([True, False])),
+])
+@pytest.mark.parametrize("bits", [False, True])
+def test_literals_parse_back_exactly(elt, values, bits):
+    """Printed results are MLIR dense literals that parse back to the same bits."""
+    from mxlower.bindings import jaxlib as J
+
+    a = values.reshape(1, -1)
+    text = T.format_literal(a, elt, bits=bits)
+    with J.make_context():
+        attr = J.ir.Attribute.parse(text)
+    back = T._attr_to_array(attr, a.shape, elt)
+    if a.dtype == np.bool_:
+        assert back.tolist() == a.tolist()
+    else:
+        assert R.bits(back).tolist() == R.bits(a).tolist(), text
+
+
+def test_run_module_library_api():
+    x = np.ones((2, 32), np.float32)
+    outs = T.run_module(MODULE, [x, np.array(2, np.int32)], pipeline=PIPE)
+    assert R.bits(outs[1]).tolist() == [[119], [119]] and outs[2] == 4  # 2^(0 - 8)
+    with pytest.raises(T.RunError, match="takes 2 arguments"):
+        T.run_module(MODULE, [x], pipeline=PIPE)
+    with pytest.raises(T.RunError, match="still contains"):
+        T.run_module(MODULE, [x, np.array(2, np.int32)])
