@@ -44,9 +44,32 @@ def tensor_type(shape: Sequence[int], element: str) -> Any:
     return ir.RankedTensorType.get(list(shape), ir.Type.parse(element))
 
 
-def _pipeline(types: Sequence[str]) -> str:
-    f6 = sorted({t for t in types if t in _F6})
-    extra = f", mxlower-expand-narrow-floats{{types={','.join(f6)}}}" if f6 else ""
+#: Which narrow float types the kernels expand into integer code (mxlower-expand-narrow-floats)
+#: instead of leaving their conversions to XLA: "all" (default) or "f6" (only the f6 types,
+#: which XLA lacks).  Both are bit-exact.  "all" is the default because XLA:CPU's own
+#: conversions are slow (f32 -> f4E2M1FN ~20-40x, f32 -> f8 ~3-4x slower than the generated
+#: integer code; see BENCHMARKS.md); it is the same text for every platform.  Exception: a
+#: 4-bit type a kernel *takes* (f4 elements of dequantize / scaled_dot) stays native, because
+#: turning JAX's f4 array into codes needs a ``bitcast_convert`` f4 -> ui4, which XLA:CPU
+#: miscompiles inside loop bodies (jax 0.10.2: "Invalid bitcast i8 to i4", e.g. under
+#: ``lax.map``).  Producing f4 (ui4 -> f4) compiles fine.
+EXPAND_NARROW_FLOATS = "all"
+
+
+def _expanded(arg_elements: Sequence[str], result_elements: Sequence[str]) -> list[str]:
+    narrow = {t for t in list(arg_elements) + list(result_elements) if t in FLOAT_TYPES}
+    if not narrow:
+        return []
+    if EXPAND_NARROW_FLOATS == "all":
+        taken4 = {t for t in arg_elements if t in FLOAT_TYPES and FLOAT_TYPES[t].bits == 4}
+        return sorted(set(FLOAT_TYPES) - taken4)
+    if EXPAND_NARROW_FLOATS == "f6":
+        return sorted(narrow & set(_F6))
+    raise ValueError(f"EXPAND_NARROW_FLOATS must be 'all' or 'f6', got {EXPAND_NARROW_FLOATS!r}")
+
+
+def _pipeline(expand: Sequence[str]) -> str:
+    extra = f", mxlower-expand-narrow-floats{{types={','.join(expand)}}}" if expand else ""
     return f"builtin.module(mxlower-mx-to-stablehlo{extra})"
 
 
@@ -56,6 +79,37 @@ def _element(t: Any) -> str:
     return str(ir.RankedTensorType(t).element_type)
 
 
+def _retyped(t: Any, element: str) -> Any:
+    from mxlower.bindings.jaxlib import ir
+
+    return ir.RankedTensorType.get(list(ir.RankedTensorType(t).shape), ir.Type.parse(element))
+
+
+def _to_codes(v: Any, want: Any) -> Any:
+    """A JAX value of a narrow type (held natively) as the ui8 codes an expanded kernel takes."""
+    from mxlower.bindings.jaxlib import stablehlo
+
+    elt = _element(v.type)
+    if elt == _element(want) or elt not in FLOAT_TYPES:
+        return v
+    if FLOAT_TYPES[elt].bits == 4:
+        v = stablehlo.BitcastConvertOp(_retyped(v.type, "ui4"), v).result
+        return stablehlo.ConvertOp(want, v).result
+    return stablehlo.BitcastConvertOp(want, v).result
+
+
+def _from_codes(v: Any, want: Any) -> Any:
+    """ui8 codes from an expanded kernel as the narrow type JAX holds natively."""
+    from mxlower.bindings.jaxlib import stablehlo
+
+    elt = _element(want)
+    if elt == _element(v.type) or elt not in FLOAT_TYPES:
+        return v
+    if FLOAT_TYPES[elt].bits == 4:
+        v = stablehlo.ConvertOp(_retyped(v.type, "ui4"), v).result
+    return stablehlo.BitcastConvertOp(want, v).result
+
+
 def emit(build: Callable[[list[Any]], Sequence[Any]], operands: Sequence[Any],
          arg_types: Sequence[Any], result_types: Sequence[Any]) -> list[Any]:
     """Lower ``build``'s mx ops to StableHLO inline at the current insertion point.
@@ -63,7 +117,8 @@ def emit(build: Callable[[list[Any]], Sequence[Any]], operands: Sequence[Any],
     ``operands``: JAX's IR values.  ``arg_types``: the MLIR types the mx ops take for them
     (differs from the operand's type only for f6 elements, which JAX holds as ui8 codes).
     ``build(args)`` emits mx ops on the function arguments and returns the values to return
-    (of ``result_types``, again with f6 where JAX expects ui8).  Returns the replacement values.
+    (of ``result_types``, again with f6 where JAX expects ui8).  Returns the replacement values,
+    of JAX's types (narrow types JAX holds natively are bitcast back from the expanded codes).
     """
     from mxlower.bindings.jaxlib import func, ir
     from mxlower.diagnostics import PassFailure
@@ -72,7 +127,7 @@ def emit(build: Callable[[list[Any]], Sequence[Any]], operands: Sequence[Any],
     _registered()
     ctx = ir.Context.current
     loc = ir.Location.current
-    narrow = [_element(t) for t in list(arg_types) + list(result_types)]
+    expand = _expanded([_element(t) for t in arg_types], [_element(t) for t in result_types])
     prev = ctx.allow_unregistered_dialects
     ctx.allow_unregistered_dialects = True  # mx ops are unregistered ops
     try:
@@ -85,7 +140,7 @@ def emit(build: Callable[[list[Any]], Sequence[Any]], operands: Sequence[Any],
             results = list(build(list(block.arguments)))
             func.ReturnOp(results)
         try:
-            run_pipeline(module.operation, _pipeline(narrow), ctx=ctx)
+            run_pipeline(module.operation, _pipeline(expand), ctx=ctx)
         except PassFailure as exc:
             diags = getattr(exc, "diagnostics", [])
             text = "; ".join(d.format() for d in diags) or str(exc)
@@ -94,18 +149,25 @@ def emit(build: Callable[[list[Any]], Sequence[Any]], operands: Sequence[Any],
         ctx.allow_unregistered_dialects = prev
     fn = module.body.operations[0]
     block = fn.regions[0].blocks[0]
-    for arg, value in zip(block.arguments, operands):
-        if str(arg.type) != str(value.type):
-            raise LoweringError(f"mxlower.jax kernel takes {arg.type} where JAX has {value.type}")
-        arg.replace_all_uses_with(value)
-    ops = list(block.operations)
-    outs = list(ops[-1].operands)
     ip = ir.InsertionPoint.current
+    with ip, loc:
+        for arg, value in zip(block.arguments, operands):
+            value = _to_codes(value, arg.type)
+            if str(arg.type) != str(value.type):
+                raise LoweringError(f"mxlower.jax kernel takes {arg.type} where JAX has "
+                                    f"{value.type}")
+            arg.replace_all_uses_with(value)
+    ops = list(block.operations)
     for op in ops[:-1]:
         op.detach_from_parent()
         ip.insert(op)
+    with ip, loc:
+        outs = []
+        for value, jax_type in zip(ops[-1].operands, _jax_result_types(result_types)):
+            outs.append(_from_codes(value, jax_type))
     return outs
 
 
-def is_narrow(element: str) -> bool:
-    return element in FLOAT_TYPES
+def _jax_result_types(result_types: Sequence[Any]) -> list[Any]:
+    """The types JAX expects: f6 results as ui8 codes, everything else unchanged."""
+    return [_retyped(t, "ui8") if _element(t) in _F6 else t for t in result_types]

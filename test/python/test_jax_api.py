@@ -26,6 +26,9 @@ from mxlower.formats import FORMATS, SCALE_MODES
 F6 = ("mxfp6_e3m2", "mxfp6_e2m3")
 WIDE = {"f32": np.float32, "bf16": ml_dtypes.bfloat16, "f16": np.float16}
 CASES = [(f, m) for f in FORMATS for m in (SCALE_MODES if f != "nvfp4" else ("floor",))]
+# bf16/f16 inputs: every format, the scale modes rotated across formats (keeps compiles down)
+NARROW_INPUT_CASES = [(w, f, SCALE_MODES[(i + j) % 3] if f != "nvfp4" else "floor")
+                      for j, w in enumerate(("bf16", "f16")) for i, f in enumerate(FORMATS)]
 
 
 # ----------------------------------------------------------------------------- inputs
@@ -97,8 +100,12 @@ def check_qdq(x, fmt, mode="floor", axis=-1, k=None, g=None):
 
 
 @pytest.mark.parametrize("fmt,mode", CASES)
-@pytest.mark.parametrize("wide", ["f32", "bf16", "f16"])
-def test_quantize_dequantize_bit_exact(fmt, mode, wide):
+def test_quantize_dequantize_bit_exact(fmt, mode):
+    check_qdq(probe_input("f32"), fmt, mode)
+
+
+@pytest.mark.parametrize("wide,fmt,mode", NARROW_INPUT_CASES)
+def test_quantize_dequantize_bit_exact_bf16_f16_inputs(wide, fmt, mode):
     check_qdq(probe_input(wide), fmt, mode)
 
 
@@ -140,6 +147,23 @@ def test_dequantize_every_code_under_every_scale(fmt):
                                                       jnp.float16)])(q)
     for out, dt in zip(outs, ("f32", "bf16", "f16")):
         assert same_wide(out, R.dequantize(ref_e, ref_s, fmt, dtype=dt, global_scale=g))
+
+
+@pytest.mark.parametrize("fmt", ["mxfp8_e5m2", "mxfp4_e2m1", "nvfp4", "mxfp6_e3m2"])
+def test_native_conversion_policy_is_bit_exact_too(fmt, monkeypatch):
+    """lowering.EXPAND_NARROW_FLOATS = "f6": XLA's own conversions for the types it has."""
+    from mxlower.jax import lowering
+
+    monkeypatch.setattr(lowering, "EXPAND_NARROW_FLOATS", "f6")
+    x = probe_input("f32")[:2048]
+    f = jax.jit(lambda x: (lambda q: (q.elements, q.scales, q.dequantize()))(
+        mxj.quantize(x, fmt, scale_mode="nearest" if fmt != "nvfp4" else "floor")))
+    text = f.lower(x).as_text()
+    assert ("f4E2M1FN" in text) == (fmt in ("mxfp4_e2m1", "nvfp4"))
+    e, s, d = f(x)
+    re, rs = R.quantize(x, fmt, scale_mode="nearest" if fmt != "nvfp4" else "floor")
+    assert np.array_equal(codes(e), R.bits(re)) and np.array_equal(codes(s), R.bits(rs))
+    assert same_wide(d, R.dequantize(re, rs, fmt))
 
 
 def test_eager_calls_match_jit():
