@@ -1,0 +1,109 @@
+"""The mx ops as a Python API: builders, textual round trip, parsed views, the verifier."""
+
+from __future__ import annotations
+
+import fractions
+
+import numpy as np
+import pytest
+
+from mxlower.bindings import jaxlib as J
+from mxlower.dialect import mx
+from mxlower.stablehlo_builders import f32_bits_floor
+
+ir = J.ir
+
+
+@pytest.fixture
+def ctx():
+    with J.make_context(allow_unregistered=True) as c, ir.Location.unknown():
+        yield c
+
+
+def _func(ctx, arg_types: list[str]):
+    """A module with one function whose arguments have ``arg_types``; returns (module,
+    block, insertion point before the terminator)."""
+    sig = ", ".join(f"%a{i}: {t}" for i, t in enumerate(arg_types))
+    m = ir.Module.parse(f"func.func @f({sig}) {{\n  return\n}}")
+    block = m.body.operations[0].regions[0].blocks[0]
+    return m, block, ir.InsertionPoint(block.operations[0])
+
+
+def test_builders_make_verified_ops_that_round_trip(ctx):
+    m, block, ip = _func(ctx, ["tensor<4x64xf32>", "tensor<f32>", "tensor<8x64xbf16>"])
+    x, g, w = block.arguments
+    q = mx.quantize(x, "mxfp8_e5m2", axis=1, scale_mode="rceil", ip=ip)
+    d = mx.dequantize(q.results[0], q.results[1], "mxfp8_e5m2", result_type="f16", axis=-1,
+                      ip=ip)
+    n = mx.quantize(x, "nvfp4", global_scale=g, ip=ip)
+    sd = mx.scaled_dot(q.results[0], q.results[1], w, None, lhs_format="mxfp8_e5m2",
+                       rhs_format=None, lhs_contracting=(1,), rhs_contracting=(1,),
+                       result_type="bf16", ip=ip)
+    p = mx.pack(n.results[0], axis=1, ip=ip)
+    u = mx.unpack(p.results[0], "f4E2M1FN", axis=1, ip=ip)
+    assert mx.verify(m) == []
+    views = [mx.parse(o) for o in (q, d, n, sd, p, u)]
+    assert [type(v).__name__ for v in views] == ["QuantizeOp", "DequantizeOp", "QuantizeOp",
+                                                 "ScaledDotOp", "PackOp", "UnpackOp"]
+    assert (views[0].fmt.name, views[0].block_size, views[0].axis, views[0].scale_mode) == \
+        ("mxfp8_e5m2", 32, 1, "rceil")
+    assert views[1].result_type == "f16" and views[1].axis == 1
+    assert views[2].global_scale is not None and views[2].block_size == 16
+    assert views[3].rhs.fmt is None and views[3].lhs.axis == 1 and views[3].result_shape == (4, 8)
+    assert views[4].bits == 4 and views[5].shape == (4, 64)
+    text = str(m)
+    assert ('"mx.quantize"(%arg0) {axis = 1 : i64, block_size = 32 : i64, '
+            'format = "mxfp8_e5m2", scale_mode = "rceil"} : (tensor<4x64xf32>) -> '
+            '(tensor<4x64xf8E5M2>, tensor<4x2xf8E8M0FNU>)') in text
+    assert '"mx.pack"(%2#0) {axis = 1 : i64} : (tensor<4x64xf4E2M1FN>) -> tensor<4x32xui8>' \
+        in text
+    again = ir.Module.parse(text)
+    assert str(again) == text and mx.verify(again) == []
+
+
+def test_verifier_reports_every_bad_op_in_order(ctx):
+    m = ir.Module.parse("""
+    func.func @f(%x: tensor<4x64xf32>, %q: tensor<4x64xf8E4M3FN>, %s: tensor<4x2xf8E8M0FNU>) {
+      %a:2 = "mx.quantize"(%x) {format = "mxfp9"} : (tensor<4x64xf32>) -> (tensor<4x64xf8E4M3FN>, tensor<4x2xf8E8M0FNU>)
+      %b = "mx.dequantize"(%q, %s) {format = "mxfp8_e4m3"} : (tensor<4x64xf8E4M3FN>, tensor<4x2xf8E8M0FNU>) -> tensor<4x64xf32>
+      %c = "mx.dequantize"(%q, %s) {format = "mxfp8_e4m3", block_size = 16 : i64} : (tensor<4x64xf8E4M3FN>, tensor<4x2xf8E8M0FNU>) -> tensor<4x64xf32>
+      return
+    }""")
+    bad = mx.verify(m)
+    assert [o.name for o, _ in bad] == ["mx.quantize", "mx.dequantize"]
+    assert "unknown MX format 'mxfp9'" in bad[0][1]
+    assert bad[1][1].startswith("'mx.dequantize' op operand #1 (scales) must have shape "
+                                "tensor<4x4xf8E8M0FNU>")
+    with pytest.raises(mx.MXError, match="blocked by 16"):
+        mx.parse(bad[1][0])
+
+
+def test_defaults_of_optional_attributes(ctx):
+    m = ir.Module.parse("""
+    func.func @f(%x: tensor<2x3x32xbf16>) {
+      %a:2 = "mx.quantize"(%x) {format = "mxint8"} : (tensor<2x3x32xbf16>) -> (tensor<2x3x32xi8>, tensor<2x3x1xf8E8M0FNU>)
+      %b:2 = "mx.quantize"(%x) {format = "nvfp4", axis = -1 : i64} : (tensor<2x3x32xbf16>) -> (tensor<2x3x32xf4E2M1FN>, tensor<2x3x2xf8E4M3FN>)
+      return
+    }""")
+    ops = list(m.body.operations[0].regions[0].blocks[0].operations)[:2]
+    a, b = (mx.parse(o) for o in ops)
+    assert (a.block_size, a.axis, a.scale_mode, a.input_type) == (32, 2, "floor", "bf16")
+    assert (b.block_size, b.axis, b.global_scale) == (16, 2, None)
+
+
+def test_pack_rejects_lengths_that_do_not_fill_bytes(ctx):
+    m, block, ip = _func(ctx, ["tensor<3x5xf6E2M3FN>"])
+    with pytest.raises(mx.MXError, match="do not fill whole bytes"):
+        mx.pack(block.arguments[0], axis=1, ip=ip)
+    assert mx.packed_length(4, 6) == 3 and mx.packed_length(5, 6) is None
+
+
+@pytest.mark.parametrize("value", [
+    fractions.Fraction(448) * fractions.Fraction(2) ** -127 * (1 + fractions.Fraction(2) ** -23),
+    fractions.Fraction(2) ** -127 * (1 + fractions.Fraction(2) ** -23),
+    fractions.Fraction(1, 3), fractions.Fraction(2) ** -149, fractions.Fraction(10) ** 38])
+def test_f32_bits_floor_is_the_largest_float_not_above(value):
+    bits = f32_bits_floor(value)
+    here = fractions.Fraction(float(np.uint32(bits).view(np.float32)))
+    above = fractions.Fraction(float(np.uint32(bits + 1).view(np.float32)))
+    assert here <= value < above
