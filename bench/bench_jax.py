@@ -5,8 +5,9 @@ Everything is ``jax.jit``-compiled once and timed on XLA:CPU in the same process
 * quantize of an f32 ``[M, K]`` array along K: ``mxlower.jax.quantize`` (mxfp8_e4m3 with the
   floor and rceil scale rules, mxfp4_e2m1, nvfp4) against JAX's own block quantizer, the jnp
   code ``jax.nn.scaled_dot_general`` uses (``jax._src.cudnn.scaled_matmul_stablehlo.quantize``
-  with ``get_scaled_dot_general_config("mxfp8")`` / ``("nvfp4")``), and against a plain
-  f32 -> f8E4M3FN ``astype`` (a lower bound: same bytes, no block scaling);
+  with ``get_scaled_dot_general_config("mxfp8")`` / ``("nvfp4")``), and against plain
+  f32 -> f8E4M3FN / f4E2M1FN ``astype`` (XLA's own conversion of the same bytes, no block
+  scaling: the floor under any quantizer that ends in that conversion);
 * ``[M, K] x [N, K] -> [M, N]``: ``mxlower.jax.scaled_dot`` of pre-quantized MX operands
   (mxfp8 x mxfp8, mxfp4 x mxfp4), JAX's ``jax.nn.scaled_matmul`` on the same mxfp8 operands
   (runs on the CPU through ``mxlower.jax.install()``), a bf16 ``dot_general`` (f32 result)
@@ -86,6 +87,7 @@ def bench_quantize(m: int, k: int, reps: int) -> list[dict]:
         "mxlower.jax.quantize nvfp4": (lambda x: parts(mxj.quantize(x, "nvfp4")), (x,)),
         "JAX quantize (scaled_dot_general, nvfp4)": (lambda x: jax_quantize(x, nv4), (x,)),
         "x.astype(float8_e4m3fn) (no scaling)": (lambda x: x.astype(jnp.float8_e4m3fn), (x,)),
+        "x.astype(float4_e2m1fn) (no scaling)": (lambda x: x.astype(jnp.float4_e2m1fn), (x,)),
     }
     t = time_group(cases, reps)
     return [{"case": n, "ms": s * 1e3, "gb_s": m * k * 4 / s / 1e9} for n, s in t.items()]
