@@ -341,6 +341,17 @@ def test_lower_is_plain_stablehlo_identical_for_every_platform(tmp_path):
     assert np.array_equal(y, np.asarray(ry)) and same_wide(d, rd)
 
 
+def test_jax_export_for_several_platforms():
+    from jax import export
+
+    x, w = _rand(8, 64), _rand(16, 64)
+    exp = export.export(jax.jit(_model), platforms=("cpu", "cuda", "rocm"))(x, w)
+    assert exp.platforms == ("cpu", "cuda", "rocm")
+    y, d = exp.call(x, w)
+    ry, rd = jax.jit(_model)(x, w)
+    assert np.array_equal(np.asarray(y), np.asarray(ry)) and same_wide(d, rd)
+
+
 def test_lower_points_at_user_code():
     t = mxj.lower(_model, _rand(8, 64), _rand(16, 64), debug_info=True)
     assert pathlib.Path(__file__).name in t
