@@ -1,0 +1,289 @@
+"""Throughput of mxlower's MX quantize and dequantize on XLA:CPU.
+
+For every format, at 2^16 .. 2^24 elements (blocks along the last axis of a [n / 1024, 1024]
+tensor, the format's default block size, scale mode floor), ``mx.quantize`` (f32 -> elements +
+scales) and ``mx.dequantize`` (elements + scales -> f32) are lowered by
+``mxlower-mx-to-stablehlo`` and compiled once, in two variants:
+
+* ``native``: the final narrow conversions are XLA:CPU's own ``stablehlo.convert`` (f6, which
+  XLA:CPU lacks, goes through ``mxlower-expand-narrow-floats{types=f6...}``);
+* ``expanded``: ``mxlower-expand-narrow-floats`` appended for every narrow type (integer ops
+  instead of XLA's converts; narrow values cross the boundary as ui8 codes).
+
+Each is timed against baselines measured in the same run, interleaved with it:
+
+* ``copy``: an XLA module that reads and writes the same number of bytes with no arithmetic
+  (quantize: f32 in, one byte per element out; dequantize: one byte in, f32 out), run the same
+  way.  "% of copy" compares bytes moved per second (quantize moves 4 + 1 + 1/k bytes per
+  element, dequantize 1 + 1/k + 4);
+* ``memcpy``: ``np.copyto`` between preallocated byte arrays moving as many bytes;
+* for mxfp8_e4m3 (scale mode rceil, the closest to it) and nvfp4: JAX's own quantizer,
+  ``jax._src.cudnn.scaled_matmul_stablehlo.quantize``, jitted for CPU.
+
+Steady state throughout: every XLA run (JAX's included, through ``donate_argnums``) writes
+into the previous run's output buffers, and each time is the fastest of ``--reps`` runs after
+two warm-up runs.  Results print as Markdown tables for BENCHMARKS.md.
+
+    python bench/bench_mx_xla.py                      # a few minutes on 2 cores
+    python bench/bench_mx_xla.py --sizes 16,20 --formats mxfp8_e4m3,nvfp4 --reps 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+from mxlower import reference as R
+from mxlower import xla_cpu
+from mxlower.bindings import jaxlib as J
+from mxlower.formats import FORMATS
+from mxlower.passes.manager import run_pipeline
+from mxlower.tools.run import DTYPES, select_function
+
+ROW = 1024
+ALIAS = "tf.aliasing_output"
+F6 = ("f6E3M2FN", "f6E2M3FN")
+
+
+def _t(shape, elt: str) -> str:
+    return "tensor<" + "".join(f"{d}x" for d in shape) + elt + ">"
+
+
+def quantize_text(fmt: str, n: int, mode: str) -> str:
+    f = FORMATS[fmt]
+    x, q = (n // ROW, ROW), (n // ROW, ROW)
+    s = (n // ROW, ROW // f.block_size)
+    sm = "" if f.is_nvfp4 else f', scale_mode = "{mode}"'
+    return (f"func.func @main(%x: {_t(x, 'f32')}, %oq: {_t(q, f.element)} {{{ALIAS} = 0 : i32}}, "
+            f"%os: {_t(s, f.scale)} {{{ALIAS} = 1 : i32}}) -> ({_t(q, f.element)}, "
+            f"{_t(s, f.scale)}) {{\n"
+            f'  %q, %s = "mx.quantize"(%x) {{format = "{fmt}", block_size = {f.block_size} : i64, '
+            f"axis = 1 : i64{sm}}} : ({_t(x, 'f32')}) -> ({_t(q, f.element)}, {_t(s, f.scale)})\n"
+            f"  return %q, %s : {_t(q, f.element)}, {_t(s, f.scale)}\n}}\n")
+
+
+def dequantize_text(fmt: str, n: int) -> str:
+    f = FORMATS[fmt]
+    q = (n // ROW, ROW)
+    s = (n // ROW, ROW // f.block_size)
+    return (f"func.func @main(%q: {_t(q, f.element)}, %s: {_t(s, f.scale)}, "
+            f"%o: {_t(q, 'f32')} {{{ALIAS} = 0 : i32}}) -> {_t(q, 'f32')} {{\n"
+            f'  %d = "mx.dequantize"(%q, %s) {{format = "{fmt}", block_size = {f.block_size} : '
+            f"i64, axis = 1 : i64}} : ({_t(q, f.element)}, {_t(s, f.scale)}) -> {_t(q, 'f32')}\n"
+            f"  return %d : {_t(q, 'f32')}\n}}\n")
+
+
+def copy_text(kind: str, n: int) -> str:
+    shape = (n // ROW, ROW)
+    if kind == "quantize":
+        return (f"func.func @main(%x: {_t(shape, 'f32')}, %o: {_t(shape, 'ui8')} "
+                f"{{{ALIAS} = 0 : i32}}) -> {_t(shape, 'ui8')} {{\n"
+                f"  %0 = stablehlo.bitcast_convert %x : ({_t(shape, 'f32')}) -> {_t(shape, 'i32')}\n"
+                f"  %1 = stablehlo.convert %0 : ({_t(shape, 'i32')}) -> {_t(shape, 'ui8')}\n"
+                f"  return %1 : {_t(shape, 'ui8')}\n}}\n")
+    return (f"func.func @main(%x: {_t(shape, 'ui8')}, %o: {_t(shape, 'f32')} "
+            f"{{{ALIAS} = 0 : i32}}) -> {_t(shape, 'f32')} {{\n"
+            f"  %0 = stablehlo.convert %x : ({_t(shape, 'ui8')}) -> {_t(shape, 'i32')}\n"
+            f"  %1 = stablehlo.bitcast_convert %0 : ({_t(shape, 'i32')}) -> {_t(shape, 'f32')}\n"
+            f"  return %1 : {_t(shape, 'f32')}\n}}\n")
+
+
+def lower(text: str, variant: str) -> tuple[str, list[np.dtype]]:
+    """The lowered module and the dtypes of its arguments."""
+    f6 = [t for t in F6 if t in text]
+    passes = ["mxlower-mx-to-stablehlo"]
+    if variant == "expanded":
+        passes.append("mxlower-expand-narrow-floats")
+    elif variant == "native" and f6:
+        passes.append("mxlower-expand-narrow-floats{types=" + ",".join(f6) + "}")
+    with J.make_context(allow_unregistered=True):
+        m = J.ir.Module.parse(text)
+        if variant != "copy":
+            run_pipeline(m, "builtin.module(" + ",".join(passes) + ")")
+        sig = select_function(m.operation, "main")
+        return str(m), [DTYPES[e] for _, e in sig.args]
+
+
+def runner(text: str, variant: str, data: list[np.ndarray]):
+    """A function running the compiled module once; outputs donated to the next run."""
+    lowered, dtypes = lower(text, variant)
+    exe = xla_cpu.compile(lowered)
+    ins = [xla_cpu.device_put(_as(a, dt)) for a, dt in zip(data, dtypes)]
+    n_out = len(dtypes) - len(data)
+    state = [xla_cpu.device_put(np.zeros(shape, dt)) for shape, dt in
+             zip(_arg_shapes(lowered)[len(data):], dtypes[len(data):])]
+
+    def once():
+        outs = exe.execute(ins + state)
+        state[:] = outs[:n_out]
+        return outs
+
+    return once
+
+
+def _arg_shapes(text: str) -> list[tuple[int, ...]]:
+    with J.make_context(allow_unregistered=True):
+        sig = select_function(J.ir.Module.parse(text).operation, "main")
+    return [s for s, _ in sig.args]
+
+
+def _as(a: np.ndarray, dt: np.dtype) -> np.ndarray:
+    """``a`` (typed data) as the lowered module's argument dtype (ui8 codes after expansion)."""
+    if a.dtype == dt:
+        return a
+    return a.view(dt)
+
+
+def jax_quantize_runner(fmt: str, x: np.ndarray):
+    import jax
+    from jax._src.cudnn.scaled_matmul_stablehlo import quantize
+
+    mode = "mxfp8" if fmt == "mxfp8_e4m3" else "nvfp4"
+    cfg = jax.nn.get_scaled_dot_general_config(mode)
+    f = jax.jit(lambda v, oq, os_: quantize(v, cfg), donate_argnums=(1, 2))
+    xd = jax.device_put(x)
+    q, s = jax.block_until_ready(quantize(xd, cfg))
+    state = [jax.device_put(np.asarray(q)), jax.device_put(np.asarray(s))]
+
+    def once():
+        state[:] = jax.block_until_ready(f(xd, *state))
+
+    return once
+
+
+def round_robin(fns: dict, reps: int) -> dict:
+    best = {k: float("inf") for k in fns}
+    for fn in fns.values():
+        fn()
+        fn()
+    for _ in range(reps):
+        for k, fn in fns.items():
+            t0 = time.perf_counter()
+            fn()
+            best[k] = min(best[k], time.perf_counter() - t0)
+    return best
+
+
+def data_for(fmt: str, n: int, rng) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    x = (rng.standard_normal((n // ROW, ROW)) * np.exp2(rng.integers(-20, 20, (n // ROW, 1))))
+    x = x.astype(np.float32)
+    x.reshape(-1)[::4099] = np.nan
+    q, s = R.quantize(x, fmt, axis=1)
+    return x, q, s
+
+
+def spot_check(fmt: str, variant: str) -> None:
+    """The benchmarked modules compute the right thing (the tests do this thoroughly)."""
+    n = 1 << 14
+    x, q, s = data_for(fmt, n, np.random.default_rng(1))
+    qf = runner(quantize_text(fmt, n, "floor"), variant, [x])()
+    got = [np.asarray(o) for o in qf]
+    assert np.array_equal(R.bits(got[0]).ravel() & 0xFF, R.bits(q).ravel()), (fmt, variant)
+    assert np.array_equal(R.bits(got[1]).ravel(), R.bits(s).ravel()), (fmt, variant)
+    (d,) = [np.asarray(o) for o in runner(dequantize_text(fmt, n), variant, [q, s])()]
+    want = R.dequantize(q, s, fmt, axis=1)
+    assert np.array_equal(np.isnan(d), np.isnan(want))
+    assert np.array_equal(d[~np.isnan(d)], want[~np.isnan(want)]), (fmt, variant)
+
+
+def bench(formats, sizes, reps, variants) -> list[dict]:
+    rng = np.random.default_rng(0)
+    rows = []
+    for logn in sizes:
+        n = 1 << logn
+        x32 = rng.standard_normal((n // ROW, ROW)).astype(np.float32)
+        x8 = rng.integers(0, 256, (n // ROW, ROW), dtype=np.uint8)
+        a, b = np.ones(5 * n // 2, np.uint8), np.zeros(5 * n // 2, np.uint8)
+        fns = {("copy", "quantize"): runner(copy_text("quantize", n), "copy", [x32]),
+               ("copy", "dequantize"): runner(copy_text("dequantize", n), "copy", [x8]),
+               ("memcpy",): lambda a=a, b=b: np.copyto(b, a)}
+        for fmt in formats:
+            x, q, s = data_for(fmt, n, rng)
+            for v in variants:
+                fns[(fmt, v, "quantize")] = runner(quantize_text(fmt, n, "floor"), v, [x])
+                fns[(fmt, v, "dequantize")] = runner(dequantize_text(fmt, n), v, [q, s])
+            if fmt in ("mxfp8_e4m3", "nvfp4"):
+                fns[(fmt, "rceil", "quantize")] = runner(quantize_text(fmt, n, "rceil"),
+                                                         "native", [x])
+                fns[(fmt, "jax", "quantize")] = jax_quantize_runner(fmt, x)
+        best = round_robin(fns, reps)
+        for fmt in formats:
+            k = FORMATS[fmt].block_size
+            moved = n * (5 + 1 / k)
+            for op in ("quantize", "dequantize"):
+                for v in variants:
+                    t = best[(fmt, v, op)]
+                    row = {"log2n": logn, "format": fmt, "op": op, "variant": v,
+                           "ns_per_elem": t / n * 1e9, "gbps": moved / t / 1e9,
+                           "vs_copy": best[("copy", op)] / t * (moved / (5 * n)),
+                           "vs_memcpy": best[("memcpy",)] / t * (moved / (5 * n)),
+                           "vs_jax": None}
+                    if op == "quantize" and (fmt, "jax", op) in best and v == "native":
+                        row["vs_jax"] = best[(fmt, "jax", op)] / best[(fmt, "rceil", op)]
+                        row["rceil_ns_per_elem"] = best[(fmt, "rceil", op)] / n * 1e9
+                        row["jax_ns_per_elem"] = best[(fmt, "jax", op)] / n * 1e9
+                    rows.append(row)
+                    print(f"2^{logn} {fmt} {op} {v}: {row['ns_per_elem']:.2f} ns/elem, "
+                          f"{100 * row['vs_copy']:.0f}% of XLA copy, "
+                          f"{100 * row['vs_memcpy']:.0f}% of memcpy"
+                          + (f", {row['vs_jax']:.2f}x JAX's quantize" if row["vs_jax"] else ""),
+                          file=sys.stderr, flush=True)
+    return rows
+
+
+def markdown(rows) -> str:
+    out = ["| elements | format | op | variant | ns/elem | GB/s moved | % of XLA copy | "
+           "% of memcpy |", "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        out.append(f"| 2^{r['log2n']} | {r['format']} | {r['op']} | {r['variant']} | "
+                   f"{r['ns_per_elem']:.2f} | {r['gbps']:.2f} | {100 * r['vs_copy']:.0f}% | "
+                   f"{100 * r['vs_memcpy']:.0f}% |")
+    jax_rows = [r for r in rows if r["vs_jax"]]
+    if jax_rows:
+        out += ["", "| elements | format | mxlower rceil ns/elem | JAX quantize ns/elem | "
+                "mxlower speed-up |", "|---|---|---|---|---|"]
+        for r in jax_rows:
+            out.append(f"| 2^{r['log2n']} | {r['format']} | {r['rceil_ns_per_elem']:.2f} | "
+                       f"{r['jax_ns_per_elem']:.2f} | {r['vs_jax']:.2f}x |")
+    return "\n".join(out)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", default="16,18,20,22,24", help="log2 element counts")
+    ap.add_argument("--formats", default=",".join(FORMATS))
+    ap.add_argument("--variants", default="native,expanded")
+    ap.add_argument("--reps", type=int, default=7, help="timed runs of each module")
+    ap.add_argument("--json", help="also write the results here")
+    a = ap.parse_args(argv)
+    formats = a.formats.split(",")
+    variants = a.variants.split(",")
+    sizes = [int(s) for s in a.sizes.split(",")]
+    for fmt in formats:
+        for v in variants:
+            spot_check(fmt, v)
+    cpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
+    model = next((ln.split(":", 1)[1].strip() for ln in cpu.splitlines()
+                  if ln.startswith("Model name")), platform.processor())
+    t0 = time.perf_counter()
+    load0 = os.getloadavg()[0]
+    rows = bench(formats, sizes, a.reps, variants)
+    print(f"CPU: {model}, {len(os.sched_getaffinity(0))} cores; load average {load0:.1f} at "
+          f"the start, {os.getloadavg()[0]:.1f} at the end; {time.perf_counter() - t0:.0f} s")
+    print(markdown(rows))
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"cpu": model, "load": [load0, os.getloadavg()[0]], "rows": rows}, f,
+                      indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
