@@ -38,7 +38,10 @@ class LegalizeXlaMx(ModulePass):
     format follows from the element and scale types (f8E8M0FNU scales: MX formats; f8E4M3FN
     scales with f4E2M1FN elements: nvfp4).  A form that cannot be honoured (wrong operand
     count, scale type, shapes, unknown dequantize type, non-divisible block, i8 elements whose
-    XLA meaning differs from mxint8) is an error at the op; nothing is silently skipped.
+    XLA meaning differs from mxint8) is an error at the op; nothing is silently skipped.  (An
+    ``xla.scaled_dot`` whose operands are both f32/bf16/f16 is no MX form and stays as it is;
+    an unscaled operand next to an MX one must carry the constant all-ones scale that
+    ``jax.lax.scaled_dot`` passes.)
 
     Before::
 
@@ -85,7 +88,8 @@ def legalize(root: Any, *, scale_mode: str = "nearest") -> int:
         o = o.operation
         if o.name == "stablehlo.custom_call" and _target(o) in TARGETS:
             found.append(o)
-        elif o.name == "stablehlo.composite" and _composite_name(o) == COMPOSITE:
+        elif o.name == "stablehlo.composite" and _composite_name(o) == COMPOSITE \
+                and _has_mx_operand(o):
             found.append(o)
         return ir.WalkResult.ADVANCE
 
@@ -432,6 +436,18 @@ def _is_ones(v: Any) -> bool:
     return False
 
 
+def _has_mx_operand(o: Any) -> bool:
+    """An xla.scaled_dot whose lhs and rhs are both f32/bf16/f16 is no MX form (a plain
+    scaled dot, which XLA runs through its decomposition): it is left alone."""
+    from mxlower.bindings.jaxlib import ir
+
+    for v in list(o.operands)[:2]:
+        t = v.type
+        if not isinstance(t, ir.RankedTensorType) or str(t.element_type) not in WIDE_TYPES:
+            return True
+    return False
+
+
 def _dims_attr(a: Any) -> tuple[list[int], list[int], list[int], list[int]]:
     try:
         (lc, rc), (lb, rb) = _to_py(a)
@@ -493,8 +509,6 @@ def _composite(o: Any) -> None:
     lhs, rhs, lsc, rsc = o.operands
     ls_v, lfmt, lk, la = _composite_side(lhs, lsc, "lhs", lc)
     rs_v, rfmt, rk, ra = _composite_side(rhs, rsc, "rhs", rc)
-    if lfmt is None and rfmt is None:
-        raise _Unsupported("neither operand is an MX-typed operand; nothing to legalize")
     new = mx.scaled_dot(lhs, ls_v, rhs, rs_v, lhs_format=lfmt.name if lfmt else None,
                         rhs_format=rfmt.name if rfmt else None,
                         lhs_contracting=tuple(lc), rhs_contracting=tuple(rc),

@@ -136,6 +136,21 @@ func.func private @xla.scaled_dot(%a: tensor<4x64xf8E4M3FN>, %b: tensor<64x8xbf1
 
 // -----
 
+// Neither operand MX-typed: not an MX form, so the composite (and its decomposition) stays.
+
+// CHECK-LABEL: func.func @composite_without_mx_operands
+// CHECK: stablehlo.composite "xla.scaled_dot"
+func.func @composite_without_mx_operands(%a: tensor<4x64xbf16>, %b: tensor<64x8xbf16>, %as: tensor<4x2xf8E8M0FNU>, %bs: tensor<2x8xf8E8M0FNU>) -> tensor<4x8xf32> {
+  %0 = stablehlo.composite "xla.scaled_dot" %a, %b, %as, %bs {composite_attributes = {dimension_numbers = [[[1], [0]], [[], []]], preferred_element_type = f32}, decomposition = @xla.scaled_dot} : (tensor<4x64xbf16>, tensor<64x8xbf16>, tensor<4x2xf8E8M0FNU>, tensor<2x8xf8E8M0FNU>) -> tensor<4x8xf32>
+  return %0 : tensor<4x8xf32>
+}
+func.func private @xla.scaled_dot(%a: tensor<4x64xbf16>, %b: tensor<64x8xbf16>, %as: tensor<4x2xf8E8M0FNU>, %bs: tensor<2x8xf8E8M0FNU>) -> tensor<4x8xf32> {
+  %0 = stablehlo.dot_general %a, %b, contracting_dims = [1] x [0] : (tensor<4x64xbf16>, tensor<64x8xbf16>) -> tensor<4x8xf32>
+  return %0 : tensor<4x8xf32>
+}
+
+// -----
+
 // Other custom calls are not touched.
 
 // CHECK-LABEL: func.func @unrelated
