@@ -41,7 +41,7 @@ def _kernels() -> tuple[str, list[str]]:
     fns, names = [], []
     for dst in NARROW:
         for src in ("f32", "f16", "bf16"):
-            for w in (None, 2, 5):
+            for w in (None, 5):
                 names.append(f"t_{src}_{dst}_{w or 's'}")
                 fns.append(_kernel(names[-1], src, dst, w))
         for wide in ("f32", "f16", "bf16"):
