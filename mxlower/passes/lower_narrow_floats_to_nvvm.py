@@ -105,11 +105,8 @@ class Plan:
     detail: str  #: a human-readable description (used by remarks)
     cvt_src: str = ""  #: wide type fed to the cvt ("f32", "f16", "bf16")
     rnd: str = "rn"
-    fixup: bool = True  #: apply the section-2 fix-ups after the cvt
-
-
-def _t(name: str | FloatType) -> FloatType:
-    return codec.codec_type(name)
+    fixup: bool = True  #: cvt path: apply the section-2 fix-ups after the cvt
+    saturate: bool = False  #: codec path: saturate to +-max instead of NaN/Inf (satfinite)
 
 
 def plan_truncf(src: str, dst: str, chip: str, *, hardware: bool = True,
@@ -141,7 +138,7 @@ def plan_truncf(src: str, dst: str, chip: str, *, hardware: bool = True,
                             if via == "bf16" else f"cvt.{rnd}.satfinite.ue8m0x2.f32",
                             via, rnd, False)
             return Plan("codec", f"integer expansion ({chip} has no ue8m0x2 cvt)"
-                        if hardware else "integer expansion", "", rnd, False)
+                        if hardware else "integer expansion", "", rnd, False, True)
         if rounding != "to_nearest_even":
             raise UnsupportedConversion(f"rounding mode '{rounding}' is not supported for "
                                         "conversions to f8E8M0FNU (supported: the default "
@@ -165,7 +162,7 @@ def plan_truncf(src: str, dst: str, chip: str, *, hardware: bool = True,
         return Plan("cvt", f"cvt.rn.satfinite.{short}.f32", "f32", "rn", not satfinite)
     why = "" if not hardware else " (f64 source)" if src == "f64" else \
         f" ({chip} has no cvt to {dst})"
-    return Plan("codec", "integer expansion" + why, "", "rn", satfinite)
+    return Plan("codec", "integer expansion" + why, "", "rn", False, satfinite)
 
 
 def plan_extf(src: str, dst: str, chip: str, *, hardware: bool = True) -> Plan:
@@ -240,7 +237,7 @@ def emit_truncf(b: Any, x: Any, src: str, dst: str, plan: Plan) -> Any:
             x32 = b.fconv(x, src, "f32")
             return _ue8m0_directed(b, b.bitcast_to_int(x32), plan.rnd)
         codes = codec.emit_truncf(b, x, src, dst, code_bits=8)
-        if plan.fixup and dst in _F8:  # here: fixup means "satfinite"
+        if plan.saturate and dst in _F8:
             x2, s2 = (b.fconv(x, src, "f32"), "f32") if src == "bf16" else (x, src)
             codes = _satfinite_codec(b, b.bitcast_to_int(x2), s2, dst, codes)
         return codes
