@@ -66,9 +66,10 @@ CHIPS: tuple[str, ...] = (
     "sm_121a", "sm_121f",
 )
 
-#: The chips the tests assemble for with CUDA 13's ptxas (sm_101* was renamed sm_110*).
-PTX_CHIPS: tuple[str, ...] = ("sm_89", "sm_90a", "sm_100a", "sm_103a", "sm_110a", "sm_120a",
-                              "sm_121a")
+#: The chips the tests assemble for with CUDA 13's ptxas (sm_101* was renamed sm_110*): the
+#: architecture-specific targets, one family target and one plain sm_100+ target.
+PTX_CHIPS: tuple[str, ...] = ("sm_89", "sm_90a", "sm_100a", "sm_100f", "sm_103a", "sm_110a",
+                              "sm_120", "sm_120a", "sm_121a")
 
 _CHIP_RE = re.compile(r"^sm_(\d+)([af]?)$")
 

@@ -563,18 +563,21 @@ class LowerNarrowFloatsToNVVM(ModulePass):
     def _chip_for(self, o: Any) -> str:
         if self.chip:
             return self.chip
+        import re
+
         p = o.parent
         while p is not None:
             if p.name == "gpu.module" and "targets" in p.attributes:
-                import re
-
-                m = re.search(r'#nvvm\.target<[^>]*chip\s*=\s*"([^"]+)"', str(p.attributes[
-                    "targets"]))
-                if m:
-                    if m.group(1) not in nvvm_model.CHIPS:
-                        raise diag.error(o, f"unknown chip '{m.group(1)}' in the enclosing "
+                chips = sorted(set(re.findall(r'#nvvm\.target<[^>]*chip\s*=\s*"([^"]+)"',
+                                              str(p.attributes["targets"]))))
+                if len(chips) > 1:
+                    raise diag.error(o, f"the enclosing gpu.module targets several chips "
+                                     f"({', '.join(chips)}); pass chip= to '{self.name}'")
+                if chips:
+                    if chips[0] not in nvvm_model.CHIPS:
+                        raise diag.error(o, f"unknown chip '{chips[0]}' in the enclosing "
                                          "gpu.module's #nvvm.target")
-                    return m.group(1)
+                    return chips[0]
             p = p.parent
         raise diag.error(o, "no target chip: pass chip=sm_XX to "
                          f"'{self.name}' or put the op in a gpu.module with an #nvvm.target")

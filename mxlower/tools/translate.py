@@ -76,9 +76,13 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
-def _target_chip(text: str) -> str | None:
-    """The chip of the first #nvvm.target in the IR (comments skipped)."""
+def _target_chip(text: str, gpu_module: str | None = None) -> str | None:
+    """The chip of the first #nvvm.target in the IR (of ``gpu_module`` when given; comments
+    skipped)."""
     code = "\n".join(ln for ln in text.splitlines() if not ln.lstrip().startswith("//"))
+    if gpu_module is not None:
+        m = re.search(r"gpu\.module\s+@" + re.escape(gpu_module) + r"\b([^{]*)", code)
+        code = m.group(1) if m else ""
     m = re.search(r'#nvvm\.target<[^>]*chip\s*=\s*"([^"]+)"', code)
     return m.group(1) if m else None
 
@@ -91,7 +95,7 @@ def _main(argv: list[str]) -> int:
     if args.no_pipeline and args.pipeline:
         raise CliError("--no-pipeline and --pass-pipeline exclude each other")
     name, text = read_source(args.input)
-    chip = args.chip or _target_chip(text)
+    chip = args.chip or _target_chip(text, args.gpu_module)
     if chip is not None and chip not in CHIPS:
         raise CliError(f"unknown chip '{chip}' in the input's #nvvm.target")
     if chip is None and (args.emit != "mlir" or not args.pipeline):

@@ -315,3 +315,26 @@ def test_cpu_emulation_directed_e8m0():
         (y,) = h.run(f"d_{s}_{r}_{w or 's'}", x)
         want = M.cvt_ue8m0(x, "rp" if r == "upward" else "rz")
         assert np.array_equal(y.view(np.uint8), want), (s, r, w)
+
+
+def test_several_target_chips_need_the_option():
+    from mxlower import diagnostics as diag
+
+    text = ('gpu.module @k [#nvvm.target<chip = "sm_90a">, #nvvm.target<chip = "sm_100a">] {\n'
+            '  gpu.func @f(%x: f32) {\n    %y = arith.truncf %x : f32 to f4E2M1FN\n'
+            '    gpu.return\n  }\n}\n')
+    eng = diag.DiagnosticEngine()
+    with eng.activate(), pytest.raises(diag.PassFailure):
+        lower(text)
+    assert "targets several chips (sm_100a, sm_90a)" in eng.diagnostics[0].message
+    assert "nvvm.convert.f32x2.to.f4x2" in lower(text, chip="sm_120a")
+
+
+def test_translate_takes_the_chip_of_the_chosen_gpu_module():
+    from mxlower.tools.translate import _target_chip
+
+    text = ('// #nvvm.target<chip = "sm_50">\ngpu.module @a [#nvvm.target<chip = "sm_89">] {\n}\n'
+            'gpu.module @b [#nvvm.target<chip = "sm_120a">] {\n}\n')
+    assert _target_chip(text) == "sm_89"
+    assert _target_chip(text, "b") == "sm_120a"
+    assert _target_chip(text, "c") is None
