@@ -19,6 +19,7 @@ tables (for BENCHMARKS.md); ``--json`` writes the numbers too.
 
     python bench/bench_jax.py                     # ~1 minute on 2 cores
     python bench/bench_jax.py --m 512 --k 2048 --n 512 --reps 10
+    python bench/bench_jax.py --only quantize --expand f6   # XLA's own narrow conversions
 """
 
 from __future__ import annotations
@@ -124,22 +125,32 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--k", type=int, default=4096)
     ap.add_argument("--reps", type=int, default=15)
     ap.add_argument("--json", default=None)
+    ap.add_argument("--expand", choices=("all", "f6"), default="all",
+                    help="mxlower.jax.lowering.EXPAND_NARROW_FLOATS (f6: XLA's own "
+                    "conversions for the narrow types it has)")
+    ap.add_argument("--only", choices=("quantize", "dot"), default=None)
     args = ap.parse_args(argv)
 
-    q = bench_quantize(args.m, args.k, args.reps)
-    d = bench_dot(args.m, args.n, args.k, args.reps)
+    from mxlower.jax import lowering
+
+    lowering.EXPAND_NARROW_FLOATS = args.expand
+    q = bench_quantize(args.m, args.k, args.reps) if args.only != "dot" else []
+    d = bench_dot(args.m, args.n, args.k, args.reps) if args.only != "quantize" else []
     info = {"cpu": cpu_model(), "cores": os.cpu_count(), "jax": jax.__version__,
-            "m": args.m, "n": args.n, "k": args.k, "reps": args.reps}
+            "m": args.m, "n": args.n, "k": args.k, "reps": args.reps, "expand": args.expand,
+            "loadavg": os.getloadavg()[0]}
     print(f"CPU: {info['cpu']}, {info['cores']} cores, jax {info['jax']}, "
-          f"median of {args.reps}")
-    print(f"\nquantize f32 [{args.m}, {args.k}] along K\n")
-    print("| case | ms | input GB/s |\n|---|---:|---:|")
-    for r in q:
-        print(f"| {r['case']} | {r['ms']:.2f} | {r['gb_s']:.2f} |")
-    print(f"\n[{args.m}, {args.k}] x [{args.n}, {args.k}] -> [{args.m}, {args.n}]\n")
-    print("| case | ms | GFLOP/s |\n|---|---:|---:|")
-    for r in d:
-        print(f"| {r['case']} | {r['ms']:.2f} | {r['gflop_s']:.1f} |")
+          f"median of {args.reps}, expand={args.expand}, load average {info['loadavg']:.1f}")
+    if q:
+        print(f"\nquantize f32 [{args.m}, {args.k}] along K\n")
+        print("| case | ms | input GB/s |\n|---|---:|---:|")
+        for r in q:
+            print(f"| {r['case']} | {r['ms']:.2f} | {r['gb_s']:.2f} |")
+    if d:
+        print(f"\n[{args.m}, {args.k}] x [{args.n}, {args.k}] -> [{args.m}, {args.n}]\n")
+        print("| case | ms | GFLOP/s |\n|---|---:|---:|")
+        for r in d:
+            print(f"| {r['case']} | {r['ms']:.2f} | {r['gflop_s']:.1f} |")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"info": info, "quantize": q, "dot": d}, f, indent=1)
