@@ -111,6 +111,7 @@ class Builder:
     def or_(self, a, b): return self._bin(stablehlo.OrOp, a, b)  # noqa: E704
     def shl(self, a, b): return self._bin(stablehlo.ShiftLeftOp, a, b)  # noqa: E704
     def shr(self, a, b): return self._bin(stablehlo.ShiftRightLogicalOp, a, b)  # noqa: E704
+    def sra(self, a, b): return self._bin(stablehlo.ShiftRightArithmeticOp, a, b)  # noqa: E704
 
     def not_(self, a):
         return stablehlo.NotOp(a, **self._kw()).result

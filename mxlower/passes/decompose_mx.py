@@ -13,6 +13,7 @@ from mxlower.passes.base import ModulePass, option
 __all__ = ["DecomposeMx", "decompose"]
 
 _MAG = 0x7FFFFFFF
+_SIGN = -(1 << 31)
 _INF = 0x7F800000
 _NAN = 0x7FC00000
 
@@ -165,7 +166,7 @@ def _not_axis(rank: int, axis: int) -> list[int]:
 
 
 def lower_quantize(b: Any, q: Any, mode: str) -> tuple[Any, Any]:
-    from mxlower.stablehlo_builders import ldexp_bits, to_f32_bits
+    from mxlower.stablehlo_builders import to_f32_bits
 
     fmt = q.fmt
     xb = b.split_blocks(to_f32_bits(b, q.input), q.axis, q.block_size)
@@ -179,16 +180,40 @@ def lower_quantize(b: Any, q: Any, mode: str) -> tuple[Any, Any]:
     e = b.clamp(-127, shared_exponent(b, amax, fmt, mode), 127)
     codes = b.select(nonfinite, b.like(e, 255), b.add(e, 127))
     scales = b.bitcast(b.convert(codes, "ui8"), fmt.scale)
-    # |y| < 2^-126 rounds to +-0 in every element type (and in mxint8's y * 64): flush it
-    y = ldexp_bits(b, xb, b.sub(0, b.broadcast(e, bshape, keep)), small="flush")
-    y = b.select(b.broadcast(nonfinite, bshape, keep), b.like(y, 0), y)
-    y = b.bitcast(y, "f32")
+    y = scale_by_pow2(b, xb, b.sub(0, e), keep)
+    y = b.select(b.broadcast(nonfinite, bshape, keep), b.like(y, 0.0), y)
     if fmt.is_int:
         v = b.clamp(-127.0, b.round_even(b.mul(y, 64.0)), 127.0)
         elems = b.convert(v, "i8")
     else:
         elems = b.convert(b.clamp(-fmt.max_elem, y, fmt.max_elem), fmt.element)
     return b.unblock(elems, q.axis), scales
+
+
+def scale_by_pow2(b: Any, xb: Any, s: Any, keep: list[int]) -> Any:
+    """f32 ``x * 2^s`` for the f32 bits ``xb`` (blocked, [..., nb, k, ...]) and a per-block
+    exponent ``s`` in [-127, 127] ([..., nb, ...]), on a machine that flushes subnormals.
+
+    Exact whenever the result is a normal f32; a result below 2^-126 may come out as a signed
+    zero instead, which no element type can tell apart (their smallest subnormal is >= 2^-16,
+    and mxint8 rounds y * 64), so callers round the result to an element type next.  Normal
+    inputs are multiplied by two normal powers of two 2^s1 * 2^s2 (s1 = floor(s / 2)), whose
+    intermediate product lies between x and the result; subnormal inputs (m * 2^-149, which
+    DAZ would read as zero) are converted from their integer mantissa m and multiplied by
+    2^(s - 149), a normal factor whenever the result can be normal (s >= 23)."""
+    bshape = b.shape(xb)
+
+    def pow2(k: Any) -> Any:  # 2^k for k in [-126, 127], built from its bits
+        return b.broadcast(b.bitcast(b.shl(b.add(k, 127), 23), "f32"), bshape, keep)
+
+    s1 = b.sra(s, 1)
+    y_normal = b.mul(b.mul(b.bitcast(xb, "f32"), pow2(s1)), pow2(b.sub(s, s1)))
+    mag = b.and_(xb, _MAG)
+    sub_factor = b.broadcast(b.bitcast(b.shl(b.clamp(0, b.sub(s, 22), 254), 23), "f32"),
+                             bshape, keep)
+    y_sub = b.bitcast(b.mul(b.convert(mag, "f32"), sub_factor), "i32")
+    y_sub = b.bitcast(b.or_(b.and_(xb, _SIGN), y_sub), "f32")
+    return b.select(b.lt(mag, 0x800000), y_sub, y_normal)
 
 
 def _divide_by_global(b: Any, xb: Any, g: Any) -> Any:
