@@ -24,8 +24,10 @@ class DecomposeMx(ModulePass):
 
     ``mx.quantize`` becomes a block reduction of the magnitude bits, integer exponent arithmetic
     for the shared scale (floor / rceil / nearest), exact power-of-two scaling of the elements
-    in integers (XLA:CPU flushes f32 subnormals, so no float instruction ever sees one) and a
-    final ``stablehlo.convert`` to the element type.  ``mx.dequantize`` scales the decoded
+    (XLA:CPU flushes f32 subnormals: subnormal inputs are scaled through their integer
+    mantissa, and no step depends on a subnormal intermediate) and a final
+    ``stablehlo.convert`` to the element type (append ``mxlower-expand-narrow-floats`` to turn
+    those converts into integer ops, which XLA:CPU runs faster).  ``mx.dequantize`` scales the decoded
     elements by the decoded scale with the same integer ``ldexp``; ``mx.scaled_dot`` dequantizes
     both operands to the compute type and contracts them with ``stablehlo.dot_general``
     accumulating in f32.  ``mx.pack``/``mx.unpack`` become shifts and masks.  Any

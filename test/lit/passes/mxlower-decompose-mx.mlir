@@ -3,7 +3,7 @@
 
 // Quantize: the block maximum of the magnitude bits, the exponent in integers (floor: the
 // position of the leading one, so subnormal maxima are exact), exact power-of-two scaling of the
-// elements in integers, one convert to the element type, the scale code as f8E8M0FNU.
+// elements, one convert to the element type, the scale code as f8E8M0FNU.
 
 // CHECK-LABEL: func.func @quantize_floor
 // CHECK-NOT: mx.
