@@ -310,3 +310,17 @@ def test_command_line(tmp_path):
     r = subprocess.run([sys.executable, "-m", "mxlower.llvm_exec", str(tmp_path / "bad.mlir")],
                        capture_output=True, text=True)
     assert r.returncode == 1 and "bad.mlir:1:" in r.stderr and "error:" in r.stderr
+
+
+def test_benchmark_script_runs(capsys):
+    import importlib.util
+    import pathlib
+
+    path = pathlib.Path(__file__).resolve().parents[2] / "bench" / "bench_convert_llvm.py"
+    spec = importlib.util.spec_from_file_location("bench_convert_llvm", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert mod.main(["--sizes", "12", "--reps", "1", "--ml-reps", "1",
+                     "--types", "f4E2M1FN"]) == 0
+    out = capsys.readouterr().out
+    assert "| 2^12 | f32->f4E2M1FN |" in out and "| 2^12 | f4E2M1FN->f32 |" in out
