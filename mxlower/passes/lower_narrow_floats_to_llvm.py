@@ -193,7 +193,11 @@ class _Lowering:
             elif kind == "cast":
                 casts.append(o)
         for o in ops:
-            self.retype(o)
+            try:
+                self.retype(o)
+            except ValueError as err:  # a container type map_type does not know
+                raise diag.error(o, f"'{o.name}' has a {err} holding a narrow float type that "
+                                 "mxlower-lower-narrow-floats-to-llvm cannot convert") from None
         for o, src, dst in convs:
             self.lower_conversion(o, src, dst)
         for o in casts:

@@ -249,3 +249,10 @@ func.func @atomic_add_on_narrow(%m: memref<4xf8E4M3FN>, %v: f8E4M3FN, %i: index)
   %0 = memref.atomic_rmw addf %v, %m[%i] : (f8E4M3FN, memref<4xf8E4M3FN>) -> f8E4M3FN
   return %0 : f8E4M3FN
 }
+
+// -----
+
+// expected-error @+1 {{'func.func' has an attribute 'function_type' holding a narrow float type that mxlower-lower-narrow-floats-to-llvm cannot convert}}
+func.func @narrow_in_a_tuple(%x: tuple<f8E4M3FN, f32>) -> tuple<f8E4M3FN, f32> {
+  return %x : tuple<f8E4M3FN, f32>
+}
