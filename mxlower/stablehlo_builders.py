@@ -19,7 +19,6 @@ outputs are provably normal (or where a flushed result provably cannot change th
 from __future__ import annotations
 
 import fractions
-import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -362,7 +361,3 @@ def mul_f32_exact(b: Builder, p: Any, g: Any) -> Any:
     sign = b.shl(b.convert(b.shr(b.bitcast(t, "i64"), 63), "i32"), 31)
     small = b.bitcast(b.or_(sign, k), "f32")
     return b.select(tiny, small, big)
-
-
-def pow2(e: int) -> float:
-    return math.ldexp(1.0, e)

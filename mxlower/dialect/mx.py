@@ -9,7 +9,8 @@ at its location instead of being mis-lowered.  The textual forms are documented 
 ``mxlower/dialect/README.md``; in short::
 
     %q, %s = "mx.quantize"(%x) {format = "mxfp8_e4m3", block_size = 32 : i64, axis = 1 : i64,
-             scale_mode = "floor"} : (tensor<4x64xf32>) -> (tensor<4x64xf8E4M3FN>, tensor<4x2xf8E8M0FNU>)
+             scale_mode = "floor"}
+             : (tensor<4x64xf32>) -> (tensor<4x64xf8E4M3FN>, tensor<4x2xf8E8M0FNU>)
     %y = "mx.dequantize"(%q, %s) {format = "mxfp8_e4m3", block_size = 32 : i64, axis = 1 : i64}
              : (tensor<4x64xf8E4M3FN>, tensor<4x2xf8E8M0FNU>) -> tensor<4x64xbf16>
     %r = "mx.scaled_dot"(%a, %as, %b, %bs) {lhs_format = "mxfp8_e4m3", lhs_block_size = 32 : i64,

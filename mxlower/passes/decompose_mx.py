@@ -27,8 +27,9 @@ class DecomposeMx(ModulePass):
     (XLA:CPU flushes f32 subnormals: subnormal inputs are scaled through their integer
     mantissa, and no step depends on a subnormal intermediate) and a final
     ``stablehlo.convert`` to the element type (append ``mxlower-expand-narrow-floats`` to turn
-    those converts into integer ops, which XLA:CPU runs faster).  ``mx.dequantize`` scales the decoded
-    elements by the decoded scale with the same integer ``ldexp``; ``mx.scaled_dot`` dequantizes
+    those converts into integer ops, which XLA:CPU runs faster).  ``mx.dequantize`` scales
+    the decoded elements by the decoded scale with an integer ``ldexp`` (its results may be
+    f32 subnormals, which must come out exact); ``mx.scaled_dot`` dequantizes
     both operands to the compute type and contracts them with ``stablehlo.dot_general``
     accumulating in f32.  ``mx.pack``/``mx.unpack`` become shifts and masks.  Any
     ``__op$quantize``/``__op$dequantize``/``__op$block_scaled_dot`` custom call or
