@@ -151,6 +151,7 @@ class PassPipeline:
                 except PipelineError as err:  # a bug in the pipeline's definition
                     raise self._error(f"pipeline '{e.name}' expands to invalid text: "
                                       f"{err.message}", e.pos) from None
+                _point_at(inner, e.pos)  # errors inside it point at the pipeline's name
                 self._expand(inner, path, out, depth + 1)
             else:
                 stack = getattr(inst, "stack", JAXLIB)
@@ -324,11 +325,25 @@ class PassPipeline:
                 return False
         if any(d.severity == "error" for d in engine.diagnostics[before:]):
             return False  # a pass reported errors and carried on: still a failure
-        if not root.verify():
+        try:
+            valid = root.verify()
+        except Exception as err:  # noqa: BLE001 - upstream bindings raise MLIRError instead
+            if not hasattr(err, "error_diagnostics"):
+                raise
+            engine.add_mlir_error(err)
+            valid = False
+        if not valid:
             engine.record(Diagnostic("error", f"pass '{inst.name}' produced IR that does not "
                                      "verify", *location_of(root)))
             return False
         return True
+
+
+def _point_at(elements, pos: int) -> None:
+    for e in elements:
+        e.pos = pos
+        if isinstance(e, Nested):
+            _point_at(e.elements, pos)
 
 
 def _upstream_available() -> bool:

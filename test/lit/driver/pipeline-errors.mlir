@@ -37,6 +37,12 @@
 // RUN: not mxlower-opt %s -p 'builtin.module(convert-to-llvm, stablehlo-legalize-to-linalg)' 2>&1 | FileCheck %s --check-prefix=BACK
 // BACK: error: unknown pass 'stablehlo-legalize-to-linalg' in upstream MLIR (the module was handed over by 'convert-to-llvm')
 
+// Errors inside an expanded named pipeline point at the pipeline's name in the user's text.
+// RUN: not mxlower-opt %s -p 'builtin.module(convert-to-llvm, mxlower-stablehlo-to-llvm)' 2>&1 | FileCheck %s --check-prefix=NAMED
+// NAMED: <pass-pipeline>:1:33: error: unknown pass 'stablehlo-legalize-to-linalg' in upstream MLIR
+// NAMED-NEXT: builtin.module(convert-to-llvm, mxlower-stablehlo-to-llvm)
+// NAMED-NEXT: {{^                                \^$}}
+
 func.func @f(%a: tensor<4xf32>) -> tensor<4xf32> {
   %0 = stablehlo.add %a, %a : tensor<4xf32>
   return %0 : tensor<4xf32>
