@@ -14,7 +14,9 @@ Bad input (no such function, wrong argument count, dtype or shape, a failing pip
 XLA cannot compile) is an error with exit code 1; a comparison that fails exits with 2.
 
 ``--backend=interpreter`` runs the module with StableHLO's reference interpreter instead of
-XLA:CPU (slow, but it handles every type, f6 included).
+XLA:CPU (slow, but it handles every type, f6 included).  ``--backend=llvm`` lowers it with
+``mxlower-stablehlo-to-llvm`` and runs it on upstream MLIR's ExecutionEngine (every narrow type,
+f6 included, through mxlower's own conversion code), in an isolated worker process.
 """
 
 from __future__ import annotations
@@ -423,9 +425,32 @@ def run_module(module: Any, inputs: Sequence[np.ndarray] | None = None, *,
     arrays = (random_inputs(sig, seed) if inputs is None
               else check_inputs(sig, [(f"input #{i}", np.asarray(a)) for i, a in
                                       enumerate(inputs)]))
+    return _execute(op, sig, arrays, backend)
+
+
+BACKENDS = ("xla", "interpreter", "llvm")
+
+
+def _execute(op: Any, sig: Signature, arrays: list[np.ndarray], backend: str,
+             filename: str = "<module>") -> list[np.ndarray]:
     if backend == "interpreter":
         return _run_interpreter(op, sig, arrays)
+    if backend == "llvm":
+        return _run_llvm(op, sig, arrays, filename)
+    if backend != "xla":
+        raise RunError(f"unknown backend '{backend}' (known: {', '.join(BACKENDS)})")
     return _run_xla(str(op), sig, arrays)
+
+
+def _run_llvm(op: Any, sig: Signature, arrays: list[np.ndarray],
+              filename: str) -> list[np.ndarray]:
+    from mxlower import llvm_exec
+
+    try:
+        with llvm_exec.compile(op.get_asm(enable_debug_info=True), filename=filename) as h:
+            return [np.asarray(r) for r in h.run(sig.name, *arrays)]
+    except llvm_exec.LLVMExecError as e:
+        raise RunError(f"the LLVM backend failed: {e}") from None
 
 
 # ----------------------------------------------------------------------------- comparison
@@ -512,8 +537,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="print raw bit patterns (hex) instead of values")
     p.add_argument("--print-ir", action="store_true",
                    help="print the module that is run (after the pipeline) to stderr")
-    p.add_argument("--backend", choices=("xla", "interpreter"), default="xla",
-                   help="XLA:CPU (default) or StableHLO's reference interpreter")
+    p.add_argument("--backend", choices=BACKENDS, default="xla",
+                   help="XLA:CPU (default), StableHLO's reference interpreter, or the LLVM "
+                   "lowering run on upstream MLIR's ExecutionEngine")
     return p
 
 
@@ -553,7 +579,10 @@ def _main(argv: list[str]) -> int:
         with ctx, engine.capture(ctx):
             ok = module.verify()
     if ok and pipeline is not None:
-        ok = pipeline.run(module, engine)
+        if pipeline.ends_upstream:
+            raise RunError("the pipeline hands the module to upstream MLIR; mxlower-run takes "
+                           "StableHLO (for the LLVM path use --backend=llvm, which lowers it)")
+        ok = pipeline.run(module, engine) is not None
     if engine.diagnostics:
         print_diagnostics(engine.diagnostics, sources)
     if not ok:
@@ -571,10 +600,7 @@ def _main(argv: list[str]) -> int:
         inputs = check_inputs(sig, load_arrays(args.inputs))
     else:
         inputs = random_inputs(sig, args.seed)
-    if args.backend == "interpreter":
-        outs = _run_interpreter(module, sig, inputs)
-    else:
-        outs = _run_xla(str(module), sig, inputs)
+    outs = _execute(module, sig, inputs, args.backend, name)
     refs = load_arrays([args.compare]) if args.compare else None
     if refs is not None and len(refs) != len(outs):
         raise RunError(f"@{sig.name} returns {len(outs)} results but {args.compare} holds "
