@@ -1,5 +1,5 @@
-// A dense layer with ReLU in StableHLO, as JAX emits it: the input of the README's first
-// pipeline, lowered from StableHLO through linalg and bufferization to the LLVM dialect.
+// A dense layer with ReLU in StableHLO, as JAX emits it: an input for the LLVM path
+// (mxlower-stablehlo-to-llvm, mxlower-run --backend=llvm).
 func.func @main(%x: tensor<4x8xf32>, %w: tensor<8x16xf32>, %b: tensor<16xf32>) -> tensor<4x16xf32> {
   %0 = stablehlo.dot_general %x, %w, contracting_dims = [1] x [0] : (tensor<4x8xf32>, tensor<8x16xf32>) -> tensor<4x16xf32>
   %1 = stablehlo.broadcast_in_dim %b, dims = [1] : (tensor<16xf32>) -> tensor<4x16xf32>
