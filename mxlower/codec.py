@@ -410,9 +410,6 @@ def convert_codes(b: IntBuilder, c: Any, src: str | FloatType, dst: str | FloatT
     zero).  See the module docstring for the steps."""
     p = p or plan(src, dst)
     s, d = p.src, p.dst
-    Ms, Md = s.man_bits, d.man_bits
-    delta = d.bias - s.bias
-
     a = b.and_(c, s.magnitude_mask) if s.signed else c
     ties = "up" if d.special == "fnu" else "even"
     if p.direct:

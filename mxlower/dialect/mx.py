@@ -608,7 +608,6 @@ def scaled_dot(lhs: Any, lhs_scales: Any | None, rhs: Any, rhs_scales: Any | Non
 
 
 def pack(codes: Any, *, axis: int = -1, loc: Any = None, ip: Any = None) -> Any:
-    ir = _ir()
     shape, elt = _tensor(codes, "the operand")
     axis %= len(shape)
     out = list(shape)

@@ -13,25 +13,18 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any, NoReturn
+from typing import Any
 
 import mxlower
 from mxlower.diagnostics import Diagnostic, DiagnosticEngine
-from mxlower.tools.source import (CliError, check_dialects, parse_module, print_diagnostics,
-                                  read_source, split_input, write_atomic)
+from mxlower.tools.source import (ArgParser, CliError, check_dialects, cli_main, parse_module,
+                                  print_diagnostics, read_source, split_input, write_atomic)
 
 PROG = "mxlower-opt"
 
 
-class _ArgParser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        self.print_usage(sys.stderr)
-        sys.stderr.write(f"{self.prog}: error: {message}\n")
-        raise SystemExit(1)
-
-
 def build_parser() -> argparse.ArgumentParser:
-    p = _ArgParser(
+    p = ArgParser(
         prog=PROG,
         description="Run MLIR pass pipelines mixing mxlower's MX passes with the StableHLO and "
         "core passes jaxlib provides.",
@@ -129,14 +122,7 @@ def _split_pass_flags(argv: list[str], parser: argparse.ArgumentParser,
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    try:
-        return _main(argv)
-    except CliError as e:
-        sys.stderr.write(f"{PROG}: error: {e}\n")
-        return 1
-    except KeyboardInterrupt:
-        return 130
+    return cli_main(PROG, _main, argv)
 
 
 def _main(argv: list[str]) -> int:

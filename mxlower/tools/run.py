@@ -26,14 +26,14 @@ import dataclasses
 import re
 import sys
 from collections.abc import Sequence
-from typing import Any, NoReturn
+from typing import Any
 
 import ml_dtypes
 import numpy as np
 
 from mxlower.diagnostics import DiagnosticEngine
-from mxlower.tools.source import (CliError, check_dialects, parse_module, print_diagnostics,
-                                  read_source)
+from mxlower.tools.source import (ArgParser, CliError, check_dialects, cli_main, parse_module,
+                                  print_diagnostics, read_source, write_atomic)
 
 __all__ = ["DTYPES", "format_literal", "main", "random_inputs", "run_module"]
 
@@ -509,15 +509,8 @@ def compare(got: np.ndarray, ref: np.ndarray, elt: str, rtol: float | None,
 # ----------------------------------------------------------------------------- CLI
 
 
-class _ArgParser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        self.print_usage(sys.stderr)
-        sys.stderr.write(f"{self.prog}: error: {message}\n")
-        raise SystemExit(1)
-
-
 def build_parser() -> argparse.ArgumentParser:
-    p = _ArgParser(prog=PROG, description="Compile a StableHLO module on XLA:CPU (after an "
+    p = ArgParser(prog=PROG, description="Compile a StableHLO module on XLA:CPU (after an "
                    "optional mxlower pipeline) and run one of its functions.")
     p.add_argument("input", help="the module (.mlir; '-' for stdin)")
     p.add_argument("-p", "--pass-pipeline", dest="pipeline", metavar="PIPELINE",
@@ -544,14 +537,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    try:
-        return _main(argv)
-    except CliError as e:
-        sys.stderr.write(f"{PROG}: error: {e}\n")
-        return 1
-    except KeyboardInterrupt:
-        return 130
+    return cli_main(PROG, _main, argv)
 
 
 def _main(argv: list[str]) -> int:
@@ -618,7 +604,7 @@ def _main(argv: list[str]) -> int:
     sys.stdout.flush()
     if args.output:
         buf = _npz_bytes({f"result{i}": _storable(o) for i, o in enumerate(outs)})
-        _write_bytes(args.output, buf)
+        write_atomic(args.output, buf)
     return 2 if failed else 0
 
 
@@ -628,28 +614,6 @@ def _npz_bytes(arrays: dict[str, np.ndarray]) -> bytes:
     b = io.BytesIO()
     np.savez(b, **arrays)
     return b.getvalue()
-
-
-def _write_bytes(path: str, data: bytes) -> None:
-    """Atomic binary write (mirrors :func:`write_atomic`, which writes text)."""
-    import os
-    import tempfile
-
-    directory = os.path.dirname(os.path.abspath(path))
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=".mxlower-", dir=directory)
-    except OSError as e:
-        raise CliError(f"could not open output file '{path}': {e.strerror}") from None
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
 
 
 if __name__ == "__main__":

@@ -6,16 +6,19 @@ mlir-opt's implicit top-level module, and writing output atomically (a failed ru
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import os
 import re
 import sys
 import tempfile
-from typing import Any
+from collections.abc import Callable
+from typing import Any, NoReturn
 
 from mxlower.diagnostics import Diagnostic, DiagnosticEngine
 
-__all__ = ["Chunk", "CliError", "parse_module", "read_source", "split_input", "write_atomic"]
+__all__ = ["ArgParser", "Chunk", "CliError", "cli_main", "parse_module", "read_source",
+           "split_input", "write_atomic"]
 
 _SPLIT_RE = re.compile(r"^// -----\s*$")
 _MULTI_TOP = "source must contain a single top-level operation"
@@ -23,6 +26,27 @@ _MULTI_TOP = "source must contain a single top-level operation"
 
 class CliError(Exception):
     """A usage or I/O error: printed as ``tool: error: message``, exit 1."""
+
+
+class ArgParser(argparse.ArgumentParser):
+    """argparse with the tools' convention: a usage error exits 1, like every other error."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        sys.stderr.write(f"{self.prog}: error: {message}\n")
+        raise SystemExit(1)
+
+
+def cli_main(prog: str, body: Callable[[list[str]], int], argv: list[str] | None) -> int:
+    """Run a tool's ``body(argv)``: CliError -> ``prog: error: ...`` and exit 1, ^C -> 130."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        return body(argv)
+    except CliError as e:
+        sys.stderr.write(f"{prog}: error: {e}\n")
+        return 1
+    except KeyboardInterrupt:
+        return 130
 
 
 def read_source(path: str) -> tuple[str, str]:
@@ -137,10 +161,13 @@ def check_dialects(module: Any, ctx: Any, engine: DiagnosticEngine, allow_unregi
     return not bad
 
 
-def write_atomic(path: str, data: str) -> None:
+def write_atomic(path: str, data: str | bytes) -> None:
     """Write ``data`` to ``path`` (or stdout for '-') via a temporary file and a rename."""
     if path == "-":
-        sys.stdout.write(data)
+        if isinstance(data, bytes):
+            sys.stdout.buffer.write(data)
+        else:
+            sys.stdout.write(data)
         sys.stdout.flush()
         return
     directory = os.path.dirname(os.path.abspath(path))
@@ -149,7 +176,8 @@ def write_atomic(path: str, data: str) -> None:
     except OSError as e:
         raise CliError(f"could not open output file '{path}': {e.strerror}") from None
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
+        with (os.fdopen(fd, "wb") if isinstance(data, bytes)
+              else os.fdopen(fd, "w", encoding="utf-8")) as f:
             f.write(data)
         os.replace(tmp, path)
     except BaseException:

@@ -16,27 +16,18 @@ from __future__ import annotations
 
 import argparse
 import re
-import sys
-from typing import Any, NoReturn
 
 from mxlower.diagnostics import Diagnostic, DiagnosticEngine
-from mxlower.tools.source import CliError, parse_module, print_diagnostics, read_source, \
-    write_atomic
+from mxlower.tools.source import (ArgParser, CliError, cli_main, parse_module,
+                                  print_diagnostics, read_source, write_atomic)
 
 PROG = "mxlower-translate"
-
-
-class _ArgParser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        self.print_usage(sys.stderr)
-        sys.stderr.write(f"{self.prog}: error: {message}\n")
-        raise SystemExit(1)
 
 
 def build_parser() -> argparse.ArgumentParser:
     from mxlower.nvvm_model import CHIPS
 
-    p = _ArgParser(prog=PROG, description="Lower GPU kernels with narrow-float conversions "
+    p = ArgParser(prog=PROG, description="Lower GPU kernels with narrow-float conversions "
                    "to LLVM IR or PTX for an NVIDIA chip (llc from the xtc wheels).")
     p.add_argument("input", nargs="?", default="-", help="input file ('-' for stdin, default)")
     p.add_argument("-o", dest="output", default="-", metavar="FILE",
@@ -66,14 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    try:
-        return _main(argv)
-    except CliError as e:
-        sys.stderr.write(f"{PROG}: error: {e}\n")
-        return 1
-    except KeyboardInterrupt:
-        return 130
+    return cli_main(PROG, _main, argv)
 
 
 def _target_chip(text: str, gpu_module: str | None = None) -> str | None:
