@@ -29,16 +29,13 @@ runs (ml_dtypes, 10-60x slower, gets ``--ml-reps``).  Results are printed as a M
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import platform
-import subprocess
 import sys
 import time
 
 import numpy as np
 
 from mxlower import llvm_exec
+from mxlower.benchmarking import Session, round_robin
 from mxlower import reference as R
 from mxlower.formats import FLOAT_TYPES
 
@@ -72,20 +69,6 @@ def timeit(fn, reps: int, warmup: int = 1) -> float:
         fn()
         ts.append(time.perf_counter() - t0)
     return min(ts)
-
-
-def round_robin(fns: dict, reps: int) -> dict:
-    """Every candidate ``reps`` times, interleaved; the fastest run of each."""
-    best = {k: float("inf") for k in fns}
-    for fn in fns.values():
-        fn()
-        fn()
-    for _ in range(reps):
-        for k, fn in fns.items():
-            t0 = time.perf_counter()
-            fn()
-            best[k] = min(best[k], time.perf_counter() - t0)
-    return best
 
 
 def inputs(src: str, n: int, rng) -> np.ndarray:
@@ -175,15 +158,6 @@ def markdown(rows) -> str:
     return "\n".join(out)
 
 
-def cpu_model() -> str:
-    try:
-        cpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-    except OSError:
-        return platform.processor()
-    return next((ln.split(":", 1)[1].strip() for ln in cpu.splitlines()
-                 if ln.startswith("Model name")), platform.processor())
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="20,22,24,26", help="log2 element counts")
@@ -196,18 +170,12 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     types = a.types.split(",")
     sizes = [int(s) for s in a.sizes.split(",")]
-    t0 = time.perf_counter()
-    load0 = os.getloadavg()[0]
+    session = Session()
     handles = compile_all(types, a.vector_width)
-    t_compile = time.perf_counter() - t0
+    t_compile = time.perf_counter() - session.t0
     rows = bench(types, sizes, a.reps, a.ml_reps, handles)
-    print(f"CPU: {cpu_model()}, {len(os.sched_getaffinity(0))} cores; compile "
-          f"{t_compile:.1f} s for {len(handles)} modules, total {time.perf_counter() - t0:.0f} "
-          f"s; load average {load0:.1f} at the start, {os.getloadavg()[0]:.1f} at the end")
-    print(markdown(rows))
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump({"cpu": cpu_model(), "rows": rows}, f, indent=1)
+    session.report(markdown(rows), rows, a.json,
+                   f"compile {t_compile:.1f} s for {len(handles)} modules")
     return 0
 
 

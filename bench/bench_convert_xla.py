@@ -30,10 +30,6 @@ Markdown table (for BENCHMARKS.md) and, with ``--json``, written as JSON.
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import platform
-import subprocess
 import sys
 import time
 
@@ -41,6 +37,7 @@ import numpy as np
 
 from mxlower import reference as R
 from mxlower import xla_cpu
+from mxlower.benchmarking import Session, round_robin
 from mxlower.bindings import jaxlib as J
 from mxlower.formats import FLOAT_TYPES
 from mxlower.passes.manager import run_pipeline
@@ -105,21 +102,6 @@ def xla_runner(text: str, x: np.ndarray, out_dtype):
         state[0] = exe.execute([xb, state[0]])[0]
 
     return once
-
-
-def round_robin(fns: dict, reps: int) -> dict:
-    """Time every candidate ``reps`` times, interleaved, so that load from other processes
-    spreads over all of them alike; the fastest run of each."""
-    best = {k: float("inf") for k in fns}
-    for fn in fns.values():  # warm-up (and first touch of the aliased outputs)
-        fn()
-        fn()
-    for _ in range(reps):
-        for k, fn in fns.items():
-            t0 = time.perf_counter()
-            fn()
-            best[k] = min(best[k], time.perf_counter() - t0)
-    return best
 
 
 def inputs(src: str, n: int, rng) -> np.ndarray:
@@ -219,20 +201,9 @@ def main(argv=None) -> int:
     types = a.types.split(",")
     sizes = [int(s) for s in a.sizes.split(",")]
     correctness_spot_check(types)
-    cpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-    model = next((ln.split(":", 1)[1].strip() for ln in cpu.splitlines()
-                  if ln.startswith("Model name")), platform.processor())
-    t0 = time.perf_counter()
-    load0 = os.getloadavg()[0]
+    session = Session()
     rows = bench(types, sizes, a.reps, a.ml_reps)
-    print(f"CPU: {model}, {len(os.sched_getaffinity(0))} cores; load average "
-          f"{load0:.1f} at the start, {os.getloadavg()[0]:.1f} at the end; "
-          f"{time.perf_counter() - t0:.0f} s")
-    print(markdown(rows))
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump({"cpu": model, "load": [load0, os.getloadavg()[0]], "rows": rows}, f,
-                      indent=1)
+    session.report(markdown(rows), rows, a.json)
     return 0
 
 

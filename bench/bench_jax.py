@@ -27,8 +27,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
-import subprocess
 import time
 from collections.abc import Callable
 
@@ -37,17 +35,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import mxlower.jax as mxj
-
-
-def cpu_model() -> str:
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
-        for line in out.splitlines():
-            if line.startswith("Model name:"):
-                return line.split(":", 1)[1].strip()
-    except (OSError, subprocess.CalledProcessError):
-        pass
-    return platform.processor() or "unknown"
+from mxlower.benchmarking import cpu_model
 
 
 def time_group(cases: dict[str, tuple[Callable, tuple]], reps: int) -> dict[str, float]:

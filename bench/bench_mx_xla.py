@@ -33,15 +33,11 @@ two warm-up runs.  Results print as Markdown tables for BENCHMARKS.md.
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import platform
-import subprocess
 import sys
-import time
 
 import numpy as np
 
+from mxlower.benchmarking import Session, round_robin
 from mxlower import reference as R
 from mxlower import xla_cpu
 from mxlower.bindings import jaxlib as J
@@ -160,19 +156,6 @@ def jax_quantize_runner(fmt: str, x: np.ndarray):
     return once
 
 
-def round_robin(fns: dict, reps: int) -> dict:
-    best = {k: float("inf") for k in fns}
-    for fn in fns.values():
-        fn()
-        fn()
-    for _ in range(reps):
-        for k, fn in fns.items():
-            t0 = time.perf_counter()
-            fn()
-            best[k] = min(best[k], time.perf_counter() - t0)
-    return best
-
-
 def data_for(fmt: str, n: int, rng) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     x = (rng.standard_normal((n // ROW, ROW)) * np.exp2(rng.integers(-20, 20, (n // ROW, 1))))
     x = x.astype(np.float32)
@@ -274,19 +257,9 @@ def main(argv=None) -> int:
     for fmt in formats:
         for v in variants:
             spot_check(fmt, v)
-    cpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-    model = next((ln.split(":", 1)[1].strip() for ln in cpu.splitlines()
-                  if ln.startswith("Model name")), platform.processor())
-    t0 = time.perf_counter()
-    load0 = os.getloadavg()[0]
+    session = Session()
     rows = bench(formats, sizes, a.reps, variants)
-    print(f"CPU: {model}, {len(os.sched_getaffinity(0))} cores; load average {load0:.1f} at "
-          f"the start, {os.getloadavg()[0]:.1f} at the end; {time.perf_counter() - t0:.0f} s")
-    print(markdown(rows))
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump({"cpu": model, "load": [load0, os.getloadavg()[0]], "rows": rows}, f,
-                      indent=1)
+    session.report(markdown(rows), rows, a.json)
     return 0
 
 

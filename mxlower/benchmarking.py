@@ -1,0 +1,67 @@
+"""Shared plumbing of the scripts in ``bench/``: interleaved timing and the machine report.
+
+Benchmarks never run in the test suite as timed assertions; their results, with the machine
+and the date, go to BENCHMARKS.md.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import time
+from collections.abc import Callable
+
+__all__ = ["Session", "cpu_model", "round_robin"]
+
+
+def cpu_model() -> str:
+    """The CPU's model name as ``lscpu`` prints it (else the platform's processor string)."""
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        out = ""
+    for line in out.splitlines():
+        if line.startswith("Model name:"):
+            return line.split(":", 1)[1].strip()
+    return platform.processor() or "unknown"
+
+
+def round_robin(fns: dict[str, Callable[[], object]], reps: int) -> dict[str, float]:
+    """The fastest of ``reps`` runs of each candidate, timed interleaved so that load from other
+    processes spreads over all of them alike (after two warm-up calls each)."""
+    best = {k: float("inf") for k in fns}
+    for fn in fns.values():
+        fn()
+        fn()
+    for _ in range(reps):
+        for k, fn in fns.items():
+            t0 = time.perf_counter()
+            fn()
+            best[k] = min(best[k], time.perf_counter() - t0)
+    return best
+
+
+class Session:
+    """Wall time and load average over a benchmark run, and its report."""
+
+    def __init__(self) -> None:
+        self.model = cpu_model()
+        self.t0 = time.perf_counter()
+        self.load0 = os.getloadavg()[0]
+
+    def header(self, extra: str = "") -> str:
+        cores = len(os.sched_getaffinity(0))
+        return (f"CPU: {self.model}, {cores} cores; load average {self.load0:.1f} at the start, "
+                f"{os.getloadavg()[0]:.1f} at the end; {time.perf_counter() - self.t0:.0f} s"
+                + (f"; {extra}" if extra else ""))
+
+    def report(self, table: str, rows: list, json_path: str | None, extra: str = "") -> None:
+        """Print the header and the markdown table; save the rows as JSON when asked."""
+        print(self.header(extra))
+        print(table)
+        if json_path:
+            with open(json_path, "w") as f:
+                json.dump({"cpu": self.model, "load": [self.load0, os.getloadavg()[0]],
+                           "rows": rows}, f, indent=1)
