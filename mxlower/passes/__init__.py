@@ -36,6 +36,7 @@ PASSES: dict[str, str] = {
     "mxlower-decompose-mx": "mxlower.passes.decompose_mx:DecomposeMx",
     "mxlower-verify-mx": "mxlower.passes.verify_mx:VerifyMx",
     "mxlower-lower-narrow-floats-to-llvm": "mxlower.passes.lower_narrow_floats_to_llvm:LowerNarrowFloatsToLLVM",
+    "mxlower-widen-bool-memrefs": "mxlower.passes.widen_bool_memrefs:WidenBoolMemrefs",
 }
 
 #: named pipeline -> "module:Class"

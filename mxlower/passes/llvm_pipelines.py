@@ -22,12 +22,14 @@ class StablehloToLLVM(Pipeline):
     out-parameters, buffer deallocation (returned buffers the callee does not own are cloned),
     ``convert-linalg-to-loops`` (or affine loops vectorized by ``affine-super-vectorize`` when
     ``vector-width`` > 0), ``mxlower-lower-narrow-floats-to-llvm{via-f32}`` (f8/f6/f4
-    conversions to integer ops, their storage to i8), bf16 arithmetic emulated in f32 with
-    integer bf16 <-> f32 conversions (LLVM 22's x86 backend asserts on some vector bf16
-    code), ``llvm-request-c-wrappers`` and ``convert-to-llvm``.  Loops are left scalar by
-    default: LLVM's loop vectorizer (``opt_level=3`` in :mod:`mxlower.llvm_exec`) vectorizes
-    the branch-free conversion code (8 lanes on AVX2); ``vector-width`` is slower on
-    dynamically shaped loops (masked transfers), see BENCHMARKS.md.
+    conversions to integer ops, their storage to i8), ``mxlower-widen-bool-memrefs`` (memrefs
+    of i1 stored as one byte per bool: MLIR 22's convert-to-llvm asserts on i1 stores), bf16
+    arithmetic emulated in f32 with integer bf16 <-> f32 conversions (LLVM 22's x86 backend
+    asserts on some vector bf16 code), ``llvm-request-c-wrappers`` and ``convert-to-llvm``.
+    Loops are left scalar by default: LLVM's loop vectorizer (``opt_level=3`` in
+    :mod:`mxlower.llvm_exec`) vectorizes the branch-free conversion code (8 lanes on AVX2);
+    ``vector-width`` is slower on dynamically shaped loops (masked transfers), see
+    BENCHMARKS.md.
 
     Calling convention of the result: every public function takes and returns memref
     descriptors; a narrow float element is one i8 code per element (ml_dtypes' layout).  With
@@ -82,6 +84,7 @@ class StablehloToLLVM(Pipeline):
         else:
             steps.append("convert-linalg-to-loops")
         steps.append("mxlower-lower-narrow-floats-to-llvm{via-f32}")
+        steps.append("mxlower-widen-bool-memrefs")  # convert-to-llvm asserts on i1 stores
         # LLVM's x86 backend asserts on vector bf16 arithmetic: compute it in f32 and expand
         # the bf16 <-> f32 conversions to integer ops (round to nearest even)
         steps += ["arith-emulate-unsupported-floats{source-types=bf16 target-type=f32}",

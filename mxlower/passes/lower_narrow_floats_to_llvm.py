@@ -202,14 +202,8 @@ class _Lowering:
             self.lower_conversion(o, src, dst)
         for o in casts:
             self.fold_cast(o)
-        try:
-            self.root.verify()
-        except ir.MLIRError as err:  # an op of a storage dialect that cared about float-ness
-            diags = getattr(err, "error_diagnostics", None) or []
-            where = diags[0].location if diags else self.root.location
-            what = diags[0].message if diags else str(err)
-            raise diag.error(where, "retyping narrow floats to i8 made an op invalid: "
-                             f"{what}") from None
+        # an op of a storage dialect that cared about float-ness
+        verify_retyped(ir, self.root, "retyping narrow floats to i8")
 
     def classify(self, o: Any) -> str | None:
         """'conv' (a conversion to lower), 'cast' (a cast to fold after retyping), or None;
@@ -264,22 +258,7 @@ class _Lowering:
         return None
 
     def retype(self, o: Any) -> None:
-        loc = o.location
-        with loc:
-            for r in o.results:
-                t = self.map_type(r.type)
-                if t is not None:
-                    r.set_type(t)
-            for region in o.regions:
-                for block in region.blocks:
-                    for a in block.arguments:
-                        t = self.map_type(a.type)
-                        if t is not None:
-                            a.set_type(t)
-            for named in list(o.attributes):
-                new = self.map_attr(o.attributes[named])
-                if new is not None:
-                    o.attributes[named] = new
+        retype_op(o, self.map_type, self.map_attr)
 
     def lower_conversion(self, o: Any, src: str, dst: str) -> None:
         ir, arith = self.ir, self.arith
@@ -317,6 +296,39 @@ class _Lowering:
             y = op(r.type, x).result
         r.replace_all_uses_with(y)
         o.erase()
+
+
+def retype_op(o: Any, map_type: Any, map_attr: Any) -> None:
+    """Retype ``o``'s results, its regions' block arguments and its attributes in place
+    (``Value.set_type``): ``map_type`` / ``map_attr`` return the new type / attribute, or None
+    to keep it.  Shared with mxlower-widen-bool-memrefs."""
+    with o.location:
+        for r in o.results:
+            t = map_type(r.type)
+            if t is not None:
+                r.set_type(t)
+        for region in o.regions:
+            for block in region.blocks:
+                for a in block.arguments:
+                    t = map_type(a.type)
+                    if t is not None:
+                        a.set_type(t)
+        for named in list(o.attributes):
+            new = map_attr(o.attributes[named])
+            if new is not None:
+                o.attributes[named] = new
+
+
+def verify_retyped(ir: Any, root: Any, what: str) -> None:
+    """Verify ``root`` after retyping; the first verifier error becomes a diagnostic
+    ``"<what> made an op invalid: ..."`` at the op."""
+    try:
+        root.verify()
+    except ir.MLIRError as err:
+        diags = getattr(err, "error_diagnostics", None) or []
+        where = diags[0].location if diags else root.location
+        msg = diags[0].message if diags else str(err)
+        raise diag.error(where, f"{what} made an op invalid: {msg}") from None
 
 
 _TOKEN_RE = re.compile(r'"0x[0-9A-Fa-f]*"|0x[0-9A-Fa-f]+|[-+]?(?:inf|nan|\d+(?:\.\d*)?'
