@@ -14,6 +14,7 @@ point, so ``stablehlo-legalize-to-linalg`` must come before the hand-over.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import os
 import re
@@ -27,7 +28,7 @@ from mxlower.diagnostics import Diagnostic, DiagnosticEngine, PassFailure, locat
 from mxlower.passes.base import ModulePass, OptionError, Pipeline
 from mxlower.passes.pipeline import Nested, PassRef, PipelineError, parse_elements, parse_pipeline
 
-__all__ = ["PassPipeline", "UPSTREAM_PASS_NAMES", "run_pipeline"]
+__all__ = ["PassPipeline", "UPSTREAM_PASS_NAMES", "cached_pipeline", "run_pipeline"]
 
 #: Upstream passes jaxlib registers that users reach for; used for "did you mean" suggestions
 #: (any registered pass works, listed or not).
@@ -82,6 +83,7 @@ class PassPipeline:
         self._stack = JAXLIB  # the stack the module is on at the point being compiled
         self._handed_over_by = ""
         self._upstream_ctx: Any = None
+        self._pass_managers: dict[str, Any] = {}
         self._expand(root.elements, (), self._tree.elements, 0)
 
     @property
@@ -291,7 +293,10 @@ class PassPipeline:
             return None
 
     def _run_upstream(self, stage: _Upstream, op: Any, engine: DiagnosticEngine) -> bool:
-        pm = self._pass_manager_class(stage.stack).parse(stage.pipeline(self.root_anchor))
+        text = stage.pipeline(self.root_anchor)
+        pm = self._pass_managers.get(text)  # a PassManager can run again: parse it once
+        if pm is None:
+            pm = self._pass_managers[text] = self._pass_manager_class(stage.stack).parse(text)
         try:
             pm.run(op)
         except Exception as err:  # noqa: BLE001 - MLIRError of either stack
@@ -385,6 +390,29 @@ def _dump(stream: TextIO, name: str, op: Any, debuginfo: bool) -> None:
     stream.flush()
 
 
+_CACHE: collections.OrderedDict[tuple[int, str], PassPipeline] = collections.OrderedDict()
+_CACHE_SIZE = 16
+
+
+def cached_pipeline(text: str, ctx: Any) -> PassPipeline:
+    """``PassPipeline.parse(text, ctx)``, remembered for the last few (context, text) pairs.
+
+    Library callers that run the same pipeline many times in one context (``mxlower.jax``
+    lowers every primitive call through a pipeline) skip re-parsing and re-validating it.  The
+    cache holds its contexts alive, so their ids cannot be reused while cached.
+    """
+    key = (id(ctx), text)
+    pipe = _CACHE.get(key)
+    if pipe is not None and pipe.ctx is ctx:
+        _CACHE.move_to_end(key)
+        return pipe
+    pipe = PassPipeline.parse(text, ctx)
+    _CACHE[key] = pipe
+    while len(_CACHE) > _CACHE_SIZE:
+        _CACHE.popitem(last=False)
+    return pipe
+
+
 def run_pipeline(module: Any, pipeline: str, *, ctx: Any | None = None,
                  engine: DiagnosticEngine | None = None) -> Any:
     """Library entry: run ``pipeline`` on ``module`` (in place); return the resulting module op.
@@ -395,7 +423,7 @@ def run_pipeline(module: Any, pipeline: str, *, ctx: Any | None = None,
     """
     ctx = ctx or module.context
     engine = engine or DiagnosticEngine()
-    pipe = PassPipeline.parse(pipeline, ctx)
+    pipe = cached_pipeline(pipeline, ctx)
     result = pipe.run(module, engine)
     if result is None:
         errors = [d for d in engine.diagnostics if d.severity == "error"]

@@ -217,3 +217,17 @@ def test_unknown_pass_suggestions():
     with pytest.raises(PipelineError) as e:
         PassPipeline.parse("builtin.module(canonicalise)", ctx)
     assert e.value.message == "unknown pass 'canonicalise'; did you mean 'canonicalize'?"
+
+
+def test_cached_pipeline_is_per_context_and_reusable():
+    from mxlower.passes.manager import cached_pipeline
+
+    ctx1, ctx2 = J.make_context(), J.make_context()
+    text = "builtin.module(cse, mxlower-test-diagnostics{tag-ops}, canonicalize)"
+    p1 = cached_pipeline(text, ctx1)
+    assert cached_pipeline(text, ctx1) is p1
+    assert cached_pipeline(text, ctx2) is not p1
+    for _ in range(2):  # the same pipeline (and its PassManagers) runs again correctly
+        m = _module(ctx1)
+        out = run_pipeline(m, text)
+        assert str(out).count("stablehlo.add") == 1 and "mxlower.visited" in str(out)
