@@ -7,3 +7,37 @@
 The two stacks share no objects: hand modules across as text.  A version bump of either stack
 touches one file here.
 """
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["collect_ops"]
+
+
+def collect_ops(root: Any, pred: Callable[[Any], bool] | None = None, *,
+                pre_order: bool = False) -> list[Any]:
+    """The operations nested in ``root`` (itself included) for which ``pred`` holds, as a list.
+
+    Works on either binding stack (the ``WalkResult`` of the stack ``root`` comes from is
+    used).  Collect first, rewrite after: the list stays valid while the IR changes.  Order:
+    MLIR's walk order, post-order by default (children before their parent), pre-order on
+    request; sibling ops come in IR order either way.
+    """
+    op = root.operation
+    ir = sys.modules[type(op).__module__]
+    out: list[Any] = []
+
+    def visit(o: Any) -> Any:
+        o = o.operation
+        if pred is None or pred(o):
+            out.append(o)
+        return ir.WalkResult.ADVANCE
+
+    if pre_order:
+        op.walk(visit, ir.WalkOrder.PRE_ORDER)
+    else:
+        op.walk(visit)
+    return out

@@ -498,19 +498,14 @@ def parse(op: Any) -> QuantizeOp | DequantizeOp | ScaledDotOp | PackOp | UnpackO
 
 def verify(root: Any) -> list[tuple[Any, str]]:
     """Every malformed ``mx`` op under ``root`` (inclusive) with its problem, in IR order."""
-    ir = _ir()
+    from mxlower.bindings import collect_ops
+
     bad: list[tuple[Any, str]] = []
-
-    def visit(o: Any) -> Any:
-        o = o.operation
-        if o.name.startswith("mx."):
-            try:
-                parse(o)
-            except MXError as e:
-                bad.append((o, f"'{o.name}' op {e}"))
-        return ir.WalkResult.ADVANCE
-
-    root.operation.walk(visit)
+    for o in collect_ops(root, lambda o: o.name.startswith("mx.")):
+        try:
+            parse(o)
+        except MXError as e:
+            bad.append((o, f"'{o.name}' op {e}"))
     return bad
 
 

@@ -7,6 +7,7 @@ import fractions
 from typing import Any, ClassVar
 
 from mxlower import diagnostics as diag
+from mxlower.bindings import collect_ops
 from mxlower.formats import SCALE_MODES, MXFormat
 from mxlower.passes.base import ModulePass, option
 
@@ -77,17 +78,9 @@ def decompose(root: Any, *, scale_mode: str | None = None, compute_type: str | N
 
     Errors (malformed ops) are recorded as diagnostics and raised as PassFailure after all ops
     have been looked at."""
-    from mxlower.bindings.jaxlib import ir
     from mxlower.dialect import mx
 
-    ops: list[Any] = []
-
-    def visit(o: Any) -> Any:
-        if o.operation.name.startswith("mx."):
-            ops.append(o.operation)
-        return ir.WalkResult.ADVANCE
-
-    root.operation.walk(visit)
+    ops = collect_ops(root, lambda o: o.name.startswith("mx."))
     failures = []
     for o in ops:
         try:

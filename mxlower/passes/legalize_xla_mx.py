@@ -7,6 +7,7 @@ import json
 from typing import Any, ClassVar
 
 from mxlower import diagnostics as diag
+from mxlower.bindings import collect_ops
 from mxlower.formats import FORMATS, SCALE_MODES, WIDE_TYPES, MXFormat
 from mxlower.passes.base import ModulePass, option
 
@@ -80,20 +81,14 @@ class _Unsupported(Exception):
 def legalize(root: Any, *, scale_mode: str = "nearest") -> int:
     """Rewrite every MX custom call and xla.scaled_dot composite under ``root``; returns the
     number rewritten.  Every op that cannot be rewritten gets an error; the first is raised."""
-    from mxlower.bindings.jaxlib import ir
 
-    found: list[Any] = []
+    def is_mx_form(o: Any) -> bool:
+        if o.name == "stablehlo.custom_call":
+            return _target(o) in TARGETS
+        return (o.name == "stablehlo.composite" and _composite_name(o) == COMPOSITE
+                and _has_mx_operand(o))
 
-    def visit(o: Any) -> Any:
-        o = o.operation
-        if o.name == "stablehlo.custom_call" and _target(o) in TARGETS:
-            found.append(o)
-        elif o.name == "stablehlo.composite" and _composite_name(o) == COMPOSITE \
-                and _has_mx_operand(o):
-            found.append(o)
-        return ir.WalkResult.ADVANCE
-
-    root.operation.walk(visit)
+    found = collect_ops(root, is_mx_form)
     failures = []
     for o in found:
         try:

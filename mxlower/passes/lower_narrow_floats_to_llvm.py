@@ -14,6 +14,7 @@ import numpy as np
 
 from mxlower import codec
 from mxlower import diagnostics as diag
+from mxlower.bindings import collect_ops
 from mxlower.formats import FLOAT_TYPES
 from mxlower.passes.base import ModulePass, option
 
@@ -175,14 +176,7 @@ class _Lowering:
 
     # ------------------------------------------------------------------------- driver
     def run(self) -> None:
-        ir = self.ir
-        ops: list[Any] = []
-
-        def collect(o: Any) -> Any:
-            ops.append(o.operation)
-            return ir.WalkResult.ADVANCE
-
-        self.root.walk(collect, ir.WalkOrder.PRE_ORDER)
+        ops = collect_ops(self.root, pre_order=True)
         convs, casts = [], []
         for o in ops:
             with o.location:
@@ -203,7 +197,7 @@ class _Lowering:
         for o in casts:
             self.fold_cast(o)
         # an op of a storage dialect that cared about float-ness
-        verify_retyped(ir, self.root, "retyping narrow floats to i8")
+        verify_retyped(self.ir, self.root, "retyping narrow floats to i8")
 
     def classify(self, o: Any) -> str | None:
         """'conv' (a conversion to lower), 'cast' (a cast to fold after retyping), or None;

@@ -50,6 +50,7 @@ from typing import Any, ClassVar
 
 from mxlower import codec
 from mxlower import diagnostics as diag
+from mxlower.bindings import collect_ops
 from mxlower import nvvm_model
 from mxlower.formats import FLOAT_TYPES, FloatType
 from mxlower.passes.base import ModulePass, option
@@ -540,15 +541,7 @@ class LowerNarrowFloatsToNVVM(ModulePass):
                                   "the layout of ml_dtypes arrays")
 
     def run(self, op: Any) -> None:
-        ops: list[Any] = []
-
-        def visit(o: Any) -> Any:
-            name = o.operation.name
-            if name in ("arith.truncf", "arith.extf"):
-                ops.append(o.operation)
-            return _walk_advance()
-
-        op.walk(visit)
+        ops = collect_ops(op, lambda o: o.name in ("arith.truncf", "arith.extf"))
         failures = []
         for o in ops:
             try:
@@ -662,12 +655,6 @@ def _storage_to_i8(root: Any) -> None:
             return super().map_attr(a)
 
     _GpuStorage(upstream.module("ir"), upstream.module("dialects.arith"), root).run()
-
-
-def _walk_advance() -> Any:
-    from mxlower.bindings import upstream
-
-    return upstream.module("ir").WalkResult.ADVANCE
 
 
 def _elem_name(ir: Any, t: Any) -> str:

@@ -6,6 +6,7 @@ import dataclasses
 from typing import Any, ClassVar
 
 from mxlower import diagnostics as diag
+from mxlower.bindings import collect_ops
 from mxlower.formats import FLOAT_TYPES
 from mxlower.passes.base import ModulePass, option
 
@@ -198,16 +199,8 @@ def _rewrite_calls(root: Any, changed: dict[str, tuple[dict, dict]], axis: int) 
     """Pack the arguments and unpack the results of calls to rewritten functions."""
     from mxlower.bindings.jaxlib import ir
 
-    calls: list[Any] = []
-
-    def visit(o: Any) -> Any:
-        o = o.operation
-        if o.name == "func.call" and ir.FlatSymbolRefAttr(o.attributes["callee"]).value in \
-                changed:
-            calls.append(o)
-        return ir.WalkResult.ADVANCE
-
-    root.walk(visit)
+    calls = collect_ops(root, lambda o: o.name == "func.call" and ir.FlatSymbolRefAttr(
+        o.attributes["callee"]).value in changed)
     created = []
     for c in calls:
         args, results = changed[ir.FlatSymbolRefAttr(c.attributes["callee"]).value]

@@ -6,6 +6,7 @@ import dataclasses
 from typing import Any, ClassVar
 
 from mxlower import diagnostics as diag
+from mxlower.bindings import collect_ops
 from mxlower.passes.base import ModulePass, option
 
 
@@ -41,9 +42,7 @@ class TestDiagnostics(ModulePass):
         from mxlower.bindings.jaxlib import ir
 
         failed: list[diag.PassFailure] = []
-
-        def visit(o: Any) -> Any:
-            o = o.operation
+        for o in collect_ops(op, pre_order=True):
             attrs = o.attributes
             if "mxlower.test_diag" in attrs:
                 text = ir.StringAttr(attrs["mxlower.test_diag"]).value
@@ -60,8 +59,5 @@ class TestDiagnostics(ModulePass):
             elif self.tag_ops and o.name != "builtin.module" and (
                     not self.ops or o.name in self.ops):
                 attrs["mxlower.visited"] = ir.StringAttr.get(self.prefix)
-            return ir.WalkResult.ADVANCE
-
-        op.walk(visit)
         if failed:
             raise failed[0]

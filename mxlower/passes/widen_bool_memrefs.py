@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from mxlower import diagnostics as diag
+from mxlower.bindings import collect_ops
 from mxlower.passes.base import ModulePass
 from mxlower.passes.lower_narrow_floats_to_llvm import retype_op, verify_retyped
 
@@ -167,13 +168,7 @@ class _Widening:
     # ------------------------------------------------------------------------- driver
     def run(self) -> None:
         ir = self.ir
-        ops: list[Any] = []
-
-        def collect(o: Any) -> Any:
-            ops.append(o.operation)
-            return ir.WalkResult.ADVANCE
-
-        self.root.walk(collect, ir.WalkOrder.PRE_ORDER)
+        ops = collect_ops(self.root, pre_order=True)
         loads, stores, globals_ = [], [], []
         for o in ops:  # check everything before changing anything
             try:

@@ -291,18 +291,10 @@ def select_function(module: Any, name: str) -> Signature:
 
 
 def _leftover_ops(module: Any) -> list[str]:
-    from mxlower.bindings.jaxlib import ir
+    from mxlower.bindings import collect_ops
 
-    names: list[str] = []
-
-    def visit(o: Any) -> Any:
-        n = o.operation.name
-        if n.startswith("mx.") and n not in names:
-            names.append(n)
-        return ir.WalkResult.ADVANCE
-
-    module.walk(visit)
-    return names
+    found = collect_ops(module, lambda o: o.name.startswith("mx."))
+    return list(dict.fromkeys(o.name for o in found))
 
 
 def _run_xla(text: str, sig: Signature, inputs: list[np.ndarray]) -> list[np.ndarray]:

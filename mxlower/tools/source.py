@@ -141,18 +141,11 @@ def check_dialects(module: Any, ctx: Any, engine: DiagnosticEngine, allow_unregi
     """Reject ops of unregistered dialects other than mxlower's own, unless allowed."""
     if allow_unregistered:
         return True
-    from mxlower.bindings.jaxlib import ir
+    from mxlower.bindings import collect_ops
     from mxlower.diagnostics import location_of
 
-    bad: list[Any] = []
-
-    def visit(o: Any) -> Any:
-        n = o.operation.name
-        if not ctx.is_registered_operation(n) and not n.startswith(allowed_prefixes):
-            bad.append(o.operation)
-        return ir.WalkResult.ADVANCE
-
-    module.walk(visit)
+    bad = collect_ops(module, lambda o: not ctx.is_registered_operation(o.name)
+                      and not o.name.startswith(allowed_prefixes))
     for o in bad:
         dialect = o.name.split(".")[0]
         engine.record(Diagnostic(
