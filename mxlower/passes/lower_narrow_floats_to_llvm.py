@@ -24,7 +24,7 @@ _WIDE = ("f64", "f32", "bf16", "f16")
 
 #: ops that only move, select or reinterpret values: retyped to i8 as they are
 _STORAGE_DIALECTS = frozenset({"memref", "vector", "scf", "cf", "func", "bufferization",
-                               "tensor", "affine", "builtin", "ub"})
+                               "tensor", "affine", "builtin", "ub", "gpu"})
 _STORAGE_OPS = frozenset({"arith.constant", "arith.select", "arith.bitcast", "linalg.generic",
                           "linalg.yield", "linalg.copy", "linalg.fill", "linalg.transpose",
                           "linalg.broadcast", "linalg.index"})
@@ -94,8 +94,8 @@ class LowerNarrowFloatsToLLVM(ModulePass):
     def run(self, op: Any) -> None:
         from mxlower.bindings import upstream
 
-        _Lowering(upstream.module("ir"), upstream.module("dialects.arith"), op,
-                  self.via_f32).run()
+        NarrowFloatLowering(upstream.module("ir"), upstream.module("dialects.arith"), op,
+                            self.via_f32).run()
 
 
 def _narrow_name(t: Any) -> str | None:
@@ -103,7 +103,12 @@ def _narrow_name(t: Any) -> str | None:
     return s if s in FLOAT_TYPES else None
 
 
-class _Lowering:
+class NarrowFloatLowering:
+    """The rewrite behind the pass (also used by mxlower-lower-narrow-floats-to-nvvm for the
+    storage of GPU kernels): lowers every narrow conversion under ``root`` and retypes narrow
+    storage to i8.  Ops of the ``nvvm`` dialect are left as they are (their type attributes
+    name a cvt's format, not storage); names (symbols, strings) are never storage."""
+
     def __init__(self, ir: Any, arith: Any, root: Any, via_f32: bool = False):
         self.ir, self.arith, self.root, self.via_f32 = ir, arith, root, via_f32
         self.i8 = ir.IntegerType.get_signless(8, context=root.context)
@@ -157,6 +162,8 @@ class _Lowering:
     def map_attr(self, a: Any) -> Any | None:
         """An attribute with narrow floats re-expressed on i8, or None when it has none."""
         ir = self.ir
+        if isinstance(a, (ir.StringAttr, ir.FlatSymbolRefAttr, ir.SymbolRefAttr)):
+            return None  # a name such as @to_f4E2M1FN, not a value
         if isinstance(a, ir.TypeAttr):
             t = self.map_type(a.value)
             return None if t is None else ir.TypeAttr.get(t)
@@ -252,7 +259,8 @@ class _Lowering:
         return None
 
     def retype(self, o: Any) -> None:
-        retype_op(o, self.map_type, self.map_attr)
+        if o.name.split(".")[0] != "nvvm":
+            retype_op(o, self.map_type, self.map_attr)
 
     def lower_conversion(self, o: Any, src: str, dst: str) -> None:
         ir, arith = self.ir, self.arith

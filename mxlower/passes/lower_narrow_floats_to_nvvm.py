@@ -630,31 +630,12 @@ class LowerNarrowFloatsToNVVM(ModulePass):
 
 
 def _storage_to_i8(root: Any) -> None:
-    """Narrow-float storage -> i8 codes, by mxlower-lower-narrow-floats-to-llvm's retyping,
-    which here must also accept gpu ops (they only move values), keep the type attributes
-    of the nvvm.convert ops this pass created (they name the cvt's format, not a storage type)
-    and leave names alone (a kernel may be called ``to_f4E2M1FN``).
-    """
+    """Narrow-float storage -> i8 codes, by mxlower-lower-narrow-floats-to-llvm's rewrite (which
+    leaves the nvvm.convert ops this pass created and names such as ``to_f4E2M1FN`` alone)."""
     from mxlower.bindings import upstream
-    from mxlower.passes import lower_narrow_floats_to_llvm as llvm_lowering
+    from mxlower.passes.lower_narrow_floats_to_llvm import NarrowFloatLowering
 
-    class _GpuStorage(llvm_lowering._Lowering):  # noqa: SLF001 - see the docstring
-        def classify(self, o: Any) -> str | None:
-            if o.name.split(".")[0] == "gpu":
-                return None
-            return super().classify(o)
-
-        def retype(self, o: Any) -> None:
-            if not o.name.startswith("nvvm."):
-                super().retype(o)
-
-        def map_attr(self, a: Any) -> Any | None:
-            # names (sym_name "to_f4E2M1FN", callee symbols) are not storage
-            if isinstance(a, (self.ir.StringAttr, self.ir.FlatSymbolRefAttr)):
-                return None
-            return super().map_attr(a)
-
-    _GpuStorage(upstream.module("ir"), upstream.module("dialects.arith"), root).run()
+    NarrowFloatLowering(upstream.module("ir"), upstream.module("dialects.arith"), root).run()
 
 
 def _elem_name(ir: Any, t: Any) -> str:

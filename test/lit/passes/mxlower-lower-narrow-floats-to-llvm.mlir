@@ -256,3 +256,21 @@ func.func @atomic_add_on_narrow(%m: memref<4xf8E4M3FN>, %v: f8E4M3FN, %i: index)
 func.func @narrow_in_a_tuple(%x: tuple<f8E4M3FN, f32>) -> tuple<f8E4M3FN, f32> {
   return %x : tuple<f8E4M3FN, f32>
 }
+
+// -----
+
+// Names are not storage: a function, a call and a string attribute that spell a narrow type
+// keep their text, only the types change.
+// CHECK-LABEL: func.func @to_f4E2M1FN
+// CHECK-SAME: (%{{.*}}: f32) -> i8
+// CHECK-SAME: {note = "f4E2M1FN codes"}
+// CHECK-LABEL: func.func @caller_f4E2M1FN
+// CHECK: call @to_f4E2M1FN(%{{.*}}) : (f32) -> i8
+func.func @to_f4E2M1FN(%x: f32) -> f4E2M1FN attributes {note = "f4E2M1FN codes"} {
+  %0 = arith.truncf %x : f32 to f4E2M1FN
+  return %0 : f4E2M1FN
+}
+func.func @caller_f4E2M1FN(%x: f32) -> f4E2M1FN {
+  %0 = func.call @to_f4E2M1FN(%x) : (f32) -> f4E2M1FN
+  return %0 : f4E2M1FN
+}
