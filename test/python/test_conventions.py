@@ -56,3 +56,9 @@ def test_only_binding_modules_import_mlir():
                     offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}: {n}")
     assert not offenders, "MLIR bindings imported outside mxlower/bindings:\n" + "\n".join(
         offenders)
+
+
+def test_readme_lists_every_pass_and_pipeline():
+    readme = (ROOT / "README.md").read_text()
+    missing = [n for n in registry.all_names() if f"`{n}`" not in readme]
+    assert not missing, f"README.md does not mention: {', '.join(missing)}"
