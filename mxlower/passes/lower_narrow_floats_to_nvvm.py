@@ -278,7 +278,8 @@ class NumpyCvtBuilder(codec.NumpyBuilder):
 
         dt = {"f32": np.float32, "f16": np.float16, "bf16": ml_dtypes.bfloat16,
               "f64": np.float64}
-        return np.asarray(x).astype(np.float32).astype(dt[dst])
+        with np.errstate(over="ignore", invalid="ignore"):  # Inf/NaN in, Inf/NaN out
+            return np.asarray(x).astype(np.float32).astype(dt[dst])
 
     @staticmethod
     def _rows(x):

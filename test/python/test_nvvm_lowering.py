@@ -310,7 +310,8 @@ def test_cpu_emulation_directed_e8m0():
 
     for s, r, w in DIRECTED:
         x = _probes("f32")
-        x = x[~np.signbit(x)].astype({"f32": np.float32, "bf16": ml_dtypes.bfloat16}[s])
+        with np.errstate(over="ignore", invalid="ignore"):  # f32 probes beyond bf16 range
+            x = x[~np.signbit(x)].astype({"f32": np.float32, "bf16": ml_dtypes.bfloat16}[s])
         x = _pad(x, 12)
         (y,) = h.run(f"d_{s}_{r}_{w or 's'}", x)
         want = M.cvt_ue8m0(x, "rp" if r == "upward" else "rz")
