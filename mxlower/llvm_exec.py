@@ -46,7 +46,6 @@ Command line (one-shot, isolated)::
 
 from __future__ import annotations
 
-import argparse
 import ctypes
 import dataclasses
 import itertools
@@ -721,14 +720,28 @@ def _mlir_name(dt: np.dtype) -> str:
     return next(n for n, t in FLOAT_TYPES.items() if t.numpy_name == dt.name)
 
 
+_PROG = "python -m mxlower.llvm_exec"
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv == ["--worker"]:
         _worker_main()
         return 0
-    p = argparse.ArgumentParser(prog="python -m mxlower.llvm_exec",
-                                description="Lower an MLIR module to LLVM, JIT it and call one "
-                                "function on .npy inputs (in an isolated worker process).")
+    from mxlower.tools.source import cli_main
+
+    return cli_main(_PROG, _cli, argv)
+
+
+def _cli(argv: list[str]) -> int:
+    """The command line: bad input (a missing file, an unreadable .npy, a module that does not
+    lower) is one ``error:`` line and exit 1; the output .npz is written atomically."""
+    import io
+
+    from mxlower.tools.source import ArgParser, CliError, read_source, write_atomic
+
+    p = ArgParser(prog=_PROG, description="Lower an MLIR module to LLVM, JIT it and call one "
+                  "function on .npy inputs (in an isolated worker process).")
     p.add_argument("input", help="MLIR file (StableHLO or upstream dialects)")
     p.add_argument("--func", "-f", default="main", help="function to call (default: main)")
     p.add_argument("--input", "-i", dest="inputs", action="append", default=[],
@@ -744,25 +757,30 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--print-llvm", action="store_true",
                    help="print the LLVM-dialect module to stdout")
     a = p.parse_args(argv)
-    with open(a.input) as f:
-        text = f.read()
+    name, text = read_source(a.input)
+    args = []
+    for x in a.inputs:
+        try:
+            args.append(np.load(x, allow_pickle=False))
+        except (OSError, ValueError) as e:
+            raise CliError(f"could not read '{x}' as a .npy file: {e}") from None
     try:
-        h = compile(text, opt_level=a.opt_level, keep_llvm=a.print_llvm, filename=a.input,
+        h = compile(text, opt_level=a.opt_level, keep_llvm=a.print_llvm, filename=name,
                     pipeline=a.pipeline, out_params=a.out_params)
         if a.print_llvm:
             sys.stdout.write(h.llvm_mlir or "")
         if a.func:
-            args = [np.load(x, allow_pickle=False) for x in a.inputs]
             res = h.run(a.func, *args)
             if a.output:
-                np.savez(a.output, *[np.asarray(r) for r in res])
+                buf = io.BytesIO()
+                np.savez(buf, *[np.asarray(r) for r in res])
+                write_atomic(a.output, buf.getvalue())
             elif not a.print_llvm:
                 for k, r in enumerate(res):
                     sys.stdout.write(format_result(k, np.asarray(r)) + "\n")
         h.close()
     except LLVMExecError as err:
-        sys.stderr.write(f"mxlower.llvm_exec: error: {err}\n")
-        return 1
+        raise CliError(str(err)) from None
     return 0
 
 

@@ -310,6 +310,13 @@ def test_command_line(tmp_path):
     r = subprocess.run([sys.executable, "-m", "mxlower.llvm_exec", str(tmp_path / "bad.mlir")],
                        capture_output=True, text=True)
     assert r.returncode == 1 and "bad.mlir:1:" in r.stderr and "error:" in r.stderr
+    # bad input is one error line and exit 1, never a traceback; nothing is written
+    for extra, msg in (([str(tmp_path / "missing.mlir")], "could not open input file"),
+                       ([str(src), "-i", str(tmp_path / "missing.npy")], "as a .npy file")):
+        r = subprocess.run([sys.executable, "-m", "mxlower.llvm_exec", *extra,
+                            "-o", str(tmp_path / "z.npz")], capture_output=True, text=True)
+        assert r.returncode == 1 and msg in r.stderr and "Traceback" not in r.stderr
+        assert not (tmp_path / "z.npz").exists()
 
 
 def test_benchmark_script_runs(capsys):
