@@ -136,11 +136,7 @@ class NarrowFloatLowering:
         if _narrow_name(t):
             return self.i8
         if isinstance(t, ir.FunctionType):
-            ins = [self.map_type(x) or x for x in t.inputs]
-            outs = [self.map_type(x) or x for x in t.results]
-            if list(ins) == list(t.inputs) and list(outs) == list(t.results):
-                return None
-            return ir.FunctionType.get(ins, outs)
+            return map_function_type(ir, t, self.map_type)
         if not isinstance(t, ir.ShapedType) or not _narrow_name(ir.ShapedType(t).element_type):
             if _NARROW_RE.search(str(t)):
                 raise ValueError(f"type '{t}'")
@@ -298,6 +294,16 @@ class NarrowFloatLowering:
             y = op(r.type, x).result
         r.replace_all_uses_with(y)
         o.erase()
+
+
+def map_function_type(ir: Any, t: Any, map_type: Any) -> Any | None:
+    """A FunctionType with ``map_type`` applied to its inputs and results, or None when none of
+    them changes.  Shared with mxlower-widen-bool-memrefs."""
+    ins = [map_type(x) or x for x in t.inputs]
+    outs = [map_type(x) or x for x in t.results]
+    if list(ins) == list(t.inputs) and list(outs) == list(t.results):
+        return None
+    return ir.FunctionType.get(ins, outs)
 
 
 def retype_op(o: Any, map_type: Any, map_attr: Any) -> None:

@@ -15,7 +15,8 @@ import numpy as np
 from mxlower import diagnostics as diag
 from mxlower.bindings import collect_ops
 from mxlower.passes.base import ModulePass
-from mxlower.passes.lower_narrow_floats_to_llvm import retype_op, verify_retyped
+from mxlower.passes.lower_narrow_floats_to_llvm import (map_function_type, retype_op,
+                                                        verify_retyped)
 
 #: a memref of i1 anywhere in a printed type or attribute ("memref<4x?xi1, strided<...>>")
 _I1_MEMREF_RE = re.compile(r"memref<(?:[\d?*]+x)*i1[,>]")
@@ -140,11 +141,7 @@ class _Widening:
         if isinstance(t, ir.UnrankedMemRefType) and t.element_type == self.i1:
             return ir.UnrankedMemRefType.get(self.i8, t.memory_space)
         if isinstance(t, ir.FunctionType):
-            ins = [self.map_type(x) or x for x in t.inputs]
-            outs = [self.map_type(x) or x for x in t.results]
-            if list(ins) == list(t.inputs) and list(outs) == list(t.results):
-                return None
-            return ir.FunctionType.get(ins, outs)
+            return map_function_type(ir, t, self.map_type)
         if _I1_MEMREF_RE.search(str(t)):
             raise ValueError(f"type '{t}'")
         return None
