@@ -77,6 +77,16 @@ def _impl(prim: Primitive):
     return functools.partial(dispatch.apply_primitive, prim)
 
 
+def _define(prim: Primitive, abstract, lowering, jvp, batch) -> None:
+    """Register a primitive's rules: eager impl, abstract eval, the lowering (one rule for every
+    platform), JVP and batching."""
+    prim.def_impl(_impl(prim))
+    prim.def_abstract_eval(abstract)
+    mlir.register_lowering(prim, lowering)
+    ad.primitive_jvps[prim] = jvp
+    batching.primitive_batchers[prim] = batch
+
+
 def _quantize_abstract(x, *g, format, block_size, axis, scale_mode):  # noqa: A002
     fmt = FORMATS[format]
     return (jax.core.ShapedArray(x.shape, element_dtype(fmt)),
@@ -117,11 +127,7 @@ def _quantize_batch(args, dims, **params):
     return quantize_p.bind(x, *args[1:], **p), [0, 0]
 
 
-quantize_p.def_impl(_impl(quantize_p))
-quantize_p.def_abstract_eval(_quantize_abstract)
-mlir.register_lowering(quantize_p, _quantize_lowering)
-ad.primitive_jvps[quantize_p] = _quantize_jvp
-batching.primitive_batchers[quantize_p] = _quantize_batch
+_define(quantize_p, _quantize_abstract, _quantize_lowering, _quantize_jvp, _quantize_batch)
 
 
 # =============================================================================== dequantize
@@ -173,11 +179,7 @@ def _dequantize_batch(args, dims, *, axis, has_g, **params):
     return dequantize_p.bind(*front, **p), 0
 
 
-dequantize_p.def_impl(_impl(dequantize_p))
-dequantize_p.def_abstract_eval(_dequantize_abstract)
-mlir.register_lowering(dequantize_p, _dequantize_lowering)
-ad.primitive_jvps[dequantize_p] = _dequantize_jvp
-batching.primitive_batchers[dequantize_p] = _dequantize_batch
+_define(dequantize_p, _dequantize_abstract, _dequantize_lowering, _dequantize_jvp, _dequantize_batch)
 
 
 # =============================================================================== scaled dot
@@ -335,8 +337,4 @@ def _scaled_dot_batch(args, dims, *, dimension_numbers, **params):
     return scaled_dot_p.bind(*new, dimension_numbers=dn, **p), 0
 
 
-scaled_dot_p.def_impl(_impl(scaled_dot_p))
-scaled_dot_p.def_abstract_eval(_scaled_dot_abstract)
-mlir.register_lowering(scaled_dot_p, _scaled_dot_lowering)
-ad.primitive_jvps[scaled_dot_p] = _scaled_dot_jvp
-batching.primitive_batchers[scaled_dot_p] = _scaled_dot_batch
+_define(scaled_dot_p, _scaled_dot_abstract, _scaled_dot_lowering, _scaled_dot_jvp, _scaled_dot_batch)
