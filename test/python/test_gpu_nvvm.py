@@ -5,14 +5,20 @@ narrow code -- for the hardware cvt paths the device's chip has and the integer 
 the rest.  This is also the check of :mod:`mxlower.nvvm_model` against hardware (the NaN codes
 and the f4/f6 Inf saturation the ISA text leaves implicit).
 
-Marked ``gpu``; skipped without a CUDA device or without both CuPy and cuda-python.  Run::
+The execution tests are marked ``gpu`` and skip without a CUDA device or without both CuPy
+and cuda-python.  Run::
 
     pytest test/python/test_gpu_nvvm.py -m gpu -v
+
+The unmarked tests at the end run everywhere: they build (and, with ptxas, assemble) the very
+kernels the GPU tests launch for the chips a lent machine may have, and check the kernel ABI
+the launcher assumes, so a GPU session spends its time on the hardware run alone.
 """
 
 from __future__ import annotations
 
 import functools
+import re
 
 import ml_dtypes
 import numpy as np
@@ -21,8 +27,6 @@ import pytest
 from mxlower import codec, nvvm_model, ptx
 from mxlower import reference as R
 from mxlower.formats import FLOAT_TYPES
-
-pytestmark = pytest.mark.gpu
 
 N = 1 << 19  # elements per launch (probe sets are processed in chunks of N)
 BLOCK = 256
@@ -150,16 +154,23 @@ TRUNC = [(s, d) for d in FLOAT_TYPES for s in ("f32", "f16", "bf16")]
 EXT = [(s, d) for s in FLOAT_TYPES for d in ("f32", "f16", "bf16")]
 
 
+#: name -> (source type, destination type, rounding and attributes) of every kernel in the
+#: module the GPU tests load
+KERNELS = {
+    **{f"t_{s}_{d}": (s, d, "") for s, d in TRUNC},
+    **{f"e_{s}_{d}": (s, d, "") for s, d in EXT},
+    **{f"r_{s}_{r}": (s, "f8E8M0FNU", f" {r} {{mxlower.satfinite}}")
+       for s in ("f32", "bf16") for r in ("upward", "toward_zero")},
+}
+
+
 @functools.cache
-def _image(chip: str, hardware: bool) -> bytes:
+def _ptx(chip: str, hardware: bool) -> str:
     from mxlower.bindings import jaxlib as J
     from mxlower.diagnostics import DiagnosticEngine
     from mxlower.passes.manager import PassPipeline
 
-    fns = [_kernel(f"t_{s}_{d}", s, d) for s, d in TRUNC]
-    fns += [_kernel(f"e_{s}_{d}", s, d) for s, d in EXT]
-    fns += [_kernel(f"r_{s}_{r}", s, "f8E8M0FNU", f" {r} {{mxlower.satfinite}}")
-            for s in ("f32", "bf16") for r in ("upward", "toward_zero")]
+    fns = [_kernel(name, *spec) for name, spec in KERNELS.items()]
     text = "gpu.module @mx {" + "".join(fns) + "\n}\n"
     ctx = J.make_context()
     with ctx:
@@ -169,10 +180,14 @@ def _image(chip: str, hardware: bool) -> bytes:
     out = PassPipeline.parse(f"builtin.module(mxlower-gpu-to-nvvm{{chip={chip} hardware={hw}}})",
                              ctx).run(module.operation, eng)
     assert out is not None, [d.format() for d in eng.diagnostics]
-    asm = ptx.compile_ptx(ptx.translate_to_llvmir(ptx.device_module(out.get_asm())), chip)
-    if ptx.ptxas_path() is not None:
-        return ptx.assemble(asm, chip)
-    return asm.encode()
+    return ptx.compile_ptx(ptx.translate_to_llvmir(ptx.device_module(out.get_asm())), chip)
+
+
+@functools.cache
+def _image(chip: str, hardware: bool) -> bytes:
+    """A cubin when ptxas is here, else the PTX for the driver to JIT."""
+    asm = _ptx(chip, hardware)
+    return ptx.assemble(asm, chip) if ptx.ptxas_path() is not None else asm.encode()
 
 
 def _run(kernel: str, x: np.ndarray, dst: str, hardware: bool = True) -> np.ndarray:
@@ -192,6 +207,7 @@ def _probes(name: str) -> np.ndarray:
     return codec.probe_values(name)
 
 
+@pytest.mark.gpu
 @pytest.mark.parametrize("hardware", [True, False])
 @pytest.mark.parametrize("src,dst", TRUNC)
 def test_truncf_on_gpu_is_bit_exact(src, dst, hardware):
@@ -204,6 +220,7 @@ def test_truncf_on_gpu_is_bit_exact(src, dst, hardware):
                                           for i in bad[:6]])
 
 
+@pytest.mark.gpu
 @pytest.mark.parametrize("hardware", [True, False])
 @pytest.mark.parametrize("src,dst", EXT)
 def test_extf_on_gpu_is_bit_exact(src, dst, hardware):
@@ -217,6 +234,7 @@ def test_extf_on_gpu_is_bit_exact(src, dst, hardware):
     assert same.all(), device().chip
 
 
+@pytest.mark.gpu
 @pytest.mark.parametrize("src", ["f32", "bf16"])
 @pytest.mark.parametrize("rounding,rnd", [("upward", "rp"), ("toward_zero", "rz")])
 def test_ue8m0_scale_forms_on_gpu(src, rounding, rnd):
@@ -225,3 +243,42 @@ def test_ue8m0_scale_forms_on_gpu(src, rounding, rnd):
     x = x[~np.signbit(x)].astype(DT[src])
     got = _run(f"r_{src}_{rounding}", x, "f8E8M0FNU").view(np.uint8)
     assert np.array_equal(got, nvvm_model.cvt_ue8m0(x, rnd)), device().chip
+
+
+# ----------------------------------------------------------------------------- without a GPU
+
+#: the chips of the GPUs a task may be lent (H100/H200: sm_90a) and the two newer families
+HARNESS_CHIPS = ("sm_89", "sm_90a", "sm_100a", "sm_120a")
+
+_ENTRY = re.compile(r"\.visible \.entry (\w+)\(\s*([^)]*)\)")
+
+
+@pytest.mark.parametrize("hardware", [True, False])
+@pytest.mark.parametrize("chip", HARNESS_CHIPS)
+def test_gpu_kernels_build_with_the_launchers_abi(chip, hardware):
+    """Every kernel the GPU tests launch exists for the chip, takes (x*, y*, n) as three
+    64-bit parameters (bare-pointer memrefs: what both launchers pass), and assembles."""
+    asm = _ptx(chip, hardware)
+    entries = {m.group(1): m.group(2) for m in _ENTRY.finditer(asm)}
+    assert set(entries) == set(KERNELS)
+    for name, params in entries.items():
+        kinds = [p.split()[1] for p in params.split(",")]
+        assert kinds == [".u64"] * 3, (name, params)
+    cvts = re.findall(r"\bcvt\.r[npz](?:\.satfinite)?(?:\.relu)?\.(\w+x2)", asm)
+    if hardware and chip != "sm_89" and chip != "sm_90a":
+        assert {"e2m1x2", "e4m3x2", "ue8m0x2"} <= set(cvts), chip
+    elif hardware:
+        assert set(cvts) >= {"e4m3x2", "e5m2x2"} and "e2m1x2" not in cvts, chip
+    else:
+        assert not cvts, chip
+    if ptx.ptxas_path() is not None:
+        assert _image(chip, hardware)[:4] == b"\x7fELF"
+
+
+@pytest.mark.parametrize("cc,chip", [(89, "sm_89"), (90, "sm_90a"), (100, "sm_100a"),
+                                     (103, "sm_103a"), (120, "sm_120a"), (121, "sm_121a"),
+                                     (80, "sm_80"), (75, "sm_75")])
+def test_device_chip_from_compute_capability(cc, chip):
+    dev = object.__new__(_Device)
+    dev.cc = cc
+    assert dev.chip == chip
