@@ -24,10 +24,9 @@ class DecomposeMx(ModulePass):
     """Lower mx ops (and XLA's MX custom calls) to plain StableHLO, bit-exact with MX-SEMANTICS.
 
     ``mx.quantize`` becomes a block reduction of the magnitude bits, integer exponent arithmetic
-    for the shared scale (floor / rceil / nearest), exact power-of-two scaling of the elements
-    (XLA:CPU flushes f32 subnormals: subnormal inputs are scaled through their integer
-    mantissa, and no step depends on a subnormal intermediate) and a final
-    ``stablehlo.convert`` to the element type (append ``mxlower-expand-narrow-floats`` to turn
+    for the shared scale (floor / rceil / nearest), exact power-of-two scaling and saturation
+    of the elements on their bits (XLA:CPU flushes f32 subnormals, so no float instruction
+    sees one) and a final ``stablehlo.convert`` to the element type (append ``mxlower-expand-narrow-floats`` to turn
     those converts into integer ops, which XLA:CPU runs faster).  ``mx.dequantize`` scales
     the decoded elements by the decoded scale with an integer ``ldexp`` (its results may be
     f32 subnormals, which must come out exact); ``mx.scaled_dot`` dequantizes
@@ -176,40 +175,46 @@ def lower_quantize(b: Any, q: Any, mode: str) -> tuple[Any, Any]:
     e = b.clamp(-127, shared_exponent(b, amax, fmt, mode), 127)
     codes = b.select(nonfinite, b.like(e, 255), b.add(e, 127))
     scales = b.bitcast(b.convert(codes, "ui8"), fmt.scale)
-    y = scale_by_pow2(b, xb, b.sub(0, e), keep)
-    y = b.select(b.broadcast(nonfinite, bshape, keep), b.like(y, 0.0), y)
+    # |x| * 2^-E saturated at max_elem (mxint8: at 127/64, so that y * 64 needs no clamp)
+    y = scale_by_pow2(b, xb, b.sub(0, e), keep, _bits_floor(fractions.Fraction(fmt.max_elem)),
+                      nonfinite)
     if fmt.is_int:
-        v = b.clamp(-127.0, b.round_even(b.mul(y, 64.0)), 127.0)
-        elems = b.convert(v, "i8")
+        elems = b.convert(b.round_even(b.mul(y, 64.0)), "i8")
     else:
-        elems = b.convert(b.clamp(-fmt.max_elem, y, fmt.max_elem), fmt.element)
+        elems = b.convert(y, fmt.element)
     return b.unblock(elems, q.axis), scales
 
 
-def scale_by_pow2(b: Any, xb: Any, s: Any, keep: list[int]) -> Any:
-    """f32 ``x * 2^s`` for the f32 bits ``xb`` (blocked, [..., nb, k, ...]) and a per-block
-    exponent ``s`` in [-127, 127] ([..., nb, ...]), on a machine that flushes subnormals.
+def scale_by_pow2(b: Any, xb: Any, s: Any, keep: list[int], limit: int, zero: Any) -> Any:
+    """f32 ``sign(x) * min(|x| * 2^s, L)`` for the f32 bits ``xb`` (blocked, [..., nb, k, ...]),
+    a per-block exponent ``s`` in [-127, 127] ([..., nb, ...]) and the bits ``limit`` of a
+    normal L; +0 throughout the blocks where ``zero`` ([..., nb, ...]) holds.
 
-    Exact whenever the result is a normal f32; a result below 2^-126 may come out as a signed
-    zero instead, which no element type can tell apart (their smallest subnormal is >= 2^-16,
-    and mxint8 rounds y * 64), so callers round the result to an element type next.  Normal
-    inputs are multiplied by two normal powers of two 2^s1 * 2^s2 (s1 = floor(s / 2)), whose
-    intermediate product lies between x and the result; subnormal inputs (m * 2^-149, which
-    DAZ would read as zero) are converted from their integer mantissa m and multiplied by
-    2^(s - 149), a normal factor whenever the result can be normal (s >= 23)."""
+    Computed on the bits, so XLA:CPU's flushing of subnormals plays no part: the exponent
+    field of |x| gains s (a subnormal x = m * 2^-149 is taken as f32(m), whose field gains
+    s - 149), and one integer clamp to [0, limit] saturates the result.  Exact whenever
+    |x| * 2^s is a normal f32 or above L.  Below 2^-126 the exponent underflows and the result
+    is +-0 or some other f32 under 2^-126 of the right sign, which every element type rounds
+    to the signed zero it gives the exact value (their smallest subnormal is at least 2^-16;
+    mxint8 rounds y * 64).  No sum leaves i32: a finite block's |x| * 2^s is at most
+    2^(emax_elem + 1), a subnormal's shift is held at -256 or above (where x * 2^s < 2^-233),
+    and blocks to be zeroed (the non-finite ones) take s = 0 and limit 0.
+    """
     bshape = b.shape(xb)
 
-    def pow2(k: Any) -> Any:  # 2^k for k in [-126, 127], built from its bits
-        return b.broadcast(b.bitcast(b.shl(b.add(k, 127), 23), "f32"), bshape, keep)
+    def per_element(v: Any) -> Any:
+        return b.broadcast(v, bshape, keep)
 
-    s1 = b.sra(s, 1)
-    y_normal = b.mul(b.mul(b.bitcast(xb, "f32"), pow2(s1)), pow2(b.sub(s, s1)))
     mag = b.and_(xb, _MAG)
-    sub_factor = b.broadcast(b.bitcast(b.shl(b.clamp(0, b.sub(s, 22), 254), 23), "f32"),
-                             bshape, keep)
-    y_sub = b.bitcast(b.mul(b.convert(mag, "f32"), sub_factor), "i32")
-    y_sub = b.bitcast(b.or_(b.and_(xb, _SIGN), y_sub), "f32")
-    return b.select(b.lt(mag, 0x800000), y_sub, y_normal)
+    s = b.select(zero, b.like(s, 0), s)
+    # subnormal (or zero) x: f32(m) * 2^(s - 149); at s - 149 < -256 (where x * 2^s < 2^-233)
+    # the exponent moves by -256 instead, which keeps the sum in i32 and still negative
+    k = b.max(b.sub(s, 149), -256)
+    r_sub = b.add(b.bitcast(b.convert(mag, "f32"), "i32"), per_element(b.shl(k, 23)))
+    r = b.select(b.lt(mag, 0x800000), r_sub, b.add(mag, per_element(b.shl(s, 23))))
+    hi = per_element(b.select(zero, b.like(s, 0), b.like(s, limit)))
+    sign = b.and_(xb, per_element(b.select(zero, b.like(s, 0), b.like(s, _SIGN))))
+    return b.bitcast(b.or_(sign, b.clamp(0, r, hi)), "f32")
 
 
 def _divide_by_global(b: Any, xb: Any, g: Any) -> Any:

@@ -212,6 +212,46 @@ def test_property_any_f32_bit_exact(x):
             assert not bad.any(), f"{fmt}: {_describe(bad, got, want)}"
 
 
+def _extreme_blocks() -> np.ndarray:
+    """Blocks at the ends of the shared-exponent range, where the lowering's integer exponent
+    arithmetic is closest to leaving i32: amax at the top of f32 (E up to 127 - emax_elem;
+    mxint8: 127) or 2^127 exactly, holding zeros, -0 and subnormals; subnormal-only blocks and
+    a smallest-normal amax (E clamped to -127: subnormals become nonzero elements); an amax
+    just above 2^-110 whose subnormals round to the smallest element codes; each also negated."""
+    sub = [0.0, -0.0, 2.0 ** -149, -(2.0 ** -149), (2 ** 23 - 1) * 2.0 ** -149, 2.0 ** -140,
+           -(3 * 2.0 ** -148), 2.0 ** -126]
+    fill = [2.0 ** k for k in (-100, -60, -20, 0, 20, 60, 100)]
+    rows = [
+        [3.4028235e38] + sub + fill,
+        [2.0 ** 127] + sub + fill,
+        [1.5 * 2.0 ** 127] + sub + [2.0 ** k for k in (-100, -30, 0, 30, 90, 120, 126)],
+        sub + [(2 ** 22 + 5) * 2.0 ** -149] * 8,
+        sub + [2.0 ** -126] * 8,
+        [1.5 * 2.0 ** -110, 1.25 * 2.0 ** -111, 2.0 ** -118, -(2.0 ** -120)] + sub + [0.0] * 4,
+    ]
+    x = np.array([r + [-v for v in r] for r in rows], np.float32)  # 6 x 32
+    return np.concatenate([x, -x[:, ::-1]])
+
+
+def test_quantize_at_the_ends_of_the_exponent_range():
+    x = _extreme_blocks()
+    m = MxModule()
+    a = m.arg(x)
+    plan = [(f, mode) for f in FORMATS for mode in (_modes(f) if not FORMATS[f].is_nvfp4
+                                                     else [None])]
+    for fmt, mode in plan:
+        q, s = m.quantize(a, fmt, axis=1, block_size=16, scale_mode=mode)
+        m.ret(q, s, m.dequantize(q, s, fmt, "f32", axis=1, block_size=16))
+    it = iter(m.compile()(x))
+    for fmt, mode in plan:
+        q, s, d = next(it), next(it), next(it)
+        eq, es = R.quantize(x, fmt, axis=1, block_size=16, scale_mode=mode or "floor")
+        ed = R.dequantize(eq, es, fmt, axis=1, block_size=16)
+        for name, got, want in (("elements", q, eq), ("scales", s, es), ("dequantized", d, ed)):
+            bad = _same_bits(got, want)
+            assert not bad.any(), f"{fmt} {mode} {name}: {_describe(bad, got, want, x)}"
+
+
 # ----------------------------------------------------------------------------- XLA:CPU itself
 
 

@@ -2,8 +2,9 @@
 // RUN: mxlower-opt %s --split-input-file --mxlower-decompose-mx='scale-mode=rceil compute-type=bf16' --verify-diagnostics | FileCheck %s --check-prefix=OVERRIDE
 
 // Quantize: the block maximum of the magnitude bits, the exponent in integers (floor: the
-// position of the leading one, so subnormal maxima are exact), exact power-of-two scaling of the
-// elements, one convert to the element type, the scale code as f8E8M0FNU.
+// position of the leading one, so subnormal maxima are exact), power-of-two scaling of the
+// elements by adding to their exponent bits and saturation by one integer clamp (no float
+// arithmetic on the elements), one convert to the element type, the scale code as f8E8M0FNU.
 
 // CHECK-LABEL: func.func @quantize_floor
 // CHECK-NOT: mx.
@@ -15,8 +16,13 @@
 // CHECK-NOT: stablehlo.divide
 // CHECK: stablehlo.convert %{{.*}} : (tensor<4x2xi32>) -> tensor<4x2xui8>
 // CHECK: stablehlo.bitcast_convert %{{.*}} : (tensor<4x2xui8>) -> tensor<4x2xf8E8M0FNU>
-// CHECK: stablehlo.clamp
-// CHECK: stablehlo.convert %{{.*}} : (tensor<4x2x32xf32>) -> tensor<4x2x32xf8E4M3FN>
+// CHECK-NOT: stablehlo.multiply
+// CHECK: stablehlo.shift_left %{{.*}} : tensor<4x2xi32>
+// CHECK-NOT: stablehlo.multiply
+// CHECK: %[[SAT:.*]] = stablehlo.clamp %{{.*}}, %{{.*}}, %{{.*}} : tensor<4x2x32xi32>
+// CHECK: %[[Y:.*]] = stablehlo.or %{{.*}}, %[[SAT]] : tensor<4x2x32xi32>
+// CHECK: %[[YF:.*]] = stablehlo.bitcast_convert %[[Y]] : (tensor<4x2x32xi32>) -> tensor<4x2x32xf32>
+// CHECK: stablehlo.convert %[[YF]] : (tensor<4x2x32xf32>) -> tensor<4x2x32xf8E4M3FN>
 // CHECK: stablehlo.reshape %{{.*}} : (tensor<4x2x32xf8E4M3FN>) -> tensor<4x64xf8E4M3FN>
 // CHECK-NOT: mx.
 // CHECK: return
@@ -31,15 +37,17 @@ func.func @quantize_floor(%x: tensor<4x64xf32>) -> (tensor<4x64xf8E4M3FN>, tenso
 // -----
 
 // Blocks along a leading axis; bf16 input widened by a shift; mxint8 elements are
-// round_nearest_even(x * 2^-E * 64) clamped to [-127, 127].
+// round_nearest_even(x * 2^-E * 64) with x * 2^-E saturated at 127/64 first (in the integers).
 
 // CHECK-LABEL: func.func @quantize_mxint8_axis0_bf16
 // CHECK: stablehlo.bitcast_convert %arg0 : (tensor<64x3xbf16>) -> tensor<64x3xui16>
 // CHECK: stablehlo.shift_left
 // CHECK: stablehlo.reshape %{{.*}} : (tensor<64x3xi32>) -> tensor<4x16x3xi32>
 // CHECK: applies stablehlo.maximum across dimensions = [1]
-// CHECK: stablehlo.round_nearest_even
-// CHECK: stablehlo.convert %{{.*}} : (tensor<4x16x3xf32>) -> tensor<4x16x3xi8>
+// CHECK: stablehlo.clamp %{{.*}}, %{{.*}}, %{{.*}} : tensor<4x16x3xi32>
+// CHECK: stablehlo.multiply %{{.*}}, %{{.*}} : tensor<4x16x3xf32>
+// CHECK-NEXT: stablehlo.round_nearest_even
+// CHECK-NEXT: stablehlo.convert %{{.*}} : (tensor<4x16x3xf32>) -> tensor<4x16x3xi8>
 // CHECK-NOT: mx.
 func.func @quantize_mxint8_axis0_bf16(%x: tensor<64x3xbf16>) -> (tensor<64x3xi8>, tensor<4x3xf8E8M0FNU>) {
   %q, %s = "mx.quantize"(%x) {format = "mxint8", block_size = 16 : i64, axis = 0 : i64, scale_mode = "nearest"} : (tensor<64x3xbf16>) -> (tensor<64x3xi8>, tensor<4x3xf8E8M0FNU>)
