@@ -22,6 +22,11 @@ Each is timed against baselines measured in the same run, interleaved with it:
   divides by the scale in f32 and converts with XLA's native converts; it is not exact on
   XLA:CPU's flushed subnormals).
 
+``--baseline-tree DIR`` also lowers every MX module with the mxlower package of ``DIR`` (a
+checkout of another revision, e.g. ``git worktree add /tmp/base HEAD~1``; lowered in a child
+process) and times those modules interleaved with this tree's, for a before/after table of
+a lowering change measured in one run.
+
 Steady state throughout: every XLA run (JAX's included, through ``donate_argnums``) writes
 into the previous run's output buffers, and each time is the fastest of ``--reps`` runs after
 two warm-up runs.  Results print as Markdown tables for BENCHMARKS.md.
@@ -156,6 +161,35 @@ def jax_quantize_runner(fmt: str, x: np.ndarray):
     return once
 
 
+_LOWER_ELSEWHERE = r"""
+import importlib.util, json, os, sys
+tree, bench = sys.argv[1], sys.argv[2]
+sys.path.insert(0, tree)
+import mxlower
+if not os.path.realpath(mxlower.__file__).startswith(os.path.realpath(tree) + os.sep):
+    sys.exit(f"the child imported mxlower from {mxlower.__file__}, not from {tree}")
+spec = importlib.util.spec_from_file_location("bench_mx_xla_base", bench)
+B = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(B)
+jobs = json.load(sys.stdin)
+json.dump({k: B.lower(text, variant)[0] for k, (text, variant) in jobs.items()}, sys.stdout)
+"""
+
+
+def lower_elsewhere(tree: str, jobs: dict[str, tuple[str, str]]) -> dict[str, str]:
+    """``lower(text, variant)`` of each job by the mxlower package in ``tree``."""
+    import json
+    import os
+    import subprocess
+
+    proc = subprocess.run([sys.executable, "-c", _LOWER_ELSEWHERE, os.path.abspath(tree),
+                           os.path.abspath(__file__)], input=json.dumps(jobs),
+                          capture_output=True, text=True, check=False)
+    if proc.returncode:
+        sys.exit(f"bench_mx_xla: lowering with {tree} failed:\n{proc.stderr.strip()}")
+    return json.loads(proc.stdout)
+
+
 def data_for(fmt: str, n: int, rng) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     x = (rng.standard_normal((n // ROW, ROW)) * np.exp2(rng.integers(-20, 20, (n // ROW, 1))))
     x = x.astype(np.float32)
@@ -178,7 +212,7 @@ def spot_check(fmt: str, variant: str) -> None:
     assert np.array_equal(d[~np.isnan(d)], want[~np.isnan(want)]), (fmt, variant)
 
 
-def bench(formats, sizes, reps, variants) -> list[dict]:
+def bench(formats, sizes, reps, variants, baseline_tree: str | None = None) -> list[dict]:
     rng = np.random.default_rng(0)
     rows = []
     for logn in sizes:
@@ -189,16 +223,25 @@ def bench(formats, sizes, reps, variants) -> list[dict]:
         fns = {("copy", "quantize"): runner(copy_text("quantize", n), "copy", [x32]),
                ("copy", "dequantize"): runner(copy_text("dequantize", n), "copy", [x8]),
                ("memcpy",): lambda a=a, b=b: np.copyto(b, a)}
+        base_jobs, base_data = {}, {}
         for fmt in formats:
             x, q, s = data_for(fmt, n, rng)
             for v in variants:
-                fns[(fmt, v, "quantize")] = runner(quantize_text(fmt, n, "floor"), v, [x])
-                fns[(fmt, v, "dequantize")] = runner(dequantize_text(fmt, n), v, [q, s])
+                jobs = {"quantize": (quantize_text(fmt, n, "floor"), [x]),
+                        "dequantize": (dequantize_text(fmt, n), [q, s])}
+                for op, (text, data) in jobs.items():
+                    fns[(fmt, v, op)] = runner(text, v, data)
+                    base_jobs[f"{fmt}|{v}|{op}"] = (text, v)
+                    base_data[f"{fmt}|{v}|{op}"] = data
             if fmt in ("mxfp8_e4m3", "nvfp4"):
                 for v in variants:
                     fns[(fmt, "rceil-" + v, "quantize")] = runner(
                         quantize_text(fmt, n, "rceil"), v, [x])
                 fns[(fmt, "jax", "quantize")] = jax_quantize_runner(fmt, x)
+        if baseline_tree:
+            for key, text in lower_elsewhere(baseline_tree, base_jobs).items():
+                fmt, v, op = key.split("|")
+                fns[(fmt, v + "@base", op)] = runner(text, "copy", base_data[key])
         best = round_robin(fns, reps)
         for fmt in formats:
             k = FORMATS[fmt].block_size
@@ -211,6 +254,8 @@ def bench(formats, sizes, reps, variants) -> list[dict]:
                            "vs_copy": best[("copy", op)] / t * (moved / (5 * n)),
                            "vs_memcpy": best[("memcpy",)] / t * (moved / (5 * n)),
                            "vs_jax": None}
+                    if (fmt, v + "@base", op) in best:
+                        row["base_ns_per_elem"] = best[(fmt, v + "@base", op)] / n * 1e9
                     if op == "quantize" and (fmt, "jax", op) in best:
                         rc = best[(fmt, "rceil-" + v, op)]
                         row["vs_jax"] = best[(fmt, "jax", op)] / rc
@@ -220,7 +265,9 @@ def bench(formats, sizes, reps, variants) -> list[dict]:
                     print(f"2^{logn} {fmt} {op} {v}: {row['ns_per_elem']:.2f} ns/elem, "
                           f"{100 * row['vs_copy']:.0f}% of XLA copy, "
                           f"{100 * row['vs_memcpy']:.0f}% of memcpy"
-                          + (f", {row['vs_jax']:.2f}x JAX's quantize" if row["vs_jax"] else ""),
+                          + (f", {row['vs_jax']:.2f}x JAX's quantize" if row["vs_jax"] else "")
+                          + (f", {row['base_ns_per_elem'] / row['ns_per_elem']:.2f}x the "
+                             "baseline tree" if "base_ns_per_elem" in row else ""),
                           file=sys.stderr, flush=True)
     return rows
 
@@ -240,6 +287,14 @@ def markdown(rows) -> str:
             out.append(f"| 2^{r['log2n']} | {r['format']} | {r['variant']} | "
                        f"{r['rceil_ns_per_elem']:.2f} | {r['jax_ns_per_elem']:.2f} | "
                        f"{r['vs_jax']:.2f}x |")
+    base_rows = [r for r in rows if "base_ns_per_elem" in r]
+    if base_rows:
+        out += ["", "| elements | format | op | variant | baseline tree ns/elem | ns/elem | "
+                "speed-up |", "|---|---|---|---|---|---|---|"]
+        for r in base_rows:
+            out.append(f"| 2^{r['log2n']} | {r['format']} | {r['op']} | {r['variant']} | "
+                       f"{r['base_ns_per_elem']:.2f} | {r['ns_per_elem']:.2f} | "
+                       f"{r['base_ns_per_elem'] / r['ns_per_elem']:.2f}x |")
     return "\n".join(out)
 
 
@@ -250,6 +305,8 @@ def main(argv=None) -> int:
     ap.add_argument("--variants", default="native,expanded")
     ap.add_argument("--reps", type=int, default=7, help="timed runs of each module")
     ap.add_argument("--json", help="also write the results here")
+    ap.add_argument("--baseline-tree", metavar="DIR",
+                    help="also time the modules as lowered by the mxlower package in DIR")
     a = ap.parse_args(argv)
     formats = a.formats.split(",")
     variants = a.variants.split(",")
@@ -258,7 +315,7 @@ def main(argv=None) -> int:
         for v in variants:
             spot_check(fmt, v)
     session = Session()
-    rows = bench(formats, sizes, a.reps, variants)
+    rows = bench(formats, sizes, a.reps, variants, a.baseline_tree)
     session.report(markdown(rows), rows, a.json)
     return 0
 
