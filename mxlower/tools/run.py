@@ -389,31 +389,67 @@ def _run_interpreter(module: Any, sig: Signature, inputs: list[np.ndarray]) -> l
     return [_attr_to_array(o, shape, elt) for o, (shape, elt) in zip(outs, sig.results)]
 
 
+def prepare(module: Any, engine: DiagnosticEngine, *, name: str = "<module>",
+            pipeline: str | None = None, function: str = "main") -> tuple[Any, Signature] | None:
+    """Parse (``module`` as text; an ``ir`` module or operation is taken as it is), verify,
+    run ``pipeline`` and select ``function``: the one path of the command line and of
+    :func:`run_module`.
+
+    Returns None when ``engine`` holds the reasons (parse, verify or pass diagnostics); raises
+    ``PipelineError`` for a malformed pipeline and :class:`RunError` for a pipeline that leaves
+    StableHLO, an unknown function or ops that no backend runs."""
+    from mxlower.bindings import jaxlib as J
+    from mxlower.passes.manager import PassPipeline
+
+    if isinstance(module, str):
+        ctx = J.make_context(allow_unregistered=True)
+        passes = PassPipeline.parse(pipeline, ctx) if pipeline else None
+        op = parse_module(module, name, ctx, engine, J.ir)
+        if op is None or not check_dialects(op, ctx, engine, False):
+            return None
+    else:
+        op = getattr(module, "operation", module)
+        ctx = op.context
+        passes = PassPipeline.parse(pipeline, ctx) if pipeline else None
+    with ctx, engine.capture(ctx):
+        if not op.verify():
+            return None
+    if passes is not None:
+        if passes.ends_upstream:
+            raise RunError("the pipeline hands the module to upstream MLIR; mxlower-run takes "
+                           "StableHLO (for the LLVM path use --backend=llvm, which lowers it)")
+        if passes.run(op, engine) is None:
+            return None
+    sig = select_function(op, function)
+    left = _leftover_ops(op)
+    if left:
+        raise RunError(f"the module still contains {', '.join(left)} ops, which no backend "
+                       "runs; lower them first, e.g. with the pipeline "
+                       "'builtin.module(mxlower-mx-to-stablehlo)'")
+    return op, sig
+
+
 def run_module(module: Any, inputs: Sequence[np.ndarray] | None = None, *,
                pipeline: str | None = None, function: str = "main", seed: int = 0,
                backend: str = "xla") -> list[np.ndarray]:
     """Library entry: run ``function`` of ``module`` (text or an ``ir`` module/operation in a
-    context that allows unregistered ops) after ``pipeline``; NumPy in, NumPy out.
+    context that allows unregistered ops) after ``pipeline``; NumPy in, NumPy out.  Random
+    inputs (seeded by ``seed``) when ``inputs`` is None.
 
-    Raises :class:`RunError` for bad input and ``PassFailure`` when the pipeline fails."""
-    from mxlower.bindings import jaxlib as J
-    from mxlower.passes.manager import run_pipeline
+    Raises :class:`RunError` for bad input, a failing pipeline (the message holds the
+    diagnostics, with their source lines when ``module`` is text) and backend failures."""
+    from mxlower.passes.pipeline import PipelineError
 
-    if isinstance(module, str):
-        ctx = J.make_context(allow_unregistered=True)
-        engine = DiagnosticEngine()
-        op = parse_module(module, "<module>", ctx, engine, J.ir)
-        if op is None:
-            raise RunError("\n".join(d.format() for d in engine.diagnostics))
-    else:
-        op = module.operation
-    if pipeline:
-        run_pipeline(op, pipeline)
-    sig = select_function(op, function)
-    left = _leftover_ops(op)
-    if left:
-        raise RunError(f"the module still contains {', '.join(left)} ops; lower them first "
-                       "(e.g. pipeline 'builtin.module(mxlower-mx-to-stablehlo)')")
+    engine = DiagnosticEngine()
+    try:
+        prepared = prepare(module, engine, pipeline=pipeline, function=function)
+    except PipelineError as e:
+        raise RunError(e.format()) from None
+    if prepared is None:
+        sources = {"<module>": module.splitlines()} if isinstance(module, str) else {}
+        raise RunError("\n".join(d.format(sources) for d in engine.diagnostics)
+                       or "the module does not verify")
+    op, sig = prepared
     arrays = (random_inputs(sig, seed) if inputs is None
               else check_inputs(sig, [(f"input #{i}", np.asarray(a)) for i, a in
                                       enumerate(inputs)]))
@@ -533,45 +569,27 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str]) -> int:
-    from mxlower.bindings import jaxlib as J
-    from mxlower.passes.manager import PassPipeline
     from mxlower.passes.pipeline import PipelineError
 
     args = build_parser().parse_args(argv)
     if args.output and not args.output.endswith(".npz"):
         raise CliError(f"the output file must end in .npz, got '{args.output}'")
     name, text = read_source(args.input)
-    sources = {name: text.splitlines()}
-    ctx = J.make_context(allow_unregistered=True)
     engine = DiagnosticEngine()
-    pipeline = None
-    if args.pipeline:
-        try:
-            pipeline = PassPipeline.parse(args.pipeline, ctx)
-        except PipelineError as e:
-            sys.stderr.write(e.format() + "\n")
-            return 1
-    module = parse_module(text, name, ctx, engine, J.ir)
-    ok = module is not None and check_dialects(module, ctx, engine, False)
-    if ok:
-        with ctx, engine.capture(ctx):
-            ok = module.verify()
-    if ok and pipeline is not None:
-        if pipeline.ends_upstream:
-            raise RunError("the pipeline hands the module to upstream MLIR; mxlower-run takes "
-                           "StableHLO (for the LLVM path use --backend=llvm, which lowers it)")
-        ok = pipeline.run(module, engine) is not None
-    if engine.diagnostics:
-        print_diagnostics(engine.diagnostics, sources)
-    if not ok:
+    try:
+        prepared = prepare(text, engine, name=name, pipeline=args.pipeline,
+                           function=args.function)
+    except PipelineError as e:
+        sys.stderr.write(e.format() + "\n")
+        return 1
+    finally:
+        if engine.diagnostics:
+            print_diagnostics(engine.diagnostics, {name: text.splitlines()})
+    if prepared is None:
         if not engine.has_errors:
             sys.stderr.write(f"{PROG}: error: the input does not verify\n")
         return 1
-    sig = select_function(module, args.function)
-    left = _leftover_ops(module)
-    if left:
-        raise RunError(f"the module still contains {', '.join(left)} ops, which XLA cannot "
-                       "run; lower them first, e.g. -p 'builtin.module(mxlower-mx-to-stablehlo)'")
+    module, sig = prepared
     if args.print_ir:
         sys.stderr.write(str(module) + "\n")
     if args.inputs:

@@ -200,3 +200,23 @@ def test_run_module_library_api():
         T.run_module(MODULE, [x], pipeline=PIPE)
     with pytest.raises(T.RunError, match="still contains"):
         T.run_module(MODULE, [x, np.array(2, np.int32)])
+
+
+BAD_FORMAT = ('func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {\n'
+              '  %y = "mx.quantize"(%x) {format = "nope"} : (tensor<4xf32>) -> tensor<4xf32>\n'
+              '  return %y : tensor<4xf32>\n}\n')
+
+
+@pytest.mark.parametrize("module,pipeline,want", [
+    (BAD_FORMAT, PIPE, "<module>:2:8: error: 'mx.quantize' op unknown MX format 'nope'"
+                       ".*\n.*\"mx.quantize\".*\n +\\^"),
+    (BAD_FORMAT, "builtin.module(nope)", "<pass-pipeline>:1:16: error: unknown pass 'nope'"),
+    ("func.func @main( {", None, "<module>:1:17: error: expected non-function type"),
+    (BAD_FORMAT, "builtin.module(mxlower-mx-to-stablehlo, convert-arith-to-llvm)",
+     "hands the module to upstream MLIR"),
+])
+def test_run_module_errors_are_run_errors_with_locations(module, pipeline, want):
+    """The library shares the command line's parse/verify/pipeline path: every failure is a
+    RunError whose message holds the located diagnostics."""
+    with pytest.raises(T.RunError, match=want):
+        T.run_module(module, pipeline=pipeline)

@@ -19,7 +19,7 @@
 
 // Without a pipeline the mx ops are still there.
 // RUN: not mxlower-run %s 2>&1 | FileCheck %s --check-prefix=LEFT
-// LEFT: mxlower-run: error: the module still contains mx.quantize ops, which XLA cannot run; lower them first, e.g. -p 'builtin.module(mxlower-mx-to-stablehlo)'
+// LEFT: mxlower-run: error: the module still contains mx.quantize ops, which no backend runs; lower them first, e.g. with the pipeline 'builtin.module(mxlower-mx-to-stablehlo)'
 
 // A bad pipeline and a failing pass are reported like mxlower-opt does.
 // RUN: not mxlower-run %s -p 'builtin.module(mxlower-mx-to-stablehlo{scale-mode=up})' 2>&1 | FileCheck %s --check-prefix=PIPE
