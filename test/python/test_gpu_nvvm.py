@@ -13,12 +13,24 @@ and cuda-python.  Run::
 The unmarked tests at the end run everywhere: they build (and, with ptxas, assemble) the very
 kernels the GPU tests launch for the chips a lent machine may have, and check the kernel ABI
 the launcher assumes, so a GPU session spends its time on the hardware run alone.
+
+A GPU machine need not have mxlower's MLIR stacks (jaxlib, the xtc wheels): build the
+kernels where they are and carry them.  With ``MXLOWER_GPU_IMAGES=DIR`` the tests load
+``DIR/<chip>-hw.cubin`` / ``-sw.cubin`` (or ``.ptx``) instead of building, and then need only
+NumPy, ml_dtypes, pytest and CuPy or cuda-python (this module and the mxlower modules it
+uses import no MLIR)::
+
+    python test/python/test_gpu_nvvm.py build .gpu sm_90a sm_100a     # here
+    MXLOWER_GPU_IMAGES=.gpu PYTHONPATH=. python3 -m pytest -q -m gpu \
+        test/python/test_gpu_nvvm.py                                  # on the GPU machine
 """
 
 from __future__ import annotations
 
 import functools
+import os
 import re
+import sys
 
 import ml_dtypes
 import numpy as np
@@ -183,11 +195,61 @@ def _ptx(chip: str, hardware: bool) -> str:
     return ptx.compile_ptx(ptx.translate_to_llvmir(ptx.device_module(out.get_asm())), chip)
 
 
+IMAGES_ENV = "MXLOWER_GPU_IMAGES"
+
+
+def _image_name(chip: str, hardware: bool) -> str:
+    return f"{chip}-{'hw' if hardware else 'sw'}"
+
+
+def build_image(chip: str, hardware: bool) -> tuple[bytes, str]:
+    """(image, extension): a cubin when ptxas is here, else the PTX for the driver to JIT."""
+    asm = _ptx(chip, hardware)
+    if ptx.ptxas_path() is not None:
+        return ptx.assemble(asm, chip), ".cubin"
+    return asm.encode(), ".ptx"
+
+
+def _prebuilt(root: str, chip: str, hardware: bool) -> bytes:
+    build = f"python test/python/test_gpu_nvvm.py build {root} {chip}"
+    try:
+        with open(os.path.join(root, "kernels.txt"), encoding="utf-8") as f:
+            listed = f.read().split()
+    except OSError:
+        pytest.fail(f"{IMAGES_ENV}={root} holds no kernels.txt; build the images with: {build}")
+    if listed != list(KERNELS):
+        pytest.fail(f"the images in {root} were built for other kernels than this test "
+                    f"launches; rebuild them with: {build}")
+    for ext in (".cubin", ".ptx"):
+        path = os.path.join(root, _image_name(chip, hardware) + ext)
+        if os.path.exists(path):
+            with open(path, "rb") as f:
+                return f.read()
+    pytest.fail(f"{IMAGES_ENV}={root} has no image for {chip}; build it with: {build}")
+
+
 @functools.cache
 def _image(chip: str, hardware: bool) -> bytes:
-    """A cubin when ptxas is here, else the PTX for the driver to JIT."""
-    asm = _ptx(chip, hardware)
-    return ptx.assemble(asm, chip) if ptx.ptxas_path() is not None else asm.encode()
+    root = os.environ.get(IMAGES_ENV)
+    if root:
+        return _prebuilt(root, chip, hardware)
+    return build_image(chip, hardware)[0]
+
+
+def build_images(root: str, chips: list[str]) -> list[str]:
+    """Write every chip's hardware and fallback images and ``kernels.txt`` into ``root``."""
+    os.makedirs(root, exist_ok=True)
+    written = []
+    for chip in chips:
+        for hardware in (True, False):
+            img, ext = build_image(chip, hardware)
+            path = os.path.join(root, _image_name(chip, hardware) + ext)
+            with open(path, "wb") as f:
+                f.write(img)
+            written.append(path)
+    with open(os.path.join(root, "kernels.txt"), "w", encoding="utf-8") as f:
+        f.write("\n".join(KERNELS) + "\n")
+    return written
 
 
 def _run(kernel: str, x: np.ndarray, dst: str, hardware: bool = True) -> np.ndarray:
@@ -282,3 +344,57 @@ def test_device_chip_from_compute_capability(cc, chip):
     dev = object.__new__(_Device)
     dev.cc = cc
     assert dev.chip == chip
+
+
+def test_prebuilt_images_are_what_the_tests_load(tmp_path, monkeypatch):
+    """The carried images: built once, found by chip and mode, and refused when missing or
+    built for another kernel list."""
+    build_images(str(tmp_path), ["sm_90a"])
+    monkeypatch.setenv(IMAGES_ENV, str(tmp_path))
+    assert _prebuilt(str(tmp_path), "sm_90a", True) == build_image("sm_90a", True)[0]
+    assert _prebuilt(str(tmp_path), "sm_90a", False) == build_image("sm_90a", False)[0]
+    with pytest.raises(pytest.fail.Exception, match="has no image for sm_100a"):
+        _prebuilt(str(tmp_path), "sm_100a", True)
+    (tmp_path / "kernels.txt").write_text("t_f32_f8E4M3FN\n")
+    with pytest.raises(pytest.fail.Exception, match="other kernels"):
+        _prebuilt(str(tmp_path), "sm_90a", True)
+
+
+def test_the_gpu_side_imports_no_mlir(tmp_path):
+    """On a GPU machine without jaxlib or the xtc wheels, this module and what it imports
+    load, and find carried images (imports of jax, jaxlib or mlir fail in the child)."""
+    import subprocess
+
+    build_images(str(tmp_path), ["sm_90a"])
+    here = os.path.dirname(os.path.abspath(__file__))
+    code = f"""
+import importlib.abc, sys
+class Block(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("jax", "jaxlib", "mlir"):
+            raise ImportError("blocked: " + name)
+sys.meta_path.insert(0, Block())
+sys.path.insert(0, {here!r})
+import test_gpu_nvvm as G
+img = G._image("sm_90a", True)
+x = G._probes("f32")
+assert len(img) > 1000 and x.size > 200000
+print("ok", sorted(m for m in sys.modules if m.startswith("mxlower")))
+"""
+    env = dict(os.environ, **{IMAGES_ENV: str(tmp_path)})
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                       check=False)
+    assert r.returncode == 0 and r.stdout.startswith("ok"), r.stderr[-2000:]
+
+
+def _main(argv: list[str]) -> int:
+    if len(argv) < 3 or argv[0] != "build":
+        sys.stderr.write("usage: python test/python/test_gpu_nvvm.py build DIR CHIP...\n")
+        return 2
+    for path in build_images(argv[1], argv[2:]):
+        print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main(sys.argv[1:]))
