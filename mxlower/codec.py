@@ -710,15 +710,22 @@ class StableHLOBuilder(_MLIRBuilder):
     ``ui8`` (``resize(x, 8)``); working integers are signless (signed in StableHLO).
 
     Create it under the insertion point and location to build at, or pass ``loc``/``ip``.
-    ``shape`` must be static.
+    A ``shape`` with dynamic dimensions needs ``like``, a value of that shape: constants are
+    then scalars broadcast to ``like``'s runtime shape (``stablehlo.get_dimension_size``,
+    ``dynamic_broadcast_in_dim``), which shape refinement folds once the shape is known.
     """
 
-    def __init__(self, shape, *, loc: Any = None, ip: Any = None):
+    def __init__(self, shape, *, like: Any = None, loc: Any = None, ip: Any = None):
         from mxlower.bindings.jaxlib import ir, stablehlo
 
         super().__init__(ir, loc=loc, ip=ip)
         self.hlo = stablehlo
         self.shape = list(shape)
+        self.dynamic = any(ir.ShapedType.is_dynamic_size(d) for d in self.shape)
+        if self.dynamic and like is None:
+            raise ValueError("a dynamic shape needs the value whose shape it is (like=)")
+        self.like = like
+        self._runtime_shape: Any = None
 
     def _shaped(self, elem):
         return self.ir.RankedTensorType.get(self.shape, elem)
@@ -734,9 +741,29 @@ class StableHLOBuilder(_MLIRBuilder):
             t = self._int(bits)
             et = self._elem(t)
             v = key[0] if bits == 8 else _signed(value, bits)
-            attr = self.ir.DenseElementsAttr.get_splat(t, self.ir.IntegerAttr.get(et, v))
-            self._consts[key] = self.hlo.ConstantOp(attr, **self._kw()).result
+            if not self.dynamic:
+                attr = self.ir.DenseElementsAttr.get_splat(t, self.ir.IntegerAttr.get(et, v))
+                self._consts[key] = self.hlo.ConstantOp(attr, **self._kw()).result
+            else:
+                scalar = self.ir.RankedTensorType.get([], et)
+                attr = self.ir.DenseElementsAttr.get_splat(scalar,
+                                                           self.ir.IntegerAttr.get(et, v))
+                c = self.hlo.ConstantOp(attr, **self._kw()).result
+                self._consts[key] = self.hlo.DynamicBroadcastInDimOp(
+                    t, c, self._shape_of_like(), [], **self._kw()).result
         return self._consts[key]
+
+    def _shape_of_like(self) -> Any:
+        """``tensor<rank x i32>``: the runtime shape of ``like``, built once."""
+        if self._runtime_shape is None:
+            i32 = self.ir.IntegerType.get_signless(32)
+            one = self.ir.RankedTensorType.get([1], i32)
+            dims = [self.hlo.ReshapeOp(one, self.hlo.GetDimensionSizeOp(self.like, i,
+                                                                         **self._kw()).result,
+                                       **self._kw()).result for i in range(len(self.shape))]
+            self._runtime_shape = (dims[0] if len(dims) == 1 else
+                                   self.hlo.ConcatenateOp(dims, 0, **self._kw()).result)
+        return self._runtime_shape
 
     def binary(self, op: str, lhs, rhs):
         h = self.hlo

@@ -60,6 +60,11 @@ class ExpandNarrowFloats(ModulePass):
       integer into types whose range ends below 2^24 (everything but f8E8M0FNU); wider
       integers -> f8E8M0FNU would round twice and are an error.
 
+    Dynamic dimensions (``jax.export`` with symbolic shapes) are supported: the generated
+    code's constants are then scalars broadcast to the operand's runtime shape
+    (``get_dimension_size`` and ``dynamic_broadcast_in_dim``, once per convert), which shape
+    refinement folds away once the shapes are known.
+
     Before::
 
         func.func @main(%x: tensor<4xf32>) -> tensor<2x2xf4E2M1FN> {
@@ -280,8 +285,6 @@ class _Expander:
 
     def convert_problem(self, op: Any) -> str | None:
         st = op.operands[0].type
-        if not self.ir.ShapedType(st).has_static_shape:
-            return "convert cannot be expanded: dynamic shapes are not supported"
         s, d = self.elem(st), self.elem(op.results[0].type)
         ns, nd = self.narrow(s), self.narrow(d)
         if ns:
@@ -372,7 +375,7 @@ class _Expander:
         shape = ir.RankedTensorType(x.type).shape
         ns, nd = self.narrow(s), self.narrow(d)
         with ir.InsertionPoint(op), op.location:
-            b = codec.StableHLOBuilder(shape)
+            b = codec.StableHLOBuilder(shape, like=x)
             if ns and nd:
                 out = x if ns == nd else codec.emit_convert_codes(b, x, ns, nd)
             elif ns:

@@ -328,3 +328,66 @@ def test_constants_reencode_every_code(t):
     outs = xla_cpu.run(expand(text))
     for c, got in zip(chunks, outs):
         assert np.array_equal(got, c)
+
+
+# ----------------------------------------------------------------------------- dynamic shapes
+
+DYNAMIC = """func.func @main(%x: tensor<?x4xf32>, %c: tensor<?x4xf6E2M3FN>, %h: tensor<4x?xbf16>)
+    -> (tensor<?x4xf8E4M3FN>, tensor<?x4xf32>, tensor<4x?xf4E2M1FN>, tensor<?x4xf6E3M2FN>) {
+  %0 = stablehlo.convert %x : (tensor<?x4xf32>) -> tensor<?x4xf8E4M3FN>
+  %1 = stablehlo.convert %c : (tensor<?x4xf6E2M3FN>) -> tensor<?x4xf32>
+  %2 = stablehlo.convert %h : (tensor<4x?xbf16>) -> tensor<4x?xf4E2M1FN>
+  %3 = stablehlo.convert %c : (tensor<?x4xf6E2M3FN>) -> tensor<?x4xf6E3M2FN>
+  return %0, %1, %2, %3 : tensor<?x4xf8E4M3FN>, tensor<?x4xf32>, tensor<4x?xf4E2M1FN>,
+                          tensor<?x4xf6E3M2FN>
+}
+"""
+
+
+def _specialize_and_refine(text: str, dims: dict[str, str]) -> str:
+    """Static shapes for the dynamic ones (``dims``: type prefix -> static prefix), then
+    jax's shape refinement, which folds the runtime-shape computations."""
+    from jax._src.interpreters import mlir as jax_mlir
+
+    for dyn, static in dims.items():
+        text = text.replace(dyn, static)
+    with jax_mlir.make_ir_context():
+        return str(jax_mlir.refine_polymorphic_shapes(J.ir.Module.parse(text)))
+
+
+def test_dynamic_shapes_expand_and_run_after_refinement():
+    """Converts on tensors with dynamic dimensions (what jax.export emits for symbolic
+    shapes) expand with their constants broadcast to the runtime shape; once refined to
+    static shapes the module runs on XLA:CPU bit-exactly."""
+    text = expand(DYNAMIC)
+    assert "f8E" not in text and "f6E" not in text and "f4E" not in text
+    assert "stablehlo.dynamic_broadcast_in_dim" in text and "tensor<?x4xui8>" in text
+    x = probes("f32")[: (probes("f32").size // 4) * 4].reshape(-1, 4)
+    c = np.resize(np.arange(64, dtype=np.uint8), x.shape)  # every f6 code, same rows as x
+    h = probes("bf16").reshape(4, -1)
+    refined = _specialize_and_refine(text, {"tensor<?x4x": f"tensor<{x.shape[0]}x4x",
+                                            "tensor<4x?x": f"tensor<4x{h.shape[1]}x"})
+    assert "dynamic_broadcast_in_dim" not in refined and "?" not in refined
+    q, back, q4, c32 = xla_cpu.run(refined, x, c, h)
+    cv = c.view(FLOAT_TYPES["f6E2M3FN"].dtype)
+    assert np.array_equal(q, R.bits(R.convert(x, "f8E4M3FN")))
+    assert np.array_equal(R.bits(back), R.bits(R.convert(cv, "f32")))
+    assert np.array_equal(q4, R.bits(R.convert(h, "f4E2M1FN")))
+    assert np.array_equal(c32, R.bits(R.convert(cv, "f6E3M2FN")))
+
+
+def test_dynamic_shapes_from_jax_export():
+    """A module exported with a symbolic batch size expands (no 'dynamic shapes' error)."""
+    import jax
+    import jax.numpy as jnp
+    from jax import export
+
+    spec = jax.ShapeDtypeStruct(export.symbolic_shape("b, 8"), jnp.float32)
+    exp = export.export(jax.jit(lambda v: v.astype(jnp.float8_e5m2).astype(jnp.float32)))(spec)
+    text = expand(exp.mlir_module())
+    assert "f8E5M2" not in text and "stablehlo.get_dimension_size" in text
+    x = probes("f32")[:8 * 1000].reshape(1000, 8)
+    (got,) = xla_cpu.run(_specialize_and_refine(text, {"tensor<?x8x": "tensor<1000x8x"}), x)
+    want = R.convert(R.convert(x, "f8E5M2"), "f32")
+    assert np.array_equal(np.isnan(got), np.isnan(want))
+    assert np.array_equal(R.bits(got)[~np.isnan(got)], R.bits(want)[~np.isnan(want)])

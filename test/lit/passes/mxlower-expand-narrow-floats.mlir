@@ -312,10 +312,21 @@ func.func @wide_int_to_e8m0(%i: tensor<4xi32>) -> tensor<4xf8E8M0FNU> {
 
 // -----
 
-func.func @dynamic_shape(%x: tensor<?xf32>) -> tensor<?xf6E2M3FN> {
-  // expected-error @+1 {{convert cannot be expanded: dynamic shapes are not supported}}
-  %0 = stablehlo.convert %x : (tensor<?xf32>) -> tensor<?xf6E2M3FN>
-  return %0 : tensor<?xf6E2M3FN>
+// Dynamic dimensions (jax.export's symbolic shapes): the constants are scalars broadcast to
+// the operand's runtime shape, built once per convert; shape refinement folds them.
+
+// CHECK-LABEL: func.func @dynamic_shape
+// CHECK-SAME: (%[[X:.*]]: tensor<?x3xf32>) -> tensor<?x3xui8>
+// CHECK: %[[D0:.*]] = stablehlo.get_dimension_size %[[X]], dim = 0
+// CHECK: %[[D1:.*]] = stablehlo.get_dimension_size %[[X]], dim = 1
+// CHECK: %[[SHAPE:.*]] = stablehlo.concatenate %{{.*}}, %{{.*}}, dim = 0 : (tensor<1xi32>, tensor<1xi32>) -> tensor<2xi32>
+// CHECK: stablehlo.dynamic_broadcast_in_dim %{{.*}}, %[[SHAPE]], dims = [] : (tensor<i32>, tensor<2xi32>) -> tensor<?x3xi32>
+// CHECK-NOT: stablehlo.get_dimension_size
+// CHECK-NOT: f6E2M3FN
+// CHECK: return %{{.*}} : tensor<?x3xui8>
+func.func @dynamic_shape(%x: tensor<?x3xf32>) -> tensor<?x3xf6E2M3FN> {
+  %0 = stablehlo.convert %x : (tensor<?x3xf32>) -> tensor<?x3xf6E2M3FN>
+  return %0 : tensor<?x3xf6E2M3FN>
 }
 
 // -----
