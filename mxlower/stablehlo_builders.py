@@ -28,6 +28,8 @@ from mxlower.bindings.jaxlib import ir, stablehlo
 
 __all__ = [
     "Builder",
+    "Dyn",
+    "is_dynamic",
     "f32_bits_floor",
     "frexp_bits",
     "ldexp_bits",
@@ -46,6 +48,37 @@ def _elt(t: str | Any) -> Any:
     return ir.Type.parse(t) if isinstance(t, str) else t
 
 
+class Dyn:
+    """A dynamic dimension in a shape: dimension ``index`` of ``value``, read at run time
+    with ``stablehlo.get_dimension_size`` when a shape operand needs it."""
+
+    __slots__ = ("value", "index")
+
+    def __init__(self, value: Any, index: int):
+        self.value = value
+        self.index = index
+
+    def __eq__(self, other: object) -> bool:
+        return (isinstance(other, Dyn) and self.index == other.index
+                and self.value == other.value)
+
+    def __hash__(self) -> int:
+        return hash(self.index)
+
+    def __repr__(self) -> str:
+        return f"Dyn({self.index})"
+
+
+def _static(shape: Sequence[int | Dyn]) -> list[int]:
+    """The shape for a tensor type: dynamic sizes where the shape has a :class:`Dyn`."""
+    dyn = ir.ShapedType.get_dynamic_size()
+    return [dyn if isinstance(d, Dyn) else int(d) for d in shape]
+
+
+def is_dynamic(shape: Sequence[int | Dyn]) -> bool:
+    return any(isinstance(d, Dyn) for d in shape)
+
+
 class Builder:
     """Emits StableHLO ops at ``loc`` through the insertion point ``ip``."""
 
@@ -55,32 +88,54 @@ class Builder:
 
     # ----------------------------------------------------------------------------- types
     @staticmethod
-    def shape(v: Any) -> tuple[int, ...]:
-        return tuple(ir.RankedTensorType(v.type).shape)
+    def shape(v: Any) -> tuple[int | Dyn, ...]:
+        """``v``'s shape: ints, and a :class:`Dyn` for each dynamic dimension."""
+        t = ir.RankedTensorType(v.type)
+        return tuple(Dyn(v, i) if t.is_dynamic_dim(i) else d for i, d in enumerate(t.shape))
 
     @staticmethod
     def etype(v: Any) -> str:
         return str(ir.RankedTensorType(v.type).element_type)
 
-    def ttype(self, shape: Sequence[int], elt: str | Any) -> Any:
-        return ir.RankedTensorType.get(list(shape), _elt(elt), loc=self.loc)
+    def ttype(self, shape: Sequence[int | Dyn], elt: str | Any) -> Any:
+        return ir.RankedTensorType.get(_static(shape), _elt(elt), loc=self.loc)
+
+    def shape_tensor(self, shape: Sequence[int | Dyn]) -> Any:
+        """``tensor<rank x i32>`` holding ``shape`` at run time (the operand of the dynamic
+        reshape and broadcast ops)."""
+        i32 = ir.IntegerType.get_signless(32)
+        one = self.ttype([1], i32)
+        parts = []
+        for d in shape:
+            if isinstance(d, Dyn):
+                size = stablehlo.GetDimensionSizeOp(d.value, d.index, **self._kw()).result
+                parts.append(stablehlo.ReshapeOp(one, size, **self._kw()).result)
+            else:
+                dense = ir.DenseElementsAttr.get(np.asarray([d], dtype=np.int32))
+                parts.append(stablehlo.ConstantOp(dense, **self._kw()).result)
+        if len(parts) == 1:
+            return parts[0]
+        return stablehlo.ConcatenateOp(parts, 0, **self._kw()).result
 
     def _kw(self) -> dict[str, Any]:
         return {"loc": self.loc, "ip": self.ip}
 
     # ----------------------------------------------------------------------------- constants
-    def const(self, value: float | int, elt: str, shape: Sequence[int] = ()) -> Any:
+    def const(self, value: float | int, elt: str, shape: Sequence[int | Dyn] = ()) -> Any:
         """A splat constant; ``value`` is a Python number (ints for integer types, and for a
-        float type an int means those raw bits when ``elt`` is f32)."""
+        float type an int means those raw bits when ``elt`` is f32).  A dynamic ``shape``
+        broadcasts a scalar constant to it."""
         t = _elt(elt)
         if isinstance(t, ir.IntegerType):
             attr = ir.IntegerAttr.get(t, int(value))
         else:
             attr = ir.FloatAttr.get(t, float(value))
+        if is_dynamic(shape):
+            return self.broadcast(self.const(value, elt), shape, [])
         dense = ir.DenseElementsAttr.get_splat(self.ttype(shape, t), attr)
         return stablehlo.ConstantOp(dense, **self._kw()).result
 
-    def f32_from_bits(self, bits: int, shape: Sequence[int] = ()) -> Any:
+    def f32_from_bits(self, bits: int, shape: Sequence[int | Dyn] = ()) -> Any:
         """An f32 splat given by its bit pattern (NaN payloads, exact subnormals)."""
         signed = bits - (1 << 32) if bits >= 1 << 31 else bits
         return self.bitcast(self.const(signed, "i32", shape), "f32")
@@ -165,14 +220,21 @@ class Builder:
         return stablehlo.BitcastConvertOp(self.ttype(self.shape(v), elt), v,
                                           **self._kw()).result
 
-    def reshape(self, v: Any, shape: Sequence[int]) -> Any:
+    def reshape(self, v: Any, shape: Sequence[int | Dyn]) -> Any:
         if self.shape(v) == tuple(shape):
             return v
-        return stablehlo.ReshapeOp(self.ttype(shape, self.etype(v)), v, **self._kw()).result
+        t = self.ttype(shape, self.etype(v))
+        if is_dynamic(shape):
+            return stablehlo.DynamicReshapeOp(t, v, self.shape_tensor(shape),
+                                              **self._kw()).result
+        return stablehlo.ReshapeOp(t, v, **self._kw()).result
 
-    def broadcast(self, v: Any, shape: Sequence[int], dims: Sequence[int]) -> Any:
-        return stablehlo.BroadcastInDimOp(self.ttype(shape, self.etype(v)), v, list(dims),
-                                          **self._kw()).result
+    def broadcast(self, v: Any, shape: Sequence[int | Dyn], dims: Sequence[int]) -> Any:
+        t = self.ttype(shape, self.etype(v))
+        if is_dynamic(shape):
+            return stablehlo.DynamicBroadcastInDimOp(t, v, self.shape_tensor(shape), list(dims),
+                                                     **self._kw()).result
+        return stablehlo.BroadcastInDimOp(t, v, list(dims), **self._kw()).result
 
     def slice(self, v: Any, limits: Sequence[int]) -> Any:
         if self.shape(v) == tuple(limits):
@@ -228,7 +290,7 @@ class Builder:
         s = list(self.shape(v))
         return self.reshape(v, s[:axis] + [s[axis] * s[axis + 1]] + s[axis + 2:])
 
-    def along(self, values: Sequence[int], shape: Sequence[int], dim: int) -> Any:
+    def along(self, values: Sequence[int], shape: Sequence[int | Dyn], dim: int) -> Any:
         """The i32 vector ``values`` broadcast along dimension ``dim`` of ``shape``."""
         dense = ir.DenseElementsAttr.get(np.asarray(values, dtype=np.int32))
         c = stablehlo.ConstantOp(dense, **self._kw()).result

@@ -164,19 +164,22 @@ def _ir():
     return ir
 
 
+#: the size MLIR gives a dynamic dimension (``ShapedType.get_dynamic_size()``)
+DYNAMIC = -(1 << 63)
+
+
 def _tensor(value: Any, what: str) -> tuple[tuple[int, ...], str]:
+    """(shape, element type); a dynamic dimension's size is :data:`DYNAMIC`."""
     ir = _ir()
     t = value.type
     if not isinstance(t, ir.RankedTensorType):
         raise MXError(f"{what} must be a ranked tensor, got {t}")
     rt = ir.RankedTensorType(t)
-    if not rt.has_static_shape:
-        raise MXError(f"{what} must have a static shape, got {t}")
     return tuple(rt.shape), str(rt.element_type)
 
 
 def _ttype(shape, elt: str) -> str:
-    return "tensor<" + "".join(f"{d}x" for d in shape) + elt + ">"
+    return "tensor<" + "".join("?x" if d == DYNAMIC else f"{d}x" for d in shape) + elt + ">"
 
 
 def _attr_str(attrs, name: str, what: str) -> str | None:
@@ -256,6 +259,10 @@ def scale_shape(shape, axis: int, block_size: int) -> tuple[int, ...]:
 
 
 def _check_blocked(shape, axis: int, k: int, what: str) -> None:
+    if shape[axis] == DYNAMIC:
+        dims = "x".join("?" if d == DYNAMIC else str(d) for d in shape)
+        raise MXError(f"blocked dimension {axis} of {what} must have a static size (other "
+                      f"dimensions may be dynamic), got shape {dims}")
     if shape[axis] % k:
         raise MXError(f"blocked dimension {axis} of {what} has size {shape[axis]}, which "
                       f"block size {k} does not divide")
@@ -466,6 +473,9 @@ def _parse_pack(op, unpack: bool) -> PackOp | UnpackOp:
         raise MXError("packed tensors must have at least one dimension")
     axis = _axis(op.attributes, "axis", len(shape))
     bits = PACKABLE[elt]
+    if shape[axis] == DYNAMIC:
+        raise MXError(f"the packed dimension {axis} must have a static size, got "
+                      f"{_ttype(shape, elt)}")
     m = packed_length(shape[axis], bits)
     if m is None:
         raise MXError(f"{shape[axis]} values of {elt} ({bits} bits) along dimension {axis} do "

@@ -82,6 +82,11 @@ def check_block_size(block_size: Any, n: int, axis: int, fn: str, of: str) -> in
     k = _int(block_size, fn, "block_size")
     if k <= 0:
         raise ValueError(f"{fn}: argument 'block_size' must be positive, got {k}")
+    try:
+        operator.index(n)
+    except TypeError:  # a symbolic dimension (jax.export shape polymorphism)
+        raise ValueError(f"{fn}: the blocked dimension {axis} of '{of}' must have a static size "
+                         f"(other dimensions may be symbolic), got '{n}'") from None
     if n % k:
         raise ValueError(f"{fn}: argument 'block_size' = {k} does not divide the blocked "
                          f"dimension {axis} of '{of}' (size {n}); MX never pads a block")

@@ -38,10 +38,21 @@ def _registered() -> None:
     make_context()
 
 
-def tensor_type(shape: Sequence[int], element: str) -> Any:
+def tensor_type(shape: Sequence[Any], element: str) -> Any:
+    """The tensor type of a JAX shape; a symbolic dimension (``jax.export``'s shape
+    polymorphism) is a dynamic one, which mxlower's pipeline keeps dynamic and JAX's shape
+    refinement makes static when the export is called."""
+    import operator
+
     from mxlower.bindings.jaxlib import ir
 
-    return ir.RankedTensorType.get(list(shape), ir.Type.parse(element))
+    def size(d: Any) -> int:
+        try:
+            return operator.index(d)
+        except TypeError:
+            return ir.ShapedType.get_dynamic_size()
+
+    return ir.RankedTensorType.get([size(d) for d in shape], ir.Type.parse(element))
 
 
 #: Which narrow float types the kernels expand into integer code (mxlower-expand-narrow-floats)

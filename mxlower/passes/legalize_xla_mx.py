@@ -129,11 +129,18 @@ def _composite_name(o: Any) -> str | None:
     return _str_attr(o, "name")
 
 
-def _shape_elt(v: Any, what: str) -> tuple[tuple[int, ...], str]:
+def _shape_elt(v: Any, what: str, blocked_last: bool = False) -> tuple[tuple[int, ...], str]:
+    """(shape, element type).  Static shapes only, except with ``blocked_last``: then only
+    the last (blocked) dimension must be static (a dynamic size is ``ShapedType``'s)."""
     from mxlower.bindings.jaxlib import ir
 
     t = v.type
-    if not isinstance(t, ir.RankedTensorType) or not t.has_static_shape:
+    if not isinstance(t, ir.RankedTensorType):
+        raise _Unsupported(f"{what} must be a ranked tensor, got {t}")
+    if blocked_last:
+        if t.rank and t.is_dynamic_dim(t.rank - 1):
+            raise _Unsupported(f"the last (blocked) dimension of {what} must be static, got {t}")
+    elif not t.has_static_shape:
         raise _Unsupported(f"{what} must be a statically shaped tensor, got {t}")
     return tuple(t.shape), str(t.element_type)
 
@@ -251,7 +258,7 @@ def _quantize(o: Any, scale_mode: str) -> None:
 
     if len(o.operands) != 1:
         raise _Unsupported(f"expects 1 operand (the input), got {len(o.operands)}")
-    shape, elt = _shape_elt(o.operands[0], "the input")
+    shape, elt = _shape_elt(o.operands[0], "the input", blocked_last=True)
     if elt not in WIDE_TYPES:
         raise _Unsupported(f"the input must be f32, bf16 or f16, got {elt}")
     if not shape:
@@ -276,8 +283,8 @@ def _dequantize(o: Any) -> None:
 
     if len(o.operands) != 2:
         raise _Unsupported(f"expects 2 operands (elements, scales), got {len(o.operands)}")
-    shape, elt = _shape_elt(o.operands[0], "the elements")
-    s_shape, selt = _shape_elt(o.operands[1], "the scales")
+    shape, elt = _shape_elt(o.operands[0], "the elements", blocked_last=True)
+    s_shape, selt = _shape_elt(o.operands[1], "the scales", blocked_last=True)
     fmt = _fmt(elt, selt, "the operands")
     (rt,) = _results(o, 1, "the dequantized tensor")
     rt = ir.RankedTensorType(rt)

@@ -352,6 +352,40 @@ def test_jax_export_for_several_platforms():
     assert np.array_equal(np.asarray(y), np.asarray(ry)) and same_wide(d, rd)
 
 
+@pytest.mark.parametrize("fmt", ["mxfp8_e4m3", "mxfp6_e2m3", "mxfp4_e2m1", "nvfp4"])
+def test_jax_export_with_symbolic_shapes(fmt):
+    """Shape polymorphism: the non-blocked dimensions may be symbolic; one export then runs
+    bit-exactly (quantize, dequantize) and equal to jit (scaled_dot) at several sizes."""
+    from jax import export
+
+    b, m = export.symbolic_shape("b, m")
+
+    def f(x, y):
+        q = mxj.quantize(x, fmt)
+        return q.elements, q.scales, q.dequantize(), mxj.scaled_dot(mxj.quantize(y, fmt), q)
+
+    exp = export.export(jax.jit(f))(jax.ShapeDtypeStruct((b, 64), jnp.float32),
+                                    jax.ShapeDtypeStruct((m, 64), jnp.float32))
+    assert "?x64x" in exp.mlir_module() and "mx." not in exp.mlir_module()
+    for rows_x, rows_y in ((3, 5), (8, 1)):
+        x, y = _rand(rows_x, 64), _rand(rows_y, 64)
+        e, s, d, dot = exp.call(x, y)
+        eq, es = R.quantize(x, fmt, axis=1)
+        assert np.array_equal(R.bits(np.asarray(e)), R.bits(eq))
+        assert np.array_equal(R.bits(np.asarray(s)), R.bits(es))
+        assert same_wide(d, R.dequantize(eq, es, fmt, axis=1))
+        assert np.array_equal(np.asarray(dot), np.asarray(jax.jit(f)(x, y)[3]))
+
+
+def test_symbolic_blocked_dimension_is_a_clear_error():
+    from jax import export
+
+    spec = jax.ShapeDtypeStruct(export.symbolic_shape("n, k"), jnp.float32)
+    with pytest.raises(ValueError, match="the blocked dimension 1 of 'x' must have a static "
+                                         "size .* got 'k'"):
+        export.export(jax.jit(lambda v: mxj.quantize(v, "mxfp8_e4m3").elements))(spec)
+
+
 def test_lower_points_at_user_code():
     t = mxj.lower(_model, _rand(8, 64), _rand(16, 64), debug_info=True)
     assert pathlib.Path(__file__).name in t

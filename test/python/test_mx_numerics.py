@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from mxlower import reference as R
-from mxlower.dialect.testing import MxModule, special_blocks
+from mxlower.dialect.testing import MxModule, refine_to_static, special_blocks
 from mxlower.formats import FORMATS, SCALE_MODES
 
 WIDE = {"f32": np.dtype(np.float32), "bf16": np.dtype(ml_dtypes.bfloat16),
@@ -250,6 +250,55 @@ def test_quantize_at_the_ends_of_the_exponent_range():
         for name, got, want in (("elements", q, eq), ("scales", s, es), ("dequantized", d, ed)):
             bad = _same_bits(got, want)
             assert not bad.any(), f"{fmt} {mode} {name}: {_describe(bad, got, want, x)}"
+
+
+# ----------------------------------------------------------------------------- dynamic shapes
+
+_DYN_CASES = [("mxfp8_e4m3", "floor"), ("mxfp6_e3m2", "rceil"), ("mxfp4_e2m1", "nearest"),
+              ("mxint8", "rceil"), ("nvfp4", None)]
+
+
+def _dynamic_text(fmt: str, mode: str | None) -> str:
+    """quantize + dequantize of a tensor<?x64x?xf32> blocked along its static dimension."""
+    f = FORMATS[fmt]
+    nb = 64 // f.block_size
+    x, e, sc = "tensor<?x64x?xf32>", f"tensor<?x64x?x{f.element}>", f"tensor<?x{nb}x?x{f.scale}>"
+    attrs = f'format = "{fmt}", axis = 1 : i64'
+    g_arg, g_use, g_ty = (", %g: tensor<f32>", ", %g", ", tensor<f32>") if f.is_nvfp4 else ("",) * 3
+    mode_attr = f', scale_mode = "{mode}"' if mode else ""
+    return (f"func.func @main(%x: {x}{g_arg}) -> ({e}, {sc}, {x}) {{\n"
+            f'  %q, %s = "mx.quantize"(%x{g_use}) {{{attrs}{mode_attr}}} : ({x}{g_ty}) -> '
+            f"({e}, {sc})\n"
+            f'  %d = "mx.dequantize"(%q, %s{g_use}) {{{attrs}}} : ({e}, {sc}{g_ty}) -> {x}\n'
+            f"  return %q, %s, %d : {e}, {sc}, {x}\n}}\n")
+
+
+@pytest.mark.parametrize("fmt,mode", _DYN_CASES)
+def test_dynamic_dimensions_bit_exact_after_refinement(fmt, mode):
+    """Dimensions other than the blocked one may be dynamic (jax.export's symbolic shapes):
+    the decomposition reshapes and broadcasts through the runtime shape, and once JAX's shape
+    refinement makes the module static it is bit-exact on XLA:CPU (through every expansion)."""
+    from mxlower import xla_cpu
+    from mxlower.bindings import jaxlib as J
+    from mxlower.passes.manager import run_pipeline
+
+    with J.make_context(allow_unregistered=True):
+        m = J.ir.Module.parse(_dynamic_text(fmt, mode))
+        run_pipeline(m, "builtin.module(mxlower-mx-to-stablehlo, mxlower-expand-narrow-floats)")
+        lowered = str(m)
+    assert "stablehlo.dynamic_reshape" in lowered and "mx." not in lowered
+    nb = 64 // FORMATS[fmt].block_size
+    static = refine_to_static(lowered, {"tensor<?x64x?x": "tensor<3x64x5x",
+                                              f"tensor<?x{nb}x?x": f"tensor<3x{nb}x5x"})
+    assert "?" not in static
+    x = special_blocks(np.random.default_rng(7), (3, 64, 5), 1, FORMATS[fmt].block_size)
+    g = [np.float32(1.5)] if FORMATS[fmt].is_nvfp4 else []
+    q, sc, d = xla_cpu.run(static, x, *g)
+    eq, es = R.quantize(x, fmt, axis=1, scale_mode=mode or "floor",
+                        global_scale=g[0] if g else None)
+    ed = R.dequantize(eq, es, fmt, axis=1, global_scale=g[0] if g else None)
+    for name, got, want in (("elements", q, eq), ("scales", sc, es), ("dequantized", d, ed)):
+        assert not _same_bits(got, want).any(), name
 
 
 # ----------------------------------------------------------------------------- XLA:CPU itself

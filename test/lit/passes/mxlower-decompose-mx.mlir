@@ -56,6 +56,24 @@ func.func @quantize_mxint8_axis0_bf16(%x: tensor<64x3xbf16>) -> (tensor<64x3xi8>
 
 // -----
 
+// Dynamic dimensions besides the blocked one: blocks are split and joined with
+// dynamic_reshape, and per-block values and constants are broadcast to the runtime shape.
+
+// CHECK-LABEL: func.func @quantize_dynamic_batch
+// CHECK: %[[BITS:.*]] = stablehlo.bitcast_convert %arg0 : (tensor<?x64xf32>) -> tensor<?x64xi32>
+// CHECK: stablehlo.get_dimension_size %[[BITS]], dim = 0
+// CHECK: stablehlo.dynamic_reshape %[[BITS]], %{{.*}} : (tensor<?x64xi32>, tensor<3xi32>) -> tensor<?x2x32xi32>
+// CHECK: stablehlo.dynamic_broadcast_in_dim
+// CHECK: stablehlo.convert %{{.*}} : (tensor<?x2x32xf32>) -> tensor<?x2x32xf8E5M2>
+// CHECK: stablehlo.dynamic_reshape %{{.*}} : (tensor<?x2x32xf8E5M2>, tensor<2xi32>) -> tensor<?x64xf8E5M2>
+// CHECK-NOT: mx.
+func.func @quantize_dynamic_batch(%x: tensor<?x64xf32>) -> (tensor<?x64xf8E5M2>, tensor<?x2xf8E8M0FNU>) {
+  %q, %s = "mx.quantize"(%x) {format = "mxfp8_e5m2", block_size = 32 : i64, axis = 1 : i64, scale_mode = "floor"} : (tensor<?x64xf32>) -> (tensor<?x64xf8E5M2>, tensor<?x2xf8E8M0FNU>)
+  return %q, %s : tensor<?x64xf8E5M2>, tensor<?x2xf8E8M0FNU>
+}
+
+// -----
+
 // nvfp4: the block scale is RNE_e4m3(min(amax / 6, 448)); the global scale divides first.
 
 // CHECK-LABEL: func.func @quantize_nvfp4

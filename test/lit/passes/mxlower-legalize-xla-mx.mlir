@@ -162,6 +162,28 @@ func.func @unrelated(%x: tensor<4xf32>) -> tensor<4xf32> {
 
 // -----
 
+// Dynamic dimensions other than the last (blocked) one, as jax.export emits for a symbolic
+// batch: the mx ops keep them.
+
+// CHECK-LABEL: func.func @dynamic_batch
+// CHECK: %[[Q:.*]]:2 = "mx.quantize"(%arg0) {{.*}} : (tensor<?x256xf32>) -> (tensor<?x256xf8E4M3FN>, tensor<?x8xf8E8M0FNU>)
+// CHECK: "mx.dequantize"(%[[Q]]#0, %[[Q]]#1) {{.*}} -> tensor<?x256xbf16>
+func.func @dynamic_batch(%x: tensor<?x256xf32>) -> tensor<?x256xbf16> {
+  %q, %s = stablehlo.custom_call @__op$quantize(%x) : (tensor<?x256xf32>) -> (tensor<?x256xf8E4M3FN>, tensor<?x8xf8E8M0FNU>)
+  %d = stablehlo.custom_call @__op$dequantize(%q, %s) : (tensor<?x256xf8E4M3FN>, tensor<?x8xf8E8M0FNU>) -> tensor<?x256xbf16>
+  return %d : tensor<?x256xbf16>
+}
+
+// -----
+
+func.func @dynamic_blocked_dimension(%x: tensor<4x?xf32>) {
+  // expected-error @+1 {{@__op$quantize: the last (blocked) dimension of the input must be static, got tensor<4x?xf32>}}
+  %q, %s = stablehlo.custom_call @__op$quantize(%x) : (tensor<4x?xf32>) -> (tensor<4x?xf8E4M3FN>, tensor<4x8xf8E8M0FNU>)
+  return
+}
+
+// -----
+
 func.func @bad_operand_counts(%a: tensor<16x64xf8E4M3FN>, %b: tensor<8x64xf8E4M3FN>, %x: tensor<4x64xf32>) {
   // expected-error @+1 {{@__op$block_scaled_dot: expects 3, 4 or 5 operands (lhs, rhs, lhs_scale[, rhs_scale[, global_scale]]), got 2}}
   %0 = stablehlo.custom_call @__op$block_scaled_dot(%a, %b) : (tensor<16x64xf8E4M3FN>, tensor<8x64xf8E4M3FN>) -> tensor<16x8xf32>

@@ -119,11 +119,14 @@ func.func @dequantize_types(%q: tensor<4x64xf8E4M3FN>, %s: tensor<4x2xf8E8M0FNU>
 
 // -----
 
-func.func @quantize_input(%x: tensor<4x64xi32>, %y: tensor<?x64xf32>) {
+func.func @quantize_input(%x: tensor<4x64xi32>, %y: tensor<64x?xf32>, %z: tensor<?x64xf32>) {
   // expected-error @+1 {{'mx.quantize' op the input must have element type f32, bf16 or f16, got i32}}
   %a, %b = "mx.quantize"(%x) {format = "mxint8"} : (tensor<4x64xi32>) -> (tensor<4x64xi8>, tensor<4x2xf8E8M0FNU>)
-  // expected-error @+1 {{'mx.quantize' op the input must have a static shape, got tensor<?x64xf32>}}
-  %c, %d = "mx.quantize"(%y) {format = "mxint8"} : (tensor<?x64xf32>) -> (tensor<?x64xi8>, tensor<?x2xf8E8M0FNU>)
+  // expected-error @+1 {{'mx.quantize' op blocked dimension 1 of the input must have a static size (other dimensions may be dynamic), got shape 64x?}}
+  %c, %d = "mx.quantize"(%y) {format = "mxint8"} : (tensor<64x?xf32>) -> (tensor<64x?xi8>, tensor<64x?xf8E8M0FNU>)
+  // Dynamic dimensions elsewhere are fine, but the scales must keep them.
+  // expected-error @+1 {{'mx.quantize' op result #1 (scales) must have shape tensor<?x2xf8E8M0FNU> for elements tensor<?x64xi8> blocked by 32 along dimension 1, got tensor<4x2xf8E8M0FNU>}}
+  %e, %f = "mx.quantize"(%z) {format = "mxint8"} : (tensor<?x64xf32>) -> (tensor<?x64xi8>, tensor<4x2xf8E8M0FNU>)
   return
 }
 
