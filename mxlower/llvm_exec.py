@@ -383,9 +383,13 @@ class _Engine:
                 raw = [res_storage.value if results[0].is_scalar else res_storage]
             else:
                 raw = [getattr(res_storage, f"r{i}") for i in range(len(results))]
+            # copy every result before freeing any buffer: results may share one (two
+            # returned values that CSE made identical), and a freed block's first bytes are
+            # the allocator's (reading it afterwards gave garbage there)
+            values = [_read_result(spec, r) for spec, r in zip(results, raw)]
             freed: set[int] = set()
             for spec, r in zip(results, raw):
-                values.append(_read_result(spec, r, spans, freed))
+                _free_result(spec, r, spans, freed)
         return [*outs, *values] if sig.n_out_params else values
 
 
@@ -433,7 +437,7 @@ def _out_arrays(func: str, sig: Signature, out: Sequence[np.ndarray] | None) -> 
     return list(out)
 
 
-def _read_result(spec: TensorSpec, r: Any, spans: list[tuple[int, int]], freed: set[int]) -> Any:
+def _read_result(spec: TensorSpec, r: Any) -> Any:
     dt = spec.dtype
     if spec.is_scalar:
         if dt.kind == "f" and dt.itemsize >= 4 or dt.kind == "b":
@@ -454,12 +458,18 @@ def _read_result(spec: TensorSpec, r: Any, spans: list[tuple[int, int]], freed: 
         flat = np.frombuffer(buf, dtype=storage)
         arr = np.lib.stride_tricks.as_strided(
             flat[-lo:], shape=shape, strides=tuple(st * dt.itemsize for st in strides)).copy()
+    return arr.view(dt)
+
+
+def _free_result(spec: TensorSpec, r: Any, spans: list[tuple[int, int]], freed: set[int]) -> None:
+    """Free a returned buffer the caller owns: not a global, not inside an argument, once."""
+    if spec.is_scalar:
+        return
     alloc = r.allocated or 0
     if alloc and alloc != _GLOBAL_SENTINEL and alloc not in freed and not any(
             lo_ <= alloc < hi_ for lo_, hi_ in spans):
         freed.add(alloc)
         _libc.free(alloc)
-    return arr.view(dt)
 
 
 # ============================================================================== the worker

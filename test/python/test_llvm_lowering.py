@@ -195,6 +195,30 @@ def test_memref_level_input_scalars_and_buffer_ownership(isolate):
         assert np.array_equal(g2, g)
 
 
+SHARED_RESULT = """
+func.func @twice(%x: tensor<64xf32>, %y: tensor<64xf32>) -> (tensor<64xf32>, tensor<64xf8E4M3FN>, tensor<64xf32>) {
+  %0 = stablehlo.add %x, %y : tensor<64xf32>
+  %1 = stablehlo.convert %0 : (tensor<64xf32>) -> tensor<64xf8E4M3FN>
+  return %0, %1, %0 : tensor<64xf32>, tensor<64xf8E4M3FN>, tensor<64xf32>
+}
+"""
+
+
+@pytest.mark.parametrize("isolate", [True, False])
+def test_results_sharing_a_buffer_are_read_before_it_is_freed(isolate):
+    """Two results in one buffer (the same value returned twice, or two that CSE made one):
+    both are copied before the buffer is freed once (reading after the free gave the
+    allocator's bookkeeping in the first bytes)."""
+    x = np.arange(64, dtype=np.float32)
+    y = np.full(64, 0.5, np.float32)
+    with llvm_exec.compile(SHARED_RESULT, isolate=isolate) as h:
+        for _ in range(3):
+            a, q, b = h.run("twice", x, y)
+            assert np.array_equal(a, x + y) and np.array_equal(b, x + y)
+            assert np.array_equal(q.view(np.uint8),
+                                  reference.bits(reference.convert(x + y, "f8E4M3FN")))
+
+
 def test_out_params_dynamic_needs_out_and_reuses_it():
     x = np.array([0.1, 1.0, -448.0, 500.0], np.float32)
     with llvm_exec.compile(convert_module("f32", "f8E4M3FN"), out_params=True) as h:
