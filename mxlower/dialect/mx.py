@@ -440,8 +440,11 @@ def _parse_scaled_dot(op) -> ScaledDotOp:
     for xs, ys, what in ((lc, rc, "contracting"), (lb, rb, "batch")):
         for dl, dr in zip(xs, ys):
             if lhs.shape[dl] != rhs.shape[dr]:
+                size = {DYNAMIC: "?"}
                 raise MXError(f"{what} dimension sizes differ: lhs dimension {dl} is "
-                              f"{lhs.shape[dl]}, rhs dimension {dr} is {rhs.shape[dr]}")
+                              f"{size.get(lhs.shape[dl], lhs.shape[dl])}, rhs dimension {dr} is "
+                              f"{size.get(rhs.shape[dr], rhs.shape[dr])} (a dynamic size only "
+                              "matches a dynamic one)")
     lfree = [d for d in range(len(lhs.shape)) if d not in lc and d not in lb]
     rfree = [d for d in range(len(rhs.shape)) if d not in rc and d not in rb]
     want = tuple([lhs.shape[d] for d in lb] + [lhs.shape[d] for d in lfree]

@@ -162,6 +162,10 @@ def _fmt(elt: str, selt: str, what: str) -> MXFormat:
 
 
 def _block(n: int, ns: int, what: str) -> int:
+    from mxlower.dialect.mx import DYNAMIC
+
+    if ns == DYNAMIC:
+        raise _Unsupported(f"{what}: the last (blocked) dimension must be static")
     if ns <= 0 or n % ns:
         raise _Unsupported(f"{what}: {ns} scales do not evenly block {n} elements along the "
                            "last dimension")

@@ -359,7 +359,15 @@ def _attr_to_array(attr: Any, shape: tuple[int, ...], elt: str) -> np.ndarray:
     m = re.match(r"\s*dense<(.*)>\s*:\s*tensor<[^<>]*>\s*$", text, re.S)
     if m is None:
         raise RunError(f"cannot read the interpreter's result {text[:80]}")
-    body = m.group(1)
+    body = m.group(1).strip()
+    n = int(np.prod(shape))
+    blob = re.fullmatch(r'"0x([0-9A-Fa-f]*)"', body)
+    if blob:  # large attributes print as their raw little-endian storage, one hex string
+        raw = np.frombuffer(bytes.fromhex(blob.group(1)), dtype=_uint(dt))
+        if raw.size not in (1, n):
+            raise RunError(f"cannot read the interpreter's result: {raw.size} elements of "
+                           f"{elt} for shape {list(shape)}")
+        return np.broadcast_to(raw, (n,)).reshape(shape).view(dt).copy()
     toks = re.findall(r"0x[0-9A-Fa-f]+|true|false|[-+]?(?:inf|nan|\d+\.?\d*(?:[eE][-+]?\d+)?)",
                       body)
     vals = []
@@ -370,7 +378,6 @@ def _attr_to_array(attr: Any, shape: tuple[int, ...], elt: str) -> np.ndarray:
             vals.append(np.array(t == "true"))
         else:
             vals.append(np.array(float(t) if dt.kind not in "iu" else int(t)).astype(dt))
-    n = int(np.prod(shape))
     if len(vals) == 1 and n != 1:
         vals = vals * n
     return np.array(vals, dtype=dt).reshape(shape)
@@ -412,7 +419,11 @@ def prepare(module: Any, engine: DiagnosticEngine, *, name: str = "<module>",
         ctx = op.context
         passes = PassPipeline.parse(pipeline, ctx) if pipeline else None
     with ctx, engine.capture(ctx):
-        if not op.verify():
+        try:
+            if not op.verify():
+                return None
+        except J.MLIRError as e:  # verify() raises with these bindings
+            engine.add_mlir_error(e)
             return None
     if passes is not None:
         if passes.ends_upstream:

@@ -178,6 +178,11 @@ KERNELS = {
 
 @functools.cache
 def _ptx(chip: str, hardware: bool) -> str:
+    from mxlower.bindings import upstream
+
+    if not upstream.available() or upstream.tool("llc") is None:
+        pytest.skip("building kernels needs mxlower's MLIR stacks (jaxlib, the xtc wheels) and "
+                    "llc; on a GPU machine without them, carry images (MXLOWER_GPU_IMAGES)")
     from mxlower.bindings import jaxlib as J
     from mxlower.diagnostics import DiagnosticEngine
     from mxlower.passes.manager import PassPipeline
@@ -210,16 +215,35 @@ def build_image(chip: str, hardware: bool) -> tuple[bytes, str]:
     return asm.encode(), ".ptx"
 
 
+def _fingerprint() -> str:
+    """A hash of what the images are built from: mxlower's sources and this file (whose
+    kernels they hold).  Computable without MLIR, so the GPU side can check carried images."""
+    import hashlib
+    import pathlib
+
+    import mxlower
+
+    h = hashlib.sha256()
+    files = sorted(pathlib.Path(mxlower.__file__).parent.rglob("*.py")) + [pathlib.Path(__file__)]
+    for path in files:
+        h.update(path.name.encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()
+
+
+def _manifest() -> str:
+    return "\n".join([f"fingerprint {_fingerprint()}", *KERNELS]) + "\n"
+
+
 def _prebuilt(root: str, chip: str, hardware: bool) -> bytes:
     build = f"python test/python/test_gpu_nvvm.py build {root} {chip}"
     try:
         with open(os.path.join(root, "kernels.txt"), encoding="utf-8") as f:
-            listed = f.read().split()
+            listed = f.read()
     except OSError:
         pytest.fail(f"{IMAGES_ENV}={root} holds no kernels.txt; build the images with: {build}")
-    if listed != list(KERNELS):
-        pytest.fail(f"the images in {root} were built for other kernels than this test "
-                    f"launches; rebuild them with: {build}")
+    if listed != _manifest():
+        pytest.fail(f"the images in {root} were built from other sources (mxlower or this "
+                    f"test's kernels changed since); rebuild them with: {build}")
     for ext in (".cubin", ".ptx"):
         path = os.path.join(root, _image_name(chip, hardware) + ext)
         if os.path.exists(path):
@@ -243,12 +267,16 @@ def build_images(root: str, chips: list[str]) -> list[str]:
     for chip in chips:
         for hardware in (True, False):
             img, ext = build_image(chip, hardware)
+            for old in (".cubin", ".ptx"):  # a stale image of the other kind would win
+                stale = os.path.join(root, _image_name(chip, hardware) + old)
+                if os.path.exists(stale):
+                    os.remove(stale)
             path = os.path.join(root, _image_name(chip, hardware) + ext)
             with open(path, "wb") as f:
                 f.write(img)
             written.append(path)
     with open(os.path.join(root, "kernels.txt"), "w", encoding="utf-8") as f:
-        f.write("\n".join(KERNELS) + "\n")
+        f.write(_manifest())
     return written
 
 
@@ -348,15 +376,19 @@ def test_device_chip_from_compute_capability(cc, chip):
 
 def test_prebuilt_images_are_what_the_tests_load(tmp_path, monkeypatch):
     """The carried images: built once, found by chip and mode, and refused when missing or
-    built for another kernel list."""
+    built from other sources (another mxlower or another kernel list)."""
     build_images(str(tmp_path), ["sm_90a"])
     monkeypatch.setenv(IMAGES_ENV, str(tmp_path))
     assert _prebuilt(str(tmp_path), "sm_90a", True) == build_image("sm_90a", True)[0]
     assert _prebuilt(str(tmp_path), "sm_90a", False) == build_image("sm_90a", False)[0]
     with pytest.raises(pytest.fail.Exception, match="has no image for sm_100a"):
         _prebuilt(str(tmp_path), "sm_100a", True)
-    (tmp_path / "kernels.txt").write_text("t_f32_f8E4M3FN\n")
-    with pytest.raises(pytest.fail.Exception, match="other kernels"):
+    manifest = (tmp_path / "kernels.txt").read_text()
+    (tmp_path / "kernels.txt").write_text(manifest.replace("fingerprint ", "fingerprint 0"))
+    with pytest.raises(pytest.fail.Exception, match="built from other sources"):
+        _prebuilt(str(tmp_path), "sm_90a", True)
+    (tmp_path / "kernels.txt").unlink()
+    with pytest.raises(pytest.fail.Exception, match="holds no kernels.txt"):
         _prebuilt(str(tmp_path), "sm_90a", True)
 
 

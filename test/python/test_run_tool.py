@@ -220,3 +220,31 @@ def test_run_module_errors_are_run_errors_with_locations(module, pipeline, want)
     RunError whose message holds the located diagnostics."""
     with pytest.raises(T.RunError, match=want):
         T.run_module(module, pipeline=pipeline)
+
+
+@pytest.mark.parametrize("elt", ["f8E4M3FN", "f6E2M3FN", "f4E2M1FN", "bf16"])
+def test_interpreter_results_printed_as_a_hex_blob(elt):
+    """MLIR prints large dense results as one hex string of their storage; the interpreter
+    backend reads it (it used to fail with OverflowError from about 100 elements)."""
+    x = (np.random.default_rng(0).standard_normal((16, 16)) * 4).astype(np.float32)
+    text = (f"func.func @main(%x: tensor<16x16xf32>) -> tensor<16x16x{elt}> {{\n"
+            f"  %0 = stablehlo.convert %x : (tensor<16x16xf32>) -> tensor<16x16x{elt}>\n"
+            f"  return %0 : tensor<16x16x{elt}>\n}}\n")
+    (y,) = T.run_module(text, [x], backend="interpreter")
+    assert y.shape == (16, 16)
+    assert np.array_equal(R.bits(y), R.bits(R.convert(x, elt)))
+
+
+def test_run_module_verifies_an_ir_module_it_is_given():
+    """An ``ir`` module that does not verify is a RunError with the located diagnostic."""
+    from mxlower.bindings import jaxlib as J
+
+    text = ('func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {\n'
+            '  %y = stablehlo.convert %x : (tensor<4xf32>) -> tensor<4xf16>\n'
+            '  return %x : tensor<4xf32>\n}\n')
+    with J.make_context(allow_unregistered=True) as ctx:
+        m = J.ir.Module.parse(text)
+        ret = m.body.operations[0].regions[0].blocks[0].operations[1]
+        ret.operands[0] = m.body.operations[0].regions[0].blocks[0].operations[0].result
+    with pytest.raises(T.RunError, match="type of return operand 0 .* doesn't match"):
+        T.run_module(m, [np.ones(4, np.float32)])

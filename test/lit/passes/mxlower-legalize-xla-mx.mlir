@@ -184,6 +184,14 @@ func.func @dynamic_blocked_dimension(%x: tensor<4x?xf32>) {
 
 // -----
 
+func.func @dynamic_scales_blocks(%x: tensor<?x64xf32>) {
+  // expected-error @+1 {{@__op$quantize: the scales: the last (blocked) dimension must be static}}
+  %q, %s = stablehlo.custom_call @__op$quantize(%x) : (tensor<?x64xf32>) -> (tensor<?x64xf8E4M3FN>, tensor<?x?xf8E8M0FNU>)
+  return
+}
+
+// -----
+
 func.func @bad_operand_counts(%a: tensor<16x64xf8E4M3FN>, %b: tensor<8x64xf8E4M3FN>, %x: tensor<4x64xf32>) {
   // expected-error @+1 {{@__op$block_scaled_dot: expects 3, 4 or 5 operands (lhs, rhs, lhs_scale[, rhs_scale[, global_scale]]), got 2}}
   %0 = stablehlo.custom_call @__op$block_scaled_dot(%a, %b) : (tensor<16x64xf8E4M3FN>, tensor<8x64xf8E4M3FN>) -> tensor<16x8xf32>

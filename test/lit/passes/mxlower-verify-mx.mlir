@@ -171,3 +171,11 @@ func.func @unknown_op(%x: tensor<4xf32>) {
   %0 = "mx.frobnicate"(%x) : (tensor<4xf32>) -> tensor<4xf32>
   return
 }
+
+// -----
+
+func.func @scaled_dot_dynamic_batch_mismatch(%a: tensor<?x8x64xf8E4M3FN>, %as: tensor<?x8x2xf8E8M0FNU>, %b: tensor<3x16x64xf8E4M3FN>, %bs: tensor<3x16x2xf8E8M0FNU>) -> tensor<?x8x16xf32> {
+  // expected-error @+1 {{'mx.scaled_dot' op batch dimension sizes differ: lhs dimension 0 is ?, rhs dimension 0 is 3 (a dynamic size only matches a dynamic one)}}
+  %r = "mx.scaled_dot"(%a, %as, %b, %bs) {lhs_format = "mxfp8_e4m3", rhs_format = "mxfp8_e4m3", dot_dimension_numbers = #stablehlo.dot<lhs_batching_dimensions = [0], rhs_batching_dimensions = [0], lhs_contracting_dimensions = [2], rhs_contracting_dimensions = [2]>} : (tensor<?x8x64xf8E4M3FN>, tensor<?x8x2xf8E8M0FNU>, tensor<3x16x64xf8E4M3FN>, tensor<3x16x2xf8E8M0FNU>) -> tensor<?x8x16xf32>
+  return %r : tensor<?x8x16xf32>
+}
