@@ -14,7 +14,9 @@ Bad input (no such function, wrong argument count, dtype or shape, a failing pip
 XLA cannot compile) is an error with exit code 1; a comparison that fails exits with 2.
 
 ``--backend=interpreter`` runs the module with StableHLO's reference interpreter instead of
-XLA:CPU (slow, but it handles every type, f6 included).  ``--backend=llvm`` lowers it with
+XLA:CPU (slow, but it handles every type, f6 included; its own f32 -> f8E8M0FNU conversion
+departs from MX-SEMANTICS for 0, negative and subnormal inputs, so append
+``mxlower-expand-narrow-floats`` for exact e8m0 conversions there).  ``--backend=llvm`` lowers it with
 ``mxlower-stablehlo-to-llvm`` and runs it on upstream MLIR's ExecutionEngine (every narrow type,
 f6 included, through mxlower's own conversion code), in an isolated worker process.
 """
@@ -570,7 +572,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--print-ir", action="store_true",
                    help="print the module that is run (after the pipeline) to stderr")
     p.add_argument("--backend", choices=BACKENDS, default="xla",
-                   help="XLA:CPU (default), StableHLO's reference interpreter, or the LLVM "
+                   help="XLA:CPU (default), StableHLO's reference interpreter (its own "
+                   "f32 -> f8E8M0FNU convert is not MX-exact: expand it), or the LLVM "
                    "lowering run on upstream MLIR's ExecutionEngine")
     return p
 

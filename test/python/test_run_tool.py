@@ -248,3 +248,22 @@ def test_run_module_verifies_an_ir_module_it_is_given():
         ret.operands[0] = m.body.operations[0].regions[0].blocks[0].operations[0].result
     with pytest.raises(T.RunError, match="type of return operand 0 .* doesn't match"):
         T.run_module(m, [np.ones(4, np.float32)])
+
+
+def test_interpreter_e8m0_convert_is_not_mx_exact_but_its_expansion_is():
+    """Canary for the documented caveat of --backend=interpreter: StableHLO's interpreter
+    converts 0, negatives and subnormals to f8E8M0FNU differently from MX-SEMANTICS section 2
+    (and XLA); after mxlower-expand-narrow-floats it agrees.  If the first assertion fails,
+    the interpreter changed: update the caveat in mxlower-run's help and the README."""
+    x = np.array([0.0, -2.0, 2.0 ** -127, 3.0], np.float32)
+    text = ("func.func @main(%x: tensor<4xf32>) -> tensor<4xf8E8M0FNU> {\n"
+            "  %0 = stablehlo.convert %x : (tensor<4xf32>) -> tensor<4xf8E8M0FNU>\n"
+            "  return %0 : tensor<4xf8E8M0FNU>\n}\n")
+    want = R.bits(R.convert(x, "f8E8M0FNU"))
+    (native,) = T.run_module(text, [x], backend="interpreter")
+    assert not np.array_equal(R.bits(native), want)
+    (xla,) = T.run_module(text, [x])
+    assert np.array_equal(R.bits(xla), want)
+    (expanded,) = T.run_module(text, [x], backend="interpreter",
+                               pipeline="builtin.module(mxlower-expand-narrow-floats)")
+    assert np.array_equal(R.bits(expanded), want)
