@@ -13,6 +13,9 @@ with ``--compare ref.npz``: bit-exact by default, or ``|got - ref| <= atol + rto
 Bad input (no such function, wrong argument count, dtype or shape, a failing pipeline, a module
 XLA cannot compile) is an error with exit code 1; a comparison that fails exits with 2.
 
+A ``@main`` with dynamic dimensions (``jax.export`` with symbolic shapes) runs at the shapes of
+its inputs: it takes their static types and StableHLO's shape refinement makes the body static.
+
 ``--backend=interpreter`` runs the module with StableHLO's reference interpreter instead of
 XLA:CPU (slow, but it handles every type, f6 included; its own f32 -> f8E8M0FNU conversion
 departs from MX-SEMANTICS for 0, negative and subnormal inputs, so append
@@ -68,8 +71,8 @@ class Signature:
     results: list[tuple[tuple[int, ...], str]]
 
 
-def _ttype(shape: Sequence[int], elt: str) -> str:
-    return "tensor<" + "".join(f"{d}x" for d in shape) + elt + ">"
+def _ttype(shape: Sequence[int | None], elt: str) -> str:
+    return "tensor<" + "".join("?x" if d is None else f"{d}x" for d in shape) + elt + ">"
 
 
 # ----------------------------------------------------------------------------- literals
@@ -152,7 +155,10 @@ def random_inputs(sig: Signature, seed: int) -> list[np.ndarray]:
     2^-8 .. 2^8; integers uniform in [-8, 8) (unsigned [0, 16)); i1 uniform."""
     rng = np.random.default_rng(seed)
     out = []
-    for shape, elt in sig.args:
+    for i, (shape, elt) in enumerate(sig.args):
+        if None in shape:
+            raise RunError(f"argument #{i} of @{sig.name} is {_ttype(shape, elt)}: a dynamic "
+                           "shape needs its data as an input (-i), not seeded random data")
         dt = DTYPES[elt]
         if elt == "f8E8M0FNU":
             codes = rng.integers(127 - 8, 127 + 9, size=shape).astype(np.uint8)
@@ -243,7 +249,7 @@ def check_inputs(sig: Signature, named: list[tuple[str, np.ndarray]]) -> list[np
             raise RunError(f"argument #{i} of @{sig.name} is {_ttype(shape, elt)} but {name} "
                            f"holds {_dtype_name(a.dtype)} data"
                            + (f" (expected {want.name})" if want is not None else ""))
-        if tuple(a.shape) != tuple(shape):
+        if a.ndim != len(shape) or any(d is not None and d != n for d, n in zip(shape, a.shape)):
             raise RunError(f"argument #{i} of @{sig.name} is {_ttype(shape, elt)} but {name} "
                            f"has shape {tuple(a.shape)}")
         out.append(np.asarray(a, order="C"))  # (ascontiguousarray makes 0-d arrays 1-d)
@@ -253,16 +259,45 @@ def check_inputs(sig: Signature, named: list[tuple[str, np.ndarray]]) -> list[np
 # ----------------------------------------------------------------------------- module handling
 
 
-def _tensor_info(t: Any, what: str) -> tuple[tuple[int, ...], str]:
+def _tensor_info(t: Any, what: str) -> tuple[tuple[int | None, ...], str]:
+    """(shape with None for each dynamic dimension, element type)."""
     from mxlower.bindings.jaxlib import ir
 
-    if not isinstance(t, ir.RankedTensorType) or not t.has_static_shape:
-        raise RunError(f"{what} has type {t}; only statically shaped tensors can be run")
+    if not isinstance(t, ir.RankedTensorType):
+        raise RunError(f"{what} has type {t}; only ranked tensors can be run")
+    t = ir.RankedTensorType(t)
     elt = str(t.element_type)
     if elt not in DTYPES:
         raise RunError(f"{what} has element type {elt}, which mxlower-run cannot exchange "
                        f"(supported: {', '.join(DTYPES)})")
-    return tuple(t.shape), elt
+    return tuple(None if t.is_dynamic_dim(i) else d for i, d in enumerate(t.shape)), elt
+
+
+def make_static(module: Any, sig: Signature, arrays: list[np.ndarray]) -> Signature:
+    """Give ``@main`` the static argument types of ``arrays`` and refine the shapes inside
+    (``stablehlo-refine-arguments``, ``stablehlo-refine-shapes``,
+    ``stablehlo-canonicalize-dynamism``: what JAX does when it calls a shape-polymorphic
+    export), so that a module with dynamic dimensions runs on every backend.  Returns the
+    static signature; a module already static is left alone."""
+    from mxlower.diagnostics import PassFailure
+    from mxlower.passes.manager import run_pipeline
+
+    if not any(None in shape for shape, _ in sig.args + sig.results):
+        return sig
+    types = ",".join(_ttype(a.shape, elt) for a, (_, elt) in zip(arrays, sig.args))
+    try:
+        run_pipeline(module, f"builtin.module(stablehlo-refine-arguments{{types={types}}}, "
+                     "stablehlo-refine-shapes, func.func(stablehlo-canonicalize-dynamism))")
+    except PassFailure as e:
+        raise RunError(f"cannot make @{sig.name} static for the inputs' shapes ({types}): "
+                       f"{e}") from None
+    static = select_function(module, "main")
+    static.name = sig.name
+    left = [i for i, (shape, _) in enumerate(static.results) if None in shape]
+    if left:
+        raise RunError(f"the shapes of result(s) {', '.join(f'#{i}' for i in left)} of "
+                       f"@{sig.name} stay dynamic after shape refinement")
+    return static
 
 
 def select_function(module: Any, name: str) -> Signature:
@@ -466,7 +501,7 @@ def run_module(module: Any, inputs: Sequence[np.ndarray] | None = None, *,
     arrays = (random_inputs(sig, seed) if inputs is None
               else check_inputs(sig, [(f"input #{i}", np.asarray(a)) for i, a in
                                       enumerate(inputs)]))
-    return _execute(op, sig, arrays, backend)
+    return _execute(op, make_static(op, sig, arrays), arrays, backend)
 
 
 BACKENDS = ("xla", "interpreter", "llvm")
@@ -610,6 +645,7 @@ def _main(argv: list[str]) -> int:
         inputs = check_inputs(sig, load_arrays(args.inputs))
     else:
         inputs = random_inputs(sig, args.seed)
+    sig = make_static(module, sig, inputs)
     outs = _execute(module, sig, inputs, args.backend, name)
     refs = load_arrays([args.compare]) if args.compare else None
     if refs is not None and len(refs) != len(outs):

@@ -267,3 +267,34 @@ def test_interpreter_e8m0_convert_is_not_mx_exact_but_its_expansion_is():
     (expanded,) = T.run_module(text, [x], backend="interpreter",
                                pipeline="builtin.module(mxlower-expand-narrow-floats)")
     assert np.array_equal(R.bits(expanded), want)
+
+
+DYNAMIC = """func.func @main(%x: tensor<?x64xf32>) -> (tensor<?x64xf8E4M3FN>, tensor<?x2xf8E8M0FNU>) {
+  %q, %s = "mx.quantize"(%x) {format = "mxfp8_e4m3", block_size = 32 : i64, axis = 1 : i64} : (tensor<?x64xf32>) -> (tensor<?x64xf8E4M3FN>, tensor<?x2xf8E8M0FNU>)
+  return %q, %s : tensor<?x64xf8E4M3FN>, tensor<?x2xf8E8M0FNU>
+}
+"""
+
+
+@pytest.mark.parametrize("backend", ["xla", "interpreter", "llvm"])
+def test_dynamic_shapes_run_at_the_inputs_shapes(backend):
+    """A module with dynamic dimensions (e.g. from jax.export) runs at the shapes of its
+    inputs: @main takes their static types and shape refinement does the rest."""
+    for rows in (3, 8):
+        x = (np.random.default_rng(rows).standard_normal((rows, 64)) * 8).astype(np.float32)
+        q, sc = T.run_module(DYNAMIC, [x], pipeline=PIPE, backend=backend)
+        eq, es = R.quantize(x, "mxfp8_e4m3", axis=1)
+        assert q.shape == (rows, 64) and sc.shape == (rows, 2)
+        assert np.array_equal(R.bits(q), R.bits(eq)) and np.array_equal(R.bits(sc), R.bits(es))
+
+
+def test_dynamic_shapes_need_inputs_and_results_that_refine():
+    with pytest.raises(T.RunError, match="a dynamic shape needs its data as an input"):
+        T.run_module(DYNAMIC, pipeline=PIPE)
+    with pytest.raises(T.RunError, match=r"is tensor<\?x64xf32> but input #0 has shape"):
+        T.run_module(DYNAMIC, [np.zeros((2, 32), np.float32)], pipeline=PIPE)
+    iota = ("func.func @main(%n: tensor<1xi32>) -> tensor<?xf32> {\n"
+            "  %0 = stablehlo.dynamic_iota %n, dim = 0 : (tensor<1xi32>) -> tensor<?xf32>\n"
+            "  return %0 : tensor<?xf32>\n}\n")
+    with pytest.raises(T.RunError, match="stay dynamic after shape refinement"):
+        T.run_module(iota, [np.array([4], np.int32)])
