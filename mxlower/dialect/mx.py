@@ -178,8 +178,12 @@ def _tensor(value: Any, what: str) -> tuple[tuple[int, ...], str]:
     return tuple(rt.shape), str(rt.element_type)
 
 
+def _size(d: int) -> str:
+    return "?" if d == DYNAMIC else str(d)
+
+
 def _ttype(shape, elt: str) -> str:
-    return "tensor<" + "".join("?x" if d == DYNAMIC else f"{d}x" for d in shape) + elt + ">"
+    return "tensor<" + "".join(f"{_size(d)}x" for d in shape) + elt + ">"
 
 
 def _attr_str(attrs, name: str, what: str) -> str | None:
@@ -260,9 +264,8 @@ def scale_shape(shape, axis: int, block_size: int) -> tuple[int, ...]:
 
 def _check_blocked(shape, axis: int, k: int, what: str) -> None:
     if shape[axis] == DYNAMIC:
-        dims = "x".join("?" if d == DYNAMIC else str(d) for d in shape)
         raise MXError(f"blocked dimension {axis} of {what} must have a static size (other "
-                      f"dimensions may be dynamic), got shape {dims}")
+                      f"dimensions may be dynamic), got shape {'x'.join(map(_size, shape))}")
     if shape[axis] % k:
         raise MXError(f"blocked dimension {axis} of {what} has size {shape[axis]}, which "
                       f"block size {k} does not divide")
@@ -440,11 +443,10 @@ def _parse_scaled_dot(op) -> ScaledDotOp:
     for xs, ys, what in ((lc, rc, "contracting"), (lb, rb, "batch")):
         for dl, dr in zip(xs, ys):
             if lhs.shape[dl] != rhs.shape[dr]:
-                size = {DYNAMIC: "?"}
                 raise MXError(f"{what} dimension sizes differ: lhs dimension {dl} is "
-                              f"{size.get(lhs.shape[dl], lhs.shape[dl])}, rhs dimension {dr} is "
-                              f"{size.get(rhs.shape[dr], rhs.shape[dr])} (a dynamic size only "
-                              "matches a dynamic one)")
+                              f"{_size(lhs.shape[dl])}, rhs dimension {dr} is "
+                              f"{_size(rhs.shape[dr])} (a dynamic size only matches a dynamic "
+                              "one)")
     lfree = [d for d in range(len(lhs.shape)) if d not in lc and d not in lb]
     rfree = [d for d in range(len(rhs.shape)) if d not in rc and d not in rb]
     want = tuple([lhs.shape[d] for d in lb] + [lhs.shape[d] for d in lfree]
