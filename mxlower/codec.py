@@ -711,12 +711,14 @@ class StableHLOBuilder(_MLIRBuilder):
 
     Create it under the insertion point and location to build at, or pass ``loc``/``ip``.
     A ``shape`` with dynamic dimensions needs ``like``, a value of that shape: constants are
-    then scalars broadcast to ``like``'s runtime shape (``stablehlo.get_dimension_size``,
-    ``dynamic_broadcast_in_dim``), which shape refinement folds once the shape is known.
+    then scalars broadcast to ``like``'s runtime shape (through
+    :meth:`mxlower.stablehlo_builders.Builder.broadcast`, one shape tensor for all of them),
+    which shape refinement folds once the shape is known.
     """
 
     def __init__(self, shape, *, like: Any = None, loc: Any = None, ip: Any = None):
         from mxlower.bindings.jaxlib import ir, stablehlo
+        from mxlower.stablehlo_builders import Builder
 
         super().__init__(ir, loc=loc, ip=ip)
         self.hlo = stablehlo
@@ -724,8 +726,8 @@ class StableHLOBuilder(_MLIRBuilder):
         self.dynamic = any(ir.ShapedType.is_dynamic_size(d) for d in self.shape)
         if self.dynamic and like is None:
             raise ValueError("a dynamic shape needs the value whose shape it is (like=)")
-        self.like = like
-        self._runtime_shape: Any = None
+        self._shapes = Builder(loc, ip) if self.dynamic else None
+        self._like_shape = Builder.shape(like) if self.dynamic else None
 
     def _shaped(self, elem):
         return self.ir.RankedTensorType.get(self.shape, elem)
@@ -749,21 +751,8 @@ class StableHLOBuilder(_MLIRBuilder):
                 attr = self.ir.DenseElementsAttr.get_splat(scalar,
                                                            self.ir.IntegerAttr.get(et, v))
                 c = self.hlo.ConstantOp(attr, **self._kw()).result
-                self._consts[key] = self.hlo.DynamicBroadcastInDimOp(
-                    t, c, self._shape_of_like(), [], **self._kw()).result
+                self._consts[key] = self._shapes.broadcast(c, self._like_shape, [])
         return self._consts[key]
-
-    def _shape_of_like(self) -> Any:
-        """``tensor<rank x i32>``: the runtime shape of ``like``, built once."""
-        if self._runtime_shape is None:
-            i32 = self.ir.IntegerType.get_signless(32)
-            one = self.ir.RankedTensorType.get([1], i32)
-            dims = [self.hlo.ReshapeOp(one, self.hlo.GetDimensionSizeOp(self.like, i,
-                                                                         **self._kw()).result,
-                                       **self._kw()).result for i in range(len(self.shape))]
-            self._runtime_shape = (dims[0] if len(dims) == 1 else
-                                   self.hlo.ConcatenateOp(dims, 0, **self._kw()).result)
-        return self._runtime_shape
 
     def binary(self, op: str, lhs, rhs):
         h = self.hlo

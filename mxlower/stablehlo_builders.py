@@ -85,6 +85,7 @@ class Builder:
     def __init__(self, loc: Any, ip: Any):
         self.loc = loc
         self.ip = ip
+        self._shape_tensors: dict[tuple[int | Dyn, ...], Any] = {}
 
     # ----------------------------------------------------------------------------- types
     @staticmethod
@@ -102,7 +103,13 @@ class Builder:
 
     def shape_tensor(self, shape: Sequence[int | Dyn]) -> Any:
         """``tensor<rank x i32>`` holding ``shape`` at run time (the operand of the dynamic
-        reshape and broadcast ops)."""
+        reshape and broadcast ops); built once per shape by this builder."""
+        key = tuple(shape)
+        if key not in self._shape_tensors:
+            self._shape_tensors[key] = self._build_shape_tensor(key)
+        return self._shape_tensors[key]
+
+    def _build_shape_tensor(self, shape: tuple[int | Dyn, ...]) -> Any:
         i32 = ir.IntegerType.get_signless(32)
         one = self.ttype([1], i32)
         parts = []

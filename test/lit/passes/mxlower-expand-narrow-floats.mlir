@@ -313,13 +313,15 @@ func.func @wide_int_to_e8m0(%i: tensor<4xi32>) -> tensor<4xf8E8M0FNU> {
 // -----
 
 // Dynamic dimensions (jax.export's symbolic shapes): the constants are scalars broadcast to
-// the operand's runtime shape, built once per convert; shape refinement folds them.
+// the operand's runtime shape (dynamic sizes read, static ones constant), built once per
+// convert; shape refinement folds them.
 
 // CHECK-LABEL: func.func @dynamic_shape
 // CHECK-SAME: (%[[X:.*]]: tensor<?x3xf32>) -> tensor<?x3xui8>
 // CHECK: %[[D0:.*]] = stablehlo.get_dimension_size %[[X]], dim = 0
-// CHECK: %[[D1:.*]] = stablehlo.get_dimension_size %[[X]], dim = 1
-// CHECK: %[[SHAPE:.*]] = stablehlo.concatenate %{{.*}}, %{{.*}}, dim = 0 : (tensor<1xi32>, tensor<1xi32>) -> tensor<2xi32>
+// CHECK: %[[R0:.*]] = stablehlo.reshape %[[D0]] : (tensor<i32>) -> tensor<1xi32>
+// CHECK: %[[D1:.*]] = stablehlo.constant dense<3> : tensor<1xi32>
+// CHECK: %[[SHAPE:.*]] = stablehlo.concatenate %[[R0]], %[[D1]], dim = 0 : (tensor<1xi32>, tensor<1xi32>) -> tensor<2xi32>
 // CHECK: stablehlo.dynamic_broadcast_in_dim %{{.*}}, %[[SHAPE]], dims = [] : (tensor<i32>, tensor<2xi32>) -> tensor<?x3xi32>
 // CHECK-NOT: stablehlo.get_dimension_size
 // CHECK-NOT: f6E2M3FN
