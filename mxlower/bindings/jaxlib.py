@@ -5,9 +5,7 @@ one file.  jaxlib's private APIs used (pinned in pyproject.toml):
 
 * ``jax._src.interpreters.mlir.make_ir_context`` -- a context with every jaxlib dialect registered;
 * ``jaxlib.mlir._mlir_libs._stablehlo.register_stablehlo_passes`` -- StableHLO's passes;
-* ``jaxlib.mlir._mlir_libs._mlir.rewrite`` -- pattern sets and the greedy driver;
-* ``jax._src.interpreters.mlir.refine_polymorphic_shapes`` -- JAX's shape refinement (what
-  calling a shape-polymorphic ``jax.export`` does), for tests of dynamic shapes.
+* ``jaxlib.mlir._mlir_libs._mlir.rewrite`` -- pattern sets and the greedy driver.
 """
 
 from __future__ import annotations
@@ -34,7 +32,6 @@ __all__ = [
     "func",
     "ir",
     "make_context",
-    "refine_shapes",
     "rewrite",
     "stablehlo",
 ]
@@ -56,9 +53,3 @@ def make_context(*, allow_unregistered: bool = False) -> ir.Context:
     ctx.allow_unregistered_dialects = allow_unregistered
     return ctx
 
-
-def refine_shapes(text: str) -> str:
-    """JAX's shape refinement of StableHLO text whose @main has static argument types but whose
-    body still has dynamic shapes: they become static and the shape computations fold."""
-    with _jax_mlir.make_ir_context():
-        return str(_jax_mlir.refine_polymorphic_shapes(ir.Module.parse(text)))

@@ -23,7 +23,7 @@ import numpy as np
 
 from mxlower.formats import FORMATS
 
-__all__ = ["MxModule", "Value", "refine_to_static", "special_blocks", "tensor_type"]
+__all__ = ["MxModule", "Value", "refine_for_inputs", "special_blocks", "tensor_type"]
 
 F6 = ("f6E3M2FN", "f6E2M3FN")
 
@@ -259,13 +259,16 @@ def special_blocks(rng: np.random.Generator, shape, axis: int, block: int,
     return np.ascontiguousarray(np.moveaxis(x, -1, axis))
 
 
-def refine_to_static(text: str, dims: dict[str, str]) -> str:
-    """What JAX does when it calls a shape-polymorphic export, for lowered StableHLO text with
-    dynamic dimensions: make them static (``dims`` maps type prefixes to static ones, e.g.
-    ``{"tensor<?x64x": "tensor<3x64x"}``, replaced everywhere), then run JAX's shape
-    refinement, which folds the runtime-shape computations.  Returns static StableHLO text."""
-    from mxlower.bindings import jaxlib as J
 
-    for dyn, static in dims.items():
-        text = text.replace(dyn, static)
-    return J.refine_shapes(text)
+def refine_for_inputs(text: str, inputs) -> str:
+    """StableHLO text whose @main has dynamic dimensions, made static for the shapes of
+    ``inputs`` exactly as ``mxlower-run`` does (:func:`mxlower.tools.run.make_static`: the
+    argument types, then StableHLO's shape refinement, as JAX does for a shape-polymorphic
+    export).  Returns the static text."""
+    from mxlower.bindings import jaxlib as J
+    from mxlower.tools.run import make_static, select_function
+
+    with J.make_context(allow_unregistered=True):
+        m = J.ir.Module.parse(text)
+        make_static(m.operation, select_function(m.operation, "main"), list(inputs))
+        return str(m)

@@ -276,8 +276,9 @@ def _tensor_info(t: Any, what: str) -> tuple[tuple[int | None, ...], str]:
 def make_static(module: Any, sig: Signature, arrays: list[np.ndarray]) -> Signature:
     """Give ``@main`` the static argument types of ``arrays`` and refine the shapes inside
     (``stablehlo-refine-arguments``, ``stablehlo-refine-shapes``,
-    ``stablehlo-canonicalize-dynamism``: what JAX does when it calls a shape-polymorphic
-    export), so that a module with dynamic dimensions runs on every backend.  Returns the
+    ``stablehlo-canonicalize-dynamism``, and ``stablehlo-check-shape-assertions`` for the
+    ``shape_assertion`` custom calls of a ``jax.export`` module: what JAX does when it calls a
+    shape-polymorphic export), so that a module with dynamic dimensions runs on every backend.  Returns the
     static signature; a module already static is left alone."""
     from mxlower.diagnostics import PassFailure
     from mxlower.passes.manager import run_pipeline
@@ -287,7 +288,8 @@ def make_static(module: Any, sig: Signature, arrays: list[np.ndarray]) -> Signat
     types = ",".join(_ttype(a.shape, elt) for a, (_, elt) in zip(arrays, sig.args))
     try:
         run_pipeline(module, f"builtin.module(stablehlo-refine-arguments{{types={types}}}, "
-                     "stablehlo-refine-shapes, func.func(stablehlo-canonicalize-dynamism))")
+                     "stablehlo-refine-shapes, func.func(stablehlo-canonicalize-dynamism, "
+                     "stablehlo-check-shape-assertions))")
     except PassFailure as e:
         raise RunError(f"cannot make @{sig.name} static for the inputs' shapes ({types}): "
                        f"{e}") from None

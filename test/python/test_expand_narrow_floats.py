@@ -17,7 +17,7 @@ import pytest
 from mxlower import codec, xla_cpu
 from mxlower import reference as R
 from mxlower.bindings import jaxlib as J
-from mxlower.dialect.testing import refine_to_static
+from mxlower.dialect.testing import refine_for_inputs
 from mxlower.formats import FLOAT_TYPES
 from mxlower.passes.manager import run_pipeline
 
@@ -355,8 +355,7 @@ def test_dynamic_shapes_expand_and_run_after_refinement():
     x = probes("f32")[: (probes("f32").size // 4) * 4].reshape(-1, 4)
     c = np.resize(np.arange(64, dtype=np.uint8), x.shape)  # every f6 code, same rows as x
     h = probes("bf16").reshape(4, -1)
-    refined = refine_to_static(text, {"tensor<?x4x": f"tensor<{x.shape[0]}x4x",
-                                            "tensor<4x?x": f"tensor<4x{h.shape[1]}x"})
+    refined = refine_for_inputs(text, [x, c, h])
     assert "dynamic_broadcast_in_dim" not in refined and "?" not in refined
     q, back, q4, c32 = xla_cpu.run(refined, x, c, h)
     cv = c.view(FLOAT_TYPES["f6E2M3FN"].dtype)
@@ -377,7 +376,7 @@ def test_dynamic_shapes_from_jax_export():
     text = expand(exp.mlir_module())
     assert "f8E5M2" not in text and "stablehlo.get_dimension_size" in text
     x = probes("f32")[:8 * 1000].reshape(1000, 8)
-    (got,) = xla_cpu.run(refine_to_static(text, {"tensor<?x8x": "tensor<1000x8x"}), x)
+    (got,) = xla_cpu.run(refine_for_inputs(text, [x]), x)
     want = R.convert(R.convert(x, "f8E5M2"), "f32")
     assert np.array_equal(np.isnan(got), np.isnan(want))
     assert np.array_equal(R.bits(got)[~np.isnan(got)], R.bits(want)[~np.isnan(want)])

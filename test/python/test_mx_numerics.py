@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from mxlower import reference as R
-from mxlower.dialect.testing import MxModule, refine_to_static, special_blocks
+from mxlower.dialect.testing import MxModule, refine_for_inputs, special_blocks
 from mxlower.formats import FORMATS, SCALE_MODES
 
 WIDE = {"f32": np.dtype(np.float32), "bf16": np.dtype(ml_dtypes.bfloat16),
@@ -276,8 +276,9 @@ def _dynamic_text(fmt: str, mode: str | None) -> str:
 @pytest.mark.parametrize("fmt,mode", _DYN_CASES)
 def test_dynamic_dimensions_bit_exact_after_refinement(fmt, mode):
     """Dimensions other than the blocked one may be dynamic (jax.export's symbolic shapes):
-    the decomposition reshapes and broadcasts through the runtime shape, and once JAX's shape
-    refinement makes the module static it is bit-exact on XLA:CPU (through every expansion)."""
+    the decomposition reshapes and broadcasts through the runtime shape, and once StableHLO's
+    shape refinement (as JAX and mxlower-run use it) makes the module static it is bit-exact on
+    XLA:CPU (through every expansion)."""
     from mxlower import xla_cpu
     from mxlower.bindings import jaxlib as J
     from mxlower.passes.manager import run_pipeline
@@ -287,12 +288,10 @@ def test_dynamic_dimensions_bit_exact_after_refinement(fmt, mode):
         run_pipeline(m, "builtin.module(mxlower-mx-to-stablehlo, mxlower-expand-narrow-floats)")
         lowered = str(m)
     assert "stablehlo.dynamic_reshape" in lowered and "mx." not in lowered
-    nb = 64 // FORMATS[fmt].block_size
-    static = refine_to_static(lowered, {"tensor<?x64x?x": "tensor<3x64x5x",
-                                              f"tensor<?x{nb}x?x": f"tensor<3x{nb}x5x"})
-    assert "?" not in static
     x = special_blocks(np.random.default_rng(7), (3, 64, 5), 1, FORMATS[fmt].block_size)
     g = [np.float32(1.5)] if FORMATS[fmt].is_nvfp4 else []
+    static = refine_for_inputs(lowered, [x, *g])
+    assert "?" not in static
     q, sc, d = xla_cpu.run(static, x, *g)
     eq, es = R.quantize(x, fmt, axis=1, scale_mode=mode or "floor",
                         global_scale=g[0] if g else None)
