@@ -447,16 +447,14 @@ def prepare(module: Any, engine: DiagnosticEngine, *, name: str = "<module>",
     from mxlower.bindings import jaxlib as J
     from mxlower.passes.manager import PassPipeline
 
-    if isinstance(module, str):
-        ctx = J.make_context(allow_unregistered=True)
-        passes = PassPipeline.parse(pipeline, ctx) if pipeline else None
+    text = isinstance(module, str)
+    op = None if text else getattr(module, "operation", module)
+    ctx = J.make_context(allow_unregistered=True) if text else op.context
+    passes = PassPipeline.parse(pipeline, ctx) if pipeline else None  # its errors come first
+    if text:
         op = parse_module(module, name, ctx, engine, J.ir)
         if op is None or not check_dialects(op, ctx, engine, False):
             return None
-    else:
-        op = getattr(module, "operation", module)
-        ctx = op.context
-        passes = PassPipeline.parse(pipeline, ctx) if pipeline else None
     with ctx, engine.capture(ctx):
         try:
             if not op.verify():
