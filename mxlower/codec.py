@@ -107,10 +107,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-import ml_dtypes
 import numpy as np
 
-from mxlower.formats import FLOAT_TYPES, FloatType
+from mxlower.types import FLOAT_TYPES, WIDE_FLOAT_TYPES, FloatType
 
 __all__ = [
     "ArithBuilder",
@@ -126,21 +125,6 @@ __all__ = [
     "plan",
 ]
 
-#: Codec descriptions of the wide IEEE types (NaN code: the canonical quiet NaN).  Section 2
-#: covers f32, bf16 and f16; f64 works the same way (one rounding, directly from f64, as
-#: :func:`mxlower.reference.convert` defines it).
-WIDE_FLOAT_TYPES: dict[str, FloatType] = {
-    t.mlir: t
-    for t in (
-        FloatType("f32", "float32", 32, 8, 23, 127, True, "ieee", "inf", 0x7FC00000),
-        FloatType("bf16", "bfloat16", 16, 8, 7, 127, True, "ieee", "inf", 0x7FC0),
-        FloatType("f16", "float16", 16, 5, 10, 15, True, "ieee", "inf", 0x7E00),
-        FloatType("f64", "float64", 64, 11, 52, 1023, True, "ieee", "inf", 0x7FF8000000000000),
-    )
-}
-
-_WIDE_DTYPES = {"f32": np.dtype(np.float32), "bf16": np.dtype(ml_dtypes.bfloat16),
-                "f16": np.dtype(np.float16), "f64": np.dtype(np.float64)}
 
 BINARY_OPS = ("and", "or", "xor", "add", "sub", "shl", "shrui", "shrsi", "minsi", "maxsi")
 PREDICATES = ("eq", "ne", "slt", "sle", "sgt", "sge")
@@ -652,10 +636,10 @@ class NumpyBuilder(IntBuilder):
         return x.view(f"int{x.dtype.itemsize * 8}")
 
     def bitcast_to_float(self, x, wide: str):
-        return np.asarray(x).view(_WIDE_DTYPES[wide])
+        return np.asarray(x).view(WIDE_FLOAT_TYPES[wide].dtype)
 
     def float_op(self, op: str, lhs, rhs, wide: str):
-        dt = _WIDE_DTYPES[wide]
+        dt = WIDE_FLOAT_TYPES[wide].dtype
         x, y = np.asarray(lhs).view(dt), np.asarray(rhs).view(dt)
         with np.errstate(all="ignore"):
             r = x + y if op == "add" else x - y
@@ -895,7 +879,7 @@ def probe_values(type_name: str, *, n_random: int = 1 << 16, seed: int = 0) -> n
         t = FLOAT_TYPES[type_name]
         return np.arange(1 << t.bits, dtype=np.uint8).view(t.dtype)
     if type_name in ("bf16", "f16"):
-        return np.arange(1 << 16, dtype=np.uint16).view(_WIDE_DTYPES[type_name])
+        return np.arange(1 << 16, dtype=np.uint16).view(WIDE_FLOAT_TYPES[type_name].dtype)
     if type_name == "f64":
         return _f64_probes(n_random, seed)
     if type_name != "f32":

@@ -1,12 +1,9 @@
 """The MX format table (MX-SEMANTICS section 1) and the narrow element types behind it.
 
-Two tables:
-
-* :data:`FLOAT_TYPES` -- one codec description per narrow float type (bits, exponent bias,
-  mantissa bits, sign, NaN/Inf encoding, overflow rule).  Every conversion mxlower generates,
-  in StableHLO or in the arith/LLVM dialects, is derived from these descriptions.
-* :data:`FORMATS` -- the MX block formats: element type, emax_elem, max_elem, default block
-  size, scale type.
+:data:`FORMATS` holds the MX block formats: element type, emax_elem, max_elem, default block
+size, scale type.  The element and scale types' codec descriptions live in the one scalar-type
+table, :mod:`mxlower.types`; :data:`FLOAT_TYPES`, :data:`WIDE_TYPES`, :class:`FloatType` and
+:func:`float_type` are re-exported from there for existing callers.
 
 Look-ups: :func:`get_format` by name, :func:`formats_for_element` by element type,
 :func:`float_type` by MLIR spelling or ml_dtypes name.
@@ -15,10 +12,10 @@ Look-ups: :func:`get_format` by name, :func:`formats_for_element` by element typ
 from __future__ import annotations
 
 import dataclasses
-from typing import Literal
 
-import ml_dtypes
 import numpy as np
+
+from mxlower.types import FLOAT_TYPES, WIDE_TYPES, FloatType, float_type
 
 __all__ = [
     "FLOAT_TYPES",
@@ -33,96 +30,6 @@ __all__ = [
 ]
 
 SCALE_MODES = ("floor", "rceil", "nearest")
-
-#: Wide float types MX values are quantized from and dequantized to: MLIR spelling -> NumPy dtype.
-WIDE_TYPES: dict[str, np.dtype] = {
-    "f32": np.dtype(np.float32),
-    "bf16": np.dtype(ml_dtypes.bfloat16),
-    "f16": np.dtype(np.float16),
-}
-
-
-@dataclasses.dataclass(frozen=True)
-class FloatType:
-    """The codec description of one narrow float type.
-
-    A finite non-zero value with biased exponent e and mantissa m is
-    ``(-1)^s * 2^(e - bias) * (1 + m / 2^man_bits)`` for e > 0 and
-    ``(-1)^s * 2^(1 - bias) * (m / 2^man_bits)`` for e == 0 (when ``subnormals``).
-    """
-
-    mlir: str  #: MLIR spelling, e.g. "f8E4M3FN"
-    numpy_name: str  #: ml_dtypes attribute name, e.g. "float8_e4m3fn"
-    bits: int  #: storage width
-    exp_bits: int
-    man_bits: int
-    bias: int
-    signed: bool
-    #: "ieee": all-ones exponent is Inf (m == 0) / NaN (m != 0);
-    #: "fn": no Inf, only the all-ones code (exponent and mantissa) is NaN;
-    #: "fnu": unsigned, no Inf, code 0xFF is NaN (f8E8M0FNU);
-    #: "none": no Inf, no NaN.
-    special: Literal["ieee", "fn", "fnu", "none"]
-    #: what a finite value beyond max converts to: "inf", "nan" or "saturate" (to +-max).
-    overflow: Literal["inf", "nan", "saturate"]
-    #: what a NaN input converts to (unsigned code; the sign is applied where the type has one).
-    #: For "none" types this is the code of -0 regardless of sign (MX-SEMANTICS section 2).
-    nan_code: int
-    subnormals: bool = True
-
-    @property
-    def dtype(self) -> np.dtype:
-        return np.dtype(getattr(ml_dtypes, self.numpy_name))
-
-    @property
-    def finfo(self):
-        return ml_dtypes.finfo(self.dtype)
-
-    @property
-    def max(self) -> float:
-        return float(self.finfo.max)
-
-    @property
-    def sign_mask(self) -> int:
-        return (1 << (self.bits - 1)) if self.signed else 0
-
-    @property
-    def magnitude_mask(self) -> int:
-        return (1 << (self.bits - 1)) - 1 if self.signed else (1 << self.bits) - 1
-
-    @property
-    def has_inf(self) -> bool:
-        return self.special == "ieee"
-
-    @property
-    def has_nan(self) -> bool:
-        return self.special != "none"
-
-
-FLOAT_TYPES: dict[str, FloatType] = {
-    t.mlir: t
-    for t in (
-        FloatType("f8E4M3FN", "float8_e4m3fn", 8, 4, 3, 7, True, "fn", "nan", 0x7F),
-        FloatType("f8E5M2", "float8_e5m2", 8, 5, 2, 15, True, "ieee", "inf", 0x7E),
-        FloatType("f8E8M0FNU", "float8_e8m0fnu", 8, 8, 0, 127, False, "fnu", "nan", 0xFF,
-                  subnormals=False),
-        FloatType("f6E3M2FN", "float6_e3m2fn", 6, 3, 2, 3, True, "none", "saturate", 0x20),
-        FloatType("f6E2M3FN", "float6_e2m3fn", 6, 2, 3, 1, True, "none", "saturate", 0x20),
-        FloatType("f4E2M1FN", "float4_e2m1fn", 4, 2, 1, 1, True, "none", "saturate", 0x8),
-    )
-}
-
-
-def float_type(name: str) -> FloatType:
-    """A narrow float type by MLIR spelling ("f4E2M1FN") or ml_dtypes name ("float4_e2m1fn")."""
-    t = FLOAT_TYPES.get(name)
-    if t is not None:
-        return t
-    for t in FLOAT_TYPES.values():
-        if t.numpy_name == name:
-            return t
-    known = ", ".join(FLOAT_TYPES)
-    raise KeyError(f"unknown narrow float type '{name}' (known: {known})")
 
 
 @dataclasses.dataclass(frozen=True)

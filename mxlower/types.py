@@ -1,0 +1,279 @@
+"""The one table of scalar types mxlower handles (docs/semantics.md section 2).
+
+Every element type mxlower reads, writes, converts or runs is one :class:`ScalarType` row in
+:data:`SCALARS`: its MLIR spelling, its NumPy / ml_dtypes dtype, its bit width, the MLIR
+integer type that stores its bits, and (for floats) the :class:`FloatType` codec description
+every generated conversion is derived from.  The codec, the passes, the signature reader and
+the tools' array I/O all read this table; adding a type here is the whole job::
+
+    >>> from mxlower import types
+    >>> types.scalar("f4E2M1FN").bits, types.scalar("f4E2M1FN").dtype
+    (4, dtype(float4_e2m1fn))
+    >>> types.of_dtype(np.dtype("float32")).mlir
+    'f32'
+
+Views kept for the code that needs only one column: :data:`FLOAT_TYPES` (narrow float codecs
+by MLIR spelling), :data:`WIDE_FLOAT_TYPES` (f64/f32/bf16/f16 codecs) and :data:`WIDE_TYPES`
+(the three types MX values are quantized from and dequantized to).  They are updated in place
+by :func:`register`, so code that looks a name up at call time sees a registered type.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Literal
+
+import ml_dtypes
+import numpy as np
+
+__all__ = [
+    "FLOAT_TYPES",
+    "FloatType",
+    "SCALARS",
+    "ScalarType",
+    "WIDE_FLOAT_TYPES",
+    "WIDE_TYPES",
+    "code_dtype",
+    "dtype",
+    "float_type",
+    "is_narrow_float",
+    "is_wide_float",
+    "of_dtype",
+    "register",
+    "unregister",
+    "scalar",
+]
+
+
+@dataclasses.dataclass(frozen=True)
+class FloatType:
+    """The codec description of one float type.
+
+    A finite non-zero value with biased exponent e and mantissa m is
+    ``(-1)^s * 2^(e - bias) * (1 + m / 2^man_bits)`` for e > 0 and
+    ``(-1)^s * 2^(1 - bias) * (m / 2^man_bits)`` for e == 0 (when ``subnormals``).
+    """
+
+    mlir: str  #: MLIR spelling, e.g. "f8E4M3FN"
+    numpy_name: str  #: ml_dtypes (or NumPy) dtype name, e.g. "float8_e4m3fn"
+    bits: int  #: storage width
+    exp_bits: int
+    man_bits: int
+    bias: int
+    signed: bool
+    #: "ieee": all-ones exponent is Inf (m == 0) / NaN (m != 0);
+    #: "fn": no Inf, only the all-ones code (exponent and mantissa) is NaN;
+    #: "fnu": unsigned, no Inf, code 0xFF is NaN (f8E8M0FNU);
+    #: "none": no Inf, no NaN.
+    special: Literal["ieee", "fn", "fnu", "none"]
+    #: what a finite value beyond max converts to: "inf", "nan" or "saturate" (to +-max).
+    overflow: Literal["inf", "nan", "saturate"]
+    #: what a NaN input converts to (unsigned code; the sign is applied where the type has one).
+    #: For "none" types this is the code of -0 regardless of sign (docs/semantics.md section 2).
+    nan_code: int
+    subnormals: bool = True
+
+    @property
+    def dtype(self) -> np.dtype:
+        return _dtype_named(self.numpy_name)
+
+    @property
+    def finfo(self):
+        return ml_dtypes.finfo(self.dtype)
+
+    @property
+    def max(self) -> float:
+        return float(self.finfo.max)
+
+    @property
+    def sign_mask(self) -> int:
+        return (1 << (self.bits - 1)) if self.signed else 0
+
+    @property
+    def magnitude_mask(self) -> int:
+        return (1 << (self.bits - 1)) - 1 if self.signed else (1 << self.bits) - 1
+
+    @property
+    def has_inf(self) -> bool:
+        return self.special == "ieee"
+
+    @property
+    def has_nan(self) -> bool:
+        return self.special != "none"
+
+
+Kind = Literal["narrow", "wide", "int", "uint", "bool", "index"]
+
+
+@dataclasses.dataclass(frozen=True)
+class ScalarType:
+    """One row of the scalar-type table."""
+
+    mlir: str  #: MLIR spelling: "f8E4M3FN", "f32", "i8", "ui8", "i1", "index"
+    dtype: np.dtype  #: NumPy / ml_dtypes dtype of one element
+    bits: int  #: logical width (4 for f4E2M1FN, 1 for i1)
+    kind: Kind
+    codec: FloatType | None = None  #: codec description (floats only)
+
+    @property
+    def storage(self) -> str:
+        """The MLIR integer type holding one element in memory (narrow floats: one per byte)."""
+        if self.kind in ("narrow", "bool"):
+            return "i8"
+        if self.kind in ("int", "uint"):
+            return self.mlir
+        return f"i{8 * self.dtype.itemsize}"
+
+    @property
+    def code_dtype(self) -> np.dtype:
+        """The unsigned integer dtype viewing one element's bits (uint8 for f4E2M1FN)."""
+        return code_dtype(self.dtype)
+
+    @property
+    def code_mask(self) -> int:
+        """The bits of a stored element that carry its code (0xF for f4E2M1FN)."""
+        return (1 << self.bits) - 1
+
+    @property
+    def is_float(self) -> bool:
+        return self.codec is not None
+
+
+def _dtype_named(name: str) -> np.dtype:
+    return np.dtype(getattr(ml_dtypes, name, None) or getattr(np, name))
+
+
+def code_dtype(dt: np.dtype) -> np.dtype:
+    """The unsigned integer dtype of the same item size as ``dt``."""
+    return np.dtype({1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[np.dtype(dt).itemsize])
+
+
+def _float(codec: FloatType, kind: Kind) -> ScalarType:
+    return ScalarType(codec.mlir, codec.dtype, codec.bits, kind, codec)
+
+
+def _int(mlir: str, dt: type, kind: Kind) -> ScalarType:
+    d = np.dtype(dt)
+    return ScalarType(mlir, d, 1 if kind == "bool" else 8 * d.itemsize, kind)
+
+
+_NARROW = (
+    FloatType("f8E4M3FN", "float8_e4m3fn", 8, 4, 3, 7, True, "fn", "nan", 0x7F),
+    FloatType("f8E5M2", "float8_e5m2", 8, 5, 2, 15, True, "ieee", "inf", 0x7E),
+    FloatType("f8E8M0FNU", "float8_e8m0fnu", 8, 8, 0, 127, False, "fnu", "nan", 0xFF,
+              subnormals=False),
+    FloatType("f6E3M2FN", "float6_e3m2fn", 6, 3, 2, 3, True, "none", "saturate", 0x20),
+    FloatType("f6E2M3FN", "float6_e2m3fn", 6, 2, 3, 1, True, "none", "saturate", 0x20),
+    FloatType("f4E2M1FN", "float4_e2m1fn", 4, 2, 1, 1, True, "none", "saturate", 0x8),
+)
+#: The wide IEEE types (NaN code: the canonical quiet NaN).
+_WIDE = (
+    FloatType("f32", "float32", 32, 8, 23, 127, True, "ieee", "inf", 0x7FC00000),
+    FloatType("bf16", "bfloat16", 16, 8, 7, 127, True, "ieee", "inf", 0x7FC0),
+    FloatType("f16", "float16", 16, 5, 10, 15, True, "ieee", "inf", 0x7E00),
+    FloatType("f64", "float64", 64, 11, 52, 1023, True, "ieee", "inf", 0x7FF8000000000000),
+)
+
+#: Every scalar type, by MLIR spelling.
+SCALARS: dict[str, ScalarType] = {
+    t.mlir: t
+    for t in (
+        *(_float(c, "narrow") for c in _NARROW),
+        *(_float(c, "wide") for c in _WIDE),
+        _int("i1", np.bool_, "bool"),
+        *(_int(f"i{8 * np.dtype(d).itemsize}", d, "int")
+          for d in (np.int8, np.int16, np.int32, np.int64)),
+        *(_int(f"ui{8 * np.dtype(d).itemsize}", d, "uint")
+          for d in (np.uint8, np.uint16, np.uint32, np.uint64)),
+        _int("index", np.int64, "index"),
+    )
+}
+
+#: Narrow float codec descriptions by MLIR spelling (a view of :data:`SCALARS`).
+FLOAT_TYPES: dict[str, FloatType] = {}
+#: Wide float codec descriptions (f32, bf16, f16, f64) by MLIR spelling.
+WIDE_FLOAT_TYPES: dict[str, FloatType] = {}
+#: The wide types MX values are quantized from and dequantized to: MLIR spelling -> dtype.
+WIDE_TYPES: dict[str, np.dtype] = {}
+_MX_WIDE = ("f32", "bf16", "f16")
+
+
+def _index(t: ScalarType) -> None:
+    if t.kind == "narrow":
+        FLOAT_TYPES[t.mlir] = t.codec
+    elif t.kind == "wide":
+        WIDE_FLOAT_TYPES[t.mlir] = t.codec
+        if t.mlir in _MX_WIDE:
+            WIDE_TYPES[t.mlir] = t.dtype
+
+
+for _t in SCALARS.values():
+    _index(_t)
+
+
+def register(t: ScalarType | FloatType) -> ScalarType:
+    """Add a scalar type (a :class:`FloatType` becomes a narrow float) to every view.
+
+    For extensions and tests: a registered narrow float flows through the codec, the
+    conversion passes and the tools' array I/O with no other change.
+    """
+    if isinstance(t, FloatType):
+        t = _float(t, "narrow")
+    if t.mlir in SCALARS and SCALARS[t.mlir] != t:
+        raise ValueError(f"scalar type '{t.mlir}' is already registered differently")
+    SCALARS[t.mlir] = t
+    _index(t)
+    return t
+
+
+def unregister(name: str) -> None:
+    """Remove a type added by :func:`register` (tests use it to clean up)."""
+    del SCALARS[name]
+    for view in (FLOAT_TYPES, WIDE_FLOAT_TYPES, WIDE_TYPES):
+        view.pop(name, None)
+
+
+def scalar(name: str) -> ScalarType:
+    """A scalar type by MLIR spelling ("f4E2M1FN") or dtype name ("float4_e2m1fn")."""
+    t = SCALARS.get(name)
+    if t is not None:
+        return t
+    for t in SCALARS.values():
+        if t.dtype.name == name and t.kind != "index":
+            return t
+    raise KeyError(f"unknown scalar type '{name}' (known: {', '.join(SCALARS)})")
+
+
+def of_dtype(dt: np.dtype | type) -> ScalarType:
+    """The scalar type of a NumPy / ml_dtypes dtype; KeyError if mxlower has none."""
+    d = np.dtype(dt)
+    for t in SCALARS.values():
+        if t.dtype == d and t.kind != "index":
+            return t
+    raise KeyError(f"dtype '{d}' has no MLIR scalar type here")
+
+
+def dtype(name: str) -> np.dtype:
+    """The NumPy dtype of an MLIR scalar type spelling; KeyError naming the known ones."""
+    return scalar(name).dtype
+
+
+def float_type(name: str) -> FloatType:
+    """A narrow float's codec description by MLIR spelling or ml_dtypes name."""
+    try:
+        t = scalar(name)
+    except KeyError:
+        t = None
+    if t is None or t.kind != "narrow":
+        raise KeyError(f"unknown narrow float type '{name}' (known: {', '.join(FLOAT_TYPES)})")
+    return t.codec
+
+
+def is_narrow_float(name: str) -> bool:
+    t = SCALARS.get(name)
+    return t is not None and t.kind == "narrow"
+
+
+def is_wide_float(name: str) -> bool:
+    t = SCALARS.get(name)
+    return t is not None and t.kind == "wide"
