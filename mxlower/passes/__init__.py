@@ -2,7 +2,9 @@
 
 Passes and named pipelines are registered by name with the ``module:Class`` that implements
 them, and imported on first use, so ``mxlower-opt --help`` does not import every pass.  One pass
-per file, each named ``mxlower-...``; each has ``test/lit/<area>/<name>.mlir``.
+per file, each named ``mxlower-...``; each has ``test/lit/<area>/<name>.mlir``.  The registry
+knows names only: running passes is :mod:`mxlower.pipeline.manager`'s job (layer 4), which
+imports this module, never the other way round.
 """
 
 from __future__ import annotations
@@ -18,10 +20,12 @@ __all__ = [
     "PASSES",
     "PIPELINES",
     "Pipeline",
+    "UPSTREAM_PASS_NAMES",
     "all_names",
     "get",
     "option",
     "register",
+    "registry_unknown_flag_hint",
     "suggest",
 ]
 
@@ -45,6 +49,17 @@ PIPELINES: dict[str, str] = {
     "mxlower-mx-to-stablehlo": "mxlower.passes.pipelines:MxToStablehlo",
     "mxlower-stablehlo-to-llvm": "mxlower.passes.llvm_pipelines:StablehloToLLVM",
 }
+
+#: Upstream passes jaxlib registers that users reach for; used for "did you mean" suggestions
+#: (any registered pass works, listed or not).
+UPSTREAM_PASS_NAMES = (
+    "canonicalize", "cse", "symbol-dce", "inline", "sccp", "loop-invariant-code-motion",
+    "remove-dead-values", "strip-debuginfo", "symbol-privatize", "topological-sort",
+    "stablehlo-legalize-to-linalg", "stablehlo-refine-shapes", "stablehlo-legalize-to-vhlo",
+    "stablehlo-aggressive-folder", "stablehlo-aggressive-simplification",
+    "stablehlo-legalize-composite-to-call", "chlo-legalize-to-stablehlo",
+    "stablehlo-canonicalize-dynamism", "stablehlo-legalize-quant-to-math",
+)
 
 _loaded: dict[str, type] = {}
 
@@ -71,6 +86,7 @@ def get(name: str) -> type[ModulePass] | type[Pipeline] | None:
 
 
 def all_names() -> list[str]:
+    """Every registered pass and named pipeline, sorted."""
     return sorted([*PASSES, *PIPELINES])
 
 
@@ -82,7 +98,5 @@ def suggest(name: str, extra: list[str] | tuple[str, ...] = ()) -> list[str]:
 
 def registry_unknown_flag_hint(name: str) -> str:
     """'; did you mean ...' for an unknown command-line flag that may be a misspelt pass."""
-    from mxlower.passes.manager import UPSTREAM_PASS_NAMES
-
     hint = suggest(name, UPSTREAM_PASS_NAMES)
     return "; did you mean " + " or ".join(f"'--{h}'" for h in hint) + "?" if hint else ""

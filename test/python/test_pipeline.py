@@ -10,9 +10,10 @@ import pytest
 from mxlower import passes as registry
 from mxlower.bindings import jaxlib as J
 from mxlower.diagnostics import DiagnosticEngine, PassFailure
+from mxlower.passes import test_diagnostics
 from mxlower.passes.base import ModulePass, OptionError, Pipeline, option, parse_options
-from mxlower.passes.manager import PassPipeline, run_pipeline
-from mxlower.passes.pipeline import Nested, PassRef, PipelineError, parse_pipeline, render
+from mxlower.pipeline.manager import PassPipeline, cached_pipeline, run_pipeline
+from mxlower.pipeline.parser import Nested, PassRef, PipelineError, parse_pipeline, render
 
 
 # ----------------------------------------------------------------------------- the parser
@@ -122,6 +123,24 @@ def test_registry_is_lazy_and_consistent():
     assert registry.suggest("mxlower-test-diagnostic") == ["mxlower-test-diagnostics"]
 
 
+def test_unknown_flag_hint_suggests_mxlower_and_upstream_passes():
+    assert registry.registry_unknown_flag_hint("mxlower-test-diagnostic") == (
+        "; did you mean '--mxlower-test-diagnostics'?")
+    assert registry.registry_unknown_flag_hint("canonicalise") == "; did you mean '--canonicalize'?"
+    assert registry.registry_unknown_flag_hint("zzzz") == ""
+
+
+def test_old_import_paths_reexport_the_pipeline_layer():
+    from mxlower.passes import manager as old_manager
+    from mxlower.passes import pipeline as old_parser
+    from mxlower.pipeline import manager, parser
+
+    for name in old_manager.__all__:
+        assert getattr(old_manager, name) is getattr(manager, name)
+    for name in old_parser.__all__:
+        assert getattr(old_parser, name) is getattr(parser, name)
+
+
 # ----------------------------------------------------------------------------- the manager
 _MODULE = """
 func.func @f(%a: tensor<4xf32>) -> tensor<4xf32> {
@@ -185,8 +204,6 @@ def test_pass_errors_become_diagnostics_and_failure():
 
 
 def test_internal_errors_are_reported_not_raised(monkeypatch):
-    from mxlower.passes import test_diagnostics
-
     def boom(self, op):
         raise ZeroDivisionError("oops")
 
@@ -220,8 +237,6 @@ def test_unknown_pass_suggestions():
 
 
 def test_cached_pipeline_is_per_context_and_reusable():
-    from mxlower.passes.manager import cached_pipeline
-
     ctx1, ctx2 = J.make_context(), J.make_context()
     text = "builtin.module(cse, mxlower-test-diagnostics{tag-ops}, canonicalize)"
     p1 = cached_pipeline(text, ctx1)
