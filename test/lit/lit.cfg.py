@@ -68,6 +68,8 @@ except Exception:
     pass
 if _xtc_tool("llc") and _xtc_tool("mlir-opt"):
     config.available_features.add("llvm-tools")
+    # upstream mlir-opt (test/lit/dialect loads dialect/mx.irdl.mlir into it)
+    config.substitutions.append((r"(?<![\w-])mlir-opt(?![\w-])", _xtc_tool("mlir-opt")))
 ptxas = shutil.which("ptxas") or (
     os.path.join(os.environ["CUDA_HOME"], "bin", "ptxas") if "CUDA_HOME" in os.environ else None)
 if not ptxas and os.path.exists("/usr/local/cuda/bin/ptxas"):
