@@ -1,0 +1,547 @@
+"""mxlower's fused MX kernels as XLA FFI custom calls on the CPU, for ``jax.jit``.
+
+::
+
+    import jax, jax.numpy as jnp
+    from mxlower.execution import ffi
+
+    @jax.jit
+    def f(x):
+        q, s = ffi.quantize(x, "mxfp4_e2m1", scale_mode="rceil")   # one pass over x
+        return ffi.dequantize(q, s, "mxfp4_e2m1", dtype=jnp.bfloat16)
+
+How a call gets to native code
+------------------------------
+1. :mod:`mxlower.lowering.mx_kernels` builds the kernel (``func``/``scf``/``vector``/``arith``
+   on upstream MLIR: one loop over the blocks, each block read once);
+2. :data:`KERNEL_PIPELINE` lowers it to the LLVM dialect;
+3. :func:`handler_text` generates the XLA FFI handler in the LLVM dialect: it answers XLA's
+   metadata query (API version 0.3, no traits), does nothing outside the execute stage, decodes
+   ``XLA_FFI_CallFrame`` (argument and result counts, buffer kinds, dtypes, ranks and
+   dimensions, checked against :meth:`~mxlower.lowering.mx_kernels.KernelSpec.operands`), calls
+   the kernel on the whole block range, and reports bad input through ``XLA_FFI_Error_Create``
+   (``INVALID_ARGUMENT``), which JAX raises as an exception -- never a crash.  Layouts come from
+   :mod:`mxlower.execution.ffi_abi`;
+4. upstream MLIR's ExecutionEngine JIT-compiles both (LLVM O3, host CPU), once per process and
+   kernel (:func:`compile_kernel` caches it); the handler's address comes from a generated
+   function returning ``llvm.mlir.addressof`` (the engine's lookup finds only the packed
+   ``_mlir_*`` wrappers), called once through its wrapper;
+5. :func:`register` registers it with ``jax.ffi.register_ffi_target(name, capsule,
+   platform="cpu", api_version=1)`` under the kernel's name
+   (``mxlower_quantize_mxfp8_e4m3_f32_k32_floor``, ...).
+
+:func:`quantize` and :func:`dequantize` call the kernels through ``jax.ffi.ffi_call`` with the
+blocked axis moved last (a transpose for any other axis); they work under ``jit``, ``vmap``
+(the kernels are shape-agnostic) and on concrete arrays.  Results follow
+:class:`mxlower.jax.MXArray`'s storage: f8 / f4 / int8 elements in their JAX dtypes (XLA
+stores f4 packed two per byte, low nibble first, which is what the kernel writes), f6 as one
+``uint8`` code per byte or, with ``packed=True``, ``mx.pack``'s layout (four codes per three
+bytes along the last axis).  Bit-exact with :mod:`mxlower.reference`.
+
+The engines live as long as the process (XLA keeps the handler pointers); ``available()`` says
+whether the upstream MLIR stack is installed.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from mxlower.execution import ffi_abi as abi
+from mxlower.formats import FORMATS, SCALE_MODES
+from mxlower.lowering.mx_kernels import KernelSpec, Operand, emit_kernel
+
+__all__ = [
+    "KERNEL_PIPELINE",
+    "CompiledKernel",
+    "FFIError",
+    "available",
+    "compile_kernel",
+    "dequantize",
+    "handler_text",
+    "quantize",
+    "register",
+]
+
+#: upstream passes taking a kernel module to the LLVM dialect
+KERNEL_PIPELINE = ("builtin.module(canonicalize, cse, convert-scf-to-cf, convert-vector-to-llvm, "
+                   "convert-math-to-llvm, convert-arith-to-llvm, expand-strided-metadata, "
+                   "finalize-memref-to-llvm, convert-func-to-llvm, convert-cf-to-llvm, "
+                   "reconcile-unrealized-casts)")
+
+_WIDE = {"float32": "f32", "bfloat16": "bf16", "float16": "f16"}
+
+
+class FFIError(RuntimeError):
+    """A kernel could not be built, compiled or registered (the message says why)."""
+
+
+def available() -> bool:
+    """Whether the kernels can be built here (upstream MLIR's bindings are installed)."""
+    from mxlower.bindings import upstream  # optional, heavy: the upstream MLIR stack
+
+    return upstream.available()
+
+
+# ============================================================================ handler text
+
+
+class _Emitter:
+    """A little writer of LLVM dialect text: fresh SSA names, blocks, typed helpers."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.n = 0
+
+    def fresh(self) -> str:
+        self.n += 1
+        return f"%v{self.n}"
+
+    def emit(self, text: str) -> str:
+        """Emits ``text`` with ``{r}`` replaced by a fresh result name; returns that name."""
+        r = self.fresh()
+        self.lines.append("    " + text.format(r=r))
+        return r
+
+    def do(self, text: str) -> None:
+        self.lines.append("    " + text)
+
+    def block(self, name: str, args: str = "") -> None:
+        self.lines.append(f"  ^{name}{'(' + args + ')' if args else ''}:")
+
+    def i64(self, v: int) -> str:
+        return self.emit(f"{{r}} = llvm.mlir.constant({v} : i64) : i64")
+
+    def i32(self, v: int) -> str:
+        return self.emit(f"{{r}} = llvm.mlir.constant({v} : i32) : i32")
+
+    def at(self, ptr: str, offset: int) -> str:
+        """``ptr + offset`` bytes."""
+        if offset == 0:
+            return ptr
+        return self.emit(f"{{r}} = llvm.getelementptr {ptr}[{offset}] : (!llvm.ptr) -> "
+                         "!llvm.ptr, i8")
+
+    def load(self, ptr: str, offset: int, t: str) -> str:
+        return self.emit(f"{{r}} = llvm.load {self.at(ptr, offset)} : !llvm.ptr -> {t}")
+
+    def store(self, value: str, ptr: str, offset: int, t: str) -> None:
+        self.do(f"llvm.store {value}, {self.at(ptr, offset)} : {t}, !llvm.ptr")
+
+    def element(self, ptr: str, index: str, t: str) -> str:
+        """``&ptr[index]`` for elements of type ``t``."""
+        return self.emit(f"{{r}} = llvm.getelementptr {ptr}[{index}] : (!llvm.ptr, i64) -> "
+                         f"!llvm.ptr, {t}")
+
+    def binary(self, op: str, a: str, b: str, t: str = "i64") -> str:
+        return self.emit(f"{{r}} = llvm.{op} {a}, {b} : {t}")
+
+    def icmp(self, pred: str, a: str, b: str, t: str = "i64") -> str:
+        return self.emit(f'{{r}} = llvm.icmp "{pred}" {a}, {b} : {t}')
+
+
+#: helper functions every handler module holds (internal linkage)
+_HELPERS = """\
+  llvm.func internal @__mxlower_ffi_product(%dims: !llvm.ptr, %n: i64) -> i64 {
+    %zero = llvm.mlir.constant(0 : i64) : i64
+    %one = llvm.mlir.constant(1 : i64) : i64
+    llvm.br ^loop(%zero, %one : i64, i64)
+  ^loop(%i: i64, %p: i64):
+    %done = llvm.icmp "sge" %i, %n : i64
+    llvm.cond_br %done, ^exit, ^body
+  ^body:
+    %a = llvm.getelementptr %dims[%i] : (!llvm.ptr, i64) -> !llvm.ptr, i64
+    %d = llvm.load %a : !llvm.ptr -> i64
+    %q = llvm.mul %p, %d : i64
+    %j = llvm.add %i, %one : i64
+    llvm.br ^loop(%j, %q : i64, i64)
+  ^exit:
+    llvm.return %p : i64
+  }
+  llvm.func internal @__mxlower_ffi_same_dims(%a: !llvm.ptr, %b: !llvm.ptr, %n: i64) -> i1 {
+    %zero = llvm.mlir.constant(0 : i64) : i64
+    %one = llvm.mlir.constant(1 : i64) : i64
+    %yes = llvm.mlir.constant(true) : i1
+    %no = llvm.mlir.constant(false) : i1
+    llvm.br ^loop(%zero : i64)
+  ^loop(%i: i64):
+    %done = llvm.icmp "sge" %i, %n : i64
+    llvm.cond_br %done, ^same, ^body
+  ^body:
+    %pa = llvm.getelementptr %a[%i] : (!llvm.ptr, i64) -> !llvm.ptr, i64
+    %pb = llvm.getelementptr %b[%i] : (!llvm.ptr, i64) -> !llvm.ptr, i64
+    %da = llvm.load %pa : !llvm.ptr -> i64
+    %db = llvm.load %pb : !llvm.ptr -> i64
+    %eq = llvm.icmp "eq" %da, %db : i64
+    %j = llvm.add %i, %one : i64
+    llvm.cond_br %eq, ^loop(%j : i64), ^differ
+  ^differ:
+    llvm.return %no : i1
+  ^same:
+    llvm.return %yes : i1
+  }
+"""
+
+
+def _c_string(text: str) -> str:
+    """An MLIR string literal holding ``text`` and a terminating NUL."""
+    out = []
+    for ch in text.encode() + b"\0":
+        out.append(chr(ch) if 32 <= ch < 127 and ch not in b'"\\' else f"\\{ch:02X}")
+    return '"' + "".join(out) + '"'
+
+
+def _describe(o: Operand, spec: KernelSpec, ref: str) -> str:
+    """How an operand's shape follows from the reference array's (for error messages)."""
+    return {"values": f"{ref}'s shape",
+            "packed6": f"{ref}'s shape with the last dimension times 3/4 (packed f6)",
+            "scales": f"{ref}'s shape with the last dimension divided by {spec.k}",
+            "scalar": "shape ()"}[o.kind]
+
+
+def handler_text(spec: KernelSpec) -> str:
+    """The LLVM dialect functions of ``spec``'s FFI handler, ``@<name>_ffi(call_frame) ->
+    error`` and ``@<name>_ffi_address() -> ptr`` (its address), plus their helpers and message
+    strings; they call the lowered kernel ``@<name>``.  See the module docstring."""
+    name = spec.name
+    ins, outs = spec.operands(), spec.results()
+    frame, args, rets = abi.CallFrame, abi.Args, abi.Rets
+    buf = abi.Buffer
+    messages: list[str] = []
+    e = _Emitter()
+    errors: list[tuple[str, int]] = []  # (block, message index)
+
+    def fail_if(cond: str, message: str) -> None:
+        blk = f"error{len(errors)}"
+        cont = f"ok{len(errors)}"
+        messages.append(f"{name}: {message}")
+        errors.append((blk, len(messages) - 1))
+        e.do(f"llvm.cond_br {cond}, ^{blk}, ^{cont}")
+        e.block(cont)
+
+    e.lines.append(f"  llvm.func @{name}_ffi(%frame: !llvm.ptr) -> !llvm.ptr {{")
+    null = e.emit("{r} = llvm.mlir.zero : !llvm.ptr")
+    zero, one = e.i64(0), e.i64(1)  # in the entry block: they dominate every error block
+    api = e.load("%frame", frame.api.offset, "!llvm.ptr")
+    # 1. XLA's registration-time metadata query: a metadata extension on the call frame
+    ext = e.load("%frame", frame.extension_start.offset, "!llvm.ptr")
+    has_ext = e.icmp("ne", ext, null, "!llvm.ptr")
+    e.do(f"llvm.cond_br {has_ext}, ^extension, ^frame")
+    e.block("extension")
+    ext_type = e.load(ext, abi.MetadataExtension.extension_base.offset
+                      + abi.ExtensionBase.type.offset, "i32")
+    is_md = e.icmp("eq", ext_type, e.i32(abi.METADATA_EXTENSION), "i32")
+    e.do(f"llvm.cond_br {is_md}, ^metadata, ^frame")
+    e.block("metadata")
+    md = e.load(ext, abi.MetadataExtension.metadata.offset, "!llvm.ptr")
+    md_size = e.load(md, abi.Metadata.struct_size.offset, "i64")
+    fail_if(e.icmp("ult", md_size, e.i64(abi.struct_size(abi.Metadata, "traits"))),
+            "XLA_FFI_Metadata is smaller than this handler's (FFI API 0.3)")
+    ver = abi.Metadata.api_version.offset
+    e.store(e.i64(abi.struct_size(abi.ApiVersion, "minor_version")), md,
+            ver + abi.ApiVersion.struct_size.offset, "i64")
+    e.store(null, md, ver + abi.ApiVersion.extension_start.offset, "!llvm.ptr")
+    e.store(e.i32(abi.API_MAJOR), md, ver + abi.ApiVersion.major_version.offset, "i32")
+    e.store(e.i32(abi.API_MINOR), md, ver + abi.ApiVersion.minor_version.offset, "i32")
+    e.store(e.i32(0), md, abi.Metadata.traits.offset, "i32")
+    e.do(f"llvm.return {null} : !llvm.ptr")
+    # 2. a call: only the execute stage does anything
+    e.block("frame")
+    size = e.load("%frame", frame.struct_size.offset, "i64")
+    fail_if(e.icmp("ult", size, e.i64(abi.struct_size(frame, "attrs"))),
+            "XLA_FFI_CallFrame is smaller than this handler's (FFI API 0.3)")
+    stage = e.load("%frame", frame.stage.offset, "i32")
+    is_exec = e.icmp("eq", stage, e.i32(abi.EXECUTE), "i32")
+    e.do(f"llvm.cond_br {is_exec}, ^execute, ^done")
+    e.block("done")
+    e.do(f"llvm.return {null} : !llvm.ptr")
+    e.block("execute")
+    # 3. decode the buffers
+    buffers: list[str] = []
+    for what, group, types_f, ptrs_f, ops in (
+            ("argument", frame.args.offset, args.types.offset, args.args.offset, ins),
+            ("result", frame.rets.offset, rets.types.offset, rets.rets.offset, outs)):
+        n = e.load("%frame", group + args.size.offset, "i64")
+        fail_if(e.icmp("ne", n, e.i64(len(ops))),
+                f"expected {len(ops)} {what}{'s' if len(ops) != 1 else ''} "
+                f"({', '.join(o.name for o in ops)})")
+        types = e.load("%frame", group + types_f, "!llvm.ptr")
+        ptrs = e.load("%frame", group + ptrs_f, "!llvm.ptr")
+        for i, o in enumerate(ops):
+            t = e.load(types, 4 * i, "i32")
+            fail_if(e.icmp("ne", t, e.i32(abi.BUFFER), "i32"),
+                    f"{what} {i} ({o.name}) must be a buffer")
+            b = e.load(ptrs, 8 * i, "!llvm.ptr")
+            dt = e.load(b, buf.dtype.offset, "i32")
+            fail_if(e.icmp("ne", dt, e.i32(abi.DTYPES[o.dtype.name]), "i32"),
+                    f"{what} {i} ({o.name}) must have dtype {o.dtype}")
+            buffers.append(b)
+    ops = ins + outs
+    ref_i = 0 if spec.op == "quantize" else len(ins)  # x, or the result y
+    ref, ref_name = buffers[ref_i], ops[ref_i].name
+    rank = e.load(ref, buf.rank.offset, "i64")
+    fail_if(e.icmp("slt", rank, one), f"{ref_name} must have at least one dimension")
+    dims = e.load(ref, buf.dims.offset, "!llvm.ptr")
+    lead = e.binary("sub", rank, one)
+    last = e.emit(f"{{r}} = llvm.load {e.element(dims, lead, 'i64')} : !llvm.ptr -> i64")
+    k = e.i64(spec.k)
+    fail_if(e.icmp("ne", e.binary("urem", last, k), zero),
+            f"the block size {spec.k} must divide the last dimension of {ref_name}")
+    total = e.emit(f"{{r}} = llvm.call @__mxlower_ffi_product({dims}, {rank}) : "
+                   "(!llvm.ptr, i64) -> i64")
+    for i, (o, b) in enumerate(zip(ops, buffers)):
+        if i == ref_i:
+            continue
+        what = f"{'argument' if i < len(ins) else 'result'} {i if i < len(ins) else i - len(ins)}"
+        r = e.load(b, buf.rank.offset, "i64")
+        msg = f"{what} ({o.name}) must have {_describe(o, spec, ref_name)}"
+        if o.kind == "scalar":
+            fail_if(e.icmp("ne", r, zero), msg)
+            continue
+        fail_if(e.icmp("ne", r, rank), msg)
+        d = e.load(b, buf.dims.offset, "!llvm.ptr")
+        same = e.emit(f"{{r}} = llvm.call @__mxlower_ffi_same_dims({d}, {dims}, {lead}) : "
+                      "(!llvm.ptr, !llvm.ptr, i64) -> i1")
+        fail_if(e.emit(f"{{r}} = llvm.xor {same}, {e.emit('{r} = llvm.mlir.constant(true) : i1')}"
+                       " : i1"), msg)
+        d_last = e.emit(f"{{r}} = llvm.load {e.element(d, lead, 'i64')} : !llvm.ptr -> i64")
+        if o.kind == "values":
+            want = last
+        elif o.kind == "packed6":
+            want = e.binary("udiv", e.binary("mul", last, e.i64(3)), e.i64(4))
+        else:
+            want = e.binary("udiv", last, k)
+        fail_if(e.icmp("ne", d_last, want), msg)
+    # 4. the kernel, on every block
+    call_args = []
+    for o, b in zip(ops, buffers):
+        data = e.load(b, buf.data.offset, "!llvm.ptr")
+        if o.kind == "scalar":
+            n = one
+        elif o.kind == "scales":
+            n = e.binary("udiv", total, k)
+        elif o.kind == "packed6":
+            n = e.binary("udiv", e.binary("mul", total, e.i64(3)), e.i64(4))
+        elif o.dtype.name == "float4_e2m1fn":
+            n = e.binary("udiv", total, e.i64(2))
+        else:
+            n = total
+        call_args += [data, data, zero, n, one]
+    blocks = e.binary("udiv", total, k)
+    call_args += [zero, blocks]
+    types = ", ".join(["!llvm.ptr", "!llvm.ptr", "i64", "i64", "i64"] * len(ops) + ["i64", "i64"])
+    e.do(f"llvm.call @{name}({', '.join(call_args)}) : ({types}) -> ()")
+    e.do(f"llvm.return {null} : !llvm.ptr")
+    # 5. errors: XLA_FFI_Error_Create(INVALID_ARGUMENT, message)
+    for blk, mi in errors:
+        e.block(blk)
+        ea = e.emit("{r} = llvm.alloca " + one + " x !llvm.array<"
+                    f"{ctypes.sizeof(abi.ErrorCreateArgs)} x i8> : (i64) -> !llvm.ptr")
+        ca = abi.ErrorCreateArgs
+        e.store(e.i64(abi.struct_size(ca, "errc")), ea, ca.struct_size.offset, "i64")
+        e.store(null, ea, ca.extension_start.offset, "!llvm.ptr")
+        msg = e.emit(f"{{r}} = llvm.mlir.addressof @__mxlower_ffi_msg{mi} : !llvm.ptr")
+        e.store(msg, ea, ca.message.offset, "!llvm.ptr")
+        e.store(e.i32(abi.ERROR_INVALID_ARGUMENT), ea, ca.errc.offset, "i32")
+        create = e.load(api, abi.Api.XLA_FFI_Error_Create.offset, "!llvm.ptr")
+        err = e.emit(f"{{r}} = llvm.call {create}({ea}) : !llvm.ptr, (!llvm.ptr) -> !llvm.ptr")
+        e.do(f"llvm.return {err} : !llvm.ptr")
+    e.lines.append("  }")
+    e.lines.append(f"  llvm.func @{name}_ffi_address() -> !llvm.ptr {{")
+    e.lines.append(f"    %a = llvm.mlir.addressof @{name}_ffi : !llvm.ptr")
+    e.lines.append("    llvm.return %a : !llvm.ptr")
+    e.lines.append("  }")
+    strings = [f"  llvm.mlir.global internal constant @__mxlower_ffi_msg{i}({_c_string(m)}) "
+               "{addr_space = 0 : i32}" for i, m in enumerate(messages)]
+    return "\n".join(strings + [_HELPERS] + e.lines) + "\n"
+
+
+# ============================================================================ compile, register
+
+
+class CompiledKernel:
+    """One kernel JIT-compiled with its handler: the engine (kept alive), the handler's address,
+    and how long building (MLIR) and compiling (LLVM) took, in seconds."""
+
+    def __init__(self, spec: KernelSpec, engine: Any, address: int, build_s: float,
+                 compile_s: float):
+        self.spec = spec
+        self.engine = engine
+        self.address = address
+        self.build_s = build_s
+        self.compile_s = compile_s
+        self.handler = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p)(address)
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+
+def lower_module(spec: KernelSpec) -> tuple[Any, Any]:
+    """(context, module): ``spec``'s kernel lowered to the LLVM dialect with its handler."""
+    from mxlower.bindings import upstream  # optional, heavy: the upstream MLIR stack
+
+    ir = upstream.module("ir")
+    pm_mod = upstream.module("passmanager")
+    ctx = upstream.context()
+    with ctx, ir.Location.unknown():
+        module = ir.Module.create()
+        emit_kernel(spec, module)
+        pm_mod.PassManager.parse(KERNEL_PIPELINE).run(module.operation)
+        # the handler calls the lowered kernel: parse both as one module
+        text = str(module).rstrip()
+        assert text.endswith("}")
+        module = ir.Module.parse(text[:-1] + handler_text(spec) + "}")
+    return ctx, module
+
+
+_lock = threading.Lock()
+_compiled: dict[KernelSpec, CompiledKernel] = {}
+_registered: set[str] = set()
+
+
+def compile_kernel(spec: KernelSpec, *, opt_level: int = 3) -> CompiledKernel:
+    """``spec``'s kernel and handler, compiled once per process (later calls return the same
+    object)."""
+    with _lock:
+        if spec in _compiled:
+            return _compiled[spec]
+        from mxlower.bindings import upstream  # optional, heavy: the upstream MLIR stack
+
+        ee_mod = upstream.module("execution_engine")
+        t0 = time.perf_counter()
+        try:
+            ctx, module = lower_module(spec)
+        except Exception as err:  # MLIRError from a pass or the verifier: a bug, say which
+            raise FFIError(f"building kernel {spec.name} failed: {err}") from None
+        t1 = time.perf_counter()
+        with ctx:
+            engine = ee_mod.ExecutionEngine(module, opt_level=opt_level)
+        getter = engine.raw_lookup(f"{spec.name}_ffi_address")
+        if not getter:
+            raise FFIError(f"compiled kernel {spec.name} has no handler address function")
+        out = ctypes.c_void_p()
+        packed = (ctypes.c_void_p * 1)(ctypes.cast(ctypes.pointer(out), ctypes.c_void_p))
+        ctypes.CFUNCTYPE(None, ctypes.c_void_p)(getter)(packed)
+        ck = CompiledKernel(spec, (ctx, module, engine), out.value,
+                            t1 - t0, time.perf_counter() - t1)
+        _compiled[spec] = ck
+        return ck
+
+
+def register(spec: KernelSpec) -> str:
+    """Compiles ``spec``'s kernel (once) and registers its handler as an XLA FFI target for the
+    CPU (once); returns the target name."""
+    import jax  # optional, heavy
+
+    ck = compile_kernel(spec)
+    with _lock:
+        if ck.name not in _registered:
+            jax.ffi.register_ffi_target(ck.name, jax.ffi.pycapsule(ck.handler),
+                                        platform="cpu", api_version=1)
+            _registered.add(ck.name)
+    return ck.name
+
+
+# ============================================================================ JAX entry points
+
+
+def _wide_name(dtype: Any, fn: str, arg: str) -> str:
+    dt = np.dtype(dtype)
+    if dt.name not in _WIDE:
+        raise TypeError(f"{fn}: argument '{arg}' must be float32, bfloat16 or float16, got "
+                        f"{dt}")
+    return _WIDE[dt.name]
+
+
+def _axis(axis: int, ndim: int, fn: str) -> int:
+    if not -ndim <= axis < ndim:
+        raise ValueError(f"{fn}: axis {axis} is out of range for rank {ndim}")
+    return axis % ndim
+
+
+def _storage(spec: KernelSpec, o: Operand, shape: Sequence[int]) -> Any:
+    import jax  # optional, heavy
+
+    shape = list(shape)
+    if o.kind == "scales":
+        shape[-1] //= spec.k
+    elif o.kind == "packed6":
+        shape[-1] = shape[-1] * 3 // 4
+    return jax.ShapeDtypeStruct(tuple(shape), o.dtype)
+
+
+def quantize(x: Any, format: str = "mxfp8_e4m3", *, axis: int = -1,  # noqa: A002
+             block_size: int | None = None, scale_mode: str = "floor",
+             global_scale: Any | None = None, packed: bool = False) -> tuple[Any, Any]:
+    """``(elements, scales)`` of ``x`` quantized along ``axis`` by mxlower's fused CPU kernel.
+
+    The same arguments and results as :func:`mxlower.reference.quantize` (MX-SEMANTICS 3, 4),
+    as JAX arrays (see the module docstring for the storage dtypes); ``packed=True`` packs f6
+    elements four per three bytes along the blocked axis.  Usable inside ``jax.jit`` and
+    ``jax.vmap``; CPU only."""
+    import jax  # optional, heavy
+    import jax.numpy as jnp
+
+    x = jnp.asarray(x)
+    if x.ndim == 0:
+        raise ValueError("quantize: argument 'x' must have at least one dimension")
+    ax = _axis(axis, x.ndim, "quantize")
+    fmt = FORMATS.get(format)
+    if fmt is None:
+        raise ValueError(f"quantize: unknown MX format {format!r} (known: {', '.join(FORMATS)})")
+    if scale_mode not in SCALE_MODES:
+        raise ValueError(f"quantize: unknown scale_mode {scale_mode!r} (known: "
+                         f"{', '.join(SCALE_MODES)})")
+    spec = KernelSpec("quantize", format, _wide_name(x.dtype, "quantize", "x"),
+                      "floor" if fmt.is_nvfp4 else scale_mode, block_size, packed,
+                      global_scale is not None)
+    if x.shape[ax] % spec.k:
+        raise ValueError(f"quantize: block size {spec.k} does not divide dimension {ax} of "
+                         f"'x' (size {x.shape[ax]})")
+    xt = jnp.moveaxis(x, ax, -1)
+    operands = [xt]
+    if global_scale is not None:
+        operands.append(jnp.asarray(global_scale, jnp.float32).reshape(()))
+    target = register(spec)
+    outs = [_storage(spec, o, xt.shape) for o in spec.results()]
+    q, s = jax.ffi.ffi_call(target, outs, vmap_method="broadcast_all")(*operands)
+    return jnp.moveaxis(q, -1, ax), jnp.moveaxis(s, -1, ax)
+
+
+def dequantize(elements: Any, scales: Any, format: str = "mxfp8_e4m3", *,  # noqa: A002
+               axis: int = -1, block_size: int | None = None, dtype: Any = np.float32,
+               global_scale: Any | None = None, packed: bool = False) -> Any:
+    """``decode(element) * decode(scale)`` (nvfp4: times ``global_scale``) rounded to ``dtype``
+    by mxlower's fused CPU kernel (MX-SEMANTICS 5); the inverse of :func:`quantize`'s
+    storage."""
+    import jax  # optional, heavy
+    import jax.numpy as jnp
+
+    fmt = FORMATS.get(format)
+    if fmt is None:
+        raise ValueError(f"dequantize: unknown MX format {format!r} (known: "
+                         f"{', '.join(FORMATS)})")
+    e, s = jnp.asarray(elements), jnp.asarray(scales)
+    if e.ndim == 0:
+        raise ValueError("dequantize: argument 'elements' must have at least one dimension")
+    ax = _axis(axis, e.ndim, "dequantize")
+    spec = KernelSpec("dequantize", format, _wide_name(dtype, "dequantize", "dtype"),
+                      block_size=block_size, packed=packed,
+                      global_scale=global_scale is not None)
+    et, st = jnp.moveaxis(e, ax, -1), jnp.moveaxis(s, ax, -1)
+    shape = list(et.shape)
+    if packed:
+        shape[-1] = shape[-1] * 4 // 3
+    operands = [et, st]
+    if global_scale is not None:
+        operands.append(jnp.asarray(global_scale, jnp.float32).reshape(()))
+    target = register(spec)
+    (out,) = [_storage(spec, o, shape) for o in spec.results()]
+    y = jax.ffi.ffi_call(target, out, vmap_method="broadcast_all")(*operands)
+    return jnp.moveaxis(y, -1, ax)

@@ -1,0 +1,120 @@
+"""The parts of XLA's FFI C ABI (``xla/ffi/api/c_api.h``, API version 0.3) that mxlower's
+handlers use, as ``ctypes`` structures.
+
+These are the one description of the layouts: :mod:`mxlower.execution.ffi` emits its LLVM
+dialect handlers with byte offsets read from them (``Struct.field.offset``), and tests build call
+frames with them to call a handler directly.  The layouts are those of the header jaxlib ships
+(``jaxlib/include/xla/ffi/api/c_api.h``) on a 64-bit target; ``STRUCT_SIZE`` is the header's
+``XLA_FFI_STRUCT_SIZE(type, last_field)``: the offset of the last field plus its size (no tail
+padding).
+"""
+
+from __future__ import annotations
+
+import ctypes
+
+__all__ = [
+    "API_MAJOR",
+    "API_MINOR",
+    "Api",
+    "ApiVersion",
+    "Args",
+    "Attrs",
+    "BUFFER",
+    "Buffer",
+    "CallFrame",
+    "DTYPES",
+    "ERROR_INVALID_ARGUMENT",
+    "ErrorCreateArgs",
+    "EXECUTE",
+    "ExtensionBase",
+    "METADATA_EXTENSION",
+    "Metadata",
+    "MetadataExtension",
+    "Rets",
+    "struct_size",
+]
+
+#: the FFI API version the handlers are written against (XLA_FFI_API_MAJOR / _MINOR)
+API_MAJOR, API_MINOR = 0, 3
+METADATA_EXTENSION = 1  #: XLA_FFI_Extension_Metadata
+EXECUTE = 3  #: XLA_FFI_ExecutionStage_EXECUTE
+BUFFER = 1  #: XLA_FFI_ArgType_BUFFER and XLA_FFI_RetType_BUFFER
+ERROR_INVALID_ARGUMENT = 3  #: XLA_FFI_Error_Code_INVALID_ARGUMENT
+
+#: XLA_FFI_DataType codes by storage dtype name
+DTYPES = {
+    "int8": 2, "uint8": 6, "float16": 10, "float32": 11, "bfloat16": 16, "float8_e5m2": 19,
+    "float8_e4m3fn": 20, "float4_e2m1fn": 32, "float8_e8m0fnu": 33,
+}
+
+_p = ctypes.c_void_p
+_i64 = ctypes.c_int64
+_i32 = ctypes.c_int32
+
+
+class ExtensionBase(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("type", _i32), ("next", _p)]
+
+
+class ApiVersion(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("extension_start", _p),
+                ("major_version", ctypes.c_int), ("minor_version", ctypes.c_int)]
+
+
+class Metadata(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("api_version", ApiVersion),
+                ("traits", ctypes.c_uint32), ("state_type_id", _i64)]
+
+
+class MetadataExtension(ctypes.Structure):
+    _fields_ = [("extension_base", ExtensionBase), ("metadata", ctypes.POINTER(Metadata))]
+
+
+class ErrorCreateArgs(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("extension_start", _p),
+                ("message", ctypes.c_char_p), ("errc", _i32)]
+
+
+class Buffer(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("extension_start", _p), ("dtype", _i32),
+                ("data", _p), ("rank", _i64), ("dims", ctypes.POINTER(_i64))]
+
+
+class Args(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("extension_start", _p), ("size", _i64),
+                ("types", ctypes.POINTER(_i32)), ("args", ctypes.POINTER(_p))]
+
+
+class Rets(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("extension_start", _p), ("size", _i64),
+                ("types", ctypes.POINTER(_i32)), ("rets", ctypes.POINTER(_p))]
+
+
+class Attrs(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("extension_start", _p), ("size", _i64),
+                ("types", ctypes.POINTER(_i32)), ("names", _p), ("attrs", _p)]
+
+
+class CallFrame(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("extension_start", _p), ("api", _p),
+                ("ctx", _p), ("stage", _i32), ("args", Args), ("rets", Rets),
+                ("attrs", Attrs), ("future", _p)]
+
+
+#: XLA_FFI_Error_Create's signature
+ErrorCreate = ctypes.CFUNCTYPE(_p, ctypes.POINTER(ErrorCreateArgs))
+
+
+class Api(ctypes.Structure):
+    """The head of ``XLA_FFI_Api``, up to the one function the handlers call."""
+
+    _fields_ = [("struct_size", ctypes.c_size_t), ("extension_start", _p),
+                ("api_version", ApiVersion), ("internal_api", _p),
+                ("XLA_FFI_Error_Create", ErrorCreate)]
+
+
+def struct_size(cls: type[ctypes.Structure], last_field: str) -> int:
+    """``XLA_FFI_STRUCT_SIZE(cls, last_field)``."""
+    f = getattr(cls, last_field)
+    return f.offset + f.size

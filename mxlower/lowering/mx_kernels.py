@@ -1,0 +1,618 @@
+"""Fused MX kernels: quantize and dequantize as loops over blocks on upstream MLIR.
+
+The recipe behind mxlower's XLA FFI kernels (:mod:`mxlower.execution.ffi`).  A kernel is a
+``func.func`` in the ``scf``/``vector``/``arith``/``math``/``memref`` dialects of upstream MLIR
+(:mod:`mxlower.bindings.upstream`) that walks the blocks of a flat buffer once: each block is
+loaded into registers (``vector.load`` of ``k`` values, or of ``k / V`` chunks of ``V`` lanes for
+blocks longer than 64), its maximum magnitude is a ``vector.reduction``, the shared scale is
+scalar integer arithmetic, and the elements are scaled and converted from the same registers
+and written with one ``vector.store`` (f4 elements packed two per byte, low nibble first, which
+is how XLA stores ``f4E2M1FN`` arrays; f6 elements one code per byte, or packed four per three
+bytes in ``mx.pack``'s layout when asked).  Sizes are dynamic: the kernel takes the block range
+``[b0, b1)`` it works on, so one compiled kernel serves every shape and a caller may split the
+range across threads.
+
+The numerics are not restated here.  The block arithmetic is :mod:`mxlower.lowering.mx_math`'s
+(the functions ``mxlower-decompose-mx`` builds StableHLO with: :func:`shared_exponent`,
+:func:`scale_by_pow2`, :func:`ldexp_bits`, :func:`mul_f32_exact`, the nvfp4 global-scale
+division), run through :class:`ArithOps`, an implementation of the elementwise part of
+:class:`mxlower.ir.stablehlo_builder.Builder` on ``arith``/``math``/``vector`` values; every
+narrow-float conversion (elements, nvfp4's E4M3 scales, bf16/f16 inputs and outputs) is
+:mod:`mxlower.lowering.codec`'s.  So a kernel is bit-exact with MX-SEMANTICS and
+:mod:`mxlower.reference` exactly when the StableHLO lowering is, and neither depends on whether
+the CPU flushes subnormals (XLA:CPU's threads may).
+
+Signatures (``memref<?xT>``, all one-dimensional: the caller flattens the array, blocking runs
+along the flattened last axis)::
+
+    quantize:   @name(%x: memref<?xW> [, %g: memref<?xf32>], %elements: memref<?xi8>,
+                      %scales: memref<?xi8>, %b0: index, %b1: index)
+    dequantize: @name(%elements: memref<?xi8>, %scales: memref<?xi8> [, %g: memref<?xf32>],
+                      %y: memref<?xW>, %b0: index, %b1: index)
+
+``W`` is f32, bf16 or f16; narrow values travel as their codes in ``i8`` (one per byte, or
+packed); ``g`` is nvfp4's global scale (``g[0]``).  Block ``i`` covers values
+``[i * k, (i + 1) * k)`` and scale ``i``.
+
+Example::
+
+    from mxlower.lowering import mx_kernels
+    spec = mx_kernels.KernelSpec("quantize", "mxfp4_e2m1", scale_mode="rceil")
+    text = mx_kernels.build(spec)              # the kernel module, printed
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fractions
+from typing import Any
+
+import numpy as np
+
+from mxlower import types
+from mxlower.formats import FORMATS, SCALE_MODES, WIDE_TYPES, MXFormat
+from mxlower.lowering import codec, mx_math
+
+__all__ = ["ArithOps", "KernelSpec", "Operand", "build", "emit_kernel"]
+
+_MAG = 0x7FFFFFFF
+_INF = 0x7F800000
+_NAN = 0x7FC00000
+#: the longest block held in registers as one vector; longer blocks go in chunks
+_MAX_LANES = 64
+
+
+# ============================================================================== kernel specs
+
+
+@dataclasses.dataclass(frozen=True)
+class Operand:
+    """One buffer of a kernel, as the caller sees it (the FFI glue checks buffers against it).
+
+    ``dtype`` is the storage dtype (NumPy / ml_dtypes); ``kind`` says how its size
+    follows from the logical element count ``n`` of the array: ``"values"`` (``n``; for
+    f4E2M1FN that is ``n`` nibbles, ``n / 2`` bytes), ``"packed6"`` (``3 n / 4`` bytes, the
+    last dimension scaled by 3/4), ``"scales"`` (``n / k``, the last dimension divided by k) or
+    ``"scalar"`` (one f32, rank 0)."""
+
+    name: str
+    dtype: np.dtype
+    kind: str
+
+
+@dataclasses.dataclass(frozen=True)
+class KernelSpec:
+    """What one kernel computes.
+
+    ``op``: "quantize" (``wide`` values -> elements and scales) or "dequantize" (elements and
+    scales -> ``wide`` values).  ``scale_mode`` applies to quantize of the MX formats (not
+    nvfp4).  ``block_size`` defaults to the format's.  ``packed``: f6 elements packed four per
+    three bytes (``mx.pack``'s layout) instead of one code per byte; f4 elements are always
+    packed (XLA's layout).  ``global_scale``: nvfp4 with the optional f32 per-tensor scale."""
+
+    op: str
+    format: str
+    wide: str = "f32"
+    scale_mode: str = "floor"
+    block_size: int | None = None
+    packed: bool = False
+    global_scale: bool = False
+
+    def __post_init__(self) -> None:
+        if self.op not in ("quantize", "dequantize"):
+            raise ValueError(f"unknown kernel op '{self.op}' (known: quantize, dequantize)")
+        if self.format not in FORMATS:
+            raise ValueError(f"unknown MX format '{self.format}' (known: {', '.join(FORMATS)})")
+        if self.wide not in WIDE_TYPES:
+            raise ValueError(f"'{self.wide}' is not f32, bf16 or f16")
+        fmt = FORMATS[self.format]
+        if self.scale_mode not in SCALE_MODES:
+            raise ValueError(f"unknown scale mode '{self.scale_mode}' (known: "
+                             f"{', '.join(SCALE_MODES)})")
+        if fmt.is_nvfp4 and self.scale_mode != "floor":
+            raise ValueError("scale_mode does not apply to nvfp4; leave it at its default")
+        if self.global_scale and not fmt.global_scale:
+            raise ValueError(f"only nvfp4 takes a global scale, not {self.format}")
+        if self.packed and fmt.bits != 6:
+            raise ValueError("packed applies to the f6 formats (f4 is always packed)")
+        k = self.k
+        if k <= 0:
+            raise ValueError(f"block_size must be positive, got {k}")
+        if fmt.bits == 4 and k % 2:
+            raise ValueError(f"packed f4 elements need an even block size, got {k}")
+        if self.packed and k % 4:
+            raise ValueError(f"packed f6 elements need a block size divisible by 4, got {k}")
+
+    @property
+    def fmt(self) -> MXFormat:
+        return FORMATS[self.format]
+
+    @property
+    def k(self) -> int:
+        """The block size."""
+        return self.block_size or self.fmt.block_size
+
+    @property
+    def name(self) -> str:
+        """A symbol naming the kernel uniquely (also its FFI target name)."""
+        parts = ["mxlower", self.op, self.format, self.wide, f"k{self.k}"]
+        if self.op == "quantize" and not self.fmt.is_nvfp4:
+            parts.append(self.scale_mode)
+        if self.packed:
+            parts.append("packed")
+        if self.global_scale:
+            parts.append("g")
+        return "_".join(parts)
+
+    @property
+    def element_storage(self) -> Operand:
+        fmt = self.fmt
+        if fmt.bits == 6:
+            return Operand("elements", np.dtype(np.uint8),
+                           "packed6" if self.packed else "values")
+        return Operand("elements", fmt.element_dtype, "values")
+
+    def operands(self) -> list[Operand]:
+        """The kernel's inputs, in order."""
+        g = [Operand("global_scale", np.dtype(np.float32), "scalar")] if self.global_scale else []
+        if self.op == "quantize":
+            return [Operand("x", types.dtype(self.wide), "values"), *g]
+        return [self.element_storage, Operand("scales", self.fmt.scale_dtype, "scales"), *g]
+
+    def results(self) -> list[Operand]:
+        """The kernel's outputs, in order."""
+        if self.op == "quantize":
+            return [self.element_storage, Operand("scales", self.fmt.scale_dtype, "scales")]
+        return [Operand("y", types.dtype(self.wide), "values")]
+
+
+# ============================================================================== arith ops
+
+
+class ArithOps:
+    """The elementwise interface of :class:`mxlower.ir.stablehlo_builder.Builder` on upstream
+    ``arith``/``math``/``vector`` values (scalars or 1-D vectors), so that
+    :mod:`mxlower.lowering.mx_math`'s bit arithmetic runs unchanged inside a kernel.
+
+    Integers are signless and read as signed (as StableHLO's ``i32``); a Python number operand
+    becomes a constant of the other operand's type, and a scalar operand meeting a vector is
+    broadcast to it (``vector.broadcast``).  Build under an insertion point and location."""
+
+    def __init__(self, ir: Any, arith: Any, math: Any, vector: Any):
+        self.ir, self.arith, self.math, self.vector = ir, arith, math, vector
+
+    # -- types ------------------------------------------------------------------------------
+    def _elem(self, t: Any) -> Any:
+        return self.ir.VectorType(t).element_type if isinstance(t, self.ir.VectorType) else t
+
+    def _is_float(self, v: Any) -> bool:
+        return isinstance(self._elem(v.type), self.ir.FloatType)
+
+    def etype(self, v: Any) -> str:
+        return str(self._elem(v.type))
+
+    def shape(self, v: Any) -> tuple[int, ...]:
+        return tuple(self.ir.VectorType(v.type).shape) if isinstance(
+            v.type, self.ir.VectorType) else ()
+
+    def _typed(self, elt: str | Any, shape: tuple[int, ...]) -> Any:
+        et = self.ir.Type.parse(elt.lstrip("u")) if isinstance(elt, str) else elt
+        return self.ir.VectorType.get(list(shape), et) if shape else et
+
+    # -- constants --------------------------------------------------------------------------
+    def const(self, value: float | int, elt: str, shape: tuple[int, ...] = ()) -> Any:
+        t = self._typed(elt, shape)
+        et = self._elem(t)
+        if isinstance(et, self.ir.FloatType):
+            attr = self.ir.FloatAttr.get(et, float(value))
+        else:
+            w = self.ir.IntegerType(et).width
+            v = int(value) & ((1 << w) - 1)
+            attr = self.ir.IntegerAttr.get(et, v - (1 << w) if v >> (w - 1) else v)
+        if shape:
+            attr = self.ir.DenseElementsAttr.get_splat(t, attr)
+        return self.arith.ConstantOp(t, attr).result
+
+    def like(self, v: Any, value: float | int, elt: str | None = None) -> Any:
+        return self.const(value, elt or self._elem(v.type), self.shape(v))
+
+    def broadcast(self, v: Any, shape, dims=()) -> Any:
+        """``v`` broadcast to ``shape`` (a scalar splatted; an equal shape unchanged)."""
+        shape = tuple(shape)
+        if self.shape(v) == shape:
+            return v
+        if self.shape(v):
+            raise ValueError(f"cannot broadcast {v.type} to {shape}")
+        return self.vector.BroadcastOp(self._typed(self._elem(v.type), shape), v).result
+
+    def _coerce(self, a: Any, b: Any) -> tuple[Any, Any]:
+        if isinstance(a, (int, float)):
+            a = self.like(b, a)
+        if isinstance(b, (int, float)):
+            b = self.like(a, b)
+        sa, sb = self.shape(a), self.shape(b)
+        if sa != sb:
+            a, b = (self.broadcast(a, sb), b) if not sa else (a, self.broadcast(b, sa))
+        return a, b
+
+    # -- arithmetic -------------------------------------------------------------------------
+    def _bin(self, iop: str | None, fop: str | None, a: Any, b: Any) -> Any:
+        a, b = self._coerce(a, b)
+        name = fop if self._is_float(a) else iop
+        if name is None:
+            raise TypeError(f"no {iop or fop} for {a.type}")
+        return getattr(self.arith, name)(a, b).result
+
+    def add(self, a, b): return self._bin("AddIOp", "AddFOp", a, b)  # noqa: E704
+    def sub(self, a, b): return self._bin("SubIOp", "SubFOp", a, b)  # noqa: E704
+    def mul(self, a, b): return self._bin("MulIOp", "MulFOp", a, b)  # noqa: E704
+    def div(self, a, b): return self._bin("DivSIOp", "DivFOp", a, b)  # noqa: E704
+    def max(self, a, b): return self._bin("MaxSIOp", "MaximumFOp", a, b)  # noqa: E704
+    def min(self, a, b): return self._bin("MinSIOp", "MinimumFOp", a, b)  # noqa: E704
+    def and_(self, a, b): return self._bin("AndIOp", None, a, b)  # noqa: E704
+    def or_(self, a, b): return self._bin("OrIOp", None, a, b)  # noqa: E704
+    def xor(self, a, b): return self._bin("XOrIOp", None, a, b)  # noqa: E704
+    def shl(self, a, b): return self._bin("ShLIOp", None, a, b)  # noqa: E704
+    def shr(self, a, b): return self._bin("ShRUIOp", None, a, b)  # noqa: E704
+    def sra(self, a, b): return self._bin("ShRSIOp", None, a, b)  # noqa: E704
+
+    def not_(self, a):
+        return self.xor(a, -1)
+
+    def abs(self, a):
+        return (self.math.AbsFOp if self._is_float(a) else self.math.AbsIOp)(a).result
+
+    def clz(self, a):
+        return self.math.CountLeadingZerosOp(a).result
+
+    def round_even(self, a):
+        return self.math.RoundEvenOp(a).result
+
+    def clamp(self, lo, x, hi):
+        return self.min(self.max(x, lo), hi)
+
+    def select(self, pred, a, b):
+        if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+            raise TypeError("select needs a value operand to take the type from")
+        a, b = self._coerce(a, b)  # a scalar i1 may select between vectors
+        return self.arith.SelectOp(pred, a, b).result
+
+    #: arith.cmpi (signed) and arith.cmpf (ordered; NE unordered, as StableHLO) predicates
+    _IPRED = {"EQ": "EQ", "NE": "NE", "LT": "SLT", "LE": "SLE", "GT": "SGT", "GE": "SGE"}
+    _FPRED = {"EQ": "OEQ", "NE": "UNE", "LT": "OLT", "LE": "OLE", "GT": "OGT", "GE": "OGE"}
+
+    def compare(self, direction: str, a: Any, b: Any) -> Any:
+        a, b = self._coerce(a, b)
+        i64 = self.ir.IntegerType.get_signless(64)
+        if self._is_float(a):
+            pred = getattr(self.arith.CmpFPredicate, self._FPRED[direction])
+            return self.arith.CmpFOp(self.ir.IntegerAttr.get(i64, int(pred)), a, b).result
+        pred = getattr(self.arith.CmpIPredicate, self._IPRED[direction].lower())
+        return self.arith.CmpIOp(self.ir.IntegerAttr.get(i64, int(pred)), a, b).result
+
+    def eq(self, a, b): return self.compare("EQ", a, b)  # noqa: E704
+    def ne(self, a, b): return self.compare("NE", a, b)  # noqa: E704
+    def lt(self, a, b): return self.compare("LT", a, b)  # noqa: E704
+    def le(self, a, b): return self.compare("LE", a, b)  # noqa: E704
+    def gt(self, a, b): return self.compare("GT", a, b)  # noqa: E704
+    def ge(self, a, b): return self.compare("GE", a, b)  # noqa: E704
+
+    # -- conversions ------------------------------------------------------------------------
+    def convert(self, v: Any, elt: str) -> Any:
+        """Value conversion between f32/f64 and signed integers (as StableHLO's convert; the
+        narrow float types are :mod:`mxlower.lowering.codec`'s job, not this)."""
+        t = self._typed(elt, self.shape(v))
+        src_f, dst_f = self._is_float(v), isinstance(self._elem(t), self.ir.FloatType)
+        if src_f and dst_f:
+            w_src = self.ir.FloatType(self._elem(v.type)).width
+            w_dst = self.ir.FloatType(self._elem(t)).width
+            if w_src == w_dst:
+                return v
+            return (self.arith.ExtFOp if w_dst > w_src else self.arith.TruncFOp)(t, v).result
+        if src_f:
+            return self.arith.FPToSIOp(t, v).result
+        if dst_f:
+            return self.arith.SIToFPOp(t, v).result
+        w_src = self.ir.IntegerType(self._elem(v.type)).width
+        w_dst = self.ir.IntegerType(self._elem(t)).width
+        if w_src == w_dst:
+            return v
+        return (self.arith.ExtSIOp if w_dst > w_src else self.arith.TruncIOp)(t, v).result
+
+    def bitcast(self, v: Any, elt: str) -> Any:
+        t = self._typed(elt, self.shape(v))
+        return v if t == v.type else self.arith.BitcastOp(t, v).result
+
+
+# ============================================================================== the kernels
+
+
+class _Kernel:
+    """Builds one kernel function: the loop over blocks and the per-block body."""
+
+    def __init__(self, spec: KernelSpec, mods: dict[str, Any]):
+        self.spec = spec
+        self.fmt = spec.fmt
+        self.m = mods
+        self.ir = mods["ir"]
+        self.b = ArithOps(mods["ir"], mods["arith"], mods["math"], mods["vector"])
+        k = spec.k
+        self.lanes = k if k <= _MAX_LANES else next(v for v in (64, 32, 16, 8, 4, 2, 1)
+                                                    if k % v == 0)
+        self.chunks = k // self.lanes
+
+    # -- small helpers ----------------------------------------------------------------------
+    def index(self, v: int) -> Any:
+        return self.m["arith"].ConstantOp(self.ir.IndexType.get(), v).result
+
+    def vec(self, elt: str, n: int | None = None) -> Any:
+        return self.ir.VectorType.get([n or self.lanes], self.ir.Type.parse(elt))
+
+    def codec_builder(self, like: Any) -> Any:
+        return codec.ArithBuilder(self.ir, self.m["arith"], like)
+
+    def scaled_index(self, base: Any, num: int, den: int) -> Any:
+        """``base * num / den`` (an exact index: blocks start on whole bytes)."""
+        a = self.m["arith"]
+        v = base if num == 1 else a.MulIOp(base, self.index(num)).result
+        return v if den == 1 else a.DivUIOp(v, self.index(den)).result
+
+    # -- loads and stores of values and element codes ---------------------------------------
+    def load_bits(self, x: Any, at: Any) -> Any:
+        """The f32 bit patterns (vector<V x i32>) of ``V`` wide values at ``x[at]``."""
+        w = self.spec.wide
+        v = self.m["vector"].LoadOp(self.vec(w), x, [at]).result
+        if w == "f32":
+            return self.b.bitcast(v, "i32")
+        codes = self.b.bitcast(v, "i16")
+        f = codec.emit_extf(self.codec_builder(codes.type), codes, w, "f32")
+        return self.b.bitcast(f, "i32")
+
+    def store_values(self, y: Any, at: Any, bits: Any) -> None:
+        """Stores f32 bits (vector<V x i32>) to ``y[at]`` rounded to the wide output type."""
+        w = self.spec.wide
+        f = self.b.bitcast(bits, "f32")
+        if w != "f32":
+            codes = codec.emit_truncf(self.codec_builder(f.type), f, "f32", w, code_bits=16)
+            f = self.b.bitcast(codes, w)
+        self.m["vector"].StoreOp(f, y, [at])
+
+    def _element_offset(self, at: Any) -> Any:
+        """The byte offset of value ``at`` in the element buffer."""
+        bits = self.fmt.bits
+        if bits == 4:
+            return self.scaled_index(at, 1, 2)
+        if bits == 6 and self.spec.packed:
+            return self.scaled_index(at, 3, 4)
+        return at
+
+    def store_codes(self, q: Any, at: Any, codes: Any) -> None:
+        """Stores ``V`` element codes (vector<V x i8>, one per lane) for values ``at``...:
+        one byte each, or packed (f4: two per byte, low nibble first; packed f6: four per three
+        bytes, LSB first)."""
+        b, vector = self.b, self.m["vector"]
+        bits = self.fmt.bits
+        if bits == 4:
+            lo, hi = vector.DeinterleaveOp(codes).results
+            codes = b.or_(lo, b.shl(hi, 4))
+        elif bits == 6 and self.spec.packed:
+            ev, od = vector.DeinterleaveOp(codes).results
+            c0, c2 = vector.DeinterleaveOp(ev).results
+            c1, c3 = vector.DeinterleaveOp(od).results
+            b0 = b.or_(c0, b.shl(c1, 6))
+            b1 = b.or_(b.shr(c1, 2), b.shl(c2, 4))
+            b2 = b.or_(b.shr(c2, 4), b.shl(c3, 2))
+            g = self.lanes // 4
+            pairs = vector.InterleaveOp(b0, b1).result
+            mask = [j for i in range(g) for j in (2 * i, 2 * i + 1, 2 * g + i)]
+            codes = vector.ShuffleOp(pairs, b2, mask).result
+        vector.StoreOp(codes, q, [self._element_offset(at)])
+
+    def load_codes(self, q: Any, at: Any) -> Any:
+        """``V`` element codes (vector<V x i8>, low bits) of values ``at``... (see
+        :meth:`store_codes` for the layouts)."""
+        b, vector = self.b, self.m["vector"]
+        bits, n = self.fmt.bits, self.lanes
+        off = self._element_offset(at)
+        if bits == 4:
+            p = vector.LoadOp(self.vec("i8", n // 2), q, [off]).result
+            return vector.InterleaveOp(b.and_(p, 0xF), b.shr(p, 4)).result
+        if bits == 6 and self.spec.packed:
+            g = n // 4
+            p = vector.LoadOp(self.vec("i8", 3 * g), q, [off]).result
+            b0, b1, b2 = (vector.ShuffleOp(p, p, [3 * i + j for i in range(g)]).result
+                          for j in range(3))
+            c0 = b.and_(b0, 0x3F)
+            c1 = b.or_(b.shr(b0, 6), b.shl(b.and_(b1, 0xF), 2))
+            c2 = b.or_(b.shr(b1, 4), b.shl(b.and_(b2, 0x3), 4))
+            c3 = b.shr(b2, 2)
+            return vector.InterleaveOp(vector.InterleaveOp(c0, c2).result,
+                                       vector.InterleaveOp(c1, c3).result).result
+        return vector.LoadOp(self.vec("i8"), q, [off]).result
+
+    # -- loops ------------------------------------------------------------------------------
+    def for_each(self, lo: Any, hi: Any, body, iter_args: list[Any] | None = None) -> Any:
+        """``scf.for %i = lo to hi`` whose body is ``body(i, *args) -> yielded values``."""
+        scf = self.m["scf"]
+        loop = scf.ForOp(lo, hi, self.index(1), iter_args or [])
+        with self.ir.InsertionPoint(loop.body):
+            out = body(loop.induction_variable, *loop.inner_iter_args)
+            scf.YieldOp(list(out or []))
+        return loop
+
+    def over_chunks(self, start: Any, body, init: list[Any] | None = None) -> list[Any]:
+        """Runs ``body(value offset, *carried)`` for each chunk of the block at ``start``; one
+        chunk is emitted straight-line, several as an ``scf.for``."""
+        if self.chunks == 1:
+            return list(body(start, *(init or [])) or [])
+
+        def step(c, *carried):
+            a = self.m["arith"]
+            at = a.AddIOp(start, a.MulIOp(c, self.index(self.lanes)).result).result
+            return body(at, *carried)
+
+        loop = self.for_each(self.index(0), self.index(self.chunks), step, init)
+        return list(loop.results)
+
+    # -- quantize ---------------------------------------------------------------------------
+    def quantize_block(self, i: Any, x: Any, g: Any, q: Any, s: Any) -> None:
+        b, fmt = self.b, self.fmt
+        start = self.scaled_index(i, self.spec.k, 1)
+
+        def bits_at(at: Any) -> Any:
+            xb = self.load_bits(x, at)
+            if g is not None:  # nvfp4: y = x / g, exactly (mx_math)
+                xb = mx_math._divide_by_global(b, xb, b.broadcast(g, b.shape(xb)))
+            return xb
+
+        def block_max(xb: Any) -> Any:
+            return self.m["vector"].ReductionOp(self.ir.IntegerType.get_signless(32), "maxsi",
+                                                b.and_(xb, _MAG)).result
+
+        if self.chunks == 1:  # the block is one vector: loaded once, kept in registers
+            xb = bits_at(start)
+            amax = block_max(xb)
+        else:  # chunk by chunk: the maximum, then the elements (the block is in L1 by then)
+            (amax,) = self.over_chunks(
+                start, lambda at, acc: [b.max(acc, block_max(bits_at(at)))],
+                [b.const(0, "i32")])
+        nonfinite = b.ge(amax, _INF)
+        if fmt.is_nvfp4:
+            scale_code, convert = self._nvfp4_scale(amax, nonfinite)
+        else:
+            scale_code, convert = self._mx_scale(amax, nonfinite)
+        if self.chunks == 1:
+            self.store_codes(q, start, convert(xb))
+        else:
+            self.over_chunks(start, lambda at: self.store_codes(q, at, convert(bits_at(at))))
+        self.m["memref"].StoreOp(scale_code, s, [i])
+
+    def _mx_scale(self, amax: Any, nonfinite: Any):
+        """MX-SEMANTICS 3 for one block: the scale code and the element conversion."""
+        b, fmt = self.b, self.fmt
+        e = b.clamp(-127, mx_math.shared_exponent(b, amax, fmt, self.spec.scale_mode), 127)
+        code = b.convert(b.select(nonfinite, b.like(e, 255), b.add(e, 127)), "i8")
+        neg_e = b.sub(0, e)
+        limit = mx_math.f32_bits_floor(fractions.Fraction(fmt.max_elem))
+
+        def convert(xb: Any) -> Any:
+            y = mx_math.scale_by_pow2(b, xb, neg_e, [], limit, nonfinite)
+            if fmt.is_int:
+                return b.convert(b.round_even(b.mul(y, 64.0)), "i8")
+            return codec.emit_truncf(self.codec_builder(y.type), y, "f32", fmt.element,
+                                     code_bits=8)
+
+        return code, convert
+
+    def _nvfp4_scale(self, amax: Any, nonfinite: Any):
+        """MX-SEMANTICS 4 for one block: the E4M3 scale code and the element conversion."""
+        b = self.b
+        s = b.min(b.div(b.bitcast(amax, "f32"), 6.0), 448.0)
+        s = b.select(nonfinite, b.bitcast(b.const(_NAN, "i32"), "f32"), s)
+        sb = self.codec_builder(s.type)
+        code = codec.emit_truncf(sb, s, "f32", "f8E4M3FN", code_bits=8)
+        sd = codec.emit_extf(sb, code, "f8E4M3FN", "f32")
+        drop = self.m["arith"].OrIOp(nonfinite, b.eq(sd, 0.0)).result
+        divisor = b.select(drop, b.like(sd, 1.0), sd)
+
+        def convert(xb: Any) -> Any:
+            v = b.clamp(-6.0, b.div(b.bitcast(xb, "f32"), divisor), 6.0)
+            v = b.select(drop, b.like(v, 0.0), v)
+            return codec.emit_truncf(self.codec_builder(v.type), v, "f32", "f4E2M1FN",
+                                     code_bits=8)
+
+        return code, convert
+
+    # -- dequantize -------------------------------------------------------------------------
+    def dequantize_block(self, i: Any, q: Any, s: Any, g: Any, y: Any) -> None:
+        b, fmt = self.b, self.fmt
+        start = self.scaled_index(i, self.spec.k, 1)
+        code = b.convert(self.m["memref"].LoadOp(s, [i]).result, "i32")
+        code = b.and_(code, 0xFF)  # the byte, unsigned
+        if fmt.is_nvfp4:
+            sd = codec.emit_extf(self.codec_builder(code.type), code, "f8E4M3FN", "f32")
+        else:
+            shift = b.sub(code, 127 + (6 if fmt.is_int else 0))
+            is_nan = b.eq(code, 255)
+
+        def step(at: Any) -> None:
+            codes = self.load_codes(q, at)
+            if fmt.is_int:
+                ev = b.convert(codes, "f32")
+            else:
+                ev = codec.emit_extf(self.codec_builder(codes.type), codes, fmt.element, "f32")
+            if fmt.is_nvfp4:
+                p = b.mul(ev, sd)  # exact and normal (MX-SEMANTICS 5)
+                if g is not None:
+                    p = mx_math.mul_f32_exact(b, p, g)
+                r = b.bitcast(p, "i32")
+            else:
+                r = mx_math.ldexp_bits(b, b.bitcast(ev, "i32"), shift, small="exact",
+                                       normal_input=True)
+                r = b.select(is_nan, b.like(r, _NAN), r)
+            self.store_values(y, at, r)
+
+        self.over_chunks(start, step)
+
+    # -- the function -----------------------------------------------------------------------
+    def function(self) -> Any:
+        ir, spec = self.ir, self.spec
+        dyn = ir.ShapedType.get_dynamic_size()
+
+        def mem(elt: str) -> Any:
+            return ir.MemRefType.get([dyn], ir.Type.parse(elt))
+
+        g_t = [mem("f32")] if spec.global_scale else []
+        if spec.op == "quantize":
+            args = [mem(spec.wide), *g_t, mem("i8"), mem("i8")]
+        else:
+            args = [mem("i8"), mem("i8"), *g_t, mem(spec.wide)]
+        index = ir.IndexType.get()
+        ftype = ir.FunctionType.get([*args, index, index], [])
+        f = self.m["func"].FuncOp(spec.name, ftype)
+        entry = f.add_entry_block()
+        with ir.InsertionPoint(entry):
+            a = list(entry.arguments)
+            b0, b1 = a[-2], a[-1]
+            g = None
+            if spec.global_scale:
+                g_at = 1 if spec.op == "quantize" else 2
+                g = self.m["memref"].LoadOp(a[g_at], [self.index(0)]).result
+            if spec.op == "quantize":
+                x, q, s = a[0], a[-4], a[-3]
+                self.for_each(b0, b1, lambda i: self.quantize_block(i, x, g, q, s))
+            else:
+                q, s, y = a[0], a[1], a[-3]
+                self.for_each(b0, b1, lambda i: self.dequantize_block(i, q, s, g, y))
+            self.m["func"].ReturnOp([])
+        return f
+
+
+def _modules() -> dict[str, Any]:
+    # the upstream MLIR bindings are an optional, heavy dependency: imported on first use
+    from mxlower.bindings import upstream
+
+    return {name.rpartition(".")[2]: upstream.module(name) for name in (
+        "ir", "dialects.arith", "dialects.math", "dialects.vector", "dialects.scf",
+        "dialects.memref", "dialects.func")}
+
+
+def emit_kernel(spec: KernelSpec, module: Any) -> Any:
+    """Appends ``spec``'s kernel (a ``func.func`` named ``spec.name``) to ``module`` (an
+    upstream ``ir.Module``, under its context); returns the function op."""
+    m = _modules()
+    ir = m["ir"]
+    with ir.InsertionPoint(module.body), ir.Location.name(spec.name):
+        return _Kernel(spec, m).function()
+
+
+def build(spec: KernelSpec) -> str:
+    """The kernel module of ``spec`` as MLIR text (verified), in a fresh upstream context."""
+    from mxlower.bindings import upstream  # optional, heavy: see _modules
+
+    ir = upstream.module("ir")
+    with upstream.context(), ir.Location.unknown():
+        module = ir.Module.create()
+        emit_kernel(spec, module)
+        module.operation.verify()
+        return str(module)
