@@ -1,7 +1,7 @@
-"""mxlower's ``mx`` ops (unregistered ops in generic form; see ``mx.py`` and README.md)."""
+"""mxlower's ``mx`` ops (unregistered ops in generic form; see ``mx.py`` and dialect/README.md)."""
 
 from mxlower.dialect.mx import (OP_NAMES, DequantizeOp, MXError, Operand, PackOp, QuantizeOp,
-                                ScaledDotOp, UnpackOp, is_mx_op, parse, verify)
+                                ScaledDotOp, UnpackOp, is_mx_op, parse, verify, verify_or_fail)
 
 __all__ = ["DequantizeOp", "MXError", "OP_NAMES", "Operand", "PackOp", "QuantizeOp",
-           "ScaledDotOp", "UnpackOp", "is_mx_op", "parse", "verify"]
+           "ScaledDotOp", "UnpackOp", "is_mx_op", "parse", "verify", "verify_or_fail"]

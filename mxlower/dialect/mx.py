@@ -31,6 +31,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from mxlower import diagnostics as diag
+from mxlower.bindings import collect_ops
+from mxlower.bindings.jaxlib import ir, stablehlo
 from mxlower.formats import FLOAT_TYPES, FORMATS, SCALE_MODES, WIDE_TYPES, MXFormat
 
 __all__ = [
@@ -52,6 +55,7 @@ __all__ = [
     "scaled_dot",
     "unpack",
     "verify",
+    "verify_or_fail",
 ]
 
 OP_NAMES = ("mx.quantize", "mx.dequantize", "mx.scaled_dot", "mx.pack", "mx.unpack")
@@ -75,6 +79,7 @@ class MXError(ValueError):
 
 
 def is_mx_op(op: Any) -> bool:
+    """Whether ``op`` is in the ``mx`` namespace (known op or not: :func:`parse` tells)."""
     return op.operation.name.startswith("mx.")
 
 
@@ -83,6 +88,8 @@ def is_mx_op(op: Any) -> bool:
 
 @dataclasses.dataclass(frozen=True)
 class QuantizeOp:
+    """A verified ``mx.quantize``."""
+
     op: Any
     input: Any
     global_scale: Any | None
@@ -96,6 +103,8 @@ class QuantizeOp:
 
 @dataclasses.dataclass(frozen=True)
 class DequantizeOp:
+    """A verified ``mx.dequantize``."""
+
     op: Any
     elements: Any
     scales: Any
@@ -122,6 +131,8 @@ class Operand:
 
 @dataclasses.dataclass(frozen=True)
 class ScaledDotOp:
+    """A verified ``mx.scaled_dot``."""
+
     op: Any
     lhs: Operand
     rhs: Operand
@@ -137,6 +148,8 @@ class ScaledDotOp:
 
 @dataclasses.dataclass(frozen=True)
 class PackOp:
+    """A verified ``mx.pack``."""
+
     op: Any
     input: Any
     axis: int
@@ -147,6 +160,8 @@ class PackOp:
 
 @dataclasses.dataclass(frozen=True)
 class UnpackOp:
+    """A verified ``mx.unpack``."""
+
     op: Any
     input: Any
     axis: int
@@ -158,19 +173,12 @@ class UnpackOp:
 # ----------------------------------------------------------------------------- helpers
 
 
-def _ir():
-    from mxlower.bindings.jaxlib import ir
-
-    return ir
-
-
 #: the size MLIR gives a dynamic dimension (``ShapedType.get_dynamic_size()``)
 DYNAMIC = -(1 << 63)
 
 
 def _tensor(value: Any, what: str) -> tuple[tuple[int, ...], str]:
     """(shape, element type); a dynamic dimension's size is :data:`DYNAMIC`."""
-    ir = _ir()
     t = value.type
     if not isinstance(t, ir.RankedTensorType):
         raise MXError(f"{what} must be a ranked tensor, got {t}")
@@ -187,7 +195,6 @@ def _ttype(shape, elt: str) -> str:
 
 
 def _attr_str(attrs, name: str, what: str) -> str | None:
-    ir = _ir()
     if name not in attrs:
         return None
     a = attrs[name]
@@ -197,7 +204,6 @@ def _attr_str(attrs, name: str, what: str) -> str | None:
 
 
 def _attr_int(attrs, name: str) -> int | None:
-    ir = _ir()
     if name not in attrs:
         return None
     a = attrs[name]
@@ -257,6 +263,7 @@ def _counts(op, operands: tuple[int, ...], results: int) -> None:
 
 
 def scale_shape(shape, axis: int, block_size: int) -> tuple[int, ...]:
+    """The scales' shape for elements of ``shape`` blocked by ``block_size`` along ``axis``."""
     out = list(shape)
     out[axis] //= block_size
     return tuple(out)
@@ -358,8 +365,6 @@ def _parse_dequantize(op) -> DequantizeOp:
 
 
 def _dot_dims(attrs) -> tuple[tuple[int, ...], ...]:
-    from mxlower.bindings.jaxlib import stablehlo
-
     if "dot_dimension_numbers" not in attrs:
         raise MXError("missing attribute 'dot_dimension_numbers' (a #stablehlo.dot<...>)")
     a = attrs["dot_dimension_numbers"]
@@ -425,7 +430,6 @@ def _parse_scaled_dot(op) -> ScaledDotOp:
             raise MXError(f"the global scale must be tensor<f32>, got {_ttype(shape, elt)}")
     ct = "f32"
     if "compute_type" in a:
-        ir = _ir()
         if not isinstance(a["compute_type"], ir.TypeAttr):
             raise MXError(f"attribute 'compute_type' must be a type, got {a['compute_type']}")
         ct = str(ir.TypeAttr(a["compute_type"]).value)
@@ -513,8 +517,6 @@ def parse(op: Any) -> QuantizeOp | DequantizeOp | ScaledDotOp | PackOp | UnpackO
 
 def verify(root: Any) -> list[tuple[Any, str]]:
     """Every malformed ``mx`` op under ``root`` (inclusive) with its problem, in IR order."""
-    from mxlower.bindings import collect_ops
-
     bad: list[tuple[Any, str]] = []
     for o in collect_ops(root, lambda o: o.name.startswith("mx.")):
         try:
@@ -524,11 +526,18 @@ def verify(root: Any) -> list[tuple[Any, str]]:
     return bad
 
 
+def verify_or_fail(root: Any) -> None:
+    """Report every malformed ``mx`` op under ``root`` as an error diagnostic at the op (see
+    :mod:`mxlower.diagnostics`); raise the first as :class:`~mxlower.diagnostics.PassFailure`."""
+    failures = [diag.error(o, msg) for o, msg in verify(root)]
+    if failures:
+        raise failures[0]
+
+
 # ----------------------------------------------------------------------------- builders
 
 
 def _create(name: str, results, operands, attrs: dict[str, Any], loc, ip) -> Any:
-    ir = _ir()
     ctx = (loc or ir.Location.current).context
     ctx.allow_unregistered_dialects = True
     return ir.Operation.create(name, results=results, operands=list(operands),
@@ -536,12 +545,10 @@ def _create(name: str, results, operands, attrs: dict[str, Any], loc, ip) -> Any
 
 
 def _i64(v: int):
-    ir = _ir()
     return ir.IntegerAttr.get(ir.IntegerType.get_signless(64), int(v))
 
 
 def _type(shape, elt: str, loc: Any = None):
-    ir = _ir()
     return ir.RankedTensorType.get(list(shape), ir.Type.parse(elt),
                                    loc=loc or ir.Location.unknown())
 
@@ -550,7 +557,6 @@ def quantize(x: Any, format: str, *, block_size: int | None = None, axis: int = 
              scale_mode: str | None = None, global_scale: Any | None = None,
              loc: Any = None, ip: Any = None) -> Any:
     """Build ``mx.quantize``; returns the op (results: elements, scales)."""
-    ir = _ir()
     fmt = FORMATS[format]
     shape, _ = _tensor(x, "the input")
     axis %= len(shape)
@@ -566,7 +572,7 @@ def quantize(x: Any, format: str, *, block_size: int | None = None, axis: int = 
 def dequantize(elements: Any, scales: Any, format: str, *, result_type: str = "f32",
                block_size: int | None = None, axis: int = -1, global_scale: Any | None = None,
                loc: Any = None, ip: Any = None) -> Any:
-    ir = _ir()
+    """Build ``mx.dequantize``; returns the op (result: a ``result_type`` tensor)."""
     fmt = FORMATS[format]
     shape, _ = _tensor(elements, "the elements")
     axis %= len(shape)
@@ -584,9 +590,8 @@ def scaled_dot(lhs: Any, lhs_scales: Any | None, rhs: Any, rhs_scales: Any | Non
                lhs_axis: int | None = None, rhs_axis: int | None = None,
                result_type: str = "f32", compute_type: str = "f32",
                global_scale: Any | None = None, loc: Any = None, ip: Any = None) -> Any:
-    ir = _ir()
-    from mxlower.bindings.jaxlib import stablehlo
-
+    """Build ``mx.scaled_dot`` (a side without a format is a plain wide operand without
+    scales); returns the op."""
     attrs: dict[str, Any] = {}
     operands = [lhs]
     for side, fmt_name, scales, k, axis, value in (
@@ -618,6 +623,7 @@ def scaled_dot(lhs: Any, lhs_scales: Any | None, rhs: Any, rhs_scales: Any | Non
 
 
 def pack(codes: Any, *, axis: int = -1, loc: Any = None, ip: Any = None) -> Any:
+    """Build ``mx.pack`` of a narrow-typed tensor along ``axis``; returns the op."""
     shape, elt = _tensor(codes, "the operand")
     axis %= len(shape)
     out = list(shape)
@@ -630,6 +636,7 @@ def pack(codes: Any, *, axis: int = -1, loc: Any = None, ip: Any = None) -> Any:
 
 def unpack(packed: Any, element_type: str, *, axis: int = -1, loc: Any = None,
            ip: Any = None) -> Any:
+    """Build ``mx.unpack`` of ui8 bytes to ``element_type`` along ``axis``; returns the op."""
     shape, _ = _tensor(packed, "the operand")
     axis %= len(shape)
     out = list(shape)

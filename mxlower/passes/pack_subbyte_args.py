@@ -263,7 +263,7 @@ def _lower_pack_ops(ops: list[Any]) -> None:
     """mx.pack / mx.unpack -> StableHLO (mxlower-decompose-mx's lowering)."""
     from mxlower.bindings.jaxlib import ir
     from mxlower.dialect import mx
-    from mxlower.passes.decompose_mx import lower_pack, lower_unpack
+    from mxlower.lowering.mx_math import lower_pack, lower_unpack
     from mxlower.stablehlo_builders import Builder
 
     for op in ops:

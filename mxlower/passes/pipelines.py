@@ -15,9 +15,11 @@ __all__ = ["MxToStablehlo"]
 class MxToStablehlo(Pipeline):
     """Lower every MX form (XLA custom calls, xla.scaled_dot, mx ops) to plain StableHLO.
 
-    Expands to ``mxlower-legalize-xla-mx, mxlower-decompose-mx, canonicalize, cse,
-    symbol-dce`` (symbol-dce drops the private decomposition functions of the replaced
-    ``xla.scaled_dot`` composites).  The result runs on XLA:CPU for every format whose types it
+    Expands to ``mxlower-verify-mx, mxlower-legalize-xla-mx, mxlower-decompose-mx,
+    canonicalize, cse, symbol-dce``: malformed mx ops are reported before anything changes,
+    XLA's custom calls and composites become mx ops, every mx op becomes StableHLO, and
+    symbol-dce drops the private decomposition functions of the replaced ``xla.scaled_dot``
+    composites.  The result runs on XLA:CPU for every format whose types it
     supports; for the f6 formats append ``mxlower-expand-narrow-floats``.
 
     Example::
@@ -41,5 +43,6 @@ class MxToStablehlo(Pipeline):
         if self.compute_type:
             decompose.append(f"compute-type={self.compute_type}")
         opts = "{" + " ".join(decompose) + "}" if decompose else ""
-        return (f"mxlower-legalize-xla-mx{{scale-mode={self.xla_scale_mode}}}, "
+        return (f"mxlower-verify-mx, "
+                f"mxlower-legalize-xla-mx{{scale-mode={self.xla_scale_mode}}}, "
                 f"mxlower-decompose-mx{opts}, canonicalize, cse, symbol-dce")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, ClassVar
 
-from mxlower import diagnostics as diag
+from mxlower.dialect.mx import verify_or_fail
 from mxlower.passes.base import ModulePass
 
 __all__ = ["VerifyMx", "verify_or_fail"]
@@ -20,7 +20,8 @@ class VerifyMx(ModulePass):
     operand or result count, an unknown format, scale mode or attribute, an element type that
     does not match the format, a scale shape that does not match the block size and axis, a
     blocked dimension the block size does not divide, bad dot dimension numbers.  The IR is not
-    changed.  ``mxlower-legalize-xla-mx`` and ``mxlower-decompose-mx`` run the same checks first.
+    changed.  ``mxlower-decompose-mx`` reports the same problem for each op it cannot lower,
+    and the ``mxlower-mx-to-stablehlo`` pipeline runs this pass first.
 
     Before::
 
@@ -41,12 +42,3 @@ class VerifyMx(ModulePass):
 
     def run(self, op: Any) -> None:
         verify_or_fail(op)
-
-
-def verify_or_fail(root: Any) -> None:
-    """Report every malformed mx op under ``root`` as an error; raise the first."""
-    from mxlower.dialect import mx
-
-    failures = [diag.error(o, msg) for o, msg in mx.verify(root)]
-    if failures:
-        raise failures[0]

@@ -9,7 +9,7 @@ import pytest
 
 from mxlower.bindings import jaxlib as J
 from mxlower.dialect import mx
-from mxlower.stablehlo_builders import f32_bits_floor
+from mxlower.lowering.mx_math import f32_bits_floor
 
 ir = J.ir
 

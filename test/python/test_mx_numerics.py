@@ -306,7 +306,7 @@ def test_dynamic_dimensions_bit_exact_after_refinement(fmt, mode):
 def test_xla_cpu_flushes_subnormals_which_is_why_the_lowering_uses_integers():
     """XLA:CPU runs with FTZ/DAZ: 2^-130 * 16 is 0 there (exactly 2^-126 in IEEE).  The
     decomposition therefore never lets an f32 subnormal reach a float instruction; if this
-    test starts failing, XLA stopped flushing and the comment in stablehlo_builders.py is
+    test starts failing, XLA stopped flushing and the comment in mxlower/lowering/mx_math.py is
     stale (the lowering stays correct either way)."""
     m = MxModule()
     a = m.arg(np.array([2.0 ** -130, 3.0], np.float32))

@@ -275,10 +275,70 @@ func.func private @xla.scaled_dot_1(%a: tensor<4x64xf8E4M3FN>, %b: tensor<64x8xb
 
 // -----
 
-// Malformed mx ops already in the input are reported first, at their location.
+// mx ops already in the input are not this pass's business, malformed or not
+// (mxlower-verify-mx reports them; mxlower-mx-to-stablehlo runs it first).
 
-func.func @bad_mx_op(%x: tensor<4x64xf32>) {
-  // expected-error @+1 {{'mx.quantize' op blocked dimension 1 of the input has size 64, which block size 48 does not divide}}
+// CHECK-LABEL: func.func @mx_ops_are_left_alone
+// CHECK: "mx.quantize"(%arg0) {block_size = 48 : i64, format = "mxfp8_e4m3"}
+func.func @mx_ops_are_left_alone(%x: tensor<4x64xf32>) {
   %q, %s = "mx.quantize"(%x) {format = "mxfp8_e4m3", block_size = 48 : i64} : (tensor<4x64xf32>) -> (tensor<4x64xf8E4M3FN>, tensor<4x1xf8E8M0FNU>)
   return
+}
+
+// -----
+
+// Integer fields may be decimal strings, as protobuf's JSON writes int64 fields (XLA's
+// backend_config printer does); fields mxlower does not read are ignored.
+
+// CHECK-LABEL: func.func @proto_json_integers
+// CHECK: "mx.scaled_dot"(%arg0, %arg1, %arg0, %arg1) {compute_type = f16, dot_dimension_numbers = #stablehlo.dot<lhs_batching_dimensions = [0], rhs_batching_dimensions = [0], lhs_contracting_dimensions = [2], rhs_contracting_dimensions = [2]>, lhs_block_size = 32 : i64
+func.func @proto_json_integers(%a: tensor<2x16x64xf8E4M3FN>, %as: tensor<2x16x2xf8E8M0FNU>) -> tensor<2x16x16xf32> {
+  %0 = stablehlo.custom_call @__op$block_scaled_dot(%a, %a, %as, %as) {backend_config = "{\22operation_queue_id\22: \220\22, \22block_scaled_dot_backend_config\22: {\22block_size\22: \2232\22}, \22scaled_dot_backend_config\22: {\22lhs_batch_dimensions\22: [\220\22], \22rhs_contracting_dimensions\22: [\222\22], \22dequantize_type\22: \22F16\22}}"} : (tensor<2x16x64xf8E4M3FN>, tensor<2x16x64xf8E4M3FN>, tensor<2x16x2xf8E8M0FNU>, tensor<2x16x2xf8E8M0FNU>) -> tensor<2x16x16xf32>
+  return %0 : tensor<2x16x16xf32>
+}
+
+// -----
+
+// Every backend_config field read has its type checked; a wrong one is named.
+
+func.func @backend_config_field_types(%a: tensor<16x64xf8E4M3FN>, %as: tensor<16x2xf8E8M0FNU>) {
+  // expected-error @+1 {{@__op$block_scaled_dot: backend_config field 'scaled_dot_backend_config.dequantize_type' must be a string (F32, BF16, F16), got [1]}}
+  %0 = stablehlo.custom_call @__op$block_scaled_dot(%a, %a, %as, %as) {backend_config = "{\22scaled_dot_backend_config\22: {\22dequantize_type\22: [1]}}"} : (tensor<16x64xf8E4M3FN>, tensor<16x64xf8E4M3FN>, tensor<16x2xf8E8M0FNU>, tensor<16x2xf8E8M0FNU>) -> tensor<16x16xf32>
+  // expected-error @+1 {{@__op$block_scaled_dot: backend_config field 'scaled_dot_backend_config.dequantize_type' must be a string (F32, BF16, F16), got 11}}
+  %1 = stablehlo.custom_call @__op$block_scaled_dot(%a, %a, %as, %as) {api_version = 4 : i32, backend_config = {scaled_dot_backend_config = {dequantize_type = 11 : i64}}} : (tensor<16x64xf8E4M3FN>, tensor<16x64xf8E4M3FN>, tensor<16x2xf8E8M0FNU>, tensor<16x2xf8E8M0FNU>) -> tensor<16x16xf32>
+  // expected-error @+1 {{@__op$block_scaled_dot: backend_config field 'scaled_dot_backend_config' must be an object, got 3}}
+  %2 = stablehlo.custom_call @__op$block_scaled_dot(%a, %a, %as, %as) {backend_config = "{\22scaled_dot_backend_config\22: 3}"} : (tensor<16x64xf8E4M3FN>, tensor<16x64xf8E4M3FN>, tensor<16x2xf8E8M0FNU>, tensor<16x2xf8E8M0FNU>) -> tensor<16x16xf32>
+  // expected-error @+1 {{@__op$block_scaled_dot: backend_config field 'block_scaled_dot_backend_config' must be an object, got ["block_size", 32]}}
+  %3 = stablehlo.custom_call @__op$block_scaled_dot(%a, %a, %as, %as) {backend_config = "{\22block_scaled_dot_backend_config\22: [\22block_size\22, 32]}"} : (tensor<16x64xf8E4M3FN>, tensor<16x64xf8E4M3FN>, tensor<16x2xf8E8M0FNU>, tensor<16x2xf8E8M0FNU>) -> tensor<16x16xf32>
+  // expected-error @+1 {{@__op$block_scaled_dot: backend_config field 'block_scaled_dot_backend_config.block_size' must be a positive integer, got "x"}}
+  %4 = stablehlo.custom_call @__op$block_scaled_dot(%a, %a, %as, %as) {backend_config = "{\22block_scaled_dot_backend_config\22: {\22block_size\22: \22x\22}}"} : (tensor<16x64xf8E4M3FN>, tensor<16x64xf8E4M3FN>, tensor<16x2xf8E8M0FNU>, tensor<16x2xf8E8M0FNU>) -> tensor<16x16xf32>
+  // expected-error @+1 {{@__op$block_scaled_dot: backend_config field 'block_scaled_dot_backend_config.block_size' must be a positive integer, got 32.5}}
+  %5 = stablehlo.custom_call @__op$block_scaled_dot(%a, %a, %as, %as) {backend_config = "{\22block_scaled_dot_backend_config\22: {\22block_size\22: 32.5}}"} : (tensor<16x64xf8E4M3FN>, tensor<16x64xf8E4M3FN>, tensor<16x2xf8E8M0FNU>, tensor<16x2xf8E8M0FNU>) -> tensor<16x16xf32>
+  // expected-error @+1 {{@__op$block_scaled_dot: backend_config field 'block_scaled_dot_backend_config.block_size' must be a positive integer, got true}}
+  %6 = stablehlo.custom_call @__op$block_scaled_dot(%a, %a, %as, %as) {api_version = 4 : i32, backend_config = {block_scaled_dot_backend_config = {block_size = true}}} : (tensor<16x64xf8E4M3FN>, tensor<16x64xf8E4M3FN>, tensor<16x2xf8E8M0FNU>, tensor<16x2xf8E8M0FNU>) -> tensor<16x16xf32>
+  // expected-error @+1 {{@__op$block_scaled_dot: backend_config field 'block_scaled_dot_backend_config.block_size' must be a positive integer, got 0}}
+  %7 = stablehlo.custom_call @__op$block_scaled_dot(%a, %a, %as, %as) {api_version = 4 : i32, backend_config = {block_scaled_dot_backend_config = {block_size = 0 : i64}}} : (tensor<16x64xf8E4M3FN>, tensor<16x64xf8E4M3FN>, tensor<16x2xf8E8M0FNU>, tensor<16x2xf8E8M0FNU>) -> tensor<16x16xf32>
+  // expected-error @+1 {{@__op$block_scaled_dot: backend_config field 'scaled_dot_backend_config.lhs_batch_dimensions' must be a list of integers, got 0}}
+  %8 = stablehlo.custom_call @__op$block_scaled_dot(%a, %a, %as, %as) {backend_config = "{\22scaled_dot_backend_config\22: {\22lhs_batch_dimensions\22: 0}}"} : (tensor<16x64xf8E4M3FN>, tensor<16x64xf8E4M3FN>, tensor<16x2xf8E8M0FNU>, tensor<16x2xf8E8M0FNU>) -> tensor<16x16xf32>
+  // expected-error @+1 {{@__op$block_scaled_dot: backend_config field 'scaled_dot_backend_config.rhs_contracting_dimensions' must be a list of integers, got [1, "a"]}}
+  %9 = stablehlo.custom_call @__op$block_scaled_dot(%a, %a, %as, %as) {backend_config = "{\22scaled_dot_backend_config\22: {\22rhs_contracting_dimensions\22: [1, \22a\22]}}"} : (tensor<16x64xf8E4M3FN>, tensor<16x64xf8E4M3FN>, tensor<16x2xf8E8M0FNU>, tensor<16x2xf8E8M0FNU>) -> tensor<16x16xf32>
+  // expected-error @+1 {{@__op$block_scaled_dot: backend_config field 'scaled_dot_backend_config.lhs_contracting_dimensions' must be a list of integers, got [null]}}
+  %10 = stablehlo.custom_call @__op$block_scaled_dot(%a, %a, %as, %as) {backend_config = "{\22scaled_dot_backend_config\22: {\22lhs_contracting_dimensions\22: [null]}}"} : (tensor<16x64xf8E4M3FN>, tensor<16x64xf8E4M3FN>, tensor<16x2xf8E8M0FNU>, tensor<16x2xf8E8M0FNU>) -> tensor<16x16xf32>
+  // expected-error @+1 {{@__op$block_scaled_dot: backend_config must be a JSON object}}
+  %11 = stablehlo.custom_call @__op$block_scaled_dot(%a, %a, %as, %as) {backend_config = "[1]"} : (tensor<16x64xf8E4M3FN>, tensor<16x64xf8E4M3FN>, tensor<16x2xf8E8M0FNU>, tensor<16x2xf8E8M0FNU>) -> tensor<16x16xf32>
+  return
+}
+
+// -----
+
+func.func @composite_dimension_numbers_types(%a: tensor<4x64xf8E4M3FN>, %b: tensor<64x8xf8E4M3FN>, %as: tensor<4x2xf8E8M0FNU>, %bs: tensor<2x8xf8E8M0FNU>) {
+  // expected-error @+1 {{'xla.scaled_dot': dimension_numbers must be [[lhs_contracting, rhs_contracting], [lhs_batch, rhs_batch]], got [[[1.000000e+00], [0]], [[], []]]}}
+  %0 = stablehlo.composite "xla.scaled_dot" %a, %b, %as, %bs {composite_attributes = {dimension_numbers = [[[1.0], [0]], [[], []]], preferred_element_type = f32}, decomposition = @xla.scaled_dot} : (tensor<4x64xf8E4M3FN>, tensor<64x8xf8E4M3FN>, tensor<4x2xf8E8M0FNU>, tensor<2x8xf8E8M0FNU>) -> tensor<4x8xf32>
+  return
+}
+func.func private @xla.scaled_dot(%a: tensor<4x64xf8E4M3FN>, %b: tensor<64x8xf8E4M3FN>, %as: tensor<4x2xf8E8M0FNU>, %bs: tensor<2x8xf8E8M0FNU>) -> tensor<4x8xf32> {
+  %0 = stablehlo.convert %a : (tensor<4x64xf8E4M3FN>) -> tensor<4x64xf32>
+  %1 = stablehlo.convert %b : (tensor<64x8xf8E4M3FN>) -> tensor<64x8xf32>
+  %2 = stablehlo.dot_general %0, %1, contracting_dims = [1] x [0] : (tensor<4x64xf32>, tensor<64x8xf32>) -> tensor<4x8xf32>
+  return %2 : tensor<4x8xf32>
 }

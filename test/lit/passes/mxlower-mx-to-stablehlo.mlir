@@ -3,7 +3,7 @@
 // RUN: mxlower-opt %inputs/jax_lax_scaled_dot.mlir --mxlower-mx-to-stablehlo | FileCheck %s --check-prefix=COMPOSITE
 // RUN: mxlower-opt %s --split-input-file --pass-pipeline='builtin.module(mxlower-mx-to-stablehlo{scale-mode=floor compute-type=f16})' --dump-pass-pipeline --verify-diagnostics -o /dev/null 2>&1 | FileCheck %s --check-prefix=EXPANDED
 
-// EXPANDED: builtin.module(mxlower-legalize-xla-mx{scale-mode=nearest}, mxlower-decompose-mx{scale-mode=floor compute-type=f16}, canonicalize{{.*}}, cse, symbol-dce)
+// EXPANDED: builtin.module(mxlower-verify-mx, mxlower-legalize-xla-mx{scale-mode=nearest}, mxlower-decompose-mx{scale-mode=floor compute-type=f16}, canonicalize{{.*}}, cse, symbol-dce)
 
 // The module jax.nn.scaled_matmul lowers to for CUDA (test/lit/Inputs): nothing MX is left.
 // JAX-LABEL: func.func public @main
