@@ -2,123 +2,19 @@
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Callable
 from typing import Any
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
-from mxlower.formats import FORMATS, SCALE_MODES, MXFormat
+from mxlower.formats import SCALE_MODES
 from mxlower.jax.array import MXArray
-from mxlower.jax.primitives import dequantize_p, quantize_p, scaled_dot_p
+from mxlower.jax.checks import (as_int, check_axis, check_block_size, check_dtype, check_format,
+                                check_global_scale, check_wide, traced)
+from mxlower.jax.primitives import quantize_p, scaled_dot_p
 
 __all__ = ["dequantize", "lower", "quantize", "scaled_dot"]
-
-_WIDE = (np.dtype(np.float32), np.dtype(jnp.bfloat16), np.dtype(np.float16))
-_WIDE_NAMES = "float32, bfloat16 or float16"
-
-
-# ----------------------------------------------------------------------------- checks
-
-
-def as_array(x: Any) -> Any:
-    """``x`` as something with ``.shape``/``.dtype`` (a jax array, tracer or NumPy array)."""
-    if isinstance(x, (jax.Array, np.ndarray)) or hasattr(x, "aval"):
-        return x
-    return jnp.asarray(x)
-
-
-def check_format(format: Any, fn: str) -> MXFormat:  # noqa: A002
-    if not isinstance(format, str):
-        raise TypeError(f"{fn}: argument 'format' must be a format name (one of "
-                        f"{', '.join(FORMATS)}), got {format!r}")
-    if format not in FORMATS:
-        raise ValueError(f"{fn}: unknown MX format {format!r} for argument 'format' (known: "
-                         f"{', '.join(FORMATS)})")
-    return FORMATS[format]
-
-
-def check_wide(x: Any, fn: str, arg: str) -> Any:
-    try:
-        x = as_array(x)
-    except (TypeError, ValueError):
-        raise TypeError(f"{fn}: argument '{arg}' must be an array of {_WIDE_NAMES}, got "
-                        f"{type(x).__name__}") from None
-    if np.dtype(x.dtype) not in _WIDE:
-        raise TypeError(f"{fn}: argument '{arg}' must have dtype {_WIDE_NAMES}, got {x.dtype}")
-    return x
-
-
-def check_dtype(dtype: Any, fn: str, arg: str) -> np.dtype:
-    try:
-        dt = np.dtype(dtype)
-    except TypeError:
-        dt = None
-    if dt not in _WIDE:
-        raise TypeError(f"{fn}: argument '{arg}' must be {_WIDE_NAMES}, got {dtype!r}")
-    return dt
-
-
-def _int(v: Any, fn: str, arg: str) -> int:
-    if isinstance(v, bool):
-        raise TypeError(f"{fn}: argument '{arg}' must be an int, got {v!r}")
-    try:
-        return operator.index(v)
-    except TypeError:
-        raise TypeError(f"{fn}: argument '{arg}' must be an int, got {v!r}") from None
-
-
-def check_axis(axis: Any, ndim: int, fn: str, arg: str, of: str) -> int:
-    a = _int(axis, fn, arg)
-    if not -ndim <= a < ndim:
-        raise ValueError(f"{fn}: argument '{arg}' = {a} is out of range for '{of}' of rank "
-                         f"{ndim}")
-    return a % ndim
-
-
-def check_block_size(block_size: Any, n: int, axis: int, fn: str, of: str) -> int:
-    k = _int(block_size, fn, "block_size")
-    if k <= 0:
-        raise ValueError(f"{fn}: argument 'block_size' must be positive, got {k}")
-    try:
-        operator.index(n)
-    except TypeError:  # a symbolic dimension (jax.export shape polymorphism)
-        raise ValueError(f"{fn}: the blocked dimension {axis} of '{of}' must have a static size "
-                         f"(other dimensions may be symbolic), got '{n}'") from None
-    if n % k:
-        raise ValueError(f"{fn}: argument 'block_size' = {k} does not divide the blocked "
-                         f"dimension {axis} of '{of}' (size {n}); MX never pads a block")
-    return k
-
-
-def check_global_scale(g: Any, fmt: MXFormat, fn: str) -> Any:
-    if not fmt.global_scale:
-        raise ValueError(f"{fn}: argument 'global_scale' is only for nvfp4, not {fmt.name}")
-    if isinstance(g, (int, float, np.number)) and not isinstance(g, bool):
-        v = np.float32(g)
-        if not np.isfinite(v) or v == 0:
-            raise ValueError(f"{fn}: argument 'global_scale' must be a finite non-zero "
-                             f"float32, got {g!r}")
-        return jnp.asarray(v)
-    g = as_array(g)
-    if tuple(g.shape) != ():
-        raise ValueError(f"{fn}: argument 'global_scale' must be a scalar, got shape "
-                         f"{tuple(g.shape)}")
-    if not jnp.issubdtype(g.dtype, jnp.floating) or np.dtype(g.dtype).itemsize > 4:
-        raise TypeError(f"{fn}: argument 'global_scale' must be a float32 scalar, got "
-                        f"{g.dtype}")
-    if isinstance(g, np.ndarray) or (isinstance(g, jax.Array) and not _traced(g)):
-        v = np.float32(np.asarray(g))
-        if not np.isfinite(v) or v == 0:
-            raise ValueError(f"{fn}: argument 'global_scale' must be a finite non-zero "
-                             f"float32, got {v!r}")
-    return g.astype(jnp.float32)
-
-
-def _traced(x: Any) -> bool:
-    return isinstance(x, jax.core.Tracer)
 
 
 # ----------------------------------------------------------------------------- quantize
@@ -151,7 +47,7 @@ def quantize(x: Any, format: str = "mxfp8_e4m3", *, axis: int = -1,  # noqa: A00
     operands = [x] if g is None else [x, g]
     elements, scales = quantize_p.bind(*operands, format=fmt.name, block_size=k, axis=ax,
                                        scale_mode=None if fmt.is_nvfp4 else scale_mode)
-    ste = x if _traced(x) else None  # only a traced x can be differentiated
+    ste = x if traced(x) else None  # only a traced x can be differentiated
     if g is not None:
         g = jax.lax.stop_gradient(g)
     return MXArray._make(elements, scales, g, fmt.name, ax - x.ndim, k, ste)
@@ -172,16 +68,7 @@ def dequantize(mx: MXArray, dtype: Any = jnp.float32) -> jax.Array:
     ``dtype`` (float32, bfloat16 or float16); MX-SEMANTICS section 5, bit-exact with
     :func:`mxlower.reference.dequantize`.  Gradient: exact (identity) through the
     straight-through source of a quantized array; none into elements or scales."""
-    mx = _check_mx(mx, "dequantize", "mx")
-    dt = check_dtype(dtype, "dequantize", "dtype")
-    operands = [mx.elements, mx.scales]
-    if mx.global_scale is not None:
-        operands.append(mx.global_scale)
-    if mx._ste is not None:
-        operands.append(mx._ste)
-    return dequantize_p.bind(*operands, format=mx.format, block_size=mx.block_size,
-                             axis=mx.blocked_axis, dtype=dt,
-                             has_g=mx.global_scale is not None, has_ste=mx._ste is not None)
+    return _check_mx(mx, "dequantize", "mx").dequantize(dtype)
 
 
 # ----------------------------------------------------------------------------- scaled dot
@@ -189,7 +76,7 @@ def dequantize(mx: MXArray, dtype: Any = jnp.float32) -> jax.Array:
 
 def _dims(v: Any, what: str) -> tuple[int, ...]:
     try:
-        return tuple(_int(d, "scaled_dot", "dimension_numbers") for d in v)
+        return tuple(as_int(d, "scaled_dot", "dimension_numbers") for d in v)
     except TypeError:
         raise TypeError(f"scaled_dot: argument 'dimension_numbers' ({what}) must be a "
                         f"sequence of ints, got {v!r}") from None

@@ -39,21 +39,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from mxlower.formats import FORMATS, MXFormat
+from mxlower.jax import checks
+from mxlower.jax.dtypes import element_dtype, scale_dtype
+from mxlower.jax.primitives import dequantize_p
 
 __all__ = ["MXArray", "element_dtype", "scale_dtype"]
-
-_F6 = ("f6E2M3FN", "f6E3M2FN")
-
-
-def element_dtype(fmt: MXFormat) -> np.dtype:
-    """The JAX storage dtype of ``fmt``'s elements (uint8 codes for the f6 formats)."""
-    if fmt.element in _F6:
-        return np.dtype(np.uint8)
-    return fmt.element_dtype
-
-
-def scale_dtype(fmt: MXFormat) -> np.dtype:
-    return fmt.scale_dtype
 
 
 def _shape(x: Any) -> tuple[int, ...]:
@@ -71,11 +61,9 @@ class MXArray:
 
     def __init__(self, elements: Any, scales: Any, format: str, *,  # noqa: A002
                  axis: int = -1, global_scale: Any | None = None, block_size: int | None = None):
-        from mxlower.jax import api
-
-        fmt = api.check_format(format, "MXArray")
-        elements = api.as_array(elements)
-        scales = api.as_array(scales)
+        fmt = checks.check_format(format, "MXArray")
+        elements = checks.as_array(elements)
+        scales = checks.as_array(scales)
         want_e, want_s = element_dtype(fmt), scale_dtype(fmt)
         if elements.dtype != want_e:
             raise TypeError(f"MXArray: argument 'elements' of {fmt.name} must have dtype "
@@ -85,7 +73,7 @@ class MXArray:
                             f"{want_s}, got {scales.dtype}")
         if elements.ndim == 0:
             raise ValueError("MXArray: argument 'elements' must have at least one dimension")
-        ax = api.check_axis(axis, elements.ndim, "MXArray", "axis", "elements")
+        ax = checks.check_axis(axis, elements.ndim, "MXArray", "axis", "elements")
         if scales.ndim != elements.ndim:
             raise ValueError(f"MXArray: argument 'scales' has rank {scales.ndim}, but "
                              f"'elements' has rank {elements.ndim}")
@@ -95,7 +83,7 @@ class MXArray:
                 raise ValueError(f"MXArray: {ns} scales along axis {ax} do not evenly block "
                                  f"{n} elements (argument 'scales')")
             block_size = n // ns
-        block_size = api.check_block_size(block_size, n, ax, "MXArray", "elements")
+        block_size = checks.check_block_size(block_size, n, ax, "MXArray", "elements")
         want = list(elements.shape)
         want[ax] //= block_size
         if tuple(scales.shape) != tuple(want):
@@ -103,7 +91,7 @@ class MXArray:
                              f"elements {tuple(elements.shape)} blocked by {block_size} along "
                              f"axis {ax}, got {tuple(scales.shape)}")
         if global_scale is not None:
-            global_scale = api.check_global_scale(global_scale, fmt, "MXArray")
+            global_scale = checks.check_global_scale(global_scale, fmt, "MXArray")
         self.elements = elements
         self.scales = scales
         self.global_scale = global_scale
@@ -177,10 +165,19 @@ class MXArray:
         return self.axis % self.ndim
 
     def dequantize(self, dtype: Any = jnp.float32) -> jax.Array:
-        """``mxlower.jax.dequantize(self, dtype)``."""
-        from mxlower.jax.api import dequantize
-
-        return dequantize(self, dtype)
+        """``decode(element) * decode(scale)`` (nvfp4: times the global scale) rounded to
+        ``dtype`` (float32, bfloat16 or float16); the same as ``mxlower.jax.dequantize(self,
+        dtype)``."""
+        dt = checks.check_dtype(dtype, "dequantize", "dtype")
+        operands = [self.elements, self.scales]
+        if self.global_scale is not None:
+            operands.append(self.global_scale)
+        if self._ste is not None:
+            operands.append(self._ste)
+        return dequantize_p.bind(*operands, format=self.format, block_size=self.block_size,
+                                 axis=self.blocked_axis, dtype=dt,
+                                 has_g=self.global_scale is not None,
+                                 has_ste=self._ste is not None)
 
     def detach(self) -> MXArray:
         """This array without its straight-through-estimator source (no gradient flows back

@@ -29,21 +29,26 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from jax.interpreters import mlir
+
+from mxlower.formats import FORMATS
+from mxlower.jax.dtypes import held_as_codes
+from mxlower.jax.primitives import scaled_dot_p
 
 __all__ = ["install", "installed", "uninstall"]
 
-_FORMATS = {
-    ("float8_e4m3fn", "float8_e8m0fnu"): "mxfp8_e4m3",
-    ("float8_e5m2", "float8_e8m0fnu"): "mxfp8_e5m2",
-    ("float4_e2m1fn", "float8_e8m0fnu"): "mxfp4_e2m1",
-    ("float4_e2m1fn", "float8_e4m3fn"): "nvfp4",
-}
+#: (element dtype name, scale dtype name) -> MX format, for the dtypes JAX arrays can have.
+#: Not mxint8: XLA scales the int8 code itself, where MX scales code * 2^-6.
+_FORMATS = {(f.element_dtype.name, f.scale_dtype.name): f.name for f in FORMATS.values()
+            if not f.is_int and not held_as_codes(f.element)}
 
 _PLATFORMS = ("cpu",)
 _installed: dict[str, Any] = {}
 
 
 def _primitive() -> Any:
+    # JAX's private cuDNN module is imported only when (un)installing, so that a JAX release
+    # that moves it breaks install() alone, not ``import mxlower.jax``
     from jax._src.cudnn import scaled_matmul_stablehlo
 
     return scaled_matmul_stablehlo._scaled_matmul_p
@@ -61,8 +66,6 @@ def format_for(elements: Any, scales: Any, what: str) -> str:
 
 
 def _bind(a, b, a_scales, b_scales, *, preferred_element_type):
-    from mxlower.jax.primitives import scaled_dot_p
-
     params = {}
     for side, x, s in (("lhs", a, a_scales), ("rhs", b, b_scales)):
         k, kb = x.shape[-1], s.shape[-1]
@@ -80,8 +83,6 @@ def _bind(a, b, a_scales, b_scales, *, preferred_element_type):
 
 
 def _lowering(ctx, a, b, a_scales, b_scales, *, preferred_element_type):
-    from jax.interpreters import mlir
-
     return mlir.lower_fun(lambda *xs: _bind(*xs, preferred_element_type=preferred_element_type),
                           multiple_results=True)(ctx, a, b, a_scales, b_scales)
 
@@ -90,8 +91,6 @@ def install(platforms: tuple[str, ...] = _PLATFORMS) -> None:
     """Register mxlower's lowering of ``jax.nn.scaled_matmul`` for ``platforms`` (default:
     cpu).  Idempotent.  A platform that already has its own rule (cuda, rocm) is left alone
     unless named explicitly."""
-    from jax.interpreters import mlir
-
     prim = _primitive()
     for p in platforms:
         if p in _installed:
@@ -103,8 +102,6 @@ def install(platforms: tuple[str, ...] = _PLATFORMS) -> None:
 
 def uninstall() -> None:
     """Undo :func:`install` (restores whatever rule each platform had before)."""
-    from jax.interpreters import mlir
-
     prim = _primitive()
     for p, previous in list(_installed.items()):
         table = mlir._platform_specific_lowerings[p]

@@ -5,7 +5,7 @@ A primitive's lowering rule (the same for every platform) calls :func:`emit` wit
 line, which JAX has set), a temporary module holding one function whose arguments have the
 operands' MLIR types and whose body the builder fills with ``mx`` ops.  mxlower's
 ``mxlower-mx-to-stablehlo`` pipeline (plus ``mxlower-expand-narrow-floats`` for the f6 types,
-which XLA does not have) runs on that module through :func:`mxlower.passes.manager.run_pipeline`,
+which XLA does not have) runs on that module through :func:`mxlower.pipeline.manager.run_pipeline`,
 exactly as ``mxlower-opt`` would run it, and the resulting plain StableHLO is moved into JAX's
 function at the insertion point, the function's arguments replaced by the operands.  No ``mx``
 op and no custom call reaches XLA, so the lowering compiles on every backend and produces the
@@ -15,14 +15,17 @@ same StableHLO for cpu, cuda and rocm.
 from __future__ import annotations
 
 import functools
+import operator
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from mxlower.bindings.jaxlib import func, ir, make_context, stablehlo
+from mxlower.diagnostics import PassFailure
 from mxlower.formats import FLOAT_TYPES
+from mxlower.jax.dtypes import held_as_codes
+from mxlower.pipeline.manager import run_pipeline
 
 __all__ = ["LoweringError", "emit", "tensor_type"]
-
-_F6 = ("f6E2M3FN", "f6E3M2FN")
 
 
 class LoweringError(RuntimeError):
@@ -33,8 +36,6 @@ class LoweringError(RuntimeError):
 @functools.cache
 def _registered() -> None:
     # registers StableHLO's passes with jaxlib's MLIR (process-wide) before the first pipeline
-    from mxlower.bindings.jaxlib import make_context
-
     make_context()
 
 
@@ -42,9 +43,6 @@ def tensor_type(shape: Sequence[Any], element: str) -> Any:
     """The tensor type of a JAX shape; a symbolic dimension (``jax.export``'s shape
     polymorphism) is a dynamic one, which mxlower's pipeline keeps dynamic and JAX's shape
     refinement makes static when the export is called."""
-    import operator
-
-    from mxlower.bindings.jaxlib import ir
 
     def size(d: Any) -> int:
         try:
@@ -75,7 +73,7 @@ def _expanded(arg_elements: Sequence[str], result_elements: Sequence[str]) -> li
         taken4 = {t for t in arg_elements if t in FLOAT_TYPES and FLOAT_TYPES[t].bits == 4}
         return sorted(set(FLOAT_TYPES) - taken4)
     if EXPAND_NARROW_FLOATS == "f6":
-        return sorted(narrow & set(_F6))
+        return sorted(t for t in narrow if held_as_codes(t))
     raise ValueError(f"EXPAND_NARROW_FLOATS must be 'all' or 'f6', got {EXPAND_NARROW_FLOATS!r}")
 
 
@@ -85,21 +83,15 @@ def _pipeline(expand: Sequence[str]) -> str:
 
 
 def _element(t: Any) -> str:
-    from mxlower.bindings.jaxlib import ir
-
     return str(ir.RankedTensorType(t).element_type)
 
 
 def _retyped(t: Any, element: str) -> Any:
-    from mxlower.bindings.jaxlib import ir
-
     return ir.RankedTensorType.get(list(ir.RankedTensorType(t).shape), ir.Type.parse(element))
 
 
 def _to_codes(v: Any, want: Any) -> Any:
     """A JAX value of a narrow type (held natively) as the ui8 codes an expanded kernel takes."""
-    from mxlower.bindings.jaxlib import stablehlo
-
     elt = _element(v.type)
     if elt == _element(want) or elt not in FLOAT_TYPES:
         return v
@@ -111,8 +103,6 @@ def _to_codes(v: Any, want: Any) -> Any:
 
 def _from_codes(v: Any, want: Any) -> Any:
     """ui8 codes from an expanded kernel as the narrow type JAX holds natively."""
-    from mxlower.bindings.jaxlib import stablehlo
-
     elt = _element(want)
     if elt == _element(v.type) or elt not in FLOAT_TYPES:
         return v
@@ -131,10 +121,6 @@ def emit(build: Callable[[list[Any]], Sequence[Any]], operands: Sequence[Any],
     (of ``result_types``, again with f6 where JAX expects ui8).  Returns the replacement values,
     of JAX's types (narrow types JAX holds natively are bitcast back from the expanded codes).
     """
-    from mxlower.bindings.jaxlib import func, ir
-    from mxlower.diagnostics import PassFailure
-    from mxlower.passes.manager import run_pipeline
-
     _registered()
     ctx = ir.Context.current
     loc = ir.Location.current
@@ -181,4 +167,4 @@ def emit(build: Callable[[list[Any]], Sequence[Any]], operands: Sequence[Any],
 
 def _jax_result_types(result_types: Sequence[Any]) -> list[Any]:
     """The types JAX expects: f6 results as ui8 codes, everything else unchanged."""
-    return [_retyped(t, "ui8") if _element(t) in _F6 else t for t in result_types]
+    return [_retyped(t, "ui8") if held_as_codes(_element(t)) else t for t in result_types]

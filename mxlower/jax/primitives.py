@@ -26,32 +26,20 @@ import functools
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 from jax import lax
+from jax._src import dispatch
 from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
 
+from mxlower.dialect import mx
 from mxlower.formats import FORMATS
-from mxlower.jax.array import element_dtype, scale_dtype
+from mxlower.jax.dtypes import element_dtype, mlir_name, scale_dtype
+from mxlower.jax.lowering import emit, tensor_type
 
 __all__ = ["dequantize_p", "quantize_p", "scaled_dot_p"]
 
 _F32 = np.dtype(np.float32)
-_WIDE_MLIR = {np.dtype(np.float32): "f32", np.dtype(jnp.bfloat16): "bf16",
-              np.dtype(np.float16): "f16"}
-
-
-def _scale_shape(shape, axis: int, k: int) -> tuple[int, ...]:
-    out = list(shape)
-    out[axis] //= k
-    return tuple(out)
-
-
-def _ttype(shape, element: str):
-    from mxlower.jax.lowering import tensor_type
-
-    return tensor_type(shape, element)
 
 
 def _zero(primal: Any) -> ad.Zero:
@@ -72,8 +60,6 @@ def _impl(prim: Primitive):
     """Eager evaluation: the primitive compiled alone, as JAX's own primitives are
     (``jax._src.dispatch.apply_primitive``, private: jax is pinned; it also works under
     ``jax.disable_jit()``, which a ``jax.jit`` wrapper would turn into infinite recursion)."""
-    from jax._src import dispatch
-
     return functools.partial(dispatch.apply_primitive, prim)
 
 
@@ -90,18 +76,15 @@ def _define(prim: Primitive, abstract, lowering, jvp, batch) -> None:
 def _quantize_abstract(x, *g, format, block_size, axis, scale_mode):  # noqa: A002
     fmt = FORMATS[format]
     return (jax.core.ShapedArray(x.shape, element_dtype(fmt)),
-            jax.core.ShapedArray(_scale_shape(x.shape, axis, block_size), scale_dtype(fmt)))
+            jax.core.ShapedArray(mx.scale_shape(x.shape, axis, block_size), scale_dtype(fmt)))
 
 
 def _quantize_lowering(ctx, x, *g, format, block_size, axis, scale_mode):  # noqa: A002
-    from mxlower.dialect import mx
-    from mxlower.jax.lowering import emit
-
     fmt = FORMATS[format]
     (aval,) = ctx.avals_in[:1]
     arg_types = [x.type] + [v.type for v in g]
-    result_types = [_ttype(aval.shape, fmt.element),
-                    _ttype(_scale_shape(aval.shape, axis, block_size), fmt.scale)]
+    result_types = [tensor_type(aval.shape, fmt.element),
+                    tensor_type(mx.scale_shape(aval.shape, axis, block_size), fmt.scale)]
 
     def build(args):
         op = mx.quantize(args[0], format, block_size=block_size, axis=axis,
@@ -141,14 +124,11 @@ def _dequantize_abstract(e, s, *rest, format, block_size, axis, dtype, has_g, ha
 
 def _dequantize_lowering(ctx, e, s, *rest, format, block_size, axis, dtype, has_g,  # noqa: A002
                          has_ste):
-    from mxlower.dialect import mx
-    from mxlower.jax.lowering import emit
-
     fmt = FORMATS[format]
     aval_e, aval_s = ctx.avals_in[:2]
     g = [rest[0]] if has_g else []
-    out_type = _WIDE_MLIR[np.dtype(dtype)]
-    arg_types = [_ttype(aval_e.shape, fmt.element), _ttype(aval_s.shape, fmt.scale)]
+    out_type = mlir_name(dtype)
+    arg_types = [tensor_type(aval_e.shape, fmt.element), tensor_type(aval_s.shape, fmt.scale)]
     arg_types += [v.type for v in g]
 
     def build(args):
@@ -157,7 +137,7 @@ def _dequantize_lowering(ctx, e, s, *rest, format, block_size, axis, dtype, has_
                            global_scale=args[2] if has_g else None)
         return list(op.results)
 
-    return emit(build, [e, s, *g], arg_types, [_ttype(aval_e.shape, out_type)])
+    return emit(build, [e, s, *g], arg_types, [tensor_type(aval_e.shape, out_type)])
 
 
 def _dequantize_jvp(primals, tangents, *, dtype, has_ste, **params):
@@ -228,9 +208,6 @@ def _scaled_dot_abstract(*avals, dimension_numbers, out_dtype, **params):
 
 
 def _scaled_dot_lowering(ctx, *args, dimension_numbers, out_dtype, **params):
-    from mxlower.dialect import mx
-    from mxlower.jax.lowering import emit
-
     ix = _layout(params)
     operands, arg_types = [], []
     for side in ("lhs", "rhs"):
@@ -243,12 +220,12 @@ def _scaled_dot_lowering(ctx, *args, dimension_numbers, out_dtype, **params):
         fmt = FORMATS[name]
         si = ix[f"{side}_scales"]
         operands.append(args[si])
-        arg_types += [_ttype(ctx.avals_in[i].shape, fmt.element),
-                      _ttype(ctx.avals_in[si].shape, fmt.scale)]
+        arg_types += [tensor_type(ctx.avals_in[i].shape, fmt.element),
+                      tensor_type(ctx.avals_in[si].shape, fmt.scale)]
     if ix["g"] is not None:
         operands.append(args[ix["g"]])
         arg_types.append(args[ix["g"]].type)
-    out_type = _WIDE_MLIR[np.dtype(out_dtype)]
+    out_type = mlir_name(out_dtype)
     (lc, rc), (lb, rb) = dimension_numbers
     lf, rf = params["lhs_format"], params["rhs_format"]
 
@@ -268,7 +245,7 @@ def _scaled_dot_lowering(ctx, *args, dimension_numbers, out_dtype, **params):
         return list(op.results)
 
     shape = ctx.avals_out[0].shape
-    return emit(build, operands, arg_types, [_ttype(shape, out_type)])
+    return emit(build, operands, arg_types, [tensor_type(shape, out_type)])
 
 
 def _operand_f32(args, params, ix, side: str):
