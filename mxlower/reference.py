@@ -100,15 +100,14 @@ Resolutions of points MX-SEMANTICS leaves open
 
 from __future__ import annotations
 
-import ml_dtypes
 import numpy as np
 
+from mxlower import types
 from mxlower.formats import (
     FLOAT_TYPES,
     SCALE_MODES,
     WIDE_TYPES,
     MXFormat,
-    float_type,
     get_format,
 )
 
@@ -123,64 +122,63 @@ __all__ = [
     "unpack",
 ]
 
-_F32 = np.dtype(np.float32)
-_F64 = np.dtype(np.float64)
-_I8 = np.dtype(np.int8)
-_U8 = np.dtype(np.uint8)
-_E8M0 = np.dtype(ml_dtypes.float8_e8m0fnu)
-_E4M3 = np.dtype(ml_dtypes.float8_e4m3fn)
-_F4 = np.dtype(ml_dtypes.float4_e2m1fn)
+_F32 = types.dtype("f32")
+_F64 = types.dtype("f64")
+_I8 = types.dtype("i8")
+_U8 = types.dtype("ui8")
+_E8M0 = types.dtype("f8E8M0FNU")
+_E4M3 = types.dtype("f8E4M3FN")
+_F4 = types.dtype("f4E2M1FN")
 
 _NVFP4_NAN_SCALE = 0x7F
 _MX_NAN_SCALE = 0xFF
-
-#: every type this module knows: MLIR spelling -> dtype
-_TYPES: dict[str, np.dtype] = {
-    **{name: t.dtype for name, t in FLOAT_TYPES.items()},
-    **WIDE_TYPES,
-    "f64": _F64,
-    "i8": _I8,
-}
-_NAME_OF: dict[np.dtype, str] = {dt: name for name, dt in _TYPES.items()}
-_FLOAT_NAMES = tuple(n for n in _TYPES if n != "i8")
 
 
 # ----------------------------------------------------------------------------- type helpers
 
 
+def _handled(t: types.ScalarType) -> bool:
+    """The types this module works with: every float type of :mod:`mxlower.types` and i8."""
+    return t.is_float or t.mlir == "i8"
+
+
+def _known_names() -> list[str]:
+    return [t.mlir for t in types.SCALARS.values() if _handled(t)]
+
+
+def _name_of(dt: np.dtype) -> str | None:
+    """The MLIR spelling of a dtype this module handles, else None."""
+    try:
+        t = types.of_dtype(dt)
+    except KeyError:
+        return None
+    return t.mlir if _handled(t) else None
+
+
 def _resolve_type(spec) -> tuple[str, np.dtype]:
     """(MLIR spelling, dtype) for an MLIR spelling, ml_dtypes name or NumPy dtype."""
     if isinstance(spec, str):
-        if spec in _TYPES:
-            return spec, _TYPES[spec]
         try:
-            t = float_type(spec)
-            return t.mlir, t.dtype
+            t = types.scalar(spec)  # an MLIR spelling or a dtype name
         except KeyError:
-            pass
+            t = None
+        if t is not None and _handled(t):
+            return t.mlir, t.dtype
         try:
-            dt = np.dtype(spec)
+            dt = np.dtype(spec)  # NumPy's other spellings ("f4", "<f8", "double")
         except TypeError:
             dt = None
-        if dt is not None and dt in _NAME_OF:
-            return _NAME_OF[dt], dt
-        raise KeyError(f"unknown element type '{spec}' (known: {', '.join(_TYPES)})")
+        if dt is not None and _name_of(dt) is not None:
+            return _name_of(dt), dt
+        raise KeyError(f"unknown element type '{spec}' (known: {', '.join(_known_names())})")
     try:
         dt = np.dtype(spec)
     except TypeError as exc:
         raise ValueError(f"not a type: {spec!r}") from exc
-    if dt not in _NAME_OF:
-        raise ValueError(f"unsupported dtype {dt} (supported: {', '.join(_TYPES)})")
-    return _NAME_OF[dt], dt
-
-
-def _type_bits(name: str, dt: np.dtype) -> int:
-    t = FLOAT_TYPES.get(name)
-    return t.bits if t is not None else dt.itemsize * 8
-
-
-def _uint_for(dt: np.dtype) -> np.dtype:
-    return np.dtype(f"uint{dt.itemsize * 8}")
+    name = _name_of(dt)
+    if name is None:
+        raise ValueError(f"unsupported dtype {dt} (supported: {', '.join(_known_names())})")
+    return name, dt
 
 
 def _norm_axis(axis: int, ndim: int) -> int:
@@ -236,9 +234,10 @@ def convert(x: np.ndarray, to: str | np.dtype) -> np.ndarray:
     if name == "i8":
         raise ValueError("convert only converts between float types; 'i8' is not one")
     src = np.asarray(x)
-    if src.dtype not in _NAME_OF or _NAME_OF[src.dtype] == "i8":
+    if _name_of(src.dtype) in (None, "i8"):
+        floats = [n for n in _known_names() if n != "i8"]
         raise ValueError(f"convert: unsupported source dtype {src.dtype} "
-                         f"(supported: {', '.join(_FLOAT_NAMES)})")
+                         f"(supported: {', '.join(floats)})")
     with np.errstate(over="ignore", invalid="ignore"):
         if src.dtype == _F64:
             if dt in (_F64, _F32):
@@ -268,8 +267,8 @@ def bits(x) -> np.ndarray:
     a = np.asarray(x)
     if a.dtype.kind == "b" or a.dtype.kind not in "fiuV":
         raise ValueError(f"bits: unsupported dtype {a.dtype}")
-    u = a.view(_uint_for(a.dtype))
-    name = _NAME_OF.get(a.dtype)
+    u = a.view(types.code_dtype(a.dtype))
+    name = _name_of(a.dtype)
     t = FLOAT_TYPES.get(name) if name else None
     if t is not None and t.bits < 8:
         u = u & np.uint8((1 << t.bits) - 1)
@@ -282,10 +281,10 @@ def from_bits(codes, type_name: str | np.dtype) -> np.ndarray:
     c = np.asarray(codes)
     if c.dtype.kind not in "iu":
         raise ValueError(f"from_bits: codes must be integers, got dtype {c.dtype}")
-    nbits = _type_bits(name, dt)
+    nbits = types.scalar(name).bits
     if c.size and (int(c.min()) < 0 or int(c.max()) >= (1 << nbits)):
         raise ValueError(f"from_bits: codes for {name} must lie in [0, {(1 << nbits) - 1}]")
-    return c.astype(_uint_for(dt)).view(dt)
+    return c.astype(types.code_dtype(dt)).view(dt)
 
 
 # ----------------------------------------------------------------------------- sections 3, 4
@@ -599,7 +598,7 @@ def scaled_dot(lhs, lhs_scales, rhs, rhs_scales, *,
 
 def _codes_u8(codes, nbits: int, what: str) -> np.ndarray:
     c = np.asarray(codes)
-    name = _NAME_OF.get(c.dtype)
+    name = _name_of(c.dtype)
     t = FLOAT_TYPES.get(name) if name else None
     if t is not None:
         if t.bits != nbits:

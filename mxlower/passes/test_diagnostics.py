@@ -7,6 +7,7 @@ from typing import Any, ClassVar
 
 from mxlower import diagnostics as diag
 from mxlower.bindings import collect_ops
+from mxlower.bindings.jaxlib import ir
 from mxlower.passes.base import ModulePass, option
 
 
@@ -39,8 +40,6 @@ class TestDiagnostics(ModulePass):
     ops: tuple[str, ...] = option((), "only tag these op names (default: all)")
 
     def run(self, op: Any) -> None:
-        from mxlower.bindings.jaxlib import ir
-
         failed: list[diag.PassFailure] = []
         for o in collect_ops(op, pre_order=True):
             attrs = o.attributes
