@@ -15,6 +15,7 @@ import dataclasses
 
 import numpy as np
 
+from mxlower import types
 from mxlower.types import FLOAT_TYPES, WIDE_TYPES, FloatType, float_type
 
 __all__ = [
@@ -42,8 +43,12 @@ class MXFormat:
     max_elem: float
     block_size: int  #: default block size
     scale: str  #: MLIR scale type spelling
-    bits: int  #: element bit width
     global_scale: bool = False  #: takes an optional f32 per-tensor scale (nvfp4)
+
+    @property
+    def bits(self) -> int:
+        """The element bit width (from :mod:`mxlower.types`)."""
+        return types.scalar(self.element).bits
 
     @property
     def element_type(self) -> FloatType | None:
@@ -52,28 +57,35 @@ class MXFormat:
 
     @property
     def scale_type(self) -> FloatType:
+        """The scale's codec description."""
         return FLOAT_TYPES[self.scale]
 
     @property
     def element_dtype(self) -> np.dtype:
-        return np.dtype(np.int8) if self.element == "i8" else self.element_type.dtype
+        """The NumPy / ml_dtypes dtype of one element (int8 for mxint8)."""
+        return types.dtype(self.element)
 
     @property
     def scale_dtype(self) -> np.dtype:
-        return self.scale_type.dtype
+        """The ml_dtypes dtype of one scale."""
+        return types.dtype(self.scale)
 
     @property
     def is_int(self) -> bool:
+        """mxint8: i8 codes meaning code * 2^-6."""
         return self.element == "i8"
 
     @property
     def is_nvfp4(self) -> bool:
+        """nvfp4: E4M3 block scales (not powers of two) and an optional global scale."""
         return self.scale == "f8E4M3FN"
 
     def mlir_element_type(self) -> str:
+        """The element type's MLIR spelling."""
         return self.element
 
     def mlir_scale_type(self) -> str:
+        """The scale type's MLIR spelling."""
         return self.scale
 
     def bytes_per_block(self, block_size: int | None = None) -> float:
@@ -85,13 +97,13 @@ class MXFormat:
 FORMATS: dict[str, MXFormat] = {
     f.name: f
     for f in (
-        MXFormat("mxfp8_e4m3", "f8E4M3FN", 8, 448.0, 32, "f8E8M0FNU", 8),
-        MXFormat("mxfp8_e5m2", "f8E5M2", 15, 57344.0, 32, "f8E8M0FNU", 8),
-        MXFormat("mxfp6_e3m2", "f6E3M2FN", 4, 28.0, 32, "f8E8M0FNU", 6),
-        MXFormat("mxfp6_e2m3", "f6E2M3FN", 2, 7.5, 32, "f8E8M0FNU", 6),
-        MXFormat("mxfp4_e2m1", "f4E2M1FN", 2, 6.0, 32, "f8E8M0FNU", 4),
-        MXFormat("mxint8", "i8", 0, 127.0 / 64.0, 32, "f8E8M0FNU", 8),
-        MXFormat("nvfp4", "f4E2M1FN", None, 6.0, 16, "f8E4M3FN", 4, global_scale=True),
+        MXFormat("mxfp8_e4m3", "f8E4M3FN", 8, 448.0, 32, "f8E8M0FNU"),
+        MXFormat("mxfp8_e5m2", "f8E5M2", 15, 57344.0, 32, "f8E8M0FNU"),
+        MXFormat("mxfp6_e3m2", "f6E3M2FN", 4, 28.0, 32, "f8E8M0FNU"),
+        MXFormat("mxfp6_e2m3", "f6E2M3FN", 2, 7.5, 32, "f8E8M0FNU"),
+        MXFormat("mxfp4_e2m1", "f4E2M1FN", 2, 6.0, 32, "f8E8M0FNU"),
+        MXFormat("mxint8", "i8", 0, 127.0 / 64.0, 32, "f8E8M0FNU"),
+        MXFormat("nvfp4", "f4E2M1FN", None, 6.0, 16, "f8E4M3FN", global_scale=True),
     )
 }
 
