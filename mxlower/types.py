@@ -21,6 +21,7 @@ by :func:`register`, so code that looks a name up at call time sees a registered
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Literal
 
 import ml_dtypes
@@ -37,6 +38,7 @@ __all__ = [
     "dtype",
     "float_type",
     "is_narrow_float",
+    "is_subbyte_float",
     "is_wide_float",
     "of_dtype",
     "register",
@@ -94,12 +96,41 @@ class FloatType:
         return (1 << (self.bits - 1)) - 1 if self.signed else (1 << self.bits) - 1
 
     @property
+    def exponent_mask(self) -> int:
+        """The exponent field's bits (the code of +Inf in an "ieee" type)."""
+        return ((1 << self.exp_bits) - 1) << self.man_bits
+
+    @property
+    def max_code(self) -> int:
+        """The code of the largest finite value (its magnitude bits)."""
+        return {"ieee": self.exponent_mask - 1, "fn": self.magnitude_mask - 1,
+                "fnu": self.magnitude_mask - 1, "none": self.magnitude_mask}[self.special]
+
+    @property
+    def overflow_midpoint(self) -> float:
+        """max + half an ulp: the smallest magnitude round-to-nearest takes past max (ties go
+        to max when its code is even, past it when odd)."""
+        _, e = math.frexp(self.max)  # max = m * 2^e, m in [0.5, 1)
+        return self.max + math.ldexp(1.0, e - 2 - self.man_bits)
+
+    @property
+    def is_subbyte(self) -> bool:
+        """Narrower than a byte (stored one per byte in the low bits, packable)."""
+        return self.bits < 8
+
+    @property
     def has_inf(self) -> bool:
         return self.special == "ieee"
 
     @property
     def has_nan(self) -> bool:
         return self.special != "none"
+
+    def code_of(self, value: float) -> int:
+        """The code of ``value`` in this type (rounded as ml_dtypes' ``astype`` from f64)."""
+        with np.errstate(over="ignore"):
+            return int(np.array(value, np.float64).astype(self.dtype).view(
+                code_dtype(self.dtype))) & ((1 << self.bits) - 1)
 
 
 Kind = Literal["narrow", "wide", "int", "uint", "bool", "index"]
@@ -270,10 +301,18 @@ def float_type(name: str) -> FloatType:
 
 
 def is_narrow_float(name: str) -> bool:
+    """Whether ``name`` is a narrow float type (by MLIR spelling)."""
     t = SCALARS.get(name)
     return t is not None and t.kind == "narrow"
 
 
+def is_subbyte_float(name: str) -> bool:
+    """Whether ``name`` is a narrow float of fewer than 8 bits (f4E2M1FN, f6E2M3FN, ...)."""
+    t = SCALARS.get(name)
+    return t is not None and t.kind == "narrow" and t.codec.is_subbyte
+
+
 def is_wide_float(name: str) -> bool:
+    """Whether ``name`` is one of the wide float types (f64, f32, bf16, f16)."""
     t = SCALARS.get(name)
     return t is not None and t.kind == "wide"

@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 from typing import ClassVar
 
-from mxlower.nvvm_model import CHIPS
+from mxlower.lowering.nvvm_model import CHIPS
 from mxlower.passes.base import Pipeline, option
 
 

@@ -15,9 +15,9 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from mxlower import codec
 from mxlower import reference as R
-from mxlower.formats import FLOAT_TYPES, FloatType
+from mxlower.lowering import codec
+from mxlower.types import FLOAT_TYPES, FloatType
 
 NARROW = list(FLOAT_TYPES)
 WIDE = ["f32", "bf16", "f16", "f64"]  # f64: beyond section 2, defined by reference.convert

@@ -14,11 +14,12 @@ import functools
 import numpy as np
 import pytest
 
-from mxlower import codec, xla_cpu
 from mxlower import reference as R
+from mxlower import xla_cpu
 from mxlower.bindings import jaxlib as J
 from mxlower.dialect.testing import refine_for_inputs
 from mxlower.formats import FLOAT_TYPES
+from mxlower.lowering import codec
 from mxlower.passes.manager import run_pipeline
 
 NARROW = list(FLOAT_TYPES)

@@ -36,9 +36,10 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from mxlower import codec, nvvm_model, ptx
+from mxlower import ptx
 from mxlower import reference as R
 from mxlower.formats import FLOAT_TYPES
+from mxlower.lowering import codec, nvvm_model
 
 N = 1 << 19  # elements per launch (probe sets are processed in chunks of N)
 BLOCK = 256

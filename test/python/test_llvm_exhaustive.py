@@ -21,8 +21,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mxlower import codec, llvm_exec, reference
+from mxlower import llvm_exec, reference
 from mxlower.formats import FLOAT_TYPES
+from mxlower.lowering import codec
 
 pytest.importorskip("mlir.execution_engine")
 

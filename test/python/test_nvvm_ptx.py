@@ -10,9 +10,10 @@ import functools
 
 import pytest
 
-from mxlower import nvvm_model, ptx
+from mxlower import ptx
 from mxlower.bindings import upstream
 from mxlower.formats import FLOAT_TYPES
+from mxlower.lowering import nvvm_model
 
 if upstream.tool("llc") is None or upstream.tool("mlir-translate") is None:
     pytest.skip("xtc's llc / mlir-translate are not installed", allow_module_level=True)
