@@ -531,13 +531,19 @@ def dequantize(elements: Any, scales: Any, format: str = "mxfp8_e4m3", *,  # noq
     if e.ndim == 0:
         raise ValueError("dequantize: argument 'elements' must have at least one dimension")
     ax = _axis(axis, e.ndim, "dequantize")
+    if s.ndim != e.ndim:
+        raise ValueError(f"dequantize: 'elements' has rank {e.ndim} but 'scales' rank {s.ndim}")
+    n = e.shape[ax] * 4 // 3 if packed else e.shape[ax]
+    if block_size is None and s.shape[ax]:  # inferred from the shapes, as the reference does
+        if n % s.shape[ax]:
+            raise ValueError(f"dequantize: {s.shape[ax]} scales do not block {n} elements "
+                             f"along axis {ax}")
+        block_size = n // s.shape[ax]
     spec = KernelSpec("dequantize", format, _wide_name(dtype, "dequantize", "dtype"),
                       block_size=block_size, packed=packed,
                       global_scale=global_scale is not None)
     et, st = jnp.moveaxis(e, ax, -1), jnp.moveaxis(s, ax, -1)
-    shape = list(et.shape)
-    if packed:
-        shape[-1] = shape[-1] * 4 // 3
+    shape = [*et.shape[:-1], n]
     operands = [et, st]
     if global_scale is not None:
         operands.append(jnp.asarray(global_scale, jnp.float32).reshape(()))

@@ -1,0 +1,215 @@
+"""mxlower's fused FFI kernels against mxlower.reference, bit for bit, under jax.jit.
+
+Every format x scale mode x input dtype for quantize, every format x output dtype for
+dequantize, on inputs with NaN/Inf blocks, zero blocks, f32 subnormals, values at the element
+range's edges and every binade; odd and empty shapes, other axes and block sizes (blocks longer
+than a vector go in chunks), packed f6, nvfp4's global scale, jax.vmap, and many calls from
+several threads at once.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from mxlower import reference
+from mxlower.bindings import upstream
+from mxlower.formats import FORMATS, SCALE_MODES
+
+pytestmark = pytest.mark.skipif(not upstream.available(), reason="upstream MLIR not installed")
+
+jax = pytest.importorskip("jax")
+jnp = jax.numpy
+
+from mxlower.execution import ffi  # noqa: E402
+
+WIDE = (np.dtype(np.float32), np.dtype(ml_dtypes.bfloat16), np.dtype(np.float16))
+CASES = [(f, m) for f, fmt in FORMATS.items() for m in (("floor",) if fmt.is_nvfp4
+                                                          else SCALE_MODES)]
+
+
+def hard_inputs(shape, dtype, seed=0) -> np.ndarray:
+    """Random values over many binades, with whole blocks of specials at the front."""
+    rng = np.random.default_rng(seed)
+    x = (rng.standard_normal(shape) * np.exp2(rng.integers(-40, 40, shape))).astype(np.float32)
+    flat = x.reshape(-1)
+    n = flat.size
+    specials = [np.nan, 1.0, -np.inf, 0.0, -0.0, 1e-40, -3e-39, np.inf]
+    flat[: min(8, n)] = specials[: min(8, n)]  # a NaN/Inf block
+    if n >= 160:
+        flat[32:64] = np.float32(2.0 ** -140) * rng.standard_normal(32)  # subnormal block
+        flat[64:96] = -0.0  # an all-zero block
+        flat[96:128] = 448.0 * rng.standard_normal(32)  # the e4m3 range's edge
+        flat[128:160] = np.float32(6.0) * rng.uniform(-1.2, 1.2, 32)  # f4's
+    with np.errstate(over="ignore"):
+        return x.astype(dtype)
+
+
+def codes(a) -> np.ndarray:
+    """The bit patterns of an array (f6 arrays as their codes)."""
+    a = np.asarray(a)
+    if a.dtype in (ml_dtypes.float6_e2m3fn, ml_dtypes.float6_e3m2fn):
+        return reference.bits(a)
+    return a.view({1: np.uint8, 2: np.uint16, 4: np.uint32}[a.dtype.itemsize])
+
+
+def assert_same(got, want, what=""):
+    g, w = codes(got), codes(want)
+    assert g.shape == w.shape, what
+    bad = np.argwhere(g != w)
+    assert not bad.size, f"{what}: {len(bad)} codes differ, first at {bad[0].tolist()}: " \
+        f"{g[tuple(bad[0])]:#x} != {w[tuple(bad[0])]:#x}"
+
+
+def assert_same_values(got, want, what=""):
+    """Equal bit patterns except NaNs, which only need to be NaN."""
+    g = np.asarray(got).astype(np.float32)
+    w = np.asarray(want).astype(np.float32)
+    np.testing.assert_array_equal(np.isnan(g), np.isnan(w), err_msg=what)
+    keep = ~np.isnan(w)
+    np.testing.assert_array_equal(codes(np.asarray(got))[keep], codes(want)[keep], err_msg=what)
+
+
+def q_jit(**kw):
+    return jax.jit(lambda x, *g: ffi.quantize(x, global_scale=g[0] if g else None, **kw))
+
+
+@pytest.mark.parametrize("dtype", WIDE, ids=lambda d: d.name)
+@pytest.mark.parametrize("fmt, mode", CASES)
+def test_quantize_matches_reference(fmt, mode, dtype):
+    x = hard_inputs((3, 8, 64), dtype)
+    q, s = q_jit(format=fmt, scale_mode=mode)(x)
+    rq, rs = reference.quantize(x, fmt, scale_mode=mode)
+    assert_same(s, rs, "scales")
+    if FORMATS[fmt].bits == 6:
+        assert q.dtype == np.uint8
+        assert_same(q, reference.bits(rq), "elements")
+    else:
+        assert q.dtype == rq.dtype
+        assert_same(q, rq, "elements")
+
+
+@pytest.mark.parametrize("dtype", WIDE, ids=lambda d: d.name)
+@pytest.mark.parametrize("fmt", list(FORMATS))
+def test_dequantize_matches_reference(fmt, dtype):
+    x = hard_inputs((5, 128), np.float32, seed=1)
+    rq, rs = reference.quantize(x, fmt)
+    # every element code and both extreme scale codes appear
+    f = FORMATS[fmt]
+    n = 1 << f.bits
+    e = reference.bits(rq) if f.bits == 6 else codes(rq).copy()
+    e.reshape(-1)[:n] = np.arange(n) if not f.is_int else np.arange(n).astype(np.uint8)
+    elements = e if f.bits == 6 else e.view(rq.dtype)
+    sc = codes(rs).copy()
+    sc.reshape(-1)[:3] = [0x00, 0xFF, 0x7F]
+    scales = sc.view(rs.dtype)
+    ref_e = reference.from_bits(e, f.element) if f.bits == 6 else elements
+    want = reference.dequantize(ref_e, scales, fmt, dtype=dtype)
+    y = jax.jit(lambda e, s: ffi.dequantize(e, s, fmt, dtype=dtype))(elements, scales)
+    assert y.dtype == dtype
+    assert_same_values(y, want, fmt)
+
+
+@pytest.mark.parametrize("shape, axis, fmt, k", [
+    ((0, 64), -1, "mxfp8_e4m3", None),
+    ((4, 0), -1, "mxfp4_e2m1", None),
+    ((0,), 0, "nvfp4", None),
+    ((1, 32), -1, "mxfp4_e2m1", None),
+    ((3, 5, 96), -1, "mxfp6_e2m3", None),
+    ((7, 16), 1, "nvfp4", None),
+    ((64, 3, 5), 0, "mxfp8_e5m2", None),
+    ((6, 64, 2), 1, "mxfp4_e2m1", None),
+    ((2, 384), -1, "mxint8", 128),  # blocks of 128: two chunks of 64 lanes
+    ((2, 288), -1, "mxfp4_e2m1", 96),  # three chunks of 32 lanes
+    ((4, 24), -1, "mxfp8_e4m3", 3),  # three-lane vectors
+    ((4, 48), -1, "mxfp6_e3m2", 8),
+])
+def test_shapes_axes_block_sizes(shape, axis, fmt, k):
+    x = hard_inputs(shape, np.float32, seed=2)
+    q, s = q_jit(format=fmt, axis=axis, block_size=k)(x)
+    rq, rs = reference.quantize(x, fmt, axis=axis, block_size=k)
+    f = FORMATS[fmt]
+    assert_same(s, rs, "scales")
+    assert_same(q, reference.bits(rq) if f.bits == 6 else rq, "elements")
+    y = jax.jit(lambda q, s: ffi.dequantize(q, s, fmt, axis=axis, block_size=k))(q, s)
+    assert_same_values(y, reference.dequantize(rq, rs, fmt, axis=axis, block_size=k))
+
+
+@pytest.mark.parametrize("fmt", ["mxfp6_e3m2", "mxfp6_e2m3"])
+def test_packed_f6_is_mx_pack_layout(fmt):
+    x = hard_inputs((4, 2, 64), np.float32, seed=3)
+    q, s = q_jit(format=fmt, scale_mode="rceil", packed=True)(x)
+    rq, rs = reference.quantize(x, fmt, scale_mode="rceil")
+    assert q.shape == (4, 2, 48) and q.dtype == np.uint8
+    assert_same(q, reference.pack(rq, 6))
+    assert_same(s, rs)
+    y = jax.jit(lambda q, s: ffi.dequantize(q, s, fmt, packed=True, dtype=jnp.bfloat16))(q, s)
+    assert y.shape == x.shape
+    assert_same_values(y, reference.dequantize(rq, rs, fmt, dtype="bf16"))
+
+
+@pytest.mark.parametrize("g", [1.0, 3.5e-3, 2.0 ** -130, -448.0 * 6])
+def test_nvfp4_global_scale(g):
+    x = hard_inputs((4, 64), np.float32, seed=4) * np.float32(abs(g) if abs(g) > 1e-30 else 1)
+    q, s = q_jit(format="nvfp4")(x, np.float32(g))
+    rq, rs = reference.quantize(x, "nvfp4", global_scale=g)
+    assert_same(q, rq)
+    assert_same(s, rs)
+    y = jax.jit(lambda q, s, g: ffi.dequantize(q, s, "nvfp4", global_scale=g))(q, s,
+                                                                               np.float32(g))
+    assert_same_values(y, reference.dequantize(rq, rs, "nvfp4", global_scale=g))
+
+
+def test_vmap_and_eager():
+    x = hard_inputs((5, 3, 64), np.float32, seed=5)
+    f = jax.vmap(lambda v: ffi.quantize(v, "mxfp4_e2m1", scale_mode="nearest"))
+    q, s = jax.jit(f)(x)
+    rq, rs = reference.quantize(x, "mxfp4_e2m1", scale_mode="nearest")
+    assert_same(q, rq)
+    assert_same(s, rs)
+    qe, se = ffi.quantize(x, "mxfp4_e2m1", scale_mode="nearest")  # no jit
+    assert_same(qe, rq)
+    assert_same(se, rs)
+    y = jax.vmap(lambda a, b: ffi.dequantize(a, b, "mxfp4_e2m1"), in_axes=(1, 1))(q, s)
+    assert_same_values(y, np.moveaxis(reference.dequantize(rq, rs, "mxfp4_e2m1"), 1, 0))
+
+
+def test_many_calls_from_many_threads():
+    f = jax.jit(lambda x: ffi.quantize(x, "mxfp8_e4m3", scale_mode="rceil"))
+    inputs = [hard_inputs((17, 256), np.float32, seed=s) for s in range(4)]
+    wants = [reference.quantize(x, "mxfp8_e4m3", scale_mode="rceil") for x in inputs]
+    errors: list[str] = []
+
+    def work(t: int) -> None:
+        for i in range(40):
+            j = (t + i) % len(inputs)
+            q, s = f(inputs[j])
+            if not (np.array_equal(codes(q), codes(wants[j][0]))
+                    and np.array_equal(codes(s), codes(wants[j][1]))):
+                errors.append(f"thread {t} call {i}")
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+
+
+def test_argument_errors():
+    x = jnp.ones((4, 64), jnp.float32)
+    with pytest.raises(ValueError, match="unknown MX format 'mxfp3'"):
+        ffi.quantize(x, "mxfp3")
+    with pytest.raises(ValueError, match="unknown scale_mode 'up'"):
+        ffi.quantize(x, "mxfp8_e4m3", scale_mode="up")
+    with pytest.raises(ValueError, match="block size 32 does not divide dimension 0"):
+        ffi.quantize(x, "mxfp8_e4m3", axis=0)
+    with pytest.raises(TypeError, match="must be float32, bfloat16 or float16, got int32"):
+        ffi.quantize(x.astype(jnp.int32))
+    with pytest.raises(ValueError, match="only nvfp4 takes a global scale"):
+        ffi.quantize(x, "mxfp8_e4m3", global_scale=2.0)
+    with pytest.raises(ValueError, match="packed f4 elements need an even block size"):
+        ffi.quantize(x, "mxfp4_e2m1", block_size=1)
