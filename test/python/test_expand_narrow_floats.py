@@ -14,11 +14,13 @@ import functools
 import numpy as np
 import pytest
 
+from mxlower import passes
 from mxlower import reference as R
 from mxlower import xla_cpu
 from mxlower.bindings import jaxlib as J
+from mxlower.diagnostics import PassFailure
 from mxlower.dialect.testing import refine_for_inputs
-from mxlower.formats import FLOAT_TYPES
+from mxlower.formats import FLOAT_TYPES, get_format
 from mxlower.lowering import codec
 from mxlower.passes.manager import run_pipeline
 
@@ -217,8 +219,6 @@ func.func @main(%i: tensor<256xi8>, %u: tensor<5xui32>, %e: tensor<256xf8E4M3FN>
 
 
 def _errors(text: str, pipeline: str = "builtin.module(mxlower-expand-narrow-floats)"):
-    from mxlower.diagnostics import PassFailure
-
     with J.make_context():
         m = J.ir.Module.parse(text)
         before = str(m)
@@ -262,8 +262,6 @@ def test_nested_anchor_is_an_error():
 
 
 def _mx_pipeline_available() -> bool:
-    from mxlower import passes
-
     try:
         return passes.get("mxlower-mx-to-stablehlo") is not None
     except ImportError:  # pragma: no cover - the MX passes are not in this checkout
@@ -278,8 +276,6 @@ MX_FORMATS = ["mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e3m2", "mxfp6_e2m3", "mxfp4_e2m
 def test_mx_pipeline_runs_every_format_on_xla_cpu(fmt):
     """builtin.module(mxlower-mx-to-stablehlo,mxlower-expand-narrow-floats): quantize and
     dequantize compile and run on XLA:CPU (f6 included) and match the oracle."""
-    from mxlower.formats import get_format
-
     f = get_format(fmt)
     el, sc = f.element, f.scale
     text = f"""

@@ -28,14 +28,18 @@ uses import no MLIR)::
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
+import pathlib
 import re
+import subprocess
 import sys
 
 import ml_dtypes
 import numpy as np
 import pytest
 
+import mxlower
 from mxlower import ptx
 from mxlower import reference as R
 from mxlower.formats import FLOAT_TYPES
@@ -219,11 +223,6 @@ def build_image(chip: str, hardware: bool) -> tuple[bytes, str]:
 def _fingerprint() -> str:
     """A hash of what the images are built from: mxlower's sources and this file (whose
     kernels they hold).  Computable without MLIR, so the GPU side can check carried images."""
-    import hashlib
-    import pathlib
-
-    import mxlower
-
     h = hashlib.sha256()
     files = sorted(pathlib.Path(mxlower.__file__).parent.rglob("*.py")) + [pathlib.Path(__file__)]
     for path in files:
@@ -396,8 +395,6 @@ def test_prebuilt_images_are_what_the_tests_load(tmp_path, monkeypatch):
 def test_the_gpu_side_imports_no_mlir(tmp_path):
     """On a GPU machine without jaxlib or the xtc wheels, this module and what it imports
     load, and find carried images (imports of jax, jaxlib or mlir fail in the child)."""
-    import subprocess
-
     build_images(str(tmp_path), ["sm_90a"])
     here = os.path.dirname(os.path.abspath(__file__))
     code = f"""

@@ -7,6 +7,8 @@ the runner's API: signatures, out-parameters, errors, buffer ownership, crash is
 
 from __future__ import annotations
 
+import importlib.util
+import pathlib
 import re
 import subprocess
 import sys
@@ -344,9 +346,6 @@ def test_command_line(tmp_path):
 
 
 def test_benchmark_script_runs(capsys):
-    import importlib.util
-    import pathlib
-
     path = pathlib.Path(__file__).resolve().parents[2] / "bench" / "bench_convert_llvm.py"
     spec = importlib.util.spec_from_file_location("bench_convert_llvm", path)
     mod = importlib.util.module_from_spec(spec)

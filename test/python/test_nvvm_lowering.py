@@ -12,16 +12,22 @@
 from __future__ import annotations
 
 import functools
+import re
 
 import ml_dtypes
 import numpy as np
 import pytest
 
-from mxlower import codec, llvm_exec
+from mxlower import diagnostics as diag
+from mxlower import llvm_exec
 from mxlower import reference as R
 from mxlower.bindings import upstream
 from mxlower.formats import FLOAT_TYPES
-from mxlower.passes import lower_narrow_floats_to_nvvm as L
+from mxlower.lowering import codec
+from mxlower.lowering import nvvm as L
+from mxlower.lowering import nvvm_model as M
+from mxlower.passes.lower_narrow_floats_to_nvvm import LowerNarrowFloatsToNVVM
+from mxlower.tools.translate import _target_chip
 
 pytest.importorskip("mlir.execution_engine")
 ir = upstream.module("ir")
@@ -32,7 +38,7 @@ vector = upstream.module("dialects.vector")
 def lower(text: str, **opts) -> str:
     with upstream.context():
         m = ir.Module.parse(text)
-        L.LowerNarrowFloatsToNVVM(**opts).run(m.operation)
+        LowerNarrowFloatsToNVVM(**opts).run(m.operation)
         m.operation.verify()
         return str(m)
 
@@ -70,8 +76,6 @@ def test_f16_pairs_use_shuffles_and_the_tail_pairs_with_itself():
     out = lower(_fn("f16", "f8E4M3FN", "3"), chip="sm_89")
     assert "vector.shuffle %arg0, %arg0 [0, 1]" in out
     assert out.count("nvvm.convert.f16x2.to.f8x2") == 2
-    import re
-
     assert re.search(r"vector\.from_elements (%\w+), \1 : vector<2xf16>", out)
 
 
@@ -97,8 +101,6 @@ def test_chip_from_the_gpu_module_target():
     (_fn("f32", "f4E2M1FN").replace("vector<4x", "tensor<4x"), "handles scalars and fixed"),
 ])
 def test_errors(text, msg):
-    from mxlower import diagnostics as diag
-
     eng = diag.DiagnosticEngine()
     with eng.activate(), pytest.raises(diag.PassFailure):
         lower(text)
@@ -262,7 +264,7 @@ def _compiled(chip: str):
     text = "\n".join(fns)
     with upstream.context():
         m = ir.Module.parse(text)
-        L.LowerNarrowFloatsToNVVM(chip=chip).run(m.operation)
+        LowerNarrowFloatsToNVVM(chip=chip).run(m.operation)
         n = emulate_nvvm(m)
         m.operation.verify()
         lowered = str(m)
@@ -306,8 +308,6 @@ def test_cpu_emulation_extf():
 
 def test_cpu_emulation_directed_e8m0():
     h, _ = _compiled("sm_100a")
-    from mxlower import nvvm_model as M
-
     for s, r, w in DIRECTED:
         x = _probes("f32")
         with np.errstate(over="ignore", invalid="ignore"):  # f32 probes beyond bf16 range
@@ -319,8 +319,6 @@ def test_cpu_emulation_directed_e8m0():
 
 
 def test_several_target_chips_need_the_option():
-    from mxlower import diagnostics as diag
-
     text = ('gpu.module @k [#nvvm.target<chip = "sm_90a">, #nvvm.target<chip = "sm_100a">] {\n'
             '  gpu.func @f(%x: f32) {\n    %y = arith.truncf %x : f32 to f4E2M1FN\n'
             '    gpu.return\n  }\n}\n')
@@ -332,8 +330,6 @@ def test_several_target_chips_need_the_option():
 
 
 def test_translate_takes_the_chip_of_the_chosen_gpu_module():
-    from mxlower.tools.translate import _target_chip
-
     text = ('// #nvvm.target<chip = "sm_50">\ngpu.module @a [#nvvm.target<chip = "sm_89">] {\n}\n'
             'gpu.module @b [#nvvm.target<chip = "sm_120a">] {\n}\n')
     assert _target_chip(text) == "sm_89"

@@ -20,10 +20,11 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from mxlower import codec, nvvm_model as M
 from mxlower import reference as R
 from mxlower.formats import FLOAT_TYPES, FORMATS
-from mxlower.passes import lower_narrow_floats_to_nvvm as L
+from mxlower.lowering import codec
+from mxlower.lowering import nvvm as L
+from mxlower.lowering import nvvm_model as M
 
 NARROW = list(FLOAT_TYPES)
 WIDE = ["f32", "bf16", "f16"]

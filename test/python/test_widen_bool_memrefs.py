@@ -17,7 +17,7 @@ import pytest
 from mxlower import llvm_exec
 from mxlower.bindings import jaxlib as J
 from mxlower.bindings import upstream
-from mxlower.diagnostics import PassFailure
+from mxlower.diagnostics import DiagnosticEngine, PassFailure
 from mxlower.passes.manager import run_pipeline
 from mxlower.tools.run import run_module
 
@@ -146,7 +146,6 @@ def test_static_bools_match_numpy_and_xla(opts):
 
 def _widen_upstream(text: str) -> str:
     """Run the pass on upstream-only IR (linalg, bufferization: jaxlib cannot parse them)."""
-    from mxlower.diagnostics import DiagnosticEngine
     from mxlower.tools.source import parse_module
 
     engine = DiagnosticEngine()
