@@ -72,6 +72,12 @@ def location_of(obj: Any) -> tuple[str | None, int, int]:
     return (m.group(1).replace('\\"', '"'), int(m.group(2)), int(m.group(3)))
 
 
+class InputError(Exception):
+    """Bad input to a library entry point or a tool -- a missing or unreadable file, a malformed
+    argument, a module that cannot run: one line (or a few diagnostics) for the user, no
+    traceback.  The command-line tools print it as ``tool: error: message`` and exit 1."""
+
+
 class PassFailure(Exception):
     """Raised to stop a pass after its diagnostics have been recorded."""
 

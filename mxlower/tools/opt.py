@@ -12,13 +12,20 @@ whole run succeeds.
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import sys
 from typing import Any
 
 import mxlower
+from mxlower import passes as registry
+from mxlower.bindings import jaxlib as J
 from mxlower.diagnostics import Diagnostic, DiagnosticEngine
-from mxlower.tools.source import (ArgParser, CliError, check_dialects, cli_main, parse_module,
-                                  print_diagnostics, read_source, split_input, write_atomic)
+from mxlower.ir.source import check_dialects, parse_module, read_source, split_input
+from mxlower.pipeline.manager import PassPipeline
+from mxlower.pipeline.parser import PipelineError
+from mxlower.tools.source import (ArgParser, CliError, check_output_path, cli_main,
+                                  print_diagnostics, write_atomic)
+from mxlower.tools.verify import parse_expected, verify
 
 PROG = "mxlower-opt"
 
@@ -57,12 +64,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def version_string() -> str:
-    import importlib.metadata as md
-
     def v(pkg: str) -> str:
         try:
-            return md.version(pkg)
-        except md.PackageNotFoundError:
+            return importlib.metadata.version(pkg)
+        except importlib.metadata.PackageNotFoundError:
             return "not installed"
 
     return (f"{PROG} {mxlower.__version__}\n"
@@ -71,8 +76,6 @@ def version_string() -> str:
 
 
 def list_passes(out: Any) -> None:
-    from mxlower import passes as registry
-
     def describe(names: list[str], title: str) -> None:
         out.write(f"{title}:\n")
         for name in names:
@@ -96,9 +99,6 @@ def list_passes(out: Any) -> None:
 def _split_pass_flags(argv: list[str], parser: argparse.ArgumentParser,
                       ctx_factory) -> tuple[list[str], list[str]]:
     """Separate per-pass flags (``--name`` / ``--name=opts``) from driver arguments."""
-    from mxlower import passes as registry
-    from mxlower.passes.manager import PassPipeline
-
     driver_flags = set(parser._option_string_actions)  # noqa: SLF001
     rest, passes = [], []
     ctx = None
@@ -126,11 +126,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str]) -> int:
-    from mxlower.bindings import jaxlib as J
-    from mxlower.passes import registry_unknown_flag_hint
-    from mxlower.passes.manager import PassPipeline
-    from mxlower.passes.pipeline import PipelineError
-
     parser = build_parser()
     ctx_holder: list[Any] = []
 
@@ -144,7 +139,8 @@ def _main(argv: list[str]) -> int:
                and "--" + a[2:].partition("=")[0] not in parser._option_string_actions]  # noqa: SLF001
     if unknown:
         name = unknown[0][2:].partition("=")[0]
-        raise CliError(f"unknown option or pass '--{name}'{registry_unknown_flag_hint(name)}")
+        raise CliError(f"unknown option or pass '--{name}'"
+                       f"{registry.registry_unknown_flag_hint(name)}")
     args = parser.parse_args(rest)
 
     if args.version:
@@ -153,6 +149,7 @@ def _main(argv: list[str]) -> int:
     if args.list_passes:
         list_passes(sys.stdout)
         return 0
+    check_output_path(args.output)
     if args.pipeline is not None and pass_flags:
         raise CliError("--pass-pipeline cannot be combined with per-pass flags "
                        f"(--{pass_flags[0].split('{')[0]})")
@@ -174,14 +171,12 @@ def _main(argv: list[str]) -> int:
 
     name, text = read_source(args.input)
     sources = {name: text.splitlines()}
-    outputs: list[str] = []
+    outputs: list[str] = []  # one per chunk, "" for a chunk that failed (as mlir-opt prints)
     failed = False
     for chunk in split_input(text, args.split_input_file):
         engine = DiagnosticEngine()
-        ok = _process(chunk.text, name, ctx, engine, pipeline, args, J, outputs)
+        ok = _process(chunk.text, name, ctx, engine, pipeline, args, outputs)
         if args.verify_diagnostics:
-            from mxlower.tools.verify import parse_expected, verify
-
             expected, problems = parse_expected(chunk.text, chunk.first_line)
             for p in problems:
                 p.file = name
@@ -193,14 +188,19 @@ def _main(argv: list[str]) -> int:
             if engine.diagnostics:
                 print_diagnostics(engine.diagnostics, sources)
             failed |= not ok
-    if failed:
-        return 1
-    write_atomic(args.output, "// -----\n".join(outputs))
-    return 0
+    result = "// -----\n".join(outputs)
+    if not failed or args.output == "-":
+        # like mlir-opt: the chunks that succeeded are printed even when another one failed;
+        # an output file is written only when every chunk succeeded
+        write_atomic(args.output, result)
+    return 1 if failed else 0
 
 
 def _process(text: str, name: str, ctx: Any, engine: DiagnosticEngine, pipeline: Any,
-             args: argparse.Namespace, J: Any, outputs: list[str]) -> bool:
+             args: argparse.Namespace, outputs: list[str]) -> bool:
+    """Parse, verify and transform one chunk; its printed result goes to ``outputs`` ("" when
+    it fails)."""
+    outputs.append("")
     module = parse_module(text, name, ctx, engine, J.ir)
     if module is None:
         return False
@@ -215,8 +215,8 @@ def _process(text: str, name: str, ctx: Any, engine: DiagnosticEngine, pipeline:
                           print_debuginfo=args.mlir_print_debuginfo)
     if module is None:
         return False
-    outputs.append(module.get_asm(enable_debug_info=args.mlir_print_debuginfo,
-                                  print_generic_op_form=args.mlir_print_op_generic) + "\n")
+    outputs[-1] = module.get_asm(enable_debug_info=args.mlir_print_debuginfo,
+                                 print_generic_op_form=args.mlir_print_op_generic) + "\n"
     return True
 
 

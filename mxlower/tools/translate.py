@@ -17,16 +17,21 @@ from __future__ import annotations
 import argparse
 import re
 
+from mxlower.bindings import jaxlib as J
+from mxlower.bindings import upstream
 from mxlower.diagnostics import Diagnostic, DiagnosticEngine
-from mxlower.tools.source import (ArgParser, CliError, cli_main, parse_module,
-                                  print_diagnostics, read_source, write_atomic)
+from mxlower.execution import ptx
+from mxlower.ir.source import parse_module, read_source
+from mxlower.lowering.nvvm_model import CHIPS
+from mxlower.pipeline.manager import PassPipeline
+from mxlower.pipeline.parser import PipelineError
+from mxlower.tools.source import (ArgParser, CliError, check_output_path, cli_main,
+                                  print_diagnostics, write_atomic)
 
 PROG = "mxlower-translate"
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from mxlower.nvvm_model import CHIPS
-
     p = ArgParser(prog=PROG, description="Lower GPU kernels with narrow-float conversions "
                    "to LLVM IR or PTX for an NVIDIA chip (llc from the xtc wheels).")
     p.add_argument("input", nargs="?", default="-", help="input file ('-' for stdin, default)")
@@ -72,12 +77,10 @@ def _target_chip(text: str, gpu_module: str | None = None) -> str | None:
 
 
 def _main(argv: list[str]) -> int:
-    from mxlower import ptx
-    from mxlower.nvvm_model import CHIPS
-
     args = build_parser().parse_args(argv)
     if args.no_pipeline and args.pipeline:
         raise CliError("--no-pipeline and --pass-pipeline exclude each other")
+    check_output_path(args.output)
     name, text = read_source(args.input)
     chip = args.chip or _target_chip(text, args.gpu_module)
     if chip is not None and chip not in CHIPS:
@@ -87,7 +90,10 @@ def _main(argv: list[str]) -> int:
                        "#nvvm.target<chip = \"sm_XX\">")
     engine = DiagnosticEngine()
     sources = {name: text.splitlines()}
-    if args.no_pipeline:
+    if args.no_pipeline:  # checked by upstream MLIR's parser (LLVM + NVVM dialects) first
+        if parse_module(text, name, upstream.context(), engine, upstream.module("ir")) is None:
+            print_diagnostics(engine.diagnostics, sources)
+            return 1
         lowered = text
     else:
         lowered = _lower(text, name, chip, args, engine)
@@ -120,11 +126,6 @@ def _main(argv: list[str]) -> int:
 def _lower(text: str, name: str, chip: str | None, args: argparse.Namespace,
            engine: DiagnosticEngine) -> str | None:
     """Run the pipeline; the resulting module's text, or None with diagnostics in engine."""
-    from mxlower.bindings import jaxlib as J
-    from mxlower.bindings import upstream
-    from mxlower.passes.manager import PassPipeline
-    from mxlower.passes.pipeline import PipelineError
-
     if args.pipeline:
         pipe_text = args.pipeline
     else:

@@ -9,6 +9,8 @@ import numpy as np
 import pytest
 
 from mxlower import reference as R
+from mxlower.ir import literals as L
+from mxlower.ir.signature import Signature, TensorSpec
 from mxlower.tools import run as T
 
 MODULE = """
@@ -89,8 +91,9 @@ def test_compare_mismatch_exits_2_and_tolerance_is_applied(tmp_path, module_file
 
 
 def test_random_inputs_are_seeded_and_typed():
-    sig = T.Signature("main", [((4, 8), "f32"), ((4, 1), "f8E8M0FNU"), ((8,), "f4E2M1FN"),
-                               ((2,), "i1"), ((3,), "ui8")], [])
+    sig = Signature("main", tuple(TensorSpec(e, s) for s, e in [
+        ((4, 8), "f32"), ((4, 1), "f8E8M0FNU"), ((8,), "f4E2M1FN"), ((2,), "i1"),
+        ((3,), "ui8")]), ())
     a = T.random_inputs(sig, 5)
     b = T.random_inputs(sig, 5)
     c = T.random_inputs(sig, 6)
@@ -182,14 +185,37 @@ def test_literals_parse_back_exactly(elt, values, bits):
     from mxlower.bindings import jaxlib as J
 
     a = values.reshape(1, -1)
-    text = T.format_literal(a, elt, bits=bits)
+    text = L.format_literal(a, elt, bits=bits)
     with J.make_context():
         attr = J.ir.Attribute.parse(text)
-    back = T._attr_to_array(attr, a.shape, elt)
-    if a.dtype == np.bool_:
-        assert back.tolist() == a.tolist()
-    else:
-        assert R.bits(back).tolist() == R.bits(a).tolist(), text
+    for source in (attr, str(attr), text):  # the bindings' attribute, MLIR's text, ours
+        back = L.parse_dense(source, a.shape, elt)
+        if a.dtype == np.bool_:
+            assert back.tolist() == a.tolist()
+        else:
+            assert R.bits(back).tolist() == R.bits(a).tolist(), text
+
+
+def test_literals_of_no_elements_and_hex_blobs():
+    """Zero-size arrays print as MLIR does (dense<>); a literal printed as one hex string of
+    its storage reads back; a literal with the wrong element count is an error."""
+    from mxlower.bindings import jaxlib as J
+
+    with J.make_context():
+        for shape in ((0,), (0, 4), (3, 0)):
+            text = L.format_literal(np.zeros(shape, np.float32), "f32")
+            assert text.startswith("dense<> : ")
+            assert str(J.ir.Attribute.parse(text)) == text
+            assert L.parse_dense(text, shape, "f32").shape == shape
+        codes = np.arange(200, dtype=np.uint8) % 16
+        blob = J.ir.Attribute.parse(f"dense<{codes.tolist()}> : tensor<200xi8>")
+        assert '"0x' in str(blob)  # MLIR prints a large attribute as one hex string
+    back = L.parse_dense(str(blob).replace("xi8>", "xf4E2M1FN>"), (200,), "f4E2M1FN")
+    assert R.bits(back).tolist() == codes.tolist()
+    assert L.element_codes("1.5", "f4E2M1FN", 1).tolist() == [3]
+    assert L.element_codes("-0.0", "f6E2M3FN", 2).tolist() == [0x20, 0x20]  # a splat
+    with pytest.raises(L.LiteralError, match="expected 3 elements of f32, found 2"):
+        L.parse_dense("dense<[1.0, 2.0]> : tensor<3xf32>", (3,), "f32")
 
 
 def test_run_module_library_api():

@@ -1,0 +1,235 @@
+"""MLIR source text into modules, as mlir-opt reads it.
+
+Reading a file or stdin, splitting on ``// -----`` with the original line numbers kept, parsing
+with mlir-opt's implicit top-level module, and rejecting the ops of dialects nobody registered.
+Works with either binding stack: the caller passes the stack's ``ir`` module and a context.
+
+Before the text reaches MLIR's parser, :func:`check_text` refuses two kinds of input the parser
+itself cannot survive (both found by fuzzing): brackets nested so deep that the recursive
+descent overflows the C stack (SIGSEGV at a few thousand levels), and a malformed value in the
+file's ``{-# dialect_resources ... #-}`` metadata, after which jaxlib's parser reads past the
+end of the buffer (SIGSEGV) and upstream MLIR's asserts (SIGABRT).  Both come back as one
+located error like any parse error.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import sys
+from typing import Any
+
+from mxlower.bindings import collect_ops
+from mxlower.diagnostics import Diagnostic, DiagnosticEngine, InputError, location_of
+
+__all__ = ["MAX_NESTING", "Chunk", "check_dialects", "check_text", "parse_module",
+           "read_source", "split_input"]
+
+_SPLIT_RE = re.compile(r"^// -----\s*$")
+_MULTI_TOP = "source must contain a single top-level operation"
+
+#: The deepest bracket nesting (``{ ( [ <`` together) accepted.  MLIR's parser, verifier and
+#: printer recurse once per level: jaxlib's parser overflows the default 8 MiB stack at about
+#: 6,000 levels; real programs stay below 100.
+MAX_NESTING = 1000
+
+# The tokens the scan looks at: strings (terminated on their line or not), comments, the file
+# metadata brackets, '->' (not a closing '>') and the brackets.
+_SCAN_RE = re.compile(r'"(?:[^"\\\n]|\\[^\n])*("?)|//[^\n]*|\{-#|#-\}|->|[{}()\[\]<>]')
+_CLOSERS = {"}": "{", ")": "(", "]": "[", ">": "<"}
+_OPENERS = frozenset("{([<")
+# What the file metadata section holds: keys, strings, punctuation, booleans and integers.
+_META_RE = re.compile(r'\s+|//[^\n]*|"(?:[^"\\\n]|\\[^\n])*("?)|#-\}|[A-Za-z_][\w$.\-]*'
+                      r'|-?\d+|[{}:,]')
+
+
+def read_source(path: str) -> tuple[str, str]:
+    """(display name, text) of a file path or '-' for stdin; :class:`InputError` if unreadable."""
+    if path == "-":
+        return "<stdin>", sys.stdin.read()
+    try:
+        with open(path, encoding="utf-8") as f:
+            return path, f.read()
+    except FileNotFoundError:
+        raise InputError(f"could not open input file '{path}': no such file") from None
+    except IsADirectoryError:
+        raise InputError(f"could not open input file '{path}': is a directory") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise InputError(f"could not read input file '{path}': {e}") from None
+
+
+@dataclasses.dataclass
+class Chunk:
+    """One ``// -----`` separated piece of an input file."""
+
+    text: str  #: padded with blank lines so line numbers match the original file
+    first_line: int  #: 1-based line of the chunk's first line in the file
+
+
+def split_input(text: str, split: bool) -> list[Chunk]:
+    """The chunks of ``text`` (``--split-input-file``), or the whole text as one chunk."""
+    if not split:
+        return [Chunk(text, 1)]
+    chunks: list[Chunk] = []
+    lines = text.splitlines(keepends=True)
+    start = 0
+    for i, line in enumerate(lines + ["// -----\n"]):
+        if _SPLIT_RE.match(line):
+            chunks.append(Chunk("\n" * start + "".join(lines[start:i]), start + 1))
+            start = i + 1
+    return chunks
+
+
+def _line_col(text: str, pos: int) -> tuple[int, int]:
+    return text.count("\n", 0, pos) + 1, pos - (text.rfind("\n", 0, pos) + 1) + 1
+
+
+def check_text(text: str, name: str, *, max_nesting: int = MAX_NESTING) -> Diagnostic | None:
+    """The error that keeps ``text`` away from MLIR's parser, or None when it may be parsed.
+
+    Refused: brackets nested deeper than ``max_nesting``, and file metadata (``{-# ... #-}``)
+    holding anything but keys, strings, booleans and integers -- in particular a string cut off
+    by the end of its line or of the input (a truncated ``dialect_resources`` blob) -- or a
+    resource blob whose alignment prefix is zero."""
+    if "{-#" in text:
+        problem = _check_metadata(text, name)
+        if problem is not None:
+            return problem
+    if sum(text.count(c) for c in "{([<") <= max_nesting:
+        return None  # cannot nest deeper: skip the scan
+    stack: list[str] = []
+    for m in _SCAN_RE.finditer(text):
+        tok = m.group(0)
+        if tok in _CLOSERS:
+            if stack and stack[-1] == _CLOSERS[tok]:
+                stack.pop()
+        elif tok in _OPENERS:
+            stack.append(tok)
+            if len(stack) > max_nesting:
+                line, col = _line_col(text, m.start())
+                return Diagnostic("error", f"brackets nest more than {max_nesting} levels "
+                                  "deep here; mxlower refuses such input (MLIR's recursive "
+                                  "parser would overflow the stack)", name, line, col)
+        elif tok == "{-#":
+            break  # the metadata section, checked above
+    return None
+
+
+def _check_metadata(text: str, name: str) -> Diagnostic | None:
+    """Lex the file metadata section the way MLIR's lexer would see it; report the first token
+    MLIR's resource parser would consume as an error token."""
+    start = None
+    for m in _SCAN_RE.finditer(text):  # the '{-#' outside strings and comments
+        if m.group(0) == "{-#":
+            start = m.end()
+            break
+    if start is None:
+        return None
+    pos = start
+    prev_key = None
+    while pos < len(text):
+        m = _META_RE.match(text, pos)
+        tok = m.group(0) if m else text[pos]
+        line, col = _line_col(text, pos)
+        if m is None:
+            return Diagnostic("error", f"unexpected character '{tok}' in the file metadata "
+                              "({-# ... #-})", name, line, col)
+        if tok.startswith('"'):
+            if not m.group(1):
+                return Diagnostic("error", "expected '\"' in string literal (a string in the "
+                                  "file metadata ends with its line)", name, line, col)
+            blob = re.fullmatch(r'"0x([0-9A-Fa-f]{8})[0-9A-Fa-f]*"', tok)
+            if blob and int.from_bytes(bytes.fromhex(blob.group(1)), "little") == 0:
+                return Diagnostic("error", f"the hex blob of resource '{prev_key}' encodes "
+                                  "alignment 0 in its first 4 bytes (want a power of 2)",
+                                  name, line, col)
+        elif tok == "#-}":
+            return None
+        elif tok[0].isalpha() or tok[0] == "_":
+            prev_key = tok
+        pos = m.end()
+    return None
+
+
+def _first_code_line(lines: list[str]) -> int:
+    for i, line in enumerate(lines):
+        s = line.strip()
+        if s and not s.startswith("//"):
+            return i
+    return -1
+
+
+def _wrap_in_module(text: str) -> str:
+    """Wrap several top-level ops in ``module {...}`` without moving any of them."""
+    lines = text.split("\n")
+    first = _first_code_line(lines)
+    if first > 0:  # the line above the first op holds only comments: prefix it there
+        lines[first - 1] = "module {" + lines[first - 1]
+    else:
+        lines[0] = "module {" + lines[0]
+    return "\n".join(lines) + "\n}\n"
+
+
+def parse_module(text: str, name: str, ctx: Any, engine: DiagnosticEngine,
+                 ir: Any) -> Any | None:
+    """Parse ``text`` as mlir-opt does: one ``builtin.module``, or ops wrapped in an implicit one.
+
+    ``ir`` is the binding stack's ``ir`` module, ``ctx`` a context of it.  Returns the module
+    operation, or None with the diagnostics (the parser's, or :func:`check_text`'s) in
+    ``engine``.
+    """
+    problem = check_text(text, name)
+    if problem is not None:
+        engine.record(problem)
+        return None
+    if not text.endswith("\n"):
+        text += "\n"  # no token may end at the very end of the buffer (see check_text)
+
+    def attempt(src: str) -> Any:
+        with engine.capture(ctx):
+            try:
+                return ir.Operation.parse(src, source_name=name, context=ctx)
+            except MemoryError:  # std::bad_alloc from a size in the input
+                engine.record(Diagnostic("error", "out of memory while parsing the input",
+                                         name, 1, 1))
+                return None
+
+    try:
+        op = attempt(text)
+    except ir.MLIRError as err:
+        if _MULTI_TOP not in str(err):
+            engine.add_mlir_error(err)
+            return None
+        lines = text.split("\n")
+        if _first_code_line(lines) < 0:  # nothing but comments: an empty module
+            with ctx:
+                return ir.Module.create(ir.Location.file(name, 1, 1)).operation
+        try:
+            op = attempt(_wrap_in_module(text))
+        except ir.MLIRError as err2:
+            engine.add_mlir_error(err2)
+            return None
+    if op is None:
+        return None
+    op = op.operation
+    if op.name == "builtin.module":
+        return op
+    with ctx:
+        module = ir.Module.create(op.location)
+        module.body.append(op)
+        return module.operation
+
+
+def check_dialects(module: Any, ctx: Any, engine: DiagnosticEngine, allow_unregistered: bool,
+                   allowed_prefixes: tuple[str, ...] = ("mx.",)) -> bool:
+    """Reject ops of unregistered dialects other than mxlower's own, unless allowed."""
+    if allow_unregistered:
+        return True
+    bad = collect_ops(module, lambda o: not ctx.is_registered_operation(o.name)
+                      and not o.name.startswith(allowed_prefixes))
+    for o in bad:
+        dialect = o.name.split(".")[0]
+        engine.record(Diagnostic(
+            "error", f"operation '{o.name}' of unregistered dialect '{dialect}' (pass "
+            "--allow-unregistered-dialect to accept it)", *location_of(o)))
+    return not bad
