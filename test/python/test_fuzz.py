@@ -1,0 +1,166 @@
+"""Mutation fuzzing of the command-line tools (test/fuzz/), in CI: the hand-made bad inputs of
+issue 11, then mutants of the lit corpus with a fixed seed.  No invocation may crash, hang, print
+a traceback or an internal error, exit other than 0/1/2, or fail without clear error lines.
+
+More on demand (reproducers of each distinct failure go under MXLOWER_FUZZ_OUT/failures/)::
+
+    MXLOWER_FUZZ_CASES=5000 MXLOWER_FUZZ_SEED=7 MXLOWER_FUZZ_OUT=/tmp/fuzz \\
+        python -m pytest -q test/python/test_fuzz.py -k mutants
+    python test/fuzz/mutate.py --cases 5000 --seed 7 --out /tmp/fuzz      # the same, standalone
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import sys
+from pathlib import Path
+
+import pytest
+
+FUZZ = Path(__file__).resolve().parents[1] / "fuzz"
+sys.path.insert(0, str(FUZZ))
+
+import corpus as C  # noqa: E402
+import harness as H  # noqa: E402
+import mutate as M  # noqa: E402
+
+CASES = int(os.environ.get("MXLOWER_FUZZ_CASES", "600"))
+SEED = int(os.environ.get("MXLOWER_FUZZ_SEED", "0"))
+TIMEOUT = float(os.environ.get("MXLOWER_FUZZ_TIMEOUT", "60"))
+
+
+def _out(tmp_path: Path, name: str) -> Path:
+    base = os.environ.get("MXLOWER_FUZZ_OUT")
+    return Path(base) / name if base else tmp_path / name
+
+
+# --- the oracle and the harness catch what they must ---------------------------------------
+
+def _outcome(rc, stderr="", stdout_bytes=0):
+    return H.Outcome(rc, stdout_bytes, stderr, 0.1, "worker")
+
+
+_OPT = H.Invocation("opt", (H.INPUT,))
+
+
+@pytest.mark.parametrize(("rc", "stderr", "kind"), [
+    (-11, "x.mlir:1:1: error: expected hex string blob\n", "crash"),
+    (None, "", "hang"),
+    (1, "Traceback (most recent call last):\n  File \"/a/mxlower/x.py\", line 3, in f\n"
+        "RecursionError: maximum recursion depth exceeded\n", "traceback"),
+    (1, "x.mlir:1:1: error: internal error in pass 'mxlower-legalize-xla-mx': TypeError: "
+        "unhashable type: 'list'\n", "internal-error"),
+    (3, "x.mlir:1:1: error: bad\n", "exit-code"),
+    (1, "something failed\n", "unclear-error"),
+    (1, "", "unclear-error"),
+    (1, "x.mlir:1:1: warning: odd\n", "unclear-error"),
+])
+def test_oracle_flags(rc, stderr, kind):
+    verdict = H.judge(_OPT, _outcome(rc, stderr))
+    assert verdict is not None and verdict[0] == kind, verdict
+
+
+def test_oracle_flags_output_on_failure():
+    verdict = H.judge(_OPT, _outcome(1, "x.mlir:1:1: error: bad\n", stdout_bytes=10))
+    assert verdict is not None and verdict[0] == "output-on-failure"
+
+
+@pytest.mark.parametrize("stderr", [
+    "x.mlir:2:5: error: expected ')'\n  %0 = foo(\n    ^\n",
+    "mxlower-opt: error: could not open input file 'x': no such file\n",
+    "usage: mxlower-opt [-h] ...\nmxlower-opt: error: unrecognized arguments: --x\n",
+    "error: module has no location\n",
+    "x.mlir:1:1: warning: unused\nx.mlir:2:1: error: bad\n",
+])
+def test_oracle_accepts_clear_errors(stderr):
+    assert H.judge(_OPT, _outcome(1, stderr)) is None
+    assert H.judge(_OPT, _outcome(0, "x.mlir:1:1: remark: fine\n")) is None
+
+
+def test_harness_catches_crash_hang_and_traceback(tmp_path):
+    """Stand-in tools (test/fuzz/selftest.py) misbehave in every way the oracle knows: the worker
+    is restarted after the crash and the hang, each failure is confirmed in a fresh process and
+    gets a reproducer, and the clean errors between them pass."""
+    inv = {name: H.Invocation(f"selftest:{name}", (H.INPUT,))
+           for name in ("ok", "segfault", "clean_error", "hang", "traceback", "tool_error",
+                        "internal_error", "garbage", "odd_status", "ok")}
+    case = H.Case("mutant-selftest-0", "module {}\n", list(inv.values()))
+    report = H.Fuzzer(tmp_path, jobs=1, timeout=3, memory_gib=0).run([case])
+    kinds = {f.kind: f for f in report.failures.values()}
+    assert sorted(kinds) == ["crash", "exit-code", "hang", "internal-error", "traceback",
+                             "unclear-error"], report.summary()
+    crash = kinds["crash"]
+    assert "SIGSEGV in __init__.py:string_at (error: about to crash)" in crash.signature
+    assert crash.fresh is not None and crash.fresh.rc == -11  # confirmed outside the worker
+    assert "about to crash" in (crash.directory / "stderr.txt").read_text()
+    assert (crash.directory / "input.mlir").read_text() == "module {}\n"
+    assert "selftest:segfault" in (crash.directory / "command.sh").read_text()
+    assert kinds["hang"].fresh is not None and kinds["hang"].fresh.timed_out
+    assert "ValueError" in kinds["traceback"].signature
+    assert report.invocations == len(inv)
+    assert report.worker_starts == 3  # first, after the crash, after the hang
+    assert (tmp_path / "report.json").is_file()
+
+
+# --- the corpus and the mutations --------------------------------------------------------------
+
+def test_corpus_covers_lit_tests_and_examples():
+    seeds = C.load_corpus()
+    names = {s.name.split("#")[0] for s in seeds}
+    assert "examples/dense_relu.mlir" in names
+    assert any(n.startswith("test/lit/passes/") for n in names)
+    assert len(seeds) > 100
+    assert not any("// RUN" in s.text or "// CHECK" in s.text for s in seeds)
+
+
+def test_every_mutation_changes_its_input():
+    seeds = C.load_corpus()
+    ctx = C.MutationContext.of(seeds)
+    text = next(s.text for s in seeds if s.name == "examples/mxfp8_scaled_matmul.mlir")
+    for name, op in C.MUTATIONS.items():
+        changed = [op(random.Random(i), text, ctx) for i in range(20)]
+        assert any(c is not None and c != text for c in changed), name
+
+
+def test_mutants_are_reproducible():
+    names = M.pass_names()
+    a = [c.text for c in H.mutant_cases(30, SEED, names, None)]
+    b = [c.text for c in H.mutant_cases(10, SEED, names, None, first=20)]
+    assert a[20:] == b
+    assert a != [c.text for c in H.mutant_cases(30, SEED + 1, names, None)]
+
+
+def test_every_pass_and_pipeline_is_fuzzed():
+    """A parseable mutant goes through mxlower-opt with each registered pass and pipeline."""
+    names = M.pass_names()
+    invs = H.invocations_for("func.func @main() {\n  return\n}\n",
+                             random.Random(0), names, None)
+    flags = {inv.args[1] for inv in invs if inv.tool == "opt" and len(inv.args) > 1}
+    assert {f"--{n}" for n in names} <= flags
+    assert any(inv.tool == "run" for inv in invs)
+
+
+# --- the fuzzing itself ------------------------------------------------------------------------
+
+_HANDMADE = {c.name: c for c in H.handmade_cases(M.pass_names(), None)}
+
+
+@pytest.mark.parametrize("name", sorted(_HANDMADE))
+def test_handmade_bad_input(name, tmp_path):
+    """Issue 11's hand-made cases: 10,000 nested regions, a 5,000-deep pipeline string, a cut-off
+    dense_resource blob (jaxlib's parser SIGSEGVs after reporting it), a list-valued
+    dequantize_type in __op$block_scaled_dot.  Each tool must end in clear error lines."""
+    cases = M.build_cases(0, SEED, handmade=True, run_timeout=TIMEOUT / 3)
+    case = next(c for c in cases if c.name == name)
+    report = H.Fuzzer(_out(tmp_path, name), jobs=1, timeout=TIMEOUT).run([case])
+    assert not report.failures, report.summary()
+
+
+def test_mutants(tmp_path):
+    """``MXLOWER_FUZZ_CASES`` (default 600) mutants of seed ``MXLOWER_FUZZ_SEED`` (default 0)
+    through every pass and pipeline, mxlower-translate and mxlower-run."""
+    report = M.fuzz(CASES, SEED, _out(tmp_path, f"mutants-{SEED}"), jobs=2, timeout=TIMEOUT,
+                    handmade=False)
+    assert report.cases == CASES
+    assert not report.failures, report.summary()
