@@ -111,7 +111,7 @@ def lower(text: str, variant: str) -> tuple[str, list[np.dtype]]:
         if variant != "copy":
             run_pipeline(m, "builtin.module(" + ",".join(passes) + ")")
         sig = select_function(m.operation, "main")
-        return str(m), [DTYPES[e] for _, e in sig.args]
+        return str(m), [DTYPES[e] for _, e in _args(sig)]
 
 
 def runner(text: str, variant: str, data: list[np.ndarray]):
@@ -134,7 +134,13 @@ def runner(text: str, variant: str, data: list[np.ndarray]):
 def _arg_shapes(text: str) -> list[tuple[int, ...]]:
     with J.make_context(allow_unregistered=True):
         sig = select_function(J.ir.Module.parse(text).operation, "main")
-    return [s for s, _ in sig.args]
+    return [s for s, _ in _args(sig)]
+
+
+def _args(sig) -> list[tuple[tuple[int, ...], str]]:
+    """(shape, element type) of each argument: mxlower.ir.signature's TensorSpecs, or the
+    pairs of a checkout from before them (--baseline-tree runs this file there too)."""
+    return [(a.shape, a.element) if hasattr(a, "element") else a for a in sig.args]
 
 
 def _as(a: np.ndarray, dt: np.dtype) -> np.ndarray:

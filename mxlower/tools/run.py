@@ -35,6 +35,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from mxlower import types
 from mxlower.diagnostics import DiagnosticEngine
 from mxlower.execution.arrays import (check_inputs, compare, load_arrays, npz_bytes,
                                       random_inputs, storable, typed)
@@ -47,11 +48,15 @@ from mxlower.pipeline.parser import PipelineError
 from mxlower.tools.source import (ArgParser, CliError, check_output_path, cli_main,
                                   print_diagnostics, write_atomic)
 
-__all__ = ["BACKENDS", "RunError", "Signature", "check_inputs", "compare", "format_literal",
+__all__ = ["BACKENDS", "DTYPES", "RunError", "Signature", "check_inputs", "compare", "format_literal",
            "load_arrays", "main", "make_static", "prepare", "random_inputs", "run_module",
            "select_function"]
 
 PROG = "mxlower-run"
+
+#: MLIR element type -> NumPy dtype, for old callers (bench/bench_mx_xla.py also runs in older
+#: checkouts); a view of :data:`mxlower.types.SCALARS`, which is the table.
+DTYPES = {name: t.dtype for name, t in types.SCALARS.items() if t.kind != "index"}
 
 
 def build_parser() -> argparse.ArgumentParser:
