@@ -36,6 +36,7 @@ __all__ = [
     "WIDE_TYPES",
     "code_dtype",
     "dtype",
+    "extensions",
     "float_type",
     "is_narrow_float",
     "is_subbyte_float",
@@ -108,8 +109,8 @@ class FloatType:
 
     @property
     def overflow_midpoint(self) -> float:
-        """max + half an ulp: the smallest magnitude round-to-nearest takes past max (ties go
-        to max when its code is even, past it when odd)."""
+        """max + half an ulp, where round to nearest overflows: larger magnitudes round past
+        max; the midpoint itself ties to even (onto max when max's code is even)."""
         _, e = math.frexp(self.max)  # max = m * 2^e, m in [0.5, 1)
         return self.max + math.ldexp(1.0, e - 2 - self.man_bits)
 
@@ -240,6 +241,7 @@ def _index(t: ScalarType) -> None:
 
 for _t in SCALARS.values():
     _index(_t)
+_BUILT_IN = frozenset(SCALARS)
 
 
 def register(t: ScalarType | FloatType) -> ScalarType:
@@ -257,8 +259,16 @@ def register(t: ScalarType | FloatType) -> ScalarType:
     return t
 
 
+def extensions() -> list[ScalarType]:
+    """The rows :func:`register` added (in order), e.g. for a child process to register too."""
+    return [t for name, t in SCALARS.items() if name not in _BUILT_IN]
+
+
 def unregister(name: str) -> None:
     """Remove a type added by :func:`register` (tests use it to clean up)."""
+    if name in _BUILT_IN:
+        raise ValueError(f"scalar type '{name}' is built in; only registered types can be "
+                         "removed")
     del SCALARS[name]
     for view in (FLOAT_TYPES, WIDE_FLOAT_TYPES, WIDE_TYPES):
         view.pop(name, None)
