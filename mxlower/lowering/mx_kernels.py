@@ -60,6 +60,8 @@ _INF = 0x7F800000
 _NAN = 0x7FC00000
 #: the longest block held in registers as one vector; longer blocks go in chunks
 _MAX_LANES = 64
+#: values per loop iteration (a group of blocks whose scales are computed together)
+_GROUP_VALUES = 256
 
 
 # ============================================================================== kernel specs
@@ -340,6 +342,8 @@ class _Kernel:
         self.lanes = k if k <= _MAX_LANES else next(v for v in (64, 32, 16, 8, 4, 2, 1)
                                                     if k % v == 0)
         self.chunks = k // self.lanes
+        #: blocks per loop iteration: their scale arithmetic runs as one vector
+        self.group = 1 if self.chunks > 1 else max(1, min(16, _GROUP_VALUES // k))
 
     # -- small helpers ----------------------------------------------------------------------
     def index(self, v: int) -> Any:
@@ -454,10 +458,52 @@ class _Kernel:
         loop = self.for_each(self.index(0), self.index(self.chunks), step, init)
         return list(loop.results)
 
+    def grouped(self, b0: Any, b1: Any, body) -> None:
+        """``body(i, G)`` for the groups of G blocks in ``[b0, b1)``, then ``body(i, 1)`` for
+        the blocks left over."""
+        a = self.m["arith"]
+        G = self.group
+        if G == 1:
+            self.for_each(b0, b1, lambda i: body(i, 1))
+            return
+        n = a.SubIOp(b1, b0).result
+        whole = a.MulIOp(a.DivUIOp(n, self.index(G)).result, self.index(G)).result
+        mid = a.AddIOp(b0, whole).result
+        scf = self.m["scf"]
+        loop = scf.ForOp(b0, mid, self.index(G), [])
+        with self.ir.InsertionPoint(loop.body):
+            body(loop.induction_variable, G)
+            scf.YieldOp([])
+        self.for_each(mid, b1, lambda i: body(i, 1))
+
     # -- quantize ---------------------------------------------------------------------------
-    def quantize_block(self, i: Any, x: Any, g: Any, q: Any, s: Any) -> None:
+    def lane(self, v: Any, j: int) -> Any:
+        """Lane ``j`` of a per-block value (itself when it is a scalar: a group of one)."""
+        return self.m["vector"].ExtractOp(v, [], [j]).result if self.b.shape(v) else v
+
+    def per_block(self, values: list[Any]) -> Any:
+        """Scalars of the blocks of a group as one vector (one scalar stays a scalar)."""
+        if len(values) == 1:
+            return values[0]
+        t = self.ir.VectorType.get([len(values)], values[0].type)
+        return self.m["vector"].FromElementsOp(t, values).result
+
+    def store_scales(self, s: Any, i: Any, codes: Any) -> None:
+        if self.b.shape(codes):
+            self.m["vector"].StoreOp(codes, s, [i])
+        else:
+            self.m["memref"].StoreOp(codes, s, [i])
+
+    def quantize_group(self, i: Any, count: int, x: Any, g: Any, q: Any, s: Any) -> None:
+        """Blocks ``i .. i + count``: each block's values loaded once, the maxima reduced, the
+        scale arithmetic done for the whole group at once (vector<count>), the elements
+        converted from the loaded registers, the group's scales stored together."""
         b, fmt = self.b, self.fmt
-        start = self.scaled_index(i, self.spec.k, 1)
+        k = self.spec.k
+        a = self.m["arith"]
+        starts = [self.scaled_index(i, k, 1)]
+        for j in range(1, count):
+            starts.append(a.AddIOp(starts[0], self.index(j * k)).result)
 
         def bits_at(at: Any) -> Any:
             xb = self.load_bits(x, at)
@@ -469,90 +515,105 @@ class _Kernel:
             return self.m["vector"].ReductionOp(self.ir.IntegerType.get_signless(32), "maxsi",
                                                 b.and_(xb, _MAG)).result
 
-        if self.chunks == 1:  # the block is one vector: loaded once, kept in registers
-            xb = bits_at(start)
-            amax = block_max(xb)
+        if self.chunks == 1:  # each block is one vector: loaded once, kept in registers
+            xbs = [bits_at(st) for st in starts]
+            amax = self.per_block([block_max(xb) for xb in xbs])
         else:  # chunk by chunk: the maximum, then the elements (the block is in L1 by then)
             (amax,) = self.over_chunks(
-                start, lambda at, acc: [b.max(acc, block_max(bits_at(at)))],
+                starts[0], lambda at, acc: [b.max(acc, block_max(bits_at(at)))],
                 [b.const(0, "i32")])
         nonfinite = b.ge(amax, _INF)
         if fmt.is_nvfp4:
-            scale_code, convert = self._nvfp4_scale(amax, nonfinite)
+            scale_codes, convert = self._nvfp4_scale(amax, nonfinite)
         else:
-            scale_code, convert = self._mx_scale(amax, nonfinite)
-        if self.chunks == 1:
-            self.store_codes(q, start, convert(xb))
-        else:
-            self.over_chunks(start, lambda at: self.store_codes(q, at, convert(bits_at(at))))
-        self.m["memref"].StoreOp(scale_code, s, [i])
+            scale_codes, convert = self._mx_scale(amax, nonfinite)
+        self.store_scales(s, i, scale_codes)
+        for j, st in enumerate(starts):
+            if self.chunks == 1:
+                self.store_codes(q, st, convert(xbs[j], j))
+            else:
+                self.over_chunks(st, lambda at: self.store_codes(q, at, convert(bits_at(at), 0)))
 
     def _mx_scale(self, amax: Any, nonfinite: Any):
-        """MX-SEMANTICS 3 for one block: the scale code and the element conversion."""
+        """MX-SEMANTICS 3 for a group of blocks: their scale codes, and the conversion of
+        block ``j``'s elements."""
         b, fmt = self.b, self.fmt
         e = b.clamp(-127, mx_math.shared_exponent(b, amax, fmt, self.spec.scale_mode), 127)
-        code = b.convert(b.select(nonfinite, b.like(e, 255), b.add(e, 127)), "i8")
+        codes = b.convert(b.select(nonfinite, b.like(e, 255), b.add(e, 127)), "i8")
         neg_e = b.sub(0, e)
         limit = mx_math.f32_bits_floor(fractions.Fraction(fmt.max_elem))
 
-        def convert(xb: Any) -> Any:
-            y = mx_math.scale_by_pow2(b, xb, neg_e, [], limit, nonfinite)
+        def convert(xb: Any, j: int) -> Any:
+            y = mx_math.scale_by_pow2(b, xb, self.lane(neg_e, j), [], limit,
+                                      self.lane(nonfinite, j))
             if fmt.is_int:
                 return b.convert(b.round_even(b.mul(y, 64.0)), "i8")
             return codec.emit_truncf(self.codec_builder(y.type), y, "f32", fmt.element,
                                      code_bits=8)
 
-        return code, convert
+        return codes, convert
 
     def _nvfp4_scale(self, amax: Any, nonfinite: Any):
-        """MX-SEMANTICS 4 for one block: the E4M3 scale code and the element conversion."""
+        """MX-SEMANTICS 4 for a group of blocks: their E4M3 scale codes, and the conversion of
+        block ``j``'s elements."""
         b = self.b
         s = b.min(b.div(b.bitcast(amax, "f32"), 6.0), 448.0)
-        s = b.select(nonfinite, b.bitcast(b.const(_NAN, "i32"), "f32"), s)
+        s = b.select(nonfinite, b.like(s, float("nan")), s)
         sb = self.codec_builder(s.type)
-        code = codec.emit_truncf(sb, s, "f32", "f8E4M3FN", code_bits=8)
-        sd = codec.emit_extf(sb, code, "f8E4M3FN", "f32")
+        codes = codec.emit_truncf(sb, s, "f32", "f8E4M3FN", code_bits=8)
+        sd = codec.emit_extf(sb, codes, "f8E4M3FN", "f32")
         drop = self.m["arith"].OrIOp(nonfinite, b.eq(sd, 0.0)).result
         divisor = b.select(drop, b.like(sd, 1.0), sd)
 
-        def convert(xb: Any) -> Any:
-            v = b.clamp(-6.0, b.div(b.bitcast(xb, "f32"), divisor), 6.0)
-            v = b.select(drop, b.like(v, 0.0), v)
+        def convert(xb: Any, j: int) -> Any:
+            d = self.lane(drop, j)
+            v = b.clamp(-6.0, b.div(b.bitcast(xb, "f32"), self.lane(divisor, j)), 6.0)
+            v = b.select(d, b.like(v, 0.0), v)
             return codec.emit_truncf(self.codec_builder(v.type), v, "f32", "f4E2M1FN",
                                      code_bits=8)
 
-        return code, convert
+        return codes, convert
 
     # -- dequantize -------------------------------------------------------------------------
-    def dequantize_block(self, i: Any, q: Any, s: Any, g: Any, y: Any) -> None:
+    def dequantize_group(self, i: Any, count: int, q: Any, s: Any, g: Any, y: Any) -> None:
+        """Blocks ``i .. i + count``: the group's scales loaded and decoded together, each
+        block's element codes loaded once, decoded, scaled and stored."""
         b, fmt = self.b, self.fmt
-        start = self.scaled_index(i, self.spec.k, 1)
-        code = b.convert(self.m["memref"].LoadOp(s, [i]).result, "i32")
-        code = b.and_(code, 0xFF)  # the byte, unsigned
+        k = self.spec.k
+        a = self.m["arith"]
+        if count > 1:
+            raw = self.m["vector"].LoadOp(self.vec("i8", count), s, [i]).result
+        else:
+            raw = self.m["memref"].LoadOp(s, [i]).result
+        code = b.and_(b.convert(raw, "i32"), 0xFF)  # the bytes, unsigned
         if fmt.is_nvfp4:
             sd = codec.emit_extf(self.codec_builder(code.type), code, "f8E4M3FN", "f32")
         else:
             shift = b.sub(code, 127 + (6 if fmt.is_int else 0))
             is_nan = b.eq(code, 255)
+        start = self.scaled_index(i, k, 1)
+        for j in range(count):
+            st = start if j == 0 else a.AddIOp(start, self.index(j * k)).result
 
-        def step(at: Any) -> None:
-            codes = self.load_codes(q, at)
-            if fmt.is_int:
-                ev = b.convert(codes, "f32")
-            else:
-                ev = codec.emit_extf(self.codec_builder(codes.type), codes, fmt.element, "f32")
-            if fmt.is_nvfp4:
-                p = b.mul(ev, sd)  # exact and normal (MX-SEMANTICS 5)
-                if g is not None:
-                    p = mx_math.mul_f32_exact(b, p, g)
-                r = b.bitcast(p, "i32")
-            else:
-                r = mx_math.ldexp_bits(b, b.bitcast(ev, "i32"), shift, small="exact",
-                                       normal_input=True)
-                r = b.select(is_nan, b.like(r, _NAN), r)
-            self.store_values(y, at, r)
+            def step(at: Any, j: int = j) -> None:
+                codes = self.load_codes(q, at)
+                if fmt.is_int:
+                    ev = b.convert(codes, "f32")
+                else:
+                    ev = codec.emit_extf(self.codec_builder(codes.type), codes, fmt.element,
+                                         "f32")
+                if fmt.is_nvfp4:
+                    p = b.mul(ev, self.lane(sd, j))  # exact and normal (MX-SEMANTICS 5)
+                    if g is not None:
+                        p = mx_math.mul_f32_exact(b, p, g)
+                    r = b.bitcast(p, "i32")
+                else:
+                    r = mx_math.ldexp_bits(b, b.bitcast(ev, "i32"), self.lane(shift, j),
+                                           small="exact", normal_input=True)
+                    r = b.select(self.lane(is_nan, j), b.like(r, _NAN), r)
+                self.store_values(y, at, r)
 
-        self.over_chunks(start, step)
+            self.over_chunks(st, step)
 
     # -- the function -----------------------------------------------------------------------
     def function(self) -> Any:
@@ -580,10 +641,10 @@ class _Kernel:
                 g = self.m["memref"].LoadOp(a[g_at], [self.index(0)]).result
             if spec.op == "quantize":
                 x, q, s = a[0], a[-4], a[-3]
-                self.for_each(b0, b1, lambda i: self.quantize_block(i, x, g, q, s))
+                self.grouped(b0, b1, lambda i, n: self.quantize_group(i, n, x, g, q, s))
             else:
                 q, s, y = a[0], a[1], a[-3]
-                self.for_each(b0, b1, lambda i: self.dequantize_block(i, q, s, g, y))
+                self.grouped(b0, b1, lambda i, n: self.dequantize_group(i, n, q, s, g, y))
             self.m["func"].ReturnOp([])
         return f
 
