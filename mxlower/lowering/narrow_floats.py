@@ -3,8 +3,9 @@ for a conversion, and the arith-level rewrite.
 
 :class:`NarrowFloatLowering` is ``mxlower-lower-narrow-floats-to-llvm``'s rewrite on upstream
 MLIR: ``arith.truncf``/``extf`` to integer ops and narrow storage to one i8 code per element
-(``mxlower-lower-narrow-floats-to-nvvm{narrow-storage}`` runs it after its own lowering).  The
-StableHLO side (``mxlower-expand-narrow-floats``) is :mod:`mxlower.lowering.narrow_floats_stablehlo`.
+(``mxlower-lower-narrow-floats-to-nvvm{narrow-storage}`` runs it after its own lowering).
+The StableHLO side (``mxlower-expand-narrow-floats``) is
+:mod:`mxlower.lowering.narrow_floats_stablehlo`.
 
 Everything looks the narrow types up in :mod:`mxlower.types` when it runs, so a type added with
 :func:`mxlower.types.register` is handled like the built-in ones.  Nothing here imports a binding

@@ -1,6 +1,6 @@
 """``mxlower-stablehlo-to-llvm``: a StableHLO function to the LLVM dialect, for the CPU.
 
-See :class:`StablehloToLLVM`; :mod:`mxlower.llvm_exec` compiles and runs its result.
+See :class:`StablehloToLLVM`; :mod:`mxlower.execution.llvm` compiles and runs its result.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ class StablehloToLLVM(Pipeline):
     arithmetic emulated in f32 with integer bf16 <-> f32 conversions (LLVM 22's x86 backend
     asserts on some vector bf16 code), ``llvm-request-c-wrappers`` and ``convert-to-llvm``.
     Loops are left scalar by default: LLVM's loop vectorizer (``opt_level=3`` in
-    :mod:`mxlower.llvm_exec`) vectorizes the branch-free conversion code (8 lanes on AVX2);
+    :mod:`mxlower.execution.llvm`) vectorizes the branch-free conversion code (8 lanes on AVX2);
     ``vector-width`` is slower on dynamically shaped loops (masked transfers), see
     BENCHMARKS.md.
 
@@ -79,8 +79,9 @@ class StablehloToLLVM(Pipeline):
         if self.deallocate:  # returned buffers the callee does not own are cloned
             steps += ["buffer-deallocation-pipeline", "convert-bufferization-to-memref"]
         if self.vector_width > 0:
+            width = self.vector_width
             steps += ["convert-linalg-to-affine-loops",
-                      f"func.func(affine-super-vectorize{{virtual-vector-size={self.vector_width}}})"]
+                      f"func.func(affine-super-vectorize{{virtual-vector-size={width}}})"]
         else:
             steps.append("convert-linalg-to-loops")
         steps.append("mxlower-lower-narrow-floats-to-llvm{via-f32}")

@@ -1,7 +1,7 @@
 """``mxlower-gpu-to-nvvm``: GPU kernels with narrow-float conversions to the LLVM + NVVM dialects.
 
-See :class:`GpuToNVVM`; :mod:`mxlower.ptx` (and ``mxlower-translate --emit=ptx``) takes its
-result to PTX with xtc's ``llc``.
+See :class:`GpuToNVVM`; :mod:`mxlower.execution.ptx` (and ``mxlower-translate --emit=ptx``)
+takes its result to PTX with xtc's ``llc``.
 """
 
 from __future__ import annotations
