@@ -107,7 +107,8 @@ _HEAD_RE = re.compile(r"^(?:.+:\d+:\d+: |mxlower-(?:opt|run|translate): |)"
 _TRACEBACK = "Traceback (most recent call last)"
 _INTERNAL_RE = re.compile(r"internal error(?: in pass '([^']*)')?: (\w+(?:\.\w+)*)?")
 _FRAME_RE = re.compile(r'^  File "([^"]+)", line \d+, in (\S+)', re.M)
-_NATIVE_RE = re.compile(r"LLVM ERROR: .*|Assertion `.*' failed")
+# LLVM's own last words before an abort
+_NATIVE_RE = re.compile(r"LLVM ERROR: .*|Assertion `.*' failed|UNREACHABLE executed at \S+")
 _FAULT_FRAME_RE = re.compile(r'^  File "([^"]+)", line \d+ in (\S+)', re.M)  # faulthandler's
 
 
@@ -128,6 +129,11 @@ def _normalize(msg: str) -> str:
     return msg.strip()[:160]
 
 
+def _native(msg: str) -> str:
+    """An LLVM fatal message for grouping: "LLVM ERROR: Unsupported op" without the op."""
+    return _normalize(": ".join(msg.split(": ")[:2]))
+
+
 def _heads(stderr: str) -> list[str]:
     return [ln for ln in stderr.splitlines() if _HEAD_RE.match(ln)]
 
@@ -142,8 +148,7 @@ def judge(inv: Invocation, out: Outcome) -> tuple[str, str] | None:
         last = _normalize(heads[-1]) if heads else "no error printed"
         native = _NATIVE_RE.search(err)
         if native:  # LLVM's own message names the defect better than where Python was
-            msg = ": ".join(native.group().split(": ")[:2])  # "LLVM ERROR: Unsupported op"
-            return "crash", f"killed by {_signal_name(-out.rc)} ({_normalize(msg)})"
+            return "crash", f"killed by {_signal_name(-out.rc)} ({_native(native.group())})"
         # faulthandler lists the crashing thread's stack innermost first
         frames = [f for f in _FAULT_FRAME_RE.findall(err) if Path(f[0]).name != "worker.py"]
         frames = [f for f in frames if "/mxlower/" in f[0]] or frames
@@ -166,7 +171,8 @@ def judge(inv: Invocation, out: Outcome) -> tuple[str, str] | None:
         lines.pop(0)  # argparse's usage lines precede the tool's one-line error
     if not lines or not _HEAD_RE.match(lines[0]):
         first = lines[0] if lines else "(nothing on stderr)"
-        return "unclear-error", f"first line: {_normalize(first)}"
+        native = _NATIVE_RE.match(first)
+        return "unclear-error", f"first line: {_native(first) if native else _normalize(first)}"
     if not any(h.split(": ")[0].endswith("error") or ": error: " in h for h in _heads(err)):
         return "unclear-error", "exit status 1 or 2 without an error line"
     if out.stdout_bytes and inv.tool in ("opt", "translate"):
