@@ -52,6 +52,7 @@ from typing import Any
 
 import numpy as np
 
+from mxlower.bindings import upstream
 from mxlower.execution import ffi_abi as abi
 from mxlower.formats import FORMATS, SCALE_MODES
 from mxlower.lowering.mx_kernels import KernelSpec, Operand, emit_kernel
@@ -83,8 +84,6 @@ class FFIError(RuntimeError):
 
 def available() -> bool:
     """Whether the kernels can be built here (upstream MLIR's bindings are installed)."""
-    from mxlower.bindings import upstream  # optional, heavy: the upstream MLIR stack
-
     return upstream.available()
 
 
@@ -384,8 +383,6 @@ class CompiledKernel:
 
 def lower_module(spec: KernelSpec) -> tuple[Any, Any]:
     """(context, module): ``spec``'s kernel lowered to the LLVM dialect with its handler."""
-    from mxlower.bindings import upstream  # optional, heavy: the upstream MLIR stack
-
     ir = upstream.module("ir")
     pm_mod = upstream.module("passmanager")
     ctx = upstream.context()
@@ -411,8 +408,6 @@ def compile_kernel(spec: KernelSpec, *, opt_level: int = 3) -> CompiledKernel:
     with _lock:
         if spec in _compiled:
             return _compiled[spec]
-        from mxlower.bindings import upstream  # optional, heavy: the upstream MLIR stack
-
         ee_mod = upstream.module("execution_engine")
         t0 = time.perf_counter()
         try:
@@ -486,7 +481,7 @@ def quantize(x: Any, format: str = "mxfp8_e4m3", *, axis: int = -1,  # noqa: A00
     elements four per three bytes along the blocked axis.  Usable inside ``jax.jit`` and
     ``jax.vmap``; CPU only."""
     import jax  # optional, heavy
-    import jax.numpy as jnp
+    import jax.numpy as jnp  # optional, heavy
 
     x = jnp.asarray(x)
     if x.ndim == 0:
@@ -521,7 +516,7 @@ def dequantize(elements: Any, scales: Any, format: str = "mxfp8_e4m3", *,  # noq
     by mxlower's fused CPU kernel (MX-SEMANTICS 5); the inverse of :func:`quantize`'s
     storage."""
     import jax  # optional, heavy
-    import jax.numpy as jnp
+    import jax.numpy as jnp  # optional, heavy
 
     fmt = FORMATS.get(format)
     if fmt is None:

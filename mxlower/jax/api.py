@@ -9,6 +9,7 @@ import jax
 import jax.numpy as jnp
 
 from mxlower.formats import SCALE_MODES
+from mxlower.jax import kernels
 from mxlower.jax.array import MXArray
 from mxlower.jax.checks import (as_int, check_axis, check_block_size, check_dtype, check_format,
                                 check_global_scale, check_wide, traced)
@@ -22,7 +23,7 @@ __all__ = ["dequantize", "lower", "quantize", "scaled_dot"]
 
 def quantize(x: Any, format: str = "mxfp8_e4m3", *, axis: int = -1,  # noqa: A002
              block_size: int | None = None, scale_mode: str = "floor",
-             global_scale: Any | None = None) -> MXArray:
+             global_scale: Any | None = None, impl: str = "auto") -> MXArray:
     """Quantize ``x`` (float32, bfloat16 or float16) to an MX format along ``axis``.
 
     MX-SEMANTICS sections 3 (MX formats; ``scale_mode`` "floor", "rceil" or "nearest") and 4
@@ -32,7 +33,12 @@ def quantize(x: Any, format: str = "mxfp8_e4m3", *, axis: int = -1,  # noqa: A00
 
     Gradient: straight-through estimator -- ``dequantize(quantize(x))`` and ``scaled_dot`` of
     the result differentiate as if the quantized value were ``x`` itself.
+
+    ``impl``: "auto" runs mxlower's fused kernel (an XLA FFI custom call) when lowered for the
+    CPU, the portable StableHLO elsewhere; "xla" always the StableHLO (see
+    :mod:`mxlower.jax.kernels`).  Both give the same bits.
     """
+    kernels.check_impl(impl, "quantize")
     fmt = check_format(format, "quantize")
     x = check_wide(x, "quantize", "x")
     if x.ndim == 0:
@@ -46,7 +52,8 @@ def quantize(x: Any, format: str = "mxfp8_e4m3", *, axis: int = -1,  # noqa: A00
     g = None if global_scale is None else check_global_scale(global_scale, fmt, "quantize")
     operands = [x] if g is None else [x, g]
     elements, scales = quantize_p.bind(*operands, format=fmt.name, block_size=k, axis=ax,
-                                       scale_mode=None if fmt.is_nvfp4 else scale_mode)
+                                       scale_mode=None if fmt.is_nvfp4 else scale_mode,
+                                       impl=impl)
     ste = x if traced(x) else None  # only a traced x can be differentiated
     if g is not None:
         g = jax.lax.stop_gradient(g)
@@ -63,12 +70,13 @@ def _check_mx(mx: Any, fn: str, arg: str) -> MXArray:
     return mx
 
 
-def dequantize(mx: MXArray, dtype: Any = jnp.float32) -> jax.Array:
+def dequantize(mx: MXArray, dtype: Any = jnp.float32, *, impl: str = "auto") -> jax.Array:
     """``decode(element) * decode(scale)`` (nvfp4: times the global scale) rounded to
     ``dtype`` (float32, bfloat16 or float16); MX-SEMANTICS section 5, bit-exact with
     :func:`mxlower.reference.dequantize`.  Gradient: exact (identity) through the
-    straight-through source of a quantized array; none into elements or scales."""
-    return _check_mx(mx, "dequantize", "mx").dequantize(dtype)
+    straight-through source of a quantized array; none into elements or scales.  ``impl`` as
+    for :func:`quantize`."""
+    return _check_mx(mx, "dequantize", "mx").dequantize(dtype, impl=impl)
 
 
 # ----------------------------------------------------------------------------- scaled dot
@@ -193,7 +201,9 @@ def lower(f: Callable[..., Any], *args: Any, platform: str = "cpu",
     call in it appears as the plain StableHLO mxlower's ``mxlower-mx-to-stablehlo`` pipeline
     produced for its ``mx`` op (the same text for every platform); no mx op or custom call is
     left.  ``debug_info=True`` prints locations (each op points at the user's source line).
+    The portable lowering is used even for calls with ``impl="auto"`` on the CPU.
     """
     jitted = f if hasattr(f, "trace") else jax.jit(f)
-    lowered = jitted.trace(*args, **kwargs).lower(lowering_platforms=(platform,))
+    with kernels.portable():
+        lowered = jitted.trace(*args, **kwargs).lower(lowering_platforms=(platform,))
     return lowered.as_text(debug_info=debug_info)

@@ -39,7 +39,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from mxlower.formats import FORMATS, MXFormat
-from mxlower.jax import checks
+from mxlower.jax import checks, kernels
 from mxlower.jax.dtypes import element_dtype, scale_dtype
 from mxlower.jax.primitives import dequantize_p
 
@@ -164,11 +164,12 @@ class MXArray:
         """The blocked axis as a non-negative index."""
         return self.axis % self.ndim
 
-    def dequantize(self, dtype: Any = jnp.float32) -> jax.Array:
+    def dequantize(self, dtype: Any = jnp.float32, *, impl: str = "auto") -> jax.Array:
         """``decode(element) * decode(scale)`` (nvfp4: times the global scale) rounded to
         ``dtype`` (float32, bfloat16 or float16); the same as ``mxlower.jax.dequantize(self,
-        dtype)``."""
+        dtype, impl=impl)``."""
         dt = checks.check_dtype(dtype, "dequantize", "dtype")
+        kernels.check_impl(impl, "dequantize")
         operands = [self.elements, self.scales]
         if self.global_scale is not None:
             operands.append(self.global_scale)
@@ -177,7 +178,7 @@ class MXArray:
         return dequantize_p.bind(*operands, format=self.format, block_size=self.block_size,
                                  axis=self.blocked_axis, dtype=dt,
                                  has_g=self.global_scale is not None,
-                                 has_ste=self._ste is not None)
+                                 has_ste=self._ste is not None, impl=impl)
 
     def detach(self) -> MXArray:
         """This array without its straight-through-estimator source (no gradient flows back

@@ -73,13 +73,14 @@ def _define(prim: Primitive, abstract, lowering, jvp, batch) -> None:
     batching.primitive_batchers[prim] = batch
 
 
-def _quantize_abstract(x, *g, format, block_size, axis, scale_mode):  # noqa: A002
+def _quantize_abstract(x, *g, format, block_size, axis, scale_mode, impl="auto"):  # noqa: A002
     fmt = FORMATS[format]
     return (jax.core.ShapedArray(x.shape, element_dtype(fmt)),
             jax.core.ShapedArray(mx.scale_shape(x.shape, axis, block_size), scale_dtype(fmt)))
 
 
-def _quantize_lowering(ctx, x, *g, format, block_size, axis, scale_mode):  # noqa: A002
+def _quantize_lowering(ctx, x, *g, format, block_size, axis, scale_mode,  # noqa: A002
+                       impl="auto"):  # impl: see mxlower.jax.kernels (the CPU rules)
     fmt = FORMATS[format]
     (aval,) = ctx.avals_in[:1]
     arg_types = [x.type] + [v.type for v in g]
@@ -118,12 +119,13 @@ _define(quantize_p, _quantize_abstract, _quantize_lowering, _quantize_jvp, _quan
 dequantize_p = Primitive("mx_dequantize")
 
 
-def _dequantize_abstract(e, s, *rest, format, block_size, axis, dtype, has_g, has_ste):  # noqa: A002
+def _dequantize_abstract(e, s, *rest, format, block_size, axis, dtype, has_g, has_ste,  # noqa: A002
+                         impl="auto"):
     return jax.core.ShapedArray(e.shape, dtype)
 
 
 def _dequantize_lowering(ctx, e, s, *rest, format, block_size, axis, dtype, has_g,  # noqa: A002
-                         has_ste):
+                         has_ste, impl="auto"):  # impl: see mxlower.jax.kernels
     fmt = FORMATS[format]
     aval_e, aval_s = ctx.avals_in[:2]
     g = [rest[0]] if has_g else []

@@ -50,6 +50,7 @@ from typing import Any
 import numpy as np
 
 from mxlower import types
+from mxlower.bindings import upstream
 from mxlower.formats import FORMATS, SCALE_MODES, WIDE_TYPES, MXFormat
 from mxlower.lowering import codec, mx_math
 
@@ -650,9 +651,7 @@ class _Kernel:
 
 
 def _modules() -> dict[str, Any]:
-    # the upstream MLIR bindings are an optional, heavy dependency: imported on first use
-    from mxlower.bindings import upstream
-
+    """The upstream MLIR modules a kernel is built with (imported on first use: optional)."""
     return {name.rpartition(".")[2]: upstream.module(name) for name in (
         "ir", "dialects.arith", "dialects.math", "dialects.vector", "dialects.scf",
         "dialects.memref", "dialects.func")}
@@ -669,7 +668,6 @@ def emit_kernel(spec: KernelSpec, module: Any) -> Any:
 
 def build(spec: KernelSpec) -> str:
     """The kernel module of ``spec`` as MLIR text (verified), in a fresh upstream context."""
-    from mxlower.bindings import upstream  # optional, heavy: see _modules
 
     ir = upstream.module("ir")
     with upstream.context(), ir.Location.unknown():

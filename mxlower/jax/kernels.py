@@ -1,0 +1,148 @@
+"""mxlower.jax on the CPU: ``mx_quantize`` and ``mx_dequantize`` lowered to mxlower's fused
+kernels (XLA FFI custom calls, :mod:`mxlower.execution.ffi`) instead of expanded StableHLO.
+
+``impl`` (a parameter of :func:`mxlower.jax.quantize` / :func:`~mxlower.jax.dequantize` and of
+the primitives) chooses:
+
+* ``"auto"`` (default): when the call is lowered for the CPU, the kernel -- one pass over the
+  input, bit-exact with the StableHLO lowering and :mod:`mxlower.reference`; compiled and
+  registered on first use, once per process.  The portable StableHLO is used instead where no
+  kernel applies: other platforms, a kernel that cannot exist (f4 elements with an odd block
+  size), symbolic shapes and ``jax.export`` (a custom call is not portable), programs
+  partitioned over several devices (XLA cannot split a custom call), inside
+  :func:`mxlower.jax.lower`, and where upstream MLIR is not installed;
+* ``"xla"``: always the portable StableHLO (``mxlower-mx-to-stablehlo``), on every platform.
+
+Importing this module registers the CPU lowering rules (``mlir.register_lowering(...,
+platform="cpu")``); every other platform keeps the primitives' own rule.  JAX's
+transformations are unaffected: ``vmap``, ``jvp``/``grad`` rebind the same primitives, and the
+kernel handles any leading (batch) dimensions.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import operator
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+from jax._src import config as jax_config  # private: a flag that is part of jit's cache keys
+from jax.interpreters import mlir
+
+from mxlower import types
+from mxlower.execution import ffi
+from mxlower.jax import primitives
+from mxlower.lowering.mx_kernels import KernelSpec
+
+__all__ = ["IMPLS", "check_impl", "portable", "quantize_spec", "dequantize_spec"]
+
+IMPLS = ("auto", "xla")
+
+#: While set, every lowering is the portable StableHLO (``mxlower.jax.lower``).  A JAX config
+#: state so that jit's trace and lowering caches tell the two apart.
+_portable = jax_config.bool_state(
+    "mxlower_portable_lowering", False,
+    "Lower mxlower.jax's primitives to portable StableHLO even on the CPU (no FFI kernels).",
+    include_in_jit_key=True, include_in_trace_context=True)
+
+
+@contextlib.contextmanager
+def portable() -> Iterator[None]:
+    """Within the block, mxlower.jax lowers to the portable StableHLO everywhere."""
+    with _portable(True):
+        yield
+
+
+def check_impl(impl: Any, fn: str) -> str:
+    """``impl`` if it is "auto" or "xla"; ValueError naming the argument otherwise."""
+    if impl not in IMPLS:
+        raise ValueError(f"{fn}: unknown argument 'impl' {impl!r} (known: {', '.join(IMPLS)})")
+    return impl
+
+
+def _wide(dtype: Any) -> str:
+    return types.of_dtype(np.dtype(dtype)).mlir
+
+
+def quantize_spec(aval: Any, format: str, block_size: int, scale_mode: str | None,  # noqa: A002
+                  has_g: bool) -> KernelSpec | None:
+    """The kernel of an ``mx_quantize`` on ``aval``, or None where none applies."""
+    try:
+        return KernelSpec("quantize", format, _wide(aval.dtype), scale_mode or "floor",
+                          block_size, global_scale=has_g)
+    except ValueError:
+        return None
+
+
+def dequantize_spec(format: str, block_size: int, dtype: Any,  # noqa: A002
+                    has_g: bool) -> KernelSpec | None:
+    """The kernel of an ``mx_dequantize`` to ``dtype``, or None where none applies."""
+    try:
+        return KernelSpec("dequantize", format, _wide(dtype), block_size=block_size,
+                          global_scale=has_g)
+    except ValueError:
+        return None
+
+
+def _static(shape: Any) -> bool:
+    try:
+        for d in shape:
+            operator.index(d)
+    except TypeError:  # a symbolic dimension (jax.export shape polymorphism)
+        return False
+    return True
+
+
+def _per_device(ctx: Any) -> bool:
+    """Whether the lowered program runs unpartitioned: on one device, or inside a
+    ``shard_map`` over every mesh axis.  XLA's SPMD partitioner cannot split a custom call (it
+    would gather the whole array onto every device), so partitioned programs keep the
+    StableHLO, which it partitions block by block."""
+    ac = ctx.module_context.axis_context
+    if hasattr(ac, "num_devices"):  # ShardingContext
+        return ac.num_devices == 1
+    if hasattr(ac, "manual_axes"):  # SPMDAxisContext
+        return set(ac.manual_axes) == set(ac.mesh.axis_names)
+    return False
+
+
+def _use_kernel(ctx: Any, impl: str, spec: KernelSpec | None) -> bool:
+    return (impl == "auto" and spec is not None and not _portable.value
+            and not ctx.module_context.lowering_parameters.for_export
+            and all(_static(a.shape) for a in ctx.avals_in) and _per_device(ctx)
+            and ffi.available())
+
+
+def _quantize_cpu(ctx, x, *g, format, block_size, axis, scale_mode,  # noqa: A002
+                  impl="auto"):
+    spec = quantize_spec(ctx.avals_in[0], format, block_size, scale_mode, bool(g))
+    if not _use_kernel(ctx, impl, spec):
+        return primitives._quantize_lowering(ctx, x, *g, format=format, block_size=block_size,
+                                             axis=axis, scale_mode=scale_mode)
+
+    def run(x, *g):
+        return ffi.quantize(x, format, axis=axis, block_size=block_size,
+                            scale_mode=scale_mode or "floor",
+                            global_scale=g[0] if g else None)
+
+    return mlir.lower_fun(run, multiple_results=True)(ctx, x, *g)
+
+
+def _dequantize_cpu(ctx, e, s, *rest, format, block_size, axis, dtype, has_g,  # noqa: A002
+                    has_ste, impl="auto"):
+    spec = dequantize_spec(format, block_size, dtype, has_g)
+    if not _use_kernel(ctx, impl, spec):
+        return primitives._dequantize_lowering(ctx, e, s, *rest, format=format,
+                                               block_size=block_size, axis=axis, dtype=dtype,
+                                               has_g=has_g, has_ste=has_ste)
+
+    def run(e, s, *rest):
+        return ffi.dequantize(e, s, format, axis=axis, block_size=block_size, dtype=dtype,
+                              global_scale=rest[0] if has_g else None)
+
+    return mlir.lower_fun(run, multiple_results=False)(ctx, e, s, *rest)
+
+
+mlir.register_lowering(primitives.quantize_p, _quantize_cpu, platform="cpu")
+mlir.register_lowering(primitives.dequantize_p, _dequantize_cpu, platform="cpu")
