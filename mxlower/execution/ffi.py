@@ -211,17 +211,17 @@ def handler_text(spec: KernelSpec) -> str:
     ins, outs = spec.operands(), spec.results()
     frame, args, rets = abi.CallFrame, abi.Args, abi.Rets
     buf = abi.Buffer
-    messages: list[str] = []
+    messages: list[str] = []  # one error block and string per distinct message
     e = _Emitter()
-    errors: list[tuple[str, int]] = []  # (block, message index)
+    checks = [0]
 
     def fail_if(cond: str, message: str) -> None:
-        blk = f"error{len(errors)}"
-        cont = f"ok{len(errors)}"
-        messages.append(f"{name}: {message}")
-        errors.append((blk, len(messages) - 1))
-        e.do(f"llvm.cond_br {cond}, ^{blk}, ^{cont}")
-        e.block(cont)
+        text = f"{name}: {message}"
+        if text not in messages:
+            messages.append(text)
+        checks[0] += 1
+        e.do(f"llvm.cond_br {cond}, ^error{messages.index(text)}, ^ok{checks[0]}")
+        e.block(f"ok{checks[0]}")
 
     e.lines.append(f"  llvm.func @{name}_ffi(%frame: !llvm.ptr) -> !llvm.ptr {{")
     null = e.emit("{r} = llvm.mlir.zero : !llvm.ptr")
@@ -337,8 +337,8 @@ def handler_text(spec: KernelSpec) -> str:
     e.do(f"llvm.call @{name}({', '.join(call_args)}) : ({types}) -> ()")
     e.do(f"llvm.return {null} : !llvm.ptr")
     # 5. errors: XLA_FFI_Error_Create(INVALID_ARGUMENT, message)
-    for blk, mi in errors:
-        e.block(blk)
+    for mi in range(len(messages)):
+        e.block(f"error{mi}")
         ea = e.emit("{r} = llvm.alloca " + one + " x !llvm.array<"
                     f"{ctypes.sizeof(abi.ErrorCreateArgs)} x i8> : (i64) -> !llvm.ptr")
         ca = abi.ErrorCreateArgs
@@ -546,3 +546,48 @@ def dequantize(elements: Any, scales: Any, format: str = "mxfp8_e4m3", *,  # noq
     (out,) = [_storage(spec, o, shape) for o in spec.results()]
     y = jax.ffi.ffi_call(target, out, vmap_method="broadcast_all")(*operands)
     return jnp.moveaxis(y, -1, ax)
+
+
+# ============================================================================ command line
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m mxlower.execution.ffi OP FORMAT [options]``: print a kernel's IR (the loops,
+    or the LLVM dialect module with its FFI handler), e.g. for FileCheck tests."""
+    import argparse
+    import sys
+
+    ap = argparse.ArgumentParser(prog="python -m mxlower.execution.ffi",
+                                 description="print the IR of one of mxlower's FFI kernels")
+    ap.add_argument("op", choices=("quantize", "dequantize"))
+    ap.add_argument("format", help=f"one of {', '.join(FORMATS)}")
+    ap.add_argument("--wide", default="f32", help="input (quantize) or output type: f32, bf16, "
+                    "f16 (default f32)")
+    ap.add_argument("--scale-mode", default="floor", help=f"one of {', '.join(SCALE_MODES)}")
+    ap.add_argument("--block-size", type=int, default=None)
+    ap.add_argument("--packed", action="store_true", help="f6 elements packed (mx.pack layout)")
+    ap.add_argument("--global-scale", action="store_true", help="nvfp4's f32 global scale")
+    ap.add_argument("--stage", choices=("loops", "llvm"), default="loops",
+                    help="loops: the kernel as built; llvm: lowered, with its FFI handler")
+    a = ap.parse_args(argv)
+    try:
+        spec = KernelSpec(a.op, a.format, a.wide, a.scale_mode, a.block_size, a.packed,
+                          a.global_scale)
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    if not available():
+        print("error: upstream MLIR (the xtc wheels) is not installed", file=sys.stderr)
+        return 1
+    if a.stage == "loops":
+        from mxlower.lowering.mx_kernels import build
+
+        print(build(spec), end="")
+    else:
+        _, module = lower_module(spec)
+        print(module)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

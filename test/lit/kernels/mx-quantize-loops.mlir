@@ -1,0 +1,58 @@
+// The fused quantize kernels as mxlower.lowering.mx_kernels builds them (one scf loop over
+// groups of blocks, each block loaded once into a vector and kept in registers; the group's
+// scale arithmetic as one vector; packed element stores), then the leftover blocks one by one.
+// REQUIRES: llvm-tools
+// RUN: %PYTHON -m mxlower.execution.ffi quantize mxfp4_e2m1 | FileCheck %s --check-prefix=FP4
+// RUN: %PYTHON -m mxlower.execution.ffi quantize mxfp6_e3m2 --packed --wide bf16 --scale-mode rceil | FileCheck %s --check-prefix=FP6
+// RUN: %PYTHON -m mxlower.execution.ffi quantize mxint8 --block-size 128 | FileCheck %s --check-prefix=LONG
+// RUN: not %PYTHON -m mxlower.execution.ffi quantize mxfp4_e2m1 --block-size 3 2>&1 | FileCheck %s --check-prefix=BAD
+// RUN: not %PYTHON -m mxlower.execution.ffi quantize mxfp3 2>&1 | FileCheck %s --check-prefix=BADFMT
+
+// FP4-LABEL: func.func @mxlower_quantize_mxfp4_e2m1_f32_k32_floor(
+// FP4-SAME: %[[X:[^:]+]]: memref<?xf32>, %[[Q:[^:]+]]: memref<?xi8>, %[[S:[^:]+]]: memref<?xi8>, %[[B0:[^:]+]]: index, %[[B1:[^:]+]]: index)
+// FP4: scf.for %[[I:.*]] = %[[B0]] to %[[MID:.*]] step %c8
+// FP4-COUNT-8: vector.load %[[X]][%{{.*}}] : memref<?xf32>, vector<32xf32>
+// FP4-NOT: vector.load
+// FP4-COUNT-8: vector.reduction <maxsi>, %{{.*}} : vector<32xi32> into i32
+// FP4-NOT: vector.load
+// FP4: vector.from_elements {{.*}} : vector<8xi32>
+// FP4-NOT: vector.load
+// FP4: math.ctlz %{{.*}} : vector<8xi32>
+// FP4-NOT: vector.load
+// FP4: vector.store %{{.*}}, %[[S]][%[[I]]] : memref<?xi8>, vector<8xi8>
+// FP4-NOT: vector.load
+// FP4-COUNT-8: vector.store %{{.*}}, %[[Q]][%{{.*}}] : memref<?xi8>, vector<16xi8>
+// FP4-NOT: vector.load
+// FP4: scf.for %[[J:.*]] = %[[MID]] to %[[B1]] step %c1
+// FP4: vector.load %[[X]][%{{.*}}] : memref<?xf32>, vector<32xf32>
+// FP4-NOT: vector.load
+// FP4: memref.store %{{.*}}, %[[S]][%[[J]]] : memref<?xi8>
+// FP4: vector.deinterleave %{{.*}} : vector<32xi8> -> vector<16xi8>
+// FP4: vector.store %{{.*}}, %[[Q]][%{{.*}}] : memref<?xi8>, vector<16xi8>
+// FP4: return
+
+// bf16 in (decoded by the codec: no float conversion op), f6 codes packed 4 per 3 bytes
+// FP6-LABEL: func.func @mxlower_quantize_mxfp6_e3m2_bf16_k32_rceil_packed(
+// FP6-SAME: memref<?xbf16>
+// FP6: scf.for
+// FP6-COUNT-8: vector.load %{{.*}} : memref<?xbf16>, vector<32xbf16>
+// FP6-NOT: arith.extf
+// FP6: arith.divf %{{.*}} : vector<8xf32>
+// FP6: vector.deinterleave %{{.*}} : vector<32xi8> -> vector<16xi8>
+// FP6: vector.shuffle %{{.*}}, %{{.*}} [0, 1, 16, 2, 3, 17, {{.*}}] : vector<16xi8>, vector<8xi8>
+// FP6: vector.store %{{.*}} : memref<?xi8>, vector<24xi8>
+
+// Blocks of 128: two chunks of 64 lanes, the maximum then the elements, one block per step
+// LONG-LABEL: func.func @mxlower_quantize_mxint8_f32_k128_floor(
+// LONG: scf.for %[[I:.*]] = %{{.*}} to %{{.*}} step %c1
+// LONG: scf.for %{{.*}} = %c0{{.*}} to %c2{{.*}} step %{{.*}} iter_args(
+// LONG: vector.load {{.*}} vector<64xf32>
+// LONG: vector.reduction <maxsi>
+// LONG: memref.store %{{.*}}, %{{.*}}[%[[I]]] : memref<?xi8>
+// LONG: scf.for %{{.*}} = %c0{{.*}} to %c2{{.*}} step %{{[^ ]*}} {
+// LONG: math.roundeven %{{.*}} : vector<64xf32>
+// LONG: arith.fptosi %{{.*}} : vector<64xf32> to vector<64xi8>
+// LONG: vector.store %{{.*}} : memref<?xi8>, vector<64xi8>
+
+// BAD: error: packed f4 elements need an even block size, got 3
+// BADFMT: error: unknown MX format 'mxfp3' (known: mxfp8_e4m3,
