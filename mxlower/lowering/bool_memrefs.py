@@ -43,7 +43,8 @@ _RETYPED_OPS = frozenset({
     "memref.assume_alignment", "memref.view", "memref.alloca_scope",
     "memref.alloca_scope.return", "memref.prefetch", "bufferization.clone",
     "bufferization.dealloc", "builtin.unrealized_conversion_cast", "builtin.module",
-    "ub.poison", "affine.prefetch"})
+    "ub.poison", "affine.prefetch", "gpu.module", "gpu.func", "gpu.return", "gpu.launch_func",
+    "gpu.alloc", "gpu.dealloc", "gpu.memcpy"})
 #: dialects whose ops only pass values along (functions, calls, loops, branches)
 _CONTROL_DIALECTS = frozenset({"func", "scf", "cf", "affine"})
 #: ops of those dialects that do more than pass a memref along

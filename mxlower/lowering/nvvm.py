@@ -72,9 +72,9 @@ __all__ = [
     "SATFINITE_ATTR",
     "UnsupportedConversion",
     "conversion_types",
-    "emit_conversion",
     "emit_extf",
     "emit_truncf",
+    "lower_conversion",
     "pairs",
     "plan_conversion",
     "plan_extf",
@@ -548,7 +548,7 @@ def plan_conversion(o: Any, chip: str, hardware: bool, pass_name: str) -> Plan:
         raise diag.error(o, f"'{o.name}' from {se} to {de}: {e}") from None
 
 
-def emit_conversion(o: Any, plan: Plan) -> None:
+def lower_conversion(o: Any, plan: Plan) -> None:
     """Replace the narrow ``arith.truncf``/``extf`` ``o`` by its lowering under ``plan``."""
     ir, arith = upstream.module("ir"), upstream.module("dialects.arith")
     se, de = conversion_types(o)

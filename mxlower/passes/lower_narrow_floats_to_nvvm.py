@@ -85,7 +85,7 @@ class LowerNarrowFloatsToNVVM(ModulePass):
                 fixed = plan.path == "cvt" and plan.fixup and o.name == "arith.truncf"
                 diag.remark(o, f"{types[0]} -> {types[1]}: {plan.detail}"
                             + (" + fix-up" if fixed else ""))
-            nvvm.emit_conversion(o, plan)
+            nvvm.lower_conversion(o, plan)
         if failures:
             raise failures[0]
         if self.narrow_storage:  # the nvvm.convert ops made above keep their types

@@ -19,7 +19,7 @@ class GpuToNVVM(Pipeline):
 
     Stages (upstream MLIR 22): ``mxlower-lower-narrow-floats-to-nvvm`` (narrow-float
     conversions to cvt instructions or integer ops; narrow storage to one i8 code per element),
-    ``canonicalize``, ``cse``, ``lower-affine``, ``convert-scf-to-cf``, ``gpu.module(
+    ``mxlower-widen-bool-memrefs`` (memrefs of i1 as one byte per bool), ``canonicalize``, ``cse``, ``lower-affine``, ``convert-scf-to-cf``, ``gpu.module(
     convert-gpu-to-nvvm)``, ``convert-func-to-llvm``, ``convert-to-llvm`` and
     ``reconcile-unrealized-casts``.  Memref arguments are bare pointers by default, so a
     kernel is called with one device pointer per memref (``bare-ptr=false``: MLIR's memref
@@ -62,6 +62,7 @@ class GpuToNVVM(Pipeline):
         lower = f"mxlower-lower-narrow-floats-to-nvvm{{{chip}hardware={hw} narrow-storage=true}}"
         return ", ".join([
             lower,
+            "mxlower-widen-bool-memrefs",  # convert-to-llvm asserts on stores to memrefs of i1
             "canonicalize",
             "cse",
             "lower-affine",

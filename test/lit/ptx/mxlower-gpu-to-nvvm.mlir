@@ -52,3 +52,24 @@ func.func @scale(%q: memref<8xf32>, %s: memref<8xf8E8M0FNU>) attributes {gpu.ker
   vector.store %c, %s[%c0] : memref<8xf8E8M0FNU>, vector<2xf8E8M0FNU>
   return
 }
+
+// -----
+
+// Memrefs of i1 are one byte per bool (mxlower-widen-bool-memrefs): convert-to-llvm would
+// assert on the i1 store.
+// CHECK-LABEL: gpu.module @bools
+// CHECK: llvm.func @flip(%{{.*}}: !llvm.ptr) attributes {gpu.kernel, nvvm.kernel}
+// CHECK: %[[B:.*]] = llvm.load %{{.*}} : !llvm.ptr -> i8
+// CHECK: llvm.trunc %[[B]] : i8 to i1
+// CHECK: %[[W:.*]] = llvm.zext %{{.*}} : i1 to i8
+// CHECK: llvm.store %[[W]], %{{.*}} : i8, !llvm.ptr
+gpu.module @bools [#nvvm.target<chip = "sm_90a">] {
+  gpu.func @flip(%m: memref<64xi1>) kernel {
+    %i = gpu.thread_id x
+    %b = memref.load %m[%i] : memref<64xi1>
+    %t = arith.constant true
+    %n = arith.xori %b, %t : i1
+    memref.store %n, %m[%i] : memref<64xi1>
+    gpu.return
+  }
+}
