@@ -10,12 +10,17 @@ hits every case alike):
   mxfp4 and nvfp4 back to f32;
 * ``stablehlo``: ``mxlower.jax.quantize`` / ``dequantize`` (today's portable lowering, as
   ``impl="xla"`` runs it);
+* ``kernel alone``: the same kernels' handlers called directly through the C ABI on buffers
+  allocated once, on one thread (what the kernel costs without XLA's per-call result
+  allocation and without XLA's thread pool);
 * ``jax``: JAX's own block quantizer (``jax._src.cudnn.scaled_matmul_stablehlo.quantize`` with
   the ``mxfp8`` / ``nvfp4`` configs of ``jax.nn.get_scaled_dot_general_config``, the code
   ``jax.nn.scaled_dot_general`` uses);
-* ``memcpy``: ``numpy.copyto`` of the f32 input (one thread), the bandwidth the kernels are
-  measured against: a case's "% of memcpy" is (the bytes it must move: input read plus
-  elements and scales written) / its time / (2 x input bytes / memcpy time).
+* ``memcpy``: ``numpy.copyto`` of the f32 input into a buffer whose pages are already mapped
+  (one thread), the bandwidth the kernels are measured against: a case's "% of memcpy" is
+  (the bytes it must move: input read plus elements and scales written) / its time /
+  (2 x input bytes / memcpy time); and the same copy through XLA (``x + 0.0``), which, like
+  every XLA call here, writes a freshly allocated result (page faults included).
 
 Then, per kernel, the build (MLIR: kernel, lowering, handler) and LLVM compile times and the
 first-call overhead of a jitted call (tracing, kernel compile, registration and XLA compile)
@@ -28,7 +33,7 @@ against the same call warm.  Printed as Markdown; ``--json`` saves the rows.
 from __future__ import annotations
 
 import argparse
-import json
+import ctypes
 import os
 import time
 from collections.abc import Callable
@@ -40,12 +45,14 @@ import numpy as np
 import mxlower.jax as mxj
 from mxlower.benchmarking import Session, round_robin
 from mxlower.execution import ffi
+from mxlower.execution import ffi_abi as abi
 from mxlower.formats import FORMATS
 from mxlower.lowering.mx_kernels import KernelSpec
 
 FORMATS_Q = ("mxfp8_e4m3", "mxfp6_e2m3", "mxfp4_e2m1", "nvfp4", "mxint8")
 FORMATS_DQ = ("mxfp4_e2m1", "nvfp4")
 ROW = 4096
+MEMCPY = "memcpy (numpy.copyto of the f32 input, warm pages)"
 
 
 def _ready(fn: Callable, *args) -> Callable[[], object]:
@@ -71,13 +78,20 @@ def bench_size(logn: int, reps: int) -> list[dict]:
     dst = np.empty_like(src)
     dst[...] = 1  # touch the pages once
     cases: dict[str, tuple[Callable[[], object], float]] = {
-        "memcpy (numpy.copyto, f32 input)": (lambda: np.copyto(dst, src), 2 * 4 * n)}
+        MEMCPY: (lambda: np.copyto(dst, src), 2 * 4 * n),
+        # the same bytes through XLA, which allocates its result on every call as the
+        # kernels' results are
+        "XLA copy (x + 0.0 under jit, f32)": (_ready(jax.jit(lambda x: x + 0.0), x), 2 * 4 * n),
+    }
+    xn = np.asarray(x)
     for fmt in FORMATS_Q:
         moved = 4 * n + written(fmt, n)
+        cases[f"kernel alone, quantize {fmt} (C ABI, warm buffers)"] = (
+            direct_case(KernelSpec("quantize", fmt), xn), moved)
         cases[f"ffi quantize {fmt}"] = (
             _ready(jax.jit(lambda x, f=fmt: ffi.quantize(x, f)), x), moved)
         cases[f"stablehlo quantize {fmt}"] = (
-            _ready(jax.jit(lambda x, f=fmt: _parts(mxj.quantize(x, f))), x), moved)
+            _ready(jax.jit(lambda x, f=fmt: _parts(mxj.quantize(x, f, impl="xla"))), x), moved)
     mx8 = jax.nn.get_scaled_dot_general_config("mxfp8")
     nv4 = jax.nn.get_scaled_dot_general_config("nvfp4", global_scale=jnp.float32(1.0))
     cases["jax quantize mxfp8 (scaled_dot_general's)"] = (
@@ -90,9 +104,10 @@ def bench_size(logn: int, reps: int) -> list[dict]:
         cases[f"ffi dequantize {fmt}"] = (
             _ready(jax.jit(lambda e, s, f=fmt: ffi.dequantize(e, s, f)), q.elements, q.scales),
             moved)
-        cases[f"stablehlo dequantize {fmt}"] = (_ready(jax.jit(mxj.dequantize), q), moved)
+        cases[f"stablehlo dequantize {fmt}"] = (
+            _ready(jax.jit(lambda q: mxj.dequantize(q, impl="xla")), q), moved)
     t = round_robin({k: fn for k, (fn, _) in cases.items()}, reps)
-    memcpy_bw = cases["memcpy (numpy.copyto, f32 input)"][1] / t["memcpy (numpy.copyto, f32 input)"]
+    memcpy_bw = cases[MEMCPY][1] / t[MEMCPY]
     rows = []
     for k, (_, moved) in cases.items():
         bw = moved / t[k]
@@ -109,6 +124,45 @@ def bench_size(logn: int, reps: int) -> list[dict]:
                 if kind == "quantize" and jax_case:
                     r["vs_jax"] = base[jax_case] / r["ms"]
     return rows
+
+
+def _buffer(a: np.ndarray, dtype: str, dims: tuple[int, ...], keep: list) -> int:
+    d = (ctypes.c_int64 * len(dims))(*dims)
+    b = abi.Buffer(struct_size=ctypes.sizeof(abi.Buffer), dtype=abi.DTYPES[dtype],
+                   data=a.ctypes.data, rank=len(dims), dims=d)
+    keep += [d, b]
+    return ctypes.addressof(b)
+
+
+def direct_case(spec: KernelSpec, x: np.ndarray) -> Callable[[], object]:
+    """The kernel's handler called through the C ABI on buffers allocated (and touched) once:
+    the kernel alone, on this thread, without XLA's per-call result allocation."""
+    ck = ffi.compile_kernel(spec)
+    n = x.size
+    res = spec.results()
+    elements = np.ones(n // 2 if spec.fmt.bits == 4 else n, np.uint8)  # f6: a code a byte
+    scales = np.ones(n // spec.k, np.uint8)
+    keep: list = []
+    shape = x.shape
+    bufs = [_buffer(elements, res[0].dtype.name, shape, keep),
+            _buffer(scales, res[1].dtype.name, (*shape[:-1], shape[-1] // spec.k), keep)]
+    args = (ctypes.c_void_p * 1)(_buffer(x, "float32", shape, keep))
+    rets = (ctypes.c_void_p * 2)(*bufs)
+    types = (ctypes.c_int32 * 2)(abi.BUFFER, abi.BUFFER)
+    # an API without the thread-pool functions: the kernel runs on this thread alone
+    api = abi.Api(struct_size=abi.Api.XLA_FFI_Error_Create.offset + 8)
+    frame = abi.CallFrame(
+        struct_size=abi.struct_size(abi.CallFrame, "attrs"), stage=abi.EXECUTE,
+        api=ctypes.addressof(api),
+        args=abi.Args(struct_size=ctypes.sizeof(abi.Args), size=1, types=types, args=args),
+        rets=abi.Rets(struct_size=ctypes.sizeof(abi.Rets), size=2, types=types, rets=rets))
+    keep += [args, rets, types, frame, elements, scales, api]
+
+    def run() -> None:
+        assert ck.handler(ctypes.addressof(frame)) is None, "the handler reported an error"
+        assert keep  # the buffers live as long as the closure
+
+    return run
 
 
 def bench_startup() -> list[dict]:

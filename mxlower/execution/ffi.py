@@ -187,6 +187,175 @@ _HELPERS = """\
 """
 
 
+#: values per chunk below which a call is not split across threads (512 KiB of f32)
+THREAD_CHUNK = 1 << 17
+
+#: C library functions the parallel path calls (resolved in the process by the JIT)
+_EXTERNS = {"malloc": "llvm.func @malloc(i64) -> !llvm.ptr",
+            "free": "llvm.func @free(!llvm.ptr)",
+            "sched_yield": "llvm.func @sched_yield() -> i32"}
+
+#: the shared state of a parallel call (i64 slots): next chunk to claim, chunks done,
+#: references (the tasks still to finish, and the handler), chunk count, block count, then the
+#: (data, size) pairs of the buffers
+_NEXT, _DONE, _REFS, _CHUNKS, _BLOCKS, _SLOTS = range(6)
+
+
+def _call_kernel(e: _Emitter, name: str, slots: list[tuple[str, str]], b0: str, b1: str) -> None:
+    """Emits the call of the lowered kernel on blocks [b0, b1): each buffer as the memref
+    descriptor (allocated, aligned, offset 0, size, stride 1)."""
+    zero, one = e.i64(0), e.i64(1)
+    args = [v for data, n in slots for v in (data, data, zero, n, one)] + [b0, b1]
+    types = ", ".join(["!llvm.ptr", "!llvm.ptr", "i64", "i64", "i64"] * len(slots)
+                      + ["i64", "i64"])
+    e.do(f"llvm.call @{name}({', '.join(args)}) : ({types}) -> ()")
+
+
+def _parallel_types(nslots: int) -> str:
+    return ", ".join(["!llvm.ptr", "!llvm.ptr", "i64", "i64"] + ["!llvm.ptr", "i64"] * nslots)
+
+
+def _parallel_text(name: str, nslots: int) -> list[str]:
+    """``@__mxlower_ffi_parallel(api, ctx, blocks, max_chunks, buffers...)``: the kernel on
+    ``min(max_chunks, XLA's thread count)`` chunks of the block range, chunks claimed with an
+    atomic counter by the calling thread and by tasks given to ``XLA_FFI_ThreadPool_Schedule``
+    (so nothing waits on a task that never starts: the caller does every chunk nobody else
+    claimed, then waits only for chunks being run).  The state is on the heap, freed by the
+    last of the caller and the tasks to finish with it.  Without a thread pool (an error from
+    the API, destroyed), the caller does it all."""
+    api = abi.Api
+    e = _Emitter()
+    slot_args = ", ".join(f"%d{i}: !llvm.ptr, %n{i}: i64" for i in range(nslots))
+
+    def slot(state: str, i: int) -> str:
+        return e.at(state, 8 * i)
+
+    # the work loop: claim a chunk, run it, count it
+    e.lines.append("  llvm.func internal @__mxlower_ffi_work(%state: !llvm.ptr) {")
+    e.do("llvm.br ^claim")
+    e.block("claim")
+    one = e.i64(1)
+    c = e.emit(f"{{r}} = llvm.atomicrmw add {slot('%state', _NEXT)}, {one} acq_rel : "
+               "!llvm.ptr, i64")
+    n = e.load("%state", 8 * _CHUNKS, "i64")
+    e.do(f"llvm.cond_br {e.icmp('sge', c, n)}, ^exit, ^run")
+    e.block("run")
+    blocks = e.load("%state", 8 * _BLOCKS, "i64")
+    b0 = e.binary("udiv", e.binary("mul", c, blocks), n)
+    b1 = e.binary("udiv", e.binary("mul", e.binary("add", c, one), blocks), n)
+    slots = [(e.load("%state", 8 * (_SLOTS + 2 * i), "!llvm.ptr"),
+              e.load("%state", 8 * (_SLOTS + 2 * i + 1), "i64")) for i in range(nslots)]
+    _call_kernel(e, name, slots, b0, b1)
+    e.emit(f"{{r}} = llvm.atomicrmw add {slot('%state', _DONE)}, {one} release : !llvm.ptr, i64")
+    e.do("llvm.br ^claim")
+    e.block("exit")
+    e.do("llvm.return")
+    e.lines.append("  }")
+    # a task: work, then drop its reference
+    e.lines.append("  llvm.func internal @__mxlower_ffi_task(%state: !llvm.ptr) {")
+    e.do("llvm.call @__mxlower_ffi_work(%state) : (!llvm.ptr) -> ()")
+    e.do("llvm.call @__mxlower_ffi_release(%state) : (!llvm.ptr) -> ()")
+    e.do("llvm.return")
+    e.lines.append("  }")
+    e.lines.append("  llvm.func internal @__mxlower_ffi_release(%state: !llvm.ptr) {")
+    one = e.i64(1)
+    r = e.emit(f"{{r}} = llvm.atomicrmw sub {slot('%state', _REFS)}, {one} acq_rel : "
+               "!llvm.ptr, i64")
+    e.do(f"llvm.cond_br {e.icmp('eq', r, one)}, ^last, ^keep")
+    e.block("last")
+    e.do("llvm.call @free(%state) : (!llvm.ptr) -> ()")
+    e.do("llvm.return")
+    e.block("keep")
+    e.do("llvm.return")
+    e.lines.append("  }")
+    # the caller
+    e.lines.append("  llvm.func internal @__mxlower_ffi_parallel(%api: !llvm.ptr, %ctx: !llvm.ptr, "
+                   f"%blocks: i64, %most: i64, {slot_args}) {{")
+    zero, one = e.i64(0), e.i64(1)
+    null = e.emit("{r} = llvm.mlir.zero : !llvm.ptr")
+    nt_args = e.emit("{r} = llvm.alloca " + one + " x !llvm.array<"
+                     f"{ctypes.sizeof(abi.ThreadPoolNumThreadsArgs)} x i8> : (i64) -> !llvm.ptr")
+    sc_args = e.emit("{r} = llvm.alloca " + one + " x !llvm.array<"
+                     f"{ctypes.sizeof(abi.ThreadPoolScheduleArgs)} x i8> : (i64) -> !llvm.ptr")
+    de_args = e.emit("{r} = llvm.alloca " + one + " x !llvm.array<"
+                     f"{ctypes.sizeof(abi.ErrorDestroyArgs)} x i8> : (i64) -> !llvm.ptr")
+    nt = e.emit("{r} = llvm.alloca " + one + " x i64 : (i64) -> !llvm.ptr")
+    e.store(one, nt, 0, "i64")
+    na = abi.ThreadPoolNumThreadsArgs
+    e.store(e.i64(abi.struct_size(na, "num_threads")), nt_args, na.struct_size.offset, "i64")
+    e.store(null, nt_args, na.extension_start.offset, "!llvm.ptr")
+    e.store("%ctx", nt_args, na.ctx.offset, "!llvm.ptr")
+    e.store(nt, nt_args, na.num_threads.offset, "!llvm.ptr")
+    da = abi.ErrorDestroyArgs
+    e.store(e.i64(abi.struct_size(da, "error")), de_args, da.struct_size.offset, "i64")
+    e.store(null, de_args, da.extension_start.offset, "!llvm.ptr")
+    destroy = e.load("%api", api.XLA_FFI_Error_Destroy.offset, "!llvm.ptr")
+    count = e.load("%api", api.XLA_FFI_ThreadPool_NumThreads.offset, "!llvm.ptr")
+    err = e.emit(f"{{r}} = llvm.call {count}({nt_args}) : !llvm.ptr, (!llvm.ptr) -> !llvm.ptr")
+    e.do(f"llvm.cond_br {e.icmp('ne', err, null, '!llvm.ptr')}, ^no_pool, ^pool")
+    e.block("no_pool")
+    e.store(err, de_args, da.error.offset, "!llvm.ptr")
+    e.do(f"llvm.call {destroy}({de_args}) : !llvm.ptr, (!llvm.ptr) -> ()")
+    e.store(one, nt, 0, "i64")
+    e.do("llvm.br ^pool")
+    e.block("pool")
+    threads = e.load(nt, 0, "i64")
+    chunks = e.emit(f"{{r}} = llvm.intr.smin({threads}, %most) : (i64, i64) -> i64")
+    e.do(f"llvm.cond_br {e.icmp('slt', chunks, e.i64(2))}, ^alone, ^split")
+    e.block("alone")
+    _call_kernel(e, name, [(f"%d{i}", f"%n{i}") for i in range(nslots)], zero, "%blocks")
+    e.do("llvm.return")
+    e.block("split")
+    state = e.emit(f"{{r}} = llvm.call @malloc({e.i64(8 * (_SLOTS + 2 * nslots))}) : "
+                   "(i64) -> !llvm.ptr")
+    e.store(zero, state, 8 * _NEXT, "i64")
+    e.store(zero, state, 8 * _DONE, "i64")
+    e.store(chunks, state, 8 * _REFS, "i64")  # the chunks - 1 tasks and this thread
+    e.store(chunks, state, 8 * _CHUNKS, "i64")
+    e.store("%blocks", state, 8 * _BLOCKS, "i64")
+    for i in range(nslots):
+        e.store(f"%d{i}", state, 8 * (_SLOTS + 2 * i), "!llvm.ptr")
+        e.store(f"%n{i}", state, 8 * (_SLOTS + 2 * i + 1), "i64")
+    sa = abi.ThreadPoolScheduleArgs
+    e.store(e.i64(abi.struct_size(sa, "data")), sc_args, sa.struct_size.offset, "i64")
+    e.store(null, sc_args, sa.extension_start.offset, "!llvm.ptr")
+    e.store("%ctx", sc_args, sa.ctx.offset, "!llvm.ptr")
+    task = e.emit("{r} = llvm.mlir.addressof @__mxlower_ffi_task : !llvm.ptr")
+    e.store(task, sc_args, sa.task.offset, "!llvm.ptr")
+    e.store(state, sc_args, sa.data.offset, "!llvm.ptr")
+    schedule = e.load("%api", api.XLA_FFI_ThreadPool_Schedule.offset, "!llvm.ptr")
+    e.do(f"llvm.br ^schedule({one} : i64)")
+    e.block("schedule", "%j: i64")
+    e.do(f"llvm.cond_br {e.icmp('sge', '%j', chunks)}, ^work, ^give")
+    e.block("give")
+    serr = e.emit(f"{{r}} = llvm.call {schedule}({sc_args}) : !llvm.ptr, (!llvm.ptr) -> "
+                  "!llvm.ptr")
+    nxt = e.binary("add", "%j", one)
+    e.do(f"llvm.cond_br {e.icmp('ne', serr, null, '!llvm.ptr')}, ^refused, "
+         f"^schedule({nxt} : i64)")
+    e.block("refused")  # that task will never run: drop its reference
+    e.store(serr, de_args, da.error.offset, "!llvm.ptr")
+    e.do(f"llvm.call {destroy}({de_args}) : !llvm.ptr, (!llvm.ptr) -> ()")
+    e.do(f"llvm.call @__mxlower_ffi_release({state}) : (!llvm.ptr) -> ()")
+    e.do(f"llvm.br ^schedule({nxt} : i64)")
+    e.block("work")
+    e.do(f"llvm.call @__mxlower_ffi_work({state}) : (!llvm.ptr) -> ()")
+    e.do("llvm.br ^wait")
+    e.block("wait")  # every chunk is claimed: wait for those still running elsewhere
+    done = e.emit(f"{{r}} = llvm.load {slot(state, _DONE)} atomic acquire "
+                  "{{alignment = 8 : i64}}"
+                  " : !llvm.ptr -> i64")
+    e.do(f"llvm.cond_br {e.icmp('slt', done, chunks)}, ^yield, ^finish")
+    e.block("yield")
+    e.emit("{r} = llvm.call @sched_yield() : () -> i32")
+    e.do("llvm.br ^wait")
+    e.block("finish")
+    e.do(f"llvm.call @__mxlower_ffi_release({state}) : (!llvm.ptr) -> ()")
+    e.do("llvm.return")
+    e.lines.append("  }")
+    return e.lines
+
+
 def _c_string(text: str) -> str:
     """An MLIR string literal holding ``text`` and a terminating NUL."""
     out = []
@@ -316,8 +485,8 @@ def handler_text(spec: KernelSpec) -> str:
         else:
             want = e.binary("udiv", last, k)
         fail_if(e.icmp("ne", d_last, want), msg)
-    # 4. the kernel, on every block
-    call_args = []
+    # 4. the kernel on every block: in one call, or split across XLA's thread pool
+    slots = []  # (data, size) of each buffer, as the kernel's memref descriptors need them
     for o, b in zip(ops, buffers):
         data = e.load(b, buf.data.offset, "!llvm.ptr")
         if o.kind == "scalar":
@@ -330,11 +499,22 @@ def handler_text(spec: KernelSpec) -> str:
             n = e.binary("udiv", total, e.i64(2))
         else:
             n = total
-        call_args += [data, data, zero, n, one]
+        slots.append((data, n))
     blocks = e.binary("udiv", total, k)
-    call_args += [zero, blocks]
-    types = ", ".join(["!llvm.ptr", "!llvm.ptr", "i64", "i64", "i64"] * len(ops) + ["i64", "i64"])
-    e.do(f"llvm.call @{name}({', '.join(call_args)}) : ({types}) -> ()")
+    chunks = e.binary("udiv", total, e.i64(THREAD_CHUNK))
+    threaded = e.icmp("sge", chunks, e.i64(2))
+    api_size = e.load(api, abi.Api.struct_size.offset, "i64")
+    has_pool = e.icmp("sge", api_size, e.i64(abi.struct_size(abi.Api,
+                                                          "XLA_FFI_ThreadPool_NumThreads")))
+    e.do(f"llvm.cond_br {e.binary('and', threaded, has_pool, 'i1')}, ^pool, ^direct")
+    e.block("direct")
+    _call_kernel(e, name, slots, zero, blocks)
+    e.do(f"llvm.return {null} : !llvm.ptr")
+    e.block("pool")
+    ctx = e.load("%frame", frame.ctx.offset, "!llvm.ptr")
+    e.do(f"llvm.call @__mxlower_ffi_parallel({api}, {ctx}, {blocks}, {chunks}, "
+         f"{', '.join(v for pair in slots for v in pair)}) : ({_parallel_types(len(slots))}) "
+         "-> ()")
     e.do(f"llvm.return {null} : !llvm.ptr")
     # 5. errors: XLA_FFI_Error_Create(INVALID_ARGUMENT, message)
     for mi in range(len(messages)):
@@ -351,6 +531,7 @@ def handler_text(spec: KernelSpec) -> str:
         err = e.emit(f"{{r}} = llvm.call {create}({ea}) : !llvm.ptr, (!llvm.ptr) -> !llvm.ptr")
         e.do(f"llvm.return {err} : !llvm.ptr")
     e.lines.append("  }")
+    e.lines += _parallel_text(name, len(slots))
     e.lines.append(f"  llvm.func @{name}_ffi_address() -> !llvm.ptr {{")
     e.lines.append(f"    %a = llvm.mlir.addressof @{name}_ffi : !llvm.ptr")
     e.lines.append("    llvm.return %a : !llvm.ptr")
@@ -393,7 +574,9 @@ def lower_module(spec: KernelSpec) -> tuple[Any, Any]:
         # the handler calls the lowered kernel: parse both as one module
         text = str(module).rstrip()
         assert text.endswith("}")
-        module = ir.Module.parse(text[:-1] + handler_text(spec) + "}")
+        externs = "".join(f"  {d}\n" for f, d in _EXTERNS.items()
+                          if f"llvm.func @{f}(" not in text)
+        module = ir.Module.parse(text[:-1] + externs + handler_text(spec) + "}")
     return ctx, module
 
 

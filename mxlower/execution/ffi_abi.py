@@ -25,13 +25,21 @@ __all__ = [
     "CallFrame",
     "DTYPES",
     "ERROR_INVALID_ARGUMENT",
+    "ErrorCreate",
     "ErrorCreateArgs",
+    "ErrorDestroy",
+    "ErrorDestroyArgs",
     "EXECUTE",
     "ExtensionBase",
     "METADATA_EXTENSION",
     "Metadata",
     "MetadataExtension",
     "Rets",
+    "Task",
+    "ThreadPoolNumThreads",
+    "ThreadPoolNumThreadsArgs",
+    "ThreadPoolSchedule",
+    "ThreadPoolScheduleArgs",
     "struct_size",
 ]
 
@@ -102,16 +110,43 @@ class CallFrame(ctypes.Structure):
                 ("attrs", Attrs), ("future", _p)]
 
 
-#: XLA_FFI_Error_Create's signature
+class ErrorDestroyArgs(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("extension_start", _p), ("error", _p)]
+
+
+class ThreadPoolScheduleArgs(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("extension_start", _p), ("ctx", _p),
+                ("task", _p), ("data", _p)]
+
+
+class ThreadPoolNumThreadsArgs(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("extension_start", _p), ("ctx", _p),
+                ("num_threads", ctypes.POINTER(_i64))]
+
+
+#: the signatures of the API functions the handlers call
 ErrorCreate = ctypes.CFUNCTYPE(_p, ctypes.POINTER(ErrorCreateArgs))
+ErrorDestroy = ctypes.CFUNCTYPE(None, ctypes.POINTER(ErrorDestroyArgs))
+ThreadPoolSchedule = ctypes.CFUNCTYPE(_p, ctypes.POINTER(ThreadPoolScheduleArgs))
+ThreadPoolNumThreads = ctypes.CFUNCTYPE(_p, ctypes.POINTER(ThreadPoolNumThreadsArgs))
+#: XLA_FFI_Task
+Task = ctypes.CFUNCTYPE(None, _p)
 
 
 class Api(ctypes.Structure):
-    """The head of ``XLA_FFI_Api``, up to the one function the handlers call."""
+    """The head of ``XLA_FFI_Api``, up to the last function the handlers call (an API whose
+    ``struct_size`` ends before the thread-pool functions is used without them)."""
 
     _fields_ = [("struct_size", ctypes.c_size_t), ("extension_start", _p),
                 ("api_version", ApiVersion), ("internal_api", _p),
-                ("XLA_FFI_Error_Create", ErrorCreate)]
+                ("XLA_FFI_Error_Create", ErrorCreate), ("XLA_FFI_Error_GetMessage", _p),
+                ("XLA_FFI_Error_Destroy", ErrorDestroy), ("XLA_FFI_Handler_Register", _p),
+                ("XLA_FFI_Stream_Get", _p), ("XLA_FFI_Type_Register", _p),
+                ("XLA_FFI_ExecutionContext_Get", _p), ("XLA_FFI_State_Set", _p),
+                ("XLA_FFI_State_Get", _p), ("XLA_FFI_DeviceMemory_Allocate", _p),
+                ("XLA_FFI_DeviceMemory_Free", _p),
+                ("XLA_FFI_ThreadPool_Schedule", ThreadPoolSchedule),
+                ("XLA_FFI_ThreadPool_NumThreads", ThreadPoolNumThreads)]
 
 
 def struct_size(cls: type[ctypes.Structure], last_field: str) -> int:

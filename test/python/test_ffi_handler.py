@@ -9,6 +9,7 @@ stand-in ``XLA_FFI_Error_Create``, and through ``jax.ffi.ffi_call``.
 from __future__ import annotations
 
 import ctypes
+import threading
 
 import numpy as np
 import pytest
@@ -33,12 +34,23 @@ def kernel():
 
 
 class FakeApi:
-    """An ``XLA_FFI_Api`` whose ``XLA_FFI_Error_Create`` records the error it is asked for."""
+    """An ``XLA_FFI_Api`` whose ``XLA_FFI_Error_Create`` records the error it is asked for and
+    whose thread pool has ``threads`` threads and runs a scheduled task on a new Python thread
+    ("thread"), at once in the caller ("inline"), or refuses it ("refuse", an error)."""
 
-    def __init__(self):
+    def __init__(self, threads: int = 1, schedule: str = "thread"):
         self.errors: list[tuple[int, str]] = []
-        self._create = abi.ErrorCreate(self._record)
-        self.api = abi.Api(struct_size=ctypes.sizeof(abi.Api), XLA_FFI_Error_Create=self._create)
+        self.destroyed: list[int] = []
+        self.scheduled = 0
+        self.threads_started: list[threading.Thread] = []
+        self.threads, self.mode = threads, schedule
+        self._fns = [abi.ErrorCreate(self._record), abi.ErrorDestroy(self._destroy),
+                     abi.ThreadPoolSchedule(self._schedule),
+                     abi.ThreadPoolNumThreads(self._num_threads)]
+        self.api = abi.Api(struct_size=ctypes.sizeof(abi.Api),
+                           XLA_FFI_Error_Create=self._fns[0], XLA_FFI_Error_Destroy=self._fns[1],
+                           XLA_FFI_ThreadPool_Schedule=self._fns[2],
+                           XLA_FFI_ThreadPool_NumThreads=self._fns[3])
 
     def _record(self, args):
         a = args.contents
@@ -46,11 +58,37 @@ class FakeApi:
         self.errors.append((a.errc, a.message.decode()))
         return 0xE0  # any non-null pointer stands for the error
 
+    def _destroy(self, args):
+        self.destroyed.append(args.contents.error)
 
-def _buffer(array: np.ndarray, dtype_name: str, keep: list) -> ctypes.c_void_p:
-    dims = (ctypes.c_int64 * max(array.ndim, 1))(*array.shape)
+    def _num_threads(self, args):
+        a = args.contents
+        assert a.struct_size == abi.struct_size(abi.ThreadPoolNumThreadsArgs, "num_threads")
+        a.num_threads[0] = self.threads
+        return None
+
+    def _schedule(self, args):
+        a = args.contents
+        assert a.struct_size == abi.struct_size(abi.ThreadPoolScheduleArgs, "data")
+        self.scheduled += 1
+        if self.mode == "refuse":
+            return 0xE1
+        task = abi.Task(a.task)
+        if self.mode == "inline":
+            task(a.data)
+        else:
+            t = threading.Thread(target=task, args=(a.data,))
+            t.start()
+            self.threads_started.append(t)
+        return None
+
+
+def _buffer(array: np.ndarray, dtype_name: str, keep: list, shape=None) -> ctypes.c_void_p:
+    """An XLA_FFI_Buffer of ``array``'s data with ``shape`` (default: the array's)."""
+    shape = array.shape if shape is None else shape
+    dims = (ctypes.c_int64 * max(len(shape), 1))(*shape)
     b = abi.Buffer(struct_size=ctypes.sizeof(abi.Buffer), dtype=abi.DTYPES[dtype_name],
-                   data=array.ctypes.data, rank=array.ndim, dims=dims)
+                   data=array.ctypes.data, rank=len(shape), dims=dims)
     keep += [dims, b, array]
     return ctypes.cast(ctypes.pointer(b), ctypes.c_void_p)
 
@@ -198,3 +236,31 @@ def test_handler_text_decodes_the_frame_with_header_offsets():
     assert f"[{abi.CallFrame.stage.offset}] : (!llvm.ptr) -> !llvm.ptr, i8" in text
     assert "expected 2 arguments (x, global_scale)" in text
     assert "argument 1 (global_scale) must have shape ()" in text
+
+
+@pytest.mark.parametrize("threads, mode", [(1, "thread"), (4, "thread"), (3, "inline"),
+                                           (4, "refuse"), (64, "thread")])
+def test_large_calls_split_across_the_thread_pool(threads, mode):
+    from mxlower import reference
+
+    spec = KernelSpec("quantize", "mxfp4_e2m1", scale_mode="nearest")
+    kernel = ffi.compile_kernel(spec)
+    rows = 3 * ffi.THREAD_CHUNK // 1024 + 1  # not a multiple of the chunk count
+    x = np.random.default_rng(7).standard_normal((rows, 1024)).astype(np.float32)
+    q = np.zeros(x.size // 2, np.uint8)
+    s = np.zeros((rows, 32), np.uint8)
+    api = FakeApi(threads, mode)
+    keep: list = []
+    qb = _buffer(q, "float4_e2m1fn", keep, shape=x.shape)  # XLA's packed f4: logical dims
+    frame = _frame(api, [_buffer(x, "float32", keep)], [qb, _buffer(s, "float8_e8m0fnu", keep)],
+                   keep=keep)
+    assert kernel.handler(ctypes.addressof(frame)) is None
+    for t in api.threads_started:
+        t.join()
+    chunks = min(threads, x.size // ffi.THREAD_CHUNK)
+    assert api.scheduled == (chunks - 1 if chunks > 1 else 0)
+    assert api.destroyed == ([0xE1] * api.scheduled if mode == "refuse" else [])
+    rq, rs = reference.quantize(x, "mxfp4_e2m1", scale_mode="nearest")
+    np.testing.assert_array_equal(s, rs.view(np.uint8))
+    np.testing.assert_array_equal(q, reference.pack(rq, 4).reshape(-1))
+    assert api.errors == []

@@ -213,3 +213,31 @@ def test_argument_errors():
         ffi.quantize(x, "mxfp8_e4m3", global_scale=2.0)
     with pytest.raises(ValueError, match="packed f4 elements need an even block size"):
         ffi.quantize(x, "mxfp4_e2m1", block_size=1)
+
+
+def test_large_arrays_split_across_xla_threads_from_many_callers():
+    # 2^19 values: 4 chunks of ffi.THREAD_CHUNK, run on XLA's intra-op thread pool
+    x = hard_inputs((512, 1024), np.float32, seed=6)
+    assert x.size >= 2 * ffi.THREAD_CHUNK
+    f = jax.jit(lambda x: ffi.quantize(x, "nvfp4"))
+    g = jax.jit(lambda q, s: ffi.dequantize(q, s, "nvfp4", dtype=jnp.bfloat16))
+    rq, rs = reference.quantize(x, "nvfp4")
+    ry = reference.dequantize(rq, rs, "nvfp4", dtype="bf16")
+    errors: list[str] = []
+
+    def work(t: int) -> None:
+        for i in range(5):
+            q, s = f(x)
+            y = g(q, s)
+            if not (np.array_equal(codes(q), codes(rq)) and np.array_equal(codes(s), codes(rs))
+                    and np.array_equal(np.isnan(np.asarray(y, np.float32)),
+                                       np.isnan(ry.astype(np.float32)))):
+                errors.append(f"thread {t} call {i}")
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert_same_values(g(*f(x)), ry)

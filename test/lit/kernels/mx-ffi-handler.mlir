@@ -39,7 +39,10 @@
 // CHECK: llvm.mlir.constant(32 : i32)
 // CHECK: llvm.mlir.constant(20 : i32)
 // CHECK: llvm.call @__mxlower_ffi_product(
+// one call on every block, or the parallel path for large calls
 // CHECK: llvm.call @mxlower_quantize_nvfp4_f32_k16_g(
+// CHECK: llvm.return %{{.*}} : !llvm.ptr
+// CHECK: llvm.call @__mxlower_ffi_parallel(
 // CHECK: llvm.return %{{.*}} : !llvm.ptr
 // an error: XLA_FFI_Error_Create (offset 48 of XLA_FFI_Api) with INVALID_ARGUMENT (3)
 // CHECK: llvm.alloca %{{.*}} x !llvm.array<32 x i8>
@@ -49,6 +52,26 @@
 // CHECK: %[[CREATE:.*]] = llvm.load %{{.*}} : !llvm.ptr -> !llvm.ptr
 // CHECK: %[[ERR:.*]] = llvm.call %[[CREATE]](%{{.*}}) : !llvm.ptr, (!llvm.ptr) -> !llvm.ptr
 // CHECK: llvm.return %[[ERR]] : !llvm.ptr
+
+// Large calls (at least two chunks of 2^17 values) with an API that has the thread pool:
+// split into min(chunks, XLA_FFI_ThreadPool_NumThreads) chunks, tasks given to
+// XLA_FFI_ThreadPool_Schedule (offsets 144 and 136 of XLA_FFI_Api), chunks claimed atomically.
+// CHECK-LABEL: llvm.func internal @__mxlower_ffi_work(
+// CHECK: llvm.atomicrmw add %{{.*}} acq_rel : !llvm.ptr, i64
+// CHECK: llvm.call @mxlower_quantize_nvfp4_f32_k16_g(
+// CHECK: llvm.atomicrmw add %{{.*}} release : !llvm.ptr, i64
+// CHECK-LABEL: llvm.func internal @__mxlower_ffi_release(
+// CHECK: llvm.atomicrmw sub %{{.*}} acq_rel
+// CHECK: llvm.call @free(
+// CHECK-LABEL: llvm.func internal @__mxlower_ffi_parallel(
+// CHECK: llvm.getelementptr %{{.*}}[144]
+// CHECK: llvm.intr.smin
+// CHECK: llvm.call @malloc(
+// CHECK: llvm.mlir.addressof @__mxlower_ffi_task
+// CHECK: llvm.getelementptr %{{.*}}[136]
+// CHECK: llvm.call @__mxlower_ffi_work(
+// CHECK: llvm.load %{{.*}} atomic acquire
+// CHECK: llvm.call @sched_yield()
 
 // CHECK-LABEL: llvm.func @mxlower_quantize_nvfp4_f32_k16_g_ffi_address() -> !llvm.ptr
 // CHECK: llvm.mlir.addressof @mxlower_quantize_nvfp4_f32_k16_g_ffi : !llvm.ptr
