@@ -44,7 +44,9 @@ whether the upstream MLIR stack is installed.
 
 from __future__ import annotations
 
+import argparse
 import ctypes
+import sys
 import threading
 import time
 from collections.abc import Sequence
@@ -55,7 +57,7 @@ import numpy as np
 from mxlower.bindings import upstream
 from mxlower.execution import ffi_abi as abi
 from mxlower.formats import FORMATS, SCALE_MODES
-from mxlower.lowering.mx_kernels import KernelSpec, Operand, emit_kernel
+from mxlower.lowering.mx_kernels import KernelSpec, Operand, build, emit_kernel
 
 __all__ = [
     "KERNEL_PIPELINE",
@@ -737,9 +739,6 @@ def dequantize(elements: Any, scales: Any, format: str = "mxfp8_e4m3", *,  # noq
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m mxlower.execution.ffi OP FORMAT [options]``: print a kernel's IR (the loops,
     or the LLVM dialect module with its FFI handler), e.g. for FileCheck tests."""
-    import argparse
-    import sys
-
     ap = argparse.ArgumentParser(prog="python -m mxlower.execution.ffi",
                                  description="print the IR of one of mxlower's FFI kernels")
     ap.add_argument("op", choices=("quantize", "dequantize"))
@@ -763,8 +762,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("error: upstream MLIR (the xtc wheels) is not installed", file=sys.stderr)
         return 1
     if a.stage == "loops":
-        from mxlower.lowering.mx_kernels import build
-
         print(build(spec), end="")
     else:
         _, module = lower_module(spec)

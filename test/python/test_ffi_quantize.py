@@ -73,6 +73,15 @@ def assert_same_values(got, want, what=""):
     np.testing.assert_array_equal(codes(np.asarray(got))[keep], codes(want)[keep], err_msg=what)
 
 
+def run_threads(work, n: int) -> None:
+    """``work(t)`` on ``n`` threads at once; returns when all are done."""
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+
 def q_jit(**kw):
     return jax.jit(lambda x, *g: ffi.quantize(x, global_scale=g[0] if g else None, **kw))
 
@@ -191,11 +200,7 @@ def test_many_calls_from_many_threads():
                     and np.array_equal(codes(s), codes(wants[j][1]))):
                 errors.append(f"thread {t} call {i}")
 
-    threads = [threading.Thread(target=work, args=(t,)) for t in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_threads(work, 4)
     assert not errors
 
 
@@ -234,10 +239,6 @@ def test_large_arrays_split_across_xla_threads_from_many_callers():
                                        np.isnan(ry.astype(np.float32)))):
                 errors.append(f"thread {t} call {i}")
 
-    threads = [threading.Thread(target=work, args=(t,)) for t in range(3)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_threads(work, 3)
     assert not errors
     assert_same_values(g(*f(x)), ry)
