@@ -656,6 +656,12 @@ def _storage(spec: KernelSpec, o: Operand, shape: Sequence[int]) -> Any:
     return jax.ShapeDtypeStruct(tuple(shape), o.dtype)
 
 
+def _vmap_method(global_scale: Any) -> str:
+    """How ``jax.vmap`` maps a kernel call: the kernels take any leading dimensions, so one
+    call on the batch; with a global scale (one scalar per call) a call per example."""
+    return "broadcast_all" if global_scale is None else "sequential"
+
+
 def quantize(x: Any, format: str = "mxfp8_e4m3", *, axis: int = -1,  # noqa: A002
              block_size: int | None = None, scale_mode: str = "floor",
              global_scale: Any | None = None, packed: bool = False) -> tuple[Any, Any]:
@@ -690,7 +696,7 @@ def quantize(x: Any, format: str = "mxfp8_e4m3", *, axis: int = -1,  # noqa: A00
         operands.append(jnp.asarray(global_scale, jnp.float32).reshape(()))
     target = register(spec)
     outs = [_storage(spec, o, xt.shape) for o in spec.results()]
-    q, s = jax.ffi.ffi_call(target, outs, vmap_method="broadcast_all")(*operands)
+    q, s = jax.ffi.ffi_call(target, outs, vmap_method=_vmap_method(global_scale))(*operands)
     return jnp.moveaxis(q, -1, ax), jnp.moveaxis(s, -1, ax)
 
 
@@ -729,7 +735,7 @@ def dequantize(elements: Any, scales: Any, format: str = "mxfp8_e4m3", *,  # noq
         operands.append(jnp.asarray(global_scale, jnp.float32).reshape(()))
     target = register(spec)
     (out,) = [_storage(spec, o, shape) for o in spec.results()]
-    y = jax.ffi.ffi_call(target, out, vmap_method="broadcast_all")(*operands)
+    y = jax.ffi.ffi_call(target, out, vmap_method=_vmap_method(global_scale))(*operands)
     return jnp.moveaxis(y, -1, ax)
 
 

@@ -184,6 +184,13 @@ def test_vmap_and_eager():
     assert_same(se, rs)
     y = jax.vmap(lambda a, b: ffi.dequantize(a, b, "mxfp4_e2m1"), in_axes=(1, 1))(q, s)
     assert_same_values(y, np.moveaxis(reference.dequantize(rq, rs, "mxfp4_e2m1"), 1, 0))
+    # nvfp4 with one global scale per example
+    gs = np.float32([0.5, 3.0, 1e-3, 7.0, 1.0])
+    q, s = jax.jit(jax.vmap(lambda v, g: ffi.quantize(v, "nvfp4", global_scale=g)))(x, gs)
+    for i, g in enumerate(gs):
+        rq, rs = reference.quantize(x[i], "nvfp4", global_scale=float(g))
+        assert_same(q[i], rq)
+        assert_same(s[i], rs)
 
 
 def test_many_calls_from_many_threads():
