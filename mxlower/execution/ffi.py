@@ -19,9 +19,10 @@ How a call gets to native code
    metadata query (API version 0.3, no traits), does nothing outside the execute stage, decodes
    ``XLA_FFI_CallFrame`` (argument and result counts, buffer kinds, dtypes, ranks and
    dimensions, checked against :meth:`~mxlower.lowering.mx_kernels.KernelSpec.operands`), calls
-   the kernel on the whole block range, and reports bad input through ``XLA_FFI_Error_Create``
-   (``INVALID_ARGUMENT``), which JAX raises as an exception -- never a crash.  Layouts come from
-   :mod:`mxlower.execution.ffi_abi`;
+   the kernel on the whole block range -- split into chunks run on XLA's intra-op thread pool
+   (``XLA_FFI_ThreadPool_Schedule``) from :data:`THREAD_CHUNK` x 2 values on -- and reports bad
+   input through ``XLA_FFI_Error_Create`` (``INVALID_ARGUMENT``), which JAX raises as an
+   exception -- never a crash.  Layouts come from :mod:`mxlower.execution.ffi_abi`;
 4. upstream MLIR's ExecutionEngine JIT-compiles both (LLVM O3, host CPU), once per process and
    kernel (:func:`compile_kernel` caches it); the handler's address comes from a generated
    function returning ``llvm.mlir.addressof`` (the engine's lookup finds only the packed
@@ -39,7 +40,8 @@ stores f4 packed two per byte, low nibble first, which is what the kernel writes
 bytes along the last axis).  Bit-exact with :mod:`mxlower.reference`.
 
 The engines live as long as the process (XLA keeps the handler pointers); ``available()`` says
-whether the upstream MLIR stack is installed.
+whether the upstream MLIR stack is installed.  ``python -m mxlower.execution.ffi OP FORMAT``
+prints a kernel's IR (see :func:`main`).
 """
 
 from __future__ import annotations
