@@ -30,9 +30,11 @@ def execute(op: Any, sig: Signature, arrays: list[np.ndarray], backend: str,
     if backend == "interpreter":
         return interpreter.execute(op, sig, arrays)
     if backend == "llvm":
+        # the module goes as printed text whose locations name the original file: give the
+        # text its own name, so that no diagnostic quotes its lines as the file's
         try:
-            with llvm.compile(op.get_asm(enable_debug_info=True), filename=filename,
-                              isolate=isolate) as h:
+            with llvm.compile(op.get_asm(enable_debug_info=True),
+                              filename=f"<{filename} as printed>", isolate=isolate) as h:
                 return [np.asarray(r) for r in h.run("main", *arrays)]
         except llvm.LLVMExecError as e:
             raise RunError(f"the LLVM backend failed: {e}") from None

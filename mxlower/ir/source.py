@@ -88,19 +88,26 @@ def check_text(text: str, name: str, *, max_nesting: int = MAX_NESTING) -> Diagn
     """The error that keeps ``text`` away from MLIR's parser, or None when it may be parsed.
 
     Refused: brackets nested deeper than ``max_nesting``, and file metadata (``{-# ... #-}``)
-    holding anything but keys, strings, booleans and integers -- in particular a string cut off
-    by the end of its line or of the input (a truncated ``dialect_resources`` blob) -- or a
-    resource blob whose alignment prefix is zero."""
-    if "{-#" in text:
-        problem = _check_metadata(text, name)
-        if problem is not None:
-            return problem
-    if sum(text.count(c) for c in "{([<") <= max_nesting:
-        return None  # cannot nest deeper: skip the scan
+    that is not well formed -- in particular a resource whose value is cut off (a string left
+    open at the end of its line or of the input, a missing value, a section never closed) --
+    or a resource blob whose alignment prefix is zero."""
+    deep = sum(text.count(c) for c in "{([<") > max_nesting
+    if not deep and "{-#" not in text:
+        return None  # the common case: nothing to scan for
     stack: list[str] = []
-    for m in _SCAN_RE.finditer(text):
-        tok = m.group(0)
-        if tok in _CLOSERS:
+    pos = 0
+    while True:
+        m = _SCAN_RE.search(text, pos)
+        if m is None:
+            return None
+        tok, pos = m.group(0), m.end()
+        if tok == "{-#":
+            problem, pos = _check_metadata(text, name, m.start(), pos)
+            if problem is not None:
+                return problem
+        elif not deep:
+            continue
+        elif tok in _CLOSERS:
             if stack and stack[-1] == _CLOSERS[tok]:
                 stack.pop()
         elif tok in _OPENERS:
@@ -110,45 +117,104 @@ def check_text(text: str, name: str, *, max_nesting: int = MAX_NESTING) -> Diagn
                 return Diagnostic("error", f"brackets nest more than {max_nesting} levels "
                                   "deep here; mxlower refuses such input (MLIR's recursive "
                                   "parser would overflow the stack)", name, line, col)
-        elif tok == "{-#":
-            break  # the metadata section, checked above
-    return None
 
 
-def _check_metadata(text: str, name: str) -> Diagnostic | None:
-    """Lex the file metadata section the way MLIR's lexer would see it; report the first token
-    MLIR's resource parser would consume as an error token."""
-    start = None
-    for m in _SCAN_RE.finditer(text):  # the '{-#' outside strings and comments
-        if m.group(0) == "{-#":
-            start = m.end()
-            break
-    if start is None:
-        return None
-    pos = start
-    prev_key = None
-    while pos < len(text):
-        m = _META_RE.match(text, pos)
-        tok = m.group(0) if m else text[pos]
-        line, col = _line_col(text, pos)
-        if m is None:
-            return Diagnostic("error", f"unexpected character '{tok}' in the file metadata "
-                              "({-# ... #-})", name, line, col)
-        if tok.startswith('"'):
-            if not m.group(1):
-                return Diagnostic("error", "expected '\"' in string literal (a string in the "
-                                  "file metadata ends with its line)", name, line, col)
-            blob = re.fullmatch(r'"0x([0-9A-Fa-f]{8})[0-9A-Fa-f]*"', tok)
+class _Malformed(Exception):
+    def __init__(self, message: str, pos: int):
+        super().__init__(message)
+        self.pos = pos
+
+
+class _Metadata:
+    """A checker of one file metadata section against the grammar MLIR's parser expects::
+
+        '{-#' (key ':' '{' (key ':' '{' (key ':' value),* '}'),* '}'),* '#-}'
+
+    a key a bare identifier or a string, a value a string, ``true``/``false`` or an integer."""
+
+    def __init__(self, text: str, start: int, pos: int):
+        self.text, self.start, self.pos = text, start, pos
+        self.ahead: tuple[str | None, int] | None = None
+
+    def next(self) -> tuple[str | None, int]:
+        """The next token and its position; (None, end) at the end of the text."""
+        if self.ahead is not None:
+            tok, self.ahead = self.ahead, None
+            return tok
+        text = self.text
+        while self.pos < len(text):
+            m = _META_RE.match(text, self.pos)
+            if m is None:
+                raise _Malformed(f"unexpected character '{text[self.pos]}' in the file metadata",
+                                 self.pos)
+            at, self.pos = self.pos, m.end()
+            tok = m.group(0)
+            if tok.isspace() or tok.startswith("//"):
+                continue
+            if tok[0] == '"' and not m.group(1):
+                raise _Malformed("expected '\"' in string literal: a string in the file "
+                                 "metadata is not closed on its line", at)
+            return tok, at
+        return None, len(text)
+
+    def peek(self) -> str | None:
+        if self.ahead is None:
+            self.ahead = self.next()
+        return self.ahead[0]
+
+    def take(self, kind: str, what: str) -> tuple[str, int]:
+        tok, at = self.next()
+        if tok is None:
+            raise _Malformed("the file metadata ('{-#') is not closed by '#-}'", self.start)
+        if kind == "key":
+            ok = tok[0] == '"' or tok[0].isalpha() or tok[0] == "_"
+        elif kind == "value":
+            ok = tok[0] in '"-' or tok[0].isdigit() or tok in ("true", "false")
+        else:
+            ok = tok == kind
+        if not ok:
+            raise _Malformed(f"expected {what} in the file metadata, found '{tok[:20]}'", at)
+        return tok, at
+
+    def section(self) -> int:
+        """Check the whole section; the position after its '#-}'."""
+        while self.peek() != "#-}":
+            key, _ = self.take("key", "a section name such as dialect_resources")
+            self.dictionary(key, 1)
+            if self.peek() != "#-}":
+                self.take(",", "',' or '#-}'")
+        return self.next()[1] + 3
+
+    def dictionary(self, key: str, level: int) -> None:
+        """``':' '{' entries '}'`` after ``key``; entries of level 3 are resource values."""
+        self.take(":", f"':' after '{key}'")
+        if level == 3:
+            value, at = self.take("value", f"a string, true or false as the value of '{key}'")
+            blob = re.fullmatch(r'"0x([0-9A-Fa-f]{8})[0-9A-Fa-f]*"', value)
             if blob and int.from_bytes(bytes.fromhex(blob.group(1)), "little") == 0:
-                return Diagnostic("error", f"the hex blob of resource '{prev_key}' encodes "
-                                  "alignment 0 in its first 4 bytes (want a power of 2)",
-                                  name, line, col)
-        elif tok == "#-}":
-            return None
-        elif tok[0].isalpha() or tok[0] == "_":
-            prev_key = tok
-        pos = m.end()
-    return None
+                raise _Malformed(f"the hex blob of resource '{key}' encodes alignment 0 in its "
+                                 "first 4 bytes (want a power of 2)", at)
+            return
+        self.take("{", f"'{{' to open '{key}'")
+        if self.peek() == "}":
+            self.next()
+            return
+        while True:
+            inner, _ = self.take("key", f"a key in '{key}'")
+            self.dictionary(inner, level + 1)
+            if self.peek() == "}":
+                self.next()
+                return
+            self.take(",", f"',' or '}}' in '{key}'")
+
+
+def _check_metadata(text: str, name: str, start: int, pos: int) -> tuple[Diagnostic | None, int]:
+    """(The first problem of the metadata section at ``start`` or None, where it ends)."""
+    try:
+        return None, _Metadata(text, start, pos).section()
+    except _Malformed as e:
+        line, col = _line_col(text, e.pos)
+        return Diagnostic("error", str(e), name, line, col), len(text)
 
 
 def _first_code_line(lines: list[str]) -> int:

@@ -65,7 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("input", help="the module (.mlir; '-' for stdin)")
     p.add_argument("-p", "--pass-pipeline", dest="pipeline", metavar="PIPELINE",
                    help="run this pipeline first, e.g. 'builtin.module(mxlower-mx-to-stablehlo)'")
-    p.add_argument("-f", "--function", default="main", help="the function to run (default: main)")
+    p.add_argument("-f", "--function", default="main", help="the function to run (default: main; '@main' works too)")
     p.add_argument("-i", "--input", dest="inputs", action="append", default=[], metavar="FILE",
                    help=".npy (one argument) or .npz (several) input file; repeat in order")
     p.add_argument("--seed", type=int, default=0,
@@ -115,7 +115,7 @@ def _main(argv: list[str]) -> int:
     engine = DiagnosticEngine()
     try:
         prepared = prepare(text, engine, name=name, pipeline=args.pipeline,
-                           function=args.function)
+                           function=args.function.removeprefix("@"))
     except PipelineError as e:
         sys.stderr.write(e.format() + "\n")
         return 1

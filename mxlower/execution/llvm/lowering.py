@@ -26,12 +26,9 @@ def default_pipeline(*, out_params: bool, vector_width: int, from_stablehlo: boo
     return f"builtin.module(mxlower-stablehlo-to-llvm{{{' '.join(opts)}}})"
 
 
-def _format_diagnostics(diags: Sequence[Any], text: str) -> str:
-    lines = text.splitlines(keepends=True)
-    srcs: dict[str, list[str]] = {}
-    for d in diags:
-        if d.file is not None:
-            srcs.setdefault(d.file, lines)
+def _format_diagnostics(diags: Sequence[Any], text: str, filename: str) -> str:
+    """The diagnostics with the lines of ``text`` quoted where they point into it."""
+    srcs = {filename: text.splitlines(keepends=True)}
     return "\n".join(d.format(srcs) for d in diags) or "unknown error"
 
 
@@ -51,7 +48,7 @@ def lower(text: str, *, pipeline: str | None = None, out_params: bool = False,
         module = parse_module(text, filename, upstream.context(), engine, upstream.module("ir"))
         if module is None:
             raise CompileError("cannot parse the module:\n" +
-                               _format_diagnostics(engine.diagnostics, text))
+                               _format_diagnostics(engine.diagnostics, text, filename))
     sigs = public_signatures(module)
     if out_params:
         sigs = {name: sig.with_out_params() for name, sig in sigs.items()}
@@ -65,7 +62,7 @@ def lower(text: str, *, pipeline: str | None = None, out_params: bool = False,
         diags = getattr(err, "diagnostics", None) or engine.diagnostics
         errors = [d for d in diags if d.severity == "error"] or list(diags)
         raise CompileError("lowering to LLVM failed:\n" +
-                           _format_diagnostics(errors, text)) from None
+                           _format_diagnostics(errors, text, filename)) from None
     leftover = non_llvm_ops(result)
     if leftover:
         raise CompileError("the pipeline did not lower everything to the LLVM dialect; left: "

@@ -1,0 +1,151 @@
+"""Hostile input to the tools and the library under them: one clear error, never a traceback,
+a crash signal or a hang (the lit side: test/lit/driver/hostile-input.mlir and
+test/lit/run/mxlower-run-hostile-input.mlir)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mxlower.execution.run import RunError, run_module
+from mxlower.ir.source import MAX_NESTING, check_text
+from mxlower.tools import opt, run, translate
+from mxlower.tools.source import CliError, write_atomic
+
+ROOT = Path(__file__).resolve().parents[2]
+RESOURCE_BLOB = (ROOT / "test" / "lit" / "Inputs" / "resource_blob.mlir").read_text()
+
+SMALL = """
+func.func @main(%a: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = stablehlo.add %a, %a : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+"""
+
+FOREVER = """
+func.func @main(%x: tensor<i32>) -> tensor<i32> {
+  %r = stablehlo.while(%i = %x) : tensor<i32>
+    cond {
+      %t = stablehlo.constant dense<true> : tensor<i1>
+      stablehlo.return %t : tensor<i1>
+    } do {
+      stablehlo.return %i : tensor<i32>
+    }
+  return %r : tensor<i32>
+}
+"""
+
+
+# ----------------------------------------------------------------------------- check_text
+
+
+def test_nesting_counts_brackets_outside_strings_and_comments():
+    n = MAX_NESTING
+    assert check_text("(" * n + ")" * n, "f") is None
+    d = check_text("x\n" + "[" * (n + 1), "f")
+    assert (d.file, d.line, d.col) == ("f", 2, n + 1)
+    assert "more than 1000 levels" in d.message
+    # brackets inside strings and comments, '->' and unmatched closers do not count
+    quiet = '"' + "(" * 2000 + '"\n// ' + "{" * 2000 + "\n" + "(" * 10 + "->" * 2000
+    assert check_text(quiet, "f") is None
+    # a '->' in every region does not hide the depth of nested regions
+    deep = "(" * (n + 1) + "() -> ()" * 3
+    assert check_text(deep, "f") is not None
+
+
+@pytest.mark.parametrize("metadata", [
+    "{-# #-}",
+    '{-#\n  dialect_resources: {\n    builtin: {\n      a: "0x0400000001",\n'
+    '      "b.c": "0x0800000002"\n    },\n    other: {}\n  },\n'
+    '  external_resources: {\n    mlir_reproducer: {\n      pipeline: "builtin.module(cse)",\n'
+    '      disable_threading: true, // a comment\n      n: -3\n    }\n  }\n#-}\n',
+])
+def test_well_formed_file_metadata_is_accepted(metadata):
+    assert check_text("module {}\n" + metadata + "\n" + metadata, "f") is None
+
+
+@pytest.mark.parametrize("metadata,message", [
+    ('{-# dialect_resources: { builtin: { a: "0x04 } } #-}', "not closed on its line"),
+    ('{-# dialect_resources: { builtin: { a: } } #-}', "expected a string, true or false"),
+    ("{-# dialect_resources: { builtin: { a: $ } } #-}", "unexpected character '$'"),
+    ('{-# dialect_resources: { builtin: { a: "0x00000000AA" } } #-}', "alignment 0"),
+    ('{-# dialect_resources: { builtin: { a: "0x04" ', "is not closed by '#-}'"),
+    ('{-# dialect_resources: { builtin: { a: "0x04" } } } #-}', "expected ',' or '#-}'"),
+    ('{-# dialect_resources { } #-}', "expected ':' after 'dialect_resources'"),
+])
+def test_malformed_file_metadata_is_refused(metadata, message):
+    d = check_text("module {}\n" + metadata, "f")
+    assert d is not None and message in d.message, d
+
+
+def test_every_truncation_of_a_resource_blob_is_refused():
+    """Cut anywhere inside its metadata section (with or without a final newline), the file
+    never reaches MLIR's parser: the parsers crash on some of these cuts."""
+    start = RESOURCE_BLOB.index("{-#")
+    end = RESOURCE_BLOB.index("#-}") + 2
+    for cut in range(start + 3, end):
+        for tail in ("", "\n"):
+            text = RESOURCE_BLOB[:cut] + tail
+            assert check_text(text, "f") is not None, repr(text[start:])
+    assert check_text(RESOURCE_BLOB, "f") is None
+
+
+# ----------------------------------------------------------------------------- the tools
+
+
+@pytest.fixture
+def small(tmp_path):
+    p = tmp_path / "small.mlir"
+    p.write_text(SMALL)
+    return p
+
+
+def _nested_pipeline(n: int) -> str:
+    return "builtin.module(" + "func.func(" * n + "cse" + ")" * (n + 1)
+
+
+@pytest.mark.parametrize("tool,extra", [(opt, []), (run, []), (translate, ["--chip=sm_90a"])])
+def test_a_pipeline_nested_5000_deep_is_one_error_line(tool, extra, small, capsys):
+    rc = tool.main([str(small), "-p", _nested_pipeline(5000), *extra])
+    out, err = capsys.readouterr()
+    assert rc == 1 and out == ""
+    assert "Traceback" not in err and len(err.strip().splitlines()) <= 3, err
+    assert "error:" in err
+
+
+def test_write_atomic_refuses_directories_and_empty_names(tmp_path):
+    with pytest.raises(CliError, match="is a directory"):
+        write_atomic(str(tmp_path), "x")
+    with pytest.raises(CliError, match="output file name is empty"):
+        write_atomic("", "x")
+    with pytest.raises(CliError, match="no such directory"):
+        write_atomic(str(tmp_path / "missing" / "x.mlir"), "x")
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # no temporary file left
+
+
+def test_zero_size_tensors_on_every_backend():
+    text = """
+    func.func @main(%a: tensor<0x4xf32>, %b: tensor<3x0xf8E4M3FN>)
+        -> (tensor<0x4xf32>, tensor<3x0xf8E4M3FN>) {
+      %0 = stablehlo.add %a, %a : tensor<0x4xf32>
+      return %0, %b : tensor<0x4xf32>, tensor<3x0xf8E4M3FN>
+    }
+    """
+    for backend in ("interpreter", "xla", "llvm"):
+        a, b = run_module(text, backend=backend)
+        assert a.shape == (0, 4) and a.dtype == np.float32, backend
+        assert b.shape == (3, 0) and b.dtype.name == "float8_e4m3fn", backend
+
+
+def test_run_module_timeout_stops_a_loop_that_never_ends():
+    with pytest.raises(RunError, match=r"did not finish within 1 s"):
+        run_module(FOREVER, [np.array(0, np.int32)], backend="interpreter", timeout=1)
+    (got,) = run_module(SMALL, [np.ones(4, np.float32)], backend="interpreter", timeout=300)
+    assert got.tolist() == [2.0] * 4
+
+
+def test_run_module_rejects_a_negative_seed():
+    with pytest.raises(RunError, match="non-negative"):
+        run_module(SMALL, seed=-1)
