@@ -1,4 +1,4 @@
-"""The MX format table (MX-SEMANTICS section 1) and the narrow element types behind it.
+"""The MX format table (docs/semantics.md section 1) and the narrow element types behind it.
 
 :data:`FORMATS` holds the MX block formats: element type, emax_elem, max_elem, default block
 size, scale type.  The element and scale types' codec descriptions live in the one scalar-type
@@ -35,7 +35,7 @@ SCALE_MODES = ("floor", "rceil", "nearest")
 
 @dataclasses.dataclass(frozen=True)
 class MXFormat:
-    """One row of MX-SEMANTICS section 1."""
+    """One row of docs/semantics.md section 1."""
 
     name: str
     element: str  #: MLIR element type spelling ("f8E4M3FN", ..., "i8" for mxint8)

@@ -1,4 +1,4 @@
-"""The NumPy + ml_dtypes reference ("oracle") of MX-SEMANTICS sections 2-6 and 8.
+"""The NumPy + ml_dtypes reference ("oracle") of docs/semantics.md sections 2-6 and 8.
 
 Every numeric test in mxlower compares against this module, so it is written for obvious
 correctness first and speed second (everything is vectorized: quantizing 2^22 f32 values takes
@@ -44,7 +44,7 @@ What ml_dtypes (0.5/0.6) actually does, checked against an exact round-to-neares
 * f32 -> f16 is NumPy's conversion (correct RNE, subnormals included); f32 -> bf16 is ml_dtypes'
   (correct RNE).  Both are checked by the tests.
 
-Resolutions of points MX-SEMANTICS leaves open
+Resolutions of points the OCP MX specification leaves open
 ----------------------------------------------
 * ``nearest`` scale mode: E is literally the section-2 conversion of the f32 value
   ``amax / 2^emax_elem`` (one f32 operation, exact unless the result is an f32 subnormal) to
@@ -222,7 +222,7 @@ def _from_f64(v: np.ndarray, dt: np.dtype) -> np.ndarray:
 
 
 def convert(x: np.ndarray, to: str | np.dtype) -> np.ndarray:
-    """MX-SEMANTICS section 2: plain conversion of ``x`` to the type ``to``.
+    """docs/semantics.md section 2: plain conversion of ``x`` to the type ``to``.
 
     Sources: f64, f32, bf16, f16 and the narrow float types.  Targets: f64, f32, bf16, f16 and
     the narrow float types.  Non-NaN inputs round exactly like ml_dtypes' ``astype`` from f32
@@ -386,7 +386,7 @@ def _quantize_nvfp4(xb: np.ndarray, g: np.float32 | None) -> tuple[np.ndarray, n
 def quantize(x, format: str, *, axis: int = -1, block_size: int | None = None,
              scale_mode: str = "floor",
              global_scale: float | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """MX-SEMANTICS sections 3 (MX formats) and 4 (nvfp4).
+    """docs/semantics.md sections 3 (MX formats) and 4 (nvfp4).
 
     ``x``: float32, bfloat16 or float16 array.  Returns ``(elements, scales)``: elements in the
     format's element dtype (int8 codes for mxint8), scales float8_e8m0fnu (float8_e4m3fn for
@@ -460,7 +460,7 @@ def _blocked_shapes(e_shape, s_shape, ax: int, block_size, fmt: MXFormat, what: 
 def dequantize(elements, scales, format: str, *, axis: int = -1,
                block_size: int | None = None, dtype: str | np.dtype = "f32",
                global_scale: float | None = None) -> np.ndarray:
-    """MX-SEMANTICS section 5: decode(element) * decode(scale) in f32 (exact), nvfp4 then times
+    """docs/semantics.md section 5: decode(element) * decode(scale) in f32 (exact), nvfp4 then times
     the global scale in f32, then rounded to nearest even to ``dtype`` (f32, bf16 or f16).
 
     ``block_size`` None infers it from the shapes.  Scale 0xFF (nvfp4: a NaN scale) gives a NaN
@@ -552,7 +552,7 @@ def scaled_dot(lhs, lhs_scales, rhs, rhs_scales, *,
                lhs_block_size: int | None = None, rhs_block_size: int | None = None,
                global_scale: float | None = None,
                out_dtype: str | np.dtype = "f32") -> np.ndarray:
-    """MX-SEMANTICS section 6.
+    """docs/semantics.md section 6.
 
     ``dimension_numbers = ((lhs_contracting, rhs_contracting), (lhs_batch, rhs_batch))`` as in
     ``jax.lax.dot_general``; default: contract the last dim of both, no batch dims.  Result dim
@@ -622,7 +622,7 @@ def _check_bits(nbits) -> int:
 
 
 def pack(codes, bits: int, *, axis: int = -1) -> np.ndarray:
-    """MX-SEMANTICS section 8: pack ``bits``-wide codes along ``axis`` into a little-endian,
+    """docs/semantics.md section 8: pack ``bits``-wide codes along ``axis`` into a little-endian,
     LSB-first bit stream of bytes (f4: first value in the low nibble; f6: four values in three
     bytes).  ``codes``: unsigned integer codes or an ml_dtypes f4/f6/f8 (or int8) array.
     The packed length n * bits / 8 must be whole, else ValueError."""

@@ -669,7 +669,7 @@ def quantize(x: Any, format: str = "mxfp8_e4m3", *, axis: int = -1,  # noqa: A00
              global_scale: Any | None = None, packed: bool = False) -> tuple[Any, Any]:
     """``(elements, scales)`` of ``x`` quantized along ``axis`` by mxlower's fused CPU kernel.
 
-    The same arguments and results as :func:`mxlower.reference.quantize` (MX-SEMANTICS 3, 4),
+    The same arguments and results as :func:`mxlower.reference.quantize` (docs/semantics.md section 3, 4),
     as JAX arrays (see the module docstring for the storage dtypes); ``packed=True`` packs f6
     elements four per three bytes along the blocked axis.  Usable inside ``jax.jit`` and
     ``jax.vmap``; CPU only."""
@@ -706,7 +706,7 @@ def dequantize(elements: Any, scales: Any, format: str = "mxfp8_e4m3", *,  # noq
                axis: int = -1, block_size: int | None = None, dtype: Any = np.float32,
                global_scale: Any | None = None, packed: bool = False) -> Any:
     """``decode(element) * decode(scale)`` (nvfp4: times ``global_scale``) rounded to ``dtype``
-    by mxlower's fused CPU kernel (MX-SEMANTICS 5); the inverse of :func:`quantize`'s
+    by mxlower's fused CPU kernel (docs/semantics.md section 5); the inverse of :func:`quantize`'s
     storage."""
     import jax  # optional, heavy
     import jax.numpy as jnp  # optional, heavy

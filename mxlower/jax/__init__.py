@@ -29,7 +29,7 @@ How it lowers
 Each call binds a JAX primitive (``mx_quantize``, ``mx_dequantize``, ``mx_scaled_dot``) whose
 lowering rule, registered for every platform, builds the ``mx`` op and runs mxlower's
 ``mxlower-mx-to-stablehlo`` pipeline on it (:mod:`mxlower.jax.lowering`).  What XLA receives is
-plain StableHLO, bit-exact with MX-SEMANTICS and :mod:`mxlower.reference`, identical for cpu,
+plain StableHLO, bit-exact with docs/semantics.md and :mod:`mxlower.reference`, identical for cpu,
 cuda and rocm.  Arguments are checked at trace time (``TypeError``/``ValueError`` naming the
 argument); the emitted ops carry the caller's source location.
 

@@ -26,7 +26,7 @@ def quantize(x: Any, format: str = "mxfp8_e4m3", *, axis: int = -1,  # noqa: A00
              global_scale: Any | None = None, impl: str = "auto") -> MXArray:
     """Quantize ``x`` (float32, bfloat16 or float16) to an MX format along ``axis``.
 
-    MX-SEMANTICS sections 3 (MX formats; ``scale_mode`` "floor", "rceil" or "nearest") and 4
+    docs/semantics.md sections 3 (MX formats; ``scale_mode`` "floor", "rceil" or "nearest") and 4
     (nvfp4, with an optional f32 ``global_scale``; ``scale_mode`` does not apply to it).
     ``block_size`` defaults to the format's (32; nvfp4 16) and must divide ``x.shape[axis]``.
     Bit-exact with :func:`mxlower.reference.quantize`.
@@ -72,7 +72,7 @@ def _check_mx(mx: Any, fn: str, arg: str) -> MXArray:
 
 def dequantize(mx: MXArray, dtype: Any = jnp.float32, *, impl: str = "auto") -> jax.Array:
     """``decode(element) * decode(scale)`` (nvfp4: times the global scale) rounded to
-    ``dtype`` (float32, bfloat16 or float16); MX-SEMANTICS section 5, bit-exact with
+    ``dtype`` (float32, bfloat16 or float16); docs/semantics.md section 5, bit-exact with
     :func:`mxlower.reference.dequantize`.  Gradient: exact (identity) through the
     straight-through source of a quantized array; none into elements or scales.  ``impl`` as
     for :func:`quantize`."""
@@ -143,7 +143,7 @@ def _side(v: Any, side: str) -> MXArray | Any:
 def scaled_dot(lhs: Any, rhs: Any, dimension_numbers: Any = None,
                preferred_element_type: Any = jnp.float32) -> jax.Array:
     """``dot_general(dequantize(lhs), dequantize(rhs))`` with f32 accumulation, converted to
-    ``preferred_element_type``; MX-SEMANTICS section 6.
+    ``preferred_element_type``; docs/semantics.md section 6.
 
     Each side is an :class:`MXArray` or a plain float32/bfloat16/float16 array.
     ``dimension_numbers`` as in :func:`jax.lax.dot_general`

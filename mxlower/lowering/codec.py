@@ -1,5 +1,5 @@
 """Bit-exact narrow-float conversions, generated from the codec descriptions in
-:mod:`mxlower.types` (MX-SEMANTICS section 2).
+:mod:`mxlower.types` (docs/semantics.md section 2).
 
 The conversion algorithm is written once, against a small abstract integer-op builder
 (:class:`IntBuilder`), and driven by :class:`~mxlower.types.FloatType` descriptions of the
@@ -98,7 +98,7 @@ the generic path is used for those (~25 ops).  Working width: the wide type's wi
 bf16/f16, 32 for f32, 64 for f64), widened to 32 where 16 bits could overflow (f8E8M0FNU ->
 f16).
 
-Semantics: exactly MX-SEMANTICS section 2 = :func:`mxlower.reference.convert` for every input
+Semantics: exactly docs/semantics.md section 2 = :func:`mxlower.reference.convert` for every input
 (test/python/test_codec.py checks this exhaustively with :class:`NumpyBuilder`, both with and
 without the float-assisted steps).
 """

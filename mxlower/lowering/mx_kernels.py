@@ -18,7 +18,7 @@ The numerics are not restated here.  The block arithmetic is :mod:`mxlower.lower
 division), run through :class:`ArithOps`, an implementation of the elementwise part of
 :class:`mxlower.ir.stablehlo_builder.Builder` on ``arith``/``math``/``vector`` values; every
 narrow-float conversion (elements, nvfp4's E4M3 scales, bf16/f16 inputs and outputs) is
-:mod:`mxlower.lowering.codec`'s.  So a kernel is bit-exact with MX-SEMANTICS and
+:mod:`mxlower.lowering.codec`'s.  So a kernel is bit-exact with docs/semantics.md and
 :mod:`mxlower.reference` exactly when the StableHLO lowering is, and neither depends on whether
 the CPU flushes subnormals (XLA:CPU's threads may).
 
@@ -536,7 +536,7 @@ class _Kernel:
                 self.over_chunks(st, lambda at: self.store_codes(q, at, convert(bits_at(at), 0)))
 
     def _mx_scale(self, amax: Any, nonfinite: Any):
-        """MX-SEMANTICS 3 for a group of blocks: their scale codes, and the conversion of
+        """docs/semantics.md section 3 for a group of blocks: their scale codes, and the conversion of
         block ``j``'s elements."""
         b, fmt = self.b, self.fmt
         e = b.clamp(-127, mx_math.shared_exponent(b, amax, fmt, self.spec.scale_mode), 127)
@@ -555,7 +555,7 @@ class _Kernel:
         return codes, convert
 
     def _nvfp4_scale(self, amax: Any, nonfinite: Any):
-        """MX-SEMANTICS 4 for a group of blocks: their E4M3 scale codes, and the conversion of
+        """docs/semantics.md section 4 for a group of blocks: their E4M3 scale codes, and the conversion of
         block ``j``'s elements."""
         b = self.b
         s = b.min(b.div(b.bitcast(amax, "f32"), 6.0), 448.0)
@@ -604,7 +604,7 @@ class _Kernel:
                     ev = codec.emit_extf(self.codec_builder(codes.type), codes, fmt.element,
                                          "f32")
                 if fmt.is_nvfp4:
-                    p = b.mul(ev, self.lane(sd, j))  # exact and normal (MX-SEMANTICS 5)
+                    p = b.mul(ev, self.lane(sd, j))  # exact and normal (docs/semantics.md section 5)
                     if g is not None:
                         p = mx_math.mul_f32_exact(b, p, g)
                     r = b.bitcast(p, "i32")

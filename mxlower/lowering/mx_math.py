@@ -1,10 +1,10 @@
-"""The MX recipe: mx ops as plain StableHLO computing MX-SEMANTICS exactly.
+"""The MX recipe: mx ops as plain StableHLO computing docs/semantics.md exactly.
 
 Every function here emits StableHLO through :class:`mxlower.ir.stablehlo_builder.Builder`;
 ``mxlower-decompose-mx`` calls :func:`lower_op` on each parsed ``mx`` op (and
 ``mxlower-pack-subbyte-args`` calls :func:`lower_pack` / :func:`lower_unpack`).
 
-* quantize (MX-SEMANTICS 3, 4): a block reduction of the magnitude bits, integer exponent
+* quantize (docs/semantics.md section 3, 4): a block reduction of the magnitude bits, integer exponent
   arithmetic for the shared scale (:func:`shared_exponent`: floor / rceil / nearest), exact
   power-of-two scaling and saturation of the elements on their bits (:func:`scale_by_pow2`),
   then a ``stablehlo.convert`` to the element type; nvfp4 with its E4M3 block scale and
@@ -224,7 +224,7 @@ def _bits_floor(x: fractions.Fraction) -> int:
 
 
 def shared_exponent(b: Any, amax: Any, fmt: MXFormat, mode: str) -> Any:
-    """MX-SEMANTICS 3.3: the unclamped shared exponent E from the i32 bits of a finite amax."""
+    """docs/semantics.md section 3.3: the unclamped shared exponent E from the i32 bits of a finite amax."""
     emax = fmt.emax_elem
     two = fractions.Fraction(2)
     # amax*2^-k for the f32 value just above 2^-127 after rounding: both non-floor modes turn a
@@ -256,7 +256,7 @@ def _not_axis(rank: int, axis: int) -> list[int]:
 
 def lower_quantize(b: Any, q: Any, mode: str) -> tuple[Any, Any]:
     """(elements, scales) of the parsed ``mx.quantize`` ``q`` with scale rule ``mode``
-    (MX-SEMANTICS 3; nvfp4: section 4)."""
+    (docs/semantics.md section 3; nvfp4: section 4)."""
     fmt = q.fmt
     xb = b.split_blocks(to_f32_bits(b, q.input), q.axis, q.block_size)
     bd = q.axis + 1
@@ -356,7 +356,7 @@ def _quantize_nvfp4(b: Any, q: Any, xb: Any, bd: int) -> tuple[Any, Any]:
 
 def dequantize_values(b: Any, elements: Any, scales: Any, fmt: MXFormat, k: int, axis: int,
                       global_scale: Any | None, out_type: str) -> Any:
-    """MX-SEMANTICS 5: decode(e) * decode(s) exactly in f32 (nvfp4: then * g), rounded once to
+    """docs/semantics.md section 5: decode(e) * decode(s) exactly in f32 (nvfp4: then * g), rounded once to
     ``out_type``."""
     ev = b.convert(elements, "f32")
     if fmt.is_nvfp4:
@@ -379,7 +379,7 @@ def dequantize_values(b: Any, elements: Any, scales: Any, fmt: MXFormat, k: int,
 def lower_scaled_dot(b: Any, s: Any, compute_type: str) -> Any:
     """The result of the parsed ``mx.scaled_dot`` ``s``: both sides dequantized (or converted)
     to ``compute_type``, contracted in f32, times the global scale, converted to the result
-    type (MX-SEMANTICS 6)."""
+    type (docs/semantics.md section 6)."""
     def operand(o: Any) -> Any:
         if o.fmt is None:
             return b.convert(o.value, compute_type)

@@ -7,7 +7,7 @@ S = sign of the input)
 -----------------------------------------------------------------------------------------
 
 ==============================  ===========================  ==================================
-conversion                      instruction (chip)           fix-up to MX-SEMANTICS section 2
+conversion                      instruction (chip)           fix-up to docs/semantics.md section 2
 ==============================  ===========================  ==================================
 f32/f16 -> f8E4M3FN             cvt.rn.satfinite.e4m3x2      abs(x) > 464 or NaN -> S|0x7F
                                 .f32 / .f16x2 (sm_89+)       (cvt saturates to 448 instead)
@@ -29,7 +29,7 @@ is every conversion of a narrow type the cvt table does not list (e.g. one added
 :func:`mxlower.types.register`).  The fix-up thresholds come from the types' descriptions
 (the midpoint above max, the wide source's Inf code).
 
-Quantize-friendly forms (MX-SEMANTICS section 3), lowered to a bare ``.satfinite`` cvt:
+Quantize-friendly forms (docs/semantics.md section 3), lowered to a bare ``.satfinite`` cvt:
 
 * ``arith.truncf`` of a clamp -- ``arith.minimumf``/``minnumf`` of ``arith.maximumf``/
   ``maxnumf`` (either nesting) with constant bounds inside [-max, max] of the destination, the
@@ -205,7 +205,7 @@ def _overflows(b: codec.IntBuilder, mag: Any, src: str, dst: str) -> Any:
 
 
 def _fixup_truncf(b: codec.IntBuilder, u: Any, src: str, dst: str, hw: Any) -> Any:
-    """MX-SEMANTICS section 2 from a ``.satfinite`` cvt's codes ``hw`` (u: input bits), which
+    """docs/semantics.md section 2 from a ``.satfinite`` cvt's codes ``hw`` (u: input bits), which
     saturate overflow and Inf to +-max."""
     w, d = WIDE_FLOAT_TYPES[src], float_type(dst)
     mag = b.and_(u, w.magnitude_mask)

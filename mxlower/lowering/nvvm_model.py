@@ -31,7 +31,7 @@ not the plain sm_100 / sm_120 targets.
 Register layouts (PTX ISA): a two-input ``cvt`` puts the conversion of its *first* operand
 ``a`` in the *high* half of the destination and ``b`` in the low half; an ``.f16x2`` /
 ``.bf16x2`` / ``x2`` source holds its first lane in the low half.  mxlower's element order is
-LSB-first (MX-SEMANTICS section 8), so element ``2k`` is always passed as ``b`` / the low lane.
+LSB-first (docs/semantics.md section 8), so element ``2k`` is always passed as ``b`` / the low lane.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Sub-byte float function arguments and results as packed ``ui8`` storage:
 ``mxlower-pack-subbyte-args``' rewrites (jaxlib stack).
 
-:func:`packed_type_of` gives the packed type of an f4/f6 tensor (MX-SEMANTICS section 8: a
+:func:`packed_type_of` gives the packed type of an f4/f6 tensor (docs/semantics.md section 8: a
 little-endian, LSB-first bit stream along one axis); :func:`rewrite_function` retypes a
 function's signature and puts ``mx.unpack`` / ``mx.pack`` at its boundary; :func:`rewrite_calls`
 does the same around calls; :func:`fold` removes pack-of-unpack pairs, and

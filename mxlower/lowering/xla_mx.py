@@ -11,7 +11,7 @@ saying why it cannot), :func:`describe` names it in that error.
   (a JSON string or a dictionary) read field by field, each field's type checked;
 * ``stablehlo.composite "xla.scaled_dot"`` with an MX operand -> ``mx.scaled_dot``.
 
-The MX format follows from the element and scale types (MX-SEMANTICS section 7): f8E8M0FNU
+The MX format follows from the element and scale types (docs/semantics.md section 7): f8E8M0FNU
 scales give the MX formats, f8E4M3FN scales with f4E2M1FN elements nvfp4.
 """
 
@@ -47,7 +47,7 @@ COMPOSITE = "xla.scaled_dot"
 #: XLA's names of the dequantize types (PrimitiveType) -> MLIR spelling: "F32" -> "f32", ...
 _DEQUANTIZE_TYPES = {t.upper(): t for t in WIDE_TYPES}
 
-#: (element type, scale type) -> format, for the interchange forms (MX-SEMANTICS section 7)
+#: (element type, scale type) -> format, for the interchange forms (docs/semantics.md section 7)
 _BY_TYPES = {(f.element, f.scale): f for f in FORMATS.values() if f.element != "i8"}
 
 

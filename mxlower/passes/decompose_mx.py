@@ -1,4 +1,4 @@
-"""``mxlower-decompose-mx``: ``mx`` ops -> plain StableHLO computing MX-SEMANTICS exactly."""
+"""``mxlower-decompose-mx``: ``mx`` ops -> plain StableHLO computing docs/semantics.md exactly."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ __all__ = ["DecomposeMx", "decompose"]
 
 @dataclasses.dataclass(frozen=True)
 class DecomposeMx(ModulePass):
-    """Lower mx ops to plain StableHLO, bit-exact with MX-SEMANTICS.
+    """Lower mx ops to plain StableHLO, bit-exact with docs/semantics.md.
 
     ``mx.quantize`` becomes a block reduction of the magnitude bits, integer exponent arithmetic
     for the shared scale (floor / rceil / nearest), exact power-of-two scaling and saturation

@@ -23,7 +23,7 @@ class LowerNarrowFloatsToLLVM(ModulePass):
 
     Every ``arith.truncf`` / ``arith.extf`` (scalar, vector or tensor) converting between
     f64/f32/bf16/f16 and f8E4M3FN, f8E5M2, f8E8M0FNU, f6E2M3FN, f6E3M2FN or f4E2M1FN becomes
-    the branch-free integer ops :mod:`mxlower.lowering.codec` generates (MX-SEMANTICS section 2,
+    the branch-free integer ops :mod:`mxlower.lowering.codec` generates (docs/semantics.md section 2,
     bit-exact with ml_dtypes; one rounding, also from f64; upstream ``arith-expand`` is not
     exact, see test/lit/run/arith-expand-f4-differs.mlir).  A conversion between two narrow
     types gives the result of going through f32 (which is exact).

@@ -28,7 +28,7 @@ class LowerNarrowFloatsToNVVM(ModulePass):
     Every ``arith.truncf`` to and ``arith.extf`` from f8E4M3FN, f8E5M2, f8E8M0FNU, f6E2M3FN,
     f6E3M2FN and f4E2M1FN on scalars or vectors, in ``gpu.func``, ``func.func`` or
     ``llvm.func`` bodies, becomes ``nvvm.convert.*`` ops where the chip has an instruction whose
-    result equals MX-SEMANTICS section 2 after a cheap fix-up, and the codec's integer
+    result equals docs/semantics.md section 2 after a cheap fix-up, and the codec's integer
     expansion otherwise; the result is bit-exact with mxlower's reference either way.  The
     chip comes from ``chip=`` or, when that is empty, from the enclosing ``gpu.module``'s
     ``#nvvm.target``.  Saturating quantize conversions (a clamped operand, or

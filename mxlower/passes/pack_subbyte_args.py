@@ -24,7 +24,7 @@ class PackSubbyteArgs(ModulePass):
 
     Every ``tensor<...xf4E2M1FN>``, ``tensor<...xf6E2M3FN>`` and ``tensor<...xf6E3M2FN>``
     argument and result of the rewritten functions becomes the ``tensor<...xui8>`` of its
-    packed bits along ``axis`` -- MX-SEMANTICS section 8: a little-endian, LSB-first bit
+    packed bits along ``axis`` -- docs/semantics.md section 8: a little-endian, LSB-first bit
     stream, the first f4 element in the low nibble, four f6 values in three bytes -- so the
     module's interface holds the real 4- and 6-bit memory footprint.  The body is unchanged: an
     ``mx.unpack`` after each packed argument and an ``mx.pack`` before each packed result (and

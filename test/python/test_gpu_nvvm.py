@@ -1,6 +1,6 @@
 """On a real NVIDIA GPU: kernels built by ``mxlower-gpu-to-nvvm`` + llc (+ ptxas when present)
 run through CuPy or cuda-python and are bit-exact with mxlower's reference (ml_dtypes plus
-MX-SEMANTICS section 2) on all inputs -- every bf16/f16 pattern, > 200k f32 probes, every
+docs/semantics.md section 2) on all inputs -- every bf16/f16 pattern, > 200k f32 probes, every
 narrow code -- for the hardware cvt paths the device's chip has and the integer fallbacks for
 the rest.  This is also the check of :mod:`mxlower.nvvm_model` against hardware (the NaN codes
 and the f4/f6 Inf saturation the ISA text leaves implicit).

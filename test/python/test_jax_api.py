@@ -1,6 +1,6 @@
 """mxlower.jax: quantize / dequantize / scaled_dot under jax.jit against mxlower.reference.
 
-Quantize and dequantize are compared bit for bit (NaN results by NaN-ness only, MX-SEMANTICS
+Quantize and dequantize are compared bit for bit (NaN results by NaN-ness only, docs/semantics.md
 section 2) for every format, scale mode and input type; scaled_dot against a float64
 dequantize-then-dot.  Also: MXArray, ``lower`` (text for every platform, runnable through
 mxlower-opt and XLA:CPU) and the argument errors.

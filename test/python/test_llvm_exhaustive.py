@@ -1,4 +1,4 @@
-"""Exhaustive bit-exactness of the LLVM path (MX-SEMANTICS section 2).
+"""Exhaustive bit-exactness of the LLVM path (docs/semantics.md section 2).
 
 Each type pair is one StableHLO ``stablehlo.convert`` function on dynamically shaped 1-D
 tensors, lowered by ``mxlower-stablehlo-to-llvm`` (so through

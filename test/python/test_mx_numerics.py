@@ -1,5 +1,5 @@
 """mx.quantize / mx.dequantize lowered by mxlower-mx-to-stablehlo and run on XLA:CPU are
-bit-exact with mxlower.reference (MX-SEMANTICS sections 3-5).
+bit-exact with mxlower.reference (docs/semantics.md sections 3-5).
 
 Coverage, per format: every scale mode (nvfp4: with and without a global scale) x every input
 type (f32, bf16, f16), each on its own one of nine shape configurations chosen so that every

@@ -1,5 +1,5 @@
 """mx.scaled_dot, XLA's MX custom calls and JAX's own MX modules, lowered by
-mxlower-mx-to-stablehlo and run on XLA:CPU, against mxlower.reference (MX-SEMANTICS 6, 7).
+mxlower-mx-to-stablehlo and run on XLA:CPU, against mxlower.reference (docs/semantics.md section 6, 7).
 
 Dot products are compared with a tolerance, since summation order is free: the error of every
 result must be at most 1e-6 times sum_k |a_k b_k| (the standard relative error bound of a dot

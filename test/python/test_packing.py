@@ -1,4 +1,4 @@
-"""Sub-byte packing (MX-SEMANTICS section 8) at function boundaries: mxlower-pack-subbyte-args
+"""Sub-byte packing (docs/semantics.md section 8) at function boundaries: mxlower-pack-subbyte-args
 on XLA:CPU, bit-exact against :func:`mxlower.reference.pack` / ``unpack``.
 
 * round trips: an f4/f6 identity function takes and returns packed bytes unchanged, for every

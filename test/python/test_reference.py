@@ -1,4 +1,4 @@
-"""Tests of mxlower.reference, the NumPy oracle of MX-SEMANTICS sections 2-6 and 8.
+"""Tests of mxlower.reference, the NumPy oracle of docs/semantics.md sections 2-6 and 8.
 
 The oracle is checked against independent machinery written here: an exact
 round-to-nearest-even table oracle derived from the FloatType codec descriptions (not from
@@ -114,7 +114,7 @@ def rne_codes(v, name: str) -> np.ndarray:
 
 
 def e8m0_codes(v) -> np.ndarray:
-    """The f32 -> f8E8M0FNU rule as MX-SEMANTICS section 2 states it for normal inputs, plus the
+    """The f32 -> f8E8M0FNU rule as docs/semantics.md section 2 states it for normal inputs, plus the
     observed ml_dtypes rule for f32 subnormals (documented in mxlower/reference.py)."""
     v = np.asarray(v, np.float64)
     out = np.full(v.shape, 0xFF, np.int64)

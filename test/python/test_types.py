@@ -54,7 +54,7 @@ def new_type(request):
 
 def want_codes(x: np.ndarray, t: FloatType) -> np.ndarray:
     """ml_dtypes' conversion of f32/bf16/f16 ``x`` to ``t`` as codes, every NaN as ``t``'s NaN
-    code with the input's sign (MX-SEMANTICS section 2 for types with NaN).  f64 ``x``: the
+    code with the input's sign (docs/semantics.md section 2 for types with NaN).  f64 ``x``: the
     oracle's conversion (ml_dtypes' own rounds twice, through f32)."""
     if x.dtype == np.float64:
         return R.bits(R.convert(x, t.mlir))

@@ -5,7 +5,7 @@
 
 // Narrow arith.truncf/extf -> NVVM cvt instructions where the chip has them (sm_89+: e4m3x2 /
 // e5m2x2; the sm_100a family: e2m1x2, e2m3x2, e3m2x2, ue8m0x2), with the fix-ups that make
-// them MX-SEMANTICS section 2 exact; the codec's integer expansion elsewhere (sm_80, or
+// them docs/semantics.md section 2 exact; the codec's integer expansion elsewhere (sm_80, or
 // hardware=false).
 
 // f32 -> f8E4M3FN: element 0 is the cvt's second operand (low byte), element 1 its first;

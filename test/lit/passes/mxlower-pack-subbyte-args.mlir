@@ -1,7 +1,7 @@
 // RUN: mxlower-opt %s --split-input-file --verify-diagnostics --mxlower-pack-subbyte-args='lower=false' | FileCheck %s
 // RUN: mxlower-opt %s --split-input-file --verify-diagnostics --mxlower-pack-subbyte-args | FileCheck %s --check-prefix=LOWER
 
-// f4/f6 arguments and results become packed ui8 (MX-SEMANTICS section 8: LSB-first bit
+// f4/f6 arguments and results become packed ui8 (docs/semantics.md section 8: LSB-first bit
 // stream, two f4 per byte, four f6 per three bytes) with unpack/pack at the boundary.
 
 // CHECK-LABEL: func.func @main

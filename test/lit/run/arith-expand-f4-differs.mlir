@@ -4,7 +4,7 @@
 // RUN: %PYTHON -m mxlower.llvm_exec %s -i %t.npy --pipeline 'builtin.module(stablehlo-legalize-to-linalg, canonicalize, one-shot-bufferize{bufferize-function-boundaries function-boundary-type-conversion=identity-layout-map}, convert-linalg-to-loops, arith-expand{include-f4e2m1}, func.func(llvm-request-c-wrappers), expand-strided-metadata, convert-scf-to-cf, convert-to-llvm, reconcile-unrealized-casts)' | FileCheck %s --check-prefix=UPSTREAM
 
 // Why mxlower lowers f4E2M1FN conversions itself: upstream MLIR's arith-expand expansion of
-// arith.truncf f32 -> f4E2M1FN is not MX-SEMANTICS section 2 (= ml_dtypes).  Both pipelines run
+// arith.truncf f32 -> f4E2M1FN is not docs/semantics.md section 2 (= ml_dtypes).  Both pipelines run
 // the same stablehlo.convert on [1.25, 2.5, 5.0, -0.3, NaN, -NaN] through the ExecutionEngine:
 //   1.25 (tie of 1.0 and 1.5)  -> 1.0 (0x2)  round to nearest even; arith-expand: 1.5 (0x3)
 //   2.5  (tie of 2 and 3)      -> 2.0 (0x4)                        ; arith-expand: 3.0 (0x5)
