@@ -104,11 +104,14 @@ class Child:
         else:
             how = f"exited with status {code}"
         self.dead = how
-        tail = ""
-        if self._log is not None:
-            self._log.seek(0)
-            tail = self._log.read()[-4000:].decode(errors="replace").strip()
-        return ChildDied(how, tail, code < 0)
+        return ChildDied(how, self.stderr()[-4000:].strip(), code < 0)
+
+    def stderr(self) -> str:
+        """What the child wrote to stderr so far ("" when it is not captured)."""
+        if self._log is None or self._log.closed:
+            return ""
+        self._log.seek(0)
+        return self._log.read().decode(errors="replace")
 
     def kill(self) -> None:
         """Kill the child (its whole process group when it has its own) and reap it."""

@@ -21,7 +21,7 @@ from mxlower import types
 from mxlower.bindings import collect_ops
 from mxlower.bindings import jaxlib as J
 from mxlower.diagnostics import DiagnosticEngine, PassFailure
-from mxlower.execution import backends, timed
+from mxlower.execution import backends, isolated
 from mxlower.execution.arrays import check_inputs, random_inputs
 from mxlower.execution.backends import BACKENDS
 from mxlower.execution.errors import RunError
@@ -143,11 +143,12 @@ def prepare(module: Any, engine: DiagnosticEngine, *, name: str = "<module>",
 def execute(op: Any, sig: Signature, arrays: list[np.ndarray], backend: str,
             filename: str = "<module>", timeout: float | None = None) -> list[np.ndarray]:
     """Run the prepared, static module on ``backend``; with ``timeout`` (seconds) in a child
-    process that is stopped when compiling and running take longer."""
+    process that is stopped when compiling and running take longer.  StableHLO's interpreter
+    always runs in a child process (it aborts on ops it cannot run)."""
     if backend not in BACKENDS:
         raise RunError(f"unknown backend '{backend}' (known: {', '.join(BACKENDS)})")
-    if timeout is not None:
-        return timed.execute(op, sig, arrays, backend, filename, timeout)
+    if timeout is not None or backend == "interpreter":
+        return isolated.execute(op, sig, arrays, backend, filename, timeout)
     return backends.execute(op, sig, arrays, backend, filename)
 
 

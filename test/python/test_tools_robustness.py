@@ -146,6 +146,20 @@ def test_run_module_timeout_stops_a_loop_that_never_ends():
     assert got.tolist() == [2.0] * 4
 
 
+def test_an_op_the_interpreter_cannot_run_is_an_error_not_an_abort():
+    """StableHLO's interpreter aborts the process (LLVM ERROR) on ops outside StableHLO and on
+    some StableHLO ops: it runs in a child process, and the abort is an error naming the op."""
+    text = """
+    func.func @main(%x: tensor<2xf32>) -> tensor<2xf32> {
+      %0 = arith.addf %x, %x : tensor<2xf32>
+      return %0 : tensor<2xf32>
+    }
+    """
+    with pytest.raises(RunError, match=r"the StableHLO interpreter failed \(its process was "
+                       r"killed by SIGABRT\): Unsupported op: %0 = arith.addf"):
+        run_module(text, backend="interpreter")
+
+
 def test_run_module_rejects_a_negative_seed():
     with pytest.raises(RunError, match="non-negative"):
         run_module(SMALL, seed=-1)

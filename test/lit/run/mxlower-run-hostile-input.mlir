@@ -43,6 +43,11 @@
 // ZERO: %0 = dense<> : tensor<0x4xf32>
 // ZERO-NEXT: %1 = dense<> : tensor<3x0xf8E4M3FN>
 
+// An op StableHLO's interpreter cannot run aborts its process: an error naming the op.
+// RUN: %PYTHON -c "open(r'%t.arith.mlir', 'w').write('func.func @main(%%x: tensor<2xf32>) -> tensor<2xf32> {%%0 = arith.addf %%x, %%x : tensor<2xf32> return %%0 : tensor<2xf32>}')"
+// RUN: not mxlower-run %t.arith.mlir --backend=interpreter 2>&1 | FileCheck %s --check-prefix=ABORT
+// ABORT: mxlower-run: error: the StableHLO interpreter failed (its process was killed by SIGABRT): Unsupported op: %0 = arith.addf %arg0, %arg0 : tensor<2xf32>
+
 // A program that never ends, stopped by --timeout on every backend that runs it.
 // RUN: not mxlower-run %s -f forever --timeout 2 2>&1 | FileCheck %s --check-prefix=TIMEOUT
 // RUN: not mxlower-run %s -f forever --timeout 2 --backend=interpreter 2>&1 | FileCheck %s --check-prefix=TIMEOUT

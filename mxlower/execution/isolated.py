@@ -1,14 +1,20 @@
-"""Running a backend in a child process under a time limit (``mxlower-run --timeout``).
+"""Running a backend in a child process: under a time limit (``mxlower-run --timeout``), and
+always for StableHLO's interpreter, which aborts the process on what it cannot run (an op
+outside StableHLO, a ``custom_call``, ``rng``: ``LLVM ERROR: Unsupported op``).
 
-The child (``python -m mxlower.execution.timed``) gets the module as text, the signature and
-the inputs, and answers with the results; past the limit it is killed with its process group
-and the caller gets a :class:`RunError`.  A crash in the backend (a signal) is contained the
-same way.  Without a limit, runs stay in the calling process: this costs a Python start-up.
+The child (``python -m mxlower.execution.isolated``) gets the module as text, the signature and
+the inputs, and answers with the results; past the limit it is killed with its process group.
+A crash in the backend (a signal) becomes a :class:`RunError` with the child's last error line;
+what the child writes to stderr on success (XLA's log lines) is passed on.  It costs a Python
+start-up, so XLA:CPU and the LLVM engine (isolated in its own worker) run here without a limit.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+import re
+import sys
 
 import numpy as np
 
@@ -22,27 +28,36 @@ from mxlower.ir.signature import Signature
 __all__ = ["execute"]
 
 
+#: what the messages call each backend
+_NAMES = {"xla": "XLA:CPU", "interpreter": "the StableHLO interpreter", "llvm": "the LLVM backend"}
+
+
 def execute(op: Any, sig: Signature, arrays: list[np.ndarray], backend: str,
-            filename: str, timeout: float) -> list[np.ndarray]:
+            filename: str, timeout: float | None = None) -> list[np.ndarray]:
     """:func:`mxlower.execution.backends.execute` in a child process, stopped after
     ``timeout`` seconds of compiling and running (the child's start-up is not counted)."""
-    if not timeout > 0:
+    if timeout is not None and not timeout > 0:
         raise RunError(f"the time limit must be a positive number of seconds, got {timeout:g}")
-    child = Child("mxlower.execution.timed", capture_stderr=False, own_group=True)
+    child = Child("mxlower.execution.isolated", own_group=True)
     try:
         status, payload = child.request(("load", backend))
-        if status != "ok":
-            raise RunError(payload)
-        status, payload = child.request(
-            ("run", op.get_asm(enable_debug_info=True), sig, [pack(a) for a in arrays],
-             backend, filename), timeout=timeout)
+        if status == "ok":
+            status, payload = child.request(
+                ("run", op.get_asm(enable_debug_info=True), sig, [pack(a) for a in arrays],
+                 backend, filename), timeout=timeout)
     except ChildTimedOut:
         raise RunError(f"the run did not finish within {timeout:g} s (--timeout); it was "
                        "stopped") from None
     except ChildDied as e:
-        raise RunError(f"the process running the {backend} backend {e.how}") from None
+        errors = re.findall(r"(?:LLVM ERROR|error): (.*)", e.tail)
+        why = f": {errors[-1].strip()}" if errors else ""
+        raise RunError(f"{_NAMES.get(backend, backend)} failed (its process was {e.how})"
+                       f"{why}") from None
     finally:
+        log = child.stderr()
         child.close()
+    if log:
+        sys.stderr.write(log)
     if status != "ok":
         raise RunError(payload)
     return [unpack(p) for p in payload]
