@@ -20,10 +20,12 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
-__all__ = ["Child", "ChildDied", "ChildError", "ChildTimedOut", "serve"]
+from mxlower import types
+
+__all__ = ["Child", "ChildDied", "ChildError", "ChildTimedOut", "register_types", "serve"]
 
 
 class ChildError(Exception):
@@ -137,6 +139,19 @@ class Child:
         for f in (self._proc.stdin, self._proc.stdout, self._log):
             if f is not None and not f.closed:
                 f.close()
+
+
+def register_types(rows: Sequence[types.ScalarType]) -> None:
+    """In a child: make the registered scalar types the caller's (``types.extensions()``, sent
+    with a request), so that a type added in one place runs in child processes too; a
+    long-lived child drops the types the caller has unregistered since."""
+    wanted = {t.mlir: t for t in rows}
+    for t in types.extensions():
+        if wanted.get(t.mlir) != t:
+            types.unregister(t.mlir)
+    for t in rows:
+        if t.mlir not in types.SCALARS:
+            types.register(t)
 
 
 def serve(handle: Callable[[tuple], tuple[str, Any]]) -> None:

@@ -18,10 +18,11 @@ import sys
 
 import numpy as np
 
+from mxlower import types
 from mxlower.bindings import jaxlib as J
 from mxlower.execution import backends
 from mxlower.execution.arrays import pack, unpack
-from mxlower.execution.child import Child, ChildDied, ChildTimedOut, serve
+from mxlower.execution.child import Child, ChildDied, ChildTimedOut, register_types, serve
 from mxlower.execution.errors import RunError
 from mxlower.ir.signature import Signature
 
@@ -40,7 +41,7 @@ def execute(op: Any, sig: Signature, arrays: list[np.ndarray], backend: str,
         raise RunError(f"the time limit must be a positive number of seconds, got {timeout:g}")
     child = Child("mxlower.execution.isolated", own_group=True)
     try:
-        status, payload = child.request(("load", backend))
+        status, payload = child.request(("load", backend, types.extensions()))
         if status == "ok":
             status, payload = child.request(
                 ("run", op.get_asm(enable_debug_info=True), sig, [pack(a) for a in arrays],
@@ -65,6 +66,7 @@ def execute(op: Any, sig: Signature, arrays: list[np.ndarray], backend: str,
 
 def _handle(msg: tuple) -> tuple[str, Any]:
     if msg[0] == "load":
+        register_types(msg[2])
         if msg[1] == "xla":
             # JAX is imported here, not at the top: only the XLA:CPU backend needs it, and its
             # import (~1 s) must not count against the time limit

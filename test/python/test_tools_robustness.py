@@ -163,3 +163,27 @@ def test_an_op_the_interpreter_cannot_run_is_an_error_not_an_abort():
 def test_run_module_rejects_a_negative_seed():
     with pytest.raises(RunError, match="non-negative"):
         run_module(SMALL, seed=-1)
+
+
+def test_a_registered_type_reaches_the_child_processes():
+    """A narrow float registered in this process runs in the LLVM engine's worker and in the
+    interpreter's child process, which register it from the request."""
+    from mxlower import types
+    from mxlower.execution import llvm
+    from mxlower.types import FloatType
+
+    t = FloatType("f8E4M3", "float8_e4m3", 8, 4, 3, 7, True, "ieee", "inf", 0x7C)
+    text = ("func.func @main(%x: tensor<4xf32>) -> tensor<4xf8E4M3> {\n"
+            "  %0 = stablehlo.convert %x : (tensor<4xf32>) -> tensor<4xf8E4M3>\n"
+            "  return %0 : tensor<4xf8E4M3>\n}\n")
+    x = np.array([1.0, -0.5, 240.0, 3.0e-3], np.float32)
+    types.register(t)
+    try:
+        with llvm.compile(text) as h:  # isolated: the worker process
+            (got,) = h.run("main", x)
+        assert got.dtype == t.dtype and got.view(np.uint8).tolist() == (
+            x.astype(t.dtype).view(np.uint8).tolist())
+        (back,) = run_module(text, [x], backend="interpreter")
+        assert back.view(np.uint8).tolist() == got.view(np.uint8).tolist()
+    finally:
+        types.unregister(t.mlir)

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from mxlower import types
 from mxlower.execution.arrays import pack, unpack
 from mxlower.execution.llvm.abi import Engine
 from mxlower.execution.llvm.errors import CallError, LLVMExecError
@@ -94,7 +95,8 @@ def compile(src: Any, *, opt_level: int = 3, out_params: bool = False,  # noqa: 
         op = getattr(src, "operation", src)
         src = op.get_asm(enable_debug_info=True)
     opts = {"pipeline": pipeline, "out_params": out_params, "vector_width": vector_width,
-            "opt_level": opt_level, "keep_llvm": keep_llvm, "filename": filename}
+            "opt_level": opt_level, "keep_llvm": keep_llvm, "filename": filename,
+            "types": types.extensions()}
     if not isolate:
         llvm_text, sigs = lower(src, pipeline=pipeline, out_params=out_params,
                                 vector_width=vector_width, filename=filename)

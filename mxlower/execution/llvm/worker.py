@@ -17,7 +17,7 @@ import threading
 from typing import Any
 
 from mxlower.execution.arrays import pack, unpack
-from mxlower.execution.child import Child, ChildDied, serve
+from mxlower.execution.child import Child, ChildDied, register_types, serve
 from mxlower.execution.llvm.abi import Engine
 from mxlower.execution.llvm.errors import CallError, CompileError, LLVMExecError, WorkerCrashed
 from mxlower.execution.llvm.lowering import lower
@@ -93,6 +93,7 @@ class _Server:
         try:
             if kind == "compile":
                 _, text, opts = msg
+                register_types(opts.get("types", ()))
                 llvm_text, sigs = lower(text, pipeline=opts["pipeline"],
                                         out_params=opts["out_params"],
                                         vector_width=opts["vector_width"],
