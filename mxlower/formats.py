@@ -7,6 +7,14 @@ table, :mod:`mxlower.types`; :data:`FLOAT_TYPES`, :data:`WIDE_TYPES`, :class:`Fl
 
 Look-ups: :func:`get_format` by name, :func:`formats_for_element` by element type,
 :func:`float_type` by MLIR spelling or ml_dtypes name.
+
+The general model of section 10 (any number format, scaling and rounding) is in
+:mod:`mxlower.numbers`; :func:`number`, :func:`scale` and :func:`datatype` are re-exported
+here, and :data:`DATATYPES` holds the predefined datatypes of section 10.4: every format above
+as a datatype (``mxfp8_e4m3`` = ``e4m3fn`` with ``e8m0_t32`` scales, ``nvfp4`` = ``e2m1fo``
+with ``e4m3fn_t16``, ...), ``mxint4``, ``bfp16``, the short aliases ``mxfp8e4`` ...
+``mxfp4e2``, and the unscaled MLIR f8 types.  :func:`get_datatype` resolves a name or a
+``number[:scale]`` code.
 """
 
 from __future__ import annotations
@@ -16,11 +24,21 @@ import dataclasses
 import numpy as np
 
 from mxlower import types
+from mxlower.numbers import Datatype, NumberSpec, ScaleSpec, SpecError, datatype, number, scale
 from mxlower.types import FLOAT_TYPES, WIDE_TYPES, FloatType, float_type
 
 __all__ = [
+    "DATATYPES",
+    "Datatype",
     "FLOAT_TYPES",
     "FORMATS",
+    "NumberSpec",
+    "ScaleSpec",
+    "SpecError",
+    "datatype",
+    "get_datatype",
+    "number",
+    "scale",
     "FloatType",
     "MXFormat",
     "SCALE_MODES",
@@ -121,3 +139,37 @@ def formats_for_element(element: str, scale: str | None = None) -> list[MXFormat
     """The formats whose element type is ``element`` (and scale type ``scale`` when given)."""
     return [f for f in FORMATS.values()
             if f.element == element and (scale is None or f.scale == scale)]
+
+
+def _format_datatype(f: MXFormat) -> Datatype:
+    scale_code = f"{number(f.scale).code}_t{f.block_size}"
+    return datatype(number(f.element if not f.is_int else "int8"), scale_code, f.name)
+
+
+#: The predefined datatypes of docs/semantics.md section 10.4, by name.
+DATATYPES: dict[str, Datatype] = {f.name: _format_datatype(f) for f in FORMATS.values()}
+DATATYPES.update({
+    "mxint4": datatype("int4", "e8m0_t32", "mxint4"),
+    "bfp16": datatype("int8", "e8m0_t8", "bfp16"),
+    **{alias: dataclasses.replace(DATATYPES[target], name=alias) for alias, target in (
+        ("mxfp8e5", "mxfp8_e5m2"), ("mxfp8e4", "mxfp8_e4m3"), ("mxfp6e3", "mxfp6_e3m2"),
+        ("mxfp6e2", "mxfp6_e2m3"), ("mxfp4e2", "mxfp4_e2m1"))},
+    **{t: datatype(t, None, t) for t in (
+        "f8E4M3FN", "f8E5M2", "f8E4M3", "f8E3M4", "f8E4M3FNUZ", "f8E5M2FNUZ",
+        "f8E4M3B11FNUZ", "f8E8M0FNU") if t in types.SCALARS},
+})
+
+
+def get_datatype(name: str | Datatype) -> Datatype:
+    """A datatype by predefined name (:data:`DATATYPES`) or as ``number[:scale]`` codes
+    (``"e5m6:e8m0_t32"``, ``"int8"``); :class:`SpecError` otherwise."""
+    if isinstance(name, Datatype):
+        return name
+    if name in DATATYPES:
+        return DATATYPES[name]
+    head, sep, tail = name.partition(":")
+    try:
+        return datatype(head, tail if sep else None)
+    except SpecError as e:
+        known = ", ".join(DATATYPES)
+        raise SpecError(f"{e} (predefined datatypes: {known})") from None

@@ -11,6 +11,9 @@ Public API
 * :func:`quantize`, :func:`dequantize` -- sections 3, 4 and 5.
 * :func:`scaled_dot` -- section 6.
 * :func:`pack`, :func:`unpack` -- section 8 sub-byte packing.
+* :func:`cast` (virtual cast), :func:`encode` / :func:`decode` (actual cast), :func:`sparse`,
+  :func:`round_codes` -- section 10, any number format, scaling and rounding (implemented in
+  :mod:`mxlower.cast_reference`).
 
 Type names are MLIR spellings (``"f32"``, ``"bf16"``, ``"f16"``, ``"f8E4M3FN"``, ``"f8E5M2"``,
 ``"f8E8M0FNU"``, ``"f6E3M2FN"``, ``"f6E2M3FN"``, ``"f4E2M1FN"``; ``"i8"`` and ``"f64"`` where
@@ -103,6 +106,7 @@ from __future__ import annotations
 import numpy as np
 
 from mxlower import types
+from mxlower.cast_reference import Encoded, cast, decode, encode, round_codes, sparse
 from mxlower.formats import (
     FLOAT_TYPES,
     SCALE_MODES,
@@ -112,8 +116,14 @@ from mxlower.formats import (
 )
 
 __all__ = [
+    "Encoded",
     "bits",
+    "cast",
     "convert",
+    "decode",
+    "encode",
+    "round_codes",
+    "sparse",
     "dequantize",
     "from_bits",
     "pack",

@@ -66,9 +66,10 @@ class FloatType:
     signed: bool
     #: "ieee": all-ones exponent is Inf (m == 0) / NaN (m != 0);
     #: "fn": no Inf, only the all-ones code (exponent and mantissa) is NaN;
-    #: "fnu": unsigned, no Inf, code 0xFF is NaN (f8E8M0FNU);
+    #: "fnuz": no Inf, no -0: the code of -0 (the sign bit alone) is the only NaN (f8E4M3FNUZ);
+    #: "fnu": unsigned, no Inf, the all-ones code is NaN (f8E8M0FNU);
     #: "none": no Inf, no NaN.
-    special: Literal["ieee", "fn", "fnu", "none"]
+    special: Literal["ieee", "fn", "fnuz", "fnu", "none"]
     #: what a finite value beyond max converts to: "inf", "nan" or "saturate" (to +-max).
     overflow: Literal["inf", "nan", "saturate"]
     #: what a NaN input converts to (unsigned code; the sign is applied where the type has one).
@@ -78,6 +79,10 @@ class FloatType:
 
     @property
     def dtype(self) -> np.dtype:
+        """The NumPy / ml_dtypes dtype; for a type ml_dtypes lacks (``numpy_name`` empty: a
+        number spec of mxlower.numbers), the unsigned integer dtype its codes are stored in."""
+        if not self.numpy_name:
+            return np.dtype(next(f"uint{w}" for w in (8, 16, 32, 64) if w >= self.bits))
         return _dtype_named(self.numpy_name)
 
     @property
@@ -86,7 +91,14 @@ class FloatType:
 
     @property
     def max(self) -> float:
-        return float(self.finfo.max)
+        """The largest finite value, from the description."""
+        mag = self.max_code
+        if self.special == "fnu":
+            return math.ldexp(1.0, mag - self.bias)
+        e, m = mag >> self.man_bits, mag & ((1 << self.man_bits) - 1)
+        if e == 0:
+            return math.ldexp(float(m), 1 - self.bias - self.man_bits)
+        return math.ldexp(float(m + (1 << self.man_bits)), e - self.bias - self.man_bits)
 
     @property
     def sign_mask(self) -> int:
@@ -105,7 +117,8 @@ class FloatType:
     def max_code(self) -> int:
         """The code of the largest finite value (its magnitude bits)."""
         return {"ieee": self.exponent_mask - 1, "fn": self.magnitude_mask - 1,
-                "fnu": self.magnitude_mask - 1, "none": self.magnitude_mask}[self.special]
+                "fnu": self.magnitude_mask - 1, "fnuz": self.magnitude_mask,
+                "none": self.magnitude_mask}[self.special]
 
     @property
     def overflow_midpoint(self) -> float:

@@ -25,6 +25,8 @@ LAYERS = {
     "mxlower.formats": 0,
     "mxlower.diagnostics": 0,
     "mxlower.reference": 0,
+    "mxlower.numbers": 0,
+    "mxlower.cast_reference": 0,
     "mxlower.bindings": 1,
     "mxlower.ir": 1,
     "mxlower.dialect": 1,

@@ -1,0 +1,572 @@
+"""The NumPy oracle of docs/semantics.md section 10: casts to any datatype, and M-of-N sparsity.
+
+Re-exported by :mod:`mxlower.reference` (``mxlower.reference.cast``, ``.encode``, ``.decode``,
+``.sparse``), the one oracle every test compares with.  Written for obvious exactness: every
+value is carried in f64, where all the quantities of the model are exact (an f32 value scaled
+by a power of two, its position between two neighbours of the target, a rounded result), and
+every step the contract computes in f32 is an explicit f32 operation.
+
+* :func:`cast` -- the **virtual cast** (fake quantization): ``decode(encode(x))`` in ``x``'s
+  type.
+* :func:`encode` -- the **actual cast**: :class:`Encoded` codes, scales and zero points.
+* :func:`decode` -- codes (+ scales, zero points) back to f32 / bf16 / f16 values.
+* :func:`round_codes` -- one number spec's rounding of exact values (section 10.2), used by the
+  above and by tests of the codec.
+* :func:`sparse` -- section 10.5.
+
+Choices the contract leaves open, made here (and documented in docs/semantics.md section 10):
+
+* Inputs are f32, bf16 or f16 arrays (upcast to f32 exactly), as for quantize.
+* An ``intK`` element with an **exponent** scale is fixed point with K-2 fraction bits (its
+  scaled max is (2^(K-1)-1) * 2^-(K-2) and its emax 0: mxint8); with a **float** scale it is an
+  integer: s = amax / (2^(K-1) - 1), value = code * s.  Both give the same values (the contract
+  says so); the stored scales differ by 2^(K-2), and the integer view is what int8 users
+  store.
+* NaN inputs of an unscaled cast give the target's NaN code (with the input's sign for ieee and
+  fn targets, as section 2 does), the -0 code for ``fo`` targets and 0 for integer targets.
+* The element codes of a NaN/Inf tile are 0 (the NaN is in the scale, as in section 3); its
+  zero point is 0.
+* A float scale rounds with ``even`` and saturates like every cast.  A float zero point too.
+* ``scalemode`` applies to exponent scales only; float scales take the default ``max``.
+* A value of a code decoded "in f32": exact for every spec (all have at most 24 significant
+  bits and lie in f32's range) except ``intK`` codes above 2^24 in magnitude, converted to f32
+  first (RNE).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import NamedTuple
+
+import ml_dtypes
+import numpy as np
+
+from mxlower import types
+from mxlower.formats import DATATYPES, Datatype, get_datatype
+from mxlower.numbers import (
+    ROUND_MODES,
+    SCALE_MODES,
+    NumberSpec,
+    ScaleSpec,
+    SpecError,
+    datatype,
+    number,
+    scale,
+)
+
+__all__ = ["Encoded", "cast", "decode", "encode", "resolve", "round_codes", "sparse"]
+
+_F64 = np.dtype(np.float64)
+_F32 = np.dtype(np.float32)
+_WIDE = (np.dtype(np.float32), np.dtype(ml_dtypes.bfloat16), np.dtype(np.float16))
+
+
+class Encoded(NamedTuple):
+    """An actual cast: ``codes`` (the number spec's storage dtype, x's shape), ``scales`` (the
+    scale spec's storage dtype, shape :meth:`~mxlower.numbers.ScaleSpec.scales_shape`; None
+    when unscaled) and ``zero_points`` (the zero-point spec's storage, the scales' shape; None
+    without one)."""
+
+    codes: np.ndarray
+    scales: np.ndarray | None = None
+    zero_points: np.ndarray | None = None
+
+
+# ============================================================================== arguments
+
+
+def resolve(number_spec, scale_spec=None) -> Datatype:
+    """The datatype a cast is asked for: a :class:`Datatype`, a predefined name
+    (``"mxfp8_e4m3"``), ``"number:scale"``, or a number spec with ``scale_spec``."""
+    if isinstance(number_spec, Datatype):
+        if scale_spec is not None:
+            raise SpecError(f"datatype {number_spec} has its own scale; do not pass scale")
+        return number_spec
+    if isinstance(number_spec, str) and scale_spec is None and (
+            number_spec in DATATYPES or ":" in number_spec):
+        return get_datatype(number_spec)
+    return datatype(number_spec, scale_spec)
+
+
+def _wide(x) -> tuple[np.ndarray, np.dtype]:
+    a = np.asarray(x)
+    if a.dtype not in _WIDE:
+        raise ValueError(f"cast: input must be float32, bfloat16 or float16, got {a.dtype}")
+    return a.astype(_F32), a.dtype
+
+
+def _modes(roundmode: str, scalemode: str, rbits, shape) -> np.ndarray | None:
+    if roundmode not in ROUND_MODES:
+        raise ValueError(f"unknown roundmode '{roundmode}' (known: {', '.join(ROUND_MODES)})")
+    if scalemode not in SCALE_MODES:
+        raise ValueError(f"unknown scalemode '{scalemode}' (known: {', '.join(SCALE_MODES)})")
+    if roundmode != "stochastic":
+        if rbits is not None:
+            raise ValueError("rbits is only used with roundmode='stochastic'")
+        return None
+    if rbits is None:
+        raise ValueError("roundmode='stochastic' needs rbits: one uint32 per element")
+    r = np.asarray(rbits)
+    if r.dtype != np.uint32:
+        raise ValueError(f"rbits must be uint32, got {r.dtype}")
+    if r.shape != tuple(shape):
+        raise ValueError(f"rbits must have the input's shape {tuple(shape)}, got {r.shape}")
+    return r.astype(np.int64)
+
+
+# ============================================================================== rounding
+
+
+def _round_int(t: np.ndarray, mode: str, r: np.ndarray | None) -> np.ndarray:
+    """R(t) of section 10.2 for t >= 0 (f64, exact): an f64 holding an integer."""
+    T = np.floor(t)
+    frac = t - T  # exact
+    if mode == "zero":
+        return T
+    if mode == "nearest":
+        return T + (frac >= 0.5)
+    if mode == "even":
+        odd = np.fmod(T, 2) == 1
+        return T + ((frac > 0.5) | ((frac == 0.5) & odd))
+    # stochastic: floor(t + r 2^-32) = T + [r + floor(frac 2^32) >= 2^32]
+    return T + ((r + np.floor(np.ldexp(frac, 32)).astype(np.int64)) >= (1 << 32))
+
+
+def _floor_log2(a: np.ndarray) -> np.ndarray:
+    """floor(log2(a)) for a > 0 (f64; exact through frexp)."""
+    _, e = np.frexp(a)
+    return e.astype(np.int64) - 1
+
+
+def round_codes(v, spec: NumberSpec | str, roundmode: str = "even", rbits=None, *,
+                fixed: bool = False) -> np.ndarray:
+    """The codes (int64, the spec's bits; ints as their two's complement value) of exact
+    values ``v`` (f64, NaN and +-Inf allowed) cast to ``spec`` with ``roundmode``
+    (section 10.2: saturating; ``rbits`` an int64/uint32 array for ``stochastic``).
+    ``fixed``: read an ``intK`` as fixed point with K-2 fraction bits (scaled by an exponent
+    scale)."""
+    spec = number(spec)
+    v = np.asarray(v, dtype=_F64)
+    r = None if rbits is None else np.broadcast_to(np.asarray(rbits, np.int64), v.shape)
+    a = np.abs(v)
+    neg = np.signbit(v)
+    nan = np.isnan(v)
+    inf = np.isinf(v)
+    a_fin = np.where(nan | inf, 0.0, a)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        if spec.is_integer:
+            frac_bits = spec.bits - 2 if fixed and spec.kind == "int" else 0
+            n = _round_int(np.ldexp(a_fin, frac_bits), roundmode, r)
+            n = np.minimum(n, float(spec.max_code))
+            n = np.where(inf, float(spec.max_code), n).astype(np.int64)
+            if spec.kind == "uint":
+                return np.where(neg | nan, 0, n)
+            return np.where(nan, 0, np.where(neg, -n, n))
+        if spec.kind == "exp":
+            return _round_exp(a_fin, neg, nan, inf, spec, roundmode, r)
+        Y, emin = spec.man_bits, spec.emin
+        e = np.maximum(np.where(a_fin > 0, _floor_log2(np.where(a_fin > 0, a_fin, 1.0)), emin),
+                       emin)
+        q = np.ldexp(1.0, (e - Y).astype(np.int32))
+        mag = _round_int(a_fin / q, roundmode, r) * q  # exact
+        mag = np.minimum(mag, spec.max)
+        codes = _encode_magnitude(mag, spec)
+        codes = np.where(inf, spec.inf_code if spec.has_inf else spec.max_code, codes)
+        sign = neg & ((codes != 0) | spec.has_negative_zero)
+        codes = np.where(sign, codes | spec.sign_mask, codes)
+        if spec.nan_code is None:  # fo: every NaN is the -0 code
+            nan_codes = spec.sign_mask
+        elif spec.special == "fnuz":
+            nan_codes = spec.nan_code
+        else:
+            nan_codes = np.where(neg, spec.nan_code | spec.sign_mask, spec.nan_code)
+        return np.where(nan, nan_codes, codes).astype(np.int64)
+
+
+def _encode_magnitude(mag: np.ndarray, spec: NumberSpec) -> np.ndarray:
+    """The magnitude code of exact non-negative values of ``spec`` (float kind)."""
+    Y, emin = spec.man_bits, spec.emin
+    sub = mag < math.ldexp(1.0, emin)
+    e = _floor_log2(np.where(sub, 1.0, mag))
+    m_sub = np.ldexp(mag, Y - emin)  # integer below 2^Y
+    m_norm = np.ldexp(mag, (Y - e).astype(np.int32)) - (1 << Y)
+    norm = ((e + spec.bias) << Y) + m_norm.astype(np.int64)
+    return np.where(sub, m_sub.astype(np.int64), norm)
+
+
+def _round_exp(a, neg, nan, inf, spec: NumberSpec, mode: str, r) -> np.ndarray:
+    """Unscaled cast to an exponent type: NaN, zeros and negatives -> NaN; +Inf and overflow
+    -> max; below range -> the smallest value; else 2^e * R(a / 2^e)."""
+    pos = a > 0
+    e = _floor_log2(np.where(pos, a, 1.0))
+    t = a / np.ldexp(1.0, e.astype(np.int32))
+    k = e + (_round_int(t, mode, r) - 1).astype(np.int64)  # R(t) is 1 or 2
+    code = np.clip(k + spec.bias, 0, spec.max_code)
+    code = np.where(inf, spec.max_code, code)
+    return np.where(nan | neg | ~(pos | inf), spec.nan_code, code).astype(np.int64)
+
+
+def _decode(codes: np.ndarray, spec: NumberSpec, *, fixed: bool = False) -> np.ndarray:
+    """Exact f64 values of int64 ``codes`` (ints as values; NaN/Inf codes as NaN/Inf)."""
+    c = np.asarray(codes, np.int64)
+    if spec.is_integer:
+        v = c.astype(_F64)
+        return np.ldexp(v, -(spec.bits - 2)) if fixed and spec.kind == "int" else v
+    if spec.bits <= 16:
+        return _value_table(spec)[c & ((1 << spec.bits) - 1)]
+    return _decode_wide(c, spec)
+
+
+@functools.lru_cache(maxsize=None)
+def _value_table(spec: NumberSpec) -> np.ndarray:
+    """The value of every code of a spec of at most 16 bits (f64, exact)."""
+    return np.array([float(spec.value_of(i)) for i in range(1 << spec.bits)], _F64)
+
+
+def _decode_wide(c: np.ndarray, spec: NumberSpec) -> np.ndarray:
+    """Vectorized decode of float codes wider than 16 bits."""
+    Y = spec.man_bits
+    sign = np.where(c & spec.sign_mask, -1.0, 1.0)
+    mag = c & (spec.sign_mask - 1)
+    e, m = mag >> Y, mag & ((1 << Y) - 1)
+    v = np.where(e == 0, np.ldexp(m.astype(_F64), 1 - spec.bias - Y),
+                 np.ldexp((m + (1 << Y)).astype(_F64), (e - spec.bias - Y).astype(np.int32)))
+    v = sign * v
+    if spec.special == "ieee":
+        top = e == (1 << spec.exp_bits) - 1
+        v = np.where(top, np.where(m == 0, sign * np.inf, np.nan), v)
+    elif spec.special == "fn":
+        v = np.where(mag == spec.sign_mask - 1, np.nan, v)
+    elif spec.special == "fnuz":
+        v = np.where(c == spec.sign_mask, np.nan, v)
+    return v
+
+
+def _store(codes: np.ndarray, spec: NumberSpec) -> np.ndarray:
+    """int64 codes -> the spec's storage dtype (bit patterns for floats, values for ints)."""
+    dt = spec.dtype
+    if spec.is_integer:
+        return codes.astype(dt)
+    return (codes & ((1 << spec.bits) - 1)).astype(types.code_dtype(dt)).view(dt)
+
+
+def _load(stored, spec: NumberSpec, what: str) -> np.ndarray:
+    """The inverse of :func:`_store`: int64 codes."""
+    a = np.asarray(stored)
+    if a.dtype != spec.dtype:
+        raise ValueError(f"{what} of {spec.code} must have dtype {spec.dtype}, got {a.dtype}")
+    if spec.is_integer:
+        return a.astype(np.int64)
+    return a.view(types.code_dtype(a.dtype)).astype(np.int64) & ((1 << spec.bits) - 1)
+
+
+# ============================================================================== tiles
+
+
+def _tiled(x: np.ndarray, s: ScaleSpec) -> tuple[np.ndarray, tuple[int, ...]]:
+    """``x`` reshaped to (n0, t0, n1, t1, ...) (tile index, position within the tile, per
+    dimension) and the axes of the t's."""
+    t = s.tile_shape(x.shape)
+    shape = []
+    for size, k in zip(x.shape, t):
+        shape += [size // k if k else 0, k]
+    return x.reshape(shape), tuple(range(1, 2 * x.ndim, 2))
+
+
+def _untile(y: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    return y.reshape(shape)
+
+
+def _per_tile(v: np.ndarray, ndim: int) -> np.ndarray:
+    """A per-tile array of shape (n0, n1, ...) broadcastable against the tiled layout."""
+    out = v
+    for i in range(ndim):
+        out = np.expand_dims(out, 2 * i + 1)
+    return out
+
+
+# ============================================================================== encode
+
+
+def encode(x, number_spec, scale_spec=None, roundmode: str = "even", scalemode: str = "max",
+           rbits=None) -> Encoded:
+    """The actual cast of ``x`` (f32/bf16/f16) to a datatype (see :func:`resolve`): codes,
+    scales and zero points, as docs/semantics.md section 10 defines them."""
+    xf, _ = _wide(x)
+    dt = resolve(number_spec, scale_spec)
+    r = _modes(roundmode, scalemode, rbits, xf.shape)
+    codes, scales, zps = _encode(xf, dt, roundmode, scalemode, r)
+    n, s = dt.number, dt.scale
+    return Encoded(_store(codes, n),
+                   None if scales is None else _store(scales, s.number),
+                   None if zps is None else _store(zps, s.zero_point))
+
+
+def _encode(xf: np.ndarray, dt: Datatype, mode: str, scalemode: str, r):
+    n, s = dt.number, dt.scale
+    if s is None:
+        return round_codes(xf.astype(_F64), n, mode, r), None, None
+    if s.power_of_two:
+        return _encode_pow2(xf, n, s, mode, scalemode, r)
+    if scalemode != "max":
+        raise ValueError(f"scalemode '{scalemode}' applies to exponent scales; the float "
+                         f"scale {s.number.code} takes 'max'")
+    if s.zero_point is not None:
+        return _encode_asymmetric(xf, n, s, mode, r)
+    return _encode_float_scale(xf, n, s, mode, r)
+
+
+def _tile_stats(xf: np.ndarray, s: ScaleSpec):
+    xt, axes = _tiled(xf, s)
+    bad = ~np.isfinite(xt)
+    nonfinite = bad.any(axis=axes) if xt.size else np.zeros(s.scales_shape(xf.shape), bool)
+    a = np.where(bad, 0.0, np.abs(xt)).astype(_F64)
+    amax = a.max(axis=axes, initial=0.0)
+    return xt, axes, nonfinite, amax
+
+
+def _scale_exponent(amax: np.ndarray, n: NumberSpec, s: ScaleSpec, mode: str) -> np.ndarray:
+    """E per tile (int64, clamped to the exponent type's range) for finite ``amax`` (f64)."""
+    emax = n.scaled_emax if n.kind == "int" else n.emax
+    mx = float(n.scaled_max_exact) if n.kind == "int" else n.max
+    pos = amax > 0
+    safe = np.where(pos, amax, 1.0)
+    fl = _floor_log2(safe)
+    if mode == "max":
+        E = fl - emax
+    elif mode == "midmax":
+        E = fl - emax
+        mid = float(n.scaled_midmax_exact) if n.kind == "int" else n.midmax
+        E = E + (np.ldexp(safe, (-E).astype(np.int32)) >= mid)
+    elif mode == "rceil":
+        with np.errstate(under="ignore"):
+            q = (safe / mx).astype(_F32).astype(_F64)  # one f32 division (correctly rounded)
+        qpos = q > 0
+        fq = _floor_log2(np.where(qpos, q, 1.0))
+        exact_pow2 = np.ldexp(1.0, fq.astype(np.int32)) == q
+        E = np.where(qpos, fq + ~exact_pow2, np.iinfo(np.int32).min)
+    else:  # nearest: ml_dtypes' f32 -> e8m0 rounding of v = amax 2^-emax (exact)
+        v = np.ldexp(safe, -emax)
+        fv = _floor_log2(v)
+        sig = np.ldexp(v, (-fv).astype(np.int32))
+        E = np.where(v >= 2.0 ** -126, fv + (sig >= 1.5),
+                     np.where(v > 2.0 ** -127, -126, -127))
+    lo, hi = s.number.emin, s.number.emax
+    return np.clip(np.where(pos, E, lo), lo, hi).astype(np.int64)
+
+
+def _encode_pow2(xf, n: NumberSpec, s: ScaleSpec, mode, scalemode, r):
+    xt, axes, nonfinite, amax = _tile_stats(xf, s)
+    E = _scale_exponent(amax, n, s, scalemode)
+    v = np.ldexp(xt.astype(_F64), _per_tile(-E, xf.ndim).astype(np.int32))
+    rt = None if r is None else _tiled(r, s)[0]
+    codes = round_codes(v, n, mode, rt, fixed=True)
+    codes = np.where(_per_tile(nonfinite, xf.ndim), 0, codes)
+    scale_codes = np.where(nonfinite, s.number.nan_code, E + s.number.bias)
+    return _untile(codes, xf.shape), scale_codes.astype(np.int64), None
+
+
+def _to_scale(q_f32: np.ndarray, spec: NumberSpec) -> tuple[np.ndarray, np.ndarray]:
+    """A positive f32 quantity rounded to a float scale spec (even, saturating): (codes,
+    exact values)."""
+    codes = round_codes(q_f32.astype(_F64), spec, "even")
+    return codes, _decode(codes, spec)
+
+
+def _div_f32(a, b) -> np.ndarray:
+    """One IEEE f32 division of exact f64 operands (correctly rounded: f64 then f32 is
+    innocuous double rounding for 24-bit operands; b may have more bits: then it is the
+    correctly rounded quotient of the exact values, as the contract asks)."""
+    with np.errstate(divide="ignore", invalid="ignore", under="ignore", over="ignore"):
+        return (np.asarray(a, _F64) / np.asarray(b, _F64)).astype(_F32)
+
+
+def _encode_float_scale(xf, n: NumberSpec, s: ScaleSpec, mode, r):
+    xt, axes, nonfinite, amax = _tile_stats(xf, s)
+    mx = n.max  # ints: the integer view (s = amax / (2^(K-1) - 1))
+    scale_codes, sval = _to_scale(_div_f32(amax, mx), s.number)
+    zero = sval == 0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        v = (xt / _per_tile(np.where(zero, 1.0, sval), xf.ndim).astype(_F32)).astype(_F32)
+    rt = None if r is None else _tiled(r, s)[0]
+    codes = round_codes(v.astype(_F64), n, mode, rt)
+    drop = _per_tile(nonfinite | zero, xf.ndim)
+    codes = np.where(drop, 0, codes)
+    scale_codes = np.where(nonfinite, _nan_code(s.number), scale_codes)
+    return _untile(codes, xf.shape), scale_codes.astype(np.int64), None
+
+
+def _nan_code(spec: NumberSpec) -> int:
+    return spec.nan_code
+
+
+def _encode_asymmetric(xf, n: NumberSpec, s: ScaleSpec, mode, r):
+    xt, axes, nonfinite, _ = _tile_stats(xf, s)
+    K = n.bits
+    top = (1 << K) - 1
+    fin = np.where(np.isfinite(xt), xt, 0).astype(_F32)
+    vmin = fin.min(axis=axes, initial=np.float32(np.inf)) if xt.size else np.zeros(0, _F32)
+    vmax = fin.max(axis=axes, initial=np.float32(-np.inf)) if xt.size else np.zeros(0, _F32)
+    int_zp = s.zero_point.is_integer
+    if int_zp:
+        vmin, vmax = np.minimum(vmin, np.float32(0)), np.maximum(vmax, np.float32(0))
+    with np.errstate(over="ignore", invalid="ignore"):
+        span = (vmax - vmin).astype(_F32)
+    scale_codes, sval = _to_scale(_div_f32(span, top), s.number)
+    zero = sval == 0
+    s32 = np.where(zero, 1.0, sval).astype(_F32)
+    rt = None if r is None else _tiled(r, s)[0]
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        if int_zp:
+            z = np.clip(_round_signed((-vmin / s32).astype(_F32), "even", None), 0, top)
+            z = np.where(zero, 0, z).astype(np.int64)
+            q = (xt / _per_tile(s32, xf.ndim)).astype(_F32)
+            codes = np.clip(_round_signed(q, mode, rt) + _per_tile(z, xf.ndim), 0, top)
+            zp_codes = z
+        else:
+            zp_codes = round_codes(vmin.astype(_F64), s.zero_point, "even")
+            zv = _decode(zp_codes, s.zero_point).astype(_F32)
+            d = (xt - _per_tile(zv, xf.ndim)).astype(_F32)
+            q = (d / _per_tile(s32, xf.ndim)).astype(_F32)
+            codes = np.clip(_round_signed(q, mode, rt), 0, top)
+    drop = _per_tile(nonfinite | zero, xf.ndim)
+    if int_zp:  # s = 0 (an all-zero tile): code z = 0, value 0
+        codes = np.where(_per_tile(nonfinite, xf.ndim), 0,
+                         np.where(_per_tile(zero, xf.ndim), _per_tile(z, xf.ndim), codes))
+    else:
+        codes = np.where(drop, 0, codes)
+    zp_codes = np.where(nonfinite, 0, zp_codes)
+    scale_codes = np.where(nonfinite, _nan_code(s.number), scale_codes)
+    return (_untile(codes.astype(np.int64), xf.shape), scale_codes.astype(np.int64),
+            zp_codes.astype(np.int64))
+
+
+def _round_signed(q: np.ndarray, mode: str, r) -> np.ndarray:
+    """R applied to |q| with q's sign kept (an int64 integer)."""
+    q = np.asarray(q, _F64)
+    rr = None if r is None else np.broadcast_to(np.asarray(r, np.int64), q.shape)
+    with np.errstate(invalid="ignore"):
+        m = _round_int(np.where(np.isfinite(q), np.abs(q), 0.0), mode, rr)
+    return np.where(q < 0, -m, m).astype(np.int64)
+
+
+# ============================================================================== decode
+
+
+def decode(encoded, number_spec=None, scale_spec=None, *, scales=None, zero_points=None,
+           dtype=np.float32) -> np.ndarray:
+    """Values of an actual cast: ``decode(encode(x, dt), dt)`` (or codes with ``scales=`` and
+    ``zero_points=``) in ``dtype`` (f32, bf16 or f16): each value computed in f32 and rounded
+    once to ``dtype``."""
+    out = np.dtype(dtype)
+    if out not in _WIDE:
+        raise ValueError(f"decode: dtype must be float32, bfloat16 or float16, got {out}")
+    if isinstance(encoded, Encoded):
+        if scales is not None or zero_points is not None:
+            raise ValueError("decode: scales and zero points come with the Encoded value")
+        codes, scales, zero_points = encoded
+    else:
+        codes = encoded
+    dt = resolve(number_spec, scale_spec)
+    n, s = dt.number, dt.scale
+    c = _load(codes, n, "codes")
+    if s is None:
+        if scales is not None or zero_points is not None:
+            raise ValueError(f"decode: {dt} is unscaled; it takes no scales or zero points")
+        return _to_out(_decode(c, n), out)
+    want = s.scales_shape(c.shape)
+    if scales is None:
+        raise ValueError(f"decode: {dt} needs scales of shape {want}")
+    sc = _load(scales, s.number, "scales")
+    if sc.shape != want:
+        raise ValueError(f"decode: scales of {dt} for codes of shape {c.shape} must have shape "
+                         f"{want}, got {sc.shape}")
+    if (s.zero_point is None) != (zero_points is None):
+        raise ValueError(f"decode: {dt} takes {'no ' if s.zero_point is None else ''}zero "
+                         "points")
+    zp = None if zero_points is None else _load(zero_points, s.zero_point, "zero points")
+    if zp is not None and zp.shape != want:
+        raise ValueError(f"decode: zero points must have shape {want}, got {zp.shape}")
+    return _to_out(_decode_scaled(c, n, s, sc, zp), out)
+
+
+def _decode_scaled(c, n: NumberSpec, s: ScaleSpec, sc, zp) -> np.ndarray:
+    ct, _ = _tiled(c, s)
+    snan = np.isnan(_decode(sc, s.number))
+    if s.power_of_two:
+        E = sc - s.number.bias
+        with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+            v = np.ldexp(_decode(ct, n, fixed=True), _per_tile(E, c.ndim).astype(np.int32))
+            v = v.astype(_F32)  # the one f32 rounding of the exact value
+    else:
+        sval = _per_tile(_decode(sc, s.number), c.ndim).astype(_F32)
+        with np.errstate(over="ignore", invalid="ignore"):
+            if zp is None:
+                v = (_decode(ct, n).astype(_F32) * sval).astype(_F32)
+            elif s.zero_point.is_integer:
+                d = (ct - _per_tile(zp, c.ndim)).astype(_F32)
+                v = (d * sval).astype(_F32)
+            else:
+                zv = _per_tile(_decode(zp, s.zero_point), c.ndim).astype(_F32)
+                v = ((_decode(ct, n).astype(_F32) * sval).astype(_F32) + zv).astype(_F32)
+    v = np.where(_per_tile(snan, c.ndim), np.float32(np.nan), v)
+    return v.reshape(c.shape)
+
+
+def _to_out(v: np.ndarray, out: np.dtype) -> np.ndarray:
+    with np.errstate(over="ignore", invalid="ignore"):
+        return np.asarray(v).astype(_F32).astype(out)
+
+
+# ============================================================================== cast
+
+
+def cast(x, number_spec, scale_spec=None, roundmode: str = "even", scalemode: str = "max",
+         rbits=None) -> np.ndarray:
+    """The virtual cast of ``x`` (f32/bf16/f16) to a datatype: ``x``'s shape and dtype, each
+    value the dequantized quantized value computed in f32 and rounded once to ``x``'s dtype
+    (docs/semantics.md section 10.4)."""
+    xf, out = _wide(x)
+    dt = resolve(number_spec, scale_spec)
+    r = _modes(roundmode, scalemode, rbits, xf.shape)
+    codes, scales, zps = _encode(xf, dt, roundmode, scalemode, r)
+    n, s = dt.number, dt.scale
+    if s is None:
+        return _to_out(_decode(codes, n), out)
+    return _to_out(_decode_scaled(codes, n, s, scales, zps), out)
+
+
+# ============================================================================== sparsity
+
+
+def sparse(x, n: int, m: int, dim: int = -1) -> np.ndarray:
+    """Section 10.5: in each run of ``n`` consecutive values along ``dim`` keep the ``m`` of
+    largest magnitude (NaN counts as the largest; among equals the lower index), set the others
+    to +0.  ``x``'s dtype is kept (any float dtype)."""
+    a = np.asarray(x)
+    if a.dtype.kind != "f" and a.dtype not in _WIDE:
+        raise ValueError(f"sparse: input must be a float array, got {a.dtype}")
+    for name, v in (("n", n), ("m", m)):
+        if not isinstance(v, (int, np.integer)) or isinstance(v, bool):
+            raise ValueError(f"sparse: {name} must be an int, got {v!r}")
+    if a.ndim == 0:
+        raise ValueError("sparse: input must have at least one dimension")
+    if not -a.ndim <= dim < a.ndim:
+        raise ValueError(f"sparse: dim {dim} is out of range for rank {a.ndim}")
+    d = dim % a.ndim
+    if n <= 0 or not 0 < m <= n:
+        raise ValueError(f"sparse: need 0 < m <= n, got n={n}, m={m}")
+    if a.shape[d] % n:
+        raise ValueError(f"sparse: n={n} does not divide dimension {d} of size {a.shape[d]}")
+    moved = np.moveaxis(a, d, -1)
+    g = moved.reshape(*moved.shape[:-1], moved.shape[-1] // n, n)
+    mag = np.abs(g.astype(_F64))
+    isnan = np.isnan(mag)
+    # rank by NaN first, then larger magnitude, then lower index (lexsort: last key first)
+    idx = np.broadcast_to(np.arange(n), g.shape)
+    order = np.lexsort((idx, -np.where(isnan, 0.0, mag), ~isnan), axis=-1)
+    keep = np.zeros(g.shape, bool)
+    np.put_along_axis(keep, order[..., :m], True, axis=-1)
+    out = np.where(keep, g, np.zeros((), a.dtype)).astype(a.dtype)
+    return np.moveaxis(out.reshape(moved.shape), -1, d)

@@ -1,0 +1,678 @@
+"""Number specs, scale specs and datatypes: the TensorCast model (docs/semantics.md section 10).
+
+A **number spec** says how one value is coded; a **scale spec** how values share scales; a
+**datatype** pairs them.  Everything here is parsed from the string codes numerics
+researchers write, and validated with an error that says what is wrong::
+
+    >>> from mxlower import numbers
+    >>> n = numbers.number("e5m6")
+    >>> n.bits, n.emax, n.max
+    (12, 15, 65024.0)
+    >>> numbers.number("float8_e4m3fnuz").code          # the ml_dtypes name, bias 8
+    'e4m3b8fnuz'
+    >>> s = numbers.scale("e8m0_t32")                    # power-of-two scale per 32 values
+    >>> s.kind, s.tile, s.dims
+    ('tile', (32,), (-1,))
+    >>> numbers.datatype("int4", "e8m0_t32").code
+    'int4:e8m0_t32'
+
+Number specs (section 10.1):
+
+* ``eXmY[bZ][ieee|fn|fnuz|fo]`` -- a signed float with X exponent bits (1..8), Y mantissa bits
+  (0..23), bias Z (default 2^(X-1)-1), an implicit leading bit and subnormals.  ``ieee`` (the
+  default) keeps the top exponent code for Inf and NaN; ``fn`` has no Inf and one NaN code per
+  sign (all ones, as f8E4M3FN); ``fnuz`` has no Inf and no -0: the code of -0 is the only NaN
+  (as f8E4M3FNUZ); ``fo`` is finite only (every code a number, as f6E2M3FN and f4E2M1FN).
+* ``eXm0`` with no suffix -- an *exponent type* (4 <= X <= 8): unsigned powers of two, code c
+  meaning 2^(c - bias), all ones NaN (e8m0 is f8E8M0FNU).
+* ``intK`` (2..32 bits, symmetric: -(2^(K-1)) is never produced) and ``uintK`` (1..32 bits).
+* Names: MLIR spellings and NumPy / ml_dtypes / torch dtype names of every type in
+  :mod:`mxlower.types` (``f8E4M3FN``, ``float8_e4m3fnuz``, ``torch.bfloat16``, ``float32``,
+  ...), and any code behind a ``torch.`` / ``float8_`` / ``float6_`` / ``float4_`` prefix.  Two
+  names have a bias that is not the default: ``e4m3fnuz`` (bias 8) and ``e5m2fnuz`` (bias 16);
+  the f6/f4 names with "fn" (``float6_e2m3fn``, ``f4E2M1FN``) are finite-only (``fo``) types,
+  while the bare code ``e2m1fn`` follows the grammar.
+
+Every spec's values must lie within f32's (the model computes in f32): its largest value at
+most f32's, its smallest subnormal at least 2^-149.
+
+Scale specs (section 10.3): ``<scale number>[_<zero-point number>][_t<tile>]`` with tile
+``t0`` / ``t0dY`` (one scale per channel of dimension Y), ``tXdY`` (1D tiles of X consecutive
+values along Y) and ``tAxB[dYdZ]`` (2D tiles over dimensions Y and Z); no tile: one scale for
+the tensor.
+
+The MX formats of section 1 and the other predefined datatypes of section 10.4 are in
+:mod:`mxlower.formats` (:data:`mxlower.formats.DATATYPES`), which re-exports :func:`number`,
+:func:`scale` and :func:`datatype`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fractions
+import math
+import re
+from typing import Literal
+
+import numpy as np
+
+from mxlower import types
+
+__all__ = [
+    "Datatype",
+    "NumberSpec",
+    "ROUND_MODES",
+    "SCALE_MODES",
+    "ScaleSpec",
+    "SpecError",
+    "datatype",
+    "number",
+    "scale",
+]
+
+#: Element rounding modes (section 10.2).
+ROUND_MODES = ("even", "nearest", "zero", "stochastic")
+#: Exponent-scale selection rules (section 10.3; ``max`` is section 3's ``floor``).
+SCALE_MODES = ("max", "midmax", "rceil", "nearest")
+
+Kind = Literal["float", "exp", "int", "uint"]
+Special = Literal["ieee", "fn", "fnuz", "fo"]
+
+_F32_MAX = fractions.Fraction(float(np.finfo(np.float32).max))
+_F32_TINY = fractions.Fraction(2) ** -149
+
+
+class SpecError(ValueError):
+    """A number spec, scale spec or datatype that is malformed or not defined."""
+
+
+def _pow2(k: int) -> fractions.Fraction:
+    return fractions.Fraction(2) ** k
+
+
+# ============================================================================= number specs
+
+
+@dataclasses.dataclass(frozen=True)
+class NumberSpec:
+    """One number format.  Build with :func:`number`; the fields are the format's parameters.
+
+    ``kind``: "float" (``eXmY...``), "exp" (exponent type ``eXm0``), "int" or "uint".
+    ``exp_bits``/``man_bits``/``bias``/``special`` describe floats and exponent types
+    (``special`` is None for the others); ``bits`` is the code width.
+    """
+
+    kind: Kind
+    bits: int
+    exp_bits: int = 0
+    man_bits: int = 0
+    bias: int = 0
+    special: Special | None = None
+
+    # ------------------------------------------------------------------ names
+    @property
+    def code(self) -> str:
+        """The canonical code: ``e4m3fn``, ``e5m2``, ``e4m3b8fnuz``, ``e8m0``, ``int4``..."""
+        if self.kind in ("int", "uint"):
+            return f"{self.kind}{self.bits}"
+        base = f"e{self.exp_bits}m{self.man_bits}"
+        if self.kind == "exp":
+            return base
+        # the two names e4m3fnuz / e5m2fnuz mean bias 8 / 16, so a default-bias fnuz code of
+        # those shapes must spell its bias out
+        named = (self.exp_bits, self.man_bits, self.special) in ((4, 3, "fnuz"), (5, 2, "fnuz"))
+        if self.bias != _default_bias(self.exp_bits) or named:
+            base += f"b{self.bias}"
+        return base + ("" if self.special == "ieee" else self.special)
+
+    def __str__(self) -> str:
+        return self.code
+
+    @property
+    def mlir(self) -> str | None:
+        """The MLIR builtin type of this spec (``f8E4M3FN``, ``f32``, ``i8``...), or None when
+        MLIR (as :mod:`mxlower.types` knows it) has none; its codes are then stored as
+        :attr:`storage`.  ``intK``/``uintK`` map to ``iK``/``uiK`` for K = 8, 16, 32."""
+        if self.is_integer:
+            if self.bits in _INT_WIDTHS:
+                return f"{'i' if self.kind == 'int' else 'ui'}{self.bits}"
+            return None
+        ft = self.float_type
+        return ft.mlir if ft.mlir in types.SCALARS else None
+
+    @property
+    def storage(self) -> str:
+        """The MLIR type its codes live in: :attr:`mlir` when there is one, else the smallest
+        unsigned integer type of 8, 16 or 32 bits that holds a code (signed for ints)."""
+        m = self.mlir
+        if m is not None:
+            return m
+        w = next(w for w in (8, 16, 32) if w >= self.bits)
+        return f"i{w}" if self.kind == "int" else f"ui{w}"
+
+    @property
+    def dtype(self) -> np.dtype:
+        """The NumPy / ml_dtypes dtype of one stored code (``float8_e4m3fn``, ``uint16``...)."""
+        return types.dtype(self.storage)
+
+    # ------------------------------------------------------------------ classification
+    @property
+    def signed(self) -> bool:
+        return self.kind in ("float", "int")
+
+    @property
+    def is_float(self) -> bool:
+        """A float or an exponent type (coded by :attr:`float_type`)."""
+        return self.kind in ("float", "exp")
+
+    @property
+    def is_integer(self) -> bool:
+        return self.kind in ("int", "uint")
+
+    @property
+    def has_inf(self) -> bool:
+        return self.special == "ieee"
+
+    @property
+    def has_nan(self) -> bool:
+        return self.kind == "exp" or self.special in ("ieee", "fn", "fnuz")
+
+    @property
+    def has_negative_zero(self) -> bool:
+        return self.kind == "float" and self.special != "fnuz"
+
+    # ------------------------------------------------------------------ codes
+    @property
+    def sign_mask(self) -> int:
+        return 1 << (self.bits - 1) if self.kind == "float" else 0
+
+    @property
+    def max_code(self) -> int:
+        """The magnitude code of the largest finite value (the value itself for ints)."""
+        if self.kind == "int":
+            return (1 << (self.bits - 1)) - 1
+        if self.kind == "uint":
+            return (1 << self.bits) - 1
+        mag = (1 << (self.bits - (self.kind == "float"))) - 1
+        if self.kind == "exp" or self.special == "fn":
+            return mag - 1  # all ones is NaN
+        if self.special == "ieee":
+            return (((1 << self.exp_bits) - 2) << self.man_bits) | ((1 << self.man_bits) - 1)
+        return mag  # fnuz, fo: every magnitude is a number
+
+    @property
+    def nan_code(self) -> int | None:
+        """The code a NaN becomes (positive sign), None when the spec has no NaN."""
+        if self.kind == "exp":
+            return (1 << self.bits) - 1
+        if self.special == "fn":
+            return (1 << (self.bits - 1)) - 1
+        if self.special == "fnuz":
+            return 1 << (self.bits - 1)
+        if self.special == "ieee":  # the quiet NaN: all-ones exponent, top mantissa bit
+            return (((1 << self.exp_bits) - 1) << self.man_bits) | (1 << (self.man_bits - 1))
+        return None
+
+    @property
+    def inf_code(self) -> int | None:
+        return ((1 << self.exp_bits) - 1) << self.man_bits if self.special == "ieee" else None
+
+    # ------------------------------------------------------------------ values (exact)
+    def value_of(self, code: int) -> fractions.Fraction | float:
+        """The exact value of a code (a Fraction; NaN, +-Inf and +-0 as floats)."""
+        code &= (1 << self.bits) - 1
+        if self.kind == "int":
+            return fractions.Fraction(code - (1 << self.bits) if code >> (self.bits - 1)
+                                      else code)
+        if self.kind == "uint":
+            return fractions.Fraction(code)
+        if self.kind == "exp":
+            return math.nan if code == self.nan_code else _pow2(code - self.bias)
+        sign = -1 if code & self.sign_mask else 1
+        mag = code & (self.sign_mask - 1)
+        if self.special == "fnuz" and code == self.sign_mask:
+            return math.nan
+        if self.special == "fn" and mag == self.sign_mask - 1:
+            return math.nan
+        if self.special == "ieee" and mag >= self.inf_code:
+            return math.nan if mag > self.inf_code else sign * math.inf
+        e, m = mag >> self.man_bits, mag & ((1 << self.man_bits) - 1)
+        if mag == 0:
+            return math.copysign(0.0, sign)  # a Fraction has no -0
+        if e == 0:
+            return sign * m * _pow2(1 - self.bias - self.man_bits)
+        return sign * (m + (1 << self.man_bits)) * _pow2(e - self.bias - self.man_bits)
+
+    @property
+    def max_exact(self) -> fractions.Fraction:
+        """The largest finite value, exactly."""
+        v = self.value_of(self.max_code)
+        return fractions.Fraction(v) if not isinstance(v, float) or math.isfinite(v) else \
+            fractions.Fraction(0)
+
+    @property
+    def max(self) -> float:
+        """The largest finite value (integer view for ints: 127 for int8)."""
+        return float(self.max_exact)
+
+    @property
+    def min(self) -> float:
+        """The most negative value (symmetric ints: -(2^(K-1)-1)); for unsigned specs the
+        smallest value (0 for uints, 2^emin for exponent types)."""
+        if self.signed:
+            return -self.max
+        return float(self.smallest_normal) if self.kind == "exp" else 0.0
+
+    @property
+    def emax(self) -> int:
+        """floor(log2(max))."""
+        return _floor_log2(self.max_exact)
+
+    @property
+    def emin(self) -> int:
+        """The exponent of the smallest normal value (0 for ints)."""
+        if self.is_integer:
+            return 0
+        return -self.bias if self.kind == "exp" else 1 - self.bias
+
+    @property
+    def smallest_normal(self) -> float:
+        return float(_pow2(self.emin))
+
+    @property
+    def smallest_subnormal(self) -> float:
+        """The spacing below the smallest normal (the smallest value of exponent types)."""
+        if self.is_integer:
+            return 1.0
+        return float(_pow2(self.emin - (self.man_bits if self.kind == "float" else 0)))
+
+    @property
+    def eps(self) -> float:
+        """The spacing just above 1 relative to 1: 2^-Y (1 for exponent types and ints)."""
+        return float(_pow2(-self.man_bits)) if self.kind == "float" else 1.0
+
+    @property
+    def midmax(self) -> float:
+        """(max + 2^(emax+1)) / 2: the ``midmax`` scale rule's threshold."""
+        return float((self.max_exact + _pow2(self.emax + 1)) / 2)
+
+    # ------------------------------------------------------------------ the scaled view
+    @property
+    def fixed_point(self) -> bool:
+        """A scaled ``intK``: fixed point with K-2 fraction bits (mxint8)."""
+        return self.kind == "int"
+
+    @property
+    def scaled_max_exact(self) -> fractions.Fraction:
+        """The largest value as scaled data: ``intK`` reads as fixed point with K-2 fraction
+        bits (so int8's is 127/64 and its emax 0); other specs as they are."""
+        if self.kind == "int":
+            return self.max_exact * _pow2(2 - self.bits)
+        return self.max_exact
+
+    @property
+    def scaled_emax(self) -> int:
+        return _floor_log2(self.scaled_max_exact)
+
+    @property
+    def scaled_midmax_exact(self) -> fractions.Fraction:
+        return (self.scaled_max_exact + _pow2(self.scaled_emax + 1)) / 2
+
+    # ------------------------------------------------------------------ codec description
+    @property
+    def float_type(self) -> types.FloatType:
+        """The codec description (:class:`mxlower.types.FloatType`) of a float or exponent
+        type: the registered row when MLIR has the type, else one made for the spec (named by
+        its code, codes stored as :attr:`storage`)."""
+        if not self.is_float:
+            raise SpecError(f"'{self.code}' is an integer spec; it has no float codec")
+        if self.kind == "exp":
+            special, overflow, subnormals = "fnu", "nan", False
+        else:
+            special = {"ieee": "ieee", "fn": "fn", "fnuz": "fnuz", "fo": "none"}[self.special]
+            overflow = {"ieee": "inf", "fn": "nan", "fnuz": "nan", "fo": "saturate"}[
+                self.special]
+            subnormals = True
+        nan = self.nan_code
+        if nan is None:  # fo: every NaN converts to the -0 code (docs/semantics.md 2.3)
+            nan = self.sign_mask
+        elif self.special in ("fn", "ieee"):
+            nan &= self.sign_mask - 1  # the magnitude; the sign is the input's
+        made = types.FloatType(self.code, "", self.bits, self.exp_bits, self.man_bits,
+                               self.bias, self.kind == "float", special, overflow, nan,
+                               subnormals)
+        for t in types.SCALARS.values():
+            if t.codec is not None and _same_codec(t.codec, made):
+                return t.codec
+        return made
+
+_INT_WIDTHS = (8, 16, 32)
+
+
+def _same_codec(a: types.FloatType, b: types.FloatType) -> bool:
+    return (a.bits, a.exp_bits, a.man_bits, a.bias, a.signed, a.special) == \
+        (b.bits, b.exp_bits, b.man_bits, b.bias, b.signed, b.special)
+
+
+def _default_bias(exp_bits: int) -> int:
+    return (1 << (exp_bits - 1)) - 1
+
+
+def _floor_log2(v: fractions.Fraction) -> int:
+    """floor(log2(v)) of a positive rational, exactly."""
+    e = v.numerator.bit_length() - v.denominator.bit_length()
+    return e if _pow2(e) <= v else e - 1
+
+
+_CODE = re.compile(r"e(?P<x>\d+)m(?P<y>\d+)(?:b(?P<b>-?\d+))?(?P<s>ieee|fnuz|fnu|fn|fo)?")
+_INT = re.compile(r"(?P<u>u?)int(?P<k>\d+)")
+#: the two names whose bias is not the default (torch / ml_dtypes)
+_NAMED_BIAS = {"e4m3fnuz": "e4m3b8fnuz", "e5m2fnuz": "e5m2b16fnuz"}
+
+
+def number(code: str | NumberSpec) -> NumberSpec:
+    """The :class:`NumberSpec` of a code or a name (see the module docstring); SpecError
+    saying what is wrong otherwise."""
+    if isinstance(code, NumberSpec):
+        return code
+    if not isinstance(code, str):
+        raise SpecError(f"a number spec is a string such as 'e4m3fn' or 'int8', got {code!r}")
+    text = code.strip()
+    if not text:
+        raise SpecError("empty number spec")
+    s = text[len("torch."):] if text.startswith("torch.") else text
+    spec = _from_type_table(s)
+    if spec is not None:
+        return spec
+    finite_fn = False
+    for prefix in ("float8_", "float6_", "float4_"):
+        if s.startswith(prefix):
+            s = s[len(prefix):]
+            # ml_dtypes' float6_/float4_ types say "fn" for finite-only ("fo" here)
+            finite_fn = prefix != "float8_"
+            break
+    s = _NAMED_BIAS.get(s, s)
+    m = _CODE.fullmatch(s)
+    if m:
+        return _float_spec(text, m, finite_fn)
+    m = _INT.fullmatch(s)
+    if m:
+        return _int_spec(text, "uint" if m["u"] else "int", int(m["k"]))
+    raise SpecError(f"unknown number spec '{text}': expected a code eXmY[bZ][ieee|fn|fnuz|fo] "
+                    "(e.g. e4m3fn, e5m6, e4m3b11fnuz), an exponent type eXm0 (e8m0), intK, "
+                    "uintK, or a type name (f8E4M3FN, float8_e5m2, bfloat16, ...)")
+
+
+def _from_type_table(name: str) -> NumberSpec | None:
+    """The spec of a float type in :mod:`mxlower.types`, by MLIR spelling or dtype name."""
+    try:
+        t = types.scalar(name)
+    except KeyError:
+        return None
+    c = t.codec
+    if c is None or c.mlir == "f64":
+        return None
+    if c.special == "fnu":
+        return NumberSpec("exp", c.bits, c.exp_bits, 0, c.bias)
+    special = {"ieee": "ieee", "fn": "fn", "fnuz": "fnuz", "none": "fo"}[c.special]
+    return NumberSpec("float", c.bits, c.exp_bits, c.man_bits, c.bias, special)
+
+
+def _float_spec(text: str, m: re.Match, finite_fn: bool) -> NumberSpec:
+    x, y = int(m["x"]), int(m["y"])
+    suffix = m["s"]
+    if not 1 <= x <= 8:
+        raise SpecError(f"'{text}': exponent bits must be 1..8, got {x}")
+    if not 0 <= y <= 23:
+        raise SpecError(f"'{text}': mantissa bits must be 0..23, got {y}")
+    if suffix == "fnu" or (y == 0 and suffix is None):
+        if y != 0:
+            raise SpecError(f"'{text}': 'fnu' names an exponent type, which has no mantissa")
+        if m["b"] is not None:
+            raise SpecError(f"'{text}': an exponent type has the default bias")
+        if not 4 <= x <= 8:
+            raise SpecError(f"'{text}': an exponent type eXm0 needs 4..8 exponent bits, got {x}")
+        return _checked(text, NumberSpec("exp", x, x, 0, _default_bias(x)))
+    special = suffix or "ieee"
+    if finite_fn and special == "fn":
+        special = "fo"
+    bias = int(m["b"]) if m["b"] is not None else _default_bias(x)
+    if special == "ieee":
+        if x < 2:
+            raise SpecError(f"'{text}': an ieee spec needs at least 2 exponent bits (the top "
+                            "exponent code is Inf/NaN); use fn, fnuz or fo")
+        if y == 0:
+            raise SpecError(f"'{text}': an ieee spec needs a mantissa bit to code NaN; use fn, "
+                            "fnuz or fo")
+    if special == "fn" and x == 1 and y == 0:
+        raise SpecError(f"'{text}': e1m0fn has no finite non-zero value")
+    return _checked(text, NumberSpec("float", 1 + x + y, x, y, bias, special))
+
+
+def _int_spec(text: str, kind: str, k: int) -> NumberSpec:
+    lo = 2 if kind == "int" else 1
+    if not lo <= k <= 32:
+        raise SpecError(f"'{text}': {kind}K needs {lo} <= K <= 32, got {k}")
+    return NumberSpec(kind, k)
+
+
+def _checked(text: str, spec: NumberSpec) -> NumberSpec:
+    mx = spec.max_exact
+    if mx <= 0:
+        raise SpecError(f"'{text}' has no positive finite value")
+    if mx > _F32_MAX:
+        raise SpecError(f"'{text}': its largest value 2^{_floor_log2(mx)} exceeds f32's (the "
+                        "model computes in f32); use a larger bias")
+    if fractions.Fraction(spec.smallest_subnormal) < _F32_TINY:
+        raise SpecError(f"'{text}': its smallest value {spec.smallest_subnormal:g} is below "
+                        "f32's smallest subnormal 2^-149 (the model computes in f32); use a "
+                        "smaller bias")
+    return spec
+
+
+# ============================================================================= scale specs
+
+ScaleKind = Literal["tensor", "channel", "tile", "tile2d"]
+
+
+@dataclasses.dataclass(frozen=True)
+class ScaleSpec:
+    """How values share scales.  Build with :func:`scale`.
+
+    ``number``: the scale's spec (an exponent type: power-of-two scales; or a float);
+    ``zero_point``: the zero point's spec (asymmetric ``uintK`` data), or None.
+    ``kind``: "tensor" (one scale), "channel" (one per index of the other dimensions, the tile
+    spanning all of ``dims[0]``), "tile" (``tile[0]`` consecutive values along ``dims[0]``) or
+    "tile2d" (``tile[0]`` x ``tile[1]`` over ``dims[0]``, ``dims[1]``).  Dimensions may be
+    negative (counted from the last).
+    """
+
+    number: NumberSpec
+    zero_point: NumberSpec | None = None
+    kind: ScaleKind = "tensor"
+    tile: tuple[int, ...] = ()
+    dims: tuple[int, ...] = ()
+
+    @property
+    def code(self) -> str:
+        parts = [self.number.code]
+        if self.zero_point is not None:
+            parts.append(self.zero_point.code)
+        if self.kind == "channel":
+            parts.append("t0" + ("" if self.dims == (-1,) else f"d{self.dims[0]}"))
+        elif self.kind == "tile":
+            parts.append(f"t{self.tile[0]}" + ("" if self.dims == (-1,) else f"d{self.dims[0]}"))
+        elif self.kind == "tile2d":
+            dims = "" if self.dims == (-2, -1) else f"d{self.dims[0]}d{self.dims[1]}"
+            parts.append(f"t{self.tile[0]}x{self.tile[1]}{dims}")
+        return "_".join(parts)
+
+    def __str__(self) -> str:
+        return self.code
+
+    @property
+    def power_of_two(self) -> bool:
+        """Exponent-type scales (chosen by a scale mode) rather than float scales."""
+        return self.number.kind == "exp"
+
+    def normalized_dims(self, rank: int) -> tuple[int, ...]:
+        """:attr:`dims` as non-negative dimensions of a rank-``rank`` tensor; SpecError when
+        one is out of range."""
+        out = []
+        for d in self.dims:
+            if not -rank <= d < rank:
+                raise SpecError(f"scale '{self.code}': dimension {d} is out of range for rank "
+                                f"{rank}")
+            out.append(d % rank)
+        if len(set(out)) != len(out):
+            raise SpecError(f"scale '{self.code}': its two tile dimensions are the same "
+                            f"dimension of a rank-{rank} tensor")
+        return tuple(out)
+
+    def tile_shape(self, shape: tuple[int, ...]) -> tuple[int, ...]:
+        """The shape of one tile of a tensor of ``shape``: SpecError when a tile size does not
+        divide its dimension (values are never padded)."""
+        shape = tuple(shape)
+        if self.kind == "tensor":
+            return shape
+        dims = self.normalized_dims(len(shape))
+        out = [1] * len(shape)
+        if self.kind == "channel":
+            out[dims[0]] = shape[dims[0]]
+            return tuple(out)
+        for d, t in zip(dims, self.tile):
+            if shape[d] % t:
+                raise SpecError(f"scale '{self.code}': tile size {t} does not divide dimension "
+                                f"{d} of size {shape[d]}")
+            out[d] = t
+        return tuple(out)
+
+    def scales_shape(self, shape: tuple[int, ...]) -> tuple[int, ...]:
+        """The shape of the scale tensor for data of ``shape``: each dimension divided by the
+        tile's extent along it (so a tensor scale has shape (1, ..., 1))."""
+        t = self.tile_shape(shape)
+        return tuple(s // k if k else s for s, k in zip(shape, t))
+
+
+_TILE = re.compile(r"_t(?P<a>\d+)(?:x(?P<b>\d+))?(?P<dims>(?:d-?\d+)*)$")
+
+
+def scale(code: str | ScaleSpec) -> ScaleSpec:
+    """The :class:`ScaleSpec` of a code (see the module docstring); SpecError otherwise."""
+    if isinstance(code, ScaleSpec):
+        return code
+    if not isinstance(code, str):
+        raise SpecError(f"a scale spec is a string such as 'e8m0_t32', got {code!r}")
+    text = code.strip()
+    m = _TILE.search(text)
+    head = text[:m.start()] if m else text
+    if not head:
+        raise SpecError(f"scale spec '{text}' names no scale number spec")
+    num, zp = _scale_numbers(text, head)
+    kind, tile, dims = "tensor", (), ()
+    if m:
+        a = int(m["a"])
+        dims = tuple(int(d) for d in re.findall(r"d(-?\d+)", m["dims"]))
+        if m["b"] is None:
+            if a == 0:
+                kind, tile = "channel", ()
+            else:
+                kind, tile = "tile", (_tile_size(text, a),)
+            if len(dims) > 1:
+                raise SpecError(f"scale '{text}': a 1D tile takes one dimension (dY), got "
+                                f"{len(dims)}")
+            dims = dims or (-1,)
+        else:
+            kind, tile = "tile2d", (_tile_size(text, a), _tile_size(text, int(m["b"])))
+            if len(dims) not in (0, 2):
+                raise SpecError(f"scale '{text}': a 2D tile takes two dimensions (dYdZ) or "
+                                f"none, got {len(dims)}")
+            dims = dims or (-2, -1)
+            if dims[0] == dims[1]:
+                raise SpecError(f"scale '{text}': the two tile dimensions must differ")
+    return ScaleSpec(num, zp, kind, tile, dims)
+
+
+def _tile_size(text: str, n: int) -> int:
+    if n < 2 or n > 1024 or n & (n - 1):
+        raise SpecError(f"scale '{text}': a tile size must be a power of two from 2 to 1024, "
+                        f"got {n}")
+    return n
+
+
+def _scale_numbers(text: str, head: str) -> tuple[NumberSpec, NumberSpec | None]:
+    """The scale spec and zero-point spec in ``head`` (names may contain '_' themselves)."""
+    try:
+        num, zp = number(head), None
+    except SpecError as first:
+        found = None
+        for i, ch in enumerate(head):
+            if ch != "_":
+                continue
+            try:
+                found = (number(head[:i]), number(head[i + 1:]))
+                break
+            except SpecError:
+                continue
+        if found is None:
+            raise SpecError(f"scale spec '{text}': {first}") from None
+        num, zp = found
+    if num.is_integer:
+        raise SpecError(f"scale spec '{text}': a scale is an exponent type (e8m0) or a float "
+                        f"(float32, e4m3fn, ...), not {num.code}")
+    if num.kind == "float" and not num.has_nan:
+        raise SpecError(f"scale spec '{text}': a float scale needs a NaN code (for NaN/Inf "
+                        f"tiles); {num.code} is finite-only")
+    if zp is not None and num.kind == "exp":
+        raise SpecError(f"scale spec '{text}': a zero point goes with a float scale, not the "
+                        f"exponent type {num.code}")
+    if zp is not None and zp.kind == "exp":
+        raise SpecError(f"scale spec '{text}': a zero point is an intK, uintK or float spec, "
+                        f"not the exponent type {zp.code}")
+    return num, zp
+
+
+# ============================================================================= datatypes
+
+
+@dataclasses.dataclass(frozen=True)
+class Datatype:
+    """A number spec with an optional scale spec (section 10.4).  Build with :func:`datatype`."""
+
+    number: NumberSpec
+    scale: ScaleSpec | None = None
+    name: str | None = None
+
+    @property
+    def code(self) -> str:
+        """``number`` or ``number:scale`` (the name, if any, is not part of it)."""
+        return self.number.code + (f":{self.scale.code}" if self.scale else "")
+
+    def __str__(self) -> str:
+        return self.name or self.code
+
+
+def datatype(number_spec: str | NumberSpec, scale_spec: str | ScaleSpec | None = None,
+             name: str | None = None) -> Datatype:
+    """A validated :class:`Datatype`: SpecError for the combinations section 10.3 does not
+    define (uint data without a zero point or with an exponent scale, int or float data with
+    a zero point, a zero point that cannot hold every zero point of the data, scaled exponent
+    types)."""
+    n = number(number_spec)
+    s = scale(scale_spec) if scale_spec is not None else None
+    what = f"datatype {n.code}" + (f":{s.code}" if s else "")
+    if s is not None:
+        if n.kind == "exp":
+            raise SpecError(f"{what}: exponent types cannot be scaled data")
+        if n.kind == "uint":
+            if s.zero_point is None or s.power_of_two:
+                raise SpecError(f"{what}: uint data is asymmetric: it needs a float scale with "
+                                "a zero point (e.g. float32_uint8_t0)")
+            zp = s.zero_point
+            if zp.is_integer and not (zp.min <= 0 and zp.max >= (1 << n.bits) - 1):
+                raise SpecError(f"{what}: the zero point {zp.code} cannot hold every zero "
+                                f"point 0..{(1 << n.bits) - 1} of {n.code}")
+        elif s.zero_point is not None:
+            raise SpecError(f"{what}: only uint data takes a zero point ({n.code} is "
+                            "symmetric)")
+    return Datatype(n, s, name)
