@@ -19,16 +19,19 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
 from mxlower import passes, types
+from mxlower import reference as R
 from mxlower.bindings import jaxlib as J
 from mxlower.execution.run import make_static, run_module, select_function
 from mxlower.formats import FORMATS
 from mxlower.ir.signature import tensor_type as _tensor_type
 from mxlower.pipeline.manager import run_pipeline
 
-__all__ = ["MxModule", "Value", "refine_for_inputs", "special_blocks", "tensor_type"]
+__all__ = ["MxModule", "Value", "assert_dot_close", "refine_for_inputs", "special_blocks",
+           "tensor_type"]
 
 F6 = ("f6E3M2FN", "f6E2M3FN")
 
@@ -265,3 +268,30 @@ def refine_for_inputs(text: str, inputs) -> str:
         m = J.ir.Module.parse(text)
         make_static(m.operation, select_function(m.operation, "main"), list(inputs))
         return str(m)
+
+
+# ----------------------------------------------------------------------------- checks
+
+
+def assert_dot_close(got, a, b, dims, out: str = "f32", global_scale=None, what: str = "") -> None:
+    """``got`` vs the exact dot of the (already dequantized, compute-typed) ``a`` and ``b``:
+    docs/semantics.md section 6's bound, ``1e-6 * |g| * sum_k |a_k b_k|`` (plus half an ulp of a
+    bf16/f16 result type ``out``), around the exact sum rounded to f32 and scaled by ``g``."""
+    ref = R.scaled_dot(a, None, b, None, dimension_numbers=dims, global_scale=global_scale,
+                       out_dtype="f32").astype(np.float64)
+    mag = R.scaled_dot(np.abs(a.astype(np.float32)), None, np.abs(b.astype(np.float32)), None,
+                       dimension_numbers=dims).astype(np.float64)
+    g = abs(float(global_scale)) if global_scale is not None else 1.0
+    tol = 1e-6 * mag * g
+    if out != "f32":
+        fi = ml_dtypes.finfo(types.dtype(out))
+        ulp = np.maximum(np.abs(ref), float(fi.smallest_normal)) * float(fi.eps)
+        tol = tol + ulp / 2 * 1.0001
+    err = np.abs(np.asarray(got).astype(np.float64) - ref)
+    bad = ~(err <= tol)
+    if bad.any():
+        at = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise AssertionError(
+            f"{what}: {int(bad.sum())} of {bad.size} results off; worst err/tol "
+            f"{float(np.max(err / np.maximum(tol, 1e-300))):.3g}; first at {list(at)}: got "
+            f"{float(np.asarray(got)[at])!r}, expected {float(ref[at])!r}")

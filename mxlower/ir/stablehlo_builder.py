@@ -257,6 +257,16 @@ class Builder:
         return stablehlo.DotGeneralOp(self.ttype(shape, result_elt), lhs, rhs, dn,
                                       **self._kw()).result
 
+    def if_(self, pred: Any, types: Sequence[Any], then: Any, else_: Any) -> list[Any]:
+        """``stablehlo.if`` on the ``tensor<i1>`` ``pred`` with results of ``types``:
+        ``then`` and ``else_`` are called with a builder inside their region and return the
+        values it yields; returns the op's results."""
+        op = stablehlo.IfOp(list(types), pred, **self._kw())
+        for fn, region in ((then, op.true_branch), (else_, op.false_branch)):
+            sub = Builder(self.loc, ir.InsertionPoint(region.blocks.append()))
+            stablehlo.ReturnOp(list(fn(sub)), loc=self.loc, ip=sub.ip)
+        return list(op.results)
+
     # ----------------------------------------------------------------------------- blocks
     def split_blocks(self, v: Any, axis: int, k: int) -> Any:
         """[..., n, ...] -> [..., n/k, k, ...] (the block dimension is ``axis + 1``)."""

@@ -508,8 +508,8 @@ class _Kernel:
 
         def bits_at(at: Any) -> Any:
             xb = self.load_bits(x, at)
-            if g is not None:  # nvfp4: y = x / g, exactly (mx_math)
-                xb = mx_math._divide_by_global(b, xb, b.broadcast(g, b.shape(xb)))
+            if g is not None:  # nvfp4: y = x / g, exactly (mx_math); g is RN_f64(1 / g) here
+                xb = mx_math.divide_by_global(b, xb, b.broadcast(g, b.shape(xb)))
             return xb
 
         def block_max(xb: Any) -> Any:
@@ -558,18 +558,16 @@ class _Kernel:
         """docs/semantics.md section 4 for a group of blocks: their E4M3 scale codes, and the conversion of
         block ``j``'s elements."""
         b = self.b
-        s = b.min(b.div(b.bitcast(amax, "f32"), 6.0), 448.0)
-        s = b.select(nonfinite, b.like(s, float("nan")), s)
+        s = mx_math.nvfp4_scale_f32(b, amax, nonfinite)
         sb = self.codec_builder(s.type)
         codes = codec.emit_truncf(sb, s, "f32", "f8E4M3FN", code_bits=8)
         sd = codec.emit_extf(sb, codes, "f8E4M3FN", "f32")
         drop = self.m["arith"].OrIOp(nonfinite, b.eq(sd, 0.0)).result
-        divisor = b.select(drop, b.like(sd, 1.0), sd)
+        recip = mx_math.nvfp4_reciprocal(b, sd, drop)
 
         def convert(xb: Any, j: int) -> Any:
-            d = self.lane(drop, j)
-            v = b.clamp(-6.0, b.div(b.bitcast(xb, "f32"), self.lane(divisor, j)), 6.0)
-            v = b.select(d, b.like(v, 0.0), v)
+            v = mx_math.nvfp4_element_values(b, xb, self.lane(recip, j))
+            v = b.select(self.lane(drop, j), b.like(v, 0.0), v)
             return codec.emit_truncf(self.codec_builder(v.type), v, "f32", "f4E2M1FN",
                                      code_bits=8)
 
@@ -640,6 +638,8 @@ class _Kernel:
             if spec.global_scale:
                 g_at = 1 if spec.op == "quantize" else 2
                 g = self.m["memref"].LoadOp(a[g_at], [self.index(0)]).result
+                if spec.op == "quantize":  # x / g as x * RN_f64(1 / g) (mx_math.f32_quotient)
+                    g = mx_math.reciprocal_f64(self.b, self.b.bitcast(g, "i32"))
             if spec.op == "quantize":
                 x, q, s = a[0], a[-4], a[-3]
                 self.grouped(b0, b1, lambda i, n: self.quantize_group(i, n, x, g, q, s))

@@ -12,17 +12,21 @@ Every function here emits StableHLO through :class:`mxlower.ir.stablehlo_builder
 * dequantize (section 5): :func:`dequantize_values`, an integer ``ldexp`` of the decoded
   elements by the decoded scale;
 * scaled dot (section 6): :func:`lower_scaled_dot`, both operands dequantized to the compute
-  type and contracted with ``stablehlo.dot_general`` accumulating in f32;
+  type and contracted with ``stablehlo.dot_general``: in f32 where a run-time test proves
+  that exact despite flushed subnormals, else in f64 on the exact values;
 * pack / unpack: :func:`lower_pack`, :func:`lower_unpack`, shifts and masks on the codes.
 
 The f32 bit arithmetic they are made of works on f32 values held as their ``i32`` bit
 patterns.  XLA:CPU runs with denormals flushed (FTZ and DAZ: ``2^-130 * 16`` gives 0 there, and
 so does converting an f32 subnormal to f64), so every step whose input or output may be an f32
 subnormal is done in integer arithmetic: exact scaling by powers of two (:func:`ldexp_bits`),
-decoding the exponent of a block maximum (:func:`frexp_bits`), and an f32 multiply that rounds
-subnormal results correctly (:func:`mul_f32_exact`).  Float instructions are only used where
-inputs and outputs are provably normal (or where a flushed result provably cannot change the
-answer).
+decoding the exponent of a block maximum (:func:`frexp_bits`), reading an f32 exactly into f64
+(:func:`f64_of_f32_bits`) and rounding an f64 to f32 with correct subnormals
+(:func:`round_to_f32`, :func:`mul_f32_exact`).  Float instructions are only used where inputs
+and outputs are provably normal (or where a flushed result provably cannot change the
+answer).  XLA:CPU also turns a division by a constant or a broadcast into a multiplication by
+an f32-rounded reciprocal, so no quotient is an f32 division: ``rceil``'s is an integer
+comparison (:func:`shared_exponent`), nvfp4's are formed in f64 (:func:`f32_quotient`).
 """
 
 from __future__ import annotations
@@ -196,24 +200,63 @@ def frexp_bits(b: Builder, mag_bits: Any) -> Any:
     return b.select(b.gt(ex, 0), b.sub(ex, 127), b.sub(-118, b.clz(mt)))
 
 
-def mul_f32_exact(b: Builder, p: Any, g: Any) -> Any:
-    """``p * g`` in f32 with IEEE rounding of subnormal results, on a machine that flushes them.
+def f64_of_f32_bits(b: Builder, bits: Any) -> Any:
+    """The exact f64 value of the f32 bits ``bits`` (i32), subnormals included.
 
-    ``p`` must be a normal f32 (or zero, Inf, NaN) with at most 29 significant bits; ``g`` any
-    f32 (broadcast to p's shape).  The product is formed exactly in f64 (g's subnormals are
-    first rescaled by 2^64 in integers), then rounded to f32 in integers when it is below
-    2^-126 and by a conversion otherwise."""
-    gb = b.bitcast(g, "i32")
-    g_sub = b.and_(b.eq(b.and_(gb, 0x7F800000), 0), b.ne(b.and_(gb, _MANT), 0))
-    gn = b.bitcast(ldexp_bits(b, gb, b.select(g_sub, b.like(gb, 64), b.like(gb, 0))), "f32")
-    t = b.mul(b.convert(p, "f64"), b.convert(gn, "f64"))
-    t = b.mul(t, b.select(g_sub, b.like(t, 2.0 ** -64), b.like(t, 1.0)))
+    XLA:CPU converts an f32 subnormal to f64 as 0 (DAZ), so a subnormal is rebuilt from its
+    integer mantissa: ``m * 2^-149`` (exact in f64, whose range holds every f32 value as a
+    normal number).  Zero, normal, Inf and NaN values take the plain conversion."""
+    mt = b.and_(bits, _MANT)
+    sub = b.and_(b.eq(b.and_(bits, _INF), 0), b.ne(mt, 0))
+    signed = b.select(b.lt(bits, 0), b.sub(0, mt), mt)
+    small = b.mul(b.convert(signed, "f64"), 2.0 ** -149)
+    return b.select(sub, small, b.convert(b.bitcast(bits, "f32"), "f64"))
+
+
+def round_to_f32(b: Builder, t: Any) -> Any:
+    """f64 ``t`` rounded to f32 (RNE), subnormal results included, on a machine that flushes
+    them: below 2^-126 the result is rounded in integers (``|t| * 2^149`` to an integer
+    count of 2^-149), above by the conversion.  Overflow gives +-Inf, NaN stays NaN."""
     big = b.convert(t, "f32")
     tiny = b.lt(b.abs(t), 2.0 ** -126)
     k = b.convert(b.round_even(b.mul(b.abs(t), 2.0 ** 149)), "i32")  # <= 2^23: exact
     sign = b.shl(b.convert(b.shr(b.bitcast(t, "i64"), 63), "i32"), 31)
     small = b.bitcast(b.or_(sign, k), "f32")
     return b.select(tiny, small, big)
+
+
+def mul_f32_exact(b: Builder, p: Any, g: Any) -> Any:
+    """``p * g`` in f32 with IEEE rounding of subnormal results, on a machine that flushes them.
+
+    ``p`` must be a normal f32 (or zero, Inf, NaN); ``g`` any f32 (broadcast to p's shape).
+    The product of two 24-bit significands is exact in f64 (g's subnormals are read exactly by
+    :func:`f64_of_f32_bits`), and :func:`round_to_f32` rounds it once."""
+    t = b.mul(b.convert(p, "f64"), f64_of_f32_bits(b, b.bitcast(g, "i32")))
+    return round_to_f32(b, t)
+
+
+def f32_quotient(b: Builder, x: Any, r: Any) -> Any:
+    """The f32 quotient ``x / d``, correctly rounded (RNE), from ``x``: the exact f64 value of
+    an f32, and ``r``: ``RN_f64(1 / d)`` of an f32 ``d`` (broadcast like ``x``).  Computed as
+    ``RNE_f32(RN_f64(x * r))``, which XLA:CPU cannot rewrite (it turns ``x / d`` into ``x *
+    RN(1 / d)`` in f32, wrong in the last bit for many quotients).
+
+    Why it is exact whenever the quotient is a normal f32 or overflows: write x = X * 2^a and
+    d = D * 2^c with integers X, D < 2^24.  An f32 rounding boundary (a midpoint between two
+    adjacent f32 values, or the overflow threshold) is mu = M * 2^u with M odd and 2^24 < M <
+    2^25.  x / d = mu would need X * 2^a = M * D * 2^(u + c), whose odd parts cannot agree
+    (that of M * D is at least M > 2^24 > X), so x / d is never a boundary, and
+    |x - mu * d| is a non-zero multiple of 2^min(a, u + c); relative to mu * d < 2^49 *
+    2^(u + c) that is more than 2^-49 (when a < u + c, x ~ mu * d forces 2^(a - u - c) >
+    M * D / 2^24, which only makes it larger).  So |x / d - mu| > 2^-49 * mu.  The computed
+    value has a relative error below 2^-52 (two f64 roundings, of 1 / d and of the product),
+    so it lies strictly on the same side of every boundary as x / d, and rounding it to f32
+    gives RNE_f32(x / d); where x / d is an f32 value, the nearest boundaries are 2^-25 away
+    and it rounds to x / d itself.  No f64 subnormal occurs (|x / d| >= 2^-277).
+
+    A quotient below 2^-126 comes out as a nearby subnormal or, on XLA:CPU (FTZ), a signed
+    zero; callers use this only where that cannot change their result."""
+    return b.convert(b.mul(x, r), "f32")
 
 
 # ----------------------------------------------------------------------------- quantize
@@ -236,9 +279,16 @@ def shared_exponent(b: Any, amax: Any, fmt: MXFormat, mode: str) -> Any:
         low = b.lt(amax, _bits_floor(m * two ** -126))  # q = amax / M would be subnormal
         thr = _bits_floor(m * two ** -127 * (1 + two ** -23))
         e_low = b.select(b.gt(amax, thr), b.like(amax, -126), b.like(amax, -127))
-        q = b.bitcast(b.div(b.bitcast(amax, "f32"), float(fmt.max_elem)), "i32")  # normal
-        up = b.select(b.ne(b.and_(q, 0x7FFFFF), 0), b.like(q, 1), b.like(q, 0))
-        e_hi = b.add(b.sub(b.shr(q, 23), 127), up)
+        # q normal: no division (XLA:CPU would multiply by a rounded 1 / M instead).  With
+        # amax = 2^e * f and M = 2^emax * F (f, F in [1, 2)), q = RNE(2^(e - emax) * f / F) and
+        # E = ceil(log2 q) = e - emax + [f > F * (1 + 2^-24)]: f / F in [1, 2) rounds above 1
+        # exactly when it exceeds the midpoint 1 + 2^-24 (which ties down to 1), and f / F in
+        # (1/2, 1) rounds to at most 1 (it would reach 1 + 2^-23 only if F >= 2 - 2^-23)
+        assert 2 - fractions.Fraction(m, 2 ** emax) > two ** -23
+        limit = fractions.Fraction(m, 2 ** emax) * (1 + two ** -24) - 1
+        up = b.select(b.gt(b.and_(amax, _MANT), math.floor(limit * 2 ** 23)),
+                      b.like(amax, 1), b.like(amax, 0))
+        e_hi = b.add(b.sub(b.shr(amax, 23), 127 + emax), up)
         return b.select(low, e_low, e_hi)
     if mode == "nearest":
         ex = b.shr(amax, 23)
@@ -311,42 +361,60 @@ def scale_by_pow2(b: Any, xb: Any, s: Any, keep: list[int], limit: int, zero: An
     return b.bitcast(b.or_(sign, b.clamp(0, r, hi)), "f32")
 
 
-def _divide_by_global(b: Any, xb: Any, g: Any) -> Any:
-    """Bits of x / g (f32), exact whenever the quotient is a normal f32 even if x or g is
-    subnormal; a subnormal quotient may come out as a signed zero (which nvfp4 cannot tell
-    from the exact value: its block scale rounds to 0 or its element to +-0)."""
-    def subnormal(bits: Any) -> Any:
-        return b.and_(b.eq(b.and_(bits, _INF), 0), b.ne(b.and_(bits, 0x7FFFFF), 0))
+def reciprocal_f64(b: Any, bits: Any) -> Any:
+    """``RN_f64(1 / d)`` of the f32 ``d`` with bits ``bits`` (the ``r`` of :func:`f32_quotient`;
+    a subnormal d is read exactly)."""
+    return b.div(1.0, f64_of_f32_bits(b, bits))
 
-    gb = b.bitcast(g, "i32")
-    x_sub, g_sub = subnormal(xb), subnormal(gb)
-    k64 = b.like(xb, 64)
-    zero = b.like(xb, 0)
-    xn = b.bitcast(ldexp_bits(b, xb, b.select(x_sub, k64, zero)), "f32")
-    gn = b.bitcast(ldexp_bits(b, gb, b.select(g_sub, k64, zero)), "f32")
-    quot = b.div(xn, gn)
-    up = b.and_(g_sub, b.not_(x_sub))
-    down = b.and_(x_sub, b.not_(g_sub))
-    factor = b.select(up, b.like(quot, 2.0 ** 64),
-                      b.select(down, b.like(quot, 2.0 ** -64), b.like(quot, 1.0)))
-    return b.bitcast(b.mul(quot, factor), "i32")
+
+def divide_by_global(b: Any, xb: Any, r: Any) -> Any:
+    """Bits of y = RNE_f32(x / g) (docs/semantics.md section 4, step 1) for the f32 bits ``xb``
+    and ``r`` = :func:`reciprocal_f64` of g (broadcast like ``xb``): exact whenever y is a
+    normal f32 or overflows (:func:`f32_quotient`; subnormal x and g are read exactly).  A
+    subnormal y may come out as another value below 2^-126 or a signed zero, which nvfp4
+    cannot tell from the exact one: such a y is below 2^-126 / 2^-9 times its block scale,
+    so its element rounds to +-0 (by y's sign), and a block of only such values has amax / 6
+    below 2^-128, whose scale rounds to 0."""
+    return b.bitcast(f32_quotient(b, f64_of_f32_bits(b, xb), r), "i32")
+
+
+def nvfp4_scale_f32(b: Any, amax_bits: Any, nonfinite: Any) -> Any:
+    """docs/semantics.md section 4, step 3 before the E4M3 rounding: min(RNE_f32(amax / 6),
+    448) for the bits of a block maximum (NaN where ``nonfinite``).  A subnormal amax reads as
+    0 on XLA:CPU, which does not matter: amax / 6 < 2^-128 rounds to the scale 0 anyway."""
+    amax = b.convert(b.bitcast(amax_bits, "f32"), "f64")
+    s = b.min(f32_quotient(b, amax, 1.0 / 6.0), 448.0)
+    return b.select(nonfinite, b.like(s, float("nan")), s)
+
+
+def nvfp4_reciprocal(b: Any, sd: Any, drop: Any) -> Any:
+    """``RN_f64(1 / s)`` of each block's decoded scale ``sd`` (f32, normal: at least 2^-9),
+    1 for the blocks in ``drop`` (zero or NaN scales, whose elements are all +0)."""
+    return b.div(1.0, b.convert(b.select(drop, b.like(sd, 1.0), sd), "f64"))
+
+
+def nvfp4_element_values(b: Any, yb: Any, r: Any) -> Any:
+    """docs/semantics.md section 4, step 5 before the f4 rounding: clamp(RNE_f32(y / s), -6,
+    6) for the f32 bits ``yb`` and ``r`` = :func:`nvfp4_reciprocal` (broadcast like ``yb``).
+    A subnormal y reads as a signed zero on XLA:CPU, and y / s below 2^-126 may be flushed:
+    both are far below the f4 rounding threshold 0.25 and give +-0 by y's sign either way."""
+    y = b.convert(b.bitcast(yb, "f32"), "f64")
+    return b.clamp(-6.0, f32_quotient(b, y, r), 6.0)
 
 
 def _quantize_nvfp4(b: Any, q: Any, xb: Any, bd: int) -> tuple[Any, Any]:
     bshape = b.shape(xb)
     keep = _not_axis(len(bshape), bd)
     if q.global_scale is not None:
-        xb = _divide_by_global(b, xb, b.broadcast(q.global_scale, bshape, []))
+        r = reciprocal_f64(b, b.bitcast(q.global_scale, "i32"))
+        xb = divide_by_global(b, xb, b.broadcast(r, bshape, []))
     amax_bits = b.reduce(b.and_(xb, _MAG), [bd], "max", 0)
     nonfinite = b.ge(amax_bits, _INF)
-    amax = b.bitcast(amax_bits, "f32")
-    s = b.min(b.div(amax, 6.0), 448.0)
-    s = b.select(nonfinite, b.f32_from_bits(_NAN, b.shape(s)), s)
-    scales = b.convert(s, "f8E4M3FN")  # RNE; NaN -> 0x7F
+    scales = b.convert(nvfp4_scale_f32(b, amax_bits, nonfinite), "f8E4M3FN")  # NaN -> 0x7F
     sd = b.convert(scales, "f32")
     drop = b.or_(nonfinite, b.eq(sd, 0.0))
-    sdb = b.broadcast(b.select(drop, b.like(sd, 1.0), sd), bshape, keep)
-    v = b.clamp(-6.0, b.div(b.bitcast(xb, "f32"), sdb), 6.0)
+    r = b.broadcast(nvfp4_reciprocal(b, sd, drop), bshape, keep)
+    v = nvfp4_element_values(b, xb, r)
     v = b.select(b.broadcast(drop, bshape, keep), b.like(v, 0.0), v)
     return b.unblock(b.convert(v, "f4E2M1FN"), q.axis), scales
 
@@ -376,20 +444,128 @@ def dequantize_values(b: Any, elements: Any, scales: Any, fmt: MXFormat, k: int,
 # ----------------------------------------------------------------------------- scaled dot
 
 
+def dequantize_f64(b: Any, elements: Any, scales: Any, fmt: MXFormat, k: int,
+                   axis: int) -> Any:
+    """docs/semantics.md section 5 to f32, held exactly in f64: decode(e) * decode(s), +-Inf
+    where the f32 product overflows, NaN for a NaN scale.  The f64 product is exact and never
+    subnormal (it is at least 2^-143), so no bit arithmetic is needed for small results."""
+    if fmt.is_nvfp4:  # exact and normal in f32 (section 5)
+        p = b.mul(b.convert(elements, "f32"), b.expand_blocks(b.convert(scales, "f32"), axis, k))
+        return b.convert(p, "f64")
+    c = b.convert(b.convert(b.bitcast(scales, "ui8"), "i32"), "i64")
+    e = b.sub(c, 127 + (6 if fmt.is_int else 0))
+    sv = b.bitcast(b.shl(b.add(e, 1023), 52), "f64")  # 2^e, e in [-133, 127]
+    sv = b.select(b.eq(c, 255), b.like(sv, float("nan")), sv)
+    ev = b.convert(elements if fmt.is_int else b.convert(elements, "f32"), "f64")  # exact
+    v = b.mul(ev, b.expand_blocks(sv, axis, k))
+    # f32 overflows at 2^128 (a value of <= 8 significant bits below 2^128 is an f32)
+    return b.select(b.ge(b.abs(v), 2.0 ** 128), b.mul(v, float("inf")), v)
+
+
+def _exact_f64(b: Any, v: Any) -> Any:
+    """The f64 value of an f32, bf16 or f16 tensor, exactly (subnormals too)."""
+    return f64_of_f32_bits(b, to_f32_bits(b, v))
+
+
+def _exponent_range(b: Any, o: Any) -> tuple[Any, Any]:
+    """(q, t), ``tensor<i32>``: every value of the operand ``o`` of a scaled dot, dequantized
+    (or converted) to its compute type, is a multiple of 2^q and at most 2^t in magnitude.
+
+    A scaled operand's values are element * 2^(c - 127): multiples of the element type's
+    smallest subnormal (mxint8: 2^-6) times the smallest scale, below 2^(emax_elem + 1) times
+    the largest (a NaN scale, code 255, gives a t beyond any use); nvfp4's are multiples of
+    0.5 * 2^-9 below 6 * 448 < 2^12 whatever the scales.  A plain operand's non-zero values x
+    are multiples of 2^(floor(log2 |x|) - mantissa bits) (an f32 or bf16 subnormal gives a q
+    below -149, Inf and NaN a t of 129).  Rounding to a bf16 or f16 compute type keeps both
+    bounds (it rounds to coarser multiples, and never above the next power of two)."""
+    def scalar(v: int) -> Any:
+        return b.const(v, "i32")
+
+    v = o.value
+    dims = list(range(len(b.shape(v))))
+    if o.fmt is None:
+        mag = b.and_(to_f32_bits(b, v), _MAG)
+        field = b.shr(mag, 23)
+        nonzero = b.ne(mag, 0)
+        lo = b.reduce(b.select(nonzero, field, b.like(field, 255)), dims, "min", 255)
+        hi = b.reduce(b.select(nonzero, field, b.like(field, 0)), dims, "max", 0)
+        mantissa = {"f32": 23, "bf16": 7, "f16": 10}[b.etype(v)]
+        return b.sub(lo, 127 + mantissa), b.sub(hi, 126)
+    fmt = o.fmt
+    if fmt.is_nvfp4:
+        return scalar(-10), scalar(12)
+    c = b.convert(b.bitcast(o.scales, "ui8"), "i32")
+    lo = b.reduce(c, list(range(len(b.shape(c)))), "min", 255)
+    hi = b.reduce(c, list(range(len(b.shape(c)))), "max", 0)
+    t = FLOAT_TYPES.get(fmt.element)
+    smallest = -6 if fmt.is_int else 1 - t.bias - t.man_bits
+    return b.add(lo, smallest - 127), b.add(hi, fmt.emax_elem + 1 - 127)
+
+
+def _f32_dot_is_exact(b: Any, s: Any) -> Any:
+    """``tensor<i1>``: whether an f32 ``dot_general`` of the compute-typed operands of the
+    scaled dot ``s`` meets docs/semantics.md section 6 even on a machine that flushes
+    subnormals (XLA:CPU): no operand, product or partial sum can be below 2^-126 unless it is
+    zero, and none can overflow.  With q, t of :func:`_exponent_range` for both sides, every
+    non-zero operand is at least 2^q_side >= 2^-126; every product and every (rounded) partial
+    sum is a multiple of 2^(q_lhs + q_rhs) >= 2^-126 (rounding to 24 bits only drops bits below
+    its own ulp, which is larger than that quantum whenever it drops any); and every sum is at
+    most K * 2^(t_lhs + t_rhs) <= 2^127 for K contracted values."""
+    ql, tl = _exponent_range(b, s.lhs)
+    qr, tr = _exponent_range(b, s.rhs)
+    shape = b.shape(s.lhs.value)
+    sizes = [shape[d] for d in s.lhs_contracting]
+    k = math.prod(sizes) if all(isinstance(d, int) for d in sizes) else 1 << 31
+    log2k = max(k - 1, 0).bit_length()
+    ok = b.and_(b.ge(ql, -126), b.ge(qr, -126))
+    ok = b.and_(ok, b.ge(b.add(ql, qr), -126))
+    return b.and_(ok, b.le(b.add(tl, tr), 127 - log2k))
+
+
 def lower_scaled_dot(b: Any, s: Any, compute_type: str) -> Any:
-    """The result of the parsed ``mx.scaled_dot`` ``s``: both sides dequantized (or converted)
-    to ``compute_type``, contracted in f32, times the global scale, converted to the result
-    type (docs/semantics.md section 6)."""
-    def operand(o: Any) -> Any:
+    """The result of the parsed ``mx.scaled_dot`` ``s`` (docs/semantics.md section 6): both
+    sides dequantized (or converted) to ``compute_type``, contracted, times the global scale,
+    converted to the result type.
+
+    XLA:CPU's f32 ``dot_general`` flushes subnormal operands, products and sums to zero, which
+    section 6 forbids (a block with scale 2^-127 would vanish).  So a ``stablehlo.if`` picks,
+    at run time, between two contractions: the plain f32 one where
+    :func:`_f32_dot_is_exact` proves that nothing can be flushed or overflow (a few
+    reductions over the scales: ordinary data), and otherwise an exact one in f64 on the
+    exact values of the compute-typed operands, rounded once to f32 (:func:`round_to_f32`):
+    every product of two f32 values is exact in f64 and at least 2^-298 (no f64 subnormal),
+    and the f64 sum's rounding error (at most K * 2^-53 of sum |a_k b_k|) is far inside
+    section 6's bound."""
+    def f32_operand(sub: Any, o: Any) -> Any:
         if o.fmt is None:
-            return b.convert(o.value, compute_type)
-        return dequantize_values(b, o.value, o.scales, o.fmt, o.block_size, o.axis, None,
+            return sub.convert(o.value, compute_type)
+        return dequantize_values(sub, o.value, o.scales, o.fmt, o.block_size, o.axis, None,
                                  compute_type)
 
-    acc = b.dot_general(operand(s.lhs), operand(s.rhs), s.lhs_contracting, s.rhs_contracting,
-                        s.lhs_batch, s.rhs_batch, "f32")
-    if s.global_scale is not None:
-        acc = mul_f32_exact(b, acc, b.broadcast(s.global_scale, b.shape(acc), []))
+    def f64_operand(sub: Any, o: Any) -> Any:
+        if o.fmt is None:
+            v = o.value
+            if sub.etype(v) != compute_type:  # the exact f32 value, rounded once
+                v = sub.convert(sub.bitcast(to_f32_bits(sub, v), "f32"), compute_type)
+            return _exact_f64(sub, v)
+        if compute_type == "f32":
+            return dequantize_f64(sub, o.value, o.scales, o.fmt, o.block_size, o.axis)
+        return _exact_f64(sub, dequantize_values(sub, o.value, o.scales, o.fmt, o.block_size,
+                                                 o.axis, None, compute_type))
+
+    def contract(sub: Any, operand: Any, elt: str) -> Any:
+        return sub.dot_general(operand(sub, s.lhs), operand(sub, s.rhs), s.lhs_contracting,
+                               s.rhs_contracting, s.lhs_batch, s.rhs_batch, elt)
+
+    f32_type = ir.RankedTensorType.get(ir.RankedTensorType(s.op.results[0].type).shape,
+                                       ir.F32Type.get())
+    (acc,) = b.if_(_f32_dot_is_exact(b, s), [f32_type],
+                   lambda sub: [contract(sub, f32_operand, "f32")],
+                   lambda sub: [round_to_f32(sub, contract(sub, f64_operand, "f64"))])
+    if s.global_scale is not None:  # the f32 result times g in f32: exact in f64, rounded once
+        g = b.broadcast(s.global_scale, b.shape(acc), [])
+        acc = round_to_f32(b, b.mul(f64_of_f32_bits(b, b.bitcast(acc, "i32")),
+                                    f64_of_f32_bits(b, b.bitcast(g, "i32"))))
     return b.convert(acc, s.result_type)
 
 

@@ -41,6 +41,8 @@ PASSES: dict[str, str] = {
     "mxlower-verify-mx": "mxlower.passes.verify_mx:VerifyMx",
     "mxlower-lower-narrow-floats-to-llvm": "mxlower.passes.lower_narrow_floats_to_llvm:LowerNarrowFloatsToLLVM",
     "mxlower-widen-bool-memrefs": "mxlower.passes.widen_bool_memrefs:WidenBoolMemrefs",
+    "mxlower-stablehlo-control-flow-to-scf":
+        "mxlower.passes.stablehlo_control_flow_to_scf:StablehloControlFlowToScf",
 }
 
 #: named pipeline -> "module:Class"

@@ -27,7 +27,10 @@ class DecomposeMx(ModulePass):
     runs faster).  ``mx.dequantize`` scales the decoded elements by the decoded scale with an
     integer ``ldexp`` (its results may be f32 subnormals, which must come out exact);
     ``mx.scaled_dot`` dequantizes both operands to the compute type and contracts them with
-    ``stablehlo.dot_general`` accumulating in f32.  ``mx.pack``/``mx.unpack`` become shifts
+    ``stablehlo.dot_general``, inside a ``stablehlo.if`` that takes the f32 contraction where
+    reductions over the scales prove it exact despite flushed subnormals and otherwise
+    contracts the exact values in f64 (``mxlower-stablehlo-to-llvm`` turns the ``if`` into
+    ``scf.if``).  ``mx.pack``/``mx.unpack`` become shifts
     and masks.  The recipe is :mod:`mxlower.lowering.mx_math`.
 
     Only ``mx`` ops are lowered.  XLA's ``__op$quantize`` / ``__op$dequantize`` /

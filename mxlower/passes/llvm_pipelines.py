@@ -15,7 +15,8 @@ from mxlower.passes.base import Pipeline, option
 class StablehloToLLVM(Pipeline):
     """Lower StableHLO functions to the LLVM dialect (bufferized, narrow floats as i8 codes).
 
-    Stages: on jaxlib's stack ``stablehlo-legalize-to-linalg`` and ``canonicalize``; the module
+    Stages: on jaxlib's stack ``mxlower-stablehlo-control-flow-to-scf`` (``stablehlo.if`` and
+    ``stablehlo.case`` to ``scf``), ``stablehlo-legalize-to-linalg`` and ``canonicalize``; the module
     is then handed to upstream MLIR 22 (as text, locations kept) for
     ``linalg-fuse-elementwise-ops`` (one loop, no intermediate buffer, per elementwise chain),
     ``one-shot-bufferize`` (function boundaries bufferized, identity layouts), optionally
@@ -67,7 +68,8 @@ class StablehloToLLVM(Pipeline):
                                "(affine-super-vectorize); 0 leaves it to LLVM")
 
     def build(self) -> str:
-        steps = ["stablehlo-legalize-to-linalg", "canonicalize"] if self.legalize_stablehlo else []
+        steps = (["mxlower-stablehlo-control-flow-to-scf", "stablehlo-legalize-to-linalg",
+                  "canonicalize"] if self.legalize_stablehlo else [])
         steps += [
             "linalg-fuse-elementwise-ops",
             "one-shot-bufferize{bufferize-function-boundaries "

@@ -354,3 +354,42 @@ def test_benchmark_script_runs(capsys):
                      "--types", "f4E2M1FN"]) == 0
     out = capsys.readouterr().out
     assert "| 2^12 | f32->f4E2M1FN |" in out and "| 2^12 | f4E2M1FN->f32 |" in out
+
+
+CONDITIONALS = """
+func.func @main(%i: tensor<i32>, %p: tensor<i1>, %x: tensor<3xf32>) -> (tensor<3xf32>, tensor<i32>) {
+  %r = "stablehlo.case"(%i) ({
+    %a = stablehlo.abs %x : tensor<3xf32>
+    stablehlo.return %a : tensor<3xf32>
+  }, {
+    %n = stablehlo.negate %x : tensor<3xf32>
+    stablehlo.return %n : tensor<3xf32>
+  }, {
+    %s = stablehlo.add %x, %x : tensor<3xf32>
+    stablehlo.return %s : tensor<3xf32>
+  }) : (tensor<i32>) -> tensor<3xf32>
+  %c = "stablehlo.if"(%p) ({
+    %one = stablehlo.constant dense<1> : tensor<i32>
+    stablehlo.return %one : tensor<i32>
+  }, {
+    %two = stablehlo.constant dense<2> : tensor<i32>
+    stablehlo.return %two : tensor<i32>
+  }) : (tensor<i1>) -> tensor<i32>
+  return %r, %c : tensor<3xf32>, tensor<i32>
+}
+"""
+
+
+@pytest.mark.parametrize("index", [-1, 0, 1, 2, 7])
+def test_conditionals_run_as_on_xla(index):
+    """stablehlo.case / stablehlo.if through mxlower-stablehlo-control-flow-to-scf on the LLVM
+    engine: the branch XLA:CPU runs, an index out of range (negative too) the last one."""
+    from mxlower.execution.run import run_module
+
+    x = np.array([1.5, -2.0, 0.25], np.float32)
+    for p in (True, False):
+        ins = [np.array(index, np.int32), np.array(p), x]
+        want = run_module(CONDITIONALS, ins, backend="xla")
+        got = run_module(CONDITIONALS, ins, backend="llvm")
+        assert [g.tolist() for g in got] == [w.tolist() for w in want]
+        assert got[0].tolist() == {0: np.abs(x), 1: -x}.get(index, 2 * x).tolist()

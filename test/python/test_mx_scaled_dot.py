@@ -17,6 +17,7 @@ import pytest
 
 from mxlower import reference as R
 from mxlower.dialect.testing import MxModule
+from mxlower.testing import assert_dot_close
 from mxlower.formats import FORMATS
 from mxlower.tools.run import run_module
 
@@ -26,25 +27,6 @@ WIDE = {"f32": np.dtype(F32), "bf16": np.dtype(ml_dtypes.bfloat16), "f16": np.dt
 
 def _dequant(x, s, fmt, axis, k, dtype="f32"):
     return R.dequantize(x, s, fmt, axis=axis, block_size=k, dtype=dtype)
-
-
-def assert_dot_close(got, a, b, dims, out: str, global_scale=None, what=""):
-    """``got`` vs the exact dot of the (already dequantized, compute-typed) ``a`` and ``b``."""
-    ref = R.scaled_dot(a, None, b, None, dimension_numbers=dims, global_scale=global_scale,
-                       out_dtype="f32").astype(np.float64)
-    mag = R.scaled_dot(np.abs(a.astype(F32)), None, np.abs(b.astype(F32)), None,
-                       dimension_numbers=dims).astype(np.float64)
-    g = abs(float(global_scale)) if global_scale is not None else 1.0
-    tol = 1e-6 * mag * g
-    if out != "f32":
-        fi = ml_dtypes.finfo(WIDE[out])
-        ulp = np.maximum(np.abs(ref), float(fi.smallest_normal)) * float(fi.eps)
-        tol = tol + ulp / 2 * 1.0001
-    err = np.abs(got.astype(np.float64) - ref)
-    bad = ~(err <= tol)
-    assert not bad.any(), (
-        f"{what}: {int(bad.sum())} of {bad.size} results off; worst err/tol "
-        f"{float(np.max(err / np.maximum(tol, 1e-300))):.3g}")
 
 
 # ----------------------------------------------------------------------------- mx.scaled_dot

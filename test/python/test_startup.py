@@ -75,6 +75,7 @@ _OPT_CASES = {
     "mxlower-test-diagnostics": ["--mxlower-test-diagnostics"],
     "mxlower-verify-mx": ["--mxlower-verify-mx"],
     "mxlower-widen-bool-memrefs": ["--mxlower-widen-bool-memrefs"],
+    "mxlower-stablehlo-control-flow-to-scf": ["--mxlower-stablehlo-control-flow-to-scf"],
     "mxlower-mx-to-stablehlo": ["-p", "builtin.module(mxlower-mx-to-stablehlo)"],
     "mxlower-stablehlo-to-llvm": ["-p", "builtin.module(mxlower-stablehlo-to-llvm)"],
     "mxlower-gpu-to-nvvm": ["-p", "builtin.module(mxlower-gpu-to-nvvm)"],

@@ -39,7 +39,7 @@
 
 // Errors inside an expanded named pipeline point at the pipeline's name in the user's text.
 // RUN: not mxlower-opt %s -p 'builtin.module(convert-to-llvm, mxlower-stablehlo-to-llvm)' 2>&1 | FileCheck %s --check-prefix=NAMED
-// NAMED: <pass-pipeline>:1:33: error: unknown pass 'stablehlo-legalize-to-linalg' in upstream MLIR
+// NAMED: <pass-pipeline>:1:33: error: pass 'mxlower-stablehlo-control-flow-to-scf' runs on jaxlib's StableHLO stack, but the module was already handed to upstream MLIR by 'convert-to-llvm'
 // NAMED-NEXT: builtin.module(convert-to-llvm, mxlower-stablehlo-to-llvm)
 // NAMED-NEXT: {{^                                \^$}}
 

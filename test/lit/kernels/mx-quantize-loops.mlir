@@ -37,7 +37,9 @@
 // FP6: scf.for
 // FP6-COUNT-8: vector.load %{{.*}} : memref<?xbf16>, vector<32xbf16>
 // FP6-NOT: arith.extf
-// FP6: arith.divf %{{.*}} : vector<8xf32>
+// FP6-NOT: arith.divf
+// FP6: arith.constant dense<6291456> : vector<8xi32>
+// FP6: arith.cmpi sgt, %{{.*}}, %{{.*}} : vector<8xi32>
 // FP6: vector.deinterleave %{{.*}} : vector<32xi8> -> vector<16xi8>
 // FP6: vector.shuffle %{{.*}}, %{{.*}} [0, 1, 16, 2, 3, 17, {{.*}}] : vector<16xi8>, vector<8xi8>
 // FP6: vector.store %{{.*}} : memref<?xi8>, vector<24xi8>

@@ -26,9 +26,15 @@
 // CHECK: stablehlo.reshape %{{.*}} : (tensor<4x2x32xf8E4M3FN>) -> tensor<4x64xf8E4M3FN>
 // CHECK-NOT: mx.
 // CHECK: return
-// The override replaces floor by rceil: one f32 division by max_elem.
+// The override replaces floor by rceil: ceil(log2(RNE(amax / max_elem))) without a division
+// (XLA:CPU would multiply by a rounded reciprocal): amax's exponent, plus one when its
+// mantissa field exceeds max_elem's significand times 1 + 2^-24 (0x600000 + 0.875, for 1.75).
 // OVERRIDE-LABEL: func.func @quantize_floor
-// OVERRIDE: stablehlo.divide %{{.*}}, %{{.*}} : tensor<4x2xf32>
+// OVERRIDE-NOT: stablehlo.divide
+// OVERRIDE: stablehlo.constant dense<6291456> : tensor<4x2xi32>
+// OVERRIDE: stablehlo.compare GT, %{{.*}}, %{{.*}}, SIGNED : (tensor<4x2xi32>, tensor<4x2xi32>) -> tensor<4x2xi1>
+// OVERRIDE-NOT: stablehlo.divide
+// OVERRIDE: return
 func.func @quantize_floor(%x: tensor<4x64xf32>) -> (tensor<4x64xf8E4M3FN>, tensor<4x2xf8E8M0FNU>) {
   %q, %s = "mx.quantize"(%x) {format = "mxfp8_e4m3", block_size = 32 : i64, axis = 1 : i64, scale_mode = "floor"} : (tensor<4x64xf32>) -> (tensor<4x64xf8E4M3FN>, tensor<4x2xf8E8M0FNU>)
   return %q, %s : tensor<4x64xf8E4M3FN>, tensor<4x2xf8E8M0FNU>
@@ -75,12 +81,24 @@ func.func @quantize_dynamic_batch(%x: tensor<?x64xf32>) -> (tensor<?x64xf8E5M2>,
 // -----
 
 // nvfp4: the block scale is RNE_e4m3(min(amax / 6, 448)); the global scale divides first.
+// Each quotient is formed in f64 as x * RN(1 / d) and rounded to f32, which is the correctly
+// rounded f32 quotient (XLA:CPU would turn an f32 division by a broadcast or a constant into
+// a multiplication by a rounded f32 reciprocal: off in the last bit, wrong f4 ties).
 
 // CHECK-LABEL: func.func @quantize_nvfp4
-// CHECK: stablehlo.broadcast_in_dim %arg1, dims = [] : (tensor<f32>) -> tensor<2x4x16xf32>
+// CHECK: %[[RG:.*]] = stablehlo.divide %{{.*}}, %{{.*}} : tensor<f64>
+// CHECK: %[[RGB:.*]] = stablehlo.broadcast_in_dim %[[RG]], dims = [] : (tensor<f64>) -> tensor<2x4x16xf64>
+// CHECK: %[[Y:.*]] = stablehlo.multiply %{{.*}}, %[[RGB]] : tensor<2x4x16xf64>
+// CHECK: stablehlo.convert %[[Y]] : (tensor<2x4x16xf64>) -> tensor<2x4x16xf32>
+// CHECK: %[[A6:.*]] = stablehlo.multiply %{{.*}}, %{{.*}} : tensor<2x4xf64>
+// CHECK: stablehlo.convert %[[A6]] : (tensor<2x4xf64>) -> tensor<2x4xf32>
 // CHECK: stablehlo.minimum
 // CHECK: stablehlo.convert %{{.*}} : (tensor<2x4xf32>) -> tensor<2x4xf8E4M3FN>
+// CHECK: %[[RS:.*]] = stablehlo.divide %{{.*}}, %{{.*}} : tensor<2x4xf64>
+// CHECK: stablehlo.broadcast_in_dim %[[RS]], dims = [0, 1] : (tensor<2x4xf64>) -> tensor<2x4x16xf64>
+// CHECK: stablehlo.convert %{{.*}} : (tensor<2x4x16xf64>) -> tensor<2x4x16xf32>
 // CHECK: stablehlo.convert %{{.*}} : (tensor<2x4x16xf32>) -> tensor<2x4x16xf4E2M1FN>
+// CHECK-NOT: stablehlo.divide {{.*}}xf32>
 // CHECK-NOT: mx.
 func.func @quantize_nvfp4(%x: tensor<2x64xf16>, %g: tensor<f32>) -> (tensor<2x64xf4E2M1FN>, tensor<2x4xf8E4M3FN>) {
   %q, %s = "mx.quantize"(%x, %g) {format = "nvfp4", block_size = 16 : i64, axis = 1 : i64} : (tensor<2x64xf16>, tensor<f32>) -> (tensor<2x64xf4E2M1FN>, tensor<2x4xf8E4M3FN>)
@@ -107,15 +125,25 @@ func.func @dequantize(%q: tensor<4x64xf8E5M2>, %s: tensor<4x2xf8E8M0FNU>) -> ten
 
 // -----
 
-// Scaled dot: dequantize to the compute type, dot_general accumulating in f32, global scale,
-// convert to the result type.
+// Scaled dot: dequantize to the compute type, contract, global scale, convert to the result
+// type.  A stablehlo.if chooses the contraction at run time: f32 where reductions over the
+// scales prove that no operand, product or sum can be an f32 subnormal or overflow (XLA:CPU
+// flushes subnormals), else f64 on the exact operand values, rounded once to f32.
 
 // CHECK-LABEL: func.func @scaled_dot
+// CHECK: applies stablehlo.minimum across dimensions = [0, 1, 2] : (tensor<2x4x2xi32>, tensor<i32>) -> tensor<i32>
+// CHECK: applies stablehlo.maximum across dimensions = [0, 1, 2] : (tensor<2x8x2xi32>, tensor<i32>) -> tensor<i32>
+// CHECK: "stablehlo.if"(%{{.*}}) ({
 // CHECK: stablehlo.dot_general %{{.*}}, %{{.*}}, batching_dims = [0] x [0], contracting_dims = [2] x [2] : (tensor<2x4x64xf32>, tensor<2x8x64xf32>) -> tensor<2x4x8xf32>
+// CHECK: }, {
+// CHECK: stablehlo.dot_general %{{.*}}, %{{.*}}, batching_dims = [0] x [0], contracting_dims = [2] x [2] : (tensor<2x4x64xf64>, tensor<2x8x64xf64>) -> tensor<2x4x8xf64>
+// CHECK: stablehlo.return %{{.*}} : tensor<2x4x8xf32>
+// CHECK: }) : (tensor<i1>) -> tensor<2x4x8xf32>
 // CHECK: stablehlo.convert %{{.*}} : (tensor<2x4x8xf32>) -> tensor<2x4x8xf16>
 // CHECK-NOT: mx.
 // OVERRIDE-LABEL: func.func @scaled_dot
 // OVERRIDE: stablehlo.dot_general %{{.*}}, %{{.*}}, batching_dims = [0] x [0], contracting_dims = [2] x [2] : (tensor<2x4x64xbf16>, tensor<2x8x64xbf16>) -> tensor<2x4x8xf32>
+// OVERRIDE: stablehlo.dot_general %{{.*}}, %{{.*}}, batching_dims = [0] x [0], contracting_dims = [2] x [2] : (tensor<2x4x64xf64>, tensor<2x8x64xf64>) -> tensor<2x4x8xf64>
 func.func @scaled_dot(%a: tensor<2x4x64xf8E4M3FN>, %as: tensor<2x4x2xf8E8M0FNU>, %b: tensor<2x8x64xf4E2M1FN>, %bs: tensor<2x8x2xf8E8M0FNU>, %g: tensor<f32>) -> tensor<2x4x8xf16> {
   %r = "mx.scaled_dot"(%a, %as, %b, %bs, %g) {lhs_format = "mxfp8_e4m3", lhs_block_size = 32 : i64, rhs_format = "mxfp4_e2m1", rhs_block_size = 32 : i64, compute_type = f32, dot_dimension_numbers = #stablehlo.dot<lhs_batching_dimensions = [0], rhs_batching_dimensions = [0], lhs_contracting_dimensions = [2], rhs_contracting_dimensions = [2]>} : (tensor<2x4x64xf8E4M3FN>, tensor<2x4x2xf8E8M0FNU>, tensor<2x8x64xf4E2M1FN>, tensor<2x8x2xf8E8M0FNU>, tensor<f32>) -> tensor<2x4x8xf16>
   return %r : tensor<2x4x8xf16>

@@ -6,7 +6,7 @@
 // A StableHLO function through jaxlib's stablehlo-legalize-to-linalg, the hand-over to
 // upstream MLIR, bufferization and mxlower-lower-narrow-floats-to-llvm, to the LLVM dialect.
 
-// PIPE: builtin.module(stablehlo-legalize-to-linalg{{.*}}, canonicalize{{.*}}, linalg-fuse-elementwise-ops{{.*}}, one-shot-bufferize{{.*}}bufferize-function-boundaries=true{{.*}}, convert-linalg-to-loops, mxlower-lower-narrow-floats-to-llvm{via-f32=true}, mxlower-widen-bool-memrefs, arith-emulate-unsupported-floats{{.*}}, arith-expand{{.*}}include-bf16=true{{.*}}, func.func(llvm-request-c-wrappers){{.*}}, convert-to-llvm{{.*}}, reconcile-unrealized-casts)
+// PIPE: builtin.module(mxlower-stablehlo-control-flow-to-scf, stablehlo-legalize-to-linalg{{.*}}, canonicalize{{.*}}, linalg-fuse-elementwise-ops{{.*}}, one-shot-bufferize{{.*}}bufferize-function-boundaries=true{{.*}}, convert-linalg-to-loops, mxlower-lower-narrow-floats-to-llvm{via-f32=true}, mxlower-widen-bool-memrefs, arith-emulate-unsupported-floats{{.*}}, arith-expand{{.*}}include-bf16=true{{.*}}, func.func(llvm-request-c-wrappers){{.*}}, convert-to-llvm{{.*}}, reconcile-unrealized-casts)
 // BADOPT: error: option 'vector-width' of 'mxlower-stablehlo-to-llvm' expects int, got 'x'
 
 // CHECK-LABEL: llvm.func @to_f4
