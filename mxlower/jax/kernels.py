@@ -1,8 +1,9 @@
-"""mxlower.jax on the CPU: ``mx_quantize`` and ``mx_dequantize`` lowered to mxlower's fused
-kernels (XLA FFI custom calls, :mod:`mxlower.execution.ffi`) instead of expanded StableHLO.
+"""mxlower.jax on the CPU: ``mx_quantize``, ``mx_dequantize`` and ``mx_convert`` lowered to
+mxlower's fused kernels (XLA FFI custom calls, :mod:`mxlower.execution.ffi`) instead of
+expanded StableHLO.
 
-``impl`` (a parameter of :func:`mxlower.jax.quantize` / :func:`~mxlower.jax.dequantize` and of
-the primitives) chooses:
+``impl`` (a parameter of :func:`mxlower.jax.quantize` / :func:`~mxlower.jax.dequantize` /
+:func:`~mxlower.jax.convert` and of the primitives) chooses:
 
 * ``"auto"`` (default): when the call is lowered for the CPU, the kernel -- one pass over the
   input, bit-exact with the StableHLO lowering and :mod:`mxlower.reference`; compiled and
@@ -33,7 +34,7 @@ from jax.interpreters import mlir
 from mxlower import types
 from mxlower.execution import ffi
 from mxlower.jax import primitives
-from mxlower.lowering.mx_kernels import KernelSpec
+from mxlower.lowering.mx_kernels import ConvertSpec, KernelSpec
 
 __all__ = ["IMPLS", "check_impl", "portable", "quantize_spec", "dequantize_spec"]
 
@@ -107,7 +108,7 @@ def _per_device(ctx: Any) -> bool:
     return False
 
 
-def _use_kernel(ctx: Any, impl: str, spec: KernelSpec | None) -> bool:
+def _use_kernel(ctx: Any, impl: str, spec: KernelSpec | ConvertSpec | None) -> bool:
     return (impl == "auto" and spec is not None and not _portable.value
             and not ctx.module_context.lowering_parameters.for_export
             and all(_static(a.shape) for a in ctx.avals_in) and _per_device(ctx)
@@ -144,5 +145,17 @@ def _dequantize_cpu(ctx, e, s, *rest, format, block_size, axis, dtype, has_g,  #
     return mlir.lower_fun(run, multiple_results=False)(ctx, e, s, *rest)
 
 
+def _convert_cpu(ctx, x, *, src, dst, impl="auto"):
+    spec = ConvertSpec(src, dst)
+    if not _use_kernel(ctx, impl, spec):
+        return primitives._convert_lowering(ctx, x, src=src, dst=dst)
+
+    def run(x):
+        return ffi.convert(x, dst, source=src if x.dtype == np.uint8 else None)
+
+    return mlir.lower_fun(run, multiple_results=False)(ctx, x)
+
+
 mlir.register_lowering(primitives.quantize_p, _quantize_cpu, platform="cpu")
+mlir.register_lowering(primitives.convert_p, _convert_cpu, platform="cpu")
 mlir.register_lowering(primitives.dequantize_p, _dequantize_cpu, platform="cpu")
