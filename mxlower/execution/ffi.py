@@ -61,10 +61,11 @@ from typing import Any
 import numpy as np
 
 from mxlower import types
-from mxlower.bindings import upstream
+from mxlower.bindings import jaxlib, upstream
 from mxlower.execution import ffi_abi as abi
 from mxlower.formats import FORMATS, SCALE_MODES
 from mxlower.lowering.mx_kernels import ConvertSpec, KernelSpec, Operand, build, emit_kernel
+from mxlower.pipeline.manager import run_pipeline
 
 #: what a kernel computes
 Spec = KernelSpec | ConvertSpec
@@ -72,16 +73,24 @@ Spec = KernelSpec | ConvertSpec
 __all__ = [
     "KERNEL_PIPELINE",
     "CompiledKernel",
+    "Emitter",
     "FFIError",
+    "Frame",
     "available",
+    "c_string",
     "compile_kernel",
     "convert",
     "convert_spec",
     "dequantize",
     "float_type_name",
+    "add_platform",
     "handler_text",
+    "jit",
     "quantize",
     "register",
+    "register_handler",
+    "spec_arguments",
+    "spec_from_arguments",
 ]
 
 #: upstream passes taking a kernel module to the LLVM dialect
@@ -105,7 +114,7 @@ def available() -> bool:
 # ============================================================================ handler text
 
 
-class _Emitter:
+class Emitter:
     """A little writer of LLVM dialect text: fresh SSA names, blocks, typed helpers."""
 
     def __init__(self) -> None:
@@ -216,7 +225,7 @@ _EXTERNS = {"malloc": "llvm.func @malloc(i64) -> !llvm.ptr",
 _NEXT, _DONE, _REFS, _CHUNKS, _BLOCKS, _SLOTS = range(6)
 
 
-def _call_kernel(e: _Emitter, name: str, slots: list[tuple[str, str]], b0: str, b1: str) -> None:
+def _call_kernel(e: Emitter, name: str, slots: list[tuple[str, str]], b0: str, b1: str) -> None:
     """Emits the call of the lowered kernel on blocks [b0, b1): each buffer as the memref
     descriptor (allocated, aligned, offset 0, size, stride 1)."""
     zero, one = e.i64(0), e.i64(1)
@@ -239,7 +248,7 @@ def _parallel_text(name: str, nslots: int) -> list[str]:
     last of the caller and the tasks to finish with it.  Without a thread pool (an error from
     the API, destroyed), the caller does it all."""
     api = abi.Api
-    e = _Emitter()
+    e = Emitter()
     slot_args = ", ".join(f"%d{i}: !llvm.ptr, %n{i}: i64" for i in range(nslots))
 
     def slot(state: str, i: int) -> str:
@@ -371,10 +380,10 @@ def _parallel_text(name: str, nslots: int) -> list[str]:
     return e.lines
 
 
-def _c_string(text: str) -> str:
-    """An MLIR string literal holding ``text`` and a terminating NUL."""
+def c_string(text: str | bytes) -> str:
+    """An MLIR string literal holding ``text`` (UTF-8, or raw bytes) and a terminating NUL."""
     out = []
-    for ch in text.encode() + b"\0":
+    for ch in (text if isinstance(text, bytes) else text.encode()) + b"\0":
         out.append(chr(ch) if 32 <= ch < 127 and ch not in b'"\\' else f"\\{ch:02X}")
     return '"' + "".join(out) + '"'
 
@@ -393,7 +402,7 @@ class Frame:
     the ``XLA_FFI_Api`` and call-frame pointers and of constants, each buffer's (data, size)
     as the kernel's memref descriptor needs it, the value and unit counts; and the ways out."""
 
-    def __init__(self, spec: Spec, e: _Emitter):
+    def __init__(self, spec: Spec, e: Emitter):
         self.spec, self.e = spec, e
         self.messages: list[str] = []  # one error block and string per distinct message
         self.checks = 0
@@ -410,9 +419,9 @@ class Frame:
         self.e.do(f"llvm.cond_br {cond}, ^error{self.messages.index(text)}, ^ok{self.checks}")
         self.e.block(f"ok{self.checks}")
 
-    def error(self, message: str, errc: int) -> str:
+    def error(self, message: str, errc: int | str) -> str:
         """Emits ``XLA_FFI_Error_Create(errc, message)`` (a pointer to a NUL-terminated string,
-        which XLA copies) and returns the error."""
+        which XLA copies; ``errc`` a code or an i32 value) and returns the error."""
         e = self.e
         ea = e.emit("{r} = llvm.alloca " + self.one + " x !llvm.array<"
                     f"{ctypes.sizeof(abi.ErrorCreateArgs)} x i8> : (i64) -> !llvm.ptr")
@@ -420,7 +429,7 @@ class Frame:
         e.store(e.i64(abi.struct_size(ca, "errc")), ea, ca.struct_size.offset, "i64")
         e.store(self.null, ea, ca.extension_start.offset, "!llvm.ptr")
         e.store(message, ea, ca.message.offset, "!llvm.ptr")
-        e.store(e.i32(errc), ea, ca.errc.offset, "i32")
+        e.store(e.i32(errc) if isinstance(errc, int) else errc, ea, ca.errc.offset, "i32")
         create = e.load(self.api, abi.Api.XLA_FFI_Error_Create.offset, "!llvm.ptr")
         return e.emit(f"{{r}} = llvm.call {create}({ea}) : !llvm.ptr, (!llvm.ptr) -> !llvm.ptr")
 
@@ -448,19 +457,19 @@ def _run_on_cpu(f: Frame) -> list[str]:
 
 
 def handler_text(spec: Spec, run: Callable[[Frame], list[str]] = _run_on_cpu, *,
-                 suffix: str = "_ffi") -> str:
+                 suffix: str = "_ffi", emitter: type[Emitter] = Emitter) -> str:
     """The LLVM dialect functions of ``spec``'s FFI handler, ``@<name><suffix>(call_frame) ->
     error`` and ``@<name><suffix>_address() -> ptr`` (its address), plus their helpers and
     message strings.  The handler answers the metadata query, returns at once outside the
     execute stage, decodes and checks the frame against ``spec``, then ``run(frame)`` emits the
     rest (by default: call the lowered kernel ``@<name>`` on the CPU; see the module
-    docstring) and returns the module-level functions it needs.  Every platform's handler is
-    this one generator with another ``run``."""
+    docstring) with ``frame.e``, an ``emitter``, and returns the module-level functions it
+    needs.  Every platform's handler is this one generator with another ``run``."""
     name = spec.name
     ins, outs = spec.operands(), spec.results()
     frame, args, rets = abi.CallFrame, abi.Args, abi.Rets
     buf = abi.Buffer
-    e = _Emitter()
+    e = emitter()
     f = Frame(spec, e)
     fail_if = f.fail_if
 
@@ -587,7 +596,7 @@ def handler_text(spec: Spec, run: Callable[[Frame], list[str]] = _run_on_cpu, *,
     e.lines.append(f"    %a = llvm.mlir.addressof @{name}{suffix} : !llvm.ptr")
     e.lines.append("    llvm.return %a : !llvm.ptr")
     e.lines.append("  }")
-    strings = [f"  llvm.mlir.global internal constant @__mxlower_ffi_msg{i}({_c_string(m)}) "
+    strings = [f"  llvm.mlir.global internal constant @__mxlower_ffi_msg{i}({c_string(m)}) "
                "{addr_space = 0 : i32}" for i, m in enumerate(f.messages)]
     return "\n".join(strings + [_HELPERS] + e.lines) + "\n"
 
@@ -613,68 +622,121 @@ class CompiledKernel:
         return self.spec.name
 
 
-def lower_module(spec: Spec) -> tuple[Any, Any]:
-    """(context, module): ``spec``'s kernel lowered to the LLVM dialect with its handler."""
+def _narrow_floats_to_llvm(text: str) -> str:
+    """``mxlower-lower-narrow-floats-to-llvm`` on a kernel module's text (the GPU kernels'
+    bodies convert with narrow ``arith.truncf``/``extf``), through mxlower's pipeline adapter."""
+    ctx = jaxlib.make_context()  # the adapter starts on jaxlib's stack
+    with ctx:
+        module = jaxlib.ir.Module.parse(text)
+    return run_pipeline(module.operation, "builtin.module(mxlower-lower-narrow-floats-to-llvm)",
+                        ctx=ctx).get_asm()
+
+
+def lower_module(spec: Spec, *, target: str = "cpu") -> tuple[Any, Any]:
+    """(context, module): ``spec``'s kernel lowered to the LLVM dialect with its handler.
+    ``target="gpu-body"``: the GPU kernel's body in a CPU loop (its narrow conversions lowered
+    by mxlower-lower-narrow-floats-to-llvm), to test the GPU kernels' logic on the CPU."""
     ir = upstream.module("ir")
     pm_mod = upstream.module("passmanager")
     ctx = upstream.context()
     with ctx, ir.Location.unknown():
         module = ir.Module.create()
-        emit_kernel(spec, module)
+        emit_kernel(spec, module, target=target)
+        if target == "gpu-body":
+            module = ir.Module.parse(_narrow_floats_to_llvm(str(module)))
         pm_mod.PassManager.parse(KERNEL_PIPELINE).run(module.operation)
         # the handler calls the lowered kernel: parse both as one module
         text = str(module).rstrip()
         assert text.endswith("}")
-        externs = "".join(f"  {d}\n" for f, d in _EXTERNS.items()
-                          if f"llvm.func @{f}(" not in text)
-        module = ir.Module.parse(text[:-1] + externs + handler_text(spec) + "}")
+        module = ir.Module.parse(text[:-1] + externs(text) + handler_text(spec) + "}")
     return ctx, module
 
 
+def externs(text: str) -> str:
+    """Declarations of the C library functions the generated code calls that ``text`` (a
+    module's text) does not declare yet."""
+    return "".join(f"  {d}\n" for f, d in _EXTERNS.items() if f"llvm.func @{f}(" not in text)
+
+
+def jit(ctx: Any, module: Any, address_fn: str, *, opt_level: int = 3) -> tuple[Any, int]:
+    """(engine, address): ``module`` (LLVM dialect) JIT-compiled for this CPU by upstream
+    MLIR's ExecutionEngine, and the pointer the generated ``@<address_fn>() -> !llvm.ptr``
+    returns (the engine's lookup finds only the packed ``_mlir_*`` wrappers, so a function's
+    address comes out through one)."""
+    ee_mod = upstream.module("execution_engine")
+    with ctx:
+        engine = ee_mod.ExecutionEngine(module, opt_level=opt_level)
+    getter = engine.raw_lookup(address_fn)
+    if not getter:
+        raise FFIError(f"compiled module has no function {address_fn}")
+    out = ctypes.c_void_p()
+    packed = (ctypes.c_void_p * 1)(ctypes.cast(ctypes.pointer(out), ctypes.c_void_p))
+    ctypes.CFUNCTYPE(None, ctypes.c_void_p)(getter)(packed)
+    return engine, out.value
+
+
 _lock = threading.Lock()
-_compiled: dict[Spec, CompiledKernel] = {}
-_registered: set[str] = set()
+_compiled: dict[tuple[Spec, str], CompiledKernel] = {}
+_registered: set[tuple[str, str]] = set()
 
 
-def compile_kernel(spec: Spec, *, opt_level: int = 3) -> CompiledKernel:
-    """``spec``'s kernel and handler, compiled once per process (later calls return the same
-    object)."""
+def compile_kernel(spec: Spec, *, target: str = "cpu", opt_level: int = 3) -> CompiledKernel:
+    """``spec``'s kernel and handler, compiled once per process and target (later calls return
+    the same object).  ``target="gpu-body"`` compiles the GPU kernel's body for the CPU (see
+    :func:`lower_module`)."""
     with _lock:
-        if spec in _compiled:
-            return _compiled[spec]
-        ee_mod = upstream.module("execution_engine")
+        key = (spec, target)
+        if key in _compiled:
+            return _compiled[key]
         t0 = time.perf_counter()
         try:
-            ctx, module = lower_module(spec)
+            ctx, module = lower_module(spec, target=target)
         except Exception as err:  # MLIRError from a pass or the verifier: a bug, say which
             raise FFIError(f"building kernel {spec.name} failed: {err}") from None
         t1 = time.perf_counter()
-        with ctx:
-            engine = ee_mod.ExecutionEngine(module, opt_level=opt_level)
-        getter = engine.raw_lookup(f"{spec.name}_ffi_address")
-        if not getter:
-            raise FFIError(f"compiled kernel {spec.name} has no handler address function")
-        out = ctypes.c_void_p()
-        packed = (ctypes.c_void_p * 1)(ctypes.cast(ctypes.pointer(out), ctypes.c_void_p))
-        ctypes.CFUNCTYPE(None, ctypes.c_void_p)(getter)(packed)
-        ck = CompiledKernel(spec, (ctx, module, engine), out.value,
+        engine, address = jit(ctx, module, f"{spec.name}_ffi_address", opt_level=opt_level)
+        ck = CompiledKernel(spec, (ctx, module, engine), address,
                             t1 - t0, time.perf_counter() - t1)
-        _compiled[spec] = ck
+        _compiled[key] = ck
         return ck
+
+
+def register_handler(ck: CompiledKernel, platform: str) -> str:
+    """Registers ``ck``'s handler as the XLA FFI target ``ck.name`` for ``platform`` ("cpu",
+    "CUDA"), once per process; returns the name."""
+    import jax  # optional, heavy
+
+    with _lock:
+        if (ck.name, platform) not in _registered:
+            jax.ffi.register_ffi_target(ck.name, jax.ffi.pycapsule(ck.handler),
+                                        platform=platform, api_version=1)
+            _registered.add((ck.name, platform))
+    return ck.name
 
 
 def register(spec: Spec) -> str:
     """Compiles ``spec``'s kernel (once) and registers its handler as an XLA FFI target for the
-    CPU (once); returns the target name."""
-    import jax  # optional, heavy
+    CPU (once); returns the target name (the same for every platform)."""
+    return register_handler(compile_kernel(spec), "cpu")
 
-    ck = compile_kernel(spec)
-    with _lock:
-        if ck.name not in _registered:
-            jax.ffi.register_ffi_target(ck.name, jax.ffi.pycapsule(ck.handler),
-                                        platform="cpu", api_version=1)
-            _registered.add(ck.name)
-    return ck.name
+
+#: platform -> the function registering a kernel's handler there (:func:`add_platform`)
+_REGISTRARS: dict[str, Callable[[Spec], str]] = {"cpu": register}
+
+
+def add_platform(platform: str, registrar: Callable[[Spec], str]) -> None:
+    """Makes the JAX entry points' ``platform=`` accept ``platform``: ``registrar(spec)``
+    registers ``spec``'s handler for it under ``spec.name`` (:mod:`mxlower.execution.ffi_cuda`
+    adds "cuda")."""
+    _REGISTRARS[platform] = registrar
+
+
+def _register_for(spec: Spec, platform: str) -> str:
+    if platform not in _REGISTRARS:
+        raise ValueError(f"no kernels for platform {platform!r} (known: "
+                         f"{', '.join(_REGISTRARS)}; import mxlower.execution.ffi_cuda for "
+                         "cuda)")
+    return _REGISTRARS[platform](spec)
 
 
 # ============================================================================ JAX entry points
@@ -713,13 +775,15 @@ def _vmap_method(global_scale: Any) -> str:
 
 def quantize(x: Any, format: str = "mxfp8_e4m3", *, axis: int = -1,  # noqa: A002
              block_size: int | None = None, scale_mode: str = "floor",
-             global_scale: Any | None = None, packed: bool = False) -> tuple[Any, Any]:
+             global_scale: Any | None = None, packed: bool = False,
+             platform: str = "cpu") -> tuple[Any, Any]:
     """``(elements, scales)`` of ``x`` quantized along ``axis`` by mxlower's fused CPU kernel.
 
     The same arguments and results as :func:`mxlower.reference.quantize` (docs/semantics.md section 3, 4),
     as JAX arrays (see the module docstring for the storage dtypes); ``packed=True`` packs f6
     elements four per three bytes along the blocked axis.  Usable inside ``jax.jit`` and
-    ``jax.vmap``; CPU only."""
+    ``jax.vmap``.  ``platform``: where the call will run, "cpu" or (with
+    :mod:`mxlower.execution.ffi_cuda` imported) "cuda"."""
     import jax  # optional, heavy
     import jax.numpy as jnp  # optional, heavy
 
@@ -743,7 +807,7 @@ def quantize(x: Any, format: str = "mxfp8_e4m3", *, axis: int = -1,  # noqa: A00
     operands = [xt]
     if global_scale is not None:
         operands.append(jnp.asarray(global_scale, jnp.float32).reshape(()))
-    target = register(spec)
+    target = _register_for(spec, platform)
     outs = [_storage(spec, o, xt.shape) for o in spec.results()]
     q, s = jax.ffi.ffi_call(target, outs, vmap_method=_vmap_method(global_scale))(*operands)
     return jnp.moveaxis(q, -1, ax), jnp.moveaxis(s, -1, ax)
@@ -751,7 +815,8 @@ def quantize(x: Any, format: str = "mxfp8_e4m3", *, axis: int = -1,  # noqa: A00
 
 def dequantize(elements: Any, scales: Any, format: str = "mxfp8_e4m3", *,  # noqa: A002
                axis: int = -1, block_size: int | None = None, dtype: Any = np.float32,
-               global_scale: Any | None = None, packed: bool = False) -> Any:
+               global_scale: Any | None = None, packed: bool = False,
+               platform: str = "cpu") -> Any:
     """``decode(element) * decode(scale)`` (nvfp4: times ``global_scale``) rounded to ``dtype``
     by mxlower's fused CPU kernel (docs/semantics.md section 5); the inverse of :func:`quantize`'s
     storage."""
@@ -782,7 +847,7 @@ def dequantize(elements: Any, scales: Any, format: str = "mxfp8_e4m3", *,  # noq
     operands = [et, st]
     if global_scale is not None:
         operands.append(jnp.asarray(global_scale, jnp.float32).reshape(()))
-    target = register(spec)
+    target = _register_for(spec, platform)
     (out,) = [_storage(spec, o, shape) for o in spec.results()]
     y = jax.ffi.ffi_call(target, out, vmap_method=_vmap_method(global_scale))(*operands)
     return jnp.moveaxis(y, -1, ax)
@@ -827,14 +892,15 @@ def convert_spec(x_dtype: Any, dtype: Any, *, source: str | None = None,
         raise ValueError(f"{fn}: {err}") from None
 
 
-def convert(x: Any, dtype: Any, *, source: str | None = None, packed: bool = False) -> Any:
+def convert(x: Any, dtype: Any, *, source: str | None = None, packed: bool = False,
+            platform: str = "cpu") -> Any:
     """``x`` converted to ``dtype`` by mxlower's fused CPU kernel (docs/semantics.md section 2,
     bit-exact with :func:`mxlower.reference.convert`): f32/bf16/f16 to a narrow float type or
     back.  Narrow values are stored as :class:`mxlower.jax.MXArray` stores elements: f8 and f4
     in their JAX dtypes, the f6 types as ``uint8`` codes (one per byte, or with ``packed=True``
     four per three bytes along the last axis, whose size must then be a multiple of 4 codes).
     ``source`` names the narrow type of an input of uint8 codes.  Usable inside ``jax.jit``
-    and ``jax.vmap``; CPU only."""
+    and ``jax.vmap``; ``platform`` as for :func:`quantize`."""
     import jax  # optional, heavy
     import jax.numpy as jnp  # optional, heavy
 
@@ -855,7 +921,7 @@ def convert(x: Any, dtype: Any, *, source: str | None = None, packed: bool = Fal
                                  f"3, got {shape[-1]}")
             shape[-1] = shape[-1] * 4 // 3
     (o,) = spec.results()
-    target = register(spec)
+    target = _register_for(spec, platform)
     return jax.ffi.ffi_call(target, jax.ShapeDtypeStruct(tuple(shape), o.dtype),
                             vmap_method="broadcast_all")(x)
 
@@ -863,11 +929,8 @@ def convert(x: Any, dtype: Any, *, source: str | None = None, packed: bool = Fal
 # ============================================================================ command line
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m mxlower.execution.ffi OP FORMAT [options]``: print a kernel's IR (the loops,
-    or the LLVM dialect module with its FFI handler), e.g. for FileCheck tests."""
-    ap = argparse.ArgumentParser(prog="python -m mxlower.execution.ffi",
-                                 description="print the IR of one of mxlower's FFI kernels")
+def spec_arguments(ap: argparse.ArgumentParser) -> None:
+    """The command-line arguments naming a kernel (shared with :mod:`ffi_cuda`'s)."""
     ap.add_argument("op", choices=("quantize", "dequantize", "convert"))
     ap.add_argument("format", help=f"one of {', '.join(FORMATS)}; for convert, the source "
                     "type (f32, bf16, f16 or a narrow float type)")
@@ -878,17 +941,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--block-size", type=int, default=None)
     ap.add_argument("--packed", action="store_true", help="f6 elements packed (mx.pack layout)")
     ap.add_argument("--global-scale", action="store_true", help="nvfp4's f32 global scale")
+
+
+def spec_from_arguments(a: argparse.Namespace) -> Spec:
+    """The kernel :func:`spec_arguments` name (ValueError saying what is wrong)."""
+    if a.op == "convert":
+        if a.to is None:
+            raise ValueError("convert needs --to (the destination type)")
+        return ConvertSpec(a.format, a.to, a.packed)
+    return KernelSpec(a.op, a.format, a.wide, a.scale_mode, a.block_size, a.packed,
+                      a.global_scale)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m mxlower.execution.ffi OP FORMAT [options]``: print a kernel's IR (the loops,
+    or the LLVM dialect module with its FFI handler), e.g. for FileCheck tests."""
+    ap = argparse.ArgumentParser(prog="python -m mxlower.execution.ffi",
+                                 description="print the IR of one of mxlower's FFI kernels")
+    spec_arguments(ap)
     ap.add_argument("--stage", choices=("loops", "llvm"), default="loops",
                     help="loops: the kernel as built; llvm: lowered, with its FFI handler")
     a = ap.parse_args(argv)
     try:
-        if a.op == "convert":
-            if a.to is None:
-                raise ValueError("convert needs --to (the destination type)")
-            spec: Spec = ConvertSpec(a.format, a.to, a.packed)
-        else:
-            spec = KernelSpec(a.op, a.format, a.wide, a.scale_mode, a.block_size, a.packed,
-                              a.global_scale)
+        spec = spec_from_arguments(a)
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 1

@@ -36,7 +36,7 @@ def quantize(x: Any, format: str = "mxfp8_e4m3", *, axis: int = -1,  # noqa: A00
     the result differentiate as if the quantized value were ``x`` itself.
 
     ``impl``: "auto" runs mxlower's fused kernel (an XLA FFI custom call) when lowered for the
-    CPU, the portable StableHLO elsewhere; "xla" always the StableHLO (see
+    CPU or CUDA, the portable StableHLO elsewhere; "xla" always the StableHLO (see
     :mod:`mxlower.jax.kernels`).  Both give the same bits.
     """
     kernels.check_impl(impl, "quantize")
@@ -95,7 +95,7 @@ def convert(x: Any, dtype: Any, *, source: str | None = None, impl: str = "auto"
     ``source`` naming their type (``convert(codes, jnp.float32, source="f6E2M3FN")``).
 
     ``impl``: "auto" runs mxlower's fused conversion kernel (an XLA FFI custom call) when lowered
-    for the CPU, the portable StableHLO (``stablehlo.convert`` expanded by
+    for the CPU or CUDA, the portable StableHLO (``stablehlo.convert`` expanded by
     ``mxlower-expand-narrow-floats``) elsewhere; "xla" always the StableHLO.  Gradient: the
     tangent converted like ``astype``'s (none through uint8 codes).
     """

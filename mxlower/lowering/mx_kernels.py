@@ -81,9 +81,13 @@ _MAX_LANES = 64
 _GROUP_VALUES = 256
 #: values per vector (and per unit of the block range) of a conversion kernel
 CONVERT_LANES = 32
-#: where a kernel runs: "cpu" (a func.func looping over its range) or "gpu" (a gpu.func, one
-#: thread per block or unit)
-TARGETS = ("cpu", "gpu")
+#: what a kernel is built for: "cpu" (a func.func looping over its range, conversions by the
+#: codec), "gpu" (a gpu.func, one thread per block or unit, conversions as narrow
+#: arith.truncf/extf for mxlower-lower-narrow-floats-to-nvvm) and "gpu-body" (the GPU kernel's
+#: body, conversions and arithmetic as built for the GPU, in a CPU func.func looping over the
+#: units one at a time: how the GPU kernels' logic is run and tested without a GPU, its
+#: conversions lowered by mxlower-lower-narrow-floats-to-llvm)
+TARGETS = ("cpu", "gpu", "gpu-body")
 #: the unit attribute mxlower-lower-narrow-floats-to-nvvm reads (mxlower.lowering.nvvm)
 _SATFINITE = "mxlower.satfinite"
 
@@ -297,10 +301,16 @@ class ArithOps:
 
     Integers are signless and read as signed (as StableHLO's ``i32``); a Python number operand
     becomes a constant of the other operand's type, and a scalar operand meeting a vector is
-    broadcast to it (``vector.broadcast``).  Build under an insertion point and location."""
+    broadcast to it (``vector.broadcast``).  Build under an insertion point and location.
 
-    def __init__(self, ir: Any, arith: Any, math: Any, vector: Any):
+    ``libm=False`` builds float ``abs`` and ``round_even`` from ``arith`` alone (the sign bit
+    cleared; adding and subtracting 2^p, exact in round-to-nearest-even), because the GPU
+    lowering turns ``math.absf`` / ``math.roundeven`` into libdevice calls (``__nv_fabs``,
+    ``__nv_rint``) that no kernel image links."""
+
+    def __init__(self, ir: Any, arith: Any, math: Any, vector: Any, *, libm: bool = True):
         self.ir, self.arith, self.math, self.vector = ir, arith, math, vector
+        self.libm = libm
 
     # -- types ------------------------------------------------------------------------------
     def _elem(self, t: Any) -> Any:
@@ -380,14 +390,36 @@ class ArithOps:
     def not_(self, a):
         return self.xor(a, -1)
 
+    def _float_bits(self, a: Any) -> tuple[str, int]:
+        """(integer type, mantissa bits) of a float value's element type (f32 or f64)."""
+        w = self.ir.FloatType(self._elem(a.type)).width
+        return f"i{w}", {32: 23, 64: 52}[w]
+
     def abs(self, a):
-        return (self.math.AbsFOp if self._is_float(a) else self.math.AbsIOp)(a).result
+        if not self._is_float(a):
+            return self.math.AbsIOp(a).result
+        if self.libm:
+            return self.math.AbsFOp(a).result
+        it, _ = self._float_bits(a)
+        w = int(it[1:])
+        return self.bitcast(self.and_(self.bitcast(a, it), (1 << (w - 1)) - 1), self.etype(a))
 
     def clz(self, a):
         return self.math.CountLeadingZerosOp(a).result
 
     def round_even(self, a):
-        return self.math.RoundEvenOp(a).result
+        if self.libm:
+            return self.math.RoundEvenOp(a).result
+        # |a| < 2^p: (|a| + 2^p) - 2^p rounds |a| to an integer, ties to even; the sign of a
+        # is put back (-0.3 -> -0).  Larger magnitudes, Inf and NaN are integral already.
+        it, p = self._float_bits(a)
+        w = int(it[1:])
+        mag = self.abs(a)
+        big = self.like(a, float(2 ** p))
+        r = self.sub(self.add(mag, big), big)
+        sign = self.and_(self.bitcast(a, it), self.like(self.bitcast(a, it), 1 << (w - 1)))
+        r = self.bitcast(self.or_(self.bitcast(r, it), sign), self.etype(a))
+        return self.select(self.lt(mag, big), r, a)
 
     def clamp(self, lo, x, hi):
         return self.min(self.max(x, lo), hi)
@@ -462,7 +494,8 @@ class _Kernel:
         self.m = mods
         self.ir = mods["ir"]
         self.target = target
-        self.b = ArithOps(mods["ir"], mods["arith"], mods["math"], mods["vector"])
+        self.b = ArithOps(mods["ir"], mods["arith"], mods["math"], mods["vector"],
+                          libm=target == "cpu")
         self.lanes = lanes
         #: the narrow codes' width in storage (4: two per byte; 6 with packed: four per 3 bytes)
         self.code_bits = code_bits
@@ -485,9 +518,15 @@ class _Kernel:
         return v if den == 1 else a.DivUIOp(v, self.index(den)).result
 
     def mask(self, count: Any, n: int) -> Any:
-        """vector<n x i1>: the first ``count`` lanes."""
-        t = self.ir.VectorType.get([n], self.ir.IntegerType.get_signless(1))
-        return self.m["vector"].CreateMaskOp(t, [count]).result
+        """vector<n x i1>: the first ``count`` lanes (``lane < count``, in plain ``arith``: the
+        GPU pipeline's convert-to-llvm has no lowering of a dynamic ``vector.create_mask``)."""
+        ir, a = self.ir, self.m["arith"]
+        i32 = ir.IntegerType.get_signless(32)
+        t = ir.VectorType.get([n], i32)
+        lanes = a.ConstantOp(t, ir.DenseElementsAttr.get(np.arange(n, dtype=np.int32),
+                                                         type=t)).result
+        c = a.IndexCastOp(i32, count).result
+        return self.b.lt(lanes, c)
 
     def load(self, mem: Any, at: Any, vtype: Any, count: Any = None) -> Any:
         """``vtype`` values at ``mem[at]``; with ``count``, only that many (the rest zero)."""
@@ -652,7 +691,7 @@ class _Kernel:
         ir, spec = self.ir, self.spec
         index = ir.IndexType.get()
         ftype = ir.FunctionType.get([*self.signature(), index, index], [])
-        if self.target == "cpu":
+        if self.target != "gpu":
             f = self.m["func"].FuncOp(spec.name, ftype)
             entry = f.add_entry_block()
         else:
@@ -663,6 +702,9 @@ class _Kernel:
             bufs, b0, b1 = a[:-2], a[-2], a[-1]
             if self.target == "cpu":
                 self.run_range(bufs, b0, b1)
+                self.m["func"].ReturnOp([])
+            elif self.target == "gpu-body":
+                self.for_each(b0, b1, lambda i: self.run_unit(bufs, i))
                 self.m["func"].ReturnOp([])
             else:
                 gpu, ar = self.m["gpu"], self.m["arith"]
@@ -693,7 +735,7 @@ class _MXKernel(_Kernel):
         self.chunks = k // lanes
         #: blocks per loop iteration: their scale arithmetic runs as one vector (GPU: one
         #: block per thread)
-        self.group = (1 if self.chunks > 1 or target == "gpu"
+        self.group = (1 if self.chunks > 1 or target != "cpu"
                       else max(1, min(16, _GROUP_VALUES // k)))
 
     def over_chunks(self, start: Any, body, init: list[Any] | None = None) -> list[Any]:
@@ -965,14 +1007,14 @@ def _kernel(spec: KernelSpec | ConvertSpec, mods: dict[str, Any], target: str) -
 
 def emit_kernel(spec: KernelSpec | ConvertSpec, module: Any, *, target: str = "cpu") -> Any:
     """Appends ``spec``'s kernel to ``module`` (an upstream ``ir.Module``, under its context):
-    a ``func.func`` named ``spec.name`` (``target="cpu"``) or a ``gpu.func`` of that name in
-    the module's ``gpu.module @mxlower_kernels``, created on first use (``"gpu"``); returns
-    the function op."""
+    a ``func.func`` named ``spec.name`` (``target="cpu"`` or ``"gpu-body"``) or a ``gpu.func``
+    of that name in the module's ``gpu.module @mxlower_kernels``, created on first use
+    (``"gpu"``); returns the function op."""
     m = _modules()
     ir = m["ir"]
     with ir.Location.name(spec.name):
         kernel = _kernel(spec, m, target)
-        if target == "cpu":
+        if target != "gpu":
             with ir.InsertionPoint(module.body):
                 return kernel.function()
         container = next((op for op in module.body.operations

@@ -22,10 +22,11 @@
 // F4: vector.store %{{.*}}, %[[Y]][%{{.*}}] : memref<?xi8>, vector<16xi8>
 // F4-NOT: vector.load
 // F4: scf.if
-// F4: %[[M:.*]] = vector.create_mask %{{.*}} : vector<32xi1>
+// the mask: lane < count (constant lane numbers against the count)
+// F4: %[[M:.*]] = arith.cmpi slt, %{{.*}}, %{{.*}} : vector<32xi32>
 // F4: vector.maskedload %[[X]][%[[WHOLE]]], %[[M]], %{{.*}} : memref<?xf32>, vector<32xi1>, vector<32xf32> into vector<32xf32>
-// F4: vector.create_mask %{{.*}} : vector<16xi1>
-// F4: vector.maskedstore %[[Y]][%{{.*}}], %{{.*}}, %{{.*}} : memref<?xi8>, vector<16xi1>, vector<16xi8>
+// F4: %[[M2:.*]] = arith.cmpi slt, %{{.*}}, %{{.*}} : vector<16xi32>
+// F4: vector.maskedstore %[[Y]][%{{.*}}], %[[M2]], %{{.*}} : memref<?xi8>, vector<16xi1>, vector<16xi8>
 // F4: return
 
 // Packed f6 codes in: 24 bytes per 32 values, unpacked with shuffles; the value count from y
