@@ -7,9 +7,9 @@ other processes hits every case alike):
 
 * ``kernel``: ``mxlower.jax.quantize`` / ``dequantize`` / ``convert`` with ``impl="auto"``
   under ``jax.jit`` -- the FFI kernels (XLA's intra-op threads from 2^18 values on);
-* ``kernel alone``: the same quantize kernels' handlers called directly through the C ABI on
-  buffers allocated once, on one thread (what the kernel costs without XLA's per-call result
-  allocation and thread pool);
+* ``kernel alone``: the same kernels' handlers called directly through the C ABI on buffers
+  allocated once, on one thread (what the kernel costs without XLA's per-call result
+  allocation -- page faults of a fresh large result -- and without its thread pool);
 * ``StableHLO``: the same calls with ``impl="xla"`` (the portable lowering; what
   ``mxlower.jax.quantize`` did before the kernels);
 * ``JAX``: JAX's own block quantizer (``jax._src.cudnn.scaled_matmul_stablehlo.quantize``
@@ -18,7 +18,8 @@ other processes hits every case alike):
 * conversions: ``x.astype(t)`` under ``jax.jit`` (XLA:CPU's own convert; it has no f6) and
   ml_dtypes' ``astype`` (NumPy, up to ``--ml-dtypes-max``);
 * ``memcpy``: ``numpy.copyto`` of the f32 input into a buffer whose pages are already mapped
-  (one thread).  A case's "% of memcpy" is (the bytes it must move: input read plus outputs
+  (one thread), and the same copy through XLA (``x + 0.0`` under ``jax.jit``: a fresh result
+  every call, as the kernels' results are).  A case's "% of memcpy" is (the bytes it must move: input read plus outputs
   written) / its time / (2 x input bytes / memcpy time).  Every XLA call also writes a freshly
   allocated result (page faults included), which memcpy does not.
 
@@ -57,6 +58,7 @@ CONVERT = ("f8E4M3FN", "f8E5M2", "f8E8M0FNU", "f6E2M3FN", "f4E2M1FN")
 JAX_CONFIGS = {"mxfp8_e4m3": "mxfp8", "nvfp4": "nvfp4"}
 ROW = 4096
 MEMCPY = "memcpy"
+XLA_COPY = "xla copy"
 
 
 def _ready(fn: Callable, *args) -> Callable[[], object]:
@@ -89,10 +91,14 @@ def bench_size(logn: int, reps: int, ml_dtypes_max: int) -> dict[str, tuple[floa
     dst = np.empty_like(src)
     dst[...] = 1  # touch the pages once
     cases: dict[str, tuple[Callable[[], object], float]] = {
-        MEMCPY: (lambda: np.copyto(dst, src), 2 * 4 * n)}
+        MEMCPY: (lambda: np.copyto(dst, src), 2 * 4 * n),
+        # the same bytes through XLA, which allocates its result on every call (as it does the
+        # kernels' results): what a fresh f32 output costs at this size
+        XLA_COPY: (_ready(jax.jit(lambda x: x + 0.0), x), 2 * 4 * n)}
     for fmt in FORMATS_Q:
         moved = 4 * n + written(fmt, n)
-        cases[f"alone q {fmt}"] = (direct_case(KernelSpec("quantize", fmt), xn), moved)
+        cases[f"alone q {fmt}"] = (direct_case(KernelSpec("quantize", fmt), [xn], xn.shape),
+                                   moved)
         for impl in ("auto", "xla"):
             cases[f"{impl} q {fmt}"] = (_ready(jax.jit(
                 lambda x, f=fmt, i=impl: _parts(mxj.quantize(x, f, impl=i))), x), moved)
@@ -104,6 +110,13 @@ def bench_size(logn: int, reps: int, ml_dtypes_max: int) -> dict[str, tuple[floa
     for fmt in FORMATS_DQ:
         q = mxj.quantize(x, fmt).detach()
         moved = 4 * n + written(fmt, n)
+        qb = [np.asarray(a).reshape(-1).view(np.uint8) if np.asarray(a).dtype.itemsize == 1
+              else np.asarray(a) for a in (q.elements, q.scales)]
+        if FORMATS[fmt].bits == 4:  # XLA's f4 array as NumPy holds it: one code a byte
+            codes = qb[0] & 0xF
+            qb[0] = codes[0::2] | (codes[1::2] << 4)
+        cases[f"alone dq {fmt}"] = (direct_case(KernelSpec("dequantize", fmt), qb, xn.shape),
+                                    moved)
         for impl in ("auto", "xla"):
             cases[f"{impl} dq {fmt}"] = (_ready(jax.jit(
                 lambda q, i=impl: mxj.dequantize(q, impl=i)), q), moved)
@@ -112,6 +125,11 @@ def bench_size(logn: int, reps: int, ml_dtypes_max: int) -> dict[str, tuple[floa
         y = mxj.convert(x, t)
         src_kw = {"source": t} if types.float_type(t).bits == 6 else {}
         cases[f"auto to {t}"] = (_ready(jax.jit(lambda x, t=t: mxj.convert(x, t)), x), moved)
+        yb = np.asarray(y).reshape(-1).view(np.uint8)
+        if types.float_type(t).bits == 4:
+            yb = (yb & 0xF)[0::2] | ((yb & 0xF)[1::2] << 4)
+        cases[f"alone to {t}"] = (direct_case(ConvertSpec("f32", t), [xn], xn.shape), moved)
+        cases[f"alone from {t}"] = (direct_case(ConvertSpec(t, "f32"), [yb], xn.shape), moved)
         cases[f"auto from {t}"] = (_ready(jax.jit(
             lambda y, kw=src_kw: mxj.convert(y, jnp.float32, **kw)), y), moved)
         if types.float_type(t).bits != 6:  # XLA:CPU has no f6
@@ -127,20 +145,31 @@ def bench_size(logn: int, reps: int, ml_dtypes_max: int) -> dict[str, tuple[floa
     return {k: (t[k], moved) for k, (_, moved) in cases.items()}
 
 
-def direct_case(spec: KernelSpec, x: np.ndarray) -> Callable[[], object]:
+def _dims(kind: str, k: int, shape: tuple[int, ...]) -> tuple[int, ...]:
+    if kind == "scales":
+        return (*shape[:-1], shape[-1] // k)
+    return shape
+
+
+def direct_case(spec: KernelSpec | ConvertSpec, inputs: list[np.ndarray],
+                shape: tuple[int, ...]) -> Callable[[], object]:
     """The kernel's handler called through the C ABI on buffers allocated (and touched) once:
-    the kernel alone, on this thread, without XLA's per-call result allocation."""
+    the kernel alone, on this thread, without XLA's per-call result allocation.  ``inputs``:
+    the input buffers (their bytes), ``shape``: the array's."""
     ck = ffi.compile_kernel(spec)
-    n = x.size
-    res = spec.results()
-    elements = np.ones(n // 2 if spec.fmt.bits == 4 else n, np.uint8)  # f6: a code a byte
-    scales = np.ones(n // spec.k, np.uint8)
-    keep: list = [elements, scales]
-    shape = x.shape
-    args = [abi.buffer_arg(x.ctypes.data, "float32", shape, keep)]
-    rets = [abi.buffer_arg(elements.ctypes.data, res[0].dtype.name, shape, keep),
-            abi.buffer_arg(scales.ctypes.data, res[1].dtype.name,
-                           (*shape[:-1], shape[-1] // spec.k), keep)]
+    n = int(np.prod(shape))
+    keep: list = list(inputs)
+    args = [abi.buffer_arg(a.ctypes.data, o.dtype.name, _dims(o.kind, spec.k, shape), keep)
+            for o, a in zip(spec.operands(), inputs)]
+    rets = []
+    for o in spec.results():
+        size = {"scales": n // spec.k}.get(o.kind, n * o.dtype.itemsize)
+        if o.dtype.name == "float4_e2m1fn":
+            size = n // 2
+        out = np.ones(size, np.uint8)  # pages touched once
+        keep.append(out)
+        rets.append(abi.buffer_arg(out.ctypes.data, o.dtype.name, _dims(o.kind, spec.k, shape),
+                                   keep))
     # an API without the thread-pool functions: the kernel runs on this thread alone
     api = abi.Api(struct_size=abi.Api.XLA_FFI_Error_Create.offset + 8)
     frame = abi.call_frame(ctypes.addressof(api), args, rets, keep)
@@ -183,6 +212,10 @@ def _pct(moved: float, s: float, memcpy_bw: float) -> str:
     return f"{100 * moved / s / memcpy_bw:.0f}%"
 
 
+def _of_memcpy(t: dict[str, tuple[float, float]], case: str) -> str:
+    return _pct(t[case][1], t[case][0], t[MEMCPY][1] / t[MEMCPY][0])
+
+
 def markdown(sizes: dict[int, dict[str, tuple[float, float]]], startup: list[dict]) -> str:
     """The BENCHMARKS.md tables of a run."""
     out = ["Quantize (f32 in; f6 elements one code per byte), ms and % of memcpy bandwidth for "
@@ -201,33 +234,40 @@ def markdown(sizes: dict[int, dict[str, tuple[float, float]]], startup: list[dic
                        f"{'' if sj is None else f'{sj * 1e3:.2f}'} | {sx / sa:.1f}x | "
                        f"{'' if sj is None else f'{sj / sa:.1f}x'} |")
     out += ["", "Dequantize to f32:", "",
-            "| size | format | kernel | % memcpy | StableHLO | x StableHLO |",
-            "|---|---|---:|---:|---:|---:|"]
+            "| size | format | kernel | % memcpy | kernel alone, 1 thread | StableHLO | "
+            "x StableHLO |", "|---|---|---:|---:|---:|---:|---:|"]
     for logn, t in sizes.items():
         bw = t[MEMCPY][1] / t[MEMCPY][0]
         for fmt in FORMATS_DQ:
-            (sa, mv), (sx, _) = t[f"auto dq {fmt}"], t[f"xla dq {fmt}"]
+            (sa, mv), (sx, _), (s1, _) = t[f"auto dq {fmt}"], t[f"xla dq {fmt}"], \
+                t[f"alone dq {fmt}"]
             out.append(f"| 2^{logn} | {fmt} | {sa * 1e3:.2f} | {_pct(mv, sa, bw)} | "
-                       f"{sx * 1e3:.2f} | {sx / sa:.1f}x |")
+                       f"{s1 * 1e3:.2f} ({_pct(mv, s1, bw)}) | {sx * 1e3:.2f} | "
+                       f"{sx / sa:.1f}x |")
     out += ["", "Plain conversions from and to f32 (`mxlower.jax.convert` vs `x.astype` under "
             "`jax.jit` and ml_dtypes' `astype`):", "",
-            "| size | conversion | kernel | % memcpy | XLA astype | ml_dtypes | x astype | "
-            "x ml_dtypes |", "|---|---|---:|---:|---:|---:|---:|---:|"]
+            "| size | conversion | kernel | % memcpy | kernel alone, 1 thread | XLA astype | "
+            "ml_dtypes | x astype | x ml_dtypes |", "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
     for logn, t in sizes.items():
         bw = t[MEMCPY][1] / t[MEMCPY][0]
         for tname in CONVERT:
             for way, label in (("to", f"f32 -> {tname}"), ("from", f"{tname} -> f32")):
                 sa, mv = t[f"auto {way} {tname}"]
+                s1 = t[f"alone {way} {tname}"][0]
                 sx = t.get(f"astype {way} {tname}", (None,))[0]
                 sm = t.get(f"ml_dtypes {way} {tname}", (None,))[0]
                 out.append(
                     f"| 2^{logn} | {label} | {sa * 1e3:.2f} | {_pct(mv, sa, bw)} | "
+                    f"{s1 * 1e3:.2f} ({_pct(mv, s1, bw)}) | "
                     f"{'no f6' if sx is None else f'{sx * 1e3:.2f}'} | "
                     f"{'' if sm is None else f'{sm * 1e3:.2f}'} | "
                     f"{'' if sx is None else f'{sx / sa:.1f}x'} | "
                     f"{'' if sm is None else f'{sm / sa:.1f}x'} |")
     out += ["", "memcpy (numpy.copyto, one thread, warm pages): " + ", ".join(
         f"2^{logn} {t[MEMCPY][0] * 1e3:.2f} ms ({t[MEMCPY][1] / t[MEMCPY][0] / 1e9:.1f} GB/s)"
+        for logn, t in sizes.items()) + ".  The same copy through XLA (`x + 0.0` under "
+        "`jax.jit`, a fresh f32 result each call): " + ", ".join(
+        f"2^{logn} {t[XLA_COPY][0] * 1e3:.2f} ms ({_of_memcpy(t, XLA_COPY)} of memcpy)"
         for logn, t in sizes.items()) + ".", "",
         "Kernel build (MLIR: kernel, lowering, handler) and LLVM compile time, and a jitted "
         "call on [16, 4096] f32: the first (trace, build, compile, register, XLA compile) and "
