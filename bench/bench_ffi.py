@@ -1,30 +1,32 @@
-"""mxlower's fused FFI kernels on the CPU against memcpy, mxlower.jax's StableHLO and JAX's own
-quantizer, in one run.
+"""mxlower's fused FFI kernels on the CPU against memcpy, mxlower.jax's StableHLO, JAX's own
+quantizer, XLA's ``astype`` and ml_dtypes, in one run; prints the BENCHMARKS.md section.
 
-For each size (f32 ``[N / 4096, 4096]``, blocked along the last axis), timed round-robin in
-one process (the fastest of ``--reps`` runs after two warm-ups, so load from other processes
-hits every case alike):
+For each size (f32 ``[N / 4096, 4096]``, blocked along the last axis), every case is timed
+round-robin in one process (the fastest of ``--reps`` runs after two warm-ups, so load from
+other processes hits every case alike):
 
-* ``ffi``: :func:`mxlower.execution.ffi.quantize` under ``jax.jit`` (mxfp8_e4m3, mxfp6_e2m3,
-  mxfp4_e2m1, nvfp4, mxint8; floor scales), and :func:`~mxlower.execution.ffi.dequantize` of
-  mxfp4 and nvfp4 back to f32;
-* ``stablehlo``: ``mxlower.jax.quantize`` / ``dequantize`` (today's portable lowering, as
-  ``impl="xla"`` runs it);
+* ``kernel``: ``mxlower.jax.quantize`` / ``dequantize`` / ``convert`` with ``impl="auto"``
+  under ``jax.jit`` -- the FFI kernels (XLA's intra-op threads from 2^18 values on);
 * ``kernel alone``: the same kernels' handlers called directly through the C ABI on buffers
   allocated once, on one thread (what the kernel costs without XLA's per-call result
-  allocation and without XLA's thread pool);
-* ``jax``: JAX's own block quantizer (``jax._src.cudnn.scaled_matmul_stablehlo.quantize`` with
-  the ``mxfp8`` / ``nvfp4`` configs of ``jax.nn.get_scaled_dot_general_config``, the code
-  ``jax.nn.scaled_dot_general`` uses);
+  allocation -- page faults of a fresh large result -- and without its thread pool);
+* ``StableHLO``: the same calls with ``impl="xla"`` (the portable lowering; what
+  ``mxlower.jax.quantize`` did before the kernels);
+* ``JAX``: JAX's own block quantizer (``jax._src.cudnn.scaled_matmul_stablehlo.quantize``
+  with the ``mxfp8`` / ``nvfp4`` configs of ``jax.nn.get_scaled_dot_general_config``, the
+  code ``jax.nn.scaled_dot_general`` uses);
+* conversions: ``x.astype(t)`` under ``jax.jit`` (XLA:CPU's own convert; it has no f6) and
+  ml_dtypes' ``astype`` (NumPy, up to ``--ml-dtypes-max``);
 * ``memcpy``: ``numpy.copyto`` of the f32 input into a buffer whose pages are already mapped
-  (one thread), the bandwidth the kernels are measured against: a case's "% of memcpy" is
-  (the bytes it must move: input read plus elements and scales written) / its time /
-  (2 x input bytes / memcpy time); and the same copy through XLA (``x + 0.0``), which, like
-  every XLA call here, writes a freshly allocated result (page faults included).
+  (one thread), and the same copy through XLA (``x + 0.0`` under ``jax.jit``: a fresh result
+  every call, as the kernels' results are).  A case's "% of memcpy" is (the bytes it must move: input read plus outputs
+  written) / its time / (2 x input bytes / memcpy time).  Every XLA call also writes a freshly
+  allocated result (page faults included), which memcpy does not.
 
 Then, per kernel, the build (MLIR: kernel, lowering, handler) and LLVM compile times and the
-first-call overhead of a jitted call (tracing, kernel compile, registration and XLA compile)
-against the same call warm.  Printed as Markdown; ``--json`` saves the rows.
+first-call overhead of a jitted call (tracing, kernel build and compile, registration, XLA
+compile) against the same call warm.  Printed as Markdown, ready for BENCHMARKS.md;
+``--json`` saves the rows.
 
     python bench/bench_ffi.py                         # 2^22, 2^24, 2^26 (a few minutes)
     python bench/bench_ffi.py --sizes 22 --reps 10
@@ -43,16 +45,20 @@ import jax.numpy as jnp
 import numpy as np
 
 import mxlower.jax as mxj
+from mxlower import types
 from mxlower.benchmarking import Session, round_robin
 from mxlower.execution import ffi
 from mxlower.execution import ffi_abi as abi
 from mxlower.formats import FORMATS
-from mxlower.lowering.mx_kernels import KernelSpec
+from mxlower.lowering.mx_kernels import ConvertSpec, KernelSpec
 
 FORMATS_Q = ("mxfp8_e4m3", "mxfp6_e2m3", "mxfp4_e2m1", "nvfp4", "mxint8")
-FORMATS_DQ = ("mxfp4_e2m1", "nvfp4")
+FORMATS_DQ = ("mxfp8_e4m3", "mxfp4_e2m1", "nvfp4")
+CONVERT = ("f8E4M3FN", "f8E5M2", "f8E8M0FNU", "f6E2M3FN", "f4E2M1FN")
+JAX_CONFIGS = {"mxfp8_e4m3": "mxfp8", "nvfp4": "nvfp4"}
 ROW = 4096
-MEMCPY = "memcpy (numpy.copyto of the f32 input, warm pages)"
+MEMCPY = "memcpy"
+XLA_COPY = "xla copy"
 
 
 def _ready(fn: Callable, *args) -> Callable[[], object]:
@@ -64,99 +70,110 @@ def _parts(q: mxj.MXArray) -> tuple:
 
 
 def written(fmt: str, n: int) -> float:
-    """Bytes of elements and scales a quantize of ``n`` values writes."""
+    """Bytes of elements and scales a quantize of ``n`` values writes (f6 one code a byte)."""
     f = FORMATS[fmt]
-    return n * f.bits / 8 + n / f.block_size
+    return n * (8 if f.bits == 6 else f.bits) / 8 + n / f.block_size
 
 
-def bench_size(logn: int, reps: int) -> list[dict]:
+def _convert_bytes(t: str, n: int) -> float:
+    bits = types.float_type(t).bits
+    return n * (8 if bits == 6 else bits) / 8
+
+
+def bench_size(logn: int, reps: int, ml_dtypes_max: int) -> dict[str, tuple[float, float]]:
+    """case -> (seconds, bytes moved) at 2^logn values."""
     from jax._src.cudnn.scaled_matmul_stablehlo import quantize as jax_quantize
 
     n = 1 << logn
     x = jnp.asarray(np.random.default_rng(0).standard_normal((n // ROW, ROW)), jnp.float32)
-    src = np.asarray(x).copy()
+    xn = np.asarray(x)
+    src = xn.copy()
     dst = np.empty_like(src)
     dst[...] = 1  # touch the pages once
     cases: dict[str, tuple[Callable[[], object], float]] = {
         MEMCPY: (lambda: np.copyto(dst, src), 2 * 4 * n),
-        # the same bytes through XLA, which allocates its result on every call as the
-        # kernels' results are
-        "XLA copy (x + 0.0 under jit, f32)": (_ready(jax.jit(lambda x: x + 0.0), x), 2 * 4 * n),
-    }
-    xn = np.asarray(x)
+        # the same bytes through XLA, which allocates its result on every call (as it does the
+        # kernels' results): what a fresh f32 output costs at this size
+        XLA_COPY: (_ready(jax.jit(lambda x: x + 0.0), x), 2 * 4 * n)}
     for fmt in FORMATS_Q:
         moved = 4 * n + written(fmt, n)
-        cases[f"kernel alone, quantize {fmt} (C ABI, warm buffers)"] = (
-            direct_case(KernelSpec("quantize", fmt), xn), moved)
-        cases[f"ffi quantize {fmt}"] = (
-            _ready(jax.jit(lambda x, f=fmt: ffi.quantize(x, f)), x), moved)
-        cases[f"stablehlo quantize {fmt}"] = (
-            _ready(jax.jit(lambda x, f=fmt: _parts(mxj.quantize(x, f, impl="xla"))), x), moved)
-    mx8 = jax.nn.get_scaled_dot_general_config("mxfp8")
-    nv4 = jax.nn.get_scaled_dot_general_config("nvfp4", global_scale=jnp.float32(1.0))
-    cases["jax quantize mxfp8 (scaled_dot_general's)"] = (
-        _ready(jax.jit(lambda x: jax_quantize(x, mx8)), x), 4 * n + written("mxfp8_e4m3", n))
-    cases["jax quantize nvfp4 (scaled_dot_general's)"] = (
-        _ready(jax.jit(lambda x: jax_quantize(x, nv4)), x), 4 * n + written("nvfp4", n))
+        cases[f"alone q {fmt}"] = (direct_case(KernelSpec("quantize", fmt), [xn], xn.shape),
+                                   moved)
+        for impl in ("auto", "xla"):
+            cases[f"{impl} q {fmt}"] = (_ready(jax.jit(
+                lambda x, f=fmt, i=impl: _parts(mxj.quantize(x, f, impl=i))), x), moved)
+        if fmt in JAX_CONFIGS:
+            kw = {"global_scale": jnp.float32(1.0)} if fmt == "nvfp4" else {}
+            cfg = jax.nn.get_scaled_dot_general_config(JAX_CONFIGS[fmt], **kw)
+            cases[f"jax q {fmt}"] = (_ready(jax.jit(lambda x, c=cfg: jax_quantize(x, c)), x),
+                                     moved)
     for fmt in FORMATS_DQ:
         q = mxj.quantize(x, fmt).detach()
         moved = 4 * n + written(fmt, n)
-        cases[f"ffi dequantize {fmt}"] = (
-            _ready(jax.jit(lambda e, s, f=fmt: ffi.dequantize(e, s, f)), q.elements, q.scales),
-            moved)
-        cases[f"stablehlo dequantize {fmt}"] = (
-            _ready(jax.jit(lambda q: mxj.dequantize(q, impl="xla")), q), moved)
+        qb = [np.asarray(a).reshape(-1).view(np.uint8) if np.asarray(a).dtype.itemsize == 1
+              else np.asarray(a) for a in (q.elements, q.scales)]
+        if FORMATS[fmt].bits == 4:  # XLA's f4 array as NumPy holds it: one code a byte
+            codes = qb[0] & 0xF
+            qb[0] = codes[0::2] | (codes[1::2] << 4)
+        cases[f"alone dq {fmt}"] = (direct_case(KernelSpec("dequantize", fmt), qb, xn.shape),
+                                    moved)
+        for impl in ("auto", "xla"):
+            cases[f"{impl} dq {fmt}"] = (_ready(jax.jit(
+                lambda q, i=impl: mxj.dequantize(q, impl=i)), q), moved)
+    for t in CONVERT:
+        moved = 4 * n + _convert_bytes(t, n)
+        y = mxj.convert(x, t)
+        src_kw = {"source": t} if types.float_type(t).bits == 6 else {}
+        cases[f"auto to {t}"] = (_ready(jax.jit(lambda x, t=t: mxj.convert(x, t)), x), moved)
+        yb = np.asarray(y).reshape(-1).view(np.uint8)
+        if types.float_type(t).bits == 4:
+            yb = (yb & 0xF)[0::2] | ((yb & 0xF)[1::2] << 4)
+        cases[f"alone to {t}"] = (direct_case(ConvertSpec("f32", t), [xn], xn.shape), moved)
+        cases[f"alone from {t}"] = (direct_case(ConvertSpec(t, "f32"), [yb], xn.shape), moved)
+        cases[f"auto from {t}"] = (_ready(jax.jit(
+            lambda y, kw=src_kw: mxj.convert(y, jnp.float32, **kw)), y), moved)
+        if types.float_type(t).bits != 6:  # XLA:CPU has no f6
+            dt = types.dtype(t)
+            cases[f"astype to {t}"] = (_ready(jax.jit(lambda x, d=dt: x.astype(d)), x), moved)
+            cases[f"astype from {t}"] = (_ready(jax.jit(lambda y: y.astype(jnp.float32)), y),
+                                         moved)
+            if logn <= ml_dtypes_max:
+                yn = np.asarray(y)
+                cases[f"ml_dtypes to {t}"] = (lambda d=dt: xn.astype(d), moved)
+                cases[f"ml_dtypes from {t}"] = (lambda yn=yn: yn.astype(np.float32), moved)
     t = round_robin({k: fn for k, (fn, _) in cases.items()}, reps)
-    memcpy_bw = cases[MEMCPY][1] / t[MEMCPY]
-    rows = []
-    for k, (_, moved) in cases.items():
-        bw = moved / t[k]
-        rows.append({"size": f"2^{logn}", "case": k, "ms": t[k] * 1e3, "gb_s": bw / 1e9,
-                     "of_memcpy": bw / memcpy_bw})
-    base = {r["case"]: r["ms"] for r in rows}
-    for r in rows:
-        for kind in ("quantize", "dequantize"):
-            if r["case"].startswith(f"ffi {kind} "):
-                fmt = r["case"].rsplit(" ", 1)[1]
-                r["vs_stablehlo"] = base[f"stablehlo {kind} {fmt}"] / r["ms"]
-                jax_case = {"mxfp8_e4m3": "jax quantize mxfp8 (scaled_dot_general's)",
-                            "nvfp4": "jax quantize nvfp4 (scaled_dot_general's)"}.get(fmt)
-                if kind == "quantize" and jax_case:
-                    r["vs_jax"] = base[jax_case] / r["ms"]
-    return rows
+    return {k: (t[k], moved) for k, (_, moved) in cases.items()}
 
 
-def _buffer(a: np.ndarray, dtype: str, dims: tuple[int, ...], keep: list) -> int:
-    d = (ctypes.c_int64 * len(dims))(*dims)
-    b = abi.Buffer(struct_size=ctypes.sizeof(abi.Buffer), dtype=abi.DTYPES[dtype],
-                   data=a.ctypes.data, rank=len(dims), dims=d)
-    keep += [d, b]
-    return ctypes.addressof(b)
+def _dims(kind: str, k: int, shape: tuple[int, ...]) -> tuple[int, ...]:
+    if kind == "scales":
+        return (*shape[:-1], shape[-1] // k)
+    return shape
 
 
-def direct_case(spec: KernelSpec, x: np.ndarray) -> Callable[[], object]:
+def direct_case(spec: KernelSpec | ConvertSpec, inputs: list[np.ndarray],
+                shape: tuple[int, ...]) -> Callable[[], object]:
     """The kernel's handler called through the C ABI on buffers allocated (and touched) once:
-    the kernel alone, on this thread, without XLA's per-call result allocation."""
+    the kernel alone, on this thread, without XLA's per-call result allocation.  ``inputs``:
+    the input buffers (their bytes), ``shape``: the array's."""
     ck = ffi.compile_kernel(spec)
-    n = x.size
-    res = spec.results()
-    elements = np.ones(n // 2 if spec.fmt.bits == 4 else n, np.uint8)  # f6: a code a byte
-    scales = np.ones(n // spec.k, np.uint8)
-    keep: list = []
-    shape = x.shape
-    bufs = [_buffer(elements, res[0].dtype.name, shape, keep),
-            _buffer(scales, res[1].dtype.name, (*shape[:-1], shape[-1] // spec.k), keep)]
-    args = (ctypes.c_void_p * 1)(_buffer(x, "float32", shape, keep))
-    rets = (ctypes.c_void_p * 2)(*bufs)
-    types = (ctypes.c_int32 * 2)(abi.BUFFER, abi.BUFFER)
+    n = int(np.prod(shape))
+    keep: list = list(inputs)
+    args = [abi.buffer_arg(a.ctypes.data, o.dtype.name, _dims(o.kind, spec.k, shape), keep)
+            for o, a in zip(spec.operands(), inputs)]
+    rets = []
+    for o in spec.results():
+        size = {"scales": n // spec.k}.get(o.kind, n * o.dtype.itemsize)
+        if o.dtype.name == "float4_e2m1fn":
+            size = n // 2
+        out = np.ones(size, np.uint8)  # pages touched once
+        keep.append(out)
+        rets.append(abi.buffer_arg(out.ctypes.data, o.dtype.name, _dims(o.kind, spec.k, shape),
+                                   keep))
     # an API without the thread-pool functions: the kernel runs on this thread alone
     api = abi.Api(struct_size=abi.Api.XLA_FFI_Error_Create.offset + 8)
-    frame = abi.CallFrame(
-        struct_size=abi.struct_size(abi.CallFrame, "attrs"), stage=abi.EXECUTE,
-        api=ctypes.addressof(api),
-        args=abi.Args(struct_size=ctypes.sizeof(abi.Args), size=1, types=types, args=args),
-        rets=abi.Rets(struct_size=ctypes.sizeof(abi.Rets), size=2, types=types, rets=rets))
-    keep += [args, rets, types, frame, elements, scales, api]
+    frame = abi.call_frame(ctypes.addressof(api), args, rets, keep)
+    keep.append(api)
 
     def run() -> None:
         assert ck.handler(ctypes.addressof(frame)) is None, "the handler reported an error"
@@ -169,13 +186,16 @@ def bench_startup() -> list[dict]:
     """Build and compile time per kernel, and a jitted call's first-call overhead."""
     rows = []
     x = jnp.asarray(np.random.default_rng(1).standard_normal((16, ROW)), jnp.float32)
-    for fmt in FORMATS_Q:
-        f = jax.jit(lambda x, f=fmt: ffi.quantize(x, f))
+    calls = [(KernelSpec("quantize", f), lambda x, f=f: _parts(mxj.quantize(x, f)))
+             for f in FORMATS_Q]
+    calls += [(ConvertSpec("f32", "f4E2M1FN"), lambda x: mxj.convert(x, "f4E2M1FN"))]
+    for spec, fn in calls:
+        f = jax.jit(fn)
         t0 = time.perf_counter()
         jax.block_until_ready(f(x))
         first = time.perf_counter() - t0
         warm = min(_timed(lambda: jax.block_until_ready(f(x))) for _ in range(20))
-        ck = ffi.compile_kernel(KernelSpec("quantize", fmt))
+        ck = ffi.compile_kernel(spec)
         rows.append({"kernel": ck.name, "build_ms": ck.build_s * 1e3,
                      "compile_ms": ck.compile_s * 1e3, "first_call_ms": first * 1e3,
                      "warm_call_ms": warm * 1e3})
@@ -188,30 +208,94 @@ def _timed(fn: Callable[[], object]) -> float:
     return time.perf_counter() - t0
 
 
+def _pct(moved: float, s: float, memcpy_bw: float) -> str:
+    return f"{100 * moved / s / memcpy_bw:.0f}%"
+
+
+def _of_memcpy(t: dict[str, tuple[float, float]], case: str) -> str:
+    return _pct(t[case][1], t[case][0], t[MEMCPY][1] / t[MEMCPY][0])
+
+
+def markdown(sizes: dict[int, dict[str, tuple[float, float]]], startup: list[dict]) -> str:
+    """The BENCHMARKS.md tables of a run."""
+    out = ["Quantize (f32 in; f6 elements one code per byte), ms and % of memcpy bandwidth for "
+           "the bytes moved; speed-ups of the kernel (mxlower.jax, `impl=\"auto\"`):", "",
+           "| size | format | kernel | % memcpy | kernel alone, 1 thread | StableHLO "
+           "(`impl=\"xla\"`) | JAX's quantizer | x StableHLO | x JAX |",
+           "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for logn, t in sizes.items():
+        bw = t[MEMCPY][1] / t[MEMCPY][0]
+        for fmt in FORMATS_Q:
+            (sa, mv), (sx, _), (s1, _) = t[f"auto q {fmt}"], t[f"xla q {fmt}"], \
+                t[f"alone q {fmt}"]
+            sj = t.get(f"jax q {fmt}", (None,))[0]
+            out.append(f"| 2^{logn} | {fmt} | {sa * 1e3:.2f} | {_pct(mv, sa, bw)} | "
+                       f"{s1 * 1e3:.2f} ({_pct(mv, s1, bw)}) | {sx * 1e3:.2f} | "
+                       f"{'' if sj is None else f'{sj * 1e3:.2f}'} | {sx / sa:.1f}x | "
+                       f"{'' if sj is None else f'{sj / sa:.1f}x'} |")
+    out += ["", "Dequantize to f32:", "",
+            "| size | format | kernel | % memcpy | kernel alone, 1 thread | StableHLO | "
+            "x StableHLO |", "|---|---|---:|---:|---:|---:|---:|"]
+    for logn, t in sizes.items():
+        bw = t[MEMCPY][1] / t[MEMCPY][0]
+        for fmt in FORMATS_DQ:
+            (sa, mv), (sx, _), (s1, _) = t[f"auto dq {fmt}"], t[f"xla dq {fmt}"], \
+                t[f"alone dq {fmt}"]
+            out.append(f"| 2^{logn} | {fmt} | {sa * 1e3:.2f} | {_pct(mv, sa, bw)} | "
+                       f"{s1 * 1e3:.2f} ({_pct(mv, s1, bw)}) | {sx * 1e3:.2f} | "
+                       f"{sx / sa:.1f}x |")
+    out += ["", "Plain conversions from and to f32 (`mxlower.jax.convert` vs `x.astype` under "
+            "`jax.jit` and ml_dtypes' `astype`):", "",
+            "| size | conversion | kernel | % memcpy | kernel alone, 1 thread | XLA astype | "
+            "ml_dtypes | x astype | x ml_dtypes |", "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for logn, t in sizes.items():
+        bw = t[MEMCPY][1] / t[MEMCPY][0]
+        for tname in CONVERT:
+            for way, label in (("to", f"f32 -> {tname}"), ("from", f"{tname} -> f32")):
+                sa, mv = t[f"auto {way} {tname}"]
+                s1 = t[f"alone {way} {tname}"][0]
+                sx = t.get(f"astype {way} {tname}", (None,))[0]
+                sm = t.get(f"ml_dtypes {way} {tname}", (None,))[0]
+                out.append(
+                    f"| 2^{logn} | {label} | {sa * 1e3:.2f} | {_pct(mv, sa, bw)} | "
+                    f"{s1 * 1e3:.2f} ({_pct(mv, s1, bw)}) | "
+                    f"{'no f6' if sx is None else f'{sx * 1e3:.2f}'} | "
+                    f"{'' if sm is None else f'{sm * 1e3:.2f}'} | "
+                    f"{'' if sx is None else f'{sx / sa:.1f}x'} | "
+                    f"{'' if sm is None else f'{sm / sa:.1f}x'} |")
+    out += ["", "memcpy (numpy.copyto, one thread, warm pages): " + ", ".join(
+        f"2^{logn} {t[MEMCPY][0] * 1e3:.2f} ms ({t[MEMCPY][1] / t[MEMCPY][0] / 1e9:.1f} GB/s)"
+        for logn, t in sizes.items()) + ".  The same copy through XLA (`x + 0.0` under "
+        "`jax.jit`, a fresh f32 result each call): " + ", ".join(
+        f"2^{logn} {t[XLA_COPY][0] * 1e3:.2f} ms ({_of_memcpy(t, XLA_COPY)} of memcpy)"
+        for logn, t in sizes.items()) + ".", "",
+        "Kernel build (MLIR: kernel, lowering, handler) and LLVM compile time, and a jitted "
+        "call on [16, 4096] f32: the first (trace, build, compile, register, XLA compile) and "
+        "a warm one:", "",
+        "| kernel | build ms | LLVM compile ms | first call ms | warm call ms |",
+        "|---|---:|---:|---:|---:|"]
+    for r in startup:
+        out.append(f"| {r['kernel']} | {r['build_ms']:.0f} | {r['compile_ms']:.0f} | "
+                   f"{r['first_call_ms']:.0f} | {r['warm_call_ms']:.3f} |")
+    return "\n".join(out)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="mxlower FFI kernels, CPU benchmark")
     ap.add_argument("--sizes", default="22,24,26", help="log2 of the element counts")
     ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--ml-dtypes-max", type=int, default=24,
+                    help="largest log2 size ml_dtypes' astype is timed at (it is slow)")
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
     session = Session()
     startup = bench_startup()  # first: nothing compiled yet
-    rows = []
+    sizes = {}
     for logn in (int(s) for s in args.sizes.split(",")):
-        rows += bench_size(logn, args.reps)
-    lines = ["| size | case | ms | GB/s moved | % of memcpy | vs StableHLO | vs JAX |",
-             "|---|---|---:|---:|---:|---:|---:|"]
-    for r in rows:
-        vs = f"{r['vs_stablehlo']:.1f}x" if "vs_stablehlo" in r else ""
-        vj = f"{r['vs_jax']:.1f}x" if "vs_jax" in r else ""
-        lines.append(f"| {r['size']} | {r['case']} | {r['ms']:.2f} | {r['gb_s']:.2f} | "
-                     f"{100 * r['of_memcpy']:.0f}% | {vs} | {vj} |")
-    lines += ["", "| kernel | build ms | LLVM compile ms | first jitted call ms | warm call ms |",
-              "|---|---:|---:|---:|---:|"]
-    for r in startup:
-        lines.append(f"| {r['kernel']} | {r['build_ms']:.0f} | {r['compile_ms']:.0f} | "
-                     f"{r['first_call_ms']:.0f} | {r['warm_call_ms']:.3f} |")
-    session.report("\n".join(lines), rows + startup, args.json,
+        sizes[logn] = bench_size(logn, args.reps, args.ml_dtypes_max)
+    rows = [{"size": logn, "case": k, "s": s, "bytes": mv}
+            for logn, t in sizes.items() for k, (s, mv) in t.items()]
+    session.report(markdown(sizes, startup), rows + startup, args.json,
                    extra=f"jax {jax.__version__}, fastest of {args.reps}, "
                    f"x f32 [N / {ROW}, {ROW}], {os.cpu_count()} CPUs")
     return 0

@@ -17,6 +17,8 @@ registered, run on StableHLO's interpreter.
 from __future__ import annotations
 
 import dataclasses
+import subprocess
+import sys
 from typing import Any
 
 import ml_dtypes
@@ -295,3 +297,22 @@ def assert_dot_close(got, a, b, dims, out: str = "f32", global_scale=None, what:
             f"{what}: {int(bad.sum())} of {bad.size} results off; worst err/tol "
             f"{float(np.max(err / np.maximum(tol, 1e-300))):.3g}; first at {list(at)}: got "
             f"{float(np.asarray(got)[at])!r}, expected {float(ref[at])!r}")
+
+
+#: the imports a machine without mxlower's MLIR stacks lacks (a lent GPU machine)
+MLIR_STACKS = ("jax", "jaxlib", "mlir")
+
+
+def run_without_mlir(code: str, path: str, env: dict[str, str] | None = None):
+    """Runs the Python ``code`` in a child process where importing jax, jaxlib or mlir fails,
+    with ``path`` first on ``sys.path`` (a test's folder): how a test checks that what a GPU
+    machine runs imports none of them.  Returns the CompletedProcess (text output)."""
+    prelude = ("import importlib.abc, sys\n"
+               "class _Block(importlib.abc.MetaPathFinder):\n"
+               "    def find_spec(self, name, path=None, target=None):\n"
+               f"        if name.split('.')[0] in {MLIR_STACKS!r}:\n"
+               "            raise ImportError('blocked: ' + name)\n"
+               "sys.meta_path.insert(0, _Block())\n"
+               f"sys.path.insert(0, {path!r})\n")
+    return subprocess.run([sys.executable, "-c", prelude + code], capture_output=True,
+                          text=True, env=env, check=False)

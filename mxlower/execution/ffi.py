@@ -10,6 +10,8 @@
         q, s = ffi.quantize(x, "mxfp4_e2m1", scale_mode="rceil")   # one pass over x
         return ffi.dequantize(q, s, "mxfp4_e2m1", dtype=jnp.bfloat16)
 
+    y = jax.jit(lambda x: ffi.convert(x, jnp.float4_e2m1fn))(x)  # a plain conversion
+
 How a call gets to native code
 ------------------------------
 1. :mod:`mxlower.lowering.mx_kernels` builds the kernel (``func``/``scf``/``vector``/``arith``
@@ -33,7 +35,9 @@ How a call gets to native code
 
 :func:`quantize` and :func:`dequantize` call the kernels through ``jax.ffi.ffi_call`` with the
 blocked axis moved last (a transpose for any other axis); they work under ``jit``, ``vmap``
-(the kernels are shape-agnostic) and on concrete arrays.  Results follow
+(the kernels are shape-agnostic) and on concrete arrays.  :func:`convert` does the same for
+plain conversions (:class:`~mxlower.lowering.mx_kernels.ConvertSpec`: f32/bf16/f16 to every
+narrow float type and back, any shape, scalars included).  Results follow
 :class:`mxlower.jax.MXArray`'s storage: f8 / f4 / int8 elements in their JAX dtypes (XLA
 stores f4 packed two per byte, low nibble first, which is what the kernel writes), f6 as one
 ``uint8`` code per byte or, with ``packed=True``, ``mx.pack``'s layout (four codes per three
@@ -51,26 +55,42 @@ import ctypes
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
-from mxlower.bindings import upstream
+from mxlower import types
+from mxlower.bindings import jaxlib, upstream
 from mxlower.execution import ffi_abi as abi
 from mxlower.formats import FORMATS, SCALE_MODES
-from mxlower.lowering.mx_kernels import KernelSpec, Operand, build, emit_kernel
+from mxlower.lowering.mx_kernels import ConvertSpec, KernelSpec, Operand, build, emit_kernel
+from mxlower.pipeline.manager import run_pipeline
+
+#: what a kernel computes
+Spec = KernelSpec | ConvertSpec
 
 __all__ = [
     "KERNEL_PIPELINE",
     "CompiledKernel",
+    "Emitter",
     "FFIError",
+    "Frame",
     "available",
+    "c_string",
     "compile_kernel",
+    "convert",
+    "convert_spec",
     "dequantize",
+    "float_type_name",
+    "add_platform",
     "handler_text",
+    "jit",
     "quantize",
     "register",
+    "register_handler",
+    "spec_arguments",
+    "spec_from_arguments",
 ]
 
 #: upstream passes taking a kernel module to the LLVM dialect
@@ -94,7 +114,7 @@ def available() -> bool:
 # ============================================================================ handler text
 
 
-class _Emitter:
+class Emitter:
     """A little writer of LLVM dialect text: fresh SSA names, blocks, typed helpers."""
 
     def __init__(self) -> None:
@@ -205,7 +225,7 @@ _EXTERNS = {"malloc": "llvm.func @malloc(i64) -> !llvm.ptr",
 _NEXT, _DONE, _REFS, _CHUNKS, _BLOCKS, _SLOTS = range(6)
 
 
-def _call_kernel(e: _Emitter, name: str, slots: list[tuple[str, str]], b0: str, b1: str) -> None:
+def _call_kernel(e: Emitter, name: str, slots: list[tuple[str, str]], b0: str, b1: str) -> None:
     """Emits the call of the lowered kernel on blocks [b0, b1): each buffer as the memref
     descriptor (allocated, aligned, offset 0, size, stride 1)."""
     zero, one = e.i64(0), e.i64(1)
@@ -228,7 +248,7 @@ def _parallel_text(name: str, nslots: int) -> list[str]:
     last of the caller and the tasks to finish with it.  Without a thread pool (an error from
     the API, destroyed), the caller does it all."""
     api = abi.Api
-    e = _Emitter()
+    e = Emitter()
     slot_args = ", ".join(f"%d{i}: !llvm.ptr, %n{i}: i64" for i in range(nslots))
 
     def slot(state: str, i: int) -> str:
@@ -360,15 +380,15 @@ def _parallel_text(name: str, nslots: int) -> list[str]:
     return e.lines
 
 
-def _c_string(text: str) -> str:
-    """An MLIR string literal holding ``text`` and a terminating NUL."""
+def c_string(text: str | bytes) -> str:
+    """An MLIR string literal holding ``text`` (UTF-8, or raw bytes) and a terminating NUL."""
     out = []
-    for ch in text.encode() + b"\0":
+    for ch in (text if isinstance(text, bytes) else text.encode()) + b"\0":
         out.append(chr(ch) if 32 <= ch < 127 and ch not in b'"\\' else f"\\{ch:02X}")
     return '"' + "".join(out) + '"'
 
 
-def _describe(o: Operand, spec: KernelSpec, ref: str) -> str:
+def _describe(o: Operand, spec: Spec, ref: str) -> str:
     """How an operand's shape follows from the reference array's (for error messages)."""
     return {"values": f"{ref}'s shape",
             "packed6": f"{ref}'s shape with the last dimension times 3/4 (packed f6)",
@@ -376,30 +396,87 @@ def _describe(o: Operand, spec: KernelSpec, ref: str) -> str:
             "scalar": "shape ()"}[o.kind]
 
 
-def handler_text(spec: KernelSpec) -> str:
-    """The LLVM dialect functions of ``spec``'s FFI handler, ``@<name>_ffi(call_frame) ->
-    error`` and ``@<name>_ffi_address() -> ptr`` (its address), plus their helpers and message
-    strings; they call the lowered kernel ``@<name>``.  See the module docstring."""
+class Frame:
+    """What the generated handler knows once the call frame is decoded and checked, for the
+    code that runs the kernel (:func:`handler_text`'s ``run``): the emitter, the SSA names of
+    the ``XLA_FFI_Api`` and call-frame pointers and of constants, each buffer's (data, size)
+    as the kernel's memref descriptor needs it, the value and unit counts; and the ways out."""
+
+    def __init__(self, spec: Spec, e: Emitter):
+        self.spec, self.e = spec, e
+        self.messages: list[str] = []  # one error block and string per distinct message
+        self.checks = 0
+        self.api = self.null = self.zero = self.one = ""
+        self.slots: list[tuple[str, str]] = []
+        self.total = self.blocks = ""
+
+    def fail_if(self, cond: str, message: str) -> None:
+        """Branch to an ``INVALID_ARGUMENT`` error saying ``message`` when ``cond`` (i1)."""
+        text = f"{self.spec.name}: {message}"
+        if text not in self.messages:
+            self.messages.append(text)
+        self.checks += 1
+        self.e.do(f"llvm.cond_br {cond}, ^error{self.messages.index(text)}, ^ok{self.checks}")
+        self.e.block(f"ok{self.checks}")
+
+    def error(self, message: str, errc: int | str) -> str:
+        """Emits ``XLA_FFI_Error_Create(errc, message)`` (a pointer to a NUL-terminated string,
+        which XLA copies; ``errc`` a code or an i32 value) and returns the error."""
+        e = self.e
+        ea = e.emit("{r} = llvm.alloca " + self.one + " x !llvm.array<"
+                    f"{ctypes.sizeof(abi.ErrorCreateArgs)} x i8> : (i64) -> !llvm.ptr")
+        ca = abi.ErrorCreateArgs
+        e.store(e.i64(abi.struct_size(ca, "errc")), ea, ca.struct_size.offset, "i64")
+        e.store(self.null, ea, ca.extension_start.offset, "!llvm.ptr")
+        e.store(message, ea, ca.message.offset, "!llvm.ptr")
+        e.store(e.i32(errc) if isinstance(errc, int) else errc, ea, ca.errc.offset, "i32")
+        create = e.load(self.api, abi.Api.XLA_FFI_Error_Create.offset, "!llvm.ptr")
+        return e.emit(f"{{r}} = llvm.call {create}({ea}) : !llvm.ptr, (!llvm.ptr) -> !llvm.ptr")
+
+
+def _run_on_cpu(f: Frame) -> list[str]:
+    """The CPU handler's execution: the kernel on every unit, in one call or split across XLA's
+    thread pool from two chunks of :data:`THREAD_CHUNK` values on."""
+    e, name = f.e, f.spec.name
+    chunks = e.binary("udiv", f.total, e.i64(THREAD_CHUNK))
+    threaded = e.icmp("sge", chunks, e.i64(2))
+    api_size = e.load(f.api, abi.Api.struct_size.offset, "i64")
+    has_pool = e.icmp("sge", api_size, e.i64(abi.struct_size(abi.Api,
+                                                          "XLA_FFI_ThreadPool_NumThreads")))
+    e.do(f"llvm.cond_br {e.binary('and', threaded, has_pool, 'i1')}, ^pool, ^direct")
+    e.block("direct")
+    _call_kernel(e, name, f.slots, f.zero, f.blocks)
+    e.do(f"llvm.return {f.null} : !llvm.ptr")
+    e.block("pool")
+    ctx = e.load("%frame", abi.CallFrame.ctx.offset, "!llvm.ptr")
+    e.do(f"llvm.call @__mxlower_ffi_parallel({f.api}, {ctx}, {f.blocks}, {chunks}, "
+         f"{', '.join(v for pair in f.slots for v in pair)}) : "
+         f"({_parallel_types(len(f.slots))}) -> ()")
+    e.do(f"llvm.return {f.null} : !llvm.ptr")
+    return _parallel_text(name, len(f.slots))
+
+
+def handler_text(spec: Spec, run: Callable[[Frame], list[str]] = _run_on_cpu, *,
+                 suffix: str = "_ffi", emitter: type[Emitter] = Emitter) -> str:
+    """The LLVM dialect functions of ``spec``'s FFI handler, ``@<name><suffix>(call_frame) ->
+    error`` and ``@<name><suffix>_address() -> ptr`` (its address), plus their helpers and
+    message strings.  The handler answers the metadata query, returns at once outside the
+    execute stage, decodes and checks the frame against ``spec``, then ``run(frame)`` emits the
+    rest (by default: call the lowered kernel ``@<name>`` on the CPU; see the module
+    docstring) with ``frame.e``, an ``emitter``, and returns the module-level functions it
+    needs.  Every platform's handler is this one generator with another ``run``."""
     name = spec.name
     ins, outs = spec.operands(), spec.results()
     frame, args, rets = abi.CallFrame, abi.Args, abi.Rets
     buf = abi.Buffer
-    messages: list[str] = []  # one error block and string per distinct message
-    e = _Emitter()
-    checks = [0]
+    e = emitter()
+    f = Frame(spec, e)
+    fail_if = f.fail_if
 
-    def fail_if(cond: str, message: str) -> None:
-        text = f"{name}: {message}"
-        if text not in messages:
-            messages.append(text)
-        checks[0] += 1
-        e.do(f"llvm.cond_br {cond}, ^error{messages.index(text)}, ^ok{checks[0]}")
-        e.block(f"ok{checks[0]}")
-
-    e.lines.append(f"  llvm.func @{name}_ffi(%frame: !llvm.ptr) -> !llvm.ptr {{")
-    null = e.emit("{r} = llvm.mlir.zero : !llvm.ptr")
-    zero, one = e.i64(0), e.i64(1)  # in the entry block: they dominate every error block
-    api = e.load("%frame", frame.api.offset, "!llvm.ptr")
+    e.lines.append(f"  llvm.func @{name}{suffix}(%frame: !llvm.ptr) -> !llvm.ptr {{")
+    f.null = null = e.emit("{r} = llvm.mlir.zero : !llvm.ptr")
+    f.zero, f.one = zero, one = e.i64(0), e.i64(1)  # in the entry block: they dominate all
+    f.api = api = e.load("%frame", frame.api.offset, "!llvm.ptr")
     # 1. XLA's registration-time metadata query: a metadata extension on the call frame
     ext = e.load("%frame", frame.extension_start.offset, "!llvm.ptr")
     has_ext = e.icmp("ne", ext, null, "!llvm.ptr")
@@ -454,18 +531,21 @@ def handler_text(spec: KernelSpec) -> str:
                     f"{what} {i} ({o.name}) must have dtype {o.dtype}")
             buffers.append(b)
     ops = ins + outs
-    ref_i = 0 if spec.op == "quantize" else len(ins)  # x, or the result y
+    ref_i = spec.reference
     ref, ref_name = buffers[ref_i], ops[ref_i].name
     rank = e.load(ref, buf.rank.offset, "i64")
-    fail_if(e.icmp("slt", rank, one), f"{ref_name} must have at least one dimension")
     dims = e.load(ref, buf.dims.offset, "!llvm.ptr")
-    lead = e.binary("sub", rank, one)
-    last = e.emit(f"{{r}} = llvm.load {e.element(dims, lead, 'i64')} : !llvm.ptr -> i64")
+    rule = spec.last_dim_rule
+    if rule is not None or any(o.kind not in ("values", "scalar") for o in ops):
+        fail_if(e.icmp("slt", rank, one), f"{ref_name} must have at least one dimension")
+        lead = e.binary("sub", rank, one)
+        last = e.emit(f"{{r}} = llvm.load {e.element(dims, lead, 'i64')} : !llvm.ptr -> i64")
+    if rule is not None:
+        fail_if(e.icmp("ne", e.binary("urem", last, e.i64(rule[0])), zero), rule[1])
     k = e.i64(spec.k)
-    fail_if(e.icmp("ne", e.binary("urem", last, k), zero),
-            f"the block size {spec.k} must divide the last dimension of {ref_name}")
-    total = e.emit(f"{{r}} = llvm.call @__mxlower_ffi_product({dims}, {rank}) : "
-                   "(!llvm.ptr, i64) -> i64")
+    f.total = total = e.emit(f"{{r}} = llvm.call @__mxlower_ffi_product({dims}, {rank}) : "
+                             "(!llvm.ptr, i64) -> i64")
+    true = e.emit("{r} = llvm.mlir.constant(true) : i1")
     for i, (o, b) in enumerate(zip(ops, buffers)):
         if i == ref_i:
             continue
@@ -477,20 +557,19 @@ def handler_text(spec: KernelSpec) -> str:
             continue
         fail_if(e.icmp("ne", r, rank), msg)
         d = e.load(b, buf.dims.offset, "!llvm.ptr")
-        same = e.emit(f"{{r}} = llvm.call @__mxlower_ffi_same_dims({d}, {dims}, {lead}) : "
+        lead_n = rank if o.kind == "values" else lead
+        same = e.emit(f"{{r}} = llvm.call @__mxlower_ffi_same_dims({d}, {dims}, {lead_n}) : "
                       "(!llvm.ptr, !llvm.ptr, i64) -> i1")
-        fail_if(e.emit(f"{{r}} = llvm.xor {same}, {e.emit('{r} = llvm.mlir.constant(true) : i1')}"
-                       " : i1"), msg)
-        d_last = e.emit(f"{{r}} = llvm.load {e.element(d, lead, 'i64')} : !llvm.ptr -> i64")
+        fail_if(e.emit(f"{{r}} = llvm.xor {same}, {true} : i1"), msg)
         if o.kind == "values":
-            want = last
-        elif o.kind == "packed6":
+            continue
+        d_last = e.emit(f"{{r}} = llvm.load {e.element(d, lead, 'i64')} : !llvm.ptr -> i64")
+        if o.kind == "packed6":
             want = e.binary("udiv", e.binary("mul", last, e.i64(3)), e.i64(4))
         else:
             want = e.binary("udiv", last, k)
         fail_if(e.icmp("ne", d_last, want), msg)
-    # 4. the kernel on every block: in one call, or split across XLA's thread pool
-    slots = []  # (data, size) of each buffer, as the kernel's memref descriptors need them
+    # 4. the buffers as (data, size) and the unit count; the platform's run
     for o, b in zip(ops, buffers):
         data = e.load(b, buf.data.offset, "!llvm.ptr")
         if o.kind == "scalar":
@@ -499,49 +578,26 @@ def handler_text(spec: KernelSpec) -> str:
             n = e.binary("udiv", total, k)
         elif o.kind == "packed6":
             n = e.binary("udiv", e.binary("mul", total, e.i64(3)), e.i64(4))
-        elif o.dtype.name == "float4_e2m1fn":
-            n = e.binary("udiv", total, e.i64(2))
+        elif o.dtype.name == "float4_e2m1fn":  # XLA packs f4 two per byte: ceil(n / 2)
+            n = e.binary("udiv", e.binary("add", total, one), e.i64(2))
         else:
             n = total
-        slots.append((data, n))
-    blocks = e.binary("udiv", total, k)
-    chunks = e.binary("udiv", total, e.i64(THREAD_CHUNK))
-    threaded = e.icmp("sge", chunks, e.i64(2))
-    api_size = e.load(api, abi.Api.struct_size.offset, "i64")
-    has_pool = e.icmp("sge", api_size, e.i64(abi.struct_size(abi.Api,
-                                                          "XLA_FFI_ThreadPool_NumThreads")))
-    e.do(f"llvm.cond_br {e.binary('and', threaded, has_pool, 'i1')}, ^pool, ^direct")
-    e.block("direct")
-    _call_kernel(e, name, slots, zero, blocks)
-    e.do(f"llvm.return {null} : !llvm.ptr")
-    e.block("pool")
-    ctx = e.load("%frame", frame.ctx.offset, "!llvm.ptr")
-    e.do(f"llvm.call @__mxlower_ffi_parallel({api}, {ctx}, {blocks}, {chunks}, "
-         f"{', '.join(v for pair in slots for v in pair)}) : ({_parallel_types(len(slots))}) "
-         "-> ()")
-    e.do(f"llvm.return {null} : !llvm.ptr")
+        f.slots.append((data, n))
+    f.blocks = e.binary("udiv", e.binary("add", total, e.binary("sub", k, one)), k)
+    extra = run(f)
     # 5. errors: XLA_FFI_Error_Create(INVALID_ARGUMENT, message)
-    for mi in range(len(messages)):
+    for mi in range(len(f.messages)):
         e.block(f"error{mi}")
-        ea = e.emit("{r} = llvm.alloca " + one + " x !llvm.array<"
-                    f"{ctypes.sizeof(abi.ErrorCreateArgs)} x i8> : (i64) -> !llvm.ptr")
-        ca = abi.ErrorCreateArgs
-        e.store(e.i64(abi.struct_size(ca, "errc")), ea, ca.struct_size.offset, "i64")
-        e.store(null, ea, ca.extension_start.offset, "!llvm.ptr")
         msg = e.emit(f"{{r}} = llvm.mlir.addressof @__mxlower_ffi_msg{mi} : !llvm.ptr")
-        e.store(msg, ea, ca.message.offset, "!llvm.ptr")
-        e.store(e.i32(abi.ERROR_INVALID_ARGUMENT), ea, ca.errc.offset, "i32")
-        create = e.load(api, abi.Api.XLA_FFI_Error_Create.offset, "!llvm.ptr")
-        err = e.emit(f"{{r}} = llvm.call {create}({ea}) : !llvm.ptr, (!llvm.ptr) -> !llvm.ptr")
-        e.do(f"llvm.return {err} : !llvm.ptr")
+        e.do(f"llvm.return {f.error(msg, abi.ERROR_INVALID_ARGUMENT)} : !llvm.ptr")
     e.lines.append("  }")
-    e.lines += _parallel_text(name, len(slots))
-    e.lines.append(f"  llvm.func @{name}_ffi_address() -> !llvm.ptr {{")
-    e.lines.append(f"    %a = llvm.mlir.addressof @{name}_ffi : !llvm.ptr")
+    e.lines += extra
+    e.lines.append(f"  llvm.func @{name}{suffix}_address() -> !llvm.ptr {{")
+    e.lines.append(f"    %a = llvm.mlir.addressof @{name}{suffix} : !llvm.ptr")
     e.lines.append("    llvm.return %a : !llvm.ptr")
     e.lines.append("  }")
-    strings = [f"  llvm.mlir.global internal constant @__mxlower_ffi_msg{i}({_c_string(m)}) "
-               "{addr_space = 0 : i32}" for i, m in enumerate(messages)]
+    strings = [f"  llvm.mlir.global internal constant @__mxlower_ffi_msg{i}({c_string(m)}) "
+               "{addr_space = 0 : i32}" for i, m in enumerate(f.messages)]
     return "\n".join(strings + [_HELPERS] + e.lines) + "\n"
 
 
@@ -552,7 +608,7 @@ class CompiledKernel:
     """One kernel JIT-compiled with its handler: the engine (kept alive), the handler's address,
     and how long building (MLIR) and compiling (LLVM) took, in seconds."""
 
-    def __init__(self, spec: KernelSpec, engine: Any, address: int, build_s: float,
+    def __init__(self, spec: Spec, engine: Any, address: int, build_s: float,
                  compile_s: float):
         self.spec = spec
         self.engine = engine
@@ -566,68 +622,121 @@ class CompiledKernel:
         return self.spec.name
 
 
-def lower_module(spec: KernelSpec) -> tuple[Any, Any]:
-    """(context, module): ``spec``'s kernel lowered to the LLVM dialect with its handler."""
+def _narrow_floats_to_llvm(text: str) -> str:
+    """``mxlower-lower-narrow-floats-to-llvm`` on a kernel module's text (the GPU kernels'
+    bodies convert with narrow ``arith.truncf``/``extf``), through mxlower's pipeline adapter."""
+    ctx = jaxlib.make_context()  # the adapter starts on jaxlib's stack
+    with ctx:
+        module = jaxlib.ir.Module.parse(text)
+    return run_pipeline(module.operation, "builtin.module(mxlower-lower-narrow-floats-to-llvm)",
+                        ctx=ctx).get_asm()
+
+
+def lower_module(spec: Spec, *, target: str = "cpu") -> tuple[Any, Any]:
+    """(context, module): ``spec``'s kernel lowered to the LLVM dialect with its handler.
+    ``target="gpu-body"``: the GPU kernel's body in a CPU loop (its narrow conversions lowered
+    by mxlower-lower-narrow-floats-to-llvm), to test the GPU kernels' logic on the CPU."""
     ir = upstream.module("ir")
     pm_mod = upstream.module("passmanager")
     ctx = upstream.context()
     with ctx, ir.Location.unknown():
         module = ir.Module.create()
-        emit_kernel(spec, module)
+        emit_kernel(spec, module, target=target)
+        if target == "gpu-body":
+            module = ir.Module.parse(_narrow_floats_to_llvm(str(module)))
         pm_mod.PassManager.parse(KERNEL_PIPELINE).run(module.operation)
         # the handler calls the lowered kernel: parse both as one module
         text = str(module).rstrip()
         assert text.endswith("}")
-        externs = "".join(f"  {d}\n" for f, d in _EXTERNS.items()
-                          if f"llvm.func @{f}(" not in text)
-        module = ir.Module.parse(text[:-1] + externs + handler_text(spec) + "}")
+        module = ir.Module.parse(text[:-1] + externs(text) + handler_text(spec) + "}")
     return ctx, module
 
 
+def externs(text: str) -> str:
+    """Declarations of the C library functions the generated code calls that ``text`` (a
+    module's text) does not declare yet."""
+    return "".join(f"  {d}\n" for f, d in _EXTERNS.items() if f"llvm.func @{f}(" not in text)
+
+
+def jit(ctx: Any, module: Any, address_fn: str, *, opt_level: int = 3) -> tuple[Any, int]:
+    """(engine, address): ``module`` (LLVM dialect) JIT-compiled for this CPU by upstream
+    MLIR's ExecutionEngine, and the pointer the generated ``@<address_fn>() -> !llvm.ptr``
+    returns (the engine's lookup finds only the packed ``_mlir_*`` wrappers, so a function's
+    address comes out through one)."""
+    ee_mod = upstream.module("execution_engine")
+    with ctx:
+        engine = ee_mod.ExecutionEngine(module, opt_level=opt_level)
+    getter = engine.raw_lookup(address_fn)
+    if not getter:
+        raise FFIError(f"compiled module has no function {address_fn}")
+    out = ctypes.c_void_p()
+    packed = (ctypes.c_void_p * 1)(ctypes.cast(ctypes.pointer(out), ctypes.c_void_p))
+    ctypes.CFUNCTYPE(None, ctypes.c_void_p)(getter)(packed)
+    return engine, out.value
+
+
 _lock = threading.Lock()
-_compiled: dict[KernelSpec, CompiledKernel] = {}
-_registered: set[str] = set()
+_compiled: dict[tuple[Spec, str], CompiledKernel] = {}
+_registered: set[tuple[str, str]] = set()
 
 
-def compile_kernel(spec: KernelSpec, *, opt_level: int = 3) -> CompiledKernel:
-    """``spec``'s kernel and handler, compiled once per process (later calls return the same
-    object)."""
+def compile_kernel(spec: Spec, *, target: str = "cpu", opt_level: int = 3) -> CompiledKernel:
+    """``spec``'s kernel and handler, compiled once per process and target (later calls return
+    the same object).  ``target="gpu-body"`` compiles the GPU kernel's body for the CPU (see
+    :func:`lower_module`)."""
     with _lock:
-        if spec in _compiled:
-            return _compiled[spec]
-        ee_mod = upstream.module("execution_engine")
+        key = (spec, target)
+        if key in _compiled:
+            return _compiled[key]
         t0 = time.perf_counter()
         try:
-            ctx, module = lower_module(spec)
+            ctx, module = lower_module(spec, target=target)
         except Exception as err:  # MLIRError from a pass or the verifier: a bug, say which
             raise FFIError(f"building kernel {spec.name} failed: {err}") from None
         t1 = time.perf_counter()
-        with ctx:
-            engine = ee_mod.ExecutionEngine(module, opt_level=opt_level)
-        getter = engine.raw_lookup(f"{spec.name}_ffi_address")
-        if not getter:
-            raise FFIError(f"compiled kernel {spec.name} has no handler address function")
-        out = ctypes.c_void_p()
-        packed = (ctypes.c_void_p * 1)(ctypes.cast(ctypes.pointer(out), ctypes.c_void_p))
-        ctypes.CFUNCTYPE(None, ctypes.c_void_p)(getter)(packed)
-        ck = CompiledKernel(spec, (ctx, module, engine), out.value,
+        engine, address = jit(ctx, module, f"{spec.name}_ffi_address", opt_level=opt_level)
+        ck = CompiledKernel(spec, (ctx, module, engine), address,
                             t1 - t0, time.perf_counter() - t1)
-        _compiled[spec] = ck
+        _compiled[key] = ck
         return ck
 
 
-def register(spec: KernelSpec) -> str:
-    """Compiles ``spec``'s kernel (once) and registers its handler as an XLA FFI target for the
-    CPU (once); returns the target name."""
+def register_handler(ck: CompiledKernel, platform: str) -> str:
+    """Registers ``ck``'s handler as the XLA FFI target ``ck.name`` for ``platform`` ("cpu",
+    "CUDA"), once per process; returns the name."""
     import jax  # optional, heavy
 
-    ck = compile_kernel(spec)
     with _lock:
-        if ck.name not in _registered:
+        if (ck.name, platform) not in _registered:
             jax.ffi.register_ffi_target(ck.name, jax.ffi.pycapsule(ck.handler),
-                                        platform="cpu", api_version=1)
-            _registered.add(ck.name)
+                                        platform=platform, api_version=1)
+            _registered.add((ck.name, platform))
     return ck.name
+
+
+def register(spec: Spec) -> str:
+    """Compiles ``spec``'s kernel (once) and registers its handler as an XLA FFI target for the
+    CPU (once); returns the target name (the same for every platform)."""
+    return register_handler(compile_kernel(spec), "cpu")
+
+
+#: platform -> the function registering a kernel's handler there (:func:`add_platform`)
+_REGISTRARS: dict[str, Callable[[Spec], str]] = {"cpu": register}
+
+
+def add_platform(platform: str, registrar: Callable[[Spec], str]) -> None:
+    """Makes the JAX entry points' ``platform=`` accept ``platform``: ``registrar(spec)``
+    registers ``spec``'s handler for it under ``spec.name`` (:mod:`mxlower.execution.ffi_cuda`
+    adds "cuda")."""
+    _REGISTRARS[platform] = registrar
+
+
+def _register_for(spec: Spec, platform: str) -> str:
+    if platform not in _REGISTRARS:
+        raise ValueError(f"no kernels for platform {platform!r} (known: "
+                         f"{', '.join(_REGISTRARS)}; import mxlower.execution.ffi_cuda for "
+                         "cuda)")
+    return _REGISTRARS[platform](spec)
 
 
 # ============================================================================ JAX entry points
@@ -647,7 +756,7 @@ def _axis(axis: int, ndim: int, fn: str) -> int:
     return axis % ndim
 
 
-def _storage(spec: KernelSpec, o: Operand, shape: Sequence[int]) -> Any:
+def _storage(spec: Spec, o: Operand, shape: Sequence[int]) -> Any:
     import jax  # optional, heavy
 
     shape = list(shape)
@@ -666,13 +775,15 @@ def _vmap_method(global_scale: Any) -> str:
 
 def quantize(x: Any, format: str = "mxfp8_e4m3", *, axis: int = -1,  # noqa: A002
              block_size: int | None = None, scale_mode: str = "floor",
-             global_scale: Any | None = None, packed: bool = False) -> tuple[Any, Any]:
+             global_scale: Any | None = None, packed: bool = False,
+             platform: str = "cpu") -> tuple[Any, Any]:
     """``(elements, scales)`` of ``x`` quantized along ``axis`` by mxlower's fused CPU kernel.
 
     The same arguments and results as :func:`mxlower.reference.quantize` (docs/semantics.md section 3, 4),
     as JAX arrays (see the module docstring for the storage dtypes); ``packed=True`` packs f6
     elements four per three bytes along the blocked axis.  Usable inside ``jax.jit`` and
-    ``jax.vmap``; CPU only."""
+    ``jax.vmap``.  ``platform``: where the call will run, "cpu" or (with
+    :mod:`mxlower.execution.ffi_cuda` imported) "cuda"."""
     import jax  # optional, heavy
     import jax.numpy as jnp  # optional, heavy
 
@@ -696,7 +807,7 @@ def quantize(x: Any, format: str = "mxfp8_e4m3", *, axis: int = -1,  # noqa: A00
     operands = [xt]
     if global_scale is not None:
         operands.append(jnp.asarray(global_scale, jnp.float32).reshape(()))
-    target = register(spec)
+    target = _register_for(spec, platform)
     outs = [_storage(spec, o, xt.shape) for o in spec.results()]
     q, s = jax.ffi.ffi_call(target, outs, vmap_method=_vmap_method(global_scale))(*operands)
     return jnp.moveaxis(q, -1, ax), jnp.moveaxis(s, -1, ax)
@@ -704,7 +815,8 @@ def quantize(x: Any, format: str = "mxfp8_e4m3", *, axis: int = -1,  # noqa: A00
 
 def dequantize(elements: Any, scales: Any, format: str = "mxfp8_e4m3", *,  # noqa: A002
                axis: int = -1, block_size: int | None = None, dtype: Any = np.float32,
-               global_scale: Any | None = None, packed: bool = False) -> Any:
+               global_scale: Any | None = None, packed: bool = False,
+               platform: str = "cpu") -> Any:
     """``decode(element) * decode(scale)`` (nvfp4: times ``global_scale``) rounded to ``dtype``
     by mxlower's fused CPU kernel (docs/semantics.md section 5); the inverse of :func:`quantize`'s
     storage."""
@@ -735,13 +847,110 @@ def dequantize(elements: Any, scales: Any, format: str = "mxfp8_e4m3", *,  # noq
     operands = [et, st]
     if global_scale is not None:
         operands.append(jnp.asarray(global_scale, jnp.float32).reshape(()))
-    target = register(spec)
+    target = _register_for(spec, platform)
     (out,) = [_storage(spec, o, shape) for o in spec.results()]
     y = jax.ffi.ffi_call(target, out, vmap_method=_vmap_method(global_scale))(*operands)
     return jnp.moveaxis(y, -1, ax)
 
 
+def float_type_name(t: Any, fn: str, arg: str) -> str:
+    """The MLIR spelling of a float type given by name ("f8E4M3FN", "float8_e4m3fn") or dtype;
+    ValueError naming the argument otherwise."""
+    try:
+        st = types.scalar(t) if isinstance(t, str) else types.of_dtype(np.dtype(t))
+    except (KeyError, TypeError):
+        st = None
+    if st is None or st.kind not in ("narrow", "wide") or st.mlir == "f64":
+        raise ValueError(f"{fn}: argument '{arg}' must be f32, bf16, f16 or a narrow float "
+                         f"type, got {t!r}")
+    return st.mlir
+
+
+def convert_spec(x_dtype: Any, dtype: Any, *, source: str | None = None,
+                 packed: bool = False, fn: str = "convert") -> ConvertSpec:
+    """The kernel converting an array of ``x_dtype`` (uint8 codes of the narrow type
+    ``source``, or a float dtype) to ``dtype``; ValueError/TypeError naming the argument."""
+    xd = np.dtype(x_dtype)
+    if source is not None:
+        src = float_type_name(source, fn, "source")
+        if not types.is_narrow_float(src) or xd != np.dtype(np.uint8):
+            raise ValueError(f"{fn}: 'source' names the narrow type of uint8 codes; got "
+                             f"source={source!r} for an array of {xd}")
+    elif xd == np.dtype(np.uint8):
+        raise ValueError(f"{fn}: an array of uint8 codes needs 'source' (the narrow type, e.g. "
+                         "'f6E2M3FN')")
+    else:
+        try:
+            src = float_type_name(xd, fn, "x")
+        except ValueError:
+            raise TypeError(f"{fn}: argument 'x' must be float32, bfloat16, float16, a narrow "
+                            f"float or uint8 codes, got {xd}") from None
+    dst = float_type_name(dtype, fn, "dtype")
+    try:
+        return ConvertSpec(src, dst, packed)
+    except ValueError as err:
+        raise ValueError(f"{fn}: {err}") from None
+
+
+def convert(x: Any, dtype: Any, *, source: str | None = None, packed: bool = False,
+            platform: str = "cpu") -> Any:
+    """``x`` converted to ``dtype`` by mxlower's fused CPU kernel (docs/semantics.md section 2,
+    bit-exact with :func:`mxlower.reference.convert`): f32/bf16/f16 to a narrow float type or
+    back.  Narrow values are stored as :class:`mxlower.jax.MXArray` stores elements: f8 and f4
+    in their JAX dtypes, the f6 types as ``uint8`` codes (one per byte, or with ``packed=True``
+    four per three bytes along the last axis, whose size must then be a multiple of 4 codes).
+    ``source`` names the narrow type of an input of uint8 codes.  Usable inside ``jax.jit``
+    and ``jax.vmap``; ``platform`` as for :func:`quantize`."""
+    import jax  # optional, heavy
+    import jax.numpy as jnp  # optional, heavy
+
+    x = jnp.asarray(x)
+    spec = convert_spec(x.dtype, dtype, source=source, packed=packed)
+    shape = list(x.shape)
+    if spec.packed:
+        if not shape:
+            raise ValueError("convert: packed f6 codes need at least one dimension")
+        if spec.truncates:
+            if shape[-1] % 4:
+                raise ValueError(f"convert: packing f6 codes needs a last dimension divisible "
+                                 f"by 4, got {shape[-1]}")
+            shape[-1] = shape[-1] * 3 // 4
+        else:
+            if shape[-1] % 3:
+                raise ValueError(f"convert: packed f6 codes need a last dimension divisible by "
+                                 f"3, got {shape[-1]}")
+            shape[-1] = shape[-1] * 4 // 3
+    (o,) = spec.results()
+    target = _register_for(spec, platform)
+    return jax.ffi.ffi_call(target, jax.ShapeDtypeStruct(tuple(shape), o.dtype),
+                            vmap_method="broadcast_all")(x)
+
+
 # ============================================================================ command line
+
+
+def spec_arguments(ap: argparse.ArgumentParser) -> None:
+    """The command-line arguments naming a kernel (shared with :mod:`ffi_cuda`'s)."""
+    ap.add_argument("op", choices=("quantize", "dequantize", "convert"))
+    ap.add_argument("format", help=f"one of {', '.join(FORMATS)}; for convert, the source "
+                    "type (f32, bf16, f16 or a narrow float type)")
+    ap.add_argument("--to", default=None, help="convert: the destination type")
+    ap.add_argument("--wide", default="f32", help="input (quantize) or output type: f32, bf16, "
+                    "f16 (default f32)")
+    ap.add_argument("--scale-mode", default="floor", help=f"one of {', '.join(SCALE_MODES)}")
+    ap.add_argument("--block-size", type=int, default=None)
+    ap.add_argument("--packed", action="store_true", help="f6 elements packed (mx.pack layout)")
+    ap.add_argument("--global-scale", action="store_true", help="nvfp4's f32 global scale")
+
+
+def spec_from_arguments(a: argparse.Namespace) -> Spec:
+    """The kernel :func:`spec_arguments` name (ValueError saying what is wrong)."""
+    if a.op == "convert":
+        if a.to is None:
+            raise ValueError("convert needs --to (the destination type)")
+        return ConvertSpec(a.format, a.to, a.packed)
+    return KernelSpec(a.op, a.format, a.wide, a.scale_mode, a.block_size, a.packed,
+                      a.global_scale)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -749,20 +958,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     or the LLVM dialect module with its FFI handler), e.g. for FileCheck tests."""
     ap = argparse.ArgumentParser(prog="python -m mxlower.execution.ffi",
                                  description="print the IR of one of mxlower's FFI kernels")
-    ap.add_argument("op", choices=("quantize", "dequantize"))
-    ap.add_argument("format", help=f"one of {', '.join(FORMATS)}")
-    ap.add_argument("--wide", default="f32", help="input (quantize) or output type: f32, bf16, "
-                    "f16 (default f32)")
-    ap.add_argument("--scale-mode", default="floor", help=f"one of {', '.join(SCALE_MODES)}")
-    ap.add_argument("--block-size", type=int, default=None)
-    ap.add_argument("--packed", action="store_true", help="f6 elements packed (mx.pack layout)")
-    ap.add_argument("--global-scale", action="store_true", help="nvfp4's f32 global scale")
+    spec_arguments(ap)
     ap.add_argument("--stage", choices=("loops", "llvm"), default="loops",
                     help="loops: the kernel as built; llvm: lowered, with its FFI handler")
     a = ap.parse_args(argv)
     try:
-        spec = KernelSpec(a.op, a.format, a.wide, a.scale_mode, a.block_size, a.packed,
-                          a.global_scale)
+        spec = spec_from_arguments(a)
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 1

@@ -8,6 +8,7 @@
     llvm_ir = ptx.translate_to_llvmir(text)               # mlir-translate --mlir-to-llvmir
     asm = ptx.compile_ptx(llvm_ir, "sm_100a")             # xtc's llc, NVPTX
     cubin = ptx.assemble(asm, "sm_100a")                  # CUDA's ptxas (when installed)
+    ptx.host_shared_object(host_llvm_ir, "h.so")          # host code: llc, then cc -shared
 
 Every tool failure -- a non-zero exit, an LLVM crash ("LLVM ERROR: Cannot select ..."), a
 missing tool -- raises :class:`ToolError` whose message is the tool's first error line (and
@@ -32,6 +33,7 @@ __all__ = [
     "compile_ptx",
     "default_ptx_version",
     "device_module",
+    "host_shared_object",
     "ptxas_path",
     "translate_to_llvmir",
 ]
@@ -191,3 +193,17 @@ def assemble(ptx: str, chip: str) -> bytes:
         _run("ptxas", [exe, f"-arch={chip}", src, "-o", out], b"")
         with open(out, "rb") as f:
             return f.read()
+
+
+def host_shared_object(llvm_ir: str, path: str) -> None:
+    """Host LLVM IR -> a shared library at ``path`` (xtc's llc for this machine, position
+    independent; linked by the system's C compiler, ``$CC`` or ``cc``, against libc and
+    libdl)."""
+    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        raise ToolError("cc", "not found (a C compiler links the shared object; set CC)")
+    with tempfile.TemporaryDirectory(prefix="mxlower-host-") as d:
+        obj = os.path.join(d, "h.o")
+        _run("llc", [_tool("llc"), "-O2", "-filetype=obj", "-relocation-model=pic", "-o", obj,
+                     "-"], llvm_ir)
+        _run("cc", [cc, "-shared", "-o", path, obj, "-ldl"], b"")

@@ -16,6 +16,8 @@ API
 * :func:`quantize` ``(x, format="mxfp8_e4m3", *, axis=-1, block_size=None,
   scale_mode="floor", global_scale=None) -> MXArray``
 * :func:`dequantize` ``(mx, dtype=jnp.float32)``; also ``MXArray.dequantize(dtype)``
+* :func:`convert` ``(x, dtype, *, source=None)``: plain conversions between float32 /
+  bfloat16 / float16 and the narrow float types (f6 as uint8 codes)
 * :func:`scaled_dot` ``(lhs, rhs, dimension_numbers=None,
   preferred_element_type=jnp.float32)``: each side an :class:`MXArray` or a plain array
 * :class:`MXArray`: a pytree of ``elements``, ``scales`` (and nvfp4's ``global_scale``) with
@@ -63,9 +65,9 @@ block-aligned quantize/dequantize, sharding annotations kept in ``lower``'s text
 runs were not tested here.
 """
 
-from mxlower.jax.api import dequantize, lower, quantize, scaled_dot
+from mxlower.jax.api import convert, dequantize, lower, quantize, scaled_dot
 from mxlower.jax.array import MXArray
 from mxlower.jax.install import install, installed, uninstall
 
-__all__ = ["MXArray", "dequantize", "install", "installed", "lower", "quantize", "scaled_dot",
+__all__ = ["MXArray", "convert", "dequantize", "install", "installed", "lower", "quantize", "scaled_dot",
            "uninstall"]

@@ -8,14 +8,15 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from mxlower.execution import ffi
 from mxlower.formats import SCALE_MODES
 from mxlower.jax import kernels
 from mxlower.jax.array import MXArray
-from mxlower.jax.checks import (as_int, check_axis, check_block_size, check_dtype, check_format,
-                                check_global_scale, check_wide, traced)
-from mxlower.jax.primitives import quantize_p, scaled_dot_p
+from mxlower.jax.checks import (as_array, as_int, check_axis, check_block_size, check_dtype,
+                                check_format, check_global_scale, check_wide, traced)
+from mxlower.jax.primitives import convert_p, quantize_p, scaled_dot_p
 
-__all__ = ["dequantize", "lower", "quantize", "scaled_dot"]
+__all__ = ["convert", "dequantize", "lower", "quantize", "scaled_dot"]
 
 
 # ----------------------------------------------------------------------------- quantize
@@ -35,7 +36,7 @@ def quantize(x: Any, format: str = "mxfp8_e4m3", *, axis: int = -1,  # noqa: A00
     the result differentiate as if the quantized value were ``x`` itself.
 
     ``impl``: "auto" runs mxlower's fused kernel (an XLA FFI custom call) when lowered for the
-    CPU, the portable StableHLO elsewhere; "xla" always the StableHLO (see
+    CPU or CUDA, the portable StableHLO elsewhere; "xla" always the StableHLO (see
     :mod:`mxlower.jax.kernels`).  Both give the same bits.
     """
     kernels.check_impl(impl, "quantize")
@@ -77,6 +78,35 @@ def dequantize(mx: MXArray, dtype: Any = jnp.float32, *, impl: str = "auto") -> 
     straight-through source of a quantized array; none into elements or scales.  ``impl`` as
     for :func:`quantize`."""
     return _check_mx(mx, "dequantize", "mx").dequantize(dtype, impl=impl)
+
+
+# ----------------------------------------------------------------------------- convert
+
+
+def convert(x: Any, dtype: Any, *, source: str | None = None, impl: str = "auto") -> jax.Array:
+    """``x`` converted to ``dtype``: float32, bfloat16 or float16 to a narrow float type
+    (``"f8E4M3FN"``, ``jnp.float8_e5m2``, ``"f8E8M0FNU"``, ``"f6E3M2FN"``, ``"f6E2M3FN"``,
+    ``jnp.float4_e2m1fn``, ...) or back; docs/semantics.md section 2, bit-exact with
+    :func:`mxlower.reference.convert` -- which ``x.astype`` is not for every type and input
+    (XLA's NaN and f8E8M0FNU rules differ; XLA:CPU cannot convert to f6 at all).
+
+    The f6 types, which XLA has no dtype for, travel as ``uint8`` codes, one per byte (as in an
+    :class:`MXArray`): a conversion to them returns codes, and one from them takes codes and
+    ``source`` naming their type (``convert(codes, jnp.float32, source="f6E2M3FN")``).
+
+    ``impl``: "auto" runs mxlower's fused conversion kernel (an XLA FFI custom call) when lowered
+    for the CPU or CUDA, the portable StableHLO (``stablehlo.convert`` expanded by
+    ``mxlower-expand-narrow-floats``) elsewhere; "xla" always the StableHLO.  Gradient: the
+    tangent converted like ``astype``'s (none through uint8 codes).
+    """
+    kernels.check_impl(impl, "convert")
+    try:
+        x = as_array(x)
+    except (TypeError, ValueError):
+        raise TypeError(f"convert: argument 'x' must be an array, got {type(x).__name__}") \
+            from None
+    spec = ffi.convert_spec(x.dtype, dtype, source=source, fn="convert")
+    return convert_p.bind(x, src=spec.src, dst=spec.dst, impl=impl)
 
 
 # ----------------------------------------------------------------------------- scaled dot

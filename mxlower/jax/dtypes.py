@@ -3,7 +3,7 @@
 * the wide dtypes MX values are quantized from and dequantized to (float32, bfloat16, float16):
   :func:`wide_dtypes`, :func:`wide_names`, :func:`mlir_name`;
 * what an :class:`~mxlower.jax.MXArray` holds on the device: :func:`element_dtype`,
-  :func:`scale_dtype`.  XLA has float types of 4 and 8 bits but none of 6 bits (a
+  :func:`scale_dtype` (and what :func:`mxlower.jax.convert` returns: :func:`storage_dtype`).  XLA has float types of 4 and 8 bits but none of 6 bits (a
   ``jnp.float6_*`` array cannot reach a device), so elements of a 6-bit type are held as their
   codes, one per ``uint8`` (:func:`held_as_codes`); every other type is held as itself.
 
@@ -17,8 +17,8 @@ import numpy as np
 from mxlower import types
 from mxlower.formats import FLOAT_TYPES, WIDE_TYPES, MXFormat
 
-__all__ = ["element_dtype", "held_as_codes", "mlir_name", "scale_dtype", "wide_dtypes",
-           "wide_names"]
+__all__ = ["element_dtype", "held_as_codes", "mlir_name", "scale_dtype", "storage_dtype",
+           "wide_dtypes", "wide_names"]
 
 #: The float widths XLA has types for; a narrow type of another width is held as codes.
 _XLA_FLOAT_BITS = (4, 8)
@@ -45,6 +45,14 @@ def held_as_codes(element: str) -> bool:
     narrow float of a width XLA has no type for: the f6 types)."""
     t = FLOAT_TYPES.get(element)
     return t is not None and t.bits not in _XLA_FLOAT_BITS
+
+
+def storage_dtype(element: str) -> np.dtype:
+    """The JAX dtype holding values of the MLIR float type ``element`` (uint8 codes for the
+    f6 types)."""
+    if held_as_codes(element):
+        return np.dtype(np.uint8)
+    return types.dtype(element)
 
 
 def element_dtype(fmt: MXFormat) -> np.dtype:

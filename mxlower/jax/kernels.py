@@ -1,22 +1,26 @@
-"""mxlower.jax on the CPU: ``mx_quantize`` and ``mx_dequantize`` lowered to mxlower's fused
-kernels (XLA FFI custom calls, :mod:`mxlower.execution.ffi`) instead of expanded StableHLO.
+"""mxlower.jax on the CPU and on NVIDIA GPUs: ``mx_quantize``, ``mx_dequantize`` and
+``mx_convert`` lowered to mxlower's fused kernels (XLA FFI custom calls,
+:mod:`mxlower.execution.ffi` and :mod:`mxlower.execution.ffi_cuda`) instead of expanded
+StableHLO.
 
-``impl`` (a parameter of :func:`mxlower.jax.quantize` / :func:`~mxlower.jax.dequantize` and of
-the primitives) chooses:
+``impl`` (a parameter of :func:`mxlower.jax.quantize` / :func:`~mxlower.jax.dequantize` /
+:func:`~mxlower.jax.convert` and of the primitives) chooses:
 
-* ``"auto"`` (default): when the call is lowered for the CPU, the kernel -- one pass over the
-  input, bit-exact with the StableHLO lowering and :mod:`mxlower.reference`; compiled and
-  registered on first use, once per process.  The portable StableHLO is used instead where no
-  kernel applies: other platforms, a kernel that cannot exist (f4 elements with an odd block
-  size), symbolic shapes and ``jax.export`` (a custom call is not portable), programs
-  partitioned over several devices (XLA cannot split a custom call), inside
-  :func:`mxlower.jax.lower`, and where upstream MLIR is not installed;
+* ``"auto"`` (default): when the call is lowered for the CPU or CUDA, the kernel -- one pass
+  over the input, bit-exact with the StableHLO lowering and :mod:`mxlower.reference`; compiled
+  and registered on first use, once per process (for CUDA: the kernel's PTX/cubins built with
+  xtc's llc and CUDA's ptxas, and the handler compiled for the host).  The portable StableHLO
+  is used instead where no kernel applies: other platforms, a kernel that cannot exist (f4
+  elements with an odd block size), symbolic shapes and ``jax.export`` (a custom call is not
+  portable), programs partitioned over several devices (XLA cannot split a custom call),
+  inside :func:`mxlower.jax.lower`, and where upstream MLIR (for CUDA also llc) is not
+  installed;
 * ``"xla"``: always the portable StableHLO (``mxlower-mx-to-stablehlo``), on every platform.
 
-Importing this module registers the CPU lowering rules (``mlir.register_lowering(...,
-platform="cpu")``); every other platform keeps the primitives' own rule.  JAX's
-transformations are unaffected: ``vmap``, ``jvp``/``grad`` rebind the same primitives, and the
-kernel handles any leading (batch) dimensions.
+Importing this module registers the CPU and CUDA lowering rules
+(``mlir.register_lowering(..., platform="cpu" / "cuda")``); every other platform keeps the
+primitives' own rule.  JAX's transformations are unaffected: ``vmap``, ``jvp``/``grad`` rebind
+the same primitives, and the kernel handles any leading (batch) dimensions.
 """
 
 from __future__ import annotations
@@ -31,9 +35,9 @@ from jax._src import config as jax_config  # private: a flag that is part of jit
 from jax.interpreters import mlir
 
 from mxlower import types
-from mxlower.execution import ffi
+from mxlower.execution import ffi, ffi_cuda
 from mxlower.jax import primitives
-from mxlower.lowering.mx_kernels import KernelSpec
+from mxlower.lowering.mx_kernels import ConvertSpec, KernelSpec
 
 __all__ = ["IMPLS", "check_impl", "portable", "quantize_spec", "dequantize_spec"]
 
@@ -107,42 +111,70 @@ def _per_device(ctx: Any) -> bool:
     return False
 
 
-def _use_kernel(ctx: Any, impl: str, spec: KernelSpec | None) -> bool:
+#: platform -> whether its kernels can be built here
+_AVAILABLE = {"cpu": ffi.available, "cuda": ffi_cuda.available}
+
+
+def _use_kernel(ctx: Any, impl: str, spec: KernelSpec | ConvertSpec | None,
+                platform: str) -> bool:
     return (impl == "auto" and spec is not None and not _portable.value
             and not ctx.module_context.lowering_parameters.for_export
             and all(_static(a.shape) for a in ctx.avals_in) and _per_device(ctx)
-            and ffi.available())
+            and _AVAILABLE[platform]())
 
 
-def _quantize_cpu(ctx, x, *g, format, block_size, axis, scale_mode,  # noqa: A002
-                  impl="auto"):
-    spec = quantize_spec(ctx.avals_in[0], format, block_size, scale_mode, bool(g))
-    if not _use_kernel(ctx, impl, spec):
-        return primitives._quantize_lowering(ctx, x, *g, format=format, block_size=block_size,
-                                             axis=axis, scale_mode=scale_mode)
+def _quantize_rule(platform: str):
+    def rule(ctx, x, *g, format, block_size, axis, scale_mode, impl="auto"):  # noqa: A002
+        spec = quantize_spec(ctx.avals_in[0], format, block_size, scale_mode, bool(g))
+        if not _use_kernel(ctx, impl, spec, platform):
+            return primitives._quantize_lowering(ctx, x, *g, format=format,
+                                                 block_size=block_size, axis=axis,
+                                                 scale_mode=scale_mode)
 
-    def run(x, *g):
-        return ffi.quantize(x, format, axis=axis, block_size=block_size,
-                            scale_mode=scale_mode or "floor",
-                            global_scale=g[0] if g else None)
+        def run(x, *g):
+            return ffi.quantize(x, format, axis=axis, block_size=block_size,
+                                scale_mode=scale_mode or "floor",
+                                global_scale=g[0] if g else None, platform=platform)
 
-    return mlir.lower_fun(run, multiple_results=True)(ctx, x, *g)
+        return mlir.lower_fun(run, multiple_results=True)(ctx, x, *g)
 
-
-def _dequantize_cpu(ctx, e, s, *rest, format, block_size, axis, dtype, has_g,  # noqa: A002
-                    has_ste, impl="auto"):
-    spec = dequantize_spec(format, block_size, dtype, has_g)
-    if not _use_kernel(ctx, impl, spec):
-        return primitives._dequantize_lowering(ctx, e, s, *rest, format=format,
-                                               block_size=block_size, axis=axis, dtype=dtype,
-                                               has_g=has_g, has_ste=has_ste)
-
-    def run(e, s, *rest):
-        return ffi.dequantize(e, s, format, axis=axis, block_size=block_size, dtype=dtype,
-                              global_scale=rest[0] if has_g else None)
-
-    return mlir.lower_fun(run, multiple_results=False)(ctx, e, s, *rest)
+    return rule
 
 
-mlir.register_lowering(primitives.quantize_p, _quantize_cpu, platform="cpu")
-mlir.register_lowering(primitives.dequantize_p, _dequantize_cpu, platform="cpu")
+def _dequantize_rule(platform: str):
+    def rule(ctx, e, s, *rest, format, block_size, axis, dtype, has_g,  # noqa: A002
+             has_ste, impl="auto"):
+        spec = dequantize_spec(format, block_size, dtype, has_g)
+        if not _use_kernel(ctx, impl, spec, platform):
+            return primitives._dequantize_lowering(ctx, e, s, *rest, format=format,
+                                                   block_size=block_size, axis=axis,
+                                                   dtype=dtype, has_g=has_g, has_ste=has_ste)
+
+        def run(e, s, *rest):
+            return ffi.dequantize(e, s, format, axis=axis, block_size=block_size, dtype=dtype,
+                                  global_scale=rest[0] if has_g else None, platform=platform)
+
+        return mlir.lower_fun(run, multiple_results=False)(ctx, e, s, *rest)
+
+    return rule
+
+
+def _convert_rule(platform: str):
+    def rule(ctx, x, *, src, dst, impl="auto"):
+        if not _use_kernel(ctx, impl, ConvertSpec(src, dst), platform):
+            return primitives._convert_lowering(ctx, x, src=src, dst=dst)
+
+        def run(x):
+            return ffi.convert(x, dst, source=src if x.dtype == np.uint8 else None,
+                               platform=platform)
+
+        return mlir.lower_fun(run, multiple_results=False)(ctx, x)
+
+    return rule
+
+
+for _platform in _AVAILABLE:
+    mlir.register_lowering(primitives.quantize_p, _quantize_rule(_platform), platform=_platform)
+    mlir.register_lowering(primitives.dequantize_p, _dequantize_rule(_platform),
+                           platform=_platform)
+    mlir.register_lowering(primitives.convert_p, _convert_rule(_platform), platform=_platform)

@@ -14,6 +14,8 @@ Operands
 * ``mx_quantize(x[, global_scale]) -> (elements, scales)``
 * ``mx_dequantize(elements, scales[, global_scale][, ste]) -> y``
 * ``mx_scaled_dot(lhs[, lhs_scales], rhs[, rhs_scales][, global_scale][, lhs_ste][, rhs_ste])``
+* ``mx_convert(x) -> y``: a plain conversion (docs/semantics.md section 2) between f32/bf16/f16
+  and a narrow float type; f6 values as uint8 codes
 
 ``ste`` operands are straight-through-estimator sources: the lowering ignores them (XLA drops
 them), the JVP rules differentiate through them.  Elements, scales and global scales carry no
@@ -32,12 +34,13 @@ from jax._src import dispatch
 from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
 
+from mxlower.bindings.jaxlib import stablehlo
 from mxlower.dialect import mx
 from mxlower.formats import FORMATS
-from mxlower.jax.dtypes import element_dtype, mlir_name, scale_dtype
+from mxlower.jax.dtypes import element_dtype, held_as_codes, mlir_name, scale_dtype, storage_dtype
 from mxlower.jax.lowering import emit, tensor_type
 
-__all__ = ["dequantize_p", "quantize_p", "scaled_dot_p"]
+__all__ = ["convert_p", "dequantize_p", "quantize_p", "scaled_dot_p"]
 
 _F32 = np.dtype(np.float32)
 
@@ -317,3 +320,37 @@ def _scaled_dot_batch(args, dims, *, dimension_numbers, **params):
 
 
 _define(scaled_dot_p, _scaled_dot_abstract, _scaled_dot_lowering, _scaled_dot_jvp, _scaled_dot_batch)
+
+
+# =============================================================================== convert
+
+convert_p = Primitive("mx_convert")
+
+
+def _convert_abstract(x, *, src, dst, impl="auto"):
+    return jax.core.ShapedArray(x.shape, storage_dtype(dst))
+
+
+def _convert_lowering(ctx, x, *, src, dst, impl="auto"):  # impl: see mxlower.jax.kernels
+    (aval,) = ctx.avals_in
+    out_t = tensor_type(aval.shape, dst)
+
+    def build(args):
+        return [stablehlo.ConvertOp(out_t, args[0]).result]
+
+    return emit(build, [x], [tensor_type(aval.shape, src)], [out_t])
+
+
+def _convert_jvp(primals, tangents, *, src, dst, **params):
+    (x,), (t,) = primals, tangents
+    out = convert_p.bind(x, src=src, dst=dst, **params)
+    if held_as_codes(src) or held_as_codes(dst) or _is_zero(t):
+        return out, _zero(out)  # uint8 codes carry no tangent
+    return out, lax.convert_element_type(t, storage_dtype(dst))
+
+
+def _convert_batch(args, dims, **params):
+    return convert_p.bind(args[0], **params), dims[0]
+
+
+_define(convert_p, _convert_abstract, _convert_lowering, _convert_jvp, _convert_batch)

@@ -1,7 +1,9 @@
-"""Fused MX kernels: quantize and dequantize as loops over blocks on upstream MLIR.
+"""Fused MX kernels: quantize, dequantize and plain conversions as loops over blocks on
+upstream MLIR, for the CPU (``func.func``) and for NVIDIA GPUs (``gpu.func``).
 
-The recipe behind mxlower's XLA FFI kernels (:mod:`mxlower.execution.ffi`).  A kernel is a
-``func.func`` in the ``scf``/``vector``/``arith``/``math``/``memref`` dialects of upstream MLIR
+The recipe behind mxlower's XLA FFI kernels (:mod:`mxlower.execution.ffi`,
+:mod:`mxlower.execution.ffi_cuda`).  A CPU kernel is a ``func.func`` in the
+``scf``/``vector``/``arith``/``math``/``memref`` dialects of upstream MLIR
 (:mod:`mxlower.bindings.upstream`) that walks the blocks of a flat buffer once: each block is
 loaded into registers (``vector.load`` of ``k`` values, or of ``k / V`` chunks of ``V`` lanes for
 blocks longer than 64), its maximum magnitude is a ``vector.reduction``, the shared scale is
@@ -11,6 +13,14 @@ is how XLA stores ``f4E2M1FN`` arrays; f6 elements one code per byte, or packed 
 bytes in ``mx.pack``'s layout when asked).  Sizes are dynamic: the kernel takes the block range
 ``[b0, b1)`` it works on, so one compiled kernel serves every shape and a caller may split the
 range across threads.
+
+A GPU kernel (``target="gpu"``) is the same body in a ``gpu.func``: thread ``t`` of the grid
+does block (or unit) ``b0 + t`` when it is below ``b1`` -- one block per thread, no loop.  Its
+narrow-float conversions are ``arith.truncf`` / ``arith.extf`` on the narrow types (elements
+already clamped into range carry ``{mxlower.satfinite}``), which
+``mxlower-lower-narrow-floats-to-nvvm`` turns into the chip's ``cvt`` instructions where they
+match docs/semantics.md section 2 and into the codec's integer expansion elsewhere; on the CPU
+they are the codec's integer expansion directly.
 
 The numerics are not restated here.  The block arithmetic is :mod:`mxlower.lowering.mx_math`'s
 (the functions ``mxlower-decompose-mx`` builds StableHLO with: :func:`shared_exponent`,
@@ -29,23 +39,28 @@ along the flattened last axis)::
                       %scales: memref<?xi8>, %b0: index, %b1: index)
     dequantize: @name(%elements: memref<?xi8>, %scales: memref<?xi8> [, %g: memref<?xf32>],
                       %y: memref<?xW>, %b0: index, %b1: index)
+    convert:    @name(%x: memref<?xS>, %y: memref<?xD>, %b0: index, %b1: index)
 
 ``W`` is f32, bf16 or f16; narrow values travel as their codes in ``i8`` (one per byte, or
 packed); ``g`` is nvfp4's global scale (``g[0]``).  Block ``i`` covers values
-``[i * k, (i + 1) * k)`` and scale ``i``.
+``[i * k, (i + 1) * k)`` and scale ``i``.  A conversion (:class:`ConvertSpec`) has no blocks:
+its unit ``i`` is values ``[i * V, (i + 1) * V)`` (``V`` = :data:`CONVERT_LANES`) cut at the
+value count, which the kernel reads from its wide buffer's size (the last unit is done with
+masked loads and stores, so any size works, odd f4 counts included).
 
 Example::
 
     from mxlower.lowering import mx_kernels
     spec = mx_kernels.KernelSpec("quantize", "mxfp4_e2m1", scale_mode="rceil")
     text = mx_kernels.build(spec)              # the kernel module, printed
+    gpu = mx_kernels.build(spec, target="gpu")  # the same as a gpu.func in a gpu.module
 """
 
 from __future__ import annotations
 
 import dataclasses
 import fractions
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -54,7 +69,8 @@ from mxlower.bindings import upstream
 from mxlower.formats import FORMATS, SCALE_MODES, WIDE_TYPES, MXFormat
 from mxlower.lowering import codec, mx_math
 
-__all__ = ["ArithOps", "KernelSpec", "Operand", "build", "emit_kernel"]
+__all__ = ["CONVERT_LANES", "TARGETS", "ArithOps", "ConvertSpec", "KernelSpec", "Operand",
+           "build", "emit_kernel", "gpu_module_name"]
 
 _MAG = 0x7FFFFFFF
 _INF = 0x7F800000
@@ -63,6 +79,17 @@ _NAN = 0x7FC00000
 _MAX_LANES = 64
 #: values per loop iteration (a group of blocks whose scales are computed together)
 _GROUP_VALUES = 256
+#: values per vector (and per unit of the block range) of a conversion kernel
+CONVERT_LANES = 32
+#: what a kernel is built for: "cpu" (a func.func looping over its range, conversions by the
+#: codec), "gpu" (a gpu.func, one thread per block or unit, conversions as narrow
+#: arith.truncf/extf for mxlower-lower-narrow-floats-to-nvvm) and "gpu-body" (the GPU kernel's
+#: body, conversions and arithmetic as built for the GPU, in a CPU func.func looping over the
+#: units one at a time: how the GPU kernels' logic is run and tested without a GPU, its
+#: conversions lowered by mxlower-lower-narrow-floats-to-llvm)
+TARGETS = ("cpu", "gpu", "gpu-body")
+#: the unit attribute mxlower-lower-narrow-floats-to-nvvm reads (mxlower.lowering.nvvm)
+_SATFINITE = "mxlower.satfinite"
 
 
 # ============================================================================== kernel specs
@@ -74,13 +101,23 @@ class Operand:
 
     ``dtype`` is the storage dtype (NumPy / ml_dtypes); ``kind`` says how its size
     follows from the logical element count ``n`` of the array: ``"values"`` (``n``; for
-    f4E2M1FN that is ``n`` nibbles, ``n / 2`` bytes), ``"packed6"`` (``3 n / 4`` bytes, the
-    last dimension scaled by 3/4), ``"scales"`` (``n / k``, the last dimension divided by k) or
-    ``"scalar"`` (one f32, rank 0)."""
+    f4E2M1FN that is ``n`` nibbles, ``ceil(n / 2)`` bytes), ``"packed6"`` (``3 n / 4`` bytes,
+    the last dimension scaled by 3/4), ``"scales"`` (``n / k``, the last dimension divided by
+    k) or ``"scalar"`` (one f32, rank 0)."""
 
     name: str
     dtype: np.dtype
     kind: str
+
+
+def _narrow_storage(name: str, t: str, packed: bool) -> Operand:
+    """The buffer holding codes of the narrow type ``t``: XLA's own dtype (f4 packed two per
+    byte by XLA), or uint8 codes for the 6-bit types XLA lacks (packed four per three bytes
+    with ``packed``)."""
+    ft = types.float_type(t)
+    if ft.bits == 6:
+        return Operand(name, np.dtype(np.uint8), "packed6" if packed else "values")
+    return Operand(name, types.dtype(t), "values")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,7 +140,8 @@ class KernelSpec:
 
     def __post_init__(self) -> None:
         if self.op not in ("quantize", "dequantize"):
-            raise ValueError(f"unknown kernel op '{self.op}' (known: quantize, dequantize)")
+            raise ValueError(f"unknown kernel op '{self.op}' (known: quantize, dequantize; "
+                             "conversions are a ConvertSpec)")
         if self.format not in FORMATS:
             raise ValueError(f"unknown MX format '{self.format}' (known: {', '.join(FORMATS)})")
         if self.wide not in WIDE_TYPES:
@@ -132,7 +170,7 @@ class KernelSpec:
 
     @property
     def k(self) -> int:
-        """The block size."""
+        """The block size: values per unit of the block range ``[b0, b1)``."""
         return self.block_size or self.fmt.block_size
 
     @property
@@ -149,11 +187,9 @@ class KernelSpec:
 
     @property
     def element_storage(self) -> Operand:
-        fmt = self.fmt
-        if fmt.bits == 6:
-            return Operand("elements", np.dtype(np.uint8),
-                           "packed6" if self.packed else "values")
-        return Operand("elements", fmt.element_dtype, "values")
+        if self.fmt.is_int:
+            return Operand("elements", self.fmt.element_dtype, "values")
+        return _narrow_storage("elements", self.fmt.element, self.packed)
 
     def operands(self) -> list[Operand]:
         """The kernel's inputs, in order."""
@@ -168,6 +204,92 @@ class KernelSpec:
             return [self.element_storage, Operand("scales", self.fmt.scale_dtype, "scales")]
         return [Operand("y", types.dtype(self.wide), "values")]
 
+    @property
+    def reference(self) -> int:
+        """Index (in operands + results) of the buffer whose shape the others follow: the
+        values (``x``, or the result ``y``)."""
+        return 0 if self.op == "quantize" else len(self.operands())
+
+    @property
+    def last_dim_rule(self) -> tuple[int, str] | None:
+        """(divisor, message): the reference's last dimension must be a multiple of it (the
+        array needs at least one dimension)."""
+        ref = (self.operands() + self.results())[self.reference].name
+        return self.k, f"the block size {self.k} must divide the last dimension of {ref}"
+
+
+@dataclasses.dataclass(frozen=True)
+class ConvertSpec:
+    """A plain conversion (docs/semantics.md section 2) as a kernel: ``src`` -> ``dst``, one of
+    them f32, bf16 or f16 and the other a narrow float type.
+
+    Narrow values are stored as XLA holds them (f8 one per byte, f4E2M1FN packed two per byte,
+    low nibble first), the f6 types as uint8 codes, one per byte or, with ``packed``, four per
+    three bytes along the last axis (``mx.pack``'s layout; the last dimension must then be a
+    multiple of 4).  The unit of the range ``[b0, b1)`` is :data:`CONVERT_LANES` values."""
+
+    src: str
+    dst: str
+    packed: bool = False
+
+    op: ClassVar[str] = "convert"
+
+    def __post_init__(self) -> None:
+        ends = (self.src, self.dst)
+        for t in ends:
+            if t not in WIDE_TYPES and not types.is_narrow_float(t):
+                raise ValueError(f"'{t}' is neither f32, bf16, f16 nor a narrow float type")
+        if (self.src in WIDE_TYPES) == (self.dst in WIDE_TYPES):
+            raise ValueError(f"a conversion kernel converts between f32/bf16/f16 and a narrow "
+                             f"float type, not {self.src} -> {self.dst}")
+        if self.packed and types.float_type(self.narrow).bits != 6:
+            raise ValueError("packed applies to the f6 types (f4 is always packed)")
+
+    @property
+    def narrow(self) -> str:
+        return self.dst if self.src in WIDE_TYPES else self.src
+
+    @property
+    def wide(self) -> str:
+        return self.src if self.src in WIDE_TYPES else self.dst
+
+    @property
+    def truncates(self) -> bool:
+        """Whether it converts wide -> narrow."""
+        return self.src in WIDE_TYPES
+
+    @property
+    def k(self) -> int:
+        """Values per unit of the range ``[b0, b1)`` (the last unit may be partial)."""
+        return CONVERT_LANES
+
+    @property
+    def name(self) -> str:
+        return "_".join(["mxlower", "convert", self.src, self.dst]
+                        + (["packed"] if self.packed else []))
+
+    def operands(self) -> list[Operand]:
+        if self.truncates:
+            return [Operand("x", types.dtype(self.src), "values")]
+        return [_narrow_storage("x", self.src, self.packed)]
+
+    def results(self) -> list[Operand]:
+        if self.truncates:
+            return [_narrow_storage("y", self.dst, self.packed)]
+        return [Operand("y", types.dtype(self.dst), "values")]
+
+    @property
+    def reference(self) -> int:
+        """Index of the wide buffer (its shape is the array's)."""
+        return 0 if self.truncates else 1
+
+    @property
+    def last_dim_rule(self) -> tuple[int, str] | None:
+        if not self.packed:
+            return None  # any shape, scalars included
+        ref = (self.operands() + self.results())[self.reference].name
+        return 4, f"the last dimension of {ref} must be a multiple of 4 (packed f6)"
+
 
 # ============================================================================== arith ops
 
@@ -179,10 +301,16 @@ class ArithOps:
 
     Integers are signless and read as signed (as StableHLO's ``i32``); a Python number operand
     becomes a constant of the other operand's type, and a scalar operand meeting a vector is
-    broadcast to it (``vector.broadcast``).  Build under an insertion point and location."""
+    broadcast to it (``vector.broadcast``).  Build under an insertion point and location.
 
-    def __init__(self, ir: Any, arith: Any, math: Any, vector: Any):
+    ``libm=False`` builds float ``abs`` and ``round_even`` from ``arith`` alone (the sign bit
+    cleared; adding and subtracting 2^p, exact in round-to-nearest-even), because the GPU
+    lowering turns ``math.absf`` / ``math.roundeven`` into libdevice calls (``__nv_fabs``,
+    ``__nv_rint``) that no kernel image links."""
+
+    def __init__(self, ir: Any, arith: Any, math: Any, vector: Any, *, libm: bool = True):
         self.ir, self.arith, self.math, self.vector = ir, arith, math, vector
+        self.libm = libm
 
     # -- types ------------------------------------------------------------------------------
     def _elem(self, t: Any) -> Any:
@@ -262,14 +390,36 @@ class ArithOps:
     def not_(self, a):
         return self.xor(a, -1)
 
+    def _float_bits(self, a: Any) -> tuple[str, int]:
+        """(integer type, mantissa bits) of a float value's element type (f32 or f64)."""
+        w = self.ir.FloatType(self._elem(a.type)).width
+        return f"i{w}", {32: 23, 64: 52}[w]
+
     def abs(self, a):
-        return (self.math.AbsFOp if self._is_float(a) else self.math.AbsIOp)(a).result
+        if not self._is_float(a):
+            return self.math.AbsIOp(a).result
+        if self.libm:
+            return self.math.AbsFOp(a).result
+        it, _ = self._float_bits(a)
+        w = int(it[1:])
+        return self.bitcast(self.and_(self.bitcast(a, it), (1 << (w - 1)) - 1), self.etype(a))
 
     def clz(self, a):
         return self.math.CountLeadingZerosOp(a).result
 
     def round_even(self, a):
-        return self.math.RoundEvenOp(a).result
+        if self.libm:
+            return self.math.RoundEvenOp(a).result
+        # |a| < 2^p: (|a| + 2^p) - 2^p rounds |a| to an integer, ties to even; the sign of a
+        # is put back (-0.3 -> -0).  Larger magnitudes, Inf and NaN are integral already.
+        it, p = self._float_bits(a)
+        w = int(it[1:])
+        mag = self.abs(a)
+        big = self.like(a, float(2 ** p))
+        r = self.sub(self.add(mag, big), big)
+        sign = self.and_(self.bitcast(a, it), self.like(self.bitcast(a, it), 1 << (w - 1)))
+        r = self.bitcast(self.or_(self.bitcast(r, it), sign), self.etype(a))
+        return self.select(self.lt(mag, big), r, a)
 
     def clamp(self, lo, x, hi):
         return self.min(self.max(x, lo), hi)
@@ -331,20 +481,25 @@ class ArithOps:
 
 
 class _Kernel:
-    """Builds one kernel function: the loop over blocks and the per-block body."""
+    """What every kernel builder shares: index arithmetic, loads and stores of wide values and
+    of (packed) narrow codes, masked where a unit is partial, the narrow-float conversions of
+    the target, and the function around the body -- a loop over the range on the CPU, one
+    unit per thread on the GPU.  Subclasses say what one unit does."""
 
-    def __init__(self, spec: KernelSpec, mods: dict[str, Any]):
+    def __init__(self, spec: Any, mods: dict[str, Any], target: str, lanes: int,
+                 code_bits: int, packed: bool):
+        if target not in TARGETS:
+            raise ValueError(f"unknown kernel target '{target}' (known: {', '.join(TARGETS)})")
         self.spec = spec
-        self.fmt = spec.fmt
         self.m = mods
         self.ir = mods["ir"]
-        self.b = ArithOps(mods["ir"], mods["arith"], mods["math"], mods["vector"])
-        k = spec.k
-        self.lanes = k if k <= _MAX_LANES else next(v for v in (64, 32, 16, 8, 4, 2, 1)
-                                                    if k % v == 0)
-        self.chunks = k // self.lanes
-        #: blocks per loop iteration: their scale arithmetic runs as one vector
-        self.group = 1 if self.chunks > 1 else max(1, min(16, _GROUP_VALUES // k))
+        self.target = target
+        self.b = ArithOps(mods["ir"], mods["arith"], mods["math"], mods["vector"],
+                          libm=target == "cpu")
+        self.lanes = lanes
+        #: the narrow codes' width in storage (4: two per byte; 6 with packed: four per 3 bytes)
+        self.code_bits = code_bits
+        self.packed = packed
 
     # -- small helpers ----------------------------------------------------------------------
     def index(self, v: int) -> Any:
@@ -357,10 +512,69 @@ class _Kernel:
         return codec.ArithBuilder(self.ir, self.m["arith"], like)
 
     def scaled_index(self, base: Any, num: int, den: int) -> Any:
-        """``base * num / den`` (an exact index: blocks start on whole bytes)."""
+        """``base * num / den`` (exact where it is used: units start on whole bytes)."""
         a = self.m["arith"]
         v = base if num == 1 else a.MulIOp(base, self.index(num)).result
         return v if den == 1 else a.DivUIOp(v, self.index(den)).result
+
+    def mask(self, count: Any, n: int) -> Any:
+        """vector<n x i1>: the first ``count`` lanes (``lane < count``, in plain ``arith``: the
+        GPU pipeline's convert-to-llvm has no lowering of a dynamic ``vector.create_mask``)."""
+        ir, a = self.ir, self.m["arith"]
+        i32 = ir.IntegerType.get_signless(32)
+        t = ir.VectorType.get([n], i32)
+        lanes = a.ConstantOp(t, ir.DenseElementsAttr.get(np.arange(n, dtype=np.int32),
+                                                         type=t)).result
+        c = a.IndexCastOp(i32, count).result
+        return self.b.lt(lanes, c)
+
+    def load(self, mem: Any, at: Any, vtype: Any, count: Any = None) -> Any:
+        """``vtype`` values at ``mem[at]``; with ``count``, only that many (the rest zero)."""
+        vector = self.m["vector"]
+        if count is None:
+            return vector.LoadOp(vtype, mem, [at]).result
+        n = self.ir.VectorType(vtype).shape[0]
+        zero = self.b.const(0, self.ir.VectorType(vtype).element_type, (n,))
+        return vector.MaskedLoadOp(vtype, mem, [at], self.mask(count, n), zero).result
+
+    def store(self, value: Any, mem: Any, at: Any, count: Any = None) -> None:
+        """``value`` to ``mem[at]``; with ``count``, only its first ``count`` lanes."""
+        vector = self.m["vector"]
+        if count is None:
+            vector.StoreOp(value, mem, [at])
+        else:
+            n = self.b.shape(value)[0]
+            vector.MaskedStoreOp(mem, [at], self.mask(count, n), value)
+
+    # -- narrow-float conversions (the target's) --------------------------------------------
+    def _typed_like(self, v: Any, elt: str) -> Any:
+        return self.b._typed(self.ir.Type.parse(elt), self.b.shape(v))
+
+    def to_narrow(self, v: Any, src: str, dst: str, *, satfinite: bool = False) -> Any:
+        """``v`` (floats of the wide type ``src``) -> ``dst`` codes as i8 (docs/semantics.md
+        section 2).  CPU: the codec's integer expansion.  GPU: ``arith.truncf`` to ``dst`` for
+        mxlower-lower-narrow-floats-to-nvvm, marked ``{mxlower.satfinite}`` when the caller
+        knows every value is finite and within +-max (then it is a bare cvt)."""
+        if self.target == "cpu":
+            return codec.emit_truncf(self.codec_builder(v.type), v, src, dst, code_bits=8)
+        a, ir = self.m["arith"], self.ir
+        op = a.TruncFOp(self._typed_like(v, dst), v)
+        if satfinite:
+            op.operation.attributes[_SATFINITE] = ir.UnitAttr.get()
+        bits = types.float_type(dst).bits
+        iv = a.BitcastOp(self._typed_like(v, f"i{bits}"), op.result).result
+        return iv if bits == 8 else a.ExtUIOp(self._typed_like(v, "i8"), iv).result
+
+    def from_narrow(self, codes: Any, src: str, dst: str) -> Any:
+        """i8 ``codes`` of ``src`` -> floats of the wide type ``dst`` (exact; section 2.4)."""
+        if self.target == "cpu":
+            return codec.emit_extf(self.codec_builder(codes.type), codes, src, dst)
+        a = self.m["arith"]
+        bits = types.float_type(src).bits
+        iv = codes if bits == 8 else a.TruncIOp(self._typed_like(codes, f"i{bits}"),
+                                                codes).result
+        nv = a.BitcastOp(self._typed_like(codes, src), iv).result
+        return a.ExtFOp(self._typed_like(codes, dst), nv).result
 
     # -- loads and stores of values and element codes ---------------------------------------
     def load_bits(self, x: Any, at: Any) -> Any:
@@ -382,49 +596,51 @@ class _Kernel:
             f = self.b.bitcast(codes, w)
         self.m["vector"].StoreOp(f, y, [at])
 
-    def _element_offset(self, at: Any) -> Any:
-        """The byte offset of value ``at`` in the element buffer."""
-        bits = self.fmt.bits
-        if bits == 4:
-            return self.scaled_index(at, 1, 2)
-        if bits == 6 and self.spec.packed:
-            return self.scaled_index(at, 3, 4)
-        return at
+    def _code_bytes(self, values: Any) -> Any:
+        """Bytes holding ``values`` codes (from a code boundary on a byte)."""
+        if self.code_bits == 4:
+            a = self.m["arith"]
+            return self.scaled_index(a.AddIOp(values, self.index(1)).result, 1, 2)
+        if self.code_bits == 6 and self.packed:
+            return self.scaled_index(values, 3, 4)
+        return values
 
-    def store_codes(self, q: Any, at: Any, codes: Any) -> None:
+    def store_codes(self, q: Any, at: Any, codes: Any, count: Any = None) -> None:
         """Stores ``V`` element codes (vector<V x i8>, one per lane) for values ``at``...:
         one byte each, or packed (f4: two per byte, low nibble first; packed f6: four per three
-        bytes, LSB first)."""
+        bytes, LSB first); with ``count``, only the bytes of the first ``count`` values."""
         b, vector = self.b, self.m["vector"]
-        bits = self.fmt.bits
+        bits = self.code_bits
         if bits == 4:
             lo, hi = vector.DeinterleaveOp(codes).results
             codes = b.or_(lo, b.shl(hi, 4))
-        elif bits == 6 and self.spec.packed:
+        elif bits == 6 and self.packed:
             ev, od = vector.DeinterleaveOp(codes).results
             c0, c2 = vector.DeinterleaveOp(ev).results
             c1, c3 = vector.DeinterleaveOp(od).results
             b0 = b.or_(c0, b.shl(c1, 6))
             b1 = b.or_(b.shr(c1, 2), b.shl(c2, 4))
             b2 = b.or_(b.shr(c2, 4), b.shl(c3, 2))
-            g = self.lanes // 4
+            g = b.shape(codes)[0] // 4
             pairs = vector.InterleaveOp(b0, b1).result
             mask = [j for i in range(g) for j in (2 * i, 2 * i + 1, 2 * g + i)]
             codes = vector.ShuffleOp(pairs, b2, mask).result
-        vector.StoreOp(codes, q, [self._element_offset(at)])
+        self.store(codes, q, self._code_bytes(at),
+                   None if count is None else self._code_bytes(count))
 
-    def load_codes(self, q: Any, at: Any) -> Any:
+    def load_codes(self, q: Any, at: Any, count: Any = None) -> Any:
         """``V`` element codes (vector<V x i8>, low bits) of values ``at``... (see
-        :meth:`store_codes` for the layouts)."""
+        :meth:`store_codes` for the layouts); with ``count``, lanes past it are garbage."""
         b, vector = self.b, self.m["vector"]
-        bits, n = self.fmt.bits, self.lanes
-        off = self._element_offset(at)
+        bits, n = self.code_bits, self.lanes
+        off = self._code_bytes(at)
+        nbytes = None if count is None else self._code_bytes(count)
         if bits == 4:
-            p = vector.LoadOp(self.vec("i8", n // 2), q, [off]).result
+            p = self.load(q, off, self.vec("i8", n // 2), nbytes)
             return vector.InterleaveOp(b.and_(p, 0xF), b.shr(p, 4)).result
-        if bits == 6 and self.spec.packed:
+        if bits == 6 and self.packed:
             g = n // 4
-            p = vector.LoadOp(self.vec("i8", 3 * g), q, [off]).result
+            p = self.load(q, off, self.vec("i8", 3 * g), nbytes)
             b0, b1, b2 = (vector.ShuffleOp(p, p, [3 * i + j for i in range(g)]).result
                           for j in range(3))
             c0 = b.and_(b0, 0x3F)
@@ -433,17 +649,94 @@ class _Kernel:
             c3 = b.shr(b2, 2)
             return vector.InterleaveOp(vector.InterleaveOp(c0, c2).result,
                                        vector.InterleaveOp(c1, c3).result).result
-        return vector.LoadOp(self.vec("i8"), q, [off]).result
+        return self.load(q, off, self.vec("i8"), nbytes)
 
     # -- loops ------------------------------------------------------------------------------
-    def for_each(self, lo: Any, hi: Any, body, iter_args: list[Any] | None = None) -> Any:
-        """``scf.for %i = lo to hi`` whose body is ``body(i, *args) -> yielded values``."""
+    def for_each(self, lo: Any, hi: Any, body, iter_args: list[Any] | None = None,
+                 step: int = 1) -> Any:
+        """``scf.for %i = lo to hi step step`` whose body is ``body(i, *args) -> yielded``."""
         scf = self.m["scf"]
-        loop = scf.ForOp(lo, hi, self.index(1), iter_args or [])
+        loop = scf.ForOp(lo, hi, self.index(step), iter_args or [])
         with self.ir.InsertionPoint(loop.body):
             out = body(loop.induction_variable, *loop.inner_iter_args)
             scf.YieldOp(list(out or []))
         return loop
+
+    def when(self, cond: Any, then, otherwise=None) -> None:
+        """``scf.if cond { then() } else { otherwise() }``."""
+        scf = self.m["scf"]
+        op = scf.IfOp(cond, [], has_else=otherwise is not None)
+        with self.ir.InsertionPoint(op.then_block):
+            then()
+            scf.YieldOp([])
+        if otherwise is not None:
+            with self.ir.InsertionPoint(op.else_block):
+                otherwise()
+                scf.YieldOp([])
+
+    # -- the function -----------------------------------------------------------------------
+    def signature(self) -> list[Any]:
+        """The buffer types, in order (the range ``b0, b1`` follows)."""
+        raise NotImplementedError
+
+    def run_range(self, args: list[Any], b0: Any, b1: Any) -> None:
+        """CPU: the body over units ``[b0, b1)``."""
+        raise NotImplementedError
+
+    def run_unit(self, args: list[Any], i: Any) -> None:
+        """GPU: the body of unit ``i``."""
+        raise NotImplementedError
+
+    def function(self) -> Any:
+        ir, spec = self.ir, self.spec
+        index = ir.IndexType.get()
+        ftype = ir.FunctionType.get([*self.signature(), index, index], [])
+        if self.target != "gpu":
+            f = self.m["func"].FuncOp(spec.name, ftype)
+            entry = f.add_entry_block()
+        else:
+            f = self.m["gpu"].GPUFuncOp(ftype, sym_name=spec.name, kernel=True)
+            entry = f.add_entry_block()
+        with ir.InsertionPoint(entry):
+            a = list(entry.arguments)
+            bufs, b0, b1 = a[:-2], a[-2], a[-1]
+            if self.target == "cpu":
+                self.run_range(bufs, b0, b1)
+                self.m["func"].ReturnOp([])
+            elif self.target == "gpu-body":
+                self.for_each(b0, b1, lambda i: self.run_unit(bufs, i))
+                self.m["func"].ReturnOp([])
+            else:
+                gpu, ar = self.m["gpu"], self.m["arith"]
+                dim = ir.Attribute.parse("#gpu<dim x>")
+                t = ar.AddIOp(ar.MulIOp(gpu.BlockIdOp(dim).result,
+                                        gpu.BlockDimOp(dim).result).result,
+                              gpu.ThreadIdOp(dim).result).result
+                i = ar.AddIOp(b0, t).result
+                self.when(self.b.lt(i, b1), lambda: self.run_unit(bufs, i))
+                gpu.ReturnOp([])
+        return f
+
+    def dim(self, mem: Any) -> Any:
+        return self.m["memref"].DimOp(mem, self.index(0)).result
+
+
+class _MXKernel(_Kernel):
+    """Quantize / dequantize: the loop over groups of blocks and the per-block body."""
+
+    def __init__(self, spec: KernelSpec, mods: dict[str, Any], target: str):
+        k = spec.k
+        lanes = k if k <= _MAX_LANES else next(v for v in (64, 32, 16, 8, 4, 2, 1)
+                                                if k % v == 0)
+        fmt = spec.fmt
+        super().__init__(spec, mods, target, lanes, fmt.bits if not fmt.is_int else 8,
+                         spec.packed)
+        self.fmt = fmt
+        self.chunks = k // lanes
+        #: blocks per loop iteration: their scale arithmetic runs as one vector (GPU: one
+        #: block per thread)
+        self.group = (1 if self.chunks > 1 or target != "cpu"
+                      else max(1, min(16, _GROUP_VALUES // k)))
 
     def over_chunks(self, start: Any, body, init: list[Any] | None = None) -> list[Any]:
         """Runs ``body(value offset, *carried)`` for each chunk of the block at ``start``; one
@@ -470,11 +763,7 @@ class _Kernel:
         n = a.SubIOp(b1, b0).result
         whole = a.MulIOp(a.DivUIOp(n, self.index(G)).result, self.index(G)).result
         mid = a.AddIOp(b0, whole).result
-        scf = self.m["scf"]
-        loop = scf.ForOp(b0, mid, self.index(G), [])
-        with self.ir.InsertionPoint(loop.body):
-            body(loop.induction_variable, G)
-            scf.YieldOp([])
+        self.for_each(b0, mid, lambda i: body(i, G), step=G)
         self.for_each(mid, b1, lambda i: body(i, 1))
 
     # -- quantize ---------------------------------------------------------------------------
@@ -499,7 +788,7 @@ class _Kernel:
         """Blocks ``i .. i + count``: each block's values loaded once, the maxima reduced, the
         scale arithmetic done for the whole group at once (vector<count>), the elements
         converted from the loaded registers, the group's scales stored together."""
-        b, fmt = self.b, self.fmt
+        b = self.b
         k = self.spec.k
         a = self.m["arith"]
         starts = [self.scaled_index(i, k, 1)]
@@ -524,7 +813,7 @@ class _Kernel:
                 starts[0], lambda at, acc: [b.max(acc, block_max(bits_at(at)))],
                 [b.const(0, "i32")])
         nonfinite = b.ge(amax, _INF)
-        if fmt.is_nvfp4:
+        if self.fmt.is_nvfp4:
             scale_codes, convert = self._nvfp4_scale(amax, nonfinite)
         else:
             scale_codes, convert = self._mx_scale(amax, nonfinite)
@@ -536,8 +825,8 @@ class _Kernel:
                 self.over_chunks(st, lambda at: self.store_codes(q, at, convert(bits_at(at), 0)))
 
     def _mx_scale(self, amax: Any, nonfinite: Any):
-        """docs/semantics.md section 3 for a group of blocks: their scale codes, and the conversion of
-        block ``j``'s elements."""
+        """docs/semantics.md section 3 for a group of blocks: their scale codes, and the
+        conversion of block ``j``'s elements."""
         b, fmt = self.b, self.fmt
         e = b.clamp(-127, mx_math.shared_exponent(b, amax, fmt, self.spec.scale_mode), 127)
         codes = b.convert(b.select(nonfinite, b.like(e, 255), b.add(e, 127)), "i8")
@@ -549,27 +838,25 @@ class _Kernel:
                                       self.lane(nonfinite, j))
             if fmt.is_int:
                 return b.convert(b.round_even(b.mul(y, 64.0)), "i8")
-            return codec.emit_truncf(self.codec_builder(y.type), y, "f32", fmt.element,
-                                     code_bits=8)
+            # finite and within +-max_elem: a saturating conversion is exact
+            return self.to_narrow(y, "f32", fmt.element, satfinite=True)
 
         return codes, convert
 
     def _nvfp4_scale(self, amax: Any, nonfinite: Any):
-        """docs/semantics.md section 4 for a group of blocks: their E4M3 scale codes, and the conversion of
-        block ``j``'s elements."""
+        """docs/semantics.md section 4 for a group of blocks: their E4M3 scale codes, and the
+        conversion of block ``j``'s elements."""
         b = self.b
         s = mx_math.nvfp4_scale_f32(b, amax, nonfinite)
-        sb = self.codec_builder(s.type)
-        codes = codec.emit_truncf(sb, s, "f32", "f8E4M3FN", code_bits=8)
-        sd = codec.emit_extf(sb, codes, "f8E4M3FN", "f32")
+        codes = self.to_narrow(s, "f32", "f8E4M3FN")
+        sd = self.from_narrow(codes, "f8E4M3FN", "f32")
         drop = self.m["arith"].OrIOp(nonfinite, b.eq(sd, 0.0)).result
         recip = mx_math.nvfp4_reciprocal(b, sd, drop)
 
         def convert(xb: Any, j: int) -> Any:
             v = mx_math.nvfp4_element_values(b, xb, self.lane(recip, j))
             v = b.select(self.lane(drop, j), b.like(v, 0.0), v)
-            return codec.emit_truncf(self.codec_builder(v.type), v, "f32", "f4E2M1FN",
-                                     code_bits=8)
+            return self.to_narrow(v, "f32", "f4E2M1FN", satfinite=True)  # finite, in [-6, 6]
 
         return codes, convert
 
@@ -584,10 +871,10 @@ class _Kernel:
             raw = self.m["vector"].LoadOp(self.vec("i8", count), s, [i]).result
         else:
             raw = self.m["memref"].LoadOp(s, [i]).result
-        code = b.and_(b.convert(raw, "i32"), 0xFF)  # the bytes, unsigned
         if fmt.is_nvfp4:
-            sd = codec.emit_extf(self.codec_builder(code.type), code, "f8E4M3FN", "f32")
+            sd = self.from_narrow(raw, "f8E4M3FN", "f32")
         else:
+            code = b.and_(b.convert(raw, "i32"), 0xFF)  # the bytes, unsigned
             shift = b.sub(code, 127 + (6 if fmt.is_int else 0))
             is_nan = b.eq(code, 255)
         start = self.scaled_index(i, k, 1)
@@ -599,10 +886,9 @@ class _Kernel:
                 if fmt.is_int:
                     ev = b.convert(codes, "f32")
                 else:
-                    ev = codec.emit_extf(self.codec_builder(codes.type), codes, fmt.element,
-                                         "f32")
+                    ev = self.from_narrow(codes, fmt.element, "f32")
                 if fmt.is_nvfp4:
-                    p = b.mul(ev, self.lane(sd, j))  # exact and normal (docs/semantics.md section 5)
+                    p = b.mul(ev, self.lane(sd, j))  # exact and normal (docs/semantics.md 5)
                     if g is not None:
                         p = mx_math.mul_f32_exact(b, p, g)
                     r = b.bitcast(p, "i32")
@@ -615,7 +901,7 @@ class _Kernel:
             self.over_chunks(st, step)
 
     # -- the function -----------------------------------------------------------------------
-    def function(self) -> Any:
+    def signature(self) -> list[Any]:
         ir, spec = self.ir, self.spec
         dyn = ir.ShapedType.get_dynamic_size()
 
@@ -624,54 +910,132 @@ class _Kernel:
 
         g_t = [mem("f32")] if spec.global_scale else []
         if spec.op == "quantize":
-            args = [mem(spec.wide), *g_t, mem("i8"), mem("i8")]
+            return [mem(spec.wide), *g_t, mem("i8"), mem("i8")]
+        return [mem("i8"), mem("i8"), *g_t, mem(spec.wide)]
+
+    def _global(self, a: list[Any]) -> Any:
+        if not self.spec.global_scale:
+            return None
+        g_at = 1 if self.spec.op == "quantize" else 2
+        g = self.m["memref"].LoadOp(a[g_at], [self.index(0)]).result
+        if self.spec.op == "quantize":  # x / g as x * RN_f64(1 / g) (mx_math.f32_quotient)
+            g = mx_math.reciprocal_f64(self.b, self.b.bitcast(g, "i32"))
+        return g
+
+    def _unit(self, a: list[Any], g: Any):
+        if self.spec.op == "quantize":
+            x, q, s = a[0], a[-2], a[-1]
+            return lambda i, n: self.quantize_group(i, n, x, g, q, s)
+        q, s, y = a[0], a[1], a[-1]
+        return lambda i, n: self.dequantize_group(i, n, q, s, g, y)
+
+    def run_range(self, a: list[Any], b0: Any, b1: Any) -> None:
+        self.grouped(b0, b1, self._unit(a, self._global(a)))
+
+    def run_unit(self, a: list[Any], i: Any) -> None:
+        self._unit(a, self._global(a))(i, 1)
+
+
+class _ConvertKernel(_Kernel):
+    """A plain conversion: units of :data:`CONVERT_LANES` values, the last one masked."""
+
+    def __init__(self, spec: ConvertSpec, mods: dict[str, Any], target: str):
+        super().__init__(spec, mods, target, CONVERT_LANES,
+                         types.float_type(spec.narrow).bits, spec.packed)
+
+    def signature(self) -> list[Any]:
+        ir, spec = self.ir, self.spec
+        dyn = ir.ShapedType.get_dynamic_size()
+        wide = ir.MemRefType.get([dyn], ir.Type.parse(spec.wide))
+        codes = ir.MemRefType.get([dyn], ir.IntegerType.get_signless(8))
+        return [wide, codes] if spec.truncates else [codes, wide]
+
+    def convert(self, x: Any, y: Any, at: Any, count: Any = None) -> None:
+        """Values ``at``... (``V`` of them, or ``count``)."""
+        spec = self.spec
+        if spec.truncates:
+            v = self.load(x, at, self.vec(spec.src), count)
+            self.store_codes(y, at, self.to_narrow(v, spec.src, spec.dst), count)
         else:
-            args = [mem("i8"), mem("i8"), *g_t, mem(spec.wide)]
-        index = ir.IndexType.get()
-        ftype = ir.FunctionType.get([*args, index, index], [])
-        f = self.m["func"].FuncOp(spec.name, ftype)
-        entry = f.add_entry_block()
-        with ir.InsertionPoint(entry):
-            a = list(entry.arguments)
-            b0, b1 = a[-2], a[-1]
-            g = None
-            if spec.global_scale:
-                g_at = 1 if spec.op == "quantize" else 2
-                g = self.m["memref"].LoadOp(a[g_at], [self.index(0)]).result
-                if spec.op == "quantize":  # x / g as x * RN_f64(1 / g) (mx_math.f32_quotient)
-                    g = mx_math.reciprocal_f64(self.b, self.b.bitcast(g, "i32"))
-            if spec.op == "quantize":
-                x, q, s = a[0], a[-4], a[-3]
-                self.grouped(b0, b1, lambda i, n: self.quantize_group(i, n, x, g, q, s))
-            else:
-                q, s, y = a[0], a[1], a[-3]
-                self.grouped(b0, b1, lambda i, n: self.dequantize_group(i, n, q, s, g, y))
-            self.m["func"].ReturnOp([])
-        return f
+            f = self.from_narrow(self.load_codes(x, at, count), spec.src, spec.dst)
+            self.store(f, y, at, count)
+
+    def _bounds(self, a: list[Any], u0: Any, u1: Any) -> tuple[Any, Any]:
+        """Values ``[lo, hi)`` of units ``[u0, u1)``, cut at the value count."""
+        ar = self.m["arith"]
+        n = self.dim(a[0] if self.spec.truncates else a[1])
+        lo = self.scaled_index(u0, self.lanes, 1)
+        hi = ar.MinUIOp(self.scaled_index(u1, self.lanes, 1), n).result
+        return lo, ar.MaxUIOp(lo, hi).result
+
+    def run_range(self, a: list[Any], b0: Any, b1: Any) -> None:
+        ar = self.m["arith"]
+        lo, hi = self._bounds(a, b0, b1)
+        full = self.scaled_index(self.scaled_index(ar.SubIOp(hi, lo).result, 1, self.lanes),
+                                 self.lanes, 1)
+        whole = ar.AddIOp(lo, full).result
+        self.for_each(lo, whole, lambda at: self.convert(a[0], a[1], at), step=self.lanes)
+        rest = ar.SubIOp(hi, whole).result
+        self.when(self.b.gt(rest, self.index(0)),
+                  lambda: self.convert(a[0], a[1], whole, rest))
+
+    def run_unit(self, a: list[Any], i: Any) -> None:
+        ar = self.m["arith"]
+        lo, hi = self._bounds(a, i, ar.AddIOp(i, self.index(1)).result)
+        rest = ar.SubIOp(hi, lo).result
+        self.when(self.b.eq(rest, self.index(self.lanes)),
+                  lambda: self.convert(a[0], a[1], lo),
+                  lambda: self.convert(a[0], a[1], lo, rest))
 
 
 def _modules() -> dict[str, Any]:
     """The upstream MLIR modules a kernel is built with (imported on first use: optional)."""
     return {name.rpartition(".")[2]: upstream.module(name) for name in (
         "ir", "dialects.arith", "dialects.math", "dialects.vector", "dialects.scf",
-        "dialects.memref", "dialects.func")}
+        "dialects.memref", "dialects.func", "dialects.gpu")}
 
 
-def emit_kernel(spec: KernelSpec, module: Any) -> Any:
-    """Appends ``spec``'s kernel (a ``func.func`` named ``spec.name``) to ``module`` (an
-    upstream ``ir.Module``, under its context); returns the function op."""
+def gpu_module_name() -> str:
+    """The ``gpu.module`` GPU kernels are emitted into."""
+    return "mxlower_kernels"
+
+
+def _kernel(spec: KernelSpec | ConvertSpec, mods: dict[str, Any], target: str) -> _Kernel:
+    if isinstance(spec, ConvertSpec):
+        return _ConvertKernel(spec, mods, target)
+    return _MXKernel(spec, mods, target)
+
+
+def emit_kernel(spec: KernelSpec | ConvertSpec, module: Any, *, target: str = "cpu") -> Any:
+    """Appends ``spec``'s kernel to ``module`` (an upstream ``ir.Module``, under its context):
+    a ``func.func`` named ``spec.name`` (``target="cpu"`` or ``"gpu-body"``) or a ``gpu.func``
+    of that name in the module's ``gpu.module @mxlower_kernels``, created on first use
+    (``"gpu"``); returns the function op."""
     m = _modules()
     ir = m["ir"]
-    with ir.InsertionPoint(module.body), ir.Location.name(spec.name):
-        return _Kernel(spec, m).function()
+    with ir.Location.name(spec.name):
+        kernel = _kernel(spec, m, target)
+        if target != "gpu":
+            with ir.InsertionPoint(module.body):
+                return kernel.function()
+        container = next((op for op in module.body.operations
+                          if op.operation.name == "gpu.module"
+                          and ir.StringAttr(op.operation.attributes["sym_name"]).value
+                          == gpu_module_name()), None)
+        if container is None:
+            with ir.InsertionPoint(module.body):
+                container = m["gpu"].GPUModuleOp(gpu_module_name())
+                container.regions[0].blocks.append()
+        with ir.InsertionPoint(container.regions[0].blocks[0]):
+            return kernel.function()
 
 
-def build(spec: KernelSpec) -> str:
+def build(spec: KernelSpec | ConvertSpec, *, target: str = "cpu") -> str:
     """The kernel module of ``spec`` as MLIR text (verified), in a fresh upstream context."""
 
     ir = upstream.module("ir")
     with upstream.context(), ir.Location.unknown():
         module = ir.Module.create()
-        emit_kernel(spec, module)
+        emit_kernel(spec, module, target=target)
         module.operation.verify()
         return str(module)

@@ -117,14 +117,10 @@ def test_abi_struct_sizes_match_the_header():
 
 
 def test_metadata_query_is_answered(kernel):
-    md = abi.Metadata(struct_size=ctypes.sizeof(abi.Metadata), traits=0xFFFF)
-    ext = abi.MetadataExtension(
-        extension_base=abi.ExtensionBase(struct_size=ctypes.sizeof(abi.MetadataExtension),
-                                         type=abi.METADATA_EXTENSION),
-        metadata=ctypes.pointer(md))
     api = FakeApi()
-    frame = abi.CallFrame(struct_size=abi.struct_size(abi.CallFrame, "attrs"),
-                          extension_start=ctypes.addressof(ext), api=ctypes.addressof(api.api))
+    keep: list = []
+    frame, md = abi.metadata_frame(ctypes.addressof(api.api), keep)
+    md.traits = 0xFFFF
     assert kernel.handler(ctypes.addressof(frame)) is None  # success: a null error
     assert (md.api_version.major_version, md.api_version.minor_version) == (0, 3)
     assert md.api_version.struct_size == abi.struct_size(abi.ApiVersion, "minor_version")
@@ -133,12 +129,9 @@ def test_metadata_query_is_answered(kernel):
 
 
 def test_too_small_metadata_is_an_error(kernel):
-    md = abi.Metadata(struct_size=8)
-    ext = abi.MetadataExtension(extension_base=abi.ExtensionBase(type=abi.METADATA_EXTENSION),
-                                metadata=ctypes.pointer(md))
     api = FakeApi()
-    frame = abi.CallFrame(struct_size=abi.struct_size(abi.CallFrame, "attrs"),
-                          extension_start=ctypes.addressof(ext), api=ctypes.addressof(api.api))
+    keep: list = []
+    frame, _ = abi.metadata_frame(ctypes.addressof(api.api), keep, metadata_size=8)
     assert kernel.handler(ctypes.addressof(frame)) == 0xE0
     assert api.errors == [(abi.ERROR_INVALID_ARGUMENT,
                            f"{SPEC.name}: XLA_FFI_Metadata is smaller than this handler's "

@@ -396,24 +396,17 @@ def test_the_gpu_side_imports_no_mlir(tmp_path):
     """On a GPU machine without jaxlib or the xtc wheels, this module and what it imports
     load, and find carried images (imports of jax, jaxlib or mlir fail in the child)."""
     build_images(str(tmp_path), ["sm_90a"])
-    here = os.path.dirname(os.path.abspath(__file__))
-    code = f"""
-import importlib.abc, sys
-class Block(importlib.abc.MetaPathFinder):
-    def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] in ("jax", "jaxlib", "mlir"):
-            raise ImportError("blocked: " + name)
-sys.meta_path.insert(0, Block())
-sys.path.insert(0, {here!r})
+    from mxlower.testing import run_without_mlir  # here, not on the GPU side: it has jaxlib
+
+    code = """
 import test_gpu_nvvm as G
 img = G._image("sm_90a", True)
 x = G._probes("f32")
 assert len(img) > 1000 and x.size > 200000
 print("ok", sorted(m for m in sys.modules if m.startswith("mxlower")))
 """
-    env = dict(os.environ, **{IMAGES_ENV: str(tmp_path)})
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
-                       check=False)
+    r = run_without_mlir(code, os.path.dirname(os.path.abspath(__file__)),
+                         dict(os.environ, **{IMAGES_ENV: str(tmp_path)}))
     assert r.returncode == 0 and r.stdout.startswith("ok"), r.stderr[-2000:]
 
 
