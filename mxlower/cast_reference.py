@@ -83,9 +83,12 @@ def resolve(number_spec, scale_spec=None) -> Datatype:
         if scale_spec is not None:
             raise SpecError(f"datatype {number_spec} has its own scale; do not pass scale")
         return number_spec
-    if isinstance(number_spec, str) and scale_spec is None and (
-            number_spec in DATATYPES or ":" in number_spec):
-        return get_datatype(number_spec)
+    if isinstance(number_spec, str) and (number_spec in DATATYPES or ":" in number_spec):
+        dt = get_datatype(number_spec)
+        if scale_spec is None:
+            return dt
+        if dt.scale is not None:
+            raise SpecError(f"datatype {number_spec} has its own scale; do not pass scale")
     return datatype(number_spec, scale_spec)
 
 

@@ -426,7 +426,8 @@ def independent_float_scale(x: np.ndarray, spec: NumberSpec, sspec: NumberSpec, 
             continue
         amax = float(np.max(np.abs(row.astype(np.float64))))
         q = np.float32(F(amax) / F(spec.max_exact))  # one correctly rounded f32 division
-        sc = int(neighbour_cast(np.array([float(q)]), sspec, "even")[0])
+        sc = (int(neighbour_cast(np.array([float(q)]), sspec, "even")[0]) if sspec.bits <= 16
+              else fraction_cast(float(q), sspec, "even", 0, False))  # too many codes to list
         s = np.float32(float(sspec.value_of(sc)))
         scodes.append(sc)
         if s == 0:
@@ -515,7 +516,7 @@ def test_nonfinite_tiles():
     x = np.ones((3, 8), np.float32)
     x[0, 2] = np.nan
     x[1, 5] = np.inf
-    for dt in ("mxfp8_e4m3", "e5m6:e8m0_t8", "e4m3fn:float32_t8", "uint8:float32_uint8_t8",
+    for dt in ("e4m3fn:e8m0_t8", "e5m6:e8m0_t8", "e4m3fn:float32_t8", "uint8:float32_uint8_t8",
                "uint4:float32_float16_t8"):
         enc = R.encode(x, dt)
         v = R.cast(x, dt)

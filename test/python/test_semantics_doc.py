@@ -28,7 +28,7 @@ SECTIONS = {
     7: "Interchange forms",
     8: "Sub-byte packing",
     9: "Bad input",
-    10: "General number formats (planned)",
+    10: "General number formats",
 }
 
 
