@@ -27,6 +27,13 @@ checkout of another revision, e.g. ``git worktree add /tmp/base HEAD~1``; lowere
 process) and times those modules interleaved with this tree's, for a before/after table of
 a lowering change measured in one run.
 
+``--scale-mode`` sets the quantize modules' scale rule (default floor); the format
+``nvfp4+g`` is nvfp4 with a global scale (an f32 argument of quantize and dequantize).
+``--dots MxNxK,...`` adds ``mx.scaled_dot`` modules ``[M, K] x [N, K] -> [M, N]`` (f32) of
+mxfp8_e4m3 and mxfp4_e2m1 operands, on ordinary data (quantized normal values) and on data
+with one scale code 0x00 in the lhs (which a lowering that must keep subnormal products may
+treat differently), timed against their baseline-tree lowering when one is given.
+
 Steady state throughout: every XLA run (JAX's included, through ``donate_argnums``) writes
 into the previous run's output buffers, and each time is the fastest of ``--reps`` runs after
 two warm-up runs.  Results print as Markdown tables for BENCHMARKS.md.
@@ -55,32 +62,64 @@ ALIAS = "tf.aliasing_output"
 F6 = ("f6E3M2FN", "f6E2M3FN")
 
 
+#: the global scale of the ``nvfp4+g`` modules
+GLOBAL = 0.37
+
+
+def _fmt(name: str) -> tuple[str, bool]:
+    """(format, with a global scale) of a benchmark format name (``nvfp4+g``)."""
+    fmt, _, g = name.partition("+")
+    return fmt, g == "g"
+
+
 def _t(shape, elt: str) -> str:
     return "tensor<" + "".join(f"{d}x" for d in shape) + elt + ">"
 
 
-def quantize_text(fmt: str, n: int, mode: str) -> str:
+def quantize_text(name: str, n: int, mode: str) -> str:
+    fmt, with_g = _fmt(name)
     f = FORMATS[fmt]
     x, q = (n // ROW, ROW), (n // ROW, ROW)
     s = (n // ROW, ROW // f.block_size)
     sm = "" if f.is_nvfp4 else f', scale_mode = "{mode}"'
-    return (f"func.func @main(%x: {_t(x, 'f32')}, %oq: {_t(q, f.element)} {{{ALIAS} = 0 : i32}}, "
-            f"%os: {_t(s, f.scale)} {{{ALIAS} = 1 : i32}}) -> ({_t(q, f.element)}, "
-            f"{_t(s, f.scale)}) {{\n"
-            f'  %q, %s = "mx.quantize"(%x) {{format = "{fmt}", block_size = {f.block_size} : i64, '
-            f"axis = 1 : i64{sm}}} : ({_t(x, 'f32')}) -> ({_t(q, f.element)}, {_t(s, f.scale)})\n"
+    g_arg, g_op, g_t = (", %g: tensor<f32>", ", %g", ", tensor<f32>") if with_g else ("", "", "")
+    return (f"func.func @main(%x: {_t(x, 'f32')}{g_arg}, %oq: {_t(q, f.element)} "
+            f"{{{ALIAS} = 0 : i32}}, %os: {_t(s, f.scale)} {{{ALIAS} = 1 : i32}}) -> "
+            f"({_t(q, f.element)}, {_t(s, f.scale)}) {{\n"
+            f'  %q, %s = "mx.quantize"(%x{g_op}) {{format = "{fmt}", block_size = '
+            f"{f.block_size} : i64, axis = 1 : i64{sm}}} : ({_t(x, 'f32')}{g_t}) -> "
+            f"({_t(q, f.element)}, {_t(s, f.scale)})\n"
             f"  return %q, %s : {_t(q, f.element)}, {_t(s, f.scale)}\n}}\n")
 
 
-def dequantize_text(fmt: str, n: int) -> str:
+def dequantize_text(name: str, n: int) -> str:
+    fmt, with_g = _fmt(name)
     f = FORMATS[fmt]
     q = (n // ROW, ROW)
     s = (n // ROW, ROW // f.block_size)
-    return (f"func.func @main(%q: {_t(q, f.element)}, %s: {_t(s, f.scale)}, "
+    g_arg, g_op, g_t = (", %g: tensor<f32>", ", %g", ", tensor<f32>") if with_g else ("", "", "")
+    return (f"func.func @main(%q: {_t(q, f.element)}, %s: {_t(s, f.scale)}{g_arg}, "
             f"%o: {_t(q, 'f32')} {{{ALIAS} = 0 : i32}}) -> {_t(q, 'f32')} {{\n"
-            f'  %d = "mx.dequantize"(%q, %s) {{format = "{fmt}", block_size = {f.block_size} : '
-            f"i64, axis = 1 : i64}} : ({_t(q, f.element)}, {_t(s, f.scale)}) -> {_t(q, 'f32')}\n"
+            f'  %d = "mx.dequantize"(%q, %s{g_op}) {{format = "{fmt}", block_size = '
+            f"{f.block_size} : i64, axis = 1 : i64}} : ({_t(q, f.element)}, {_t(s, f.scale)}"
+            f"{g_t}) -> {_t(q, 'f32')}\n"
             f"  return %d : {_t(q, 'f32')}\n}}\n")
+
+
+def dot_text(fmt: str, m: int, n: int, k: int) -> str:
+    """``mx.scaled_dot`` of two ``fmt`` operands, [m, k] x [n, k] -> [m, n] f32."""
+    f = FORMATS[fmt]
+    a, sa = (m, k), (m, k // f.block_size)
+    b, sb = (n, k), (n, k // f.block_size)
+    ins = [_t(a, f.element), _t(sa, f.scale), _t(b, f.element), _t(sb, f.scale)]
+    out = _t((m, n), "f32")
+    return (f"func.func @main(%a: {ins[0]}, %as: {ins[1]}, %b: {ins[2]}, %bs: {ins[3]}, "
+            f"%o: {out} {{{ALIAS} = 0 : i32}}) -> {out} {{\n"
+            f'  %r = "mx.scaled_dot"(%a, %as, %b, %bs) {{dot_dimension_numbers = '
+            f"#stablehlo.dot<lhs_contracting_dimensions = [1], rhs_contracting_dimensions = "
+            f'[1]>, lhs_format = "{fmt}", rhs_format = "{fmt}", lhs_block_size = '
+            f"{f.block_size} : i64, rhs_block_size = {f.block_size} : i64}} : "
+            f"({', '.join(ins)}) -> {out}\n  return %r : {out}\n}}\n")
 
 
 def copy_text(kind: str, n: int) -> str:
@@ -196,29 +235,35 @@ def lower_elsewhere(tree: str, jobs: dict[str, tuple[str, str]]) -> dict[str, st
     return json.loads(proc.stdout)
 
 
-def data_for(fmt: str, n: int, rng) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def data_for(name: str, n: int, rng) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """The quantize module's inputs (x[, g]) and the dequantize module's (q, s[, g])."""
+    fmt, with_g = _fmt(name)
     x = (rng.standard_normal((n // ROW, ROW)) * np.exp2(rng.integers(-20, 20, (n // ROW, 1))))
     x = x.astype(np.float32)
     x.reshape(-1)[::4099] = np.nan
-    q, s = R.quantize(x, fmt, axis=1)
-    return x, q, s
+    g = [np.array(GLOBAL, np.float32)] if with_g else []
+    q, s = R.quantize(x, fmt, axis=1, global_scale=GLOBAL if with_g else None)
+    return [x, *g], [q, s, *g]
 
 
-def spot_check(fmt: str, variant: str) -> None:
+def spot_check(name: str, variant: str) -> None:
     """The benchmarked modules compute the right thing (the tests do this thoroughly)."""
     n = 1 << 14
-    x, q, s = data_for(fmt, n, np.random.default_rng(1))
-    qf = runner(quantize_text(fmt, n, "floor"), variant, [x])()
+    fmt, with_g = _fmt(name)
+    qin, din = data_for(name, n, np.random.default_rng(1))
+    q, s = din[:2]
+    qf = runner(quantize_text(name, n, "floor"), variant, qin)()
     got = [np.asarray(o) for o in qf]
-    assert np.array_equal(R.bits(got[0]).ravel() & 0xFF, R.bits(q).ravel()), (fmt, variant)
-    assert np.array_equal(R.bits(got[1]).ravel(), R.bits(s).ravel()), (fmt, variant)
-    (d,) = [np.asarray(o) for o in runner(dequantize_text(fmt, n), variant, [q, s])()]
-    want = R.dequantize(q, s, fmt, axis=1)
+    assert np.array_equal(R.bits(got[0]).ravel() & 0xFF, R.bits(q).ravel()), (name, variant)
+    assert np.array_equal(R.bits(got[1]).ravel(), R.bits(s).ravel()), (name, variant)
+    (d,) = [np.asarray(o) for o in runner(dequantize_text(name, n), variant, din)()]
+    want = R.dequantize(q, s, fmt, axis=1, global_scale=GLOBAL if with_g else None)
     assert np.array_equal(np.isnan(d), np.isnan(want))
     assert np.array_equal(d[~np.isnan(d)], want[~np.isnan(want)]), (fmt, variant)
 
 
-def bench(formats, sizes, reps, variants, baseline_tree: str | None = None) -> list[dict]:
+def bench(formats, sizes, reps, variants, baseline_tree: str | None = None,
+          mode: str = "floor") -> list[dict]:
     rng = np.random.default_rng(0)
     rows = []
     for logn in sizes:
@@ -231,10 +276,11 @@ def bench(formats, sizes, reps, variants, baseline_tree: str | None = None) -> l
                ("memcpy",): lambda a=a, b=b: np.copyto(b, a)}
         base_jobs, base_data = {}, {}
         for fmt in formats:
-            x, q, s = data_for(fmt, n, rng)
+            qin, din = data_for(fmt, n, rng)
+            x = qin[0]
             for v in variants:
-                jobs = {"quantize": (quantize_text(fmt, n, "floor"), [x]),
-                        "dequantize": (dequantize_text(fmt, n), [q, s])}
+                jobs = {"quantize": (quantize_text(fmt, n, mode), qin),
+                        "dequantize": (dequantize_text(fmt, n), din)}
                 for op, (text, data) in jobs.items():
                     fns[(fmt, v, op)] = runner(text, v, data)
                     base_jobs[f"{fmt}|{v}|{op}"] = (text, v)
@@ -250,7 +296,7 @@ def bench(formats, sizes, reps, variants, baseline_tree: str | None = None) -> l
                 fns[(fmt, v + "@base", op)] = runner(text, "copy", base_data[key])
         best = round_robin(fns, reps)
         for fmt in formats:
-            k = FORMATS[fmt].block_size
+            k = FORMATS[_fmt(fmt)[0]].block_size
             moved = n * (5 + 1 / k)
             for op in ("quantize", "dequantize"):
                 for v in variants:
@@ -276,6 +322,60 @@ def bench(formats, sizes, reps, variants, baseline_tree: str | None = None) -> l
                              "baseline tree" if "base_ns_per_elem" in row else ""),
                           file=sys.stderr, flush=True)
     return rows
+
+
+def dot_data(fmt: str, m: int, n: int, k: int, rng, tiny: bool) -> list[np.ndarray]:
+    a, sa = R.quantize(rng.standard_normal((m, k)).astype(np.float32), fmt)
+    b, sb = R.quantize(rng.standard_normal((n, k)).astype(np.float32), fmt)
+    if tiny:
+        sa = sa.copy()
+        sa.reshape(-1)[0] = R.from_bits(np.array([0], np.uint8), "f8E8M0FNU")[0]
+    return [a, sa, b, sb]
+
+
+def bench_dots(shapes, reps, variant: str, baseline_tree: str | None) -> list[dict]:
+    """Scaled dots of each shape, format and data kind, this tree's lowering interleaved with
+    the baseline tree's."""
+    rng = np.random.default_rng(2)
+    fns, base_jobs, base_data = {}, {}, {}
+    for m, n, k in shapes:
+        for fmt in ("mxfp8_e4m3", "mxfp4_e2m1"):
+            for kind in ("ordinary", "one lhs scale 0x00"):
+                data = dot_data(fmt, m, n, k, rng, kind != "ordinary")
+                key = f"{m}x{n}x{k}|{fmt}|{kind}"
+                fns[(key, "")] = runner(dot_text(fmt, m, n, k), variant, data)
+                base_jobs[key] = (dot_text(fmt, m, n, k), variant)
+                base_data[key] = data
+    if baseline_tree:
+        for key, text in lower_elsewhere(baseline_tree, base_jobs).items():
+            fns[(key, "@base")] = runner(text, "copy", base_data[key])
+    best = round_robin(fns, reps)
+    rows = []
+    for key in base_jobs:
+        shape, fmt, kind = key.split("|")
+        m, n, k = (int(v) for v in shape.split("x"))
+        t = best[(key, "")]
+        row = {"shape": shape, "format": fmt, "data": kind, "variant": variant, "ms": t * 1e3,
+               "gflop_s": 2 * m * n * k / t / 1e9}
+        if (key, "@base") in best:
+            row["base_ms"] = best[(key, "@base")] * 1e3
+        rows.append(row)
+    return rows
+
+
+def dot_markdown(rows) -> str:
+    base = any("base_ms" in r for r in rows)
+    out = ["| [M, K] x [N, K] | format | data | ms | GFLOP/s |"
+           + (" baseline tree ms | speed-up |" if base else ""),
+           "|---|---|---|---|---|" + ("---|---|" if base else "")]
+    for r in rows:
+        m, n, k = r["shape"].split("x")
+        line = (f"| [{m}, {k}] x [{n}, {k}] | {r['format']} | {r['data']} | {r['ms']:.2f} | "
+                f"{r['gflop_s']:.1f} |")
+        if "base_ms" in r:
+            line += f" {r['base_ms']:.2f} | {r['base_ms'] / r['ms']:.2f}x |"
+        out.append(line)
+    return "\n".join(out)
 
 
 def markdown(rows) -> str:
@@ -313,16 +413,25 @@ def main(argv=None) -> int:
     ap.add_argument("--json", help="also write the results here")
     ap.add_argument("--baseline-tree", metavar="DIR",
                     help="also time the modules as lowered by the mxlower package in DIR")
+    ap.add_argument("--scale-mode", default="floor", choices=("floor", "rceil", "nearest"),
+                    help="scale rule of the quantize modules")
+    ap.add_argument("--dots", default="", metavar="MxNxK,...",
+                    help="also time mx.scaled_dot modules of these shapes")
     a = ap.parse_args(argv)
-    formats = a.formats.split(",")
+    formats = [f for f in a.formats.split(",") if f]
     variants = a.variants.split(",")
-    sizes = [int(s) for s in a.sizes.split(",")]
+    sizes = [int(s) for s in a.sizes.split(",") if s]
+    shapes = [tuple(int(v) for v in d.split("x")) for d in a.dots.split(",") if d]
     for fmt in formats:
         for v in variants:
             spot_check(fmt, v)
     session = Session()
-    rows = bench(formats, sizes, a.reps, variants, a.baseline_tree)
-    session.report(markdown(rows), rows, a.json)
+    rows = bench(formats, sizes, a.reps, variants, a.baseline_tree, a.scale_mode)
+    dots = bench_dots(shapes, a.reps, variants[-1], a.baseline_tree) if shapes else []
+    table = markdown(rows) if rows else ""
+    if dots:
+        table += ("\n\n" if table else "") + dot_markdown(dots)
+    session.report(table, rows + dots, a.json, f"quantize scale mode {a.scale_mode}")
     return 0
 
 
