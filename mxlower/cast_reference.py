@@ -343,12 +343,15 @@ def _scale_exponent(amax: np.ndarray, n: NumberSpec, s: ScaleSpec, mode: str) ->
         mid = float(n.scaled_midmax_exact) if n.kind == "int" else n.midmax
         E = E + (np.ldexp(safe, (-E).astype(np.int32)) >= mid)
     elif mode == "rceil":
-        with np.errstate(under="ignore"):
+        with np.errstate(under="ignore", over="ignore"):
             q = (safe / mx).astype(_F32).astype(_F64)  # one f32 division (correctly rounded)
         qpos = q > 0
         fq = _floor_log2(np.where(qpos, q, 1.0))
         exact_pow2 = np.ldexp(1.0, fq.astype(np.int32)) == q
         E = np.where(qpos, fq + ~exact_pow2, np.iinfo(np.int32).min)
+        # amax / max beyond f32's range (a format whose max is below 1): the f32 quotient is
+        # +Inf, whose ceil(log2) is +Inf, clamped to the scale's emax below
+        E = np.where(np.isinf(q), np.iinfo(np.int32).max, E)
     else:  # nearest: ml_dtypes' f32 -> e8m0 rounding of v = amax 2^-emax (exact)
         v = np.ldexp(safe, -emax)
         fv = _floor_log2(v)
@@ -447,7 +450,10 @@ def _encode_asymmetric(xf, n: NumberSpec, s: ScaleSpec, mode, r):
 
 def _round_signed(q: np.ndarray, mode: str, r) -> np.ndarray:
     """R applied to |q| with q's sign kept (an int64 integer)."""
-    q = np.asarray(q, _F64)
+    # every caller saturates the result to [0, 2^K - 1] with K <= 32, so magnitudes beyond
+    # 2^62 (f32 quotients reach 2^128) are clipped first: the same saturated result, and no
+    # int64 wrap-around
+    q = np.clip(np.asarray(q, _F64), -2.0 ** 62, 2.0 ** 62)
     rr = None if r is None else np.broadcast_to(np.asarray(r, np.int64), q.shape)
     with np.errstate(invalid="ignore"):
         m = _round_int(np.where(np.isfinite(q), np.abs(q), 0.0), mode, rr)

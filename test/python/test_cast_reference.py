@@ -670,3 +670,23 @@ def test_decode_argument_errors():
         R.decode(enc, "mxfp8_e4m3", dtype=np.float64)
     assert np.array_equal(R.decode(enc, "mxfp8_e4m3", dtype=BF16), R.cast(x.astype(BF16),
                                                                           "mxfp8_e4m3"))
+
+
+def test_rceil_when_amax_over_max_overflows_f32():
+    # e2m1b5 (ieee) has max 0.1875: amax / max is beyond f32's range, the f32 quotient +Inf,
+    # and rceil's E = ceil(log2(+Inf)) clamps to the scale's emax (code 254), as "max" does
+    x = np.zeros(32, np.float32)
+    x[0] = 3e38
+    assert numbers.number("e2m1b5").max == 0.1875
+    for mode in ("rceil", "max", "midmax", "nearest"):
+        enc = R.encode(x, "e2m1b5", "e8m0_t32", scalemode=mode)
+        assert enc.scales.view(np.uint8).tolist() == [254], mode
+        assert enc.codes[0] == 0b101 and not enc.codes[1:].any(), mode  # saturated to max
+
+
+def test_zero_point_quotients_beyond_int64_saturate():
+    # the f16 scale saturates at 65504, so 1e30 / s ~ 1.5e25 > 2^63: code 255, not a wrapped 0
+    for sc in ("float16_uint8_t2", "float16_float32_t2"):
+        enc = R.encode(np.array([0, 1e30, -1e30, 0], np.float32), "uint8", sc)
+        assert enc.scales.tolist() == [65504, 65504], sc
+        assert enc.codes[1] == 255 and enc.codes[2] == 0, (sc, enc)
