@@ -255,8 +255,9 @@ def _sig_exp(b: Builder, bits: Any) -> tuple[Any, Any]:
 
 
 def quotient(b: Builder, x_bits: Any, d_bits: Any | float) -> Any:
-    """The f32 bits of RNE_f32(x / d) for f32 bits ``x_bits`` and a positive finite ``d``
-    (f32 bits of x's shape, or a Python float holding an f32), subnormal quotients included.
+    """The f32 bits of RNE_f32(x / d) for f32 bits ``x_bits`` and a positive ``d`` (f32 bits
+    of x's shape, or a Python float holding an f32), subnormal quotients included; d = +Inf
+    gives a signed zero for finite x.
 
     Normal (and overflowing) quotients: ``RNE_f32(RN_f64(x * RN_f64(1 / d)))``, exact
     (:func:`mxlower.lowering.mx_math.f32_quotient`).  Where that product is below 2^-126 the
@@ -287,7 +288,9 @@ def quotient(b: Builder, x_bits: Any, d_bits: Any | float) -> Any:
     up = b.or_(b.gt(twice, d), b.and_(b.eq(twice, d), odd))
     k = b.convert(b.add(quo, b.select(up, b.like(quo, 1), b.like(quo, 0))), "i32")
     tiny = b.or_(b.eq(b.and_(x_bits, _MAG), 0), b.lt(b.abs(q), 2.0 ** -126))
-    return b.select(tiny, b.or_(b.and_(x_bits, _SIGN), k), normal)
+    # a divisor of +Inf (a float scale that overflowed) gives a signed zero
+    small = b.select(b.ge(b.and_(d_bits, _MAG), _INF), b.like(k, 0), k)
+    return b.select(tiny, b.or_(b.and_(x_bits, _SIGN), small), normal)
 
 
 def _f32_bits_of(v: float) -> int:
