@@ -41,11 +41,15 @@ import fractions
 import math
 from typing import Any
 
+import numpy as np
+
 from mxlower.bindings.jaxlib import ir
 from mxlower.dialect import mx
 from mxlower.ir.stablehlo_builder import Builder
 from mxlower.lowering import codec_spec
 from mxlower.lowering.codec_stablehlo import StableHLOBuilder
+from mxlower.lowering.mx_math import _codes_of as _narrow_codes  # the narrow storage reader
+from mxlower.lowering.mx_math import _from_codes as _narrow_from_codes  # and writer
 from mxlower.lowering.mx_math import (
     f64_of_f32_bits,
     frexp_bits,
@@ -231,16 +235,6 @@ def load(b: Builder, stored: Any, spec: NumberSpec) -> Any:
     return _narrow_codes(b, stored, t)
 
 
-def _narrow_from_codes(b: Builder, codes: Any, t: str) -> Any:
-    from mxlower.lowering.mx_math import _from_codes  # the one narrow-type storage writer
-    return _from_codes(b, codes, t)
-
-
-def _narrow_codes(b: Builder, v: Any, t: str) -> Any:
-    from mxlower.lowering.mx_math import _codes_of  # the one narrow-type storage reader
-    return _codes_of(b, v, t)
-
-
 # ----------------------------------------------------------------------------- exact f32 steps
 
 
@@ -294,11 +288,11 @@ def quotient(b: Builder, x_bits: Any, d_bits: Any | float) -> Any:
 
 
 def _f32_bits_of(v: float) -> int:
-    import struct
-    raw = struct.unpack("<I", struct.pack("<f", v))[0]
-    if float(struct.unpack("<f", struct.pack("<I", raw))[0]) != v:
+    """The bits of the f32 value ``v`` as a signed i32."""
+    f = np.float32(v)
+    if float(f) != v:
         raise CastLoweringError(f"{v} is not an f32 value")
-    return raw - (1 << 32) if raw >= 1 << 31 else raw
+    return int(f.view(np.int32))
 
 
 def _add_f32(b: Builder, x_bits: Any, y_bits: Any) -> Any:
