@@ -174,7 +174,8 @@ class Tiles:
 
 
 def _int_builder(b: Builder, like: Any) -> StableHLOBuilder:
-    return StableHLOBuilder(list(b.shape(like)), like=like, loc=b.loc, ip=b.ip)
+    return StableHLOBuilder(list(ir.RankedTensorType(like.type).shape), like=like, loc=b.loc,
+                            ip=b.ip)
 
 
 def encode_values(b: Builder, value_bits: Any, spec: NumberSpec, roundmode: str = "even",
