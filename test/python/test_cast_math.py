@@ -81,14 +81,5 @@ def test_scale_exponent_matches_the_oracle(mode):
                _f32_bits(amax))
     for (n, s), g in zip(pairs, got):
         want = CR._scale_exponent(amax.astype(np.float64), n, s, mode)
-        if mode == "rceil":
-            # q = amax / max overflowing f32 (a spec with max < 1): the contract's E is
-            # ceil(log2(+Inf)), clamped to the top; the oracle reads frexp(Inf) as 2^-1
-            with np.errstate(over="ignore"):
-                over = np.isinf(amax.astype(np.float64) / float(n.scaled_max_exact)
-                                ).astype(bool) | np.isinf(
-                    (amax.astype(np.float64) / float(n.scaled_max_exact)).astype(np.float32))
-            assert (g[over] == s.number.emax).all()
-            want = np.where(over, s.number.emax, want)
         bad = g != want
         assert not bad.any(), (n.code, s.code, amax[bad][:5], g[bad][:5], want[bad][:5])

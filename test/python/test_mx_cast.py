@@ -304,8 +304,7 @@ def test_ocp_formats_as_datatypes_give_the_named_bits():
 
 def test_zero_point_codes_of_quotients_beyond_int64():
     """uint data whose quotient v / s exceeds 2^63 (an f16 scale saturated at 65504) clamps to
-    2^K - 1 as the contract says.  (mxlower.reference's int64 rounding wraps such quotients
-    and gives code 0; the expected values here are computed by hand.)"""
+    2^K - 1 as the contract says (expected values computed by hand, and the oracle's)."""
     x = np.zeros((2, 8), np.float32)
     x[0, 0] = 1.0e30
     x[1, :] = [-3.0e30, 0, 1, 2, 3, 4, 5, 6]
@@ -320,6 +319,9 @@ def test_zero_point_codes_of_quotients_beyond_int64():
     assert codes[0].tolist() == [255] + [0] * 7
     # (x - z) / s: 1e30 -> 255; -3e30 + 65504 -> negative -> 0; small values -> 1 (65504 / s)
     assert codes[1].tolist() == [0] + [1] * 7
+    want = R.encode(x, "uint8", "float16_e5m10_t0")
+    assert [codes.tolist(), scales.tolist(), zps.tolist()] == [
+        want.codes.tolist(), want.scales.tolist(), want.zero_points.tolist()]
 
 
 def test_2d_tiles_commute_with_transposition():
