@@ -1,0 +1,281 @@
+"""Casts to any datatype and M-of-N sparsity in JAX (docs/semantics.md section 10).
+
+* :func:`cast` ``(x, number, scale=None, *, roundmode="even", scalemode="max", key=None,
+  rbits=None)``: the virtual cast (fake quantization): ``x``'s shape and dtype, each value the
+  dequantized quantized value.  Gradient: straight-through (identity cotangent).
+* :func:`sparse` ``(x, n, m, dim=-1)``: keep the ``m`` largest magnitudes of every ``n``
+  consecutive values along ``dim``, the others +0.  Gradient: the cotangent where a value is
+  kept, 0 elsewhere.
+
+Both bind JAX primitives (``mx_cast``, ``mx_sparse``) whose lowering builds the ``mx.cast`` /
+``mx.sparse`` op and runs mxlower's pipeline on it through :func:`mxlower.jax.lowering.emit`,
+like the other mxlower.jax primitives: bit-exact with :func:`mxlower.reference.cast` /
+:func:`mxlower.reference.sparse` on every backend.  Arguments are checked at trace time
+(``TypeError`` / ``ValueError`` naming the argument).  Transformations: ``jit``, ``vmap``
+(batching rules; a tensor-wide scale stays one scale per example), ``jvp`` / ``grad``.
+
+Primitive parameters are canonical codes: ``number`` and ``scale`` as
+:class:`~mxlower.numbers.NumberSpec` / :class:`~mxlower.numbers.ScaleSpec` codes with the
+scale's dimensions counted from the end (so they stay valid under ``vmap``), ``dim`` negative
+for the same reason.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import operator
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+from jax.extend.core import Primitive
+from jax.interpreters import batching
+
+from mxlower.cast_reference import resolve
+from mxlower.dialect import mx
+from mxlower.jax.checks import as_int, check_axis, check_wide
+from mxlower.jax.lowering import emit
+from mxlower.jax.primitives import _define, _is_zero, _zero
+from mxlower.numbers import ROUND_MODES, SCALE_MODES, Datatype, NumberSpec, ScaleSpec, SpecError
+from mxlower.numbers import scale as scale_spec
+
+__all__ = ["cast", "cast_p", "datatype_of", "kept", "sparse", "sparse_p"]
+
+
+# ============================================================================== checks
+
+
+def datatype_of(number: Any, scale: Any, fn: str, shape: tuple[Any, ...] | None = None
+                ) -> Datatype:
+    """The datatype of arguments 'number' / 'scale' of ``fn`` (as
+    :func:`mxlower.reference.cast` takes them), its scale tiles checked against ``shape``
+    (static sizes needed) and its scale dimensions rewritten counted from the end."""
+    if not isinstance(number, (str, NumberSpec, Datatype)):
+        raise TypeError(f"{fn}: argument 'number' must be a number spec code ('e5m6', 'int4', "
+                        f"...), a datatype name ('mxfp8_e4m3', 'nvfp4', ...) or "
+                        f"'number:scale', got {number!r}")
+    if scale is not None and not isinstance(scale, (str, ScaleSpec)):
+        raise TypeError(f"{fn}: argument 'scale' must be a scale spec code ('e8m0_t32', ...) "
+                        f"or None, got {scale!r}")
+    try:
+        dt = resolve(number, scale)
+    except SpecError as e:
+        raise ValueError(f"{fn}: {e}") from None
+    s = dt.scale
+    if s is None or shape is None:
+        return dt
+    rank = len(shape)
+    for d in shape:
+        try:
+            operator.index(d)
+        except TypeError:  # a symbolic dimension (jax.export shape polymorphism)
+            raise ValueError(f"{fn}: a scaled datatype ({dt.code}) needs a static shape, got "
+                             f"{tuple(shape)}") from None
+    try:
+        if s.kind != "tensor" and rank == 0:
+            raise SpecError(f"scale '{s.code}' tiles a dimension; 'x' has none")
+        dims = s.normalized_dims(rank) if s.kind != "tensor" else ()
+        s.scales_shape(tuple(shape))
+    except SpecError as e:
+        raise ValueError(f"{fn}: datatype {dt.code} on 'x' of shape {tuple(shape)}: {e}") \
+            from None
+    s = dataclasses.replace(s, dims=tuple(d - rank for d in dims))
+    return dataclasses.replace(dt, scale=scale_spec(s.code))
+
+
+def _modes(dt: Datatype, roundmode: Any, scalemode: Any, fn: str) -> tuple[str, str]:
+    for arg, v, known in (("roundmode", roundmode, ROUND_MODES),
+                          ("scalemode", scalemode, SCALE_MODES)):
+        if not isinstance(v, str) or v not in known:
+            raise ValueError(f"{fn}: unknown argument '{arg}' {v!r} (known: "
+                             f"{', '.join(known)})")
+    s = dt.scale
+    if s is not None and not s.power_of_two and scalemode != "max":
+        raise ValueError(f"{fn}: argument 'scalemode' {scalemode!r} applies to exponent "
+                         f"scales; the float scale {s.number.code} takes 'max'")
+    if s is None or not s.power_of_two:
+        scalemode = "max"  # ignored: one canonical parameter
+    return roundmode, scalemode
+
+
+def _random_bits(x: Any, roundmode: str, key: Any, rbits: Any, fn: str) -> Any | None:
+    if roundmode != "stochastic":
+        if key is not None or rbits is not None:
+            raise ValueError(f"{fn}: arguments 'key' and 'rbits' are for "
+                             f"roundmode='stochastic', not {roundmode!r}")
+        return None
+    if (key is None) == (rbits is None):
+        raise ValueError(f"{fn}: roundmode='stochastic' needs exactly one of 'key' (a "
+                         "jax.random key: the bits are drawn with jax.random.bits) and 'rbits' "
+                         f"(uint32, one per element, shape {tuple(x.shape)})")
+    if key is not None:
+        try:
+            return jax.random.bits(key, tuple(x.shape), jnp.uint32)
+        except (TypeError, ValueError) as e:
+            raise TypeError(f"{fn}: argument 'key' must be a jax.random key "
+                            f"(jax.random.key(seed)): {e}") from None
+    try:
+        r = rbits if hasattr(rbits, "aval") or isinstance(rbits, jax.Array) else jnp.asarray(
+            rbits)
+    except (TypeError, ValueError):
+        raise TypeError(f"{fn}: argument 'rbits' must be a uint32 array, got "
+                        f"{type(rbits).__name__}") from None
+    if r.dtype != jnp.uint32:
+        raise TypeError(f"{fn}: argument 'rbits' must have dtype uint32, got {r.dtype}")
+    if tuple(r.shape) != tuple(x.shape):
+        raise ValueError(f"{fn}: argument 'rbits' must have the shape of 'x' "
+                         f"{tuple(x.shape)}, got {tuple(r.shape)}")
+    return r
+
+
+# ============================================================================== cast
+
+
+def cast(x: Any, number: Any, scale: Any = None, *, roundmode: str = "even",
+         scalemode: str = "max", key: Any = None, rbits: Any = None) -> jax.Array:
+    """The virtual cast of ``x`` (float32, bfloat16 or float16) to a datatype:
+    docs/semantics.md section 10.4, bit-exact with :func:`mxlower.reference.cast`.
+
+    ``number``: a number spec (``"e5m6"``, ``"e2m1fo"``, ``"int4"``, ``"e4m3b8fnuz"``, a
+    type name such as ``"f8E4M3FN"``), a predefined datatype (``"mxfp8_e4m3"``, ``"nvfp4"``,
+    ``"mxint4"``, ``"bfp16"``, ...) or ``"number:scale"``; ``scale``: a scale spec
+    (``"e8m0_t32"``, ``"e4m3fn_t16"``, ``"e8m0_t32x32"``, ``"float32_uint8_t0"``) or None.
+    ``roundmode``: even, nearest, zero or stochastic; ``scalemode`` (exponent scales): max,
+    midmax, rceil or nearest.  Stochastic rounding takes exactly one of ``key`` (a
+    ``jax.random`` key; one uint32 per element is drawn with ``jax.random.bits(key,
+    x.shape, jnp.uint32)``) and ``rbits`` (those bits, uint32 of ``x``'s shape); the other
+    modes take neither.  Scale tiles must divide their dimensions (never padded), which need
+    static sizes.
+
+    Gradient: the straight-through estimator (the cotangent passes unchanged).
+    """
+    x = check_wide(x, "cast", "x")
+    dt = datatype_of(number, scale, "cast", tuple(x.shape))
+    roundmode, scalemode = _modes(dt, roundmode, scalemode, "cast")
+    r = _random_bits(x, roundmode, key, rbits, "cast")
+    return cast_p.bind(x, *([] if r is None else [r]), number=dt.number.code,
+                       scale=None if dt.scale is None else dt.scale.code, roundmode=roundmode,
+                       scalemode=scalemode)
+
+
+cast_p = Primitive("mx_cast")
+
+
+def _cast_abstract(x, *r, number, scale, roundmode, scalemode):
+    return jax.core.ShapedArray(x.shape, x.dtype)
+
+
+def _cast_lowering(ctx, x, *r, number, scale, roundmode, scalemode):
+    t = x.type
+    arg_types = [t] + [v.type for v in r]
+
+    def build(args):
+        op = mx.cast(args[0], number, scale, roundmode=roundmode, scalemode=scalemode,
+                     rbits=args[1] if r else None)
+        return list(op.results)
+
+    return emit(build, [x, *r], arg_types, [t])
+
+
+def _cast_jvp(primals, tangents, **params):
+    out = cast_p.bind(*primals, **params)
+    t = tangents[0]
+    if _is_zero(t):
+        return out, _zero(out)
+    return out, t  # the straight-through estimator
+
+
+def _cast_batch(args, dims, *, scale, **params):
+    size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
+    front = [batching.bdim_at_front(a, d, size) for a, d in zip(args, dims)]
+    if scale is None or scale_spec(scale).kind != "tensor":
+        # no scale, or tiles with dimensions counted from the end: the same cast per example
+        return cast_p.bind(*front, scale=scale, **params), 0
+    # one scale per example: each example's values are one channel of a [batch, n] view
+    s = scale_spec(scale)
+    channel = dataclasses.replace(s, kind="channel", tile=(), dims=(-1,)).code
+    shape = front[0].shape
+    flat = [a.reshape(size, -1) for a in front]
+    return cast_p.bind(*flat, scale=channel, **params).reshape(shape), 0
+
+
+_define(cast_p, _cast_abstract, _cast_lowering, _cast_jvp, _cast_batch)
+
+
+# ============================================================================== sparse
+
+
+def sparse(x: Any, n: int, m: int, dim: int = -1) -> jax.Array:
+    """In each run of ``n`` consecutive values of ``x`` (float32, bfloat16 or float16) along
+    ``dim``, keep the ``m`` of largest magnitude and set the others to +0 (NaN counts as the
+    largest, equal magnitudes keep the lower index): docs/semantics.md section 10.5, bit-exact
+    with :func:`mxlower.reference.sparse`.  ``n`` must divide ``x.shape[dim]`` (a static size);
+    0 < m <= n.
+
+    Gradient: the cotangent of the kept values, 0 for the others."""
+    x = check_wide(x, "sparse", "x")
+    if x.ndim == 0:
+        raise ValueError("sparse: argument 'x' must have at least one dimension")
+    n, m = as_int(n, "sparse", "n"), as_int(m, "sparse", "m")
+    d = check_axis(dim, x.ndim, "sparse", "dim", "x")
+    if n <= 0 or not 0 < m <= n:
+        raise ValueError(f"sparse: arguments 'n' and 'm' need 0 < m <= n, got n={n}, m={m}")
+    size = x.shape[d]
+    try:
+        operator.index(size)
+    except TypeError:
+        raise ValueError(f"sparse: dimension {d} of 'x' must have a static size, got "
+                         f"'{size}'") from None
+    if size % n:
+        raise ValueError(f"sparse: argument 'n' = {n} does not divide dimension {d} of 'x' "
+                         f"(size {size})")
+    return sparse_p.bind(x, n=n, m=m, dim=d - x.ndim)
+
+
+sparse_p = Primitive("mx_sparse")
+
+
+def _sparse_abstract(x, *, n, m, dim):
+    return jax.core.ShapedArray(x.shape, x.dtype)
+
+
+def _sparse_lowering(ctx, x, *, n, m, dim):
+    def build(args):
+        return list(mx.sparse(args[0], n, m, dim=dim).results)
+
+    return emit(build, [x], [x.type], [x.type])
+
+
+def kept(x: Any, n: int, m: int, dim: int) -> jax.Array:
+    """The mask of the values :func:`sparse` keeps, computed on the bits (magnitude = the
+    value's bits without the sign; every NaN above +Inf; ties by index), independently of the
+    lowering: a stable sort of each run."""
+    x = jnp.asarray(x)
+    width = np.dtype(x.dtype).itemsize * 8
+    u = lax.bitcast_convert_type(x, jnp.dtype(f"uint{width}")).astype(jnp.int32)
+    mag = u & ((1 << (width - 1)) - 1)
+    inf = {32: 0x7F800000, 16: 0x7C00 if x.dtype == jnp.float16 else 0x7F80}[width]
+    key = jnp.where(mag > inf, inf + 1, mag)  # every NaN the same, above Inf
+    moved = jnp.moveaxis(key, dim, -1)
+    runs = moved.reshape(*moved.shape[:-1], moved.shape[-1] // n, n)
+    order = jnp.argsort(-runs, axis=-1, stable=True)
+    rank = jnp.argsort(order, axis=-1, stable=True)
+    return jnp.moveaxis((rank < m).reshape(moved.shape), -1, dim)
+
+
+def _sparse_jvp(primals, tangents, *, n, m, dim):
+    (x,), (t,) = primals, tangents
+    out = sparse_p.bind(x, n=n, m=m, dim=dim)
+    if _is_zero(t):
+        return out, _zero(out)
+    return out, jnp.where(kept(x, n, m, dim), t, jnp.zeros((), t.dtype))
+
+
+def _sparse_batch(args, dims, **params):
+    (x,), (d,) = args, dims
+    return sparse_p.bind(batching.bdim_at_front(x, d, x.shape[d]), **params), 0
+
+
+_define(sparse_p, _sparse_abstract, _sparse_lowering, _sparse_jvp, _sparse_batch)
