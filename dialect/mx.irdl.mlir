@@ -2,9 +2,10 @@
 //
 //   mlir-opt --irdl-file=dialect/mx.irdl.mlir --allow-unregistered-dialect model.mlir
 //
-// upstream mlir-opt then knows the five `mx` ops and checks their operand and result counts,
-// that every operand and result is a ranked tensor, that a global scale is tensor<f32>, that
-// the required attributes are present, and the value of quantize's and dequantize's `format`.
+// upstream mlir-opt then knows the seven `mx` ops and checks their operand and result counts,
+// that every operand and result is a ranked tensor, that the required attributes are present
+// (cast's `number`, sparse's `n` and `m`), and the value of every string attribute with a
+// fixed set of values (`format`, `scale_mode`, `roundmode`, `scalemode`, ...).
 // (--allow-unregistered-dialect is for `#stablehlo.dot<...>`: upstream MLIR has no StableHLO,
 // so it parses `dot_dimension_numbers` as an opaque attribute.)
 //
@@ -28,18 +29,33 @@
 //   declared as three single operands plus a variadic tail, which covers every form except the
 //   five-operand one (both sides scaled and a global scale): there the tail holds the rhs
 //   scales and the global scale, two different types, and mlir-opt rejects the op.
+// * "One of two attributes".  `mx.quantize` and `mx.dequantize` take either `format` (a named
+//   MX format, sections 3-5) or `number` (a datatype, section 10).  Both are tagged
+//   `mx.alternative_attribute`: constrained when present, like optional attributes; the sync
+//   test checks that Python requires exactly one of them.
+// * The one-result / one-operand datatype forms.  quantize's results and dequantize's operands
+//   are declared as two single values and one optional (a scale spec with a zero point adds
+//   the third), so the *unscaled* datatype forms (`number` without `scale`: codes only) are
+//   rejected by mlir-opt; write those as `mx.cast` or a plain convert, or skip this check.
 // * Element types inside tensors.  `irdl.parametric` only applies to IRDL-defined types, so a
 //   constraint such as "tensor of f8E4M3FN, any shape" cannot be written for builtin tensors.
 
 irdl.dialect @mx {
-  // %q, %s = "mx.quantize"(%x[, %global_scale]) {format, block_size, axis, scale_mode}
+  // Named form (sections 3-4):
+  //   %q, %s = "mx.quantize"(%x[, %global_scale]) {format, block_size, axis, scale_mode}
+  // Datatype form (section 10):
+  //   %c, %s[, %z] = "mx.quantize"(%x[, %rbits]) {number, scale, roundmode, scalemode}
+  // Exactly one of `format` and `number` (tagged mx.alternative_attribute; IRDL cannot say
+  // "one of").  An unscaled datatype quantize has one result, which IRDL rejects (see the
+  // header).
   irdl.operation @quantize {
     %input = irdl.base "!builtin.tensor"
-    %global_scale = irdl.is tensor<f32>
-    irdl.operands(input: %input, global_scale: optional %global_scale)
+    %extra = irdl.base "!builtin.tensor"
+    irdl.operands(input: %input, global_scale_or_rbits: optional %extra)
     %elements = irdl.base "!builtin.tensor"
     %scales = irdl.base "!builtin.tensor"
-    irdl.results(elements: %elements, scales: %scales)
+    %zero_points = irdl.base "!builtin.tensor"
+    irdl.results(elements: %elements, scales: %scales, zero_points: optional %zero_points)
 
     %mxfp8_e4m3 = irdl.is "mxfp8_e4m3"
     %mxfp8_e5m2 = irdl.is "mxfp8_e5m2"
@@ -49,8 +65,9 @@ irdl.dialect @mx {
     %mxint8 = irdl.is "mxint8"
     %nvfp4 = irdl.is "nvfp4"
     %format = irdl.any_of(%mxfp8_e4m3, %mxfp8_e5m2, %mxfp6_e3m2, %mxfp6_e2m3, %mxfp4_e2m1,
-                          %mxint8, %nvfp4)
-    irdl.attributes {"format" = %format}
+                          %mxint8, %nvfp4) {mx.alternative_attribute = "format"}
+    %number = irdl.base "#builtin.string" {mx.alternative_attribute = "number"}
+    %scale = irdl.base "#builtin.string" {mx.optional_attribute = "scale"}
 
     %block_size = irdl.base "#builtin.integer" {mx.optional_attribute = "block_size"}
     %axis = irdl.base "#builtin.integer" {mx.optional_attribute = "axis"}
@@ -58,14 +75,30 @@ irdl.dialect @mx {
     %rceil = irdl.is "rceil"
     %nearest = irdl.is "nearest"
     %scale_mode = irdl.any_of(%floor, %rceil, %nearest) {mx.optional_attribute = "scale_mode"}
+    %even = irdl.is "even"
+    %nearest_r = irdl.is "nearest"
+    %zero = irdl.is "zero"
+    %stochastic = irdl.is "stochastic"
+    %roundmode = irdl.any_of(%even, %nearest_r, %zero, %stochastic)
+        {mx.optional_attribute = "roundmode"}
+    %max = irdl.is "max"
+    %midmax = irdl.is "midmax"
+    %rceil_s = irdl.is "rceil"
+    %nearest_s = irdl.is "nearest"
+    %scalemode = irdl.any_of(%max, %midmax, %rceil_s, %nearest_s)
+        {mx.optional_attribute = "scalemode"}
   }
 
-  // %y = "mx.dequantize"(%elements, %scales[, %global_scale]) {format, block_size, axis}
+  // Named form:    %y = "mx.dequantize"(%elements, %scales[, %global_scale])
+  //                     {format, block_size, axis}
+  // Datatype form: %y = "mx.dequantize"(%codes[, %scales[, %zero_points]]) {number, scale}
+  // An unscaled datatype dequantize has one operand, which IRDL rejects (see the header).
   irdl.operation @dequantize {
     %elements = irdl.base "!builtin.tensor"
     %scales = irdl.base "!builtin.tensor"
-    %global_scale = irdl.is tensor<f32>
-    irdl.operands(elements: %elements, scales: %scales, global_scale: optional %global_scale)
+    %extra = irdl.base "!builtin.tensor"
+    irdl.operands(elements: %elements, scales: %scales,
+                  global_scale_or_zero_points: optional %extra)
     %result = irdl.base "!builtin.tensor"
     irdl.results(result: %result)
 
@@ -77,8 +110,9 @@ irdl.dialect @mx {
     %mxint8 = irdl.is "mxint8"
     %nvfp4 = irdl.is "nvfp4"
     %format = irdl.any_of(%mxfp8_e4m3, %mxfp8_e5m2, %mxfp6_e3m2, %mxfp6_e2m3, %mxfp4_e2m1,
-                          %mxint8, %nvfp4)
-    irdl.attributes {"format" = %format}
+                          %mxint8, %nvfp4) {mx.alternative_attribute = "format"}
+    %number = irdl.base "#builtin.string" {mx.alternative_attribute = "number"}
+    %scale = irdl.base "#builtin.string" {mx.optional_attribute = "scale"}
 
     %block_size = irdl.base "#builtin.integer" {mx.optional_attribute = "block_size"}
     %axis = irdl.base "#builtin.integer" {mx.optional_attribute = "axis"}
@@ -139,5 +173,42 @@ irdl.dialect @mx {
     %result = irdl.base "!builtin.tensor"
     irdl.results(result: %result)
     %axis = irdl.base "#builtin.integer" {mx.optional_attribute = "axis"}
+  }
+
+  // %y = "mx.cast"(%x[, %rbits]) {number, scale, roundmode, scalemode}
+  //          : (tensor<...xT>[, tensor<...xui32>]) -> tensor<...xT>
+  irdl.operation @cast {
+    %input = irdl.base "!builtin.tensor"
+    %rbits = irdl.base "!builtin.tensor"
+    irdl.operands(input: %input, rbits: optional %rbits)
+    %result = irdl.base "!builtin.tensor"
+    irdl.results(result: %result)
+    %number = irdl.base "#builtin.string"
+    irdl.attributes {"number" = %number}
+    %scale = irdl.base "#builtin.string" {mx.optional_attribute = "scale"}
+    %even = irdl.is "even"
+    %nearest_r = irdl.is "nearest"
+    %zero = irdl.is "zero"
+    %stochastic = irdl.is "stochastic"
+    %roundmode = irdl.any_of(%even, %nearest_r, %zero, %stochastic)
+        {mx.optional_attribute = "roundmode"}
+    %max = irdl.is "max"
+    %midmax = irdl.is "midmax"
+    %rceil_s = irdl.is "rceil"
+    %nearest_s = irdl.is "nearest"
+    %scalemode = irdl.any_of(%max, %midmax, %rceil_s, %nearest_s)
+        {mx.optional_attribute = "scalemode"}
+  }
+
+  // %y = "mx.sparse"(%x) {n, m, dim} : (tensor<...xT>) -> tensor<...xT>
+  irdl.operation @sparse {
+    %input = irdl.base "!builtin.tensor"
+    irdl.operands(input: %input)
+    %result = irdl.base "!builtin.tensor"
+    irdl.results(result: %result)
+    %n = irdl.base "#builtin.integer"
+    %m = irdl.base "#builtin.integer"
+    irdl.attributes {"n" = %n, "m" = %m}
+    %dim = irdl.base "#builtin.integer" {mx.optional_attribute = "dim"}
   }
 }

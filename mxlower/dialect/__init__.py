@@ -1,7 +1,10 @@
-"""mxlower's ``mx`` ops (unregistered ops in generic form; see ``mx.py`` and dialect/README.md)."""
+"""mxlower's ``mx`` ops (see :mod:`mxlower.dialect.mx` and ``dialect/README.md``)."""
 
-from mxlower.dialect.mx import (OP_NAMES, DequantizeOp, MXError, Operand, PackOp, QuantizeOp,
-                                ScaledDotOp, UnpackOp, is_mx_op, parse, verify, verify_or_fail)
+from mxlower.dialect.mx import (OP_NAMES, CastOp, DequantizeOp, GeneralDequantizeOp,
+                                GeneralQuantizeOp, MXError, Operand, PackOp, QuantizeOp,
+                                ScaledDotOp, SparseOp, UnpackOp, is_mx_op, parse, verify,
+                                verify_or_fail)
 
-__all__ = ["DequantizeOp", "MXError", "OP_NAMES", "Operand", "PackOp", "QuantizeOp",
-           "ScaledDotOp", "UnpackOp", "is_mx_op", "parse", "verify", "verify_or_fail"]
+__all__ = ["CastOp", "DequantizeOp", "GeneralDequantizeOp", "GeneralQuantizeOp", "MXError",
+           "OP_NAMES", "Operand", "PackOp", "QuantizeOp", "ScaledDotOp", "SparseOp",
+           "UnpackOp", "is_mx_op", "parse", "verify", "verify_or_fail"]

@@ -22,6 +22,22 @@ at its location instead of being mis-lowered.  The textual forms are documented 
     %p = "mx.pack"(%q) {axis = 1 : i64} : (tensor<4x64xf4E2M1FN>) -> tensor<4x32xui8>
     %u = "mx.unpack"(%p) {axis = 1 : i64} : (tensor<4x32xui8>) -> tensor<4x64xf4E2M1FN>
 
+docs/semantics.md section 10 (any datatype): the virtual cast, M-of-N sparsity, and the
+general form of quantize / dequantize (a ``number`` attribute instead of ``format``)::
+
+    %y = "mx.cast"(%x) {number = "e5m6", scale = "e8m0_t32", roundmode = "even",
+             scalemode = "max"} : (tensor<4x64xf32>) -> tensor<4x64xf32>
+    %z = "mx.sparse"(%x) {n = 4 : i64, m = 2 : i64, dim = 1 : i64}
+             : (tensor<4x64xf32>) -> tensor<4x64xf32>
+    %c, %s = "mx.quantize"(%x) {number = "e5m6", scale = "e8m0_t32", roundmode = "even",
+             scalemode = "max"} : (tensor<4x64xf32>) -> (tensor<4x64xui16>, tensor<4x2xf8E8M0FNU>)
+    %v = "mx.dequantize"(%c, %s) {number = "e5m6", scale = "e8m0_t32"}
+             : (tensor<4x64xui16>, tensor<4x2xf8E8M0FNU>) -> tensor<4x64xf32>
+
+``roundmode = "stochastic"`` takes the random bits as one more operand, ``tensor<...xui32>``
+of the input's shape; a scale spec with a zero point adds the zero points as a third result
+of quantize (third operand of dequantize).
+
 nvfp4 takes its optional per-tensor scale as one extra trailing ``tensor<f32>`` operand of
 quantize, dequantize and scaled_dot.
 """
@@ -34,11 +50,23 @@ from typing import Any
 from mxlower import diagnostics as diag
 from mxlower.bindings import collect_ops
 from mxlower.bindings.jaxlib import ir, stablehlo
+from mxlower.cast_reference import resolve
 from mxlower.formats import FLOAT_TYPES, FORMATS, SCALE_MODES, WIDE_TYPES, MXFormat
+from mxlower.numbers import ROUND_MODES, Datatype, SpecError
+from mxlower.numbers import SCALE_MODES as CAST_SCALE_MODES
 
 __all__ = [
+    "ATTRIBUTES",
+    "CAST_SCALE_MODES",
+    "CastOp",
+    "DEFAULT_ROUND_MODE",
     "DEFAULT_SCALE_MODE",
+    "DEFAULT_CAST_SCALE_MODE",
     "DequantizeOp",
+    "GeneralDequantizeOp",
+    "GeneralQuantizeOp",
+    "ROUND_MODES",
+    "SparseOp",
     "MXError",
     "OP_NAMES",
     "Operand",
@@ -46,6 +74,7 @@ __all__ = [
     "QuantizeOp",
     "ScaledDotOp",
     "UnpackOp",
+    "cast",
     "dequantize",
     "is_mx_op",
     "pack",
@@ -53,17 +82,32 @@ __all__ = [
     "parse",
     "quantize",
     "scaled_dot",
+    "sparse",
     "unpack",
     "verify",
     "verify_or_fail",
 ]
 
-OP_NAMES = ("mx.quantize", "mx.dequantize", "mx.scaled_dot", "mx.pack", "mx.unpack")
+OP_NAMES = ("mx.quantize", "mx.dequantize", "mx.scaled_dot", "mx.pack", "mx.unpack",
+            "mx.cast", "mx.sparse")
 DEFAULT_SCALE_MODE = "floor"
+#: defaults of the section 10 attributes (``roundmode``, ``scalemode``)
+DEFAULT_ROUND_MODE = "even"
+DEFAULT_CAST_SCALE_MODE = "max"
 
-_ATTRS = {
-    "mx.quantize": ("format", "block_size", "axis", "scale_mode"),
-    "mx.dequantize": ("format", "block_size", "axis"),
+#: the attributes of a named-format quantize / dequantize (sections 3-5)
+_NAMED = {"mx.quantize": ("format", "block_size", "axis", "scale_mode"),
+          "mx.dequantize": ("format", "block_size", "axis")}
+#: the attributes of a datatype cast (section 10)
+_GENERAL = {"mx.quantize": ("number", "scale", "roundmode", "scalemode"),
+            "mx.dequantize": ("number", "scale"),
+            "mx.cast": ("number", "scale", "roundmode", "scalemode")}
+
+ATTRIBUTES = _ATTRS = {
+    "mx.quantize": _NAMED["mx.quantize"] + _GENERAL["mx.quantize"],
+    "mx.dequantize": _NAMED["mx.dequantize"] + _GENERAL["mx.dequantize"],
+    "mx.cast": _GENERAL["mx.cast"],
+    "mx.sparse": ("n", "m", "dim"),
     "mx.scaled_dot": ("lhs_format", "rhs_format", "lhs_block_size", "rhs_block_size",
                       "lhs_axis", "rhs_axis", "dot_dimension_numbers", "compute_type"),
     "mx.pack": ("axis",),
@@ -168,6 +212,62 @@ class UnpackOp:
     bits: int
     element_type: str
     shape: tuple[int, ...]  #: unpacked (result) shape
+
+
+@dataclasses.dataclass(frozen=True)
+class CastOp:
+    """A verified ``mx.cast`` (docs/semantics.md section 10.4: the virtual cast)."""
+
+    op: Any
+    input: Any
+    rbits: Any | None  #: the ui32 random bits (roundmode "stochastic" only)
+    datatype: Datatype
+    roundmode: str
+    scalemode: str
+    shape: tuple[int, ...]
+    input_type: str  #: f32, bf16 or f16 (also the result's)
+
+
+@dataclasses.dataclass(frozen=True)
+class GeneralQuantizeOp:
+    """A verified ``mx.quantize`` with a ``number`` attribute (section 10.4: the actual cast):
+    results codes [, scales [, zero points]]."""
+
+    op: Any
+    input: Any
+    rbits: Any | None
+    datatype: Datatype
+    roundmode: str
+    scalemode: str
+    shape: tuple[int, ...]
+    input_type: str
+
+
+@dataclasses.dataclass(frozen=True)
+class GeneralDequantizeOp:
+    """A verified ``mx.dequantize`` with a ``number`` attribute: codes [, scales [, zero
+    points]] back to values."""
+
+    op: Any
+    codes: Any
+    scales: Any | None
+    zero_points: Any | None
+    datatype: Datatype
+    shape: tuple[int, ...]
+    result_type: str
+
+
+@dataclasses.dataclass(frozen=True)
+class SparseOp:
+    """A verified ``mx.sparse`` (section 10.5)."""
+
+    op: Any
+    input: Any
+    n: int
+    m: int
+    dim: int  #: normalized, >= 0
+    shape: tuple[int, ...]
+    element_type: str
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -463,6 +563,184 @@ def _parse_scaled_dot(op) -> ScaledDotOp:
     return ScaledDotOp(op, lhs, rhs, g, lc, rc, lb, rb, ct, r_elt, r_shape)
 
 
+# ----------------------------------------------------------------------------- section 10 forms
+
+
+def _datatype(attrs) -> Datatype:
+    """The datatype of the ``number`` / ``scale`` attributes (``number`` may also be a
+    predefined datatype name or a ``number:scale`` code, as :func:`mxlower.reference.cast`
+    takes them)."""
+    number = _attr_str(attrs, "number", "a number spec such as 'e5m6' or a datatype name")
+    if number is None:
+        raise MXError("missing attribute 'number' (a number spec such as 'e5m6', 'int4', "
+                      "'e2m1fo', or a datatype name such as 'mxfp8_e4m3')")
+    scale = _attr_str(attrs, "scale", "a scale spec such as 'e8m0_t32'")
+    try:
+        return resolve(number, scale)
+    except SpecError as e:
+        raise MXError(f"bad datatype: {e}") from None
+
+
+def _modes(attrs, dt: Datatype, with_round: bool = True) -> tuple[str, str]:
+    rm = DEFAULT_ROUND_MODE
+    if with_round:
+        rm = _attr_str(attrs, "roundmode", f"one of {', '.join(ROUND_MODES)}") or rm
+        if rm not in ROUND_MODES:
+            raise MXError(f"unknown roundmode '{rm}' (known: {', '.join(ROUND_MODES)})")
+    sm = _attr_str(attrs, "scalemode", f"one of {', '.join(CAST_SCALE_MODES)}")
+    sm = sm or DEFAULT_CAST_SCALE_MODE
+    if sm not in CAST_SCALE_MODES:
+        raise MXError(f"unknown scalemode '{sm}' (known: {', '.join(CAST_SCALE_MODES)})")
+    s = dt.scale
+    if s is not None and not s.power_of_two and sm != DEFAULT_CAST_SCALE_MODE:
+        raise MXError(f"scalemode '{sm}' applies to exponent scales; the float scale "
+                      f"{s.number.code} takes 'max'")
+    return rm, sm
+
+
+def _static(shape, what: str) -> None:
+    if any(d == DYNAMIC for d in shape):
+        raise MXError(f"{what} must have a static shape (scaled datatypes and sparsity tile "
+                      f"it), got {_ttype(shape, '...')}")
+
+
+def _scale_layout(dt: Datatype, shape, what: str) -> tuple[tuple[int, ...], ...] | None:
+    """(scales' shape) of data of ``shape`` scaled by ``dt``; MXError when it does not tile."""
+    if dt.scale is None:
+        return None
+    _static(shape, what)
+    try:
+        return dt.scale.scales_shape(tuple(shape))
+    except SpecError as e:
+        raise MXError(f"{what}: {e}") from None
+
+
+def _expect(value, shape, elt: str, what: str) -> None:
+    got = _tensor(value, what)
+    if got != (tuple(shape), elt):
+        raise MXError(f"{what} must be {_ttype(shape, elt)}, got {_ttype(*got)}")
+
+
+def _rbits(op, rm: str, index: int, shape) -> Any | None:
+    """The random-bits operand at ``index`` (required iff ``rm`` is stochastic)."""
+    has = len(op.operands) > index
+    if rm != "stochastic":
+        if has:
+            raise MXError(f"roundmode '{rm}' takes no random bits operand (only 'stochastic' "
+                          "does)")
+        return None
+    if not has:
+        raise MXError(f"roundmode 'stochastic' needs a random bits operand "
+                      f"{_ttype(shape, 'ui32')} (one uint32 per element)")
+    _expect(op.operands[index], shape, "ui32", "the random bits operand")
+    return op.operands[index]
+
+
+def _parse_cast(op) -> CastOp:
+    a = op.attributes
+    dt = _datatype(a)
+    rm, sm = _modes(a, dt)
+    _counts(op, (1, 2), 1)
+    shape, elt = _tensor(op.operands[0], "the input")
+    _wide(elt, "the input")
+    _scale_layout(dt, shape, "the input")
+    rbits = _rbits(op, rm, 1, shape)
+    _expect(op.results[0], shape, elt, "the result (the input's type)")
+    return CastOp(op, op.operands[0], rbits, dt, rm, sm, shape, elt)
+
+
+def _result_types(dt: Datatype, shape) -> list[tuple[str, tuple[int, ...], str]]:
+    """(what, shape, element type) of each result of a general quantize."""
+    out = [("result #0 (codes)", tuple(shape), dt.number.storage)]
+    s = dt.scale
+    if s is not None:
+        ss = s.scales_shape(tuple(shape))
+        out.append(("result #1 (scales)", ss, s.number.storage))
+        if s.zero_point is not None:
+            out.append(("result #2 (zero points)", ss, s.zero_point.storage))
+    return out
+
+
+def _parse_general_quantize(op) -> GeneralQuantizeOp:
+    a = op.attributes
+    dt = _datatype(a)
+    rm, sm = _modes(a, dt)
+    if not 1 <= len(op.operands) <= 2:
+        raise MXError(f"expects 1 or 2 operands (the input [, random bits]), got "
+                      f"{len(op.operands)}")
+    shape, elt = _tensor(op.operands[0], "the input")
+    _wide(elt, "the input")
+    _scale_layout(dt, shape, "the input")
+    rbits = _rbits(op, rm, 1, shape)
+    want = _result_types(dt, shape)
+    if len(op.results) != len(want):
+        names = ", ".join(w for w, _, _ in want)
+        raise MXError(f"expects {len(want)} result{'s' if len(want) != 1 else ''} for "
+                      f"{dt.code} ({names}), got {len(op.results)}")
+    for r, (what, rs, relt) in zip(op.results, want):
+        _expect(r, rs, relt, f"{what} of {dt.code}")
+    return GeneralQuantizeOp(op, op.operands[0], rbits, dt, rm, sm, shape, elt)
+
+
+def _parse_general_dequantize(op) -> GeneralDequantizeOp:
+    a = op.attributes
+    dt = _datatype(a)
+    _counts(op, (1 + (dt.scale is not None) + (dt.scale is not None
+                                               and dt.scale.zero_point is not None),), 1)
+    shape, elt = _tensor(op.operands[0], "operand #0 (codes)")
+    _scale_layout(dt, shape, "operand #0 (codes)")
+    want = _result_types(dt, shape)
+    for v, (what, rs, relt) in zip(op.operands, want):
+        what = what.replace("result", "operand")
+        _expect(v, rs, relt, f"{what} of {dt.code}")
+    r_shape, r_elt = _tensor(op.results[0], "the result")
+    _wide(r_elt, "the result")
+    if r_shape != shape:
+        raise MXError(f"the result must have the codes' shape {_ttype(shape, r_elt)}, got "
+                      f"{_ttype(r_shape, r_elt)}")
+    ops = list(op.operands) + [None, None]
+    return GeneralDequantizeOp(op, ops[0], ops[1], ops[2], dt, shape, r_elt)
+
+
+def _parse_sparse(op) -> SparseOp:
+    a = op.attributes
+    _counts(op, (1,), 1)
+    shape, elt = _tensor(op.operands[0], "the input")
+    _wide(elt, "the input")
+    if not shape:
+        raise MXError("the input must have at least one dimension")
+    n, m = _attr_int(a, "n"), _attr_int(a, "m")
+    for name, v in (("n", n), ("m", m)):
+        if v is None:
+            raise MXError(f"missing attribute '{name}' (keep m of every n values)")
+    if not 0 < m <= n:
+        raise MXError(f"need 0 < m <= n, got n = {n}, m = {m}")
+    dim = _axis(a, "dim", len(shape))
+    if shape[dim] == DYNAMIC:
+        raise MXError(f"dimension {dim} must have a static size, got {_ttype(shape, elt)}")
+    if shape[dim] % n:
+        raise MXError(f"n = {n} does not divide dimension {dim} of size {shape[dim]}")
+    _expect(op.results[0], shape, elt, "the result (the input's type)")
+    return SparseOp(op, op.operands[0], n, m, dim, shape, elt)
+
+
+def _form(op) -> str:
+    """"named" or "general": which attribute set a quantize / dequantize uses."""
+    names = {a if isinstance(a, str) else a.name for a in op.attributes}
+    named = names & set(_NAMED[op.name])
+    general = names & set(_GENERAL[op.name])
+    if named and general:
+        raise MXError(f"mixes a named format ({', '.join(sorted(named))}) with a datatype "
+                      f"({', '.join(sorted(general))}): give 'format' (sections 3-5) or "
+                      "'number' (section 10), not both")
+    if general:
+        return "general"
+    if "format" not in names:
+        raise MXError(f"missing attribute 'format' (one of {', '.join(FORMATS)}) or "
+                      "'number' (a number spec or datatype name)")
+    return "named"
+
+
 def packed_length(n: int, bits: int) -> int | None:
     """Bytes that ``n`` values of ``bits`` bits fill, or None when they do not fill whole bytes."""
     return None if (n * bits) % 8 else n * bits // 8
@@ -499,16 +777,25 @@ def _parse_pack(op, unpack: bool) -> PackOp | UnpackOp:
     return cls(op, op.operands[0], axis, bits, elt, shape)
 
 
-def parse(op: Any) -> QuantizeOp | DequantizeOp | ScaledDotOp | PackOp | UnpackOp:
+def parse(op: Any) -> (QuantizeOp | DequantizeOp | ScaledDotOp | PackOp | UnpackOp | CastOp
+                       | SparseOp | GeneralQuantizeOp | GeneralDequantizeOp):
     """The verified view of an ``mx`` op; :class:`MXError` says what is wrong with it."""
     op = op.operation
     name = op.name
     if name not in _ATTRS:
         raise MXError(f"unknown mx op '{name}' (known: {', '.join(OP_NAMES)})")
     _check_attr_names(op)
+    if name == "mx.cast":
+        return _parse_cast(op)
+    if name == "mx.sparse":
+        return _parse_sparse(op)
     if name == "mx.quantize":
+        if _form(op) == "general":
+            return _parse_general_quantize(op)
         return _parse_quantize(op)
     if name == "mx.dequantize":
+        if _form(op) == "general":
+            return _parse_general_dequantize(op)
         return _parse_dequantize(op)
     if name == "mx.scaled_dot":
         return _parse_scaled_dot(op)
@@ -553,12 +840,48 @@ def _type(shape, elt: str, loc: Any = None):
                                    loc=loc or ir.Location.unknown())
 
 
-def quantize(x: Any, format: str, *, block_size: int | None = None, axis: int = -1,
-             scale_mode: str | None = None, global_scale: Any | None = None,
-             loc: Any = None, ip: Any = None) -> Any:
-    """Build ``mx.quantize``; returns the op (results: elements, scales)."""
-    fmt = FORMATS[format]
+def _general_attrs(number: str, scale: str | None, roundmode: str | None,
+                   scalemode: str | None) -> dict[str, Any]:
+    attrs = {"number": ir.StringAttr.get(number)}
+    if scale is not None:
+        attrs["scale"] = ir.StringAttr.get(scale)
+    if roundmode is not None:
+        attrs["roundmode"] = ir.StringAttr.get(roundmode)
+    if scalemode is not None:
+        attrs["scalemode"] = ir.StringAttr.get(scalemode)
+    return attrs
+
+
+def _checked_datatype(number: str, scale: str | None) -> Datatype:
+    try:
+        return resolve(number, scale)
+    except SpecError as e:
+        raise MXError(f"bad datatype: {e}") from None
+
+
+def quantize(x: Any, format: str | None = None, *, block_size: int | None = None,
+             axis: int = -1, scale_mode: str | None = None, global_scale: Any | None = None,
+             number: str | None = None, scale: str | None = None, roundmode: str = "even",
+             scalemode: str = "max", rbits: Any | None = None, loc: Any = None,
+             ip: Any = None) -> Any:
+    """Build ``mx.quantize``; returns the op.
+
+    A named ``format`` (sections 3-4; results: elements, scales) or a datatype: ``number``
+    [+ ``scale``] with ``roundmode`` / ``scalemode`` and, for stochastic rounding, ``rbits``
+    (section 10; results: codes [, scales [, zero points]])."""
     shape, _ = _tensor(x, "the input")
+    if number is not None:
+        if format is not None:
+            raise MXError("give a named 'format' or a datatype 'number', not both")
+        dt = _checked_datatype(number, scale)
+        try:
+            results = [_type(rs, relt, loc) for _, rs, relt in _result_types(dt, shape)]
+        except SpecError as e:
+            raise MXError(str(e)) from None
+        attrs = _general_attrs(number, scale, roundmode, scalemode)
+        operands = [x] + ([rbits] if rbits is not None else [])
+        return _create("mx.quantize", results, operands, attrs, loc, ip)
+    fmt = FORMATS[format]
     axis %= len(shape)
     k = block_size or fmt.block_size
     attrs = {"format": ir.StringAttr.get(fmt.name), "block_size": _i64(k), "axis": _i64(axis)}
@@ -569,17 +892,46 @@ def quantize(x: Any, format: str, *, block_size: int | None = None, axis: int = 
     return _create("mx.quantize", results, operands, attrs, loc, ip)
 
 
-def dequantize(elements: Any, scales: Any, format: str, *, result_type: str = "f32",
-               block_size: int | None = None, axis: int = -1, global_scale: Any | None = None,
-               loc: Any = None, ip: Any = None) -> Any:
-    """Build ``mx.dequantize``; returns the op (result: a ``result_type`` tensor)."""
-    fmt = FORMATS[format]
+def dequantize(elements: Any, scales: Any | None, format: str | None = None, *,
+               result_type: str = "f32", block_size: int | None = None, axis: int = -1,
+               global_scale: Any | None = None, number: str | None = None,
+               scale: str | None = None, zero_points: Any | None = None, loc: Any = None,
+               ip: Any = None) -> Any:
+    """Build ``mx.dequantize``; returns the op (result: a ``result_type`` tensor).  A named
+    ``format`` or a datatype (``number`` [+ ``scale``]; ``scales`` None when unscaled,
+    ``zero_points`` for a scale spec with a zero point)."""
     shape, _ = _tensor(elements, "the elements")
+    if number is not None:
+        if format is not None:
+            raise MXError("give a named 'format' or a datatype 'number', not both")
+        _checked_datatype(number, scale)
+        operands = [v for v in (elements, scales, zero_points) if v is not None]
+        return _create("mx.dequantize", [_type(shape, result_type, loc)], operands,
+                       _general_attrs(number, scale, None, None), loc, ip)
+    fmt = FORMATS[format]
     axis %= len(shape)
     attrs = {"format": ir.StringAttr.get(fmt.name),
              "block_size": _i64(block_size or fmt.block_size), "axis": _i64(axis)}
     operands = [elements, scales] + ([global_scale] if global_scale is not None else [])
     return _create("mx.dequantize", [_type(shape, result_type, loc)], operands, attrs, loc, ip)
+
+
+def cast(x: Any, number: str, scale: str | None = None, *, roundmode: str = "even",
+         scalemode: str = "max", rbits: Any | None = None, loc: Any = None,
+         ip: Any = None) -> Any:
+    """Build ``mx.cast`` (the virtual cast: same type in and out); returns the op."""
+    _checked_datatype(number, scale)
+    operands = [x] + ([rbits] if rbits is not None else [])
+    return _create("mx.cast", [x.type], operands,
+                   _general_attrs(number, scale, roundmode, scalemode), loc, ip)
+
+
+def sparse(x: Any, n: int, m: int, *, dim: int = -1, loc: Any = None, ip: Any = None) -> Any:
+    """Build ``mx.sparse`` (keep the ``m`` largest magnitudes of every ``n`` values along
+    ``dim``); returns the op."""
+    shape, _ = _tensor(x, "the input")
+    attrs = {"n": _i64(n), "m": _i64(m), "dim": _i64(dim % len(shape) if shape else dim)}
+    return _create("mx.sparse", [x.type], [x], attrs, loc, ip)
 
 
 def scaled_dot(lhs: Any, lhs_scales: Any | None, rhs: Any, rhs_scales: Any | None, *,

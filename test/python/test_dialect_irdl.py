@@ -3,14 +3,17 @@
 The IRDL definition is read with upstream MLIR's Python bindings and loaded into an upstream
 context (as ``mlir-opt --irdl-file`` does), then compared with the Python verifier:
 
-* the same ops; per op the same attribute names, split into required (IRDL ``irdl.attributes``)
-  and optional (constraints tagged ``mx.optional_attribute``) exactly as the Python verifier
-  requires or defaults them; the same allowed values (formats, scale modes, compute types);
+* the same ops; per op the same attribute names, split into required (IRDL ``irdl.attributes``),
+  optional (constraints tagged ``mx.optional_attribute``) and alternatives (tagged
+  ``mx.alternative_attribute``: quantize's and dequantize's ``format`` / ``number``, exactly one
+  of which Python requires) as the Python verifier requires or defaults them; the same allowed
+  values (formats, scale modes, round modes, compute types);
 * operand and result counts: every count the Python verifier accepts is in IRDL's range, and
   counts outside it are rejected by both;
 * a corpus of ops built by mxlower's own builders for every format, scale mode, wide type and
-  scaled_dot operand form: Python accepts all of them, and IRDL accepts all but the one form
-  it cannot express (scaled_dot with five operands; see the definition's header);
+  scaled_dot operand form, and datatype casts: Python accepts all of them, and IRDL accepts all
+  but the forms it cannot express (scaled_dot with five operands, the unscaled datatype
+  quantize / dequantize; see the definition's header);
 * the lit files under test/lit/dialect: chunks IRDL accepts or rejects are accepted or rejected
   by the Python verifier as those files say.
 """
@@ -28,6 +31,8 @@ from mxlower.bindings import jaxlib as J
 from mxlower.bindings import collect_ops, upstream
 from mxlower.dialect import mx
 from mxlower.formats import FORMATS, SCALE_MODES, WIDE_TYPES
+from mxlower.numbers import ROUND_MODES
+from mxlower.numbers import SCALE_MODES as CAST_SCALE_MODES
 
 ROOT = Path(__file__).resolve().parents[2]
 IRDL_FILE = ROOT / "dialect" / "mx.irdl.mlir"
@@ -48,7 +53,11 @@ PY_VALUES = {
     "rhs_format": set(FORMATS),
     "scale_mode": set(SCALE_MODES),
     "compute_type": set(WIDE_TYPES),
+    "roundmode": set(ROUND_MODES),
+    "scalemode": set(CAST_SCALE_MODES),
 }
+#: string attributes whose values are open (number and scale specs)
+STRING_ATTRIBUTES = {"number", "scale"}
 
 # ----------------------------------------------------------------------------- the definition
 
@@ -66,6 +75,11 @@ class OpDef:
     operand_constraints: list[Constraint]
     required: dict[str, Constraint]
     optional: dict[str, Constraint]
+    alternative: dict[str, Constraint] = dataclasses.field(default_factory=dict)
+
+    @property
+    def constrained(self) -> dict[str, Constraint]:
+        return {**self.required, **self.optional, **self.alternative}
 
     @staticmethod
     def _range(group: list[tuple[str, str]]) -> tuple[int, int | None]:
@@ -136,6 +150,10 @@ def _read_definition(ctx) -> tuple[object, dict[str, OpDef]]:
                 name = c.attributes["mx.optional_attribute"].value
                 assert name not in d.optional, f"{name} tagged twice"
                 d.optional[name] = _constraint(c.results[0])
+            elif "mx.alternative_attribute" in c.attributes:
+                name = c.attributes["mx.alternative_attribute"].value
+                assert name not in d.alternative, f"{name} tagged twice"
+                d.alternative[name] = _constraint(c.results[0])
         ops["mx." + op.attributes["sym_name"].value] = d
     return module, ops
 
@@ -207,9 +225,14 @@ def _t(shape, elt: str) -> str:
     return "tensor<" + "".join(f"{d}x" for d in shape) + elt + ">"
 
 
+#: labels of corpus ops IRDL cannot express (start of the label)
+IRDL_CANNOT = ("unscaled datatype",)
+
+
 def builder_corpus(jctx) -> list[tuple[str, str, int]]:
     """(label, module text, operand count of its mx op) for ops built by mxlower's builders."""
     out = []
+    wide = list(WIDE_TYPES)
 
     def add(label, types, make):
         text = _build(jctx, types, make)
@@ -217,7 +240,39 @@ def builder_corpus(jctx) -> list[tuple[str, str, int]]:
             [op] = _mx_ops(jir.Module.parse(text))
             out.append((label, text, len(op.operands)))
 
-    wide = list(WIDE_TYPES)
+    # section 10: casts, sparsity, datatype quantize / dequantize
+    for i, (number, scale) in enumerate([
+            ("e5m6", "e8m0_t32"), ("e2m1fo", "e8m0_t16x16"), ("int4", "bfloat16_t0"),
+            ("e4m3fn", "e8m0"), ("uint4", "float32_uint8_t16"), ("uint8", "float16_e5m10_t0d0"),
+            ("e3m4b5", None), ("mxint4", None), ("nvfp4", None)]):
+        for mode in ("even", "stochastic"):
+            types = [_t((16, 64), wide[i % 3])] + ([_t((16, 64), "ui32")]
+                                                    if mode == "stochastic" else [])
+            add(f"cast {number} {scale} {mode}", types,
+                lambda a, ip, number=number, scale=scale, mode=mode: mx.cast(
+                    a[0], number, scale, roundmode=mode,
+                    rbits=a[1] if mode == "stochastic" else None, ip=ip))
+            label = ("unscaled datatype " if scale is None and ":" not in number
+                     and number not in ("mxint4", "nvfp4") else "") + "quantize"
+            add(f"{label} {number} {scale} {mode}", types,
+                lambda a, ip, number=number, scale=scale, mode=mode: mx.quantize(
+                    a[0], number=number, scale=scale, roundmode=mode,
+                    rbits=a[1] if mode == "stochastic" else None, ip=ip))
+        q_text = out[-1][1]
+        with jctx:
+            q_module = jir.Module.parse(q_text)
+            [q] = _mx_ops(q_module)
+            rtypes = [str(r.type) for r in q.results]
+            del q, q_module
+        label = "unscaled datatype " if len(rtypes) == 1 else ""
+        add(f"{label}dequantize {number} {scale}", rtypes,
+            lambda a, ip, number=number, scale=scale, n=len(rtypes), i=i: mx.dequantize(
+                a[0], a[1] if n > 1 else None, number=number, scale=scale,
+                zero_points=a[2] if n > 2 else None, result_type=wide[i % 3], ip=ip))
+    for n, m, dim in ((4, 2, 1), (2, 1, 0), (8, 8, -1)):
+        add(f"sparse {n} {m} {dim}", [_t((16, 64), "bf16")],
+            lambda a, ip, n=n, m=m, dim=dim: mx.sparse(a[0], n, m, dim=dim, ip=ip))
+
     for fmt in FORMATS.values():
         modes = [None] if fmt.is_nvfp4 else list(SCALE_MODES)
         globals_ = [False, True] if fmt.global_scale else [False]
@@ -289,8 +344,9 @@ def test_same_ops(definition):
 
 def test_same_attribute_names(definition):
     for name, d in definition.items():
-        assert not set(d.required) & set(d.optional), name
-        assert set(d.required) | set(d.optional) == set(PY_ATTRIBUTES[name]), name
+        groups = [set(d.required), set(d.optional), set(d.alternative)]
+        assert sum(map(len, groups)) == len(set().union(*groups)), name
+        assert set(d.constrained) == set(PY_ATTRIBUTES[name]), name
 
 
 def test_same_allowed_values(definition):
@@ -299,8 +355,11 @@ def test_same_allowed_values(definition):
     attribute is opaque to upstream MLIR)."""
     seen = set()
     for name, d in definition.items():
-        for attr, c in {**d.required, **d.optional}.items():
-            if attr in PY_VALUES:
+        for attr, c in d.constrained.items():
+            if attr in STRING_ATTRIBUTES:
+                assert (c.kind, c.values) == ("base", frozenset(["#builtin.string"])), \
+                    (name, attr)
+            elif attr in PY_VALUES:
                 assert c.kind in ("is", "any_of"), (name, attr)
                 assert c.values == PY_VALUES[attr], (name, attr)
                 seen.add(attr)
@@ -309,7 +368,8 @@ def test_same_allowed_values(definition):
             else:
                 assert (c.kind, c.values) == ("base", frozenset(["#builtin.integer"])), \
                     (name, attr)
-                assert attr == "axis" or attr.endswith(("_axis", "block_size")), (name, attr)
+                assert attr in ("axis", "dim", "n", "m") or attr.endswith(("_axis", "block_size")), \
+                    (name, attr)
     assert seen == set(PY_VALUES)
 
 
@@ -327,31 +387,40 @@ def test_builder_corpus_is_valid_for_python(jctx, corpus):
 
 
 def test_irdl_accepts_the_builder_corpus_except_five_operand_scaled_dots(upstream_ctx, corpus):
-    five = 0
+    five = unscaled = 0
     for label, text, n_operands in corpus:
         errors = irdl_errors(upstream_ctx, text)
         if label.startswith("scaled_dot") and n_operands == 5:
             five += 1
             assert len(errors) == 1 and "but got 'tensor<f32>'" in errors[0], (label, errors)
+        elif label.startswith(IRDL_CANNOT):
+            unscaled += 1
+            assert len(errors) == 1 and "expects at least 2" in errors[0], (label, errors)
         else:
             assert errors == [], (label, errors)
     assert five == len(FORMATS) ** 2
+    assert unscaled == 3
 
 
 def test_operand_and_result_counts(jctx, upstream_ctx, definition, corpus):
     """The counts Python accepts lie in IRDL's range (and fill it where it is bounded); one
     fewer than the minimum and one more than the most Python accepts are rejected by both."""
     seen: dict[str, set[int]] = {}
-    for _, text, n in corpus:
+    seen_results: dict[str, set[int]] = {}
+    for label, text, n in corpus:
+        if label.startswith(IRDL_CANNOT):
+            continue
         name = re.search(r'"(mx\.\w+)"', text).group(1)
         seen.setdefault(name, set()).add(n)
+        results = re.search(r'\) -> \(?(.*)$', text, flags=re.M).group(1)
+        seen_results.setdefault(name, set()).add(results.count("tensor<"))
     for name, d in definition.items():
         lo, hi = d.operand_range()
         assert min(seen[name]) >= lo and (hi is None or max(seen[name]) <= hi), name
         if hi is not None:
             assert seen[name] == set(range(lo, hi + 1)), name
         rlo, rhi = d.result_range()
-        assert rlo == rhi, name
+        assert seen_results[name] == set(range(rlo, rhi + 1)), name
         # mutants of one valid op: operands dropped / appended, a result dropped / appended
         text = next(t for _, t, _ in corpus if f'"{name}"' in t)
         for mutant in _count_mutants(jctx, text, drop_to=lo - 1, grow_to=max(seen[name]) + 1):
@@ -361,7 +430,9 @@ def test_operand_and_result_counts(jctx, upstream_ctx, definition, corpus):
                 assert irdl_errors(upstream_ctx, mutant), (name, mutant)
         for mutant in _result_mutants(jctx, text):
             assert python_errors(jctx, mutant), (name, mutant)
-            assert irdl_errors(upstream_ctx, mutant), (name, mutant)
+            count = re.search(r'\) -> \(?(.*)$', mutant, flags=re.M).group(1).count("tensor<")
+            if not rlo <= count <= rhi:
+                assert irdl_errors(upstream_ctx, mutant), (name, mutant)
 
 
 def _count_mutants(jctx, text: str, drop_to: int, grow_to: int) -> list[str]:
@@ -395,7 +466,8 @@ def _mutate(jctx, text: str, change) -> str:
 def test_required_and_optional_attributes_match(jctx, definition, corpus):
     """An IRDL-required attribute is required by Python: dropping it from any valid op makes
     the op invalid.  An optional one is optional for Python: some valid op lacks it (a corpus
-    op or a corpus op with that attribute dropped)."""
+    op or a corpus op with that attribute dropped).  Of two alternatives every valid op has
+    exactly one, and dropping it makes the op invalid."""
     texts = [t for _, t, _ in corpus] + _chunks(LIT_DIR / "mx-irdl.mlir")
     optional_seen: dict[str, set[str]] = {name: set() for name in definition}
     for text in texts:
@@ -404,13 +476,15 @@ def test_required_and_optional_attributes_match(jctx, definition, corpus):
             for op in _mx_ops(m):
                 d = definition[op.name]
                 present = set(_attrs(op))
+                if d.alternative:
+                    assert len(present & set(d.alternative)) == 1, (op.name, present)
                 optional_seen[op.name] |= set(d.optional) - present
-                for attr in present & (set(d.required) | set(d.optional)):
+                for attr in present & set(d.constrained):
                     value = op.attributes[attr]
                     del op.attributes[attr]
                     ok = not mx.verify(op)
                     op.attributes[attr] = value
-                    if attr in d.required:
+                    if attr in d.required or attr in d.alternative:
                         assert not ok, (op.name, attr)
                     elif ok:
                         optional_seen[op.name].add(attr)
@@ -428,10 +502,12 @@ def test_values_outside_the_definition_are_rejected_by_python(jctx, definition, 
             m = jir.Module.parse(text)
             for op in _mx_ops(m):
                 d = definition[op.name]
-                for attr, c in {**d.required, **d.optional}.items():
+                for attr, c in d.constrained.items():
                     if attr not in op.attributes or c.kind == "any":
                         continue
-                    if c.kind == "base":
+                    if attr in STRING_ATTRIBUTES:
+                        values = [bad["string"](), bad["int"]()]
+                    elif c.kind == "base":
                         values = [bad["string"]()]
                     elif attr == "compute_type":
                         values = [bad["type"](), bad["string"]()]
@@ -443,7 +519,7 @@ def test_values_outside_the_definition_are_rejected_by_python(jctx, definition, 
                         assert mx.verify(op), (op.name, attr, v)
                     op.attributes[attr] = old
                     checked.add((op.name, attr))
-    want = {(n, a) for n, d in definition.items() for a, c in {**d.required, **d.optional}.items()
+    want = {(n, a) for n, d in definition.items() for a, c in d.constrained.items()
             if c.kind != "any"}
     assert checked == want
 
@@ -453,6 +529,7 @@ def test_values_outside_the_definition_are_rejected_by_python(jctx, definition, 
     ("mx-irdl-invalid.mlir", False, False),
     ("mx-irdl-limits.mlir", True, False),
     ("mx-irdl-five-operands.mlir", False, True),
+    ("mx-irdl-unscaled.mlir", False, True),
 ])
 def test_lit_files(jctx, upstream_ctx, path, irdl_ok, python_ok):
     """Each chunk of the lit files is judged as the file says, by both verifiers."""

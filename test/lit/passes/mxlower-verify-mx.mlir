@@ -80,7 +80,7 @@ func.func @operand_counts(%x: tensor<4x64xf32>, %g: tensor<f32>, %q: tensor<4x64
 // -----
 
 func.func @bad_attributes(%x: tensor<4x64xf32>) {
-  // expected-error @+1 {{'mx.quantize' op unknown attribute 'blocksize' (known for mx.quantize: format, block_size, axis, scale_mode)}}
+  // expected-error @+1 {{'mx.quantize' op unknown attribute 'blocksize' (known for mx.quantize: format, block_size, axis, scale_mode, number, scale, roundmode, scalemode)}}
   %q, %s = "mx.quantize"(%x) {format = "mxfp8_e4m3", blocksize = 32 : i64} : (tensor<4x64xf32>) -> (tensor<4x64xf8E4M3FN>, tensor<4x2xf8E8M0FNU>)
   // expected-error @+1 {{'mx.quantize' op missing attribute 'format'}}
   %q1, %s1 = "mx.quantize"(%x) {block_size = 32 : i64} : (tensor<4x64xf32>) -> (tensor<4x64xf8E4M3FN>, tensor<4x2xf8E8M0FNU>)
@@ -167,7 +167,7 @@ func.func @pack_errors(%x: tensor<4x5xf4E2M1FN>, %y: tensor<4x8xf32>, %z: tensor
 // -----
 
 func.func @unknown_op(%x: tensor<4xf32>) {
-  // expected-error @+1 {{'mx.frobnicate' op unknown mx op 'mx.frobnicate' (known: mx.quantize, mx.dequantize, mx.scaled_dot, mx.pack, mx.unpack)}}
+  // expected-error @+1 {{'mx.frobnicate' op unknown mx op 'mx.frobnicate' (known: mx.quantize, mx.dequantize, mx.scaled_dot, mx.pack, mx.unpack, mx.cast, mx.sparse)}}
   %0 = "mx.frobnicate"(%x) : (tensor<4xf32>) -> tensor<4xf32>
   return
 }
@@ -178,4 +178,183 @@ func.func @scaled_dot_dynamic_batch_mismatch(%a: tensor<?x8x64xf8E4M3FN>, %as: t
   // expected-error @+1 {{'mx.scaled_dot' op batch dimension sizes differ: lhs dimension 0 is ?, rhs dimension 0 is 3 (a dynamic size only matches a dynamic one)}}
   %r = "mx.scaled_dot"(%a, %as, %b, %bs) {lhs_format = "mxfp8_e4m3", rhs_format = "mxfp8_e4m3", dot_dimension_numbers = #stablehlo.dot<lhs_batching_dimensions = [0], rhs_batching_dimensions = [0], lhs_contracting_dimensions = [2], rhs_contracting_dimensions = [2]>} : (tensor<?x8x64xf8E4M3FN>, tensor<?x8x2xf8E8M0FNU>, tensor<3x16x64xf8E4M3FN>, tensor<3x16x2xf8E8M0FNU>) -> tensor<?x8x16xf32>
   return %r : tensor<?x8x16xf32>
+}
+
+// -----
+
+// The datatype forms (docs/semantics.md section 10): valid ones pass unchanged.
+
+// CHECK-LABEL: func.func @valid_datatype_forms
+// CHECK: "mx.cast"(%arg0) {number = "e5m6", roundmode = "even", scale = "e8m0_t32", scalemode = "max"}
+// CHECK: "mx.cast"(%arg0, %arg1) {number = "e2m1fo", roundmode = "stochastic", scale = "e8m0_t2x32"
+// CHECK: "mx.sparse"(%arg0) {dim = 0 : i64, m = 1 : i64, n = 4 : i64}
+// CHECK: "mx.quantize"(%arg0) {number = "mxint4"}
+// CHECK: "mx.dequantize"
+func.func @valid_datatype_forms(%x: tensor<4x64xf32>, %r: tensor<4x64xui32>) {
+  %y = "mx.cast"(%x) {number = "e5m6", scale = "e8m0_t32", roundmode = "even", scalemode = "max"} : (tensor<4x64xf32>) -> tensor<4x64xf32>
+  %y2 = "mx.cast"(%x, %r) {number = "e2m1fo", scale = "e8m0_t2x32", roundmode = "stochastic", scalemode = "midmax"} : (tensor<4x64xf32>, tensor<4x64xui32>) -> tensor<4x64xf32>
+  %z = "mx.sparse"(%x) {n = 4 : i64, m = 1 : i64, dim = 0 : i64} : (tensor<4x64xf32>) -> tensor<4x64xf32>
+  %c, %s = "mx.quantize"(%x) {number = "mxint4"} : (tensor<4x64xf32>) -> (tensor<4x64xi8>, tensor<4x2xf8E8M0FNU>)
+  %v = "mx.dequantize"(%c, %s) {number = "int4", scale = "e8m0_t32"} : (tensor<4x64xi8>, tensor<4x2xf8E8M0FNU>) -> tensor<4x64xf16>
+  return
+}
+
+// -----
+
+func.func @cast_bad_number(%x: tensor<4x64xf32>) {
+  // expected-error @+1 {{'mx.cast' op bad datatype: 'e9m3': exponent bits must be 1..8, got 9}}
+  %y = "mx.cast"(%x) {number = "e9m3"} : (tensor<4x64xf32>) -> tensor<4x64xf32>
+  return
+}
+
+// -----
+
+func.func @cast_bad_scale(%x: tensor<4x64xf32>) {
+  // expected-error @+1 {{'mx.cast' op bad datatype: scale 'e8m0_t48': a tile size must be a power of two from 2 to 1024, got 48}}
+  %y = "mx.cast"(%x) {number = "e4m3", scale = "e8m0_t48"} : (tensor<4x64xf32>) -> tensor<4x64xf32>
+  return
+}
+
+// -----
+
+func.func @cast_uint_needs_zero_point(%x: tensor<4x64xf32>) {
+  // expected-error @+1 {{'mx.cast' op bad datatype: datatype uint4:e8m0_t32: uint data is asymmetric}}
+  %y = "mx.cast"(%x) {number = "uint4", scale = "e8m0_t32"} : (tensor<4x64xf32>) -> tensor<4x64xf32>
+  return
+}
+
+// -----
+
+func.func @cast_tile_does_not_divide(%x: tensor<4x64xf32>) {
+  // expected-error @+1 {{'mx.cast' op the input: scale 'e8m0_t8d0': tile size 8 does not divide dimension 0 of size 4}}
+  %y = "mx.cast"(%x) {number = "e4m3", scale = "e8m0_t8d0"} : (tensor<4x64xf32>) -> tensor<4x64xf32>
+  return
+}
+
+// -----
+
+func.func @cast_unknown_roundmode(%x: tensor<4x64xf32>) {
+  // expected-error @+1 {{'mx.cast' op unknown roundmode 'up' (known: even, nearest, zero, stochastic)}}
+  %y = "mx.cast"(%x) {number = "e4m3", roundmode = "up"} : (tensor<4x64xf32>) -> tensor<4x64xf32>
+  return
+}
+
+// -----
+
+func.func @cast_scalemode_on_float_scale(%x: tensor<4x64xf32>) {
+  // expected-error @+1 {{'mx.cast' op scalemode 'rceil' applies to exponent scales; the float scale e4m3fn takes 'max'}}
+  %y = "mx.cast"(%x) {number = "e2m1fo", scale = "e4m3fn_t16", scalemode = "rceil"} : (tensor<4x64xf32>) -> tensor<4x64xf32>
+  return
+}
+
+// -----
+
+func.func @cast_stochastic_without_bits(%x: tensor<4x64xf32>) {
+  // expected-error @+1 {{'mx.cast' op roundmode 'stochastic' needs a random bits operand tensor<4x64xui32> (one uint32 per element)}}
+  %y = "mx.cast"(%x) {number = "e4m3", roundmode = "stochastic"} : (tensor<4x64xf32>) -> tensor<4x64xf32>
+  return
+}
+
+// -----
+
+func.func @cast_bits_without_stochastic(%x: tensor<4x64xf32>, %r: tensor<4x64xui32>) {
+  // expected-error @+1 {{'mx.cast' op roundmode 'even' takes no random bits operand (only 'stochastic' does)}}
+  %y = "mx.cast"(%x, %r) {number = "e4m3"} : (tensor<4x64xf32>, tensor<4x64xui32>) -> tensor<4x64xf32>
+  return
+}
+
+// -----
+
+func.func @cast_bad_bits_type(%x: tensor<4x64xf32>, %r: tensor<4x64xi32>) {
+  // expected-error @+1 {{'mx.cast' op the random bits operand must be tensor<4x64xui32>, got tensor<4x64xi32>}}
+  %y = "mx.cast"(%x, %r) {number = "e4m3", roundmode = "stochastic"} : (tensor<4x64xf32>, tensor<4x64xi32>) -> tensor<4x64xf32>
+  return
+}
+
+// -----
+
+func.func @cast_changes_type(%x: tensor<4x64xf32>) {
+  // expected-error @+1 {{'mx.cast' op the result (the input's type) must be tensor<4x64xf32>, got tensor<4x64xbf16>}}
+  %y = "mx.cast"(%x) {number = "e4m3"} : (tensor<4x64xf32>) -> tensor<4x64xbf16>
+  return
+}
+
+// -----
+
+func.func @cast_dynamic_scaled(%x: tensor<?x64xf32>) {
+  // expected-error @+1 {{'mx.cast' op the input must have a static shape (scaled datatypes and sparsity tile it), got tensor<?x64x...>}}
+  %y = "mx.cast"(%x) {number = "e4m3", scale = "e8m0_t32"} : (tensor<?x64xf32>) -> tensor<?x64xf32>
+  return
+}
+
+// -----
+
+func.func @quantize_mixed_forms(%x: tensor<4x64xf32>) {
+  // expected-error @+1 {{'mx.quantize' op mixes a named format (format) with a datatype (number): give 'format' (sections 3-5) or 'number' (section 10), not both}}
+  %q, %s = "mx.quantize"(%x) {format = "mxfp8_e4m3", number = "e4m3fn"} : (tensor<4x64xf32>) -> (tensor<4x64xf8E4M3FN>, tensor<4x2xf8E8M0FNU>)
+  return
+}
+
+// -----
+
+func.func @quantize_wrong_code_type(%x: tensor<4x64xf32>) {
+  // expected-error @+1 {{'mx.quantize' op result #0 (codes) of e5m6:e8m0_t32 must be tensor<4x64xui16>, got tensor<4x64xui8>}}
+  %c, %s = "mx.quantize"(%x) {number = "e5m6", scale = "e8m0_t32"} : (tensor<4x64xf32>) -> (tensor<4x64xui8>, tensor<4x2xf8E8M0FNU>)
+  return
+}
+
+// -----
+
+func.func @quantize_2d_tile_scales(%x: tensor<64x64xf32>) {
+  // expected-error @+1 {{'mx.quantize' op result #1 (scales) of e4m3fn:e8m0_t32x32 must be tensor<2x2xf8E8M0FNU>, got tensor<64x2xf8E8M0FNU>}}
+  %c, %s = "mx.quantize"(%x) {number = "e4m3fn", scale = "e8m0_t32x32"} : (tensor<64x64xf32>) -> (tensor<64x64xf8E4M3FN>, tensor<64x2xf8E8M0FNU>)
+  return
+}
+
+// -----
+
+func.func @quantize_missing_zero_points(%x: tensor<4x64xf32>) {
+  // expected-error @+1 {{'mx.quantize' op expects 3 results for uint4:e8m23_uint8_t0 (result #0 (codes), result #1 (scales), result #2 (zero points)), got 2}}
+  %c, %s = "mx.quantize"(%x) {number = "uint4", scale = "float32_uint8_t0"} : (tensor<4x64xf32>) -> (tensor<4x64xui8>, tensor<4x1xf32>)
+  return
+}
+
+// -----
+
+func.func @dequantize_roundmode(%c: tensor<4x64xui16>) {
+  // expected-error @+1 {{'mx.dequantize' op unknown attribute 'roundmode' (known for mx.dequantize: format, block_size, axis, number, scale)}}
+  %y = "mx.dequantize"(%c) {number = "e5m6", roundmode = "even"} : (tensor<4x64xui16>) -> tensor<4x64xf32>
+  return
+}
+
+// -----
+
+func.func @dequantize_missing_scales(%c: tensor<4x64xui16>) {
+  // expected-error @+1 {{'mx.dequantize' op expects 2 operands, got 1}}
+  %y = "mx.dequantize"(%c) {number = "e5m6", scale = "e8m0_t32"} : (tensor<4x64xui16>) -> tensor<4x64xf32>
+  return
+}
+
+// -----
+
+func.func @sparse_missing_n(%x: tensor<4x64xf32>) {
+  // expected-error @+1 {{'mx.sparse' op missing attribute 'n' (keep m of every n values)}}
+  %y = "mx.sparse"(%x) {m = 2 : i64} : (tensor<4x64xf32>) -> tensor<4x64xf32>
+  return
+}
+
+// -----
+
+func.func @sparse_n_does_not_divide(%x: tensor<4x64xf32>) {
+  // expected-error @+1 {{'mx.sparse' op n = 3 does not divide dimension 1 of size 64}}
+  %y = "mx.sparse"(%x) {n = 3 : i64, m = 2 : i64} : (tensor<4x64xf32>) -> tensor<4x64xf32>
+  return
+}
+
+// -----
+
+func.func @sparse_dim_out_of_range(%x: tensor<4x64xf32>) {
+  // expected-error @+1 {{'mx.sparse' op 'dim' 2 is out of range for rank 2}}
+  %y = "mx.sparse"(%x) {n = 4 : i64, m = 2 : i64, dim = 2 : i64} : (tensor<4x64xf32>) -> tensor<4x64xf32>
+  return
 }
