@@ -9,10 +9,13 @@ from mxlower import diagnostics as diag
 from mxlower.bindings import collect_ops
 from mxlower.dialect import mx
 from mxlower.formats import SCALE_MODES
+from mxlower.lowering import cast_math
 from mxlower.lowering.mx_math import lower_op
 from mxlower.passes.base import ModulePass, option
 
 __all__ = ["DecomposeMx", "decompose"]
+
+_DATATYPE_OPS = (mx.CastOp, mx.SparseOp, mx.GeneralQuantizeOp, mx.GeneralDequantizeOp)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -32,6 +35,14 @@ class DecomposeMx(ModulePass):
     contracts the exact values in f64 (``mxlower-stablehlo-to-llvm`` turns the ``if`` into
     ``scf.if``).  ``mx.pack``/``mx.unpack`` become shifts
     and masks.  The recipe is :mod:`mxlower.lowering.mx_math`.
+
+    The datatype ops of docs/semantics.md section 10 (``mx.cast``, ``mx.sparse``, and
+    ``mx.quantize`` / ``mx.dequantize`` with a ``number``) follow
+    :mod:`mxlower.lowering.cast_math`: one reduction per tile (tensor, channel, 1D or 2D
+    tile) of the magnitude bits, the scale chosen in integers (max / midmax / rceil /
+    nearest) or as an exactly rounded f32 quotient (float scales, zero points), the elements
+    rounded by the codec's encoder with the scale's exponent as a shift, and sparsity as a
+    rank within each group.  The ``scale-mode`` option applies to the named formats only.
 
     Only ``mx`` ops are lowered.  XLA's ``__op$quantize`` / ``__op$dequantize`` /
     ``__op$block_scaled_dot`` custom calls and the ``xla.scaled_dot`` composite are
@@ -84,6 +95,12 @@ def decompose(root: Any, *, scale_mode: str | None = None, compute_type: str | N
             failures.append(diag.error(o, f"'{o.name}' op {e}"))
             continue
         with o.location:
+            if isinstance(spec, _DATATYPE_OPS):
+                try:
+                    cast_math.lower_op(spec)
+                except cast_math.CastLoweringError as e:
+                    failures.append(diag.error(o, f"'{o.name}' op {e}"))
+                continue
             lower_op(spec, scale_mode, compute_type)
     if failures:
         raise failures[0]

@@ -1,0 +1,535 @@
+"""The datatype-cast recipe: ``mx.cast``, ``mx.sparse`` and the datatype form of
+``mx.quantize`` / ``mx.dequantize`` as plain StableHLO computing docs/semantics.md section 10
+exactly (bit for bit what :mod:`mxlower.reference` gives).
+
+``mxlower-decompose-mx`` calls :func:`lower_op` on each parsed op
+(:class:`~mxlower.dialect.mx.CastOp`, :class:`~mxlower.dialect.mx.SparseOp`,
+:class:`~mxlower.dialect.mx.GeneralQuantizeOp`, :class:`~mxlower.dialect.mx.GeneralDequantizeOp`).
+
+The pieces:
+
+* **Tiles** (:class:`Tiles`): a tensor of shape (d0, d1, ...) is reshaped to (n0, t0, n1, t1,
+  ...), tile index and position within the tile for every dimension, so that a tensor scale,
+  a channel, a 1D tile and a 2D tile are all one reduction over the odd axes; the per-tile
+  results (shape (n0, n1, ...)) are exactly the scales' shape.
+* **Tile statistics** on the f32 bit patterns: amax is an integer maximum of the magnitude
+  bits (which orders non-negative floats, subnormals included), and a NaN or Inf in the tile
+  shows as amax >= 0x7F800000; vmin / vmax of asymmetric tiles are integer minima / maxima of
+  an order-preserving key of the bits.
+* **Scale selection** (:func:`scale_exponent`) in integer arithmetic on amax's bits for the
+  modes max / midmax / rceil / nearest, then clamped to the exponent type's range.
+* **f32 arithmetic that XLA:CPU would get wrong**: it flushes subnormal inputs and results
+  (FTZ/DAZ) and turns a division by a broadcast into a multiplication by a rounded
+  reciprocal.  Every quotient the model takes (amax / max, x / s, span / (2^K - 1), -vmin / s)
+  is :func:`quotient`: ``RNE_f32(RN_f64(x * RN_f64(1 / d)))`` where the result is a normal
+  f32 (exact, see :func:`mxlower.lowering.mx_math.f32_quotient`), an integer division of
+  the significands where it is below 2^-126; sums and products are formed in f64 on the
+  exact values and rounded once (:func:`mxlower.lowering.mx_math.round_to_f32`; f64 holds
+  more than 2 x 24 + 2 bits, so the double rounding is innocuous).
+* **Element rounding** is the codec's spec-driven encoder / decoder
+  (:func:`mxlower.lowering.codec.emit_encode`, ``emit_decode``), given the per-element
+  power-of-two ``shift`` of an exponent scale so that no scaled value is ever formed in f32.
+* **Sparsity** (:func:`lower_sparse`): within each group of n values, the rank of every value
+  is the number of values that beat it (a larger magnitude, or an equal one at a lower index;
+  every NaN counts as the same, largest magnitude); the m values of rank < m are kept.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fractions
+import math
+from typing import Any
+
+from mxlower.bindings.jaxlib import ir
+from mxlower.dialect import mx
+from mxlower.ir.stablehlo_builder import Builder
+from mxlower.lowering import codec
+from mxlower.lowering.codec_stablehlo import StableHLOBuilder
+from mxlower.lowering.mx_math import (
+    f64_of_f32_bits,
+    frexp_bits,
+    normalize_bits,
+    round_to_f32,
+    to_f32_bits,
+)
+from mxlower.numbers import Datatype, NumberSpec, ScaleSpec
+
+__all__ = [
+    "CastLoweringError",
+    "Tiles",
+    "decode",
+    "encode",
+    "lower_op",
+    "lower_sparse",
+    "quotient",
+    "scale_exponent",
+]
+
+_SIGN = -(1 << 31)
+_MAG = 0x7FFFFFFF
+_MANT = 0x7FFFFF
+_INF = 0x7F800000
+_NAN = 0x7FC00000
+
+
+class CastLoweringError(ValueError):
+    """A valid op this recipe cannot lower exactly (the message says why)."""
+
+
+# ----------------------------------------------------------------------------- one op
+
+
+def lower_op(spec: Any) -> None:
+    """Replace the parsed op ``spec`` by its StableHLO lowering, in place."""
+    op = spec.op
+    b = Builder(op.location, ir.InsertionPoint(op))
+    if isinstance(spec, mx.SparseOp):
+        new = [lower_sparse(b, spec.input, spec.n, spec.m, spec.dim)]
+    elif isinstance(spec, mx.CastOp):
+        codes, scales, zps = encode(b, spec.input, spec.datatype, spec.roundmode,
+                                    spec.scalemode, spec.rbits)
+        v = decode(b, codes, scales, zps, spec.datatype)
+        new = [b.convert(b.bitcast(v, "f32"), spec.input_type)]
+    elif isinstance(spec, mx.GeneralQuantizeOp):
+        codes, scales, zps = encode(b, spec.input, spec.datatype, spec.roundmode,
+                                    spec.scalemode, spec.rbits)
+        dt = spec.datatype
+        new = [store(b, codes, dt.number)]
+        if dt.scale is not None:
+            new.append(store(b, scales, dt.scale.number))
+            if dt.scale.zero_point is not None:
+                new.append(store(b, zps, dt.scale.zero_point))
+    elif isinstance(spec, mx.GeneralDequantizeOp):
+        dt = spec.datatype
+        codes = load(b, spec.codes, dt.number)
+        scales = None if spec.scales is None else load(b, spec.scales, dt.scale.number)
+        zps = None if spec.zero_points is None else load(b, spec.zero_points,
+                                                         dt.scale.zero_point)
+        v = decode(b, codes, scales, zps, dt)
+        new = [b.convert(b.bitcast(v, "f32"), spec.result_type)]
+    else:
+        raise TypeError(f"cast_math.lower_op: not a datatype op: {type(spec).__name__}")
+    for old, value in zip(op.results, new):
+        old.replace_all_uses_with(value)
+    op.erase()
+
+
+# ----------------------------------------------------------------------------- tiles
+
+
+@dataclasses.dataclass(frozen=True)
+class Tiles:
+    """The tiling of a static ``shape`` by a scale spec: ``tile`` is the tile's extent per
+    dimension (the whole dimension for a tensor scale or a channel's dimension)."""
+
+    shape: tuple[int, ...]
+    tile: tuple[int, ...]
+
+    @staticmethod
+    def of(s: ScaleSpec, shape) -> Tiles:
+        return Tiles(tuple(shape), tuple(s.tile_shape(tuple(shape))))
+
+    @property
+    def tiled(self) -> list[int]:
+        """(n0, t0, n1, t1, ...)."""
+        out = []
+        for d, t in zip(self.shape, self.tile):
+            out += [d // t if t else 0, t]
+        return out
+
+    @property
+    def per_tile(self) -> list[int]:
+        """(n0, n1, ...): the scales' shape."""
+        return [d // t if t else 0 for d, t in zip(self.shape, self.tile)]
+
+    @property
+    def inner(self) -> list[int]:
+        """The axes of the tiled layout that run within a tile."""
+        return list(range(1, 2 * len(self.shape), 2))
+
+    @property
+    def outer(self) -> list[int]:
+        return list(range(0, 2 * len(self.shape), 2))
+
+    def split(self, b: Builder, v: Any) -> Any:
+        return b.reshape(v, self.tiled)
+
+    def join(self, b: Builder, v: Any) -> Any:
+        return b.reshape(v, list(self.shape))
+
+    def spread(self, b: Builder, per_tile: Any) -> Any:
+        """A per-tile value broadcast over the tiled layout."""
+        return b.broadcast(per_tile, self.tiled, self.outer)
+
+    def reduce(self, b: Builder, v: Any, kind: str, init: int) -> Any:
+        return b.reduce(v, self.inner, kind, init)
+
+
+# ----------------------------------------------------------------------------- codes and storage
+
+
+def _int_builder(b: Builder, like: Any) -> StableHLOBuilder:
+    return StableHLOBuilder(list(b.shape(like)), like=like, loc=b.loc, ip=b.ip)
+
+
+def encode_values(b: Builder, value_bits: Any, spec: NumberSpec, roundmode: str = "even",
+                  rbits: Any | None = None, shift: Any | None = None) -> Any:
+    """The i32 codes of f32 values (given as i32 bits) times 2^-shift, rounded to ``spec``
+    with ``roundmode`` (docs/semantics.md 10.2; the codec's encoder)."""
+    cb = _int_builder(b, value_bits)
+    r = None if rbits is None else b.bitcast(rbits, "i32")
+    codes = codec.emit_encode(cb, b.bitcast(value_bits, "f32"), "f32", spec,
+                              roundmode=roundmode, rbits=r, shift=shift, code_bits=32)
+    return _as_i32(b, codes)
+
+
+def decode_values(b: Builder, codes: Any, spec: NumberSpec, shift: Any | None = None) -> Any:
+    """The f32 bits (i32) of the values of i32 ``codes`` times 2^shift, rounded once (the
+    codec's decoder)."""
+    cb = _int_builder(b, codes)
+    v = codec.emit_decode(cb, codes, spec, "f32", shift=shift)
+    return b.bitcast(v, "i32")
+
+
+def _as_i32(b: Builder, v: Any) -> Any:
+    elt = b.etype(v)
+    if elt == "i32":
+        return v
+    if elt == "ui32":
+        return b.bitcast(v, "i32")
+    return b.convert(v, "i32")
+
+
+def store(b: Builder, codes: Any, spec: NumberSpec) -> Any:
+    """i32 codes (two's complement values for ints) in the spec's storage type."""
+    t = spec.storage
+    if t == "f32":
+        return b.bitcast(codes, "f32")
+    if t == "i32":
+        return codes
+    if t in ("bf16", "f16"):
+        return b.bitcast(b.convert(codes, "ui16"), t)
+    if t[0] in "iu":  # iK / uiK: the codes themselves
+        return b.bitcast(codes, t) if t == "ui32" else b.convert(codes, t)
+    return _narrow_from_codes(b, codes, t)
+
+
+def load(b: Builder, stored: Any, spec: NumberSpec) -> Any:
+    """The inverse of :func:`store`: i32 codes (ints sign-extended)."""
+    t = spec.storage
+    if t == "f32":
+        return b.bitcast(stored, "i32")
+    if t in ("bf16", "f16"):
+        return b.convert(b.bitcast(stored, "ui16"), "i32")
+    if t == "i32":
+        return stored
+    if t == "ui32":
+        return b.bitcast(stored, "i32")
+    if t[0] in "iu":
+        return b.convert(stored, "i32")
+    return _narrow_codes(b, stored, t)
+
+
+def _narrow_from_codes(b: Builder, codes: Any, t: str) -> Any:
+    from mxlower.lowering.mx_math import _from_codes  # the one narrow-type storage writer
+    return _from_codes(b, codes, t)
+
+
+def _narrow_codes(b: Builder, v: Any, t: str) -> Any:
+    from mxlower.lowering.mx_math import _codes_of  # the one narrow-type storage reader
+    return _codes_of(b, v, t)
+
+
+# ----------------------------------------------------------------------------- exact f32 steps
+
+
+def _sig_exp(b: Builder, bits: Any) -> tuple[Any, Any]:
+    """(significand, biased exponent field) of f32 magnitude bits as i64: the value is
+    sig * 2^(max(field, 1) - 150)."""
+    mag = b.and_(bits, _MAG)
+    ex = b.shr(mag, 23)
+    mt = b.and_(mag, _MANT)
+    sig = b.select(b.eq(ex, 0), mt, b.or_(mt, 0x800000))
+    return b.convert(sig, "i64"), b.convert(b.max(ex, 1), "i64")
+
+
+def quotient(b: Builder, x_bits: Any, d_bits: Any | float) -> Any:
+    """The f32 bits of RNE_f32(x / d) for f32 bits ``x_bits`` and a positive finite ``d``
+    (f32 bits of x's shape, or a Python float holding an f32), subnormal quotients included.
+
+    Normal (and overflowing) quotients: ``RNE_f32(RN_f64(x * RN_f64(1 / d)))``, exact
+    (:func:`mxlower.lowering.mx_math.f32_quotient`).  Where that product is below 2^-126 the
+    quotient is at most 2^-126 (1 + 2^-51), and k = RNE(|x| / d * 2^149), its count of
+    2^-149, is an integer division of the significands: with x = X 2^a and d = D 2^c,
+    k = RNE(X 2^(a - c + 149) / D), the shift moved to whichever side keeps it exact (a
+    divisor shifted by more than 38 bits gives a quotient below 2^-14, that is k = 0)."""
+    xf = f64_of_f32_bits(b, x_bits)
+    if isinstance(d_bits, (int, float)):
+        if d_bits <= 0 or not math.isfinite(d_bits):
+            raise ValueError(f"quotient: divisor {d_bits} must be positive and finite")
+        r = b.like(xf, 1.0 / d_bits)
+        d_bits = b.like(x_bits, _f32_bits_of(d_bits))
+    else:
+        r = b.div(1.0, f64_of_f32_bits(b, d_bits))
+    q = b.mul(xf, r)
+    normal = b.bitcast(b.convert(q, "f32"), "i32")
+    xs, xe = _sig_exp(b, x_bits)
+    ds, de = _sig_exp(b, d_bits)
+    sh = b.add(b.sub(xe, de), 149)
+    p = b.shl(xs, b.clamp(0, sh, 40))
+    d = b.shl(ds, b.clamp(0, b.sub(0, sh), 38))
+    d = b.max(d, 1)  # lanes with d = 0 never reach here (d > 0); keep the division defined
+    quo = b.div(p, d)
+    rem = b.sub(p, b.mul(quo, d))
+    twice = b.add(rem, rem)
+    odd = b.eq(b.and_(quo, 1), 1)
+    up = b.or_(b.gt(twice, d), b.and_(b.eq(twice, d), odd))
+    k = b.convert(b.add(quo, b.select(up, b.like(quo, 1), b.like(quo, 0))), "i32")
+    tiny = b.or_(b.eq(b.and_(x_bits, _MAG), 0), b.lt(b.abs(q), 2.0 ** -126))
+    return b.select(tiny, b.or_(b.and_(x_bits, _SIGN), k), normal)
+
+
+def _f32_bits_of(v: float) -> int:
+    import struct
+    raw = struct.unpack("<I", struct.pack("<f", v))[0]
+    if float(struct.unpack("<f", struct.pack("<I", raw))[0]) != v:
+        raise CastLoweringError(f"{v} is not an f32 value")
+    return raw - (1 << 32) if raw >= 1 << 31 else raw
+
+
+def _add_f32(b: Builder, x_bits: Any, y_bits: Any) -> Any:
+    """The f32 bits of RNE_f32(x + y), subnormals included (exact f64 sum, rounded once)."""
+    return b.bitcast(round_to_f32(b, b.add(f64_of_f32_bits(b, x_bits),
+                                           f64_of_f32_bits(b, y_bits))), "i32")
+
+
+def _mul_f32(b: Builder, x_bits: Any, y_bits: Any) -> Any:
+    """The f32 bits of RNE_f32(x * y), subnormals included (the f64 product is exact)."""
+    return b.bitcast(round_to_f32(b, b.mul(f64_of_f32_bits(b, x_bits),
+                                           f64_of_f32_bits(b, y_bits))), "i32")
+
+
+def _neg(b: Builder, bits: Any) -> Any:
+    """-x on f32 bits (the sign bit flipped)."""
+    return b.select(b.lt(bits, 0), b.and_(bits, _MAG), b.or_(bits, _SIGN))
+
+
+def _order_key(b: Builder, bits: Any) -> Any:
+    """An i32 key ordered as the f32 values of non-NaN ``bits`` (-0 just below +0)."""
+    return b.select(b.lt(bits, 0), b.sub(-1, b.and_(bits, _MAG)), bits)
+
+
+def _from_key(b: Builder, key: Any) -> Any:
+    """The inverse of :func:`_order_key`."""
+    return b.select(b.lt(key, 0), b.or_(b.sub(-1, key), _SIGN), key)
+
+
+def _is_nan_bits(b: Builder, bits: Any) -> Any:
+    return b.gt(b.and_(bits, _MAG), _INF)
+
+
+# ----------------------------------------------------------------------------- scale selection
+
+
+def scale_exponent(b: Builder, amax: Any, n: NumberSpec, s: ScaleSpec, mode: str) -> Any:
+    """E per tile (i32, clamped to the exponent type's range) from the bits of a finite
+    non-negative amax (docs/semantics.md 10.3): max, midmax, rceil or nearest, with the
+    element spec's emax / max / midmax as scaled data (intK: fixed point)."""
+    emax = n.scaled_emax
+    _, ex, mt = normalize_bits(b, amax)  # renormalized subnormals; ex - 127 = floor(log2)
+    fl = b.sub(ex, 127)
+    base = b.sub(fl, emax)
+    one, zero = b.like(amax, 1), b.like(amax, 0)
+    if mode == "max":
+        e = base
+    elif mode == "midmax":
+        # amax * 2^-E = f * 2^emax with f = 1 + mt / 2^23; up when f >= midmax / 2^emax
+        t = n.scaled_midmax_exact / fractions.Fraction(2) ** emax - 1
+        thr = math.ceil(t * 2 ** 23)
+        e = b.add(base, b.select(b.ge(mt, thr), one, zero))
+    elif mode == "rceil":
+        q = quotient(b, amax, float(n.scaled_max_exact))
+        fq = frexp_bits(b, q)
+        # a normal q is a power of two when its mantissa field is 0; a subnormal q = k 2^-149
+        # when k & (k - 1) == 0
+        normal_pow2 = b.eq(b.and_(q, _MANT), 0)
+        sub_pow2 = b.eq(b.and_(q, b.sub(q, 1)), 0)
+        pow2 = b.select(b.ge(q, 0x800000), normal_pow2, sub_pow2)
+        e = b.add(fq, b.select(pow2, zero, one))
+        e = b.select(b.eq(q, 0), b.like(amax, -100000), e)
+    elif mode == "nearest":
+        # v = amax 2^-emax exactly: floor(log2 v) + [significand >= 1.5] when v >= 2^-126;
+        # below, -126 when v > 2^-127 and -127 otherwise (f8E8M0FNU's rounding of v)
+        hi = b.add(base, b.select(b.ge(mt, 0x400000), one, zero))
+        low = b.select(b.and_(b.eq(base, -127), b.gt(mt, 0)), b.like(amax, -126),
+                       b.like(amax, -127))
+        e = b.select(b.ge(base, -126), hi, low)
+    else:
+        raise ValueError(f"unknown scale mode {mode!r}")
+    lo, top = s.number.emin, s.number.emax
+    e = b.select(b.eq(amax, 0), b.like(amax, lo), e)
+    return b.clamp(lo, e, top)
+
+
+# ----------------------------------------------------------------------------- encode
+
+
+def _check_exact(dt: Datatype) -> None:
+    n, s = dt.number, dt.scale
+    if s is None or s.power_of_two:
+        return
+    if n.is_integer and n.bits > 24 and (s.zero_point is not None or n.kind == "int"):
+        raise CastLoweringError(
+            f"{dt.code}: float scales of integers wider than 24 bits divide by a maximum that "
+            "is not an f32 value; the lowering does not compute that quotient exactly")
+
+
+def encode(b: Builder, x: Any, dt: Datatype, roundmode: str, scalemode: str,
+           rbits: Any | None) -> tuple[Any, Any | None, Any | None]:
+    """i32 (codes, scale codes, zero-point codes) of the actual cast of ``x`` (f32 / bf16 /
+    f16) to ``dt``: :func:`mxlower.reference.encode`'s values, as two's complement i32."""
+    _check_exact(dt)
+    n, s = dt.number, dt.scale
+    xb = to_f32_bits(b, x)
+    if s is None:
+        return encode_values(b, xb, n, roundmode, rbits), None, None
+    tiles = Tiles.of(s, b.shape(x))
+    xt = tiles.split(b, xb)
+    rt = None if rbits is None else tiles.split(b, rbits)
+    amax = tiles.reduce(b, b.and_(xt, _MAG), "max", 0)
+    nonfinite = b.ge(amax, _INF)
+    if s.power_of_two:
+        out = _encode_pow2(b, xt, rt, amax, nonfinite, n, s, tiles, roundmode, scalemode)
+    elif s.zero_point is None:
+        out = _encode_float_scale(b, xt, rt, amax, nonfinite, n, s, tiles, roundmode)
+    else:
+        out = _encode_asymmetric(b, xt, rt, nonfinite, n, s, tiles, roundmode)
+    codes, scales, zps = out
+    return tiles.join(b, codes), scales, zps
+
+
+def _fixed_shift(n: NumberSpec) -> int:
+    """intK with an exponent scale is fixed point with K - 2 fraction bits."""
+    return n.bits - 2 if n.kind == "int" else 0
+
+
+def _encode_pow2(b, xt, rt, amax, nonfinite, n, s, tiles, roundmode, scalemode):
+    e = scale_exponent(b, amax, n, s, scalemode)
+    shift = tiles.spread(b, b.sub(e, _fixed_shift(n)))
+    codes = encode_values(b, xt, n, roundmode, rt, shift)
+    codes = b.select(tiles.spread(b, nonfinite), b.like(codes, 0), codes)
+    scales = b.select(nonfinite, b.like(e, s.number.nan_code), b.add(e, s.number.bias))
+    return codes, scales, None
+
+
+def _scale_of(b, q_bits, spec: NumberSpec) -> tuple[Any, Any]:
+    """A non-negative f32 quantity rounded to a float scale spec (even, saturating): (codes,
+    f32 bits of the value)."""
+    codes = encode_values(b, q_bits, spec, "even")
+    return codes, decode_values(b, codes, spec)
+
+
+def _encode_float_scale(b, xt, rt, amax, nonfinite, n, s, tiles, roundmode):
+    sc, sval = _scale_of(b, quotient(b, amax, n.max), s.number)
+    zero = b.eq(b.and_(sval, _MAG), 0)
+    one = b.like(sval, _f32_bits_of(1.0))
+    sd = tiles.spread(b, b.select(zero, one, sval))
+    v = quotient(b, xt, sd)
+    codes = encode_values(b, v, n, roundmode, rt)
+    drop = tiles.spread(b, b.or_(nonfinite, zero))
+    codes = b.select(drop, b.like(codes, 0), codes)
+    scales = b.select(nonfinite, b.like(sc, s.number.nan_code), sc)
+    return codes, scales, None
+
+
+def _encode_asymmetric(b, xt, rt, nonfinite, n, s, tiles, roundmode):
+    top = (1 << n.bits) - 1
+    finite = b.lt(b.and_(xt, _MAG), _INF)
+    key = _order_key(b, b.select(finite, xt, b.like(xt, 0)))
+    kmin = tiles.reduce(b, key, "min", 0x7FFFFFFF)
+    kmax = tiles.reduce(b, key, "max", -(1 << 31))
+    int_zp = s.zero_point.is_integer
+    if int_zp:  # the range widened to hold 0
+        kmin, kmax = b.min(kmin, 0), b.max(kmax, 0)
+    vmin, vmax = _from_key(b, kmin), _from_key(b, kmax)
+    span = _add_f32(b, vmax, _neg(b, vmin))
+    sc, sval = _scale_of(b, quotient(b, span, float(top)), s.number)
+    zero = b.eq(b.and_(sval, _MAG), 0)
+    s32 = b.select(zero, b.like(sval, _f32_bits_of(1.0)), sval)
+    sd = tiles.spread(b, s32)
+    u = n  # uintK: R(|q|) saturated to 2^K - 1, and 0 for negative values
+    if int_zp:
+        z = encode_values(b, quotient(b, _neg(b, vmin), s32), u, "even")
+        z = b.select(zero, b.like(z, 0), z)
+        q = quotient(b, xt, sd)
+        m = encode_values(b, b.and_(q, _MAG), u, roundmode, rt)
+        signed = b.select(b.lt(q, 0), b.sub(0, m), m)
+        codes = b.clamp(0, b.add(signed, tiles.spread(b, z)), top)
+        codes = b.select(tiles.spread(b, nonfinite), b.like(codes, 0), codes)
+        zps = z
+    else:
+        zps = encode_values(b, vmin, s.zero_point, "even")
+        zv = tiles.spread(b, decode_values(b, zps, s.zero_point))
+        d = _add_f32(b, xt, _neg(b, zv))
+        codes = encode_values(b, quotient(b, d, sd), u, roundmode, rt)
+        codes = b.select(tiles.spread(b, b.or_(nonfinite, zero)), b.like(codes, 0), codes)
+    zps = b.select(nonfinite, b.like(zps, 0), zps)
+    scales = b.select(nonfinite, b.like(sc, s.number.nan_code), sc)
+    return codes, scales, zps
+
+
+# ----------------------------------------------------------------------------- decode
+
+
+def decode(b: Builder, codes: Any, scales: Any | None, zps: Any | None, dt: Datatype) -> Any:
+    """The f32 bits (i32) of the values of i32 codes (+ scale and zero-point codes):
+    :func:`mxlower.reference.decode` in f32."""
+    n, s = dt.number, dt.scale
+    if s is None:
+        return decode_values(b, codes, n)
+    tiles = Tiles.of(s, b.shape(codes))
+    ct = tiles.split(b, codes)
+    if s.power_of_two:
+        e = b.sub(scales, s.number.bias)
+        nan = b.eq(scales, s.number.nan_code)
+        v = decode_values(b, ct, n, tiles.spread(b, b.sub(e, _fixed_shift(n))))
+    else:
+        sval = decode_values(b, scales, s.number)
+        nan = _is_nan_bits(b, sval)
+        sd = tiles.spread(b, sval)
+        if zps is None:
+            v = _mul_f32(b, decode_values(b, ct, n), sd)
+        elif s.zero_point.is_integer:
+            diff = b.sub(b.convert(ct, "i64"), b.convert(tiles.spread(b, zps), "i64"))
+            dv = b.bitcast(b.convert(diff, "f32"), "i32")  # |diff| < 2^24: exact
+            v = _mul_f32(b, dv, sd)
+        else:
+            zv = tiles.spread(b, decode_values(b, zps, s.zero_point))
+            v = _add_f32(b, _mul_f32(b, decode_values(b, ct, n), sd), zv)
+    v = b.select(tiles.spread(b, nan), b.like(v, _NAN), v)
+    return tiles.join(b, v)
+
+
+# ----------------------------------------------------------------------------- sparsity
+
+
+def lower_sparse(b: Builder, x: Any, n: int, m: int, dim: int) -> Any:
+    """docs/semantics.md 10.5: keep the m largest magnitudes of each n values along ``dim``
+    (NaN largest, ties to the lower index), +0 elsewhere; ``x``'s type."""
+    key = b.and_(to_f32_bits(b, x), _MAG)
+    key = b.min(key, _INF + 1)  # every NaN the same, above Inf
+    kb = b.split_blocks(key, dim, n)
+    xb = b.split_blocks(x, dim, n)
+    s = list(b.shape(kb))
+    big = s[:dim + 2] + [n] + s[dim + 2:]
+    rank = len(big)
+    ki = b.broadcast(kb, big, [d for d in range(rank) if d != dim + 2])
+    kj = b.broadcast(kb, big, [d for d in range(rank) if d != dim + 1])
+    i = b.along(list(range(n)), big, dim + 1)
+    j = b.along(list(range(n)), big, dim + 2)
+    beats = b.or_(b.gt(kj, ki), b.and_(b.eq(kj, ki), b.lt(j, i)))
+    count = b.reduce(b.select(beats, b.like(ki, 1), b.like(ki, 0)), [dim + 2], "add", 0)
+    keep = b.lt(count, m)
+    out = b.select(keep, xb, b.like(xb, 0.0))
+    return b.unblock(out, dim)
