@@ -70,8 +70,8 @@ runs were not tested here.
 
 from mxlower.jax.api import convert, dequantize, lower, quantize, scaled_dot
 from mxlower.jax.array import MXArray
-from mxlower.jax.cast import cast, sparse
+from mxlower.jax.cast import DatatypeArray, cast, sparse
 from mxlower.jax.install import install, installed, uninstall
 
-__all__ = ["MXArray", "cast", "convert", "dequantize", "install", "installed", "lower", "quantize",
+__all__ = ["DatatypeArray", "MXArray", "cast", "convert", "dequantize", "install", "installed", "lower", "quantize",
            "scaled_dot", "sparse", "uninstall"]

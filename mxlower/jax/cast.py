@@ -35,25 +35,27 @@ from jax.interpreters import batching
 
 from mxlower.cast_reference import resolve
 from mxlower.dialect import mx
-from mxlower.jax.checks import as_int, check_axis, check_wide
-from mxlower.jax.lowering import emit
+from mxlower.jax.checks import as_array, as_int, check_axis, check_dtype, check_wide, traced
+from mxlower.jax.dtypes import mlir_name, storage_dtype
+from mxlower.jax.lowering import emit, tensor_type
 from mxlower.jax.primitives import _define, _is_zero, _zero
 from mxlower.numbers import ROUND_MODES, SCALE_MODES, Datatype, NumberSpec, ScaleSpec, SpecError
 from mxlower.numbers import scale as scale_spec
 
-__all__ = ["cast", "cast_p", "datatype_of", "kept", "sparse", "sparse_p"]
+__all__ = ["DatatypeArray", "cast", "cast_p", "datatype_of", "decode_p", "encode_p", "kept",
+           "quantize_datatype", "sparse", "sparse_p"]
 
 
 # ============================================================================== checks
 
 
-def datatype_of(number: Any, scale: Any, fn: str, shape: tuple[Any, ...] | None = None
-                ) -> Datatype:
-    """The datatype of arguments 'number' / 'scale' of ``fn`` (as
+def datatype_of(number: Any, scale: Any, fn: str, shape: tuple[Any, ...] | None = None,
+                arg: str = "number") -> Datatype:
+    """The datatype of arguments ``arg`` (default 'number') / 'scale' of ``fn`` (as
     :func:`mxlower.reference.cast` takes them), its scale tiles checked against ``shape``
     (static sizes needed) and its scale dimensions rewritten counted from the end."""
     if not isinstance(number, (str, NumberSpec, Datatype)):
-        raise TypeError(f"{fn}: argument 'number' must be a number spec code ('e5m6', 'int4', "
+        raise TypeError(f"{fn}: argument '{arg}' must be a number spec code ('e5m6', 'int4', "
                         f"...), a datatype name ('mxfp8_e4m3', 'nvfp4', ...) or "
                         f"'number:scale', got {number!r}")
     if scale is not None and not isinstance(scale, (str, ScaleSpec)):
@@ -62,7 +64,8 @@ def datatype_of(number: Any, scale: Any, fn: str, shape: tuple[Any, ...] | None 
     try:
         dt = resolve(number, scale)
     except SpecError as e:
-        raise ValueError(f"{fn}: {e}") from None
+        where = f"argument '{arg}'" + (" / 'scale'" if scale is not None else "")
+        raise ValueError(f"{fn}: {where}: {e}") from None
     s = dt.scale
     if s is None or shape is None:
         return dt
@@ -279,3 +282,242 @@ def _sparse_batch(args, dims, **params):
 
 
 _define(sparse_p, _sparse_abstract, _sparse_lowering, _sparse_jvp, _sparse_batch)
+
+
+# ============================================================================== actual casts
+
+
+def _storage(spec: NumberSpec) -> np.dtype:
+    """The JAX dtype holding codes of ``spec`` (uint8 codes for the f6 types)."""
+    return storage_dtype(spec.storage)
+
+
+def _layout(dt: Datatype, shape: tuple[int, ...]) -> list[tuple[tuple[int, ...], np.dtype, str]]:
+    """(shape, JAX dtype, MLIR type) of the codes [, scales [, zero points]] of ``dt``."""
+    out = [(tuple(shape), _storage(dt.number), dt.number.storage)]
+    s = dt.scale
+    if s is not None:
+        ss = s.scales_shape(tuple(shape))
+        out.append((ss, _storage(s.number), s.number.storage))
+        if s.zero_point is not None:
+            out.append((ss, _storage(s.zero_point), s.zero_point.storage))
+    return out
+
+
+class DatatypeArray:
+    """An actual cast to a datatype of docs/semantics.md section 10 (the general
+    :class:`~mxlower.jax.MXArray`): ``codes`` (``x``'s shape), ``scales`` (the scale spec's
+    layout; None when unscaled) and ``zero_points`` (None without a zero point), with the
+    static ``datatype`` code (``"e5m6:e8m0_t32"``).  A registered pytree.
+
+    Storage dtypes: a number spec that is a type JAX has is held as that type
+    (``float8_e4m3fn``, ``float4_e2m1fn``, ``bfloat16``, ``float32``...); the f6 types as
+    ``uint8`` codes; ``intK`` / ``uintK`` and every other spec as the integer codes of
+    :attr:`mxlower.numbers.NumberSpec.storage` (``int8``, ``uint16``...) - the layout of
+    :func:`mxlower.reference.encode`.
+
+    Like an MXArray, a traced quantize keeps its input as a hidden straight-through source, so
+    ``dequantize`` differentiates as the identity; ``detach()`` drops it.
+    """
+
+    __slots__ = ("codes", "scales", "zero_points", "datatype", "_ste")
+
+    def __init__(self, codes: Any, scales: Any, zero_points: Any, datatype: str):
+        dt = datatype_of(datatype, None, "DatatypeArray")
+        codes = as_array(codes)
+        dt = datatype_of(dt, None, "DatatypeArray", tuple(codes.shape))
+        parts = [codes, None if scales is None else as_array(scales),
+                 None if zero_points is None else as_array(zero_points)]
+        want = _layout(dt, tuple(codes.shape))
+        for i, (name, v) in enumerate(zip(("codes", "scales", "zero_points"), parts)):
+            if i >= len(want):
+                if v is not None:
+                    raise ValueError(f"DatatypeArray: {dt.code} has no {name.replace('_', ' ')}"
+                                     f" (argument '{name}' must be None)")
+                continue
+            shape, dtype, _ = want[i]
+            if v is None:
+                raise ValueError(f"DatatypeArray: {dt.code} needs argument '{name}'")
+            if np.dtype(v.dtype) != dtype:
+                raise TypeError(f"DatatypeArray: argument '{name}' of {dt.code} must have "
+                                f"dtype {dtype}, got {v.dtype}")
+            if tuple(v.shape) != shape:
+                raise ValueError(f"DatatypeArray: argument '{name}' of {dt.code} must have "
+                                 f"shape {shape}, got {tuple(v.shape)}")
+        self.codes, self.scales, self.zero_points = parts
+        self.datatype = dt.code
+        self._ste = None
+
+    @classmethod
+    def _make(cls, codes, scales, zero_points, datatype, ste=None):
+        """Unchecked construction (pytree unflattening and the primitives' results)."""
+        self = object.__new__(cls)
+        self.codes, self.scales, self.zero_points = codes, scales, zero_points
+        self.datatype, self._ste = datatype, ste
+        return self
+
+    def tree_flatten(self):
+        return (self.codes, self.scales, self.zero_points, self._ste), self.datatype
+
+    @classmethod
+    def tree_unflatten(cls, aux, children):
+        return cls._make(*children[:3], aux, children[3])
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(np.shape(self.codes))
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    @property
+    def nbytes(self) -> int:
+        """Packed storage in bytes: codes, scales and zero points at their specs' bit
+        widths."""
+        dt = resolve(self.datatype)
+        bits = self.size * dt.number.bits
+        for v, spec in ((self.scales, dt.scale and dt.scale.number),
+                        (self.zero_points, dt.scale and dt.scale.zero_point)):
+            if v is not None:
+                bits += int(np.prod(np.shape(v), dtype=np.int64)) * spec.bits
+        return (bits + 7) // 8
+
+    def dequantize(self, dtype: Any = jnp.float32) -> jax.Array:
+        """The values (docs/semantics.md section 10.4) in ``dtype`` (float32, bfloat16,
+        float16): each computed in f32 and rounded once; bit-exact with
+        :func:`mxlower.reference.decode`."""
+        out = check_dtype(dtype, "dequantize", "dtype")
+        dt = resolve(self.datatype)
+        operands = [v for v in (self.codes, self.scales, self.zero_points) if v is not None]
+        if self._ste is not None:
+            operands.append(self._ste)
+        return decode_p.bind(*operands, number=dt.number.code,
+                             scale=None if dt.scale is None else dt.scale.code, dtype=out,
+                             has_ste=self._ste is not None)
+
+    def detach(self) -> DatatypeArray:
+        """This array without its straight-through source."""
+        return DatatypeArray._make(self.codes, self.scales, self.zero_points, self.datatype)
+
+    def __repr__(self) -> str:
+        return f"DatatypeArray(datatype={self.datatype}, shape={self.shape})"
+
+
+jax.tree_util.register_pytree_node(DatatypeArray, DatatypeArray.tree_flatten,
+                                   DatatypeArray.tree_unflatten)
+
+
+def quantize_datatype(x: Any, number: Any, scale: Any = None, *, roundmode: str = "even",
+                      scalemode: str = "max", key: Any = None, rbits: Any = None,
+                      fn: str = "quantize", arg: str = "format") -> DatatypeArray:
+    """The actual cast of ``x`` to a datatype (arguments as :func:`cast`; errors name the
+    datatype argument ``arg``): a :class:`DatatypeArray` bit-exact with
+    :func:`mxlower.reference.encode`."""
+    x = check_wide(x, fn, "x")
+    dt = datatype_of(number, scale, fn, tuple(x.shape), arg)
+    roundmode, scalemode = _modes(dt, roundmode, scalemode, fn)
+    r = _random_bits(x, roundmode, key, rbits, fn)
+    outs = encode_p.bind(x, *([] if r is None else [r]), number=dt.number.code,
+                         scale=None if dt.scale is None else dt.scale.code,
+                         roundmode=roundmode, scalemode=scalemode)
+    outs = list(outs) + [None] * (3 - len(outs))
+    return DatatypeArray._make(*outs, dt.code, x if traced(x) else None)
+
+
+encode_p = Primitive("mx_encode")
+encode_p.multiple_results = True
+
+
+def _encode_abstract(x, *r, number, scale, roundmode, scalemode):
+    dt = resolve(number, scale)
+    return [jax.core.ShapedArray(s, d) for s, d, _ in _layout(dt, x.shape)]
+
+
+def _encode_lowering(ctx, x, *r, number, scale, roundmode, scalemode):
+    dt = resolve(number, scale)
+    shape = ctx.avals_in[0].shape
+    results = [tensor_type(s, t) for s, _, t in _layout(dt, shape)]
+
+    def build(args):
+        op = mx.quantize(args[0], number=number, scale=scale, roundmode=roundmode,
+                         scalemode=scalemode, rbits=args[1] if r else None)
+        return list(op.results)
+
+    return emit(build, [x, *r], [x.type] + [v.type for v in r], results)
+
+
+def _encode_jvp(primals, tangents, **params):
+    outs = encode_p.bind(*primals, **params)
+    return outs, [_zero(o) for o in outs]
+
+
+def _channel(scale: str) -> str:
+    return dataclasses.replace(scale_spec(scale), kind="channel", tile=(), dims=(-1,)).code
+
+
+def _encode_batch(args, dims, *, scale, **params):
+    size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
+    front = [batching.bdim_at_front(a, d, size) for a, d in zip(args, dims)]
+    if scale is None or scale_spec(scale).kind != "tensor":
+        return encode_p.bind(*front, scale=scale, **params), [0] * (1 + (scale is not None) + (
+            scale is not None and scale_spec(scale).zero_point is not None))
+    shape = front[0].shape
+    outs = encode_p.bind(*[a.reshape(size, -1) for a in front], scale=_channel(scale), **params)
+    tile = (size,) + (1,) * (len(shape) - 1)
+    return [outs[0].reshape(shape)] + [o.reshape(tile) for o in outs[1:]], [0] * len(outs)
+
+
+_define(encode_p, _encode_abstract, _encode_lowering, _encode_jvp, _encode_batch)
+
+
+decode_p = Primitive("mx_decode")
+
+
+def _n_parts(scale: str | None) -> int:
+    if scale is None:
+        return 1
+    return 2 + (scale_spec(scale).zero_point is not None)
+
+
+def _decode_abstract(c, *rest, number, scale, dtype, has_ste):
+    return jax.core.ShapedArray(c.shape, dtype)
+
+
+def _decode_lowering(ctx, *args, number, scale, dtype, has_ste):
+    k = _n_parts(scale)
+    dt = resolve(number, scale)
+    shape = ctx.avals_in[0].shape
+    types = [tensor_type(s, t) for s, _, t in _layout(dt, shape)]
+    out = mlir_name(dtype)
+
+    def build(a):
+        op = mx.dequantize(a[0], a[1] if k > 1 else None, number=number, scale=scale,
+                           zero_points=a[2] if k > 2 else None, result_type=out)
+        return list(op.results)
+
+    return emit(build, list(args[:k]), types, [tensor_type(shape, out)])
+
+
+def _decode_jvp(primals, tangents, *, dtype, has_ste, **params):
+    out = decode_p.bind(*primals, dtype=dtype, has_ste=has_ste, **params)
+    if not has_ste or _is_zero(tangents[-1]):
+        return out, _zero(out)
+    return out, lax.convert_element_type(tangents[-1], dtype)  # straight-through estimator
+
+
+def _decode_batch(args, dims, *, scale, **params):
+    size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
+    front = [batching.bdim_at_front(a, d, size) for a, d in zip(args, dims)]
+    if scale is None or scale_spec(scale).kind != "tensor":
+        return decode_p.bind(*front, scale=scale, **params), 0
+    shape = front[0].shape
+    flat = [a.reshape(size, -1) for a in front]
+    return decode_p.bind(*flat, scale=_channel(scale), **params).reshape(shape), 0
+
+
+_define(decode_p, _decode_abstract, _decode_lowering, _decode_jvp, _decode_batch)
