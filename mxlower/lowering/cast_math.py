@@ -27,7 +27,7 @@ The pieces:
   exact values and rounded once (:func:`mxlower.lowering.mx_math.round_to_f32`; f64 holds
   more than 2 x 24 + 2 bits, so the double rounding is innocuous).
 * **Element rounding** is the codec's spec-driven encoder / decoder
-  (:func:`mxlower.lowering.codec.emit_encode`, ``emit_decode``), given the per-element
+  (:func:`mxlower.lowering.codec_spec.emit_encode`, ``emit_decode``), given the per-element
   power-of-two ``shift`` of an exponent scale so that no scaled value is ever formed in f32.
 * **Sparsity** (:func:`lower_sparse`): within each group of n values, the rank of every value
   is the number of values that beat it (a larger magnitude, or an equal one at a lower index;
@@ -44,7 +44,7 @@ from typing import Any
 from mxlower.bindings.jaxlib import ir
 from mxlower.dialect import mx
 from mxlower.ir.stablehlo_builder import Builder
-from mxlower.lowering import codec
+from mxlower.lowering import codec_spec
 from mxlower.lowering.codec_stablehlo import StableHLOBuilder
 from mxlower.lowering.mx_math import (
     f64_of_f32_bits,
@@ -178,9 +178,9 @@ def encode_values(b: Builder, value_bits: Any, spec: NumberSpec, roundmode: str 
     """The i32 codes of f32 values (given as i32 bits) times 2^-shift, rounded to ``spec``
     with ``roundmode`` (docs/semantics.md 10.2; the codec's encoder)."""
     cb = _int_builder(b, value_bits)
-    r = None if rbits is None else b.bitcast(rbits, "i32")
-    codes = codec.emit_encode(cb, b.bitcast(value_bits, "f32"), "f32", spec,
-                              roundmode=roundmode, rbits=r, shift=shift, code_bits=32)
+    codes = codec_spec.emit_encode(cb, b.bitcast(value_bits, "f32"), "f32", spec,
+                                   roundmode=roundmode, rbits=rbits, shift=shift,
+                                   code_bits=32)
     return _as_i32(b, codes)
 
 
@@ -188,7 +188,7 @@ def decode_values(b: Builder, codes: Any, spec: NumberSpec, shift: Any | None = 
     """The f32 bits (i32) of the values of i32 ``codes`` times 2^shift, rounded once (the
     codec's decoder)."""
     cb = _int_builder(b, codes)
-    v = codec.emit_decode(cb, codes, spec, "f32", shift=shift)
+    v = codec_spec.emit_decode(cb, codes, spec, "f32", shift=shift)
     return b.bitcast(v, "i32")
 
 

@@ -197,6 +197,17 @@ class IntBuilder:
         """The integer width of a value (1 for i1)."""
         raise NotImplementedError
 
+    def signless(self, x: Any) -> Any:
+        """An integer value as the builder's working integers of the same width (StableHLO:
+        ``ui32`` random bits or ``ui8`` codes bitcast to signless); the identity elsewhere."""
+        return x
+
+    def to_storage(self, x: Any, storage: str) -> Any:
+        """Working integers as the storage integer type ``storage`` (``"ui8"``, ``"i8"``,
+        ``"ui16"``...) of the same width: StableHLO bitcasts, NumPy views; arith (signless)
+        returns ``x``."""
+        return x
+
     # -- helpers -----------------------------------------------------------------------------
     def _pair(self, a: Any, b: Any) -> tuple[Any, Any]:
         if isinstance(a, int):
@@ -213,6 +224,9 @@ class IntBuilder:
 
     def or_(self, a, b):
         return self._bin("or", a, b)
+
+    def xor(self, a, b):
+        return self._bin("xor", a, b)
 
     def add(self, a, b):
         return self._bin("add", a, b)
@@ -644,6 +658,16 @@ class NumpyBuilder(IntBuilder):
         with np.errstate(all="ignore"):
             r = x + y if op == "add" else x - y
         return np.asarray(r, dtype=dt).view(np.asarray(lhs).dtype)
+
+    def signless(self, x):
+        x = np.asarray(x)
+        return x if x.dtype.kind != "u" or x.dtype.itemsize == 1 else \
+            x.view(f"int{8 * x.dtype.itemsize}")
+
+    def to_storage(self, x, storage: str):
+        x = np.asarray(x)
+        dt = np.dtype(f"{'u' if storage.startswith('u') else ''}int{storage.lstrip('ui')}")
+        return x.view(dt) if dt.itemsize == x.dtype.itemsize else x.astype(dt)
 
     def resize(self, x, bits: int):
         x = np.asarray(x)

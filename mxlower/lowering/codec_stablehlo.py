@@ -98,6 +98,19 @@ class StableHLOBuilder(MLIRBuilder):
                 **self._kw()).result
         return self.bitcast_to_int(r)
 
+    def signless(self, x):
+        et = self._elem(x.type)
+        it = self.ir.IntegerType(et)
+        if it.is_signless or it.width == 8:  # (8-bit codes are ui8 throughout)
+            return x
+        return self.hlo.BitcastConvertOp(self._int(it.width), x, **self._kw()).result
+
+    def to_storage(self, x, storage: str):
+        t = self._shaped(self.ir.Type.parse(storage))
+        if str(t) == str(x.type):
+            return x
+        return self.hlo.BitcastConvertOp(t, x, **self._kw()).result
+
     def resize(self, x, bits: int):
         if bits < 8:
             raise ValueError("StableHLO narrow storage is ui8; code_bits must be 8")
