@@ -35,8 +35,9 @@ from jax.interpreters import batching
 
 from mxlower.cast_reference import resolve
 from mxlower.dialect import mx
+from mxlower.formats import FLOAT_TYPES
 from mxlower.jax.checks import as_array, as_int, check_axis, check_dtype, check_wide, traced
-from mxlower.jax.dtypes import mlir_name, storage_dtype
+from mxlower.jax.dtypes import held_as_codes, mlir_name, storage_dtype
 from mxlower.jax.lowering import emit, tensor_type
 from mxlower.jax.primitives import _define, _is_zero, _zero
 from mxlower.numbers import ROUND_MODES, SCALE_MODES, Datatype, NumberSpec, ScaleSpec, SpecError
@@ -324,6 +325,9 @@ class DatatypeArray:
 
     def __init__(self, codes: Any, scales: Any, zero_points: Any, datatype: str):
         dt = datatype_of(datatype, None, "DatatypeArray")
+        if isinstance(codes, np.ndarray) and any(
+                held_as_codes(name) and t.dtype == codes.dtype for name, t in FLOAT_TYPES.items()):
+            codes = codes.view(np.uint8)  # ml_dtypes f6 values: JAX holds their codes
         codes = as_array(codes)
         dt = datatype_of(dt, None, "DatatypeArray", tuple(codes.shape))
         parts = [codes, None if scales is None else as_array(scales),
@@ -448,7 +452,15 @@ def _encode_lowering(ctx, x, *r, number, scale, roundmode, scalemode):
                          scalemode=scalemode, rbits=args[1] if r else None)
         return list(op.results)
 
-    return emit(build, [x, *r], [x.type] + [v.type for v in r], results)
+    return emit(build, [x, *r], [x.type] + [v.type for v in r], results, native=_f4(dt))
+
+
+def _f4(dt: Datatype) -> tuple[str, ...]:
+    """The 4-bit float types among the datatype's storage types: XLA keeps them (the lowering
+    makes them from ui4 codes, a bitcast mxlower-expand-narrow-floats does not expand)."""
+    specs = [dt.number] + ([] if dt.scale is None else [dt.scale.number, dt.scale.zero_point])
+    return tuple(s.storage for s in specs
+                 if s is not None and s.storage in FLOAT_TYPES and FLOAT_TYPES[s.storage].bits == 4)
 
 
 def _encode_jvp(primals, tangents, **params):

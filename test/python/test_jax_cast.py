@@ -339,3 +339,137 @@ def test_scaled_cast_needs_static_shapes():
     spec = jax.ShapeDtypeStruct((b, 64), jnp.float32)
     with pytest.raises(ValueError, match="needs a static shape"):
         export.export(jax.jit(lambda x: mxj.cast(x, "mxfp8_e4m3")))(spec)
+
+
+# ----------------------------------------------------------------------------- actual casts
+
+ENCODE_CASES = [
+    ("e5m6", "e8m0_t32", (4, 64)),
+    ("e2m1fo", "e4m3fn_t16", (4, 64)),  # nvfp4 as a datatype: f4 codes
+    ("e2m1fo", "e8m0_t32", (4, 64)),
+    ("e3m2fo", "e8m0_t32", (4, 64)),  # f6 codes, held as uint8
+    ("mxint4", None, (4, 64)),
+    ("bfp16", None, (4, 64)),
+    ("e4m3fn", "e8m0_t16x16", (32, 32)),
+    ("int8", "float32_t0", (4, 64)),
+    ("int8", "bfloat16_t0d0", (64, 4)),
+    ("uint4", "float32_uint8_t16", (4, 64)),
+    ("uint8", "float32_float32_t32", (4, 64)),
+    ("uint8", "e4m3fn_int16_t0", (4, 64)),
+    ("e4m3b8fnuz", "e8m0", (4, 64)),
+    ("e5m2", None, (4, 64)),
+    ("e2m1fo", None, (4, 64)),
+    ("int16", None, (4, 64)),
+    ("e8m0", None, (4, 64)),
+    ("f8E4M3FN", None, (4, 64)),
+]
+
+
+def check_encoded(q, want):
+    for got, ref, name in zip((q.codes, q.scales, q.zero_points), want,
+                              ("codes", "scales", "zero points")):
+        if ref is None:
+            assert got is None, name
+            continue
+        got = np.asarray(got)
+        f6 = ref.dtype in (np.dtype(ml_dtypes.float6_e3m2fn), np.dtype(ml_dtypes.float6_e2m3fn))
+        assert got.dtype == (np.dtype(np.uint8) if f6 else ref.dtype), name  # f6: codes
+        assert got.shape == ref.shape, name
+        u = np.dtype(f"u{ref.dtype.itemsize}")
+        np.testing.assert_array_equal(got.view(u), ref.view(u), err_msg=name)
+
+
+@pytest.mark.parametrize("number,scale,shape", ENCODE_CASES,
+                         ids=[f"{n}:{s}" if s else n for n, s, _ in ENCODE_CASES])
+@pytest.mark.parametrize("roundmode", ["even", "stochastic", "zero"])
+def test_quantize_any_datatype_matches_reference(number, scale, shape, roundmode):
+    x = data(shape, seed=zlib.crc32(f"q{number}:{scale}".encode()) % 1000)
+    r = rbits_for(shape) if roundmode == "stochastic" else None
+    q = jax.jit(lambda x, r: mxj.quantize(x, number, scale=scale, roundmode=roundmode,
+                                          rbits=r))(x, r)
+    assert isinstance(q, mxj.DatatypeArray)
+    want = reference.encode(x, number, scale, roundmode, "max", r)
+    check_encoded(q, want)
+    for dtype in (F32, BF16):
+        y = jax.jit(lambda q: mxj.dequantize(q, dtype))(q)
+        same_bits(y, reference.decode(want, number, scale, dtype=dtype))
+
+
+@pytest.mark.parametrize("scalemode", ["floor", "midmax", "rceil", "nearest"])
+def test_quantize_datatype_scale_modes_and_half_inputs(scalemode):
+    for dtype in (F32, BF16, F16):
+        x = data((4, 64), dtype, seed=31)
+        q = jax.jit(lambda x: mxj.quantize(x, "e3m4:e8m0_t32", scale_mode=scalemode))(x)
+        mode = "max" if scalemode == "floor" else scalemode
+        want = reference.encode(x, "e3m4:e8m0_t32", None, "even", mode)
+        check_encoded(q, want)
+        same_bits(mxj.dequantize(q, dtype), reference.decode(want, "e3m4:e8m0_t32",
+                                                             dtype=dtype))
+
+
+@pytest.mark.parametrize("dt", ["e3m4:e8m0", "uint4:float32_uint8", "e2m1fo:e8m0_t32",
+                                "int8:float32_t0d0", "e3m2fo:e8m0_t4x8"])
+def test_quantize_datatype_vmap_is_per_example(dt):
+    xs = data((3, 8, 32), seed=32, specials=False)
+    xs[2] *= 1e4
+    q = jax.jit(jax.vmap(lambda x: mxj.quantize(x, dt)))(xs)
+    for i in range(3):
+        want = reference.encode(xs[i], dt)
+        part = jax.tree_util.tree_map(lambda a, i=i: a[i], q)
+        check_encoded(part, want)
+        same_bits(np.asarray(mxj.dequantize(part)), reference.decode(want, dt))
+    y = jax.jit(jax.vmap(mxj.dequantize))(q)
+    same_bits(np.asarray(y), np.stack([reference.cast(xs[i], dt) for i in range(3)]))
+
+
+def test_quantize_datatype_gradient_and_detach():
+    x = data((4, 64), seed=33, specials=False)
+    w = data((4, 64), seed=34, specials=False)
+
+    def loss(x):
+        return jnp.sum(mxj.dequantize(mxj.quantize(x, "e5m6", scale="e8m0_t32")) * w)
+
+    np.testing.assert_array_equal(np.asarray(jax.jit(jax.grad(loss))(x)), w)
+    q = jax.jit(lambda x: mxj.quantize(x, "uint4:float32_uint8_t16").detach())(x)
+    assert q._ste is None
+    assert q.nbytes == (256 * 4 + 16 * 32 + 16 * 8) // 8
+    assert "uint4:e8m23_uint8_t16" in repr(q)
+
+
+def test_datatype_array_from_parts():
+    x = data((4, 64), seed=35)
+    e = reference.encode(x, "uint4", "float32_uint8_t16")
+    q = mxj.DatatypeArray(e.codes, e.scales, e.zero_points, "uint4:float32_uint8_t16")
+    same_bits(mxj.dequantize(q), reference.decode(e, "uint4", "float32_uint8_t16"))
+    with pytest.raises(TypeError, match="argument 'codes' of uint4.*uint8"):
+        mxj.DatatypeArray(e.codes.astype(np.int8), e.scales, e.zero_points,
+                          "uint4:float32_uint8_t16")
+    with pytest.raises(ValueError, match="argument 'scales' .* shape"):
+        mxj.DatatypeArray(e.codes, e.scales[:, :2], e.zero_points, "uint4:float32_uint8_t16")
+    with pytest.raises(ValueError, match="needs argument 'zero_points'"):
+        mxj.DatatypeArray(e.codes, e.scales, None, "uint4:float32_uint8_t16")
+    with pytest.raises(ValueError, match="has no zero points"):
+        mxj.DatatypeArray(e.codes.astype(np.int8), e.scales, e.zero_points, "int4:float32_t16")
+    # f6 codes as the oracle stores them (ml_dtypes float6) are taken as their uint8 codes
+    e = reference.encode(x, "mxfp6_e3m2")
+    q = mxj.DatatypeArray(e.codes, e.scales, None, "e3m2fo:e8m0_t32")
+    assert q.codes.dtype == np.uint8
+    same_bits(mxj.dequantize(q), reference.decode(e, "mxfp6_e3m2"))
+
+
+BAD_QUANTIZE = [
+    (dict(format="e5m6", scale="e8m0_t32", axis=0), "argument 'axis' is for the MX formats"),
+    (dict(format="e5m6:e8m0_t32", block_size=32), "argument 'block_size'"),
+    (dict(format="mxint4", global_scale=2.0), "argument 'global_scale'"),
+    (dict(format="mxfp4_e2m1", roundmode="stochastic", key=jax.random.key(0)),
+     "name the datatype by its codes \\('e2m1fo:e8m0_t32'"),
+    (dict(format="e5m6", scale="e8m0_t32", scale_mode="bogus"), "argument 'scalemode'"),
+    (dict(format="e5m6:e8m0_t32", roundmode="stochastic"), "exactly one of 'key'"),
+    (dict(format="e5m6", scale="e8m0_t48"), "argument 'format' / 'scale'"),
+]
+
+
+@pytest.mark.parametrize("kwargs,message", BAD_QUANTIZE, ids=[m for _, m in BAD_QUANTIZE])
+def test_quantize_datatype_argument_errors(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        mxj.quantize(np.ones((4, 64), np.float32), **kwargs)
