@@ -41,11 +41,15 @@ import fractions
 import math
 from typing import Any
 
+import numpy as np
+
 from mxlower.bindings.jaxlib import ir
 from mxlower.dialect import mx
 from mxlower.ir.stablehlo_builder import Builder
 from mxlower.lowering import codec_spec
 from mxlower.lowering.codec_stablehlo import StableHLOBuilder
+from mxlower.lowering.mx_math import _codes_of as _narrow_codes  # the narrow storage reader
+from mxlower.lowering.mx_math import _from_codes as _narrow_from_codes  # and writer
 from mxlower.lowering.mx_math import (
     f64_of_f32_bits,
     frexp_bits,
@@ -231,16 +235,6 @@ def load(b: Builder, stored: Any, spec: NumberSpec) -> Any:
     return _narrow_codes(b, stored, t)
 
 
-def _narrow_from_codes(b: Builder, codes: Any, t: str) -> Any:
-    from mxlower.lowering.mx_math import _from_codes  # the one narrow-type storage writer
-    return _from_codes(b, codes, t)
-
-
-def _narrow_codes(b: Builder, v: Any, t: str) -> Any:
-    from mxlower.lowering.mx_math import _codes_of  # the one narrow-type storage reader
-    return _codes_of(b, v, t)
-
-
 # ----------------------------------------------------------------------------- exact f32 steps
 
 
@@ -255,8 +249,9 @@ def _sig_exp(b: Builder, bits: Any) -> tuple[Any, Any]:
 
 
 def quotient(b: Builder, x_bits: Any, d_bits: Any | float) -> Any:
-    """The f32 bits of RNE_f32(x / d) for f32 bits ``x_bits`` and a positive finite ``d``
-    (f32 bits of x's shape, or a Python float holding an f32), subnormal quotients included.
+    """The f32 bits of RNE_f32(x / d) for f32 bits ``x_bits`` and a positive ``d`` (f32 bits
+    of x's shape, or a Python float holding an f32), subnormal quotients included; d = +Inf
+    gives a signed zero for finite x.
 
     Normal (and overflowing) quotients: ``RNE_f32(RN_f64(x * RN_f64(1 / d)))``, exact
     (:func:`mxlower.lowering.mx_math.f32_quotient`).  Where that product is below 2^-126 the
@@ -287,15 +282,17 @@ def quotient(b: Builder, x_bits: Any, d_bits: Any | float) -> Any:
     up = b.or_(b.gt(twice, d), b.and_(b.eq(twice, d), odd))
     k = b.convert(b.add(quo, b.select(up, b.like(quo, 1), b.like(quo, 0))), "i32")
     tiny = b.or_(b.eq(b.and_(x_bits, _MAG), 0), b.lt(b.abs(q), 2.0 ** -126))
-    return b.select(tiny, b.or_(b.and_(x_bits, _SIGN), k), normal)
+    # a divisor of +Inf (a float scale that overflowed) gives a signed zero
+    small = b.select(b.ge(b.and_(d_bits, _MAG), _INF), b.like(k, 0), k)
+    return b.select(tiny, b.or_(b.and_(x_bits, _SIGN), small), normal)
 
 
 def _f32_bits_of(v: float) -> int:
-    import struct
-    raw = struct.unpack("<I", struct.pack("<f", v))[0]
-    if float(struct.unpack("<f", struct.pack("<I", raw))[0]) != v:
+    """The bits of the f32 value ``v`` as a signed i32."""
+    f = np.float32(v)
+    if float(f) != v:
         raise CastLoweringError(f"{v} is not an f32 value")
-    return raw - (1 << 32) if raw >= 1 << 31 else raw
+    return int(f.view(np.int32))
 
 
 def _add_f32(b: Builder, x_bits: Any, y_bits: Any) -> Any:

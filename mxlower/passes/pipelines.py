@@ -19,8 +19,11 @@ class MxToStablehlo(Pipeline):
     canonicalize, cse, symbol-dce``: malformed mx ops are reported before anything changes,
     XLA's custom calls and composites become mx ops, every mx op becomes StableHLO, and
     symbol-dce drops the private decomposition functions of the replaced ``xla.scaled_dot``
-    composites.  The result runs on XLA:CPU for every format whose types it
-    supports; for the f6 formats append ``mxlower-expand-narrow-floats``.
+    composites.  The datatype ops of docs/semantics.md section 10 (``mx.cast``, ``mx.sparse``,
+    ``mx.quantize`` / ``mx.dequantize`` with a ``number``) take the same path.  The result
+    runs on XLA:CPU for every format whose types it supports; for the f6 formats (and f6
+    datatypes such as ``e3m2fo``) append ``mxlower-expand-narrow-floats``; then
+    ``mxlower-stablehlo-to-llvm`` lowers it to LLVM.
 
     Example::
 

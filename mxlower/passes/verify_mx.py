@@ -19,8 +19,12 @@ class VerifyMx(ModulePass):
     does, and reports every malformed op (not just the first) as an error at the op: a wrong
     operand or result count, an unknown format, scale mode or attribute, an element type that
     does not match the format, a scale shape that does not match the block size and axis, a
-    blocked dimension the block size does not divide, bad dot dimension numbers.  The IR is not
-    changed.  ``mxlower-decompose-mx`` reports the same problem for each op it cannot lower,
+    blocked dimension the block size does not divide, bad dot dimension numbers; for the
+    datatype ops (``mx.cast``, ``mx.sparse``, quantize / dequantize with ``number``) a bad
+    number or scale spec (with ``mxlower.numbers``' message), a tile that does not divide its
+    dimension, an unknown round or scale mode, random bits missing or given without
+    ``roundmode = "stochastic"``, codes, scales or zero points of the wrong type or shape, a
+    bad ``n``/``m``/``dim``.  The IR is not changed.  ``mxlower-decompose-mx`` reports the same problem for each op it cannot lower,
     and the ``mxlower-mx-to-stablehlo`` pipeline runs this pass first.
 
     Before::

@@ -107,3 +107,42 @@ def test_f32_bits_floor_is_the_largest_float_not_above(value):
     here = fractions.Fraction(float(np.uint32(bits).view(np.float32)))
     above = fractions.Fraction(float(np.uint32(bits + 1).view(np.float32)))
     assert here <= value < above
+
+
+def test_datatype_builders_make_verified_ops(ctx):
+    """mx.cast / mx.sparse / the datatype quantize and dequantize: result types from the
+    specs (storage types, scales' shape of 2D tiles, zero points), the exact textual form."""
+    m, block, ip = _func(ctx, ["tensor<64x64xf32>", "tensor<64x64xui32>", "tensor<4x64xbf16>"])
+    x, r, h = block.arguments
+    c = mx.cast(x, "e5m6", "e8m0_t32", ip=ip)
+    cs = mx.cast(x, "e2m1fo", "e8m0_t32x32", roundmode="stochastic", scalemode="midmax",
+                 rbits=r, ip=ip)
+    sp = mx.sparse(h, 4, 2, dim=-1, ip=ip)
+    q = mx.quantize(x, number="e4m3fn", scale="e8m0_t32x32", ip=ip)
+    z = mx.quantize(h, number="uint4", scale="float32_uint8_t16", ip=ip)
+    u = mx.quantize(x, number="e5m6", ip=ip)
+    d = mx.dequantize(z.results[0], z.results[1], number="uint4", scale="float32_uint8_t16",
+                      zero_points=z.results[2], result_type="f16", ip=ip)
+    assert mx.verify(m) == []
+    views = [mx.parse(o) for o in (c, cs, sp, q, z, u, d)]
+    assert [type(v).__name__ for v in views] == [
+        "CastOp", "CastOp", "SparseOp", "GeneralQuantizeOp", "GeneralQuantizeOp",
+        "GeneralQuantizeOp", "GeneralDequantizeOp"]
+    assert (views[1].roundmode, views[1].scalemode, views[1].rbits is not None) == \
+        ("stochastic", "midmax", True)
+    assert (views[2].n, views[2].m, views[2].dim) == (4, 2, 1)
+    assert [str(t.type) for t in q.results] == ["tensor<64x64xf8E4M3FN>",
+                                                "tensor<2x2xf8E8M0FNU>"]
+    assert [str(t.type) for t in z.results] == ["tensor<4x64xui8>", "tensor<4x4xf32>",
+                                                "tensor<4x4xui8>"]
+    assert [str(t.type) for t in u.results] == ["tensor<64x64xui16>"]
+    text = str(m)
+    assert ('"mx.cast"(%arg0) {number = "e5m6", roundmode = "even", scale = "e8m0_t32", '
+            'scalemode = "max"} : (tensor<64x64xf32>) -> tensor<64x64xf32>') in text
+    assert '"mx.sparse"(%arg2) {dim = 1 : i64, m = 2 : i64, n = 4 : i64}' in text
+    again = ir.Module.parse(text)
+    assert mx.verify(again) == []
+    with pytest.raises(mx.MXError, match="bad datatype: 'e9m3'"):
+        mx.cast(x, "e9m3", ip=ip)
+    with pytest.raises(mx.MXError, match="not both"):
+        mx.quantize(x, "mxfp8_e4m3", number="e4m3fn", ip=ip)

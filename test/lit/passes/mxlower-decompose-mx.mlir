@@ -196,3 +196,102 @@ func.func @malformed(%x: tensor<4x64xf32>, %q: tensor<4x64xf8E4M3FN>, %s: tensor
   %c = "mx.dequantize"(%q, %s) {format = "mxfp8_e4m3"} : (tensor<4x64xf8E4M3FN>, tensor<4x3xf8E8M0FNU>) -> tensor<4x64xf32>
   return
 }
+
+// -----
+
+// The datatype ops (docs/semantics.md section 10; mxlower/lowering/cast_math.py).  A cast with
+// exponent scales: the f32 bits reshaped to (n0, t0, n1, t1), one integer maximum of the
+// magnitude bits per tile, the exponent in integers (no float arithmetic, no division), spread
+// back over the tile as the codec's shift.
+
+// CHECK-LABEL: func.func @cast_exponent_scale
+// CHECK-NOT: mx.
+// CHECK: %[[BITS:.*]] = stablehlo.bitcast_convert %arg0 : (tensor<4x64xf32>) -> tensor<4x64xi32>
+// CHECK: %[[T:.*]] = stablehlo.reshape %[[BITS]] : (tensor<4x64xi32>) -> tensor<4x1x2x32xi32>
+// CHECK: %[[MAG:.*]] = stablehlo.and %[[T]]
+// CHECK: stablehlo.reduce(%[[MAG]] init: %{{.*}}) applies stablehlo.maximum across dimensions = [1, 3] : (tensor<4x1x2x32xi32>, tensor<i32>) -> tensor<4x2xi32>
+// CHECK-NOT: stablehlo.divide
+// CHECK: stablehlo.broadcast_in_dim %{{.*}}, dims = [0, 2] : (tensor<4x2xi32>) -> tensor<4x1x2x32xi32>
+// CHECK-NOT: stablehlo.divide
+// CHECK: stablehlo.reshape %{{.*}} : (tensor<4x1x2x32xi32>) -> tensor<4x64xi32>
+// CHECK-NOT: mx.
+// CHECK: return
+func.func @cast_exponent_scale(%x: tensor<4x64xf32>) -> tensor<4x64xf32> {
+  %y = "mx.cast"(%x) {number = "e5m6", scale = "e8m0_t32", roundmode = "even", scalemode = "max"} : (tensor<4x64xf32>) -> tensor<4x64xf32>
+  return %y : tensor<4x64xf32>
+}
+
+// -----
+
+// 2D tiles of 32x32 over a bf16 weight: the same reduction over two tile axes.
+
+// CHECK-LABEL: func.func @cast_2d_tiles
+// CHECK: stablehlo.reshape %{{.*}} : (tensor<64x64xi32>) -> tensor<2x32x2x32xi32>
+// CHECK: stablehlo.reduce(%{{.*}} init: %{{.*}}) applies stablehlo.maximum across dimensions = [1, 3] : (tensor<2x32x2x32xi32>, tensor<i32>) -> tensor<2x2xi32>
+// CHECK: stablehlo.convert %{{.*}} : (tensor<64x64xf32>) -> tensor<64x64xbf16>
+// CHECK-NOT: mx.
+func.func @cast_2d_tiles(%x: tensor<64x64xbf16>) -> tensor<64x64xbf16> {
+  %y = "mx.cast"(%x) {number = "e4m3fn", scale = "e8m0_t32x32", roundmode = "even", scalemode = "midmax"} : (tensor<64x64xbf16>) -> tensor<64x64xbf16>
+  return %y : tensor<64x64xbf16>
+}
+
+// -----
+
+// Float scales (nvfp4's rule as a datatype): amax / 6 and x / s are exact f32 quotients:
+// RNE(x * RN(1 / d)) in f64 (XLA:CPU would multiply by an f32 reciprocal), and an integer
+// division of the significands where the quotient is an f32 subnormal (XLA:CPU flushes them).
+
+// CHECK-LABEL: func.func @quantize_float_scale
+// CHECK: stablehlo.reduce(%{{.*}} init: %{{.*}}) applies stablehlo.maximum across dimensions = [1, 3] : (tensor<4x1x4x16xi32>, tensor<i32>) -> tensor<4x4xi32>
+// CHECK: stablehlo.divide %{{.*}}, %{{.*}} : tensor<4x4xi64>
+// CHECK: %[[R:.*]] = stablehlo.divide %{{.*}}, %{{.*}} : tensor<4x1x4x16xf64>
+// CHECK: stablehlo.multiply %{{.*}}, %[[R]] : tensor<4x1x4x16xf64>
+// CHECK: stablehlo.divide %{{.*}}, %{{.*}} : tensor<4x1x4x16xi64>
+// CHECK: stablehlo.bitcast_convert %{{.*}} : (tensor<4x64xui4>) -> tensor<4x64xf4E2M1FN>
+// CHECK: stablehlo.bitcast_convert %{{.*}} : (tensor<4x4xui8>) -> tensor<4x4xf8E4M3FN>
+// CHECK-NOT: mx.
+func.func @quantize_float_scale(%x: tensor<4x64xf32>) -> (tensor<4x64xf4E2M1FN>, tensor<4x4xf8E4M3FN>) {
+  %c, %s = "mx.quantize"(%x) {number = "e2m1fo", scale = "e4m3fn_t16"} : (tensor<4x64xf32>) -> (tensor<4x64xf4E2M1FN>, tensor<4x4xf8E4M3FN>)
+  return %c, %s : tensor<4x64xf4E2M1FN>, tensor<4x4xf8E4M3FN>
+}
+
+// -----
+
+// Zero points: the tile's minimum and maximum as integer reductions of an order-preserving key
+// of the bits; the codes, scales and zero points come out in their storage types.
+
+// CHECK-LABEL: func.func @quantize_zero_points
+// CHECK: stablehlo.reduce(%{{.*}} init: %{{.*}}) applies stablehlo.minimum across dimensions = [1, 3] : (tensor<4x1x4x16xi32>, tensor<i32>) -> tensor<4x4xi32>
+// CHECK: stablehlo.reduce(%{{.*}} init: %{{.*}}) applies stablehlo.maximum across dimensions = [1, 3] : (tensor<4x1x4x16xi32>, tensor<i32>) -> tensor<4x4xi32>
+// CHECK: return %{{.*}}, %{{.*}}, %{{.*}} : tensor<4x64xui8>, tensor<4x4xf32>, tensor<4x4xui8>
+func.func @quantize_zero_points(%x: tensor<4x64xf32>) -> (tensor<4x64xui8>, tensor<4x4xf32>, tensor<4x4xui8>) {
+  %c, %s, %z = "mx.quantize"(%x) {number = "uint4", scale = "float32_uint8_t16"} : (tensor<4x64xf32>) -> (tensor<4x64xui8>, tensor<4x4xf32>, tensor<4x4xui8>)
+  return %c, %s, %z : tensor<4x64xui8>, tensor<4x4xf32>, tensor<4x4xui8>
+}
+
+// -----
+
+// Sparsity: the rank of each value in its group (values that beat it: a larger magnitude, or
+// an equal one at a lower index), the m of rank < m kept.
+
+// CHECK-LABEL: func.func @sparse
+// CHECK: stablehlo.reshape %{{.*}} : (tensor<2x8xi32>) -> tensor<2x2x4xi32>
+// CHECK: stablehlo.broadcast_in_dim %{{.*}}, dims = [0, 1, 2] : (tensor<2x2x4xi32>) -> tensor<2x2x4x4xi32>
+// CHECK: stablehlo.broadcast_in_dim %{{.*}}, dims = [0, 1, 3] : (tensor<2x2x4xi32>) -> tensor<2x2x4x4xi32>
+// CHECK: stablehlo.reduce(%{{.*}} init: %{{.*}}) applies stablehlo.add across dimensions = [3] : (tensor<2x2x4x4xi32>, tensor<i32>) -> tensor<2x2x4xi32>
+// CHECK: stablehlo.select %{{.*}}, %{{.*}}, %{{.*}} : tensor<2x2x4xi1>, tensor<2x2x4xf16>
+// CHECK: stablehlo.reshape %{{.*}} : (tensor<2x2x4xf16>) -> tensor<2x8xf16>
+func.func @sparse(%x: tensor<2x8xf16>) -> tensor<2x8xf16> {
+  %z = "mx.sparse"(%x) {n = 4 : i64, m = 2 : i64, dim = 1 : i64} : (tensor<2x8xf16>) -> tensor<2x8xf16>
+  return %z : tensor<2x8xf16>
+}
+
+// -----
+
+// A valid datatype the lowering cannot compute exactly is reported at the op.
+
+func.func @wide_int_float_scale(%x: tensor<4x64xf32>) {
+  // expected-error @+1 {{'mx.cast' op int32:e8m23_t0: float scales of integers wider than 24 bits divide by a maximum that is not an f32 value; the lowering does not compute that quotient exactly}}
+  %y = "mx.cast"(%x) {number = "int32", scale = "float32_t0"} : (tensor<4x64xf32>) -> tensor<4x64xf32>
+  return
+}

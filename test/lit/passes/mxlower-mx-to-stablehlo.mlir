@@ -34,3 +34,26 @@ func.func @bad(%x: tensor<4x64xf32>) {
   %q, %s = "mx.quantize"(%x) {format = "mxfp8_e4m3", scale_mode = "ceil"} : (tensor<4x64xf32>) -> (tensor<4x64xf8E4M3FN>, tensor<4x2xf8E8M0FNU>)
   return
 }
+
+// -----
+
+// The datatype ops take the same pipeline: nothing mx is left.
+// CHECK-LABEL: func.func @datatype_round_trip
+// CHECK-NOT: mx.
+// CHECK: stablehlo.reduce
+// CHECK: return
+func.func @datatype_round_trip(%x: tensor<4x64xf32>, %r: tensor<4x64xui32>) -> (tensor<4x64xf32>, tensor<4x64xbf16>) {
+  %z = "mx.sparse"(%x) {n = 4 : i64, m = 2 : i64} : (tensor<4x64xf32>) -> tensor<4x64xf32>
+  %y = "mx.cast"(%z, %r) {number = "e3m4", scale = "e8m0_t32", roundmode = "stochastic", scalemode = "rceil"} : (tensor<4x64xf32>, tensor<4x64xui32>) -> tensor<4x64xf32>
+  %c, %s = "mx.quantize"(%x) {number = "mxint4"} : (tensor<4x64xf32>) -> (tensor<4x64xi8>, tensor<4x2xf8E8M0FNU>)
+  %d = "mx.dequantize"(%c, %s) {number = "int4", scale = "e8m0_t32"} : (tensor<4x64xi8>, tensor<4x2xf8E8M0FNU>) -> tensor<4x64xbf16>
+  return %y, %d : tensor<4x64xf32>, tensor<4x64xbf16>
+}
+
+// -----
+
+func.func @bad_datatype(%x: tensor<4x64xf32>) {
+  // expected-error @+1 {{'mx.cast' op bad datatype: unknown number spec 'e4m3fx': expected a code}}
+  %y = "mx.cast"(%x) {number = "e4m3fx"} : (tensor<4x64xf32>) -> tensor<4x64xf32>
+  return
+}

@@ -1,0 +1,359 @@
+"""The datatype ops (mx.cast, mx.sparse, datatype mx.quantize / mx.dequantize) lowered by
+mxlower-mx-to-stablehlo and run on XLA:CPU and the LLVM engine, bit for bit against the
+oracle mxlower.reference (cast, encode, decode, sparse): many number specs (floats of several
+shapes, biases and kinds, exponent types, int/uint), every scale kind (tensor, channel, 1D and
+2D tiles), every scale mode, float scales, integer and float zero points, all four rounding
+modes (stochastic with given random bits), NaN/Inf/zero/subnormal tiles, and the seven OCP
+formats expressed as datatypes against the named formats."""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from mxlower import cast_reference as CR
+from mxlower import reference as R
+from mxlower.execution.run import run_module
+from mxlower.formats import FORMATS
+from mxlower.numbers import datatype
+from mxlower.testing import MxModule, Value, special_blocks
+
+BF16 = np.dtype(ml_dtypes.bfloat16)
+WIDE = {"f32": np.dtype(np.float32), "bf16": BF16, "f16": np.dtype(np.float16)}
+PIPE = "builtin.module(mxlower-mx-to-stablehlo)"
+
+#: (number, scale, roundmode, scalemode): a sweep of the model
+CASTS = [
+    # floats of several shapes, biases and kinds with exponent scales, every scale mode
+    ("e5m6", "e8m0_t32", "even", "max"),
+    ("e5m6", "e8m0_t32", "nearest", "midmax"),
+    ("e4m3", "e8m0_t16", "zero", "rceil"),
+    ("e3m4", "e8m0_t32", "even", "nearest"),
+    ("e2m1fo", "e8m0_t32", "stochastic", "midmax"),
+    ("e4m3fn", "e8m0_t8x32", "even", "max"),  # 2D tiles
+    ("e2m3fo", "e8m0_t32x32", "stochastic", "rceil"),
+    ("e3m2fo", "e8m0_t8d0", "nearest", "nearest"),  # 1D tiles along dimension 0
+    ("e6m9b40", "e5m0_t16", "even", "max"),  # custom bias, a narrow exponent scale
+    ("e4m3b8fnuz", "e8m0_t0", "zero", "max"),  # channels
+    ("e5m2", "e8m0", "even", "rceil"),  # one tensor scale
+    # unscaled
+    ("e4m3b8fnuz", None, "even", "max"),
+    ("e5m2b16fnuz", None, "stochastic", "max"),
+    ("e8m7", None, "zero", "max"),
+    ("e3m4fn", None, "nearest", "max"),
+    ("e8m0", None, "even", "max"),
+    ("e5m0", None, "stochastic", "max"),
+    ("int8", None, "even", "max"),
+    ("uint6", None, "nearest", "max"),
+    # integers: fixed point with exponent scales, integers with float scales
+    ("int8", "e8m0_t32", "even", "max"),
+    ("int4", "e8m0_t32", "stochastic", "midmax"),
+    ("int8", "float32_t0", "even", "max"),
+    ("int6", "bfloat16_t16x16", "zero", "max"),
+    # float scales
+    ("e2m1fo", "e4m3fn_t16", "even", "max"),
+    ("e4m3fn", "bfloat16_t0d0", "nearest", "max"),
+    ("e5m6", "float16", "stochastic", "max"),
+    # zero points
+    ("uint4", "float32_uint8_t16", "even", "max"),
+    ("uint8", "bfloat16_e5m10_t0", "stochastic", "max"),
+    ("uint8", "float32_int16_t32", "zero", "max"),
+    ("uint3", "bfloat16_bfloat16_t8x8", "nearest", "max"),
+]
+
+
+def _attrs(number, scale, roundmode, scalemode) -> str:
+    out = f'number = "{number}"'
+    if scale is not None:
+        out += f', scale = "{scale}"'
+    return out + f', roundmode = "{roundmode}", scalemode = "{scalemode}"'
+
+
+def _cast(m: MxModule, x: Value, r: Value | None, case) -> Value:
+    ops = [x] + ([r] if case[2] == "stochastic" else [])
+    return m.raw(f'{{r}} = "mx.cast"({", ".join(o.name for o in ops)}) {{{_attrs(*case)}}} : '
+                 f'({", ".join(o.type for o in ops)}) -> {x.type}', x.shape, x.elt)
+
+
+def _storage(spec) -> str:
+    return spec.storage
+
+
+def _quantize(m: MxModule, x: Value, r: Value | None, case) -> list[Value]:
+    dt = CR.resolve(case[0], case[1])
+    outs = [(x.shape, _storage(dt.number))]
+    if dt.scale is not None:
+        ss = dt.scale.scales_shape(x.shape)
+        outs.append((ss, _storage(dt.scale.number)))
+        if dt.scale.zero_point is not None:
+            outs.append((ss, _storage(dt.scale.zero_point)))
+    ops = [x] + ([r] if case[2] == "stochastic" else [])
+    types = ", ".join(Value("", s, e).type for s, e in outs)
+    v = m.raw(f'{{r}}:{len(outs)} = "mx.quantize"({", ".join(o.name for o in ops)}) '
+              f'{{{_attrs(*case)}}} : ({", ".join(o.type for o in ops)}) -> ({types})',
+              x.shape, "f32")
+    return [Value(f"{v.name}#{i}", s, e) for i, (s, e) in enumerate(outs)]
+
+
+def _dequantize(m: MxModule, parts: list[Value], case, out: str) -> Value:
+    attrs = f'number = "{case[0]}"' + (f', scale = "{case[1]}"' if case[1] else "")
+    return m.raw(f'{{r}} = "mx.dequantize"({", ".join(p.name for p in parts)}) {{{attrs}}} : '
+                 f'({", ".join(p.type for p in parts)}) -> '
+                 f'{Value("", parts[0].shape, out).type}', parts[0].shape, out)
+
+
+def _same(got, want) -> np.ndarray:
+    """Element-wise: the same bits, or both NaN (float results)."""
+    g, w = np.asarray(got), np.asarray(want)
+    same = R.bits(g) == R.bits(w)
+    if g.dtype.kind == "f" or g.dtype in WIDE.values():
+        with np.errstate(invalid="ignore"):
+            same |= np.isnan(g.astype(np.float32)) & np.isnan(w.astype(np.float32))
+    return same
+
+
+def _check(got, want, what) -> None:
+    ok = _same(got, want)
+    assert ok.all(), (what, np.argwhere(~ok)[:4].tolist(), np.asarray(got)[~ok][:4],
+                      np.asarray(want)[~ok][:4])
+
+
+def _data(rng, wide: str) -> tuple[np.ndarray, np.ndarray]:
+    """A 64x64 tensor whose 32-value rows and 8x32 / 32x32 tiles meet NaN, Inf, zero,
+    subnormal, huge and ordinary values; and random bits."""
+    x = special_blocks(rng, (64, 64), 1, 8, WIDE[wide])
+    x[40:48, 32:64] = 0  # a zero tile in every tiling
+    rbits = rng.integers(0, 1 << 32, x.shape, dtype=np.uint64).astype(np.uint32)
+    rbits[0, :8] = [0, 1 << 31, (1 << 32) - 1, 1, 7, 1 << 20, 3 << 30, 12345]
+    return x, rbits
+
+
+def _reference_cast(x, rbits, case):
+    number, scale, rm, sm = case
+    return R.cast(x, number, scale, roundmode=rm, scalemode=sm,
+                  rbits=rbits if rm == "stochastic" else None)
+
+
+def _rbits_arg(m: MxModule, rbits: np.ndarray, llvm: bool) -> Value:
+    """The random bits as an argument: ui32, or for the LLVM engine (whose function
+    boundaries take signless integers only) i32 bitcast to ui32 inside."""
+    if not llvm:
+        return m.arg(rbits)
+    a = m.arg(rbits.view(np.int32))
+    return m.raw(f"{{r}} = stablehlo.bitcast_convert {a.name} : ({a.type}) -> "
+                 f"{Value('', a.shape, 'ui32').type}", a.shape, "ui32")
+
+
+def _returnable(m: MxModule, v: Value, llvm: bool) -> Value:
+    """``v``, or for the LLVM engine an unsigned result bitcast to its signless type."""
+    if not (llvm and v.elt.startswith("ui")):
+        return v
+    t = v.elt[1:]
+    return m.raw(f"{{r}} = stablehlo.bitcast_convert {v.name} : ({v.type}) -> "
+                 f"{Value('', v.shape, t).type}", v.shape, t)
+
+
+def _llvm(m: MxModule) -> list[np.ndarray]:
+    return run_module(m.text(), m.inputs, pipeline=PIPE, backend="llvm")
+
+
+def _cast_module(x, rbits, llvm: bool = False):
+    m = MxModule()
+    xv, rv = m.arg(x), _rbits_arg(m, rbits, llvm)
+    for case in CASTS:
+        m.ret(_cast(m, xv, rv, case))
+    return m
+
+
+@pytest.mark.parametrize("wide", list(WIDE))
+def test_cast_bit_exact_on_xla(wide):
+    x, rbits = _data(np.random.default_rng(len(wide)), wide)
+    got = _cast_module(x, rbits).run()
+    for case, g in zip(CASTS, got):
+        _check(g, _reference_cast(x, rbits, case), case)
+
+
+def test_cast_bit_exact_on_the_llvm_engine():
+    x, rbits = _data(np.random.default_rng(7), "bf16")
+    got = _llvm(_cast_module(x, rbits, llvm=True))
+    for case, g in zip(CASTS, got):
+        _check(g, _reference_cast(x, rbits, case), case)
+
+
+#: actual casts checked code for code (every scale kind, zero points, int and narrow storage)
+ACTUAL = [c for c in CASTS if c[1] is not None or c[0] in ("e4m3b8fnuz", "int8", "uint6")]
+
+
+def _actual_module(x, rbits, out: str, llvm: bool = False):
+    m = MxModule()
+    xv, rv = m.arg(x), _rbits_arg(m, rbits, llvm)
+    for case in ACTUAL:
+        parts = _quantize(m, xv, rv, case)
+        m.ret(*[_returnable(m, p, llvm) for p in parts], _dequantize(m, parts, case, out))
+    return m
+
+
+def _check_actual(x, rbits, got, out: str) -> None:
+    it = iter(got)
+    for case in ACTUAL:
+        number, scale, rm, sm = case
+        enc = R.encode(x, number, scale, roundmode=rm, scalemode=sm,
+                       rbits=rbits if rm == "stochastic" else None)
+        want = [enc.codes] + [a for a in enc[1:] if a is not None]
+        for i, w in enumerate(want):
+            g = next(it)
+            if g.dtype.kind == "i" and w.dtype.kind == "u":  # the LLVM engine's signless view
+                g = g.view(w.dtype)
+            assert g.dtype == w.dtype and g.shape == w.shape, (case, i, g.dtype, w.dtype)
+            _check(g, w, (case, ("codes", "scales", "zero points")[i]))
+        _check(next(it), R.decode(enc, number, scale, dtype=WIDE[out]), (case, "decode"))
+
+
+@pytest.mark.parametrize("wide, out, backend", [("f32", "bf16", "xla"), ("f16", "f32", "xla"),
+                                                ("bf16", "f16", "llvm")])
+def test_quantize_and_dequantize_give_encode_and_decode(wide, out, backend):
+    x, rbits = _data(np.random.default_rng(11), wide)
+    m = _actual_module(x, rbits, out, llvm=backend == "llvm")
+    got = m.run() if backend == "xla" else _llvm(m)
+    _check_actual(x, rbits, got, out)
+
+
+def _random_codes(rng, spec, shape) -> np.ndarray:
+    """Every code pattern of ``spec`` may occur (NaN and Inf codes included)."""
+    raw = rng.integers(0, 1 << spec.bits, shape, dtype=np.int64)
+    if spec.kind == "int":
+        raw = raw - (1 << (spec.bits - 1))
+        return raw.astype(spec.dtype)
+    if spec.kind == "uint":
+        return raw.astype(spec.dtype)
+    return raw.astype(np.dtype(f"u{spec.dtype.itemsize}")).view(spec.dtype)
+
+
+def test_dequantize_of_arbitrary_codes():
+    """Codes quantize never produces (NaN codes, -128 of int8, NaN scales, large zero points)
+    decode as the oracle decodes them."""
+    rng = np.random.default_rng(5)
+    cases = [c for c in ACTUAL if c[0] not in ("e4m3b8fnuz",)] + [("e5m6", "e8m0_t32", "", "")]
+    m, wants = MxModule(), []
+    for i, case in enumerate(cases):
+        dt = datatype(case[0], case[1])
+        shape = (64, 64)
+        parts = [_random_codes(rng, dt.number, shape)]
+        if dt.scale is not None:
+            ss = dt.scale.scales_shape(shape)
+            sc = _random_codes(rng, dt.scale.number, ss)
+            if dt.scale.power_of_two:  # keep most scales sensible, some NaN
+                sc = (rng.integers(100, 150, ss).astype(np.uint8)).view(sc.dtype) \
+                    if sc.dtype.itemsize == 1 and dt.scale.number.bits == 8 else sc
+            parts.append(sc)
+            if dt.scale.zero_point is not None:
+                parts.append(_random_codes(rng, dt.scale.zero_point, ss))
+        out = list(WIDE)[i % 3]
+        vals = [m.arg(p) for p in parts]
+        m.ret(_dequantize(m, vals, case, out))
+        wants.append((case, R.decode(parts[0], case[0], case[1],
+                                     scales=parts[1] if len(parts) > 1 else None,
+                                     zero_points=parts[2] if len(parts) > 2 else None,
+                                     dtype=WIDE[out])))
+    for g, (case, w) in zip(m.run(), wants):
+        _check(g, w, case)
+
+
+def _named_codes(name: str) -> tuple[str, str]:
+    f = FORMATS[name]
+    elt = {"f8E4M3FN": "e4m3fn", "f8E5M2": "e5m2", "f6E3M2FN": "e3m2fo", "f6E2M3FN": "e2m3fo",
+           "f4E2M1FN": "e2m1fo", "i8": "int8"}[f.element]
+    return elt, ("e4m3fn" if f.is_nvfp4 else "e8m0") + f"_t{f.block_size}"
+
+
+def test_ocp_formats_as_datatypes_give_the_named_bits():
+    """Every section 1 format, through the ops: the named quantize / dequantize and the
+    datatype forms (by name and as codes such as e2m1fo + e8m0_t32) give the same bits, for
+    each scale mode (floor = max); the input types rotate over the formats."""
+    rng = np.random.default_rng(3)
+    m, checks = MxModule(), []
+    for i, (name, f) in enumerate(FORMATS.items()):
+        wide = list(WIDE)[i % 3]  # every input type over the formats (test time)
+        x = special_blocks(rng, (24, 64), 1, f.block_size, WIDE[wide])
+        xv = m.arg(x)
+        modes = [None] if f.is_nvfp4 else ["floor", "rceil", "nearest"]
+        for mode in modes:
+            q, s = m.quantize(xv, name, scale_mode=mode)
+            d = m.dequantize(q, s, name, wide)
+            sm = "max" if mode in (None, "floor") else mode
+            named = [q, s, d]
+            for number, scale in ((name, None), _named_codes(name)):
+                case = (number, scale, "even", sm)
+                parts = _quantize(m, xv, None, case)
+                named += [*parts, _dequantize(m, parts, case, wide),
+                          _cast(m, xv, None, case)]
+            m.ret(*named)
+            checks.append((name, wide, mode))
+    got = iter(m.run())
+    for what in checks:
+        q, s, d = next(got), next(got), next(got)
+        for _ in range(2):
+            q2, s2, d2, c2 = next(got), next(got), next(got), next(got)
+            _check(q2, q, (what, "codes"))
+            _check(s2, s, (what, "scales"))
+            _check(d2, d, (what, "dequantize"))
+            _check(c2, d, (what, "cast"))
+
+
+def test_zero_point_codes_of_quotients_beyond_int64():
+    """uint data whose quotient v / s exceeds 2^63 (an f16 scale saturated at 65504) clamps to
+    2^K - 1 as the contract says.  (mxlower.reference's int64 rounding wraps such quotients
+    and gives code 0; the expected values here are computed by hand.)"""
+    x = np.zeros((2, 8), np.float32)
+    x[0, 0] = 1.0e30
+    x[1, :] = [-3.0e30, 0, 1, 2, 3, 4, 5, 6]
+    m = MxModule()
+    xv = m.arg(x)
+    case = ("uint8", "float16_e5m10_t0", "even", "max")
+    parts = _quantize(m, xv, None, case)
+    m.ret(*parts)
+    codes, scales, zps = m.run()
+    assert scales.tolist() == [[65504.0], [65504.0]]  # 1e30 / 255 saturates in f16
+    assert zps.tolist() == [[0.0], [-65504.0]]  # vmin rounded to f16, saturating
+    assert codes[0].tolist() == [255] + [0] * 7
+    # (x - z) / s: 1e30 -> 255; -3e30 + 65504 -> negative -> 0; small values -> 1 (65504 / s)
+    assert codes[1].tolist() == [0] + [1] * 7
+
+
+def test_2d_tiles_commute_with_transposition():
+    """A 32x32-tiled weight and its transpose cast to transposed values (no requantization)."""
+    rng = np.random.default_rng(9)
+    w = (rng.standard_normal((64, 96)) * 2.0 ** rng.integers(-20, 20, (64, 96))).astype(
+        np.float32)
+    m = MxModule()
+    a, b = m.arg(w), m.arg(np.ascontiguousarray(w.T))
+    case = ("e4m3fn", "e8m0_t32x32", "even", "max")
+    m.ret(_cast(m, a, None, case), _cast(m, b, None, case))
+    g, gt = m.run()
+    _check(gt, g.T, "transpose")
+    _check(g, R.cast(w, "e4m3fn", "e8m0_t32x32"), "reference")
+
+
+SPARSE = [(4, 2, 1), (2, 1, 0), (8, 3, -1), (4, 4, 1), (16, 1, 0)]
+
+
+@pytest.mark.parametrize("wide", list(WIDE))
+def test_sparse_bit_exact(wide):
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((32, 64)).astype(WIDE[wide])
+    x[0, :8] = [1, -1, 1, np.nan, 2, -2, 2, 2]  # ties and NaN
+    x[1, :8] = [0, -0.0, 0, 0, np.inf, np.nan, -np.inf, np.nan]
+    x[2:6, 3] = -0.0
+    x[8:10] = np.round(x[8:10])  # many equal magnitudes
+    m = MxModule()
+    xv = m.arg(x)
+    for n, k, dim in SPARSE:
+        m.ret(m.raw(f'{{r}} = "mx.sparse"({xv.name}) {{n = {n} : i64, m = {k} : i64, dim = '
+                    f'{dim} : i64}} : ({xv.type}) -> {xv.type}', x.shape, xv.elt))
+    runs = [m.run()]
+    if wide == "f32":
+        runs.append(_llvm(m))
+    for got in runs:
+        for (n, k, dim), g in zip(SPARSE, got):
+            _check(g, R.sparse(x, n, k, dim), (n, k, dim))
