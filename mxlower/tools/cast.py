@@ -130,7 +130,10 @@ def parse_datatypes(datatypes: Sequence[str] = (), numbers: Sequence[str] = (),
     out: list[Datatype] = []
     try:
         for name in _items(datatypes, "--datatype"):
-            out.append(get_datatype(name))
+            dt = get_datatype(name)
+            if dt.name is None and name != dt.code:  # a type name: show it as written
+                dt = dataclasses.replace(dt, name=name)
+            out.append(dt)
         nums = _items(numbers, "--number")
         scs = _items(scales, "--scale") or ["none"]
         if scales and not numbers:

@@ -264,6 +264,13 @@ def test_png_without_matplotlib_is_refused_before_work(tmp_path, capsys):
     assert rc == 1 and "needs matplotlib" in err and not (tmp_path / "p.png").exists()
 
 
+def test_type_names_are_shown_as_written(data, capsys):
+    _, path = data
+    doc = run_json(path, "-d", "bfloat16,e5m6:e8m0_t32,float16", capsys=capsys)
+    assert [(r["datatype"], r["code"]) for r in doc["results"]] == [
+        ("bfloat16", "e8m7"), ("e5m6:e8m0_t32", "e5m6:e8m0_t32"), ("float16", "e5m10")]
+
+
 def test_list_datatypes(capsys):
     rc, out, _ = run("--list-datatypes", capsys=capsys)
     assert rc == 0
