@@ -115,6 +115,11 @@ def bench(name: str, roundmode: str, size: int, reps: int, ref_reps: int) -> lis
     dst = np.empty_like(x)
     fns = {"mxlower.jax.cast": lambda: jax.block_until_ready(compiled(xj, rj)),
            "np.copyto (memory floor)": lambda: np.copyto(dst, x)}
+    if roundmode == "stochastic":  # the bits drawn inside the jit from a key instead
+        key = jax.random.key(0)
+        keyed = jax.jit(lambda x, k: mxj.cast(x, name, roundmode=roundmode, key=k)).lower(
+            xj, key).compile()
+        fns[KEYED] = lambda: jax.block_until_ready(keyed(xj, key))
     emu = emulation(name) if roundmode == "even" else None
     if emu is not None:
         fns["ml_dtypes/NumPy emulation"] = lambda: emu(x)
@@ -132,13 +137,30 @@ def bench(name: str, roundmode: str, size: int, reps: int, ref_reps: int) -> lis
     return rows
 
 
+KEYED = "mxlower.jax.cast, key="
+_COLUMNS = (KEYED, "ml_dtypes/NumPy emulation", "mxlower.reference.cast",
+            "np.copyto (memory floor)")
+
+
 def table(rows: list[dict]) -> str:
-    out = ["| datatype | round | elements | case | ms | time / mxlower.jax.cast | GB/s (in+out) "
-           "| = oracle |", "|---|---|---:|---|---:|---:|---:|---|"]
+    """One line per datatype, rounding mode and size: mxlower.jax.cast's time (and GB/s in +
+    out) and each other case's time with its ratio to it; "=" marks a result bit-exact with
+    the oracle, "!=" one that is not."""
+    groups: dict[tuple, dict[str, dict]] = {}
     for r in rows:
-        ok = {True: "yes", False: "no", None: "-"}[r["exact"]]
-        out.append(f"| {r['datatype']} | {r['roundmode']} | 2^{r['size'].bit_length() - 1} | "
-                   f"{r['case']} | {r['ms']:.2f} | {r['vs_jax']:.2f} | {r['gb_s']:.2f} | {ok} |")
+        groups.setdefault((r["datatype"], r["roundmode"], r["size"]), {})[r["case"]] = r
+    out = ["| datatype | round | elements | mxlower.jax.cast ms (GB/s) | with key= (bits drawn "
+           "in the jit) | ml_dtypes/NumPy emulation | mxlower.reference.cast | np.copyto |",
+           "|---|---|---:|---:|---:|---:|---:|---:|"]
+    mark = {True: " =", False: " !=", None: ""}
+    for (dt, rm, n), cases in groups.items():
+        j = cases["mxlower.jax.cast"]
+        cells = [f"{j['ms']:.2f} ({j['gb_s']:.1f}){mark[j['exact']]}"]
+        for c in _COLUMNS:
+            r = cases.get(c)
+            cells.append("-" if r is None else
+                         f"{r['ms']:.1f} ({r['vs_jax']:.2f}x){mark[r['exact']]}")
+        out.append(f"| {dt} | {rm} | 2^{n.bit_length() - 1} | " + " | ".join(cells) + " |")
     return "\n".join(out)
 
 
