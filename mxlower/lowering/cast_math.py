@@ -174,7 +174,8 @@ class Tiles:
 
 
 def _int_builder(b: Builder, like: Any) -> StableHLOBuilder:
-    return StableHLOBuilder(list(b.shape(like)), like=like, loc=b.loc, ip=b.ip)
+    return StableHLOBuilder(list(ir.RankedTensorType(like.type).shape), like=like, loc=b.loc,
+                            ip=b.ip)
 
 
 def encode_values(b: Builder, value_bits: Any, spec: NumberSpec, roundmode: str = "even",
@@ -346,7 +347,13 @@ def scale_exponent(b: Builder, amax: Any, n: NumberSpec, s: ScaleSpec, mode: str
         thr = math.ceil(t * 2 ** 23)
         e = b.add(base, b.select(b.ge(mt, thr), one, zero))
     elif mode == "rceil":
-        q = quotient(b, amax, float(n.scaled_max_exact))
+        mx_value = float(n.scaled_max_exact)
+        if float(np.float32(mx_value)) != mx_value:
+            raise CastLoweringError(
+                f"scalemode 'rceil' of {n.code} divides by its largest value "
+                f"{n.scaled_max_exact}, which is not an f32 value; the lowering does not "
+                "compute that quotient exactly")
+        q = quotient(b, amax, mx_value)
         fq = frexp_bits(b, q)
         # a normal q is a power of two when its mantissa field is 0; a subnormal q = k 2^-149
         # when k & (k - 1) == 0

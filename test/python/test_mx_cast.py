@@ -357,3 +357,14 @@ def test_sparse_bit_exact(wide):
     for got in runs:
         for (n, k, dim), g in zip(SPARSE, got):
             _check(g, R.sparse(x, n, k, dim), (n, k, dim))
+
+
+def test_unscaled_cast_of_a_dynamic_shape():
+    """Unscaled casts are element-wise and take dynamic dimensions (refined at run time)."""
+    x = (np.random.default_rng(4).standard_normal((3, 64)) * 100).astype(np.float32)
+    text = ('func.func @main(%x: tensor<?x64xf32>) -> tensor<?x64xf32> {\n'
+            '  %y = "mx.cast"(%x) {number = "e4m3b8fnuz", roundmode = "nearest"} : '
+            '(tensor<?x64xf32>) -> tensor<?x64xf32>\n  return %y : tensor<?x64xf32>\n}\n')
+    for backend in ("xla", "llvm"):
+        (got,) = run_module(text, [x], pipeline=PIPE, backend=backend)
+        _check(got, R.cast(x, "e4m3b8fnuz", roundmode="nearest"), backend)
