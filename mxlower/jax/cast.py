@@ -68,18 +68,14 @@ def datatype_of(number: Any, scale: Any, fn: str, shape: tuple[Any, ...] | None 
         where = f"argument '{arg}'" + (" / 'scale'" if scale is not None else "")
         raise ValueError(f"{fn}: {where}: {e}") from None
     s = dt.scale
-    if shape is None:
+    if s is None or shape is None:
         return dt
     for d in shape:
         try:
             operator.index(d)
         except TypeError:  # a symbolic dimension (jax.export shape polymorphism)
-            # scaled datatypes tile the shape; the unscaled lowering does not take dynamic
-            # dimensions yet either
-            raise ValueError(f"{fn}: a datatype cast ({dt.code}) needs a static shape, got "
-                             f"{tuple(shape)}") from None
-    if s is None:
-        return dt
+            raise ValueError(f"{fn}: a scaled datatype ({dt.code}) needs a static shape (its "
+                             f"tiles divide it), got {tuple(shape)}") from None
     rank = len(shape)
     try:
         if s.kind != "tensor" and rank == 0:
@@ -154,9 +150,9 @@ def cast(x: Any, number: Any, scale: Any = None, *, roundmode: str = "even",
     midmax, rceil or nearest.  Stochastic rounding takes exactly one of ``key`` (a
     ``jax.random`` key; one uint32 per element is drawn with ``jax.random.bits(key,
     x.shape, jnp.uint32)``) and ``rbits`` (those bits, uint32 of ``x``'s shape); the other
-    modes take neither.  Scale tiles must divide their dimensions (never padded); shapes must
-    be static (no ``jax.export`` symbolic dimensions: the unscaled lowering does not take
-    dynamic ones yet, and tiles need static sizes).
+    modes take neither.  Scale tiles must divide their dimensions (never padded), so a scaled
+    datatype needs a static shape; an unscaled cast takes ``jax.export``'s symbolic
+    dimensions.
 
     Gradient: the straight-through estimator (the cotangent passes unchanged).
     """

@@ -333,19 +333,24 @@ def test_sparse_argument_errors(kwargs, exc, message):
     assert str(e.value).startswith("sparse: ")
 
 
-def test_casts_need_static_shapes_sparse_does_not():
+def test_symbolic_shapes():
+    """Scaled casts need static shapes; unscaled casts and sparse (but for its dim) take
+    jax.export's symbolic dimensions, one export called at several sizes."""
     from jax import export
     b, = export.symbolic_shape("b")
     spec = jax.ShapeDtypeStruct((b, 64), jnp.float32)
-    for f in (lambda x: mxj.cast(x, "mxfp8_e4m3"), lambda x: mxj.cast(x, "e3m4"),
-              lambda x: mxj.quantize(x, "e5m6:e8m0_t32")):
+    for f in (lambda x: mxj.cast(x, "mxfp8_e4m3"), lambda x: mxj.quantize(x, "e5m6:e8m0_t32")):
         with pytest.raises(ValueError, match="needs a static shape"):
             export.export(jax.jit(f))(spec)
-    # sparse: only the sparsified dimension must be static
-    exported = export.export(jax.jit(lambda x: mxj.sparse(x, 4, 2)))(spec)
-    for n in (1, 3):
-        x = tied((n, 64), seed=n)
-        same_bits(exported.call(x), reference.sparse(x, 4, 2))
+    for f, want in ((lambda x: mxj.sparse(x, 4, 2), lambda x: reference.sparse(x, 4, 2)),
+                    (lambda x: mxj.cast(x, "e3m4"), lambda x: reference.cast(x, "e3m4")),
+                    (lambda x: mxj.cast(x, "int4", roundmode="stochastic",
+                                        rbits=jnp.full(x.shape, 1 << 31, jnp.uint32)),
+                     lambda x: reference.cast(x, "int4", None, "nearest"))):
+        exported = export.export(jax.jit(f))(spec)
+        for n in (1, 3):
+            x = data((n, 64), seed=n)
+            same_bits(exported.call(x), want(x))
 
 
 # ----------------------------------------------------------------------------- actual casts
