@@ -192,6 +192,12 @@ def _cast_jvp(primals, tangents, **params):
     return out, t  # the straight-through estimator
 
 
+def _channel(scale: str) -> str:
+    """The tensor-wide scale spec ``scale`` as one scale per channel of the last dimension:
+    the batched form of a tensor scale over a ``[batch, n]`` view."""
+    return dataclasses.replace(scale_spec(scale), kind="channel", tile=(), dims=(-1,)).code
+
+
 def _cast_batch(args, dims, *, scale, **params):
     size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
     front = [batching.bdim_at_front(a, d, size) for a, d in zip(args, dims)]
@@ -199,11 +205,9 @@ def _cast_batch(args, dims, *, scale, **params):
         # no scale, or tiles with dimensions counted from the end: the same cast per example
         return cast_p.bind(*front, scale=scale, **params), 0
     # one scale per example: each example's values are one channel of a [batch, n] view
-    s = scale_spec(scale)
-    channel = dataclasses.replace(s, kind="channel", tile=(), dims=(-1,)).code
     shape = front[0].shape
     flat = [a.reshape(size, -1) for a in front]
-    return cast_p.bind(*flat, scale=channel, **params).reshape(shape), 0
+    return cast_p.bind(*flat, scale=_channel(scale), **params).reshape(shape), 0
 
 
 _define(cast_p, _cast_abstract, _cast_lowering, _cast_jvp, _cast_batch)
@@ -467,10 +471,6 @@ def _f4(dt: Datatype) -> tuple[str, ...]:
 def _encode_jvp(primals, tangents, **params):
     outs = encode_p.bind(*primals, **params)
     return outs, [_zero(o) for o in outs]
-
-
-def _channel(scale: str) -> str:
-    return dataclasses.replace(scale_spec(scale), kind="channel", tile=(), dims=(-1,)).code
 
 
 def _encode_batch(args, dims, *, scale, **params):
