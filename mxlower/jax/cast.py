@@ -7,10 +7,16 @@
   consecutive values along ``dim``, the others +0.  Gradient: the cotangent where a value is
   kept, 0 elsewhere.
 
-Both bind JAX primitives (``mx_cast``, ``mx_sparse``) whose lowering builds the ``mx.cast`` /
-``mx.sparse`` op and runs mxlower's pipeline on it through :func:`mxlower.jax.lowering.emit`,
-like the other mxlower.jax primitives: bit-exact with :func:`mxlower.reference.cast` /
-:func:`mxlower.reference.sparse` on every backend.  Arguments are checked at trace time
+* :func:`quantize_datatype` (what :func:`mxlower.jax.quantize` calls for any datatype that is
+  not one of the seven MX formats): the actual cast, a :class:`DatatypeArray` of codes,
+  scales and zero points; its ``dequantize`` decodes them.  Gradient: straight-through, as
+  for an MXArray.
+
+They bind JAX primitives (``mx_cast``, ``mx_sparse``, ``mx_encode``, ``mx_decode``) whose
+lowering builds the ``mx.cast`` / ``mx.sparse`` / datatype ``mx.quantize`` / ``mx.dequantize``
+op and runs mxlower's pipeline on it through :func:`mxlower.jax.lowering.emit`, like the other
+mxlower.jax primitives: bit-exact with :func:`mxlower.reference.cast` / ``.sparse`` /
+``.encode`` / ``.decode`` on every backend.  Arguments are checked at trace time
 (``TypeError`` / ``ValueError`` naming the argument).  Transformations: ``jit``, ``vmap``
 (batching rules; a tensor-wide scale stays one scale per example), ``jvp`` / ``grad``.
 
@@ -18,6 +24,9 @@ Primitive parameters are canonical codes: ``number`` and ``scale`` as
 :class:`~mxlower.numbers.NumberSpec` / :class:`~mxlower.numbers.ScaleSpec` codes with the
 scale's dimensions counted from the end (so they stay valid under ``vmap``), ``dim`` negative
 for the same reason.
+
+(``mxlower.jax.cast`` is the function; this module is ``sys.modules["mxlower.jax.cast"]``, and
+``from mxlower.jax.cast import cast_p`` works as usual.)
 """
 
 from __future__ import annotations
