@@ -485,3 +485,21 @@ BAD_QUANTIZE = [
 def test_quantize_datatype_argument_errors(kwargs, message):
     with pytest.raises(ValueError, match=message):
         mxj.quantize(np.ones((4, 64), np.float32), **kwargs)
+
+
+def test_sparse_then_cast_in_a_training_step():
+    """A 2:4-sparse MXFP8 weight: the gradient is the dense one, masked by the kept values."""
+    w = data((8, 32), seed=40, specials=False)
+    x = data((4, 32), seed=41, specials=False)
+
+    def loss(w):
+        wq = mxj.cast(mxj.sparse(w, 4, 2), "mxfp8_e4m3")
+        return jnp.sum((x @ wq.T) ** 2)
+
+    val, g = jax.jit(jax.value_and_grad(loss))(w)
+    wq = reference.cast(reference.sparse(w, 4, 2), "mxfp8_e4m3")
+    y = x.astype(np.float64) @ wq.T.astype(np.float64)
+    np.testing.assert_allclose(float(val), np.sum(y ** 2), rtol=1e-5)
+    dense = 2 * y.T @ x.astype(np.float64)  # d loss / d wq, passed straight through the cast
+    np.testing.assert_allclose(np.asarray(g), np.where(kept_oracle(w, 4, 2, 1), dense, 0),
+                               rtol=1e-4, atol=1e-3 * np.abs(dense).max())
