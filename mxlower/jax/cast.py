@@ -110,6 +110,13 @@ def _modes(dt: Datatype, roundmode: Any, scalemode: Any, fn: str) -> tuple[str, 
                          f"scales; the float scale {s.number.code} takes 'max'")
     if s is None or not s.power_of_two:
         scalemode = "max"  # ignored: one canonical parameter
+    elif scalemode == "rceil":
+        top = dt.number.scaled_max_exact
+        if float(np.float32(float(top))) != top:  # intK with K > 25: see lowering/cast_math
+            raise ValueError(f"{fn}: argument 'scalemode' 'rceil' divides by the largest value "
+                             f"of {dt.number.code} ({top}), which is not an f32 value; "
+                             "mxlower's lowering does not compute that quotient exactly (use "
+                             "'max', 'midmax' or 'nearest', or mxlower.reference.cast)")
     return roundmode, scalemode
 
 
