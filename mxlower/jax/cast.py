@@ -108,6 +108,12 @@ def _modes(dt: Datatype, roundmode: Any, scalemode: Any, fn: str) -> tuple[str, 
     if s is not None and not s.power_of_two and scalemode != "max":
         raise ValueError(f"{fn}: argument 'scalemode' {scalemode!r} applies to exponent "
                          f"scales; the float scale {s.number.code} takes 'max'")
+    n = dt.number
+    if (s is not None and not s.power_of_two and n.is_integer and n.bits > 24
+            and (s.zero_point is not None or n.kind == "int")):  # see lowering/cast_math
+        raise ValueError(f"{fn}: datatype {dt.code}: a float scale of an integer wider than 24 "
+                         "bits divides by a maximum that is no f32 value; mxlower's lowering "
+                         "does not compute that quotient exactly (mxlower.reference.cast does)")
     if s is None or not s.power_of_two:
         scalemode = "max"  # ignored: one canonical parameter
     elif scalemode == "rceil":

@@ -292,6 +292,8 @@ BAD_CAST = [
     (dict(number="nvfp4", scalemode="rceil"), ValueError, "applies to exponent scales"),
     (dict(number="int32", scale="e8m0_t32", scalemode="rceil"), ValueError,
      "is not an f32 value"),
+    (dict(number="int32", scale="float32_t0"), ValueError, "wider than 24 bits"),
+    (dict(number="uint32", scale="float32_uint32_t0"), ValueError, "wider than 24 bits"),
     (dict(number="e3m4", roundmode="stochastic"), ValueError, "exactly one of 'key'"),
     (dict(number="e3m4", roundmode="stochastic", key=jax.random.key(0),
           rbits=np.zeros((4, 64), np.uint32)), ValueError, "exactly one of 'key'"),
