@@ -507,3 +507,56 @@ def test_sparse_then_cast_in_a_training_step():
     dense = 2 * y.T @ x.astype(np.float64)  # d loss / d wq, passed straight through the cast
     np.testing.assert_allclose(np.asarray(g), np.where(kept_oracle(w, 4, 2, 1), dense, 0),
                                rtol=1e-4, atol=1e-3 * np.abs(dense).max())
+
+
+# ----------------------------------------------------------------------------- random datatypes
+
+
+def random_datatypes(seed: int, count: int):
+    """Valid (number, scale, roundmode, scalemode) draws over the whole grammar: floats of 1-8
+    exponent and 0-11 mantissa bits with any suffix and some biases, ints and uints (with
+    float scales and integer or float zero points), exponent and float scales, tensor,
+    channel, 1D and 2D tiles."""
+    from mxlower.numbers import SpecError
+    rng = np.random.default_rng(seed)
+    out = []
+    while len(out) < count:
+        k = rng.integers(0, 10)
+        if k < 6:
+            ex, man = int(rng.integers(1, 9)), int(rng.integers(0, 12))
+            bias = "" if rng.random() < 0.7 else f"b{int(rng.integers(0, 2 ** ex))}"
+            num = f"e{ex}m{man}{bias}{rng.choice(['', 'fn', 'fnuz', 'fo'])}"
+        else:
+            num = f"{'int' if k < 8 else 'uint'}{int(rng.integers(2, 17))}"
+        if num.startswith("uint"):
+            head = (f"{rng.choice(['float32', 'bfloat16', 'e4m3fn', 'float16'])}_"
+                    f"{rng.choice(['uint8', 'int16', 'float32', 'bfloat16', 'uint16'])}")
+        else:
+            head = str(rng.choice(["e8m0", "e8m0", "e5m0", "float32", "e4m3fn", "bfloat16",
+                                   "e5m2", None]))
+        tail = ["", "_t0", f"_t{2 ** int(rng.integers(1, 6))}",
+                f"_t{2 ** int(rng.integers(1, 4))}x{2 ** int(rng.integers(1, 4))}"][
+            int(rng.integers(0, 4))]
+        scale = None if head == "None" else head + tail
+        try:
+            datatype(num, scale)
+        except SpecError:
+            continue
+        rm = str(rng.choice(["even", "nearest", "zero", "stochastic"]))
+        exp_scale = scale is not None and scale.split("_")[0] in ("e8m0", "e5m0")
+        sm = str(rng.choice(["max", "midmax", "rceil", "nearest"])) if exp_scale else "max"
+        out.append((num, scale, rm, sm))
+    return out
+
+
+@pytest.mark.parametrize("number,scale,roundmode,scalemode", random_datatypes(12, 40),
+                         ids=lambda v: str(v))
+def test_random_datatypes(number, scale, roundmode, scalemode):
+    x = data((16, 64), seed=zlib.crc32(f"{number}{scale}".encode()) % 997)
+    r = rbits_for(x.shape) if roundmode == "stochastic" else None
+    got = jax.jit(lambda x, r: mxj.cast(x, number, scale, roundmode=roundmode,
+                                        scalemode=scalemode, rbits=r))(x, r)
+    same_bits(got, reference.cast(x, number, scale, roundmode, scalemode, r))
+    q = jax.jit(lambda x, r: mxj.quantize(x, number, scale=scale, roundmode=roundmode,
+                                          scale_mode=scalemode, rbits=r))(x, r)
+    check_encoded(q, reference.encode(x, number, scale, roundmode, scalemode, r))
