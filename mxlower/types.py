@@ -20,8 +20,10 @@ by :func:`register`, so code that looks a name up at call time sees a registered
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
+from collections.abc import Iterator
 from typing import Literal
 
 import ml_dtypes
@@ -45,6 +47,7 @@ __all__ = [
     "register",
     "unregister",
     "scalar",
+    "withdrawn",
 ]
 
 
@@ -210,6 +213,13 @@ _NARROW = (
     FloatType("f6E3M2FN", "float6_e3m2fn", 6, 3, 2, 3, True, "none", "saturate", 0x20),
     FloatType("f6E2M3FN", "float6_e2m3fn", 6, 2, 3, 1, True, "none", "saturate", 0x20),
     FloatType("f4E2M1FN", "float4_e2m1fn", 4, 2, 1, 1, True, "none", "saturate", 0x8),
+    # IEEE-style f8 (Inf and NaNs, overflow to Inf) and the FNUZ family (no Inf, no -0: 0x80
+    # is the one NaN, overflow and Inf give it); NaN codes are ml_dtypes'
+    FloatType("f8E4M3", "float8_e4m3", 8, 4, 3, 7, True, "ieee", "inf", 0x7C),
+    FloatType("f8E3M4", "float8_e3m4", 8, 3, 4, 3, True, "ieee", "inf", 0x78),
+    FloatType("f8E4M3FNUZ", "float8_e4m3fnuz", 8, 4, 3, 8, True, "fnuz", "nan", 0x80),
+    FloatType("f8E5M2FNUZ", "float8_e5m2fnuz", 8, 5, 2, 16, True, "fnuz", "nan", 0x80),
+    FloatType("f8E4M3B11FNUZ", "float8_e4m3b11fnuz", 8, 4, 3, 11, True, "fnuz", "nan", 0x80),
 )
 #: The wide IEEE types (NaN code: the canonical quiet NaN).
 _WIDE = (
@@ -255,6 +265,8 @@ def _index(t: ScalarType) -> None:
 for _t in SCALARS.values():
     _index(_t)
 _BUILT_IN = frozenset(SCALARS)
+#: The names :func:`register` added, in order (what :func:`extensions` returns).
+_REGISTERED: list[str] = []
 
 
 def register(t: ScalarType | FloatType) -> ScalarType:
@@ -267,6 +279,8 @@ def register(t: ScalarType | FloatType) -> ScalarType:
         t = _float(t, "narrow")
     if t.mlir in SCALARS and SCALARS[t.mlir] != t:
         raise ValueError(f"scalar type '{t.mlir}' is already registered differently")
+    if t.mlir not in SCALARS:
+        _REGISTERED.append(t.mlir)
     SCALARS[t.mlir] = t
     _index(t)
     return t
@@ -274,17 +288,49 @@ def register(t: ScalarType | FloatType) -> ScalarType:
 
 def extensions() -> list[ScalarType]:
     """The rows :func:`register` added (in order), e.g. for a child process to register too."""
-    return [t for name, t in SCALARS.items() if name not in _BUILT_IN]
+    return [SCALARS[name] for name in _REGISTERED]
 
 
 def unregister(name: str) -> None:
     """Remove a type added by :func:`register` (tests use it to clean up)."""
-    if name in _BUILT_IN:
-        raise ValueError(f"scalar type '{name}' is built in; only registered types can be "
-                         "removed")
+    if name not in _REGISTERED:
+        if name in SCALARS:
+            raise ValueError(f"scalar type '{name}' is built in; only registered types can be "
+                             "removed")
+        raise KeyError(f"scalar type '{name}' is not registered")
+    _REGISTERED.remove(name)
     del SCALARS[name]
     for view in (FLOAT_TYPES, WIDE_FLOAT_TYPES, WIDE_TYPES):
         view.pop(name, None)
+
+
+@contextlib.contextmanager
+def withdrawn(name: str) -> Iterator[ScalarType]:
+    """Test support: the built-in type ``name`` taken out of every view for the duration, so
+    that a test can :func:`register` it again and watch a registered type flow through
+    mxlower (every MLIR narrow float is built in, so no other type is left to register).  On
+    exit a registration of it is undone and the built-in row restored, the table's order
+    kept."""
+    if name not in _BUILT_IN or name not in SCALARS or name in _REGISTERED:
+        raise ValueError(f"'{name}' is not a built-in scalar type here to withdraw")
+    order = list(SCALARS)
+    row = SCALARS.pop(name)
+    for view in (FLOAT_TYPES, WIDE_FLOAT_TYPES, WIDE_TYPES):
+        view.pop(name, None)
+    try:
+        yield row
+    finally:
+        if name in _REGISTERED:
+            unregister(name)
+        rows = {k: SCALARS[k] for k in order if k in SCALARS and k != name}
+        rows[name] = row
+        rest = {k: v for k, v in SCALARS.items() if k not in rows}
+        SCALARS.clear()
+        SCALARS.update({k: rows[k] for k in order if k in rows}, **rest)
+        for view in (FLOAT_TYPES, WIDE_FLOAT_TYPES, WIDE_TYPES):
+            view.clear()
+        for t in SCALARS.values():
+            _index(t)
 
 
 def scalar(name: str) -> ScalarType:

@@ -249,7 +249,7 @@ def _sig_exp(b: Builder, bits: Any) -> tuple[Any, Any]:
     return b.convert(sig, "i64"), b.convert(b.max(ex, 1), "i64")
 
 
-def quotient(b: Builder, x_bits: Any, d_bits: Any | float) -> Any:
+def quotient(b: Builder, x_bits: Any, d_bits: Any | float, *, small: bool = True) -> Any:
     """The f32 bits of RNE_f32(x / d) for f32 bits ``x_bits`` and a positive ``d`` (f32 bits
     of x's shape, or a Python float holding an f32), subnormal quotients included; d = +Inf
     gives a signed zero for finite x.
@@ -259,7 +259,10 @@ def quotient(b: Builder, x_bits: Any, d_bits: Any | float) -> Any:
     quotient is at most 2^-126 (1 + 2^-51), and k = RNE(|x| / d * 2^149), its count of
     2^-149, is an integer division of the significands: with x = X 2^a and d = D 2^c,
     k = RNE(X 2^(a - c + 149) / D), the shift moved to whichever side keeps it exact (a
-    divisor shifted by more than 38 bits gives a quotient below 2^-14, that is k = 0)."""
+    divisor shifted by more than 38 bits gives a quotient below 2^-14, that is k = 0).
+
+    ``small=False`` skips that integer path (an i64 division per value) for callers that
+    cannot tell a quotient below 2^-126 from a signed zero (:func:`_tiny_is_zero`)."""
     xf = f64_of_f32_bits(b, x_bits)
     if isinstance(d_bits, (int, float)):
         if d_bits <= 0 or not math.isfinite(d_bits):
@@ -270,6 +273,8 @@ def quotient(b: Builder, x_bits: Any, d_bits: Any | float) -> Any:
         r = b.div(1.0, f64_of_f32_bits(b, d_bits))
     q = b.mul(xf, r)
     normal = b.bitcast(b.convert(q, "f32"), "i32")
+    if not small:
+        return normal
     xs, xe = _sig_exp(b, x_bits)
     ds, de = _sig_exp(b, d_bits)
     sh = b.add(b.sub(xe, de), 149)
@@ -294,6 +299,13 @@ def _f32_bits_of(v: float) -> int:
     if float(f) != v:
         raise CastLoweringError(f"{v} is not an f32 value")
     return int(f.view(np.int32))
+
+
+def _tiny_is_zero(n: NumberSpec) -> bool:
+    """Whether every element value of magnitude at most 2^-126 rounds to a signed zero of
+    ``n`` in every rounding mode: true when its smallest spacing is at least 2^-93 (then
+    t <= 2^-33, and t + r 2^-32 < 1 for every uint32 r), so such quotients need not be exact."""
+    return n.smallest_subnormal >= 2.0 ** -93
 
 
 def _add_f32(b: Builder, x_bits: Any, y_bits: Any) -> Any:
@@ -439,7 +451,7 @@ def _encode_float_scale(b, xt, rt, amax, nonfinite, n, s, tiles, roundmode):
     zero = b.eq(b.and_(sval, _MAG), 0)
     one = b.like(sval, _f32_bits_of(1.0))
     sd = tiles.spread(b, b.select(zero, one, sval))
-    v = quotient(b, xt, sd)
+    v = quotient(b, xt, sd, small=not _tiny_is_zero(n))
     codes = encode_values(b, v, n, roundmode, rt)
     drop = tiles.spread(b, b.or_(nonfinite, zero))
     codes = b.select(drop, b.like(codes, 0), codes)
@@ -466,7 +478,7 @@ def _encode_asymmetric(b, xt, rt, nonfinite, n, s, tiles, roundmode):
     if int_zp:
         z = encode_values(b, quotient(b, _neg(b, vmin), s32), u, "even")
         z = b.select(zero, b.like(z, 0), z)
-        q = quotient(b, xt, sd)
+        q = quotient(b, xt, sd, small=False)  # uintK: spacing 1 (_tiny_is_zero)
         m = encode_values(b, b.and_(q, _MAG), u, roundmode, rt)
         signed = b.select(b.lt(q, 0), b.sub(0, m), m)
         codes = b.clamp(0, b.add(signed, tiles.spread(b, z)), top)
@@ -476,7 +488,7 @@ def _encode_asymmetric(b, xt, rt, nonfinite, n, s, tiles, roundmode):
         zps = encode_values(b, vmin, s.zero_point, "even")
         zv = tiles.spread(b, decode_values(b, zps, s.zero_point))
         d = _add_f32(b, xt, _neg(b, zv))
-        codes = encode_values(b, quotient(b, d, sd), u, roundmode, rt)
+        codes = encode_values(b, quotient(b, d, sd, small=False), u, roundmode, rt)
         codes = b.select(tiles.spread(b, b.or_(nonfinite, zero)), b.like(codes, 0), codes)
     zps = b.select(nonfinite, b.like(zps, 0), zps)
     scales = b.select(nonfinite, b.like(sc, s.number.nan_code), sc)

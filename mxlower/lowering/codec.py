@@ -300,6 +300,8 @@ def _overflow_code(t: FloatType) -> int:
     if t.overflow == "inf":
         assert t.special == "ieee"
         return t.exponent_mask
+    if t.special == "fnuz":  # one past the largest magnitude is the sign bit: the NaN code
+        return t.max_code + 1
     k = t.nan_code & t.magnitude_mask
     assert k == t.max_code + 1, f"{t.mlir}: NaN on overflow needs NaN == max + 1"
     return k
@@ -342,7 +344,7 @@ def plan(src: str | FloatType, dst: str | FloatType, width: int | None = None, *
     finite_overflow = mag_hi(min(fin_e, e_star)) > d.max_code
     natural = spec_e >= e_star  # Inf/NaN sources land on the overflow code by themselves
     overflow_min = finite_overflow or (natural and (s.has_inf or s.has_nan))
-    nan_natural = (overflow_min and natural and d.has_nan
+    nan_natural = (overflow_min and natural and d.has_nan and s.special != "fnuz"
                    and (d.nan_code & d.magnitude_mask) == K)
     nan_select = s.has_nan and not nan_natural
     inf_select = s.has_inf and not (overflow_min and natural)
@@ -524,6 +526,8 @@ def _finish(b: IntBuilder, c: Any, a: Any, mag: Any, p: Plan) -> Any:
     if p.nan_select:
         if s.special == "ieee":
             src_nan = b.cmp("sgt", a, inf_bits)
+        elif s.special == "fnuz":  # the sign bit alone (bits above the code ignored)
+            src_nan = b.cmp("eq", b.and_(c, (1 << s.bits) - 1), s.sign_mask)
         else:  # fn: the all-ones magnitude; fnu: code 0xFF
             src_nan = b.cmp("eq", a, s.magnitude_mask)
     if p.inf_select:
@@ -541,7 +545,7 @@ def _finish(b: IntBuilder, c: Any, a: Any, mag: Any, p: Plan) -> Any:
             cond = b.or_(cond, x)
         return b.sel(cond, d.nan_code, mag)
     nan_mag = d.nan_code & d.magnitude_mask
-    if p.nan_select and d.special != "none":
+    if p.nan_select and d.special not in ("none", "fnuz"):
         mag = b.sel(src_nan, nan_mag, mag)
     if s.signed:
         if s.bits >= d.bits:
@@ -549,8 +553,11 @@ def _finish(b: IntBuilder, c: Any, a: Any, mag: Any, p: Plan) -> Any:
                 b.and_(c, d.sign_mask)
         else:
             sgn = b.shl(b.and_(c, s.sign_mask), d.bits - s.bits)
-        mag = b.or_(mag, sgn)
-    if p.nan_select and d.special == "none":  # the -0 code for every NaN
+        if d.special == "fnuz":  # no -0 (a zero stays +0; the overflow code is NaN either way)
+            mag = b.sel(b.cmp("eq", mag, 0), mag, b.or_(mag, sgn))
+        else:
+            mag = b.or_(mag, sgn)
+    if p.nan_select and d.special in ("none", "fnuz"):  # one code for every NaN
         mag = b.sel(src_nan, d.nan_code, mag)
     return mag
 

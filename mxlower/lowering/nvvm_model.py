@@ -172,6 +172,7 @@ def cvt_rn_satfinite(x: np.ndarray, dst: str | FloatType, *, nan_code: int | Non
         codes = clipped.astype(t.dtype).view(np.uint8) & np.uint8((1 << t.bits) - 1)
     if nan_code is None:
         nan_code = 0x7F if t.has_nan else t.magnitude_mask
+    nan_code &= (1 << t.bits) - 1  # a lane holds its type's bits, nothing of its neighbour's
     return np.where(np.isnan(xf), np.uint8(nan_code), codes).astype(np.uint8)
 
 

@@ -55,6 +55,7 @@ CASTS = [
     ("e2m1fo", "e4m3fn_t16", "even", "max"),
     ("e4m3fn", "bfloat16_t0d0", "nearest", "max"),
     ("e5m6", "float16", "stochastic", "max"),
+    ("e7m20b100", "float32_t16", "stochastic", "max"),  # x / s may be an f32 subnormal
     # zero points
     ("uint4", "float32_uint8_t16", "even", "max"),
     ("uint8", "bfloat16_e5m10_t0", "stochastic", "max"),
@@ -368,3 +369,26 @@ def test_unscaled_cast_of_a_dynamic_shape():
     for backend in ("xla", "llvm"):
         (got,) = run_module(text, [x], pipeline=PIPE, backend=backend)
         _check(got, R.cast(x, "e4m3b8fnuz", roundmode="nearest"), backend)
+
+
+def test_float_scale_quotients_below_f32_normals():
+    """x / s below 2^-126 (an f32 subnormal, which XLA:CPU flushes) still decides a code when
+    the element spec's spacing is finer than 2^-93: e7m20b100 (spacing 2^-119) with a float32
+    scale of about 2^73 and stochastic rounding with large random bits rounds 2^-127 up."""
+    tile = np.float32([2.0 ** 100, 2.0 ** -54, -(2.0 ** -54), 3 * 2.0 ** -56, 2.0 ** -60,
+                       5 * 2.0 ** -58, -(2.0 ** -57), 2.0 ** -49, 0, 1, 2.0 ** -30, 7 * 2.0 ** -59,
+                       2.0 ** -52, -(3 * 2.0 ** -55), 2.0 ** -53, 2.0 ** -56])
+    x = np.stack([tile, tile * np.float32(2.0 ** 20)])
+    rbits = np.full(x.shape, (1 << 32) - 1, np.uint32)
+    rbits[:, ::3] = 1 << 31
+    m = MxModule()
+    xv, rv = m.arg(x), m.arg(rbits)
+    cases = [("e7m20b100", "float32_t16", "stochastic", "max"),
+             ("e7m20b100", "float32_t16", "nearest", "max")]
+    for case in cases:
+        m.ret(_cast(m, xv, rv, case))
+    got = m.run()
+    for case, g in zip(cases, got):
+        want = _reference_cast(x, rbits, case)
+        _check(g, want, case)
+    assert (got[0][0, 1:8] != 0).any()  # some quotient below 2^-126 rounded up to a code

@@ -66,6 +66,8 @@ def mag_value(c: Codec, code: int) -> float:
 
 
 def is_special(c: Codec, code: int) -> bool:
+    if c.special == "fnuz":  # the sign bit alone is the one NaN
+        return code == 1 << (c.bits - 1)
     mag = code & ((1 << (c.bits - 1)) - 1)
     if c.special == "ieee":
         return mag >> c.man_bits == (1 << c.exp_bits) - 1
@@ -103,6 +105,9 @@ def rne_codes(v, name: str) -> np.ndarray:
     res = codes[np.where(up, i + 1, i)]
     over = (a >= vals[-1]) | (res == codes[-1])
     mag_mask = (1 << (c.bits - 1)) - 1
+    if c.special == "fnuz":  # the one NaN 0x80 on overflow, and no -0
+        res = np.where(over, codes[-1], res)
+        return np.where((res == 0) | over, res, res | (np.signbit(v).astype(np.int64) << 7))
     if c.overflow == "nan":
         ov = mag_mask
     elif c.overflow == "inf":
@@ -313,7 +318,7 @@ def test_convert_wide_and_names():
 
 def test_convert_bad_input():
     with pytest.raises(KeyError, match="unknown element type"):
-        R.convert(f32s(1.0), "f8E4M3")
+        R.convert(f32s(1.0), "tf32")
     with pytest.raises(ValueError):
         R.convert(np.array([1, 2], np.int32), "f32")
     with pytest.raises(ValueError):

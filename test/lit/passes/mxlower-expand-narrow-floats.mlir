@@ -346,3 +346,36 @@ func.func @custom_call(%c: tensor<4xf6E2M3FN>) -> tensor<4xf6E2M3FN> {
   %0 = stablehlo.custom_call @foo(%c) : (tensor<4xf6E2M3FN>) -> tensor<4xf6E2M3FN>
   return %0 : tensor<4xf6E2M3FN>
 }
+
+// -----
+
+// The FNUZ types: NaN inputs give 0x80 whatever their sign; there is no -0 (a zero magnitude
+// keeps no sign); storage is ui8 like every narrow type.
+// CHECK-LABEL: func.func @truncf_f16_e5m2fnuz
+// CHECK-SAME: -> tensor<4xui8>
+// CHECK: %[[NANC:.*]] = stablehlo.constant dense<128> : tensor<4xi16>
+// CHECK: %[[SAT:.*]] = stablehlo.minimum %{{.*}}, %[[NANC]] : tensor<4xi16>
+// CHECK: %[[ISZERO:.*]] = stablehlo.compare EQ, %[[SAT]]
+// CHECK: %[[NOZ:.*]] = stablehlo.select %[[ISZERO]], %[[SAT]]
+// CHECK: %[[CODE:.*]] = stablehlo.select %{{.*}}, %[[NANC]], %[[NOZ]]
+// CHECK: stablehlo.convert %[[CODE]] : (tensor<4xi16>) -> tensor<4xui8>
+// CHECK-NOT: f8E5M2FNUZ
+// SUBSET-LABEL: func.func @truncf_f16_e5m2fnuz
+// SUBSET: stablehlo.convert %{{.*}} : (tensor<4xf16>) -> tensor<4xf8E5M2FNUZ>
+func.func @truncf_f16_e5m2fnuz(%x: tensor<4xf16>) -> tensor<4xf8E5M2FNUZ> {
+  %0 = stablehlo.convert %x : (tensor<4xf16>) -> tensor<4xf8E5M2FNUZ>
+  return %0 : tensor<4xf8E5M2FNUZ>
+}
+
+// -----
+
+// f8E4M3 -> f8E4M3B11FNUZ: code to code, integer ops only.
+// CHECK-LABEL: func.func @e4m3_to_e4m3b11fnuz
+// CHECK-SAME: (%{{.*}}: tensor<4xui8>) -> tensor<4xui8>
+// CHECK-NOT: f8E4M3
+// SUBSET-LABEL: func.func @e4m3_to_e4m3b11fnuz
+// SUBSET: stablehlo.convert %{{.*}} : (tensor<4xf8E4M3>) -> tensor<4xf8E4M3B11FNUZ>
+func.func @e4m3_to_e4m3b11fnuz(%x: tensor<4xf8E4M3>) -> tensor<4xf8E4M3B11FNUZ> {
+  %0 = stablehlo.convert %x : (tensor<4xf8E4M3>) -> tensor<4xf8E4M3B11FNUZ>
+  return %0 : tensor<4xf8E4M3B11FNUZ>
+}

@@ -274,3 +274,51 @@ func.func @caller_f4E2M1FN(%x: f32) -> f4E2M1FN {
   %0 = func.call @to_f4E2M1FN(%x) : (f32) -> f4E2M1FN
   return %0 : f4E2M1FN
 }
+
+// -----
+
+// FNUZ types (no Inf, no -0, 0x80 the one NaN): overflow saturates the magnitude at 128, which
+// is the NaN code with or without the sign; a zero magnitude keeps no sign; NaN -> 0x80.
+// CHECK-LABEL: func.func @trunc_f32_to_e4m3fnuz
+// CHECK-SAME: (%{{.*}}: f32) -> i8
+// CHECK: %[[C128:.*]] = arith.constant 128 : i32
+// CHECK: %[[SAT:.*]] = arith.minsi %{{.*}}, %[[C128]] : i32
+// CHECK: %[[ISNAN:.*]] = arith.cmpi sgt, %{{.*}}, %{{.*}} : i32
+// CHECK: %[[ZERO:.*]] = arith.cmpi eq, %[[SAT]], %{{.*}} : i32
+// CHECK: %[[SIGNED:.*]] = arith.ori %[[SAT]], %{{.*}} : i32
+// CHECK: %[[NOZ:.*]] = arith.select %[[ZERO]], %[[SAT]], %[[SIGNED]] : i32
+// CHECK: %[[CODE:.*]] = arith.select %[[ISNAN]], %[[C128]], %[[NOZ]] : i32
+// CHECK: arith.trunci %[[CODE]] : i32 to i8
+// CHECK-NOT: arith.truncf
+func.func @trunc_f32_to_e4m3fnuz(%x: f32) -> f8E4M3FNUZ {
+  %0 = arith.truncf %x : f32 to f8E4M3FNUZ
+  return %0 : f8E4M3FNUZ
+}
+
+// -----
+
+// The IEEE-like f8E3M4 decodes with Inf (0x70) and NaN (above it) selects.
+// CHECK-LABEL: func.func @ext_e3m4_to_f32
+// CHECK-SAME: (%{{.*}}: vector<2xi8>) -> vector<2xf32>
+// CHECK: %[[INF:.*]] = arith.constant dense<112> : vector<2xi32>
+// CHECK: arith.cmpi sgt, %{{.*}}, %[[INF]] : vector<2xi32>
+// CHECK: arith.cmpi eq, %{{.*}}, %[[INF]] : vector<2xi32>
+// CHECK-NOT: arith.extf
+func.func @ext_e3m4_to_f32(%x: vector<2xf8E3M4>) -> vector<2xf32> {
+  %0 = arith.extf %x : vector<2xf8E3M4> to vector<2xf32>
+  return %0 : vector<2xf32>
+}
+
+// -----
+
+// f8E5M2FNUZ and f8E4M3B11FNUZ in memory are i8 codes like every narrow type.
+// CHECK-LABEL: func.func @fnuz_memrefs
+// CHECK-SAME: (%{{.*}}: memref<4xi8>, %{{.*}}: memref<4xi8>)
+func.func @fnuz_memrefs(%a: memref<4xf8E5M2FNUZ>, %b: memref<4xf8E4M3B11FNUZ>) {
+  %i = arith.constant 0 : index
+  %v = memref.load %a[%i] : memref<4xf8E5M2FNUZ>
+  %w = arith.extf %v : f8E5M2FNUZ to f32
+  %t = arith.truncf %w : f32 to f8E4M3B11FNUZ
+  memref.store %t, %b[%i] : memref<4xf8E4M3B11FNUZ>
+  return
+}

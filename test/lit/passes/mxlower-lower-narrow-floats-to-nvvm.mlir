@@ -296,3 +296,25 @@ func.func @ext_f6_f64(%x: vector<2xf6E2M3FN>) -> vector<2xf64> {
   %0 = arith.extf %x : vector<2xf6E2M3FN> to vector<2xf64>
   return %0 : vector<2xf64>
 }
+
+// -----
+
+// The IEEE-like f8E4M3 / f8E3M4 and the FNUZ types have no cvt whose semantics match (PTX's
+// e4m3 is f8E4M3FN: no Inf, 0x7F NaN): the codec on every chip.
+// CHECK-LABEL: func.func @no_cvt_for_new_f8
+// CHECK-NOT: nvvm.convert
+// CHECK: arith.minsi
+// CHECK-NOT: arith.truncf
+// CHECK-NOT: arith.extf
+// CHECK: return
+func.func @no_cvt_for_new_f8(%x: vector<2xf32>, %c: vector<2xf8E5M2FNUZ>)
+    -> (vector<2xf8E4M3>, vector<2xf8E3M4>, vector<2xf8E4M3FNUZ>, vector<2xf8E4M3B11FNUZ>,
+        vector<2xf16>) {
+  %0 = arith.truncf %x : vector<2xf32> to vector<2xf8E4M3>
+  %1 = arith.truncf %x : vector<2xf32> to vector<2xf8E3M4>
+  %2 = arith.truncf %x : vector<2xf32> to vector<2xf8E4M3FNUZ>
+  %3 = arith.truncf %x : vector<2xf32> to vector<2xf8E4M3B11FNUZ>
+  %4 = arith.extf %c : vector<2xf8E5M2FNUZ> to vector<2xf16>
+  return %0, %1, %2, %3, %4 : vector<2xf8E4M3>, vector<2xf8E3M4>, vector<2xf8E4M3FNUZ>,
+      vector<2xf8E4M3B11FNUZ>, vector<2xf16>
+}
