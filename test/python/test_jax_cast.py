@@ -560,3 +560,11 @@ def test_random_datatypes(number, scale, roundmode, scalemode):
     q = jax.jit(lambda x, r: mxj.quantize(x, number, scale=scale, roundmode=roundmode,
                                           scale_mode=scalemode, rbits=r))(x, r)
     check_encoded(q, reference.encode(x, number, scale, roundmode, scalemode, r))
+
+
+def test_lower_gives_plain_stablehlo():
+    x = data((4, 64), seed=50)
+    text = mxj.lower(lambda x: mxj.sparse(mxj.cast(x, "e3m4", "e8m0_t32"), 4, 2)
+                     + mxj.dequantize(mxj.quantize(x, "uint4:float32_uint8_t16")), x)
+    assert "mx." not in text and "custom_call" not in text
+    assert "stablehlo." in text
