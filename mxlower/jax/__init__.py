@@ -22,6 +22,9 @@ API
   preferred_element_type=jnp.float32)``: each side an :class:`MXArray` or a plain array
 * :class:`MXArray`: a pytree of ``elements``, ``scales`` (and nvfp4's ``global_scale``) with
   the static format, blocked axis and block size; ``.shape``, ``.nbytes``, ``.detach()``
+* :func:`cast` ``(x, number, scale=None, *, roundmode="even", scalemode="max", key=None,
+  rbits=None)``: the virtual cast to any datatype of docs/semantics.md section 10 (STE
+  gradient); :func:`sparse` ``(x, n, m, dim=-1)``: M-of-N sparsity (masked gradient)
 * :func:`lower` ``(f, *args, platform="cpu")``: the StableHLO text after mxlower's pipeline
 * :func:`install` / :func:`uninstall`: make ``jax.nn.scaled_matmul`` and
   ``jax.nn.scaled_dot_general`` run on the CPU through mxlower
@@ -67,7 +70,8 @@ runs were not tested here.
 
 from mxlower.jax.api import convert, dequantize, lower, quantize, scaled_dot
 from mxlower.jax.array import MXArray
+from mxlower.jax.cast import DatatypeArray, cast, sparse
 from mxlower.jax.install import install, installed, uninstall
 
-__all__ = ["MXArray", "convert", "dequantize", "install", "installed", "lower", "quantize", "scaled_dot",
-           "uninstall"]
+__all__ = ["DatatypeArray", "MXArray", "cast", "convert", "dequantize", "install", "installed", "lower", "quantize",
+           "scaled_dot", "sparse", "uninstall"]

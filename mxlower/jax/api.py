@@ -9,9 +9,10 @@ import jax
 import jax.numpy as jnp
 
 from mxlower.execution import ffi
-from mxlower.formats import SCALE_MODES
+from mxlower.formats import FORMATS, SCALE_MODES, get_datatype
 from mxlower.jax import kernels
 from mxlower.jax.array import MXArray
+from mxlower.jax.cast import DatatypeArray, quantize_datatype
 from mxlower.jax.checks import (as_array, as_int, check_axis, check_block_size, check_dtype,
                                 check_format, check_global_scale, check_wide, traced)
 from mxlower.jax.primitives import convert_p, quantize_p, scaled_dot_p
@@ -24,8 +25,11 @@ __all__ = ["convert", "dequantize", "lower", "quantize", "scaled_dot"]
 
 def quantize(x: Any, format: str = "mxfp8_e4m3", *, axis: int = -1,  # noqa: A002
              block_size: int | None = None, scale_mode: str = "floor",
-             global_scale: Any | None = None, impl: str = "auto") -> MXArray:
-    """Quantize ``x`` (float32, bfloat16 or float16) to an MX format along ``axis``.
+             global_scale: Any | None = None, impl: str = "auto", scale: Any = None,
+             roundmode: str = "even", key: Any = None,
+             rbits: Any = None) -> MXArray | DatatypeArray:
+    """Quantize ``x`` (float32, bfloat16 or float16) to an MX format along ``axis``, or to
+    any datatype of docs/semantics.md section 10.
 
     docs/semantics.md sections 3 (MX formats; ``scale_mode`` "floor", "rceil" or "nearest") and 4
     (nvfp4, with an optional f32 ``global_scale``; ``scale_mode`` does not apply to it).
@@ -35,10 +39,26 @@ def quantize(x: Any, format: str = "mxfp8_e4m3", *, axis: int = -1,  # noqa: A00
     Gradient: straight-through estimator -- ``dequantize(quantize(x))`` and ``scaled_dot`` of
     the result differentiate as if the quantized value were ``x`` itself.
 
+    Any other datatype -- a number spec with ``scale`` (``quantize(x, "e5m6",
+    scale="e8m0_t32")``), ``"number:scale"`` codes, a predefined datatype that is not one of the
+    seven MX formats (``"mxint4"``, ``"bfp16"``, ``"f8E4M3"``) -- gives a
+    :class:`~mxlower.jax.DatatypeArray` (codes, scales, zero points), bit-exact with
+    :func:`mxlower.reference.encode`: tiles come from the scale spec (``axis``, ``block_size``
+    and ``global_scale`` do not apply), ``scale_mode`` is section 10's ``scalemode`` ("floor"
+    is "max"), and ``roundmode`` / ``key`` / ``rbits`` are as for :func:`mxlower.jax.cast`.
+
     ``impl``: "auto" runs mxlower's fused kernel (an XLA FFI custom call) when lowered for the
     CPU or CUDA, the portable StableHLO elsewhere; "xla" always the StableHLO (see
     :mod:`mxlower.jax.kernels`).  Both give the same bits.
     """
+    if not (isinstance(format, str) and format in FORMATS) or scale is not None:
+        return _quantize_datatype(x, format, scale, axis, block_size, scale_mode,
+                                  global_scale, roundmode, key, rbits)
+    if roundmode != "even" or key is not None or rbits is not None:
+        raise ValueError(f"quantize: the MX format {format!r} (an MXArray) rounds with 'even'; "
+                         f"for roundmode={roundmode!r} name the datatype by its codes "
+                         f"({get_datatype(format).code!r}: a DatatypeArray) or use "
+                         "mxlower.jax.cast")
     kernels.check_impl(impl, "quantize")
     fmt = check_format(format, "quantize")
     x = check_wide(x, "quantize", "x")
@@ -61,23 +81,42 @@ def quantize(x: Any, format: str = "mxfp8_e4m3", *, axis: int = -1,  # noqa: A00
     return MXArray._make(elements, scales, g, fmt.name, ax - x.ndim, k, ste)
 
 
+def _quantize_datatype(x, number, scale, axis, block_size, scale_mode, global_scale, roundmode,
+                       key, rbits) -> DatatypeArray:
+    for arg, v, default in (("axis", axis, -1), ("block_size", block_size, None),
+                            ("global_scale", global_scale, None)):
+        if not (v is default or v == default):
+            raise ValueError(f"quantize: argument '{arg}' is for the MX formats; a datatype "
+                             "takes its tiles from the scale spec (e.g. 'e8m0_t32d0' for tiles "
+                             "of 32 along dimension 0)")
+    return quantize_datatype(x, number, scale, roundmode=roundmode,
+                             scalemode="max" if scale_mode == "floor" else scale_mode,
+                             key=key, rbits=rbits)
+
+
 # ----------------------------------------------------------------------------- dequantize
 
 
 def _check_mx(mx: Any, fn: str, arg: str) -> MXArray:
-    if not isinstance(mx, MXArray):
-        raise TypeError(f"{fn}: argument '{arg}' must be an MXArray (from "
+    if not isinstance(mx, (MXArray, DatatypeArray)):
+        raise TypeError(f"{fn}: argument '{arg}' must be an MXArray or a DatatypeArray (from "
                         f"mxlower.jax.quantize), got {type(mx).__name__}")
     return mx
 
 
-def dequantize(mx: MXArray, dtype: Any = jnp.float32, *, impl: str = "auto") -> jax.Array:
+def dequantize(mx: MXArray | DatatypeArray, dtype: Any = jnp.float32, *,
+               impl: str = "auto") -> jax.Array:
     """``decode(element) * decode(scale)`` (nvfp4: times the global scale) rounded to
     ``dtype`` (float32, bfloat16 or float16); docs/semantics.md section 5, bit-exact with
     :func:`mxlower.reference.dequantize`.  Gradient: exact (identity) through the
     straight-through source of a quantized array; none into elements or scales.  ``impl`` as
-    for :func:`quantize`."""
-    return _check_mx(mx, "dequantize", "mx").dequantize(dtype, impl=impl)
+    for :func:`quantize`.  A :class:`~mxlower.jax.DatatypeArray` decodes as
+    :func:`mxlower.reference.decode` (``impl`` does not apply)."""
+    mx = _check_mx(mx, "dequantize", "mx")
+    if isinstance(mx, DatatypeArray):
+        kernels.check_impl(impl, "dequantize")
+        return mx.dequantize(dtype)
+    return mx.dequantize(dtype, impl=impl)
 
 
 # ----------------------------------------------------------------------------- convert

@@ -40,7 +40,7 @@ config.environment["TF_CPP_MIN_LOG_LEVEL"] = "3"
 config.substitutions.append(("%PYTHON", python))
 config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "Inputs")))
 
-for tool in ("mxlower-opt", "mxlower-run", "mxlower-translate"):
+for tool in ("mxlower-opt", "mxlower-run", "mxlower-translate", "mxlower-cast"):
     path = _tool(tool)
     if path:
         config.substitutions.append((r"(?<![\w-])" + tool + r"(?![\w-])", path))

@@ -11,7 +11,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 TOOLS = ROOT / "tools"
-NAMES = ("mxlower-opt", "mxlower-run", "mxlower-translate")
+NAMES = ("mxlower-opt", "mxlower-run", "mxlower-translate", "mxlower-cast")
 
 
 def _run(tool: str, *args: str, python: tuple[str, ...] = (sys.executable,),

@@ -1,0 +1,558 @@
+"""Casts to any datatype and M-of-N sparsity in JAX (docs/semantics.md section 10).
+
+* :func:`cast` ``(x, number, scale=None, *, roundmode="even", scalemode="max", key=None,
+  rbits=None)``: the virtual cast (fake quantization): ``x``'s shape and dtype, each value the
+  dequantized quantized value.  Gradient: straight-through (identity cotangent).
+* :func:`sparse` ``(x, n, m, dim=-1)``: keep the ``m`` largest magnitudes of every ``n``
+  consecutive values along ``dim``, the others +0.  Gradient: the cotangent where a value is
+  kept, 0 elsewhere.
+
+* :func:`quantize_datatype` (what :func:`mxlower.jax.quantize` calls for any datatype that is
+  not one of the seven MX formats): the actual cast, a :class:`DatatypeArray` of codes,
+  scales and zero points; its ``dequantize`` decodes them.  Gradient: straight-through, as
+  for an MXArray.
+
+They bind JAX primitives (``mx_cast``, ``mx_sparse``, ``mx_encode``, ``mx_decode``) whose
+lowering builds the ``mx.cast`` / ``mx.sparse`` / datatype ``mx.quantize`` / ``mx.dequantize``
+op and runs mxlower's pipeline on it through :func:`mxlower.jax.lowering.emit`, like the other
+mxlower.jax primitives: bit-exact with :func:`mxlower.reference.cast` / ``.sparse`` /
+``.encode`` / ``.decode`` on every backend.  Arguments are checked at trace time
+(``TypeError`` / ``ValueError`` naming the argument).  Transformations: ``jit``, ``vmap``
+(batching rules; a tensor-wide scale stays one scale per example), ``jvp`` / ``grad``.
+
+Primitive parameters are canonical codes: ``number`` and ``scale`` as
+:class:`~mxlower.numbers.NumberSpec` / :class:`~mxlower.numbers.ScaleSpec` codes with the
+scale's dimensions counted from the end (so they stay valid under ``vmap``), ``dim`` negative
+for the same reason.
+
+(``mxlower.jax.cast`` is the function; this module is ``sys.modules["mxlower.jax.cast"]``, and
+``from mxlower.jax.cast import cast_p`` works as usual.)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import operator
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+from jax.extend.core import Primitive
+from jax.interpreters import batching
+
+from mxlower.cast_reference import resolve
+from mxlower.dialect import mx
+from mxlower.formats import FLOAT_TYPES
+from mxlower.jax.checks import as_array, as_int, check_axis, check_dtype, check_wide, traced
+from mxlower.jax.dtypes import held_as_codes, mlir_name, storage_dtype
+from mxlower.jax.lowering import emit, tensor_type
+from mxlower.jax.primitives import _define, _is_zero, _zero
+from mxlower.numbers import ROUND_MODES, SCALE_MODES, Datatype, NumberSpec, ScaleSpec, SpecError
+from mxlower.numbers import scale as scale_spec
+
+__all__ = ["DatatypeArray", "cast", "cast_p", "datatype_of", "decode_p", "encode_p", "kept",
+           "quantize_datatype", "sparse", "sparse_p"]
+
+
+# ============================================================================== checks
+
+
+def datatype_of(number: Any, scale: Any, fn: str, shape: tuple[Any, ...] | None = None,
+                arg: str = "number") -> Datatype:
+    """The datatype of arguments ``arg`` (default 'number') / 'scale' of ``fn`` (as
+    :func:`mxlower.reference.cast` takes them), its scale tiles checked against ``shape``
+    (static sizes needed) and its scale dimensions rewritten counted from the end."""
+    if not isinstance(number, (str, NumberSpec, Datatype)):
+        raise TypeError(f"{fn}: argument '{arg}' must be a number spec code ('e5m6', 'int4', "
+                        f"...), a datatype name ('mxfp8_e4m3', 'nvfp4', ...) or "
+                        f"'number:scale', got {number!r}")
+    if scale is not None and not isinstance(scale, (str, ScaleSpec)):
+        raise TypeError(f"{fn}: argument 'scale' must be a scale spec code ('e8m0_t32', ...) "
+                        f"or None, got {scale!r}")
+    try:
+        dt = resolve(number, scale)
+    except SpecError as e:
+        where = f"argument '{arg}'" + (" / 'scale'" if scale is not None else "")
+        raise ValueError(f"{fn}: {where}: {e}") from None
+    s = dt.scale
+    if s is None or shape is None:
+        return dt
+    for d in shape:
+        try:
+            operator.index(d)
+        except TypeError:  # a symbolic dimension (jax.export shape polymorphism)
+            raise ValueError(f"{fn}: a scaled datatype ({dt.code}) needs a static shape (its "
+                             f"tiles divide it), got {tuple(shape)}") from None
+    rank = len(shape)
+    try:
+        if s.kind != "tensor" and rank == 0:
+            raise SpecError(f"scale '{s.code}' tiles a dimension; 'x' has none")
+        dims = s.normalized_dims(rank) if s.kind != "tensor" else ()
+        s.scales_shape(tuple(shape))
+    except SpecError as e:
+        raise ValueError(f"{fn}: datatype {dt.code} on 'x' of shape {tuple(shape)}: {e}") \
+            from None
+    s = dataclasses.replace(s, dims=tuple(d - rank for d in dims))
+    return dataclasses.replace(dt, scale=scale_spec(s.code))
+
+
+def _modes(dt: Datatype, roundmode: Any, scalemode: Any, fn: str) -> tuple[str, str]:
+    for arg, v, known in (("roundmode", roundmode, ROUND_MODES),
+                          ("scalemode", scalemode, SCALE_MODES)):
+        if not isinstance(v, str) or v not in known:
+            raise ValueError(f"{fn}: unknown argument '{arg}' {v!r} (known: "
+                             f"{', '.join(known)})")
+    s = dt.scale
+    if s is not None and not s.power_of_two and scalemode != "max":
+        raise ValueError(f"{fn}: argument 'scalemode' {scalemode!r} applies to exponent "
+                         f"scales; the float scale {s.number.code} takes 'max'")
+    n = dt.number
+    if (s is not None and not s.power_of_two and n.is_integer and n.bits > 24
+            and (s.zero_point is not None or n.kind == "int")):  # see lowering/cast_math
+        raise ValueError(f"{fn}: datatype {dt.code}: a float scale of an integer wider than 24 "
+                         "bits divides by a maximum that is no f32 value; mxlower's lowering "
+                         "does not compute that quotient exactly (mxlower.reference.cast does)")
+    if s is None or not s.power_of_two:
+        scalemode = "max"  # ignored: one canonical parameter
+    elif scalemode == "rceil":
+        top = dt.number.scaled_max_exact
+        if float(np.float32(float(top))) != top:  # intK with K > 25: see lowering/cast_math
+            raise ValueError(f"{fn}: argument 'scalemode' 'rceil' divides by the largest value "
+                             f"of {dt.number.code} ({top}), which is not an f32 value; "
+                             "mxlower's lowering does not compute that quotient exactly (use "
+                             "'max', 'midmax' or 'nearest', or mxlower.reference.cast)")
+    return roundmode, scalemode
+
+
+def _random_bits(x: Any, roundmode: str, key: Any, rbits: Any, fn: str) -> Any | None:
+    if roundmode != "stochastic":
+        if key is not None or rbits is not None:
+            raise ValueError(f"{fn}: arguments 'key' and 'rbits' are for "
+                             f"roundmode='stochastic', not {roundmode!r}")
+        return None
+    if (key is None) == (rbits is None):
+        raise ValueError(f"{fn}: roundmode='stochastic' needs exactly one of 'key' (a "
+                         "jax.random key: the bits are drawn with jax.random.bits) and 'rbits' "
+                         f"(uint32, one per element, shape {tuple(x.shape)})")
+    if key is not None:
+        try:
+            return jax.random.bits(key, tuple(x.shape), jnp.uint32)
+        except (TypeError, ValueError) as e:
+            raise TypeError(f"{fn}: argument 'key' must be a jax.random key "
+                            f"(jax.random.key(seed)): {e}") from None
+    try:
+        r = rbits if hasattr(rbits, "aval") or isinstance(rbits, jax.Array) else jnp.asarray(
+            rbits)
+    except (TypeError, ValueError):
+        raise TypeError(f"{fn}: argument 'rbits' must be a uint32 array, got "
+                        f"{type(rbits).__name__}") from None
+    if r.dtype != jnp.uint32:
+        raise TypeError(f"{fn}: argument 'rbits' must have dtype uint32, got {r.dtype}")
+    if tuple(r.shape) != tuple(x.shape):
+        raise ValueError(f"{fn}: argument 'rbits' must have the shape of 'x' "
+                         f"{tuple(x.shape)}, got {tuple(r.shape)}")
+    return r
+
+
+# ============================================================================== cast
+
+
+def cast(x: Any, number: Any, scale: Any = None, *, roundmode: str = "even",
+         scalemode: str = "max", key: Any = None, rbits: Any = None) -> jax.Array:
+    """The virtual cast of ``x`` (float32, bfloat16 or float16) to a datatype:
+    docs/semantics.md section 10.4, bit-exact with :func:`mxlower.reference.cast`.
+
+    ``number``: a number spec (``"e5m6"``, ``"e2m1fo"``, ``"int4"``, ``"e4m3b8fnuz"``, a
+    type name such as ``"f8E4M3FN"``), a predefined datatype (``"mxfp8_e4m3"``, ``"nvfp4"``,
+    ``"mxint4"``, ``"bfp16"``, ...) or ``"number:scale"``; ``scale``: a scale spec
+    (``"e8m0_t32"``, ``"e4m3fn_t16"``, ``"e8m0_t32x32"``, ``"float32_uint8_t0"``) or None.
+    ``roundmode``: even, nearest, zero or stochastic; ``scalemode`` (exponent scales): max,
+    midmax, rceil or nearest.  Stochastic rounding takes exactly one of ``key`` (a
+    ``jax.random`` key; one uint32 per element is drawn with ``jax.random.bits(key,
+    x.shape, jnp.uint32)``) and ``rbits`` (those bits, uint32 of ``x``'s shape); the other
+    modes take neither.  Scale tiles must divide their dimensions (never padded), so a scaled
+    datatype needs a static shape; an unscaled cast takes ``jax.export``'s symbolic
+    dimensions.
+
+    Gradient: the straight-through estimator (the cotangent passes unchanged).
+    """
+    x = check_wide(x, "cast", "x")
+    dt = datatype_of(number, scale, "cast", tuple(x.shape))
+    roundmode, scalemode = _modes(dt, roundmode, scalemode, "cast")
+    r = _random_bits(x, roundmode, key, rbits, "cast")
+    return cast_p.bind(x, *([] if r is None else [r]), number=dt.number.code,
+                       scale=None if dt.scale is None else dt.scale.code, roundmode=roundmode,
+                       scalemode=scalemode)
+
+
+cast_p = Primitive("mx_cast")
+
+
+def _cast_abstract(x, *r, number, scale, roundmode, scalemode):
+    return jax.core.ShapedArray(x.shape, x.dtype)
+
+
+def _cast_lowering(ctx, x, *r, number, scale, roundmode, scalemode):
+    t = x.type
+    arg_types = [t] + [v.type for v in r]
+
+    def build(args):
+        op = mx.cast(args[0], number, scale, roundmode=roundmode, scalemode=scalemode,
+                     rbits=args[1] if r else None)
+        return list(op.results)
+
+    return emit(build, [x, *r], arg_types, [t])
+
+
+def _cast_jvp(primals, tangents, **params):
+    out = cast_p.bind(*primals, **params)
+    t = tangents[0]
+    if _is_zero(t):
+        return out, _zero(out)
+    return out, t  # the straight-through estimator
+
+
+def _channel(scale: str) -> str:
+    """The tensor-wide scale spec ``scale`` as one scale per channel of the last dimension:
+    the batched form of a tensor scale over a ``[batch, n]`` view."""
+    return dataclasses.replace(scale_spec(scale), kind="channel", tile=(), dims=(-1,)).code
+
+
+def _cast_batch(args, dims, *, scale, **params):
+    size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
+    front = [batching.bdim_at_front(a, d, size) for a, d in zip(args, dims)]
+    if scale is None or scale_spec(scale).kind != "tensor":
+        # no scale, or tiles with dimensions counted from the end: the same cast per example
+        return cast_p.bind(*front, scale=scale, **params), 0
+    # one scale per example: each example's values are one channel of a [batch, n] view
+    shape = front[0].shape
+    flat = [a.reshape(size, -1) for a in front]
+    return cast_p.bind(*flat, scale=_channel(scale), **params).reshape(shape), 0
+
+
+_define(cast_p, _cast_abstract, _cast_lowering, _cast_jvp, _cast_batch)
+
+
+# ============================================================================== sparse
+
+
+def sparse(x: Any, n: int, m: int, dim: int = -1) -> jax.Array:
+    """In each run of ``n`` consecutive values of ``x`` (float32, bfloat16 or float16) along
+    ``dim``, keep the ``m`` of largest magnitude and set the others to +0 (NaN counts as the
+    largest, equal magnitudes keep the lower index): docs/semantics.md section 10.5, bit-exact
+    with :func:`mxlower.reference.sparse`.  ``n`` must divide ``x.shape[dim]`` (a static size);
+    0 < m <= n.
+
+    Gradient: the cotangent of the kept values, 0 for the others."""
+    x = check_wide(x, "sparse", "x")
+    if x.ndim == 0:
+        raise ValueError("sparse: argument 'x' must have at least one dimension")
+    n, m = as_int(n, "sparse", "n"), as_int(m, "sparse", "m")
+    d = check_axis(dim, x.ndim, "sparse", "dim", "x")
+    if n <= 0 or not 0 < m <= n:
+        raise ValueError(f"sparse: arguments 'n' and 'm' need 0 < m <= n, got n={n}, m={m}")
+    size = x.shape[d]
+    try:
+        operator.index(size)
+    except TypeError:
+        raise ValueError(f"sparse: dimension {d} of 'x' must have a static size, got "
+                         f"'{size}'") from None
+    if size % n:
+        raise ValueError(f"sparse: argument 'n' = {n} does not divide dimension {d} of 'x' "
+                         f"(size {size})")
+    return sparse_p.bind(x, n=n, m=m, dim=d - x.ndim)
+
+
+sparse_p = Primitive("mx_sparse")
+
+
+def _sparse_abstract(x, *, n, m, dim):
+    return jax.core.ShapedArray(x.shape, x.dtype)
+
+
+def _sparse_lowering(ctx, x, *, n, m, dim):
+    def build(args):
+        return list(mx.sparse(args[0], n, m, dim=dim).results)
+
+    return emit(build, [x], [x.type], [x.type])
+
+
+def kept(x: Any, n: int, m: int, dim: int) -> jax.Array:
+    """The mask of the values :func:`sparse` keeps, computed on the bits (magnitude = the
+    value's bits without the sign; every NaN above +Inf; ties by index), independently of the
+    lowering: a stable sort of each run."""
+    x = jnp.asarray(x)
+    width = np.dtype(x.dtype).itemsize * 8
+    u = lax.bitcast_convert_type(x, jnp.dtype(f"uint{width}")).astype(jnp.int32)
+    mag = u & ((1 << (width - 1)) - 1)
+    inf = {32: 0x7F800000, 16: 0x7C00 if x.dtype == jnp.float16 else 0x7F80}[width]
+    key = jnp.where(mag > inf, inf + 1, mag)  # every NaN the same, above Inf
+    moved = jnp.moveaxis(key, dim, -1)
+    runs = moved.reshape(*moved.shape[:-1], moved.shape[-1] // n, n)
+    order = jnp.argsort(-runs, axis=-1, stable=True)
+    rank = jnp.argsort(order, axis=-1, stable=True)
+    return jnp.moveaxis((rank < m).reshape(moved.shape), -1, dim)
+
+
+def _sparse_jvp(primals, tangents, *, n, m, dim):
+    (x,), (t,) = primals, tangents
+    out = sparse_p.bind(x, n=n, m=m, dim=dim)
+    if _is_zero(t):
+        return out, _zero(out)
+    return out, jnp.where(kept(x, n, m, dim), t, jnp.zeros((), t.dtype))
+
+
+def _sparse_batch(args, dims, **params):
+    (x,), (d,) = args, dims
+    return sparse_p.bind(batching.bdim_at_front(x, d, x.shape[d]), **params), 0
+
+
+_define(sparse_p, _sparse_abstract, _sparse_lowering, _sparse_jvp, _sparse_batch)
+
+
+# ============================================================================== actual casts
+
+
+def _storage(spec: NumberSpec) -> np.dtype:
+    """The JAX dtype holding codes of ``spec`` (uint8 codes for the f6 types)."""
+    return storage_dtype(spec.storage)
+
+
+def _layout(dt: Datatype, shape: tuple[int, ...]) -> list[tuple[tuple[int, ...], np.dtype, str]]:
+    """(shape, JAX dtype, MLIR type) of the codes [, scales [, zero points]] of ``dt``."""
+    out = [(tuple(shape), _storage(dt.number), dt.number.storage)]
+    s = dt.scale
+    if s is not None:
+        ss = s.scales_shape(tuple(shape))
+        out.append((ss, _storage(s.number), s.number.storage))
+        if s.zero_point is not None:
+            out.append((ss, _storage(s.zero_point), s.zero_point.storage))
+    return out
+
+
+class DatatypeArray:
+    """An actual cast to a datatype of docs/semantics.md section 10 (the general
+    :class:`~mxlower.jax.MXArray`): ``codes`` (``x``'s shape), ``scales`` (the scale spec's
+    layout; None when unscaled) and ``zero_points`` (None without a zero point), with the
+    static ``datatype`` code (``"e5m6:e8m0_t32"``).  A registered pytree.
+
+    Storage dtypes: a number spec that is a type JAX has is held as that type
+    (``float8_e4m3fn``, ``float4_e2m1fn``, ``bfloat16``, ``float32``...); the f6 types as
+    ``uint8`` codes; ``intK`` / ``uintK`` and every other spec as the integer codes of
+    :attr:`mxlower.numbers.NumberSpec.storage` (``int8``, ``uint16``...) - the layout of
+    :func:`mxlower.reference.encode`.
+
+    Like an MXArray, a traced quantize keeps its input as a hidden straight-through source, so
+    ``dequantize`` differentiates as the identity; ``detach()`` drops it.
+    """
+
+    __slots__ = ("codes", "scales", "zero_points", "datatype", "_ste")
+
+    def __init__(self, codes: Any, scales: Any, zero_points: Any, datatype: str):
+        dt = datatype_of(datatype, None, "DatatypeArray")
+        if isinstance(codes, np.ndarray) and any(
+                held_as_codes(name) and t.dtype == codes.dtype for name, t in FLOAT_TYPES.items()):
+            codes = codes.view(np.uint8)  # ml_dtypes f6 values: JAX holds their codes
+        codes = as_array(codes)
+        dt = datatype_of(dt, None, "DatatypeArray", tuple(codes.shape))
+        parts = [codes, None if scales is None else as_array(scales),
+                 None if zero_points is None else as_array(zero_points)]
+        want = _layout(dt, tuple(codes.shape))
+        for i, (name, v) in enumerate(zip(("codes", "scales", "zero_points"), parts)):
+            if i >= len(want):
+                if v is not None:
+                    raise ValueError(f"DatatypeArray: {dt.code} has no {name.replace('_', ' ')}"
+                                     f" (argument '{name}' must be None)")
+                continue
+            shape, dtype, _ = want[i]
+            if v is None:
+                raise ValueError(f"DatatypeArray: {dt.code} needs argument '{name}'")
+            if np.dtype(v.dtype) != dtype:
+                raise TypeError(f"DatatypeArray: argument '{name}' of {dt.code} must have "
+                                f"dtype {dtype}, got {v.dtype}")
+            if tuple(v.shape) != shape:
+                raise ValueError(f"DatatypeArray: argument '{name}' of {dt.code} must have "
+                                 f"shape {shape}, got {tuple(v.shape)}")
+        self.codes, self.scales, self.zero_points = parts
+        self.datatype = dt.code
+        self._ste = None
+
+    @classmethod
+    def _make(cls, codes, scales, zero_points, datatype, ste=None):
+        """Unchecked construction (pytree unflattening and the primitives' results)."""
+        self = object.__new__(cls)
+        self.codes, self.scales, self.zero_points = codes, scales, zero_points
+        self.datatype, self._ste = datatype, ste
+        return self
+
+    def tree_flatten(self):
+        return (self.codes, self.scales, self.zero_points, self._ste), self.datatype
+
+    @classmethod
+    def tree_unflatten(cls, aux, children):
+        return cls._make(*children[:3], aux, children[3])
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(np.shape(self.codes))
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    @property
+    def nbytes(self) -> int:
+        """Packed storage in bytes: codes, scales and zero points at their specs' bit
+        widths."""
+        dt = resolve(self.datatype)
+        bits = self.size * dt.number.bits
+        for v, spec in ((self.scales, dt.scale and dt.scale.number),
+                        (self.zero_points, dt.scale and dt.scale.zero_point)):
+            if v is not None:
+                bits += int(np.prod(np.shape(v), dtype=np.int64)) * spec.bits
+        return (bits + 7) // 8
+
+    def dequantize(self, dtype: Any = jnp.float32) -> jax.Array:
+        """The values (docs/semantics.md section 10.4) in ``dtype`` (float32, bfloat16,
+        float16): each computed in f32 and rounded once; bit-exact with
+        :func:`mxlower.reference.decode`."""
+        out = check_dtype(dtype, "dequantize", "dtype")
+        dt = resolve(self.datatype)
+        operands = [v for v in (self.codes, self.scales, self.zero_points) if v is not None]
+        if self._ste is not None:
+            operands.append(self._ste)
+        return decode_p.bind(*operands, number=dt.number.code,
+                             scale=None if dt.scale is None else dt.scale.code, dtype=out,
+                             has_ste=self._ste is not None)
+
+    def detach(self) -> DatatypeArray:
+        """This array without its straight-through source."""
+        return DatatypeArray._make(self.codes, self.scales, self.zero_points, self.datatype)
+
+    def __repr__(self) -> str:
+        return f"DatatypeArray(datatype={self.datatype}, shape={self.shape})"
+
+
+jax.tree_util.register_pytree_node(DatatypeArray, DatatypeArray.tree_flatten,
+                                   DatatypeArray.tree_unflatten)
+
+
+def quantize_datatype(x: Any, number: Any, scale: Any = None, *, roundmode: str = "even",
+                      scalemode: str = "max", key: Any = None, rbits: Any = None,
+                      fn: str = "quantize", arg: str = "format") -> DatatypeArray:
+    """The actual cast of ``x`` to a datatype (arguments as :func:`cast`; errors name the
+    datatype argument ``arg``): a :class:`DatatypeArray` bit-exact with
+    :func:`mxlower.reference.encode`."""
+    x = check_wide(x, fn, "x")
+    dt = datatype_of(number, scale, fn, tuple(x.shape), arg)
+    roundmode, scalemode = _modes(dt, roundmode, scalemode, fn)
+    r = _random_bits(x, roundmode, key, rbits, fn)
+    outs = encode_p.bind(x, *([] if r is None else [r]), number=dt.number.code,
+                         scale=None if dt.scale is None else dt.scale.code,
+                         roundmode=roundmode, scalemode=scalemode)
+    outs = list(outs) + [None] * (3 - len(outs))
+    return DatatypeArray._make(*outs, dt.code, x if traced(x) else None)
+
+
+encode_p = Primitive("mx_encode")
+encode_p.multiple_results = True
+
+
+def _encode_abstract(x, *r, number, scale, roundmode, scalemode):
+    dt = resolve(number, scale)
+    return [jax.core.ShapedArray(s, d) for s, d, _ in _layout(dt, x.shape)]
+
+
+def _encode_lowering(ctx, x, *r, number, scale, roundmode, scalemode):
+    dt = resolve(number, scale)
+    shape = ctx.avals_in[0].shape
+    results = [tensor_type(s, t) for s, _, t in _layout(dt, shape)]
+
+    def build(args):
+        op = mx.quantize(args[0], number=number, scale=scale, roundmode=roundmode,
+                         scalemode=scalemode, rbits=args[1] if r else None)
+        return list(op.results)
+
+    return emit(build, [x, *r], [x.type] + [v.type for v in r], results, native=_f4(dt))
+
+
+def _f4(dt: Datatype) -> tuple[str, ...]:
+    """The 4-bit float types among the datatype's storage types: XLA keeps them (the lowering
+    makes them from ui4 codes, a bitcast mxlower-expand-narrow-floats does not expand)."""
+    specs = [dt.number] + ([] if dt.scale is None else [dt.scale.number, dt.scale.zero_point])
+    return tuple(s.storage for s in specs
+                 if s is not None and s.storage in FLOAT_TYPES and FLOAT_TYPES[s.storage].bits == 4)
+
+
+def _encode_jvp(primals, tangents, **params):
+    outs = encode_p.bind(*primals, **params)
+    return outs, [_zero(o) for o in outs]
+
+
+def _encode_batch(args, dims, *, scale, **params):
+    size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
+    front = [batching.bdim_at_front(a, d, size) for a, d in zip(args, dims)]
+    if scale is None or scale_spec(scale).kind != "tensor":
+        return encode_p.bind(*front, scale=scale, **params), [0] * (1 + (scale is not None) + (
+            scale is not None and scale_spec(scale).zero_point is not None))
+    shape = front[0].shape
+    outs = encode_p.bind(*[a.reshape(size, -1) for a in front], scale=_channel(scale), **params)
+    tile = (size,) + (1,) * (len(shape) - 1)
+    return [outs[0].reshape(shape)] + [o.reshape(tile) for o in outs[1:]], [0] * len(outs)
+
+
+_define(encode_p, _encode_abstract, _encode_lowering, _encode_jvp, _encode_batch)
+
+
+decode_p = Primitive("mx_decode")
+
+
+def _n_parts(scale: str | None) -> int:
+    if scale is None:
+        return 1
+    return 2 + (scale_spec(scale).zero_point is not None)
+
+
+def _decode_abstract(c, *rest, number, scale, dtype, has_ste):
+    return jax.core.ShapedArray(c.shape, dtype)
+
+
+def _decode_lowering(ctx, *args, number, scale, dtype, has_ste):
+    k = _n_parts(scale)
+    dt = resolve(number, scale)
+    shape = ctx.avals_in[0].shape
+    types = [tensor_type(s, t) for s, _, t in _layout(dt, shape)]
+    out = mlir_name(dtype)
+
+    def build(a):
+        op = mx.dequantize(a[0], a[1] if k > 1 else None, number=number, scale=scale,
+                           zero_points=a[2] if k > 2 else None, result_type=out)
+        return list(op.results)
+
+    return emit(build, list(args[:k]), types, [tensor_type(shape, out)])
+
+
+def _decode_jvp(primals, tangents, *, dtype, has_ste, **params):
+    out = decode_p.bind(*primals, dtype=dtype, has_ste=has_ste, **params)
+    if not has_ste or _is_zero(tangents[-1]):
+        return out, _zero(out)
+    return out, lax.convert_element_type(tangents[-1], dtype)  # straight-through estimator
+
+
+def _decode_batch(args, dims, *, scale, **params):
+    size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
+    front = [batching.bdim_at_front(a, d, size) for a, d in zip(args, dims)]
+    if scale is None or scale_spec(scale).kind != "tensor":
+        return decode_p.bind(*front, scale=scale, **params), 0
+    shape = front[0].shape
+    flat = [a.reshape(size, -1) for a in front]
+    return decode_p.bind(*flat, scale=_channel(scale), **params).reshape(shape), 0
+
+
+_define(decode_p, _decode_abstract, _decode_lowering, _decode_jvp, _decode_batch)
