@@ -70,7 +70,7 @@ runs were not tested here.
 
 from mxlower.jax.api import convert, dequantize, lower, quantize, scaled_dot
 from mxlower.jax.array import MXArray
-from mxlower.jax.cast import DatatypeArray, cast, sparse
+from mxlower.jax.casts import DatatypeArray, cast, sparse
 from mxlower.jax.install import install, installed, uninstall
 
 __all__ = ["DatatypeArray", "MXArray", "cast", "convert", "dequantize", "install", "installed", "lower", "quantize",

@@ -12,7 +12,7 @@ from mxlower.execution import ffi
 from mxlower.formats import FORMATS, SCALE_MODES, get_datatype
 from mxlower.jax import kernels
 from mxlower.jax.array import MXArray
-from mxlower.jax.cast import DatatypeArray, quantize_datatype
+from mxlower.jax.casts import DatatypeArray, quantize_datatype
 from mxlower.jax.checks import (as_array, as_int, check_axis, check_block_size, check_dtype,
                                 check_format, check_global_scale, check_wide, traced)
 from mxlower.jax.primitives import convert_p, quantize_p, scaled_dot_p

@@ -112,8 +112,7 @@ def _from_codes(v: Any, want: Any) -> Any:
 
 
 def emit(build: Callable[[list[Any]], Sequence[Any]], operands: Sequence[Any],
-         arg_types: Sequence[Any], result_types: Sequence[Any], *,
-         native: Sequence[str] = ()) -> list[Any]:
+         arg_types: Sequence[Any], result_types: Sequence[Any]) -> list[Any]:
     """Lower ``build``'s mx ops to StableHLO inline at the current insertion point.
 
     ``operands``: JAX's IR values.  ``arg_types``: the MLIR types the mx ops take for them
@@ -121,15 +120,11 @@ def emit(build: Callable[[list[Any]], Sequence[Any]], operands: Sequence[Any],
     ``build(args)`` emits mx ops on the function arguments and returns the values to return
     (of ``result_types``, again with f6 where JAX expects ui8).  Returns the replacement values,
     of JAX's types (narrow types JAX holds natively are bitcast back from the expanded codes).
-    ``native``: narrow types to leave to XLA even where :data:`EXPAND_NARROW_FLOATS` expands
-    them (the datatype lowering builds f4 codes by a ui4 bitcast, which the expansion cannot
-    take).
     """
     _registered()
     ctx = ir.Context.current
     loc = ir.Location.current
     expand = _expanded([_element(t) for t in arg_types], [_element(t) for t in result_types])
-    expand = [t for t in expand if t not in native]
     prev = ctx.allow_unregistered_dialects
     ctx.allow_unregistered_dialects = True  # mx ops are unregistered ops
     try:

@@ -103,10 +103,12 @@ class StableHLOExpansion:
             a, b = self.elem(op.operands[0].type), self.elem(op.results[0].type)
             na, nb = self.narrow(a), self.narrow(b)
             n = na or nb
-            if not (na and nb) and FLOAT_TYPES[n].bits != 8:
+            other = b if na else a
+            if (not (na and nb) and FLOAT_TYPES[n].bits != 8
+                    and self._width("IntegerType", other) != FLOAT_TYPES[n].bits):
                 return (f"bitcast_convert between {a} and {b} cannot be expanded: {n} codes are "
                         "stored one per ui8, so a sub-byte type bitcasts only to another "
-                        "expanded narrow type of its width")
+                        "expanded narrow type of its width or to an integer of its width")
             return None
         offending = next(str(self.elem(t)) for t in self.value_types(op)
                          if self.convert_type(t) is not None)
@@ -205,11 +207,23 @@ class StableHLOExpansion:
     def rewrite_bitcast(self, op: Any) -> None:
         x = op.operands[0]
         rt = op.results[0].type
+        xe, re = self.elem(x.type), self.elem(rt)
         if str(x.type) == str(rt):
             out = x
-        else:
+        elif min(self._width("IntegerType", xe) or 8, self._width("IntegerType", re) or 8) >= 8:
             with ir.InsertionPoint(op), op.location:
                 out = stablehlo.BitcastConvertOp(rt, x).result
+        else:
+            # a sub-byte integer (i4/ui4) <-> expanded codes (one per ui8): the code is the
+            # integer's bits, so zero-extend (through the unsigned type of a signed source) or
+            # truncate
+            with ir.InsertionPoint(op), op.location:
+                xi = ir.IntegerType(xe) if self._width("IntegerType", xe) else None
+                if xi is not None and xi.width < 8 and not xi.is_unsigned:
+                    unsigned = ir.IntegerType.get_unsigned(xi.width)
+                    x = stablehlo.ConvertOp(ir.RankedTensorType.get(
+                        ir.RankedTensorType(x.type).shape, unsigned), x).result
+                out = stablehlo.ConvertOp(rt, x).result
         op.results[0].replace_all_uses_with(out)
         op.erase()
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -229,13 +230,44 @@ def _errors(text: str, pipeline: str = "builtin.module(mxlower-expand-narrow-flo
 
 
 def test_sub_byte_bitcast_is_an_error():
-    errs = _errors("""func.func @f(%c: tensor<4xf4E2M1FN>) -> tensor<4xi4> {
-  %0 = stablehlo.bitcast_convert %c : (tensor<4xf4E2M1FN>) -> tensor<4xi4>
-  return %0 : tensor<4xi4>
+    errs = _errors("""func.func @f(%c: tensor<4x2xf4E2M1FN>) -> tensor<4xi8> {
+  %0 = stablehlo.bitcast_convert %c : (tensor<4x2xf4E2M1FN>) -> tensor<4xi8>
+  return %0 : tensor<4xi8>
 }""")
-    assert errs == [(2, "bitcast_convert between f4E2M1FN and i4 cannot be expanded: f4E2M1FN "
+    assert errs == [(2, "bitcast_convert between f4E2M1FN and i8 cannot be expanded: f4E2M1FN "
                         "codes are stored one per ui8, so a sub-byte type bitcasts only to "
-                        "another expanded narrow type of its width")]
+                        "another expanded narrow type of its width or to an integer of its "
+                        "width")]
+
+
+def test_sub_byte_integer_bitcasts_run_on_xla_cpu():
+    """f4 <-> i4/ui4 bitcasts (how code-level lowerings build f4 values) expand to integer
+    converts of the one-per-ui8 codes: zero-extension from ui4 (and from i4 through ui4, so
+    that code 8 = i4 -8 stays 0x08), truncation to ui4/i4."""
+    text = """
+func.func @main(%u: tensor<16xui4>, %s: tensor<16xi4>, %x: tensor<16xf32>) -> (tensor<16xf32>, tensor<16xf32>, tensor<16xui4>, tensor<16xi4>) {
+  %a = stablehlo.bitcast_convert %u : (tensor<16xui4>) -> tensor<16xf4E2M1FN>
+  %b = stablehlo.bitcast_convert %s : (tensor<16xi4>) -> tensor<16xf4E2M1FN>
+  %af = stablehlo.convert %a : (tensor<16xf4E2M1FN>) -> tensor<16xf32>
+  %bf = stablehlo.convert %b : (tensor<16xf4E2M1FN>) -> tensor<16xf32>
+  %c = stablehlo.convert %x : (tensor<16xf32>) -> tensor<16xf4E2M1FN>
+  %cu = stablehlo.bitcast_convert %c : (tensor<16xf4E2M1FN>) -> tensor<16xui4>
+  %cs = stablehlo.bitcast_convert %c : (tensor<16xf4E2M1FN>) -> tensor<16xi4>
+  return %af, %bf, %cu, %cs : tensor<16xf32>, tensor<16xf32>, tensor<16xui4>, tensor<16xi4>
+}
+"""
+    out_text = expand(text, "types=f4E2M1FN")
+    assert "f4E2M1FN" not in out_text
+    codes = np.arange(16, dtype=np.uint8)
+    table = np.array([0, .5, 1, 1.5, 2, 3, 4, 6, -0., -.5, -1, -1.5, -2, -3, -4, -6],
+                     np.float32)  # the value of each f4E2M1FN code
+    signed = (((codes.astype(np.int16) + 8) % 16) - 8).astype(ml_dtypes.int4)  # same bits
+    af, bf, cu, cs = xla_cpu.run(out_text, codes.astype(ml_dtypes.uint4), signed,
+                                 table[::-1].copy())
+    assert np.array_equal(R.bits(af), R.bits(table))
+    assert np.array_equal(R.bits(bf), R.bits(table))
+    assert cu.astype(np.uint8).tolist() == codes[::-1].tolist()
+    assert (cs.astype(np.int16) % 16).tolist() == codes[::-1].tolist()
 
 
 def test_resource_constant_is_an_error():

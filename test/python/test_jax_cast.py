@@ -14,7 +14,7 @@ import pytest
 import mxlower.jax as mxj
 from mxlower import reference
 from mxlower.formats import DATATYPES
-from mxlower.jax.cast import datatype_of, kept
+from mxlower.jax.casts import datatype_of, kept
 from mxlower.numbers import datatype
 
 BF16 = np.dtype(ml_dtypes.bfloat16)

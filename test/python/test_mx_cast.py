@@ -394,3 +394,32 @@ def test_float_scale_quotients_below_f32_normals():
         want = _reference_cast(x, rbits, case)
         _check(g, want, case)
     assert (got[0][0, 1:8] != 0).any()  # some quotient below 2^-126 rounded up to a code
+
+
+def test_sub_byte_codes_through_expand_narrow_floats():
+    """A datatype quantize with f4 codes builds them by a ui4 -> f4E2M1FN bitcast;
+    mxlower-expand-narrow-floats (every narrow type expanded, as for backends without f4)
+    must take it, and give the oracle's codes and values as one-per-ui8 codes."""
+    from mxlower import xla_cpu
+    from mxlower.bindings import jaxlib as J
+    from mxlower.pipeline.manager import run_pipeline
+
+    text = """
+func.func @main(%x: tensor<2x64xf32>) -> (tensor<2x64xf4E2M1FN>, tensor<2x2xf8E8M0FNU>, tensor<2x64xf32>) {
+  %c, %s = "mx.quantize"(%x) {number = "e2m1fo", scale = "e8m0_t32"} : (tensor<2x64xf32>) -> (tensor<2x64xf4E2M1FN>, tensor<2x2xf8E8M0FNU>)
+  %d = "mx.dequantize"(%c, %s) {number = "e2m1fo", scale = "e8m0_t32"} : (tensor<2x64xf4E2M1FN>, tensor<2x2xf8E8M0FNU>) -> tensor<2x64xf32>
+  return %c, %s, %d : tensor<2x64xf4E2M1FN>, tensor<2x2xf8E8M0FNU>, tensor<2x64xf32>
+}
+"""
+    with J.make_context(allow_unregistered=True):
+        m = J.ir.Module.parse(text)
+        run_pipeline(m, "builtin.module(mxlower-mx-to-stablehlo, mxlower-expand-narrow-floats)")
+        lowered = str(m)
+    assert "f4E2M1FN" not in lowered and "f8E8M0FNU" not in lowered
+    rng = np.random.default_rng(4)
+    x = (rng.standard_normal((2, 64)) * 2.0 ** rng.integers(-8, 8, (2, 64))).astype(np.float32)
+    codes, scales, values = xla_cpu.run(lowered, x)
+    want = R.encode(x, "e2m1fo", "e8m0_t32")
+    assert codes.tolist() == want.codes.view(np.uint8).tolist()
+    assert scales.tolist() == want.scales.view(np.uint8).tolist()
+    assert np.array_equal(values, R.cast(x, "e2m1fo", "e8m0_t32"))

@@ -25,8 +25,7 @@ Primitive parameters are canonical codes: ``number`` and ``scale`` as
 scale's dimensions counted from the end (so they stay valid under ``vmap``), ``dim`` negative
 for the same reason.
 
-(``mxlower.jax.cast`` is the function; this module is ``sys.modules["mxlower.jax.cast"]``, and
-``from mxlower.jax.cast import cast_p`` works as usual.)
+(The module is ``mxlower.jax.casts``, so that ``mxlower.jax.cast`` is only the function.)
 """
 
 from __future__ import annotations
@@ -479,15 +478,7 @@ def _encode_lowering(ctx, x, *r, number, scale, roundmode, scalemode):
                          scalemode=scalemode, rbits=args[1] if r else None)
         return list(op.results)
 
-    return emit(build, [x, *r], [x.type] + [v.type for v in r], results, native=_f4(dt))
-
-
-def _f4(dt: Datatype) -> tuple[str, ...]:
-    """The 4-bit float types among the datatype's storage types: XLA keeps them (the lowering
-    makes them from ui4 codes, a bitcast mxlower-expand-narrow-floats does not expand)."""
-    specs = [dt.number] + ([] if dt.scale is None else [dt.scale.number, dt.scale.zero_point])
-    return tuple(s.storage for s in specs
-                 if s is not None and s.storage in FLOAT_TYPES and FLOAT_TYPES[s.storage].bits == 4)
+    return emit(build, [x, *r], [x.type] + [v.type for v in r], results)
 
 
 def _encode_jvp(primals, tangents, **params):
