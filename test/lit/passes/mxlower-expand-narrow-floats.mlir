@@ -253,6 +253,25 @@ func.func @bitcasts(%c: tensor<4xf8E4M3FN>) -> (tensor<4xi8>, tensor<4xf8E5M2>, 
 
 // -----
 
+// bitcast_convert between f4E2M1FN and a 4-bit integer (how code-level lowerings make f4
+// values): the ui8 codes are the integer's bits, so ui4 zero-extends, i4 goes through ui4
+// first (code 8 is i4 -8), and the way back truncates.
+// CHECK-LABEL: func.func @sub_byte_bitcasts
+// CHECK-SAME: (%[[U:.*]]: tensor<4xui4>, %[[S:.*]]: tensor<4xi4>)
+// CHECK: %[[A:.*]] = stablehlo.convert %[[U]] : (tensor<4xui4>) -> tensor<4xui8>
+// CHECK: %[[SU:.*]] = stablehlo.convert %[[S]] : (tensor<4xi4>) -> tensor<4xui4>
+// CHECK: %[[B:.*]] = stablehlo.convert %[[SU]] : (tensor<4xui4>) -> tensor<4xui8>
+// CHECK: %[[BACK:.*]] = stablehlo.convert %[[A]] : (tensor<4xui8>) -> tensor<4xi4>
+// CHECK: return %[[B]], %[[BACK]]
+func.func @sub_byte_bitcasts(%u: tensor<4xui4>, %s: tensor<4xi4>) -> (tensor<4xf4E2M1FN>, tensor<4xi4>) {
+  %a = stablehlo.bitcast_convert %u : (tensor<4xui4>) -> tensor<4xf4E2M1FN>
+  %b = stablehlo.bitcast_convert %s : (tensor<4xi4>) -> tensor<4xf4E2M1FN>
+  %back = stablehlo.bitcast_convert %a : (tensor<4xf4E2M1FN>) -> tensor<4xi4>
+  return %b, %back : tensor<4xf4E2M1FN>, tensor<4xi4>
+}
+
+// -----
+
 // Region block arguments are retyped (while); ops that only carry codes pass through.
 // CHECK-LABEL: func.func @loop
 // CHECK: stablehlo.while(%{{.*}} = %{{.*}}, %[[V:.*]] = %{{.*}}) : tensor<i32>, tensor<4xui8>
