@@ -43,14 +43,33 @@ from mxlower.jax import checks, kernels
 from mxlower.jax.dtypes import element_dtype, scale_dtype
 from mxlower.jax.primitives import dequantize_p
 
-__all__ = ["MXArray", "element_dtype", "scale_dtype"]
+__all__ = ["MXArray", "ShapeOfValues", "element_dtype", "scale_dtype"]
 
 
 def _shape(x: Any) -> tuple[int, ...]:
     return tuple(np.shape(x))
 
 
-class MXArray:
+class ShapeOfValues:
+    """``shape``/``ndim``/``size`` of the values an encoded array stands for: those of its
+    per-value array, which the subclass names in ``_values_attr``."""
+
+    _values_attr = "elements"
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return _shape(getattr(self, self._values_attr))
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+
+class MXArray(ShapeOfValues):
     """An MX-quantized array: ``elements`` and ``scales`` (and nvfp4's ``global_scale``).
 
     Build one with :func:`mxlower.jax.quantize`, or from existing parts with
@@ -137,18 +156,6 @@ class MXArray:
     @property
     def fmt(self) -> MXFormat:
         return FORMATS[self.format]
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return _shape(self.elements)
-
-    @property
-    def ndim(self) -> int:
-        return len(self.shape)
-
-    @property
-    def size(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64))
 
     @property
     def nbytes(self) -> int:

@@ -44,10 +44,12 @@ from jax.interpreters import batching
 from mxlower.cast_reference import resolve
 from mxlower.dialect import mx
 from mxlower.formats import FLOAT_TYPES
+from mxlower.jax.array import ShapeOfValues
 from mxlower.jax.checks import as_array, as_int, check_axis, check_dtype, check_wide, traced
 from mxlower.jax.dtypes import held_as_codes, mlir_name, storage_dtype
 from mxlower.jax.lowering import emit, tensor_type
 from mxlower.jax.primitives import _define, _is_zero, _zero
+from mxlower.lowering import cast_math
 from mxlower.numbers import ROUND_MODES, SCALE_MODES, Datatype, NumberSpec, ScaleSpec, SpecError
 from mxlower.numbers import scale as scale_spec
 
@@ -107,21 +109,12 @@ def _modes(dt: Datatype, roundmode: Any, scalemode: Any, fn: str) -> tuple[str, 
     if s is not None and not s.power_of_two and scalemode != "max":
         raise ValueError(f"{fn}: argument 'scalemode' {scalemode!r} applies to exponent "
                          f"scales; the float scale {s.number.code} takes 'max'")
-    n = dt.number
-    if (s is not None and not s.power_of_two and n.is_integer and n.bits > 24
-            and (s.zero_point is not None or n.kind == "int")):  # see lowering/cast_math
-        raise ValueError(f"{fn}: datatype {dt.code}: a float scale of an integer wider than 24 "
-                         "bits divides by a maximum that is no f32 value; mxlower's lowering "
-                         "does not compute that quotient exactly (mxlower.reference.cast does)")
     if s is None or not s.power_of_two:
         scalemode = "max"  # ignored: one canonical parameter
-    elif scalemode == "rceil":
-        top = dt.number.scaled_max_exact
-        if float(np.float32(float(top))) != top:  # intK with K > 25: see lowering/cast_math
-            raise ValueError(f"{fn}: argument 'scalemode' 'rceil' divides by the largest value "
-                             f"of {dt.number.code} ({top}), which is not an f32 value; "
-                             "mxlower's lowering does not compute that quotient exactly (use "
-                             "'max', 'midmax' or 'nearest', or mxlower.reference.cast)")
+    reason = cast_math.unsupported(dt, scalemode)
+    if reason:
+        raise ValueError(f"{fn}: datatype {dt.code}: {reason} (mxlower.reference.cast "
+                         "computes it)")
     return roundmode, scalemode
 
 
@@ -331,7 +324,7 @@ def _layout(dt: Datatype, shape: tuple[int, ...]) -> list[tuple[tuple[int, ...],
     return out
 
 
-class DatatypeArray:
+class DatatypeArray(ShapeOfValues):
     """An actual cast to a datatype of docs/semantics.md section 10 (the general
     :class:`~mxlower.jax.MXArray`): ``codes`` (``x``'s shape), ``scales`` (the scale spec's
     layout; None when unscaled) and ``zero_points`` (None without a zero point), with the
@@ -348,6 +341,8 @@ class DatatypeArray:
     """
 
     __slots__ = ("codes", "scales", "zero_points", "datatype", "_ste")
+
+    _values_attr = "codes"
 
     def __init__(self, codes: Any, scales: Any, zero_points: Any, datatype: str):
         dt = datatype_of(datatype, None, "DatatypeArray")
@@ -392,18 +387,6 @@ class DatatypeArray:
     @classmethod
     def tree_unflatten(cls, aux, children):
         return cls._make(*children[:3], aux, children[3])
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return tuple(np.shape(self.codes))
-
-    @property
-    def ndim(self) -> int:
-        return len(self.shape)
-
-    @property
-    def size(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64))
 
     @property
     def nbytes(self) -> int:

@@ -68,6 +68,7 @@ __all__ = [
     "lower_sparse",
     "quotient",
     "scale_exponent",
+    "unsupported",
 ]
 
 _SIGN = -(1 << 31)
@@ -360,11 +361,9 @@ def scale_exponent(b: Builder, amax: Any, n: NumberSpec, s: ScaleSpec, mode: str
         e = b.add(base, b.select(b.ge(mt, thr), one, zero))
     elif mode == "rceil":
         mx_value = float(n.scaled_max_exact)
-        if float(np.float32(mx_value)) != mx_value:
-            raise CastLoweringError(
-                f"scalemode 'rceil' of {n.code} divides by its largest value "
-                f"{n.scaled_max_exact}, which is not an f32 value; the lowering does not "
-                "compute that quotient exactly")
+        reason = _rceil_unsupported(n)
+        if reason:
+            raise CastLoweringError(reason)
         q = quotient(b, amax, mx_value)
         fq = frexp_bits(b, q)
         # a normal q is a power of two when its mantissa field is 0; a subnormal q = k 2^-149
@@ -391,14 +390,34 @@ def scale_exponent(b: Builder, amax: Any, n: NumberSpec, s: ScaleSpec, mode: str
 # ----------------------------------------------------------------------------- encode
 
 
-def _check_exact(dt: Datatype) -> None:
+def unsupported(dt: Datatype, scalemode: str = "max") -> str | None:
+    """Why this lowering cannot cast to ``dt`` exactly (None when it can): the two quotients
+    whose divisor is no f32 value.  The oracle computes them; mxlower.jax checks this at trace
+    time, the lowering reports it at the op."""
     n, s = dt.number, dt.scale
-    if s is None or s.power_of_two:
-        return
-    if n.is_integer and n.bits > 24 and (s.zero_point is not None or n.kind == "int"):
-        raise CastLoweringError(
-            f"{dt.code}: float scales of integers wider than 24 bits divide by a maximum that "
-            "is not an f32 value; the lowering does not compute that quotient exactly")
+    if s is None:
+        return None
+    if not s.power_of_two:
+        if n.is_integer and n.bits > 24 and (s.zero_point is not None or n.kind == "int"):
+            return (f"{dt.code}: float scales of integers wider than 24 bits divide by a "
+                    "maximum that is not an f32 value; the lowering does not compute that "
+                    "quotient exactly")
+        return None
+    return _rceil_unsupported(n) if scalemode == "rceil" else None
+
+
+def _rceil_unsupported(n: NumberSpec) -> str | None:
+    top = n.scaled_max_exact
+    if float(np.float32(float(top))) != top:
+        return (f"scalemode 'rceil' of {n.code} divides by its largest value {top}, which is "
+                "not an f32 value; the lowering does not compute that quotient exactly")
+    return None
+
+
+def _check_exact(dt: Datatype) -> None:
+    reason = unsupported(dt)
+    if reason:
+        raise CastLoweringError(reason)
 
 
 def encode(b: Builder, x: Any, dt: Datatype, roundmode: str, scalemode: str,
