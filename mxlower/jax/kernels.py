@@ -36,12 +36,17 @@ from jax.interpreters import mlir
 
 from mxlower import types
 from mxlower.execution import ffi, ffi_cuda
+from mxlower.bindings.jaxlib import ir
+from mxlower.ir.stablehlo_builder import Builder
 from mxlower.jax import primitives
+from mxlower.lowering import mx_math
 from mxlower.lowering.mx_kernels import ConvertSpec, KernelSpec
 
 __all__ = ["IMPLS", "check_impl", "portable", "quantize_spec", "dequantize_spec"]
 
 IMPLS = ("auto", "xla")
+
+_F32 = np.dtype(np.float32)
 
 #: While set, every lowering is the portable StableHLO (``mxlower.jax.lower``).  A JAX config
 #: state so that jit's trace and lowering caches tell the two apart.
@@ -173,8 +178,41 @@ def _convert_rule(platform: str):
     return rule
 
 
+def scaled_dot_specs(params: dict[str, Any]) -> list[KernelSpec | None]:
+    """The dequantize kernel (to f32, without nvfp4's global scale) of each scaled side of an
+    ``mx_scaled_dot`` with ``params``, lhs first; None where none applies."""
+    return [dequantize_spec(params[f"{side}_format"], params[f"{side}_block_size"], _F32, False)
+            for side in ("lhs", "rhs") if params[f"{side}_format"] is not None]
+
+
+def _scaled_dot_rule(platform: str):
+    def rule(ctx, *args, dimension_numbers, out_dtype, impl="auto", **params):
+        specs = scaled_dot_specs(params)
+        spec = specs[0] if specs and None not in specs else None
+        if not _use_kernel(ctx, impl, spec, platform):
+            return primitives._scaled_dot_lowering(ctx, *args, dimension_numbers=dimension_numbers,
+                                                   out_dtype=out_dtype, **params)
+        ix = primitives._layout(params)
+        scaled = [side for side in ("lhs", "rhs") if params[f"{side}_format"] is not None]
+
+        def run(*a):  # each scaled side as its exact f32 values, by the dequantize kernel
+            return [ffi.dequantize(a[ix[side]], a[ix[f"{side}_scales"]],
+                                   params[f"{side}_format"], axis=params[f"{side}_axis"],
+                                   block_size=params[f"{side}_block_size"], dtype=_F32,
+                                   platform=platform) for side in scaled]
+
+        ready = dict(zip(scaled, mlir.lower_fun(run, multiple_results=True)(ctx, *args)))
+        b = Builder(ir.Location.current, ir.InsertionPoint.current)
+        s = primitives.scaled_dot_spec(ctx, args, dimension_numbers, out_dtype, params)
+        return [mx_math.lower_scaled_dot(b, s, "f32", (ready.get("lhs"), ready.get("rhs")))]
+
+    return rule
+
+
 for _platform in _AVAILABLE:
     mlir.register_lowering(primitives.quantize_p, _quantize_rule(_platform), platform=_platform)
     mlir.register_lowering(primitives.dequantize_p, _dequantize_rule(_platform),
                            platform=_platform)
     mlir.register_lowering(primitives.convert_p, _convert_rule(_platform), platform=_platform)
+    mlir.register_lowering(primitives.scaled_dot_p, _scaled_dot_rule(_platform),
+                           platform=_platform)
