@@ -23,6 +23,10 @@ other processes hits every case alike):
   written) / its time / (2 x input bytes / memcpy time).  Every XLA call also writes a freshly
   allocated result (page faults included), which memcpy does not.
 
+Scaled dots (``--dots``): ``mxlower.jax.scaled_dot`` with ``impl="auto"`` (each MX side
+dequantized by the kernel, then XLA's dot) against ``impl="xla"``, on both contractions the
+run-time test can pick (see :func:`bench_dots`).
+
 Then, per kernel, the build (MLIR: kernel, lowering, handler) and LLVM compile times and the
 first-call overhead of a jitted call (tracing, kernel build and compile, registration, XLA
 compile) against the same call warm.  Printed as Markdown, ready for BENCHMARKS.md;
@@ -30,6 +34,7 @@ compile) against the same call warm.  Printed as Markdown, ready for BENCHMARKS.
 
     python bench/bench_ffi.py                         # 2^22, 2^24, 2^26 (a few minutes)
     python bench/bench_ffi.py --sizes 22 --reps 10
+    python bench/bench_ffi.py --sizes "" --dots 256x256x1024   # scaled dots only
 """
 
 from __future__ import annotations
@@ -143,6 +148,62 @@ def bench_size(logn: int, reps: int, ml_dtypes_max: int) -> dict[str, tuple[floa
                 cases[f"ml_dtypes from {t}"] = (lambda yn=yn: yn.astype(np.float32), moved)
     t = round_robin({k: fn for k, (fn, _) in cases.items()}, reps)
     return {k: (t[k], moved) for k, (_, moved) in cases.items()}
+
+
+DOT_FORMATS = ("mxfp8_e4m3", "mxfp4_e2m1")
+
+
+def bench_dots(dots: list[tuple[int, int, int]], reps: int) -> list[dict]:
+    """``mxlower.jax.scaled_dot`` of two MX operands ``[M, K] x [N, K]`` (the same format on
+    both sides, ordinary data) with ``impl="auto"`` (the dequantize kernel, then XLA's dot)
+    against ``impl="xla"`` (the portable StableHLO), each on ordinary scales (the f32
+    contraction) and with one lhs scale 0x00 (the run-time test picks the exact f64 one), and
+    XLA's f32 dot of the same shapes on plain f32 values (what the contraction alone costs);
+    all timed round-robin per shape.  Also whether auto's result has impl="xla"'s bits."""
+    rows = []
+    rng = np.random.default_rng(2)
+    for m, n, k in dots:
+        x = jnp.asarray(rng.standard_normal((m, k)), jnp.float32)
+        y = jnp.asarray(rng.standard_normal((n, k)), jnp.float32)
+        cases: dict[str, Callable[[], object]] = {
+            "f32 dot": _ready(jax.jit(lambda x, y: jax.lax.dot_general(
+                x, y, (((1,), (1,)), ((), ())))), x, y)}
+        same = {}
+        for fmt in DOT_FORMATS:
+            a, b = mxj.quantize(x, fmt).detach(), mxj.quantize(y, fmt).detach()
+            s = np.asarray(a.scales).copy()
+            s[0, 0] = np.uint8(0).view(s.dtype)  # one block scaled by 2^-127
+            slow = mxj.MXArray(a.elements, s, fmt)
+            for path, lhs in (("f32", a), ("f64", slow)):
+                outs = {}
+                for impl in ("auto", "xla"):
+                    f = jax.jit(lambda u, v, i=impl: mxj.scaled_dot(u, v, impl=i))
+                    cases[f"{impl} {fmt} {path}"] = _ready(f, lhs, b)
+                    outs[impl] = np.asarray(f(lhs, b))
+                same[f"{fmt} {path}"] = bool(np.array_equal(outs["auto"].view(np.uint32),
+                                                             outs["xla"].view(np.uint32)))
+        t = round_robin(cases, reps)
+        for fmt in DOT_FORMATS:
+            for path in ("f32", "f64"):
+                rows.append({"dot": f"{m}x{n}x{k}", "format": fmt, "path": path,
+                             "auto_s": t[f"auto {fmt} {path}"], "xla_s": t[f"xla {fmt} {path}"],
+                             "f32_dot_s": t["f32 dot"], "same_bits": same[f"{fmt} {path}"]})
+    return rows
+
+
+def dots_markdown(rows: list[dict]) -> str:
+    out = ["Scaled dot `[M, K] x [N, K]` (`mxlower.jax.scaled_dot`, both sides the same "
+           "format), ms: `impl=\"auto\"` (each side dequantized by the kernel, then XLA's dot) "
+           "vs `impl=\"xla\"`, on ordinary scales (the f32 contraction) and with one lhs "
+           "scale 0x00 (the exact f64 contraction); XLA's f32 dot of plain f32 operands of the "
+           "same shapes for scale:", "",
+           "| M x N x K | format | contraction | auto | xla | x xla | plain f32 dot | "
+           "same bits |", "|---|---|---|---:|---:|---:|---:|---|"]
+    for r in rows:
+        out.append(f"| {r['dot']} | {r['format']} | {r['path']} | {r['auto_s'] * 1e3:.2f} | "
+                   f"{r['xla_s'] * 1e3:.2f} | {r['xla_s'] / r['auto_s']:.2f}x | "
+                   f"{r['f32_dot_s'] * 1e3:.2f} | {'yes' if r['same_bits'] else 'NO'} |")
+    return "\n".join(out)
 
 
 def _dims(kind: str, k: int, shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -286,16 +347,25 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--ml-dtypes-max", type=int, default=24,
                     help="largest log2 size ml_dtypes' astype is timed at (it is slow)")
+    ap.add_argument("--dots", default="256x256x1024,1024x1024x1024",
+                    help="scaled-dot shapes MxNxK, comma-separated (empty: none)")
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
     session = Session()
-    startup = bench_startup()  # first: nothing compiled yet
-    sizes = {}
-    for logn in (int(s) for s in args.sizes.split(",")):
-        sizes[logn] = bench_size(logn, args.reps, args.ml_dtypes_max)
+    sizes, startup, parts = {}, [], []
+    if args.sizes:
+        startup = bench_startup()  # first: nothing compiled yet
+        for logn in (int(s) for s in args.sizes.split(",")):
+            sizes[logn] = bench_size(logn, args.reps, args.ml_dtypes_max)
+        parts.append(markdown(sizes, startup))
     rows = [{"size": logn, "case": k, "s": s, "bytes": mv}
             for logn, t in sizes.items() for k, (s, mv) in t.items()]
-    session.report(markdown(sizes, startup), rows + startup, args.json,
+    if args.dots:
+        dots = [tuple(int(v) for v in d.split("x")) for d in args.dots.split(",")]
+        dot_rows = bench_dots(dots, args.reps)
+        parts.append(dots_markdown(dot_rows))
+        rows += dot_rows
+    session.report("\n\n".join(parts), rows + startup, args.json,
                    extra=f"jax {jax.__version__}, fastest of {args.reps}, "
                    f"x f32 [N / {ROW}, {ROW}], {os.cpu_count()} CPUs")
     return 0
