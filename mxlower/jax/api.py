@@ -184,7 +184,7 @@ def scaled_dot(lhs: Any, rhs: Any, dimension_numbers: Any = None,
     both.  Gradient: exact for plain sides, straight-through for quantized ones.
 
     ``impl``: "auto" dequantizes each MX side with mxlower's fused kernel (an XLA FFI custom
-    call) when lowered for the CPU or CUDA, then contracts with XLA's dot as "xla" does (f32
+    call) when lowered for the CPU, then contracts with XLA's dot as "xla" does (f32
     where provably exact, else f64: docs/semantics.md section 6); "xla" always uses the portable
     StableHLO (see :mod:`mxlower.jax.kernels`).  Both give the same bits.
     """

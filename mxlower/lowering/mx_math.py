@@ -523,15 +523,16 @@ def _f32_dot_is_exact(b: Any, s: Any) -> Any:
 
 
 def lower_scaled_dot(b: Any, s: Any, compute_type: str,
-                     prepared: tuple[Any | None, Any | None] = (None, None)) -> Any:
+                     prepared: tuple[Any, Any] = (None, None)) -> Any:
     """The result of the parsed ``mx.scaled_dot`` ``s`` (docs/semantics.md section 6): both
     sides dequantized (or converted) to ``compute_type``, contracted, times the global scale,
-    converted to the result type.  ``prepared``: for each side (lhs, rhs), None or its
-    scaled operand already dequantized to ``compute_type`` (without nvfp4's global scale) by
-    other code, e.g. mxlower's fused kernel (:mod:`mxlower.jax.kernels`): docs/semantics.md
-    section 5's exact values, subnormals included.  It replaces that side's dequantization in
-    both contractions; the f64 one reads it exactly with :func:`f64_of_f32_bits`, since
-    XLA:CPU's f32 -> f64 conversion flushes subnormals.
+    converted to the result type.  ``prepared``: for each side (lhs, rhs), None or a function
+    of a :class:`Builder` that emits, at its insertion point, the side's scaled operand
+    dequantized to ``compute_type`` (without nvfp4's global scale) by other code, e.g.
+    mxlower's fused kernel (:mod:`mxlower.jax.kernels`): docs/semantics.md section 5's exact
+    values, subnormals included.  It replaces that side's dequantization in both
+    contractions (called in each branch); the f64 one reads the values exactly with
+    :func:`f64_of_f32_bits`, since XLA:CPU's f32 -> f64 conversion flushes subnormals.
 
     XLA:CPU's f32 ``dot_general`` flushes subnormal operands, products and sums to zero, which
     section 6 forbids (a block with scale 2^-127 would vanish).  So a ``stablehlo.if`` picks,
@@ -544,7 +545,7 @@ def lower_scaled_dot(b: Any, s: Any, compute_type: str,
     section 6's bound."""
     def f32_operand(sub: Any, o: Any, ready: Any | None) -> Any:
         if ready is not None:
-            return ready
+            return ready(sub)
         if o.fmt is None:
             return sub.convert(o.value, compute_type)
         return dequantize_values(sub, o.value, o.scales, o.fmt, o.block_size, o.axis, None,
@@ -552,7 +553,7 @@ def lower_scaled_dot(b: Any, s: Any, compute_type: str,
 
     def f64_operand(sub: Any, o: Any, ready: Any | None) -> Any:
         if ready is not None:
-            return _exact_f64(sub, ready)
+            return _exact_f64(sub, ready(sub))
         if o.fmt is None:
             v = o.value
             if sub.etype(v) != compute_type:  # the exact f32 value, rounded once
