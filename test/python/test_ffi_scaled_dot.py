@@ -12,6 +12,8 @@ test_xla_exactness.py runs issue 11's scaled-dot cases through both impls as wel
 
 from __future__ import annotations
 
+import re
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -258,6 +260,25 @@ def test_vmap_grad_and_eager():
     # eager (outside jit): the primitive compiled alone, with the kernel
     a = _side(rng, "mxfp8_e5m2", (3, 64), codes=LOW)
     _same(mxj.scaled_dot(a, w), jax.jit(lambda u, v: mxj.scaled_dot(u, v, impl="xla"))(a, w))
+
+
+def test_the_kernels_run_inside_the_branch_taken():
+    """The lowering: the exactness test, then a ``stablehlo.if`` whose branches each call the
+    dequantize kernel once per MX side and contract in f32 (then) or f64 (else); no kernel call
+    outside it (whose f32 results XLA:CPU would copy into the conditional's operands)."""
+    rng = np.random.default_rng(31)
+    a = _side(rng, "mxfp8_e4m3", (4, 64))
+    b = _side(rng, "nvfp4", (3, 64))
+    text = jax.jit(lambda u, v: mxj.scaled_dot(u, v)).lower(a, b).as_text()
+    before, rest = text.split('"stablehlo.if"', 1)
+    then, other = rest.split("}, {", 1)
+    other = other.split("}) : (tensor<i1>)", 1)[0]
+    assert "custom_call" not in before
+    for branch, elt in ((then, "f32"), (other, "f64")):
+        calls = re.findall(r"custom_call @(\w+)", branch)
+        assert sorted(calls) == ["mxlower_dequantize_mxfp8_e4m3_f32_k32",
+                                 "mxlower_dequantize_nvfp4_f32_k16"]
+        assert re.search(rf"dot_general .*-> tensor<4x3x{elt}>", branch)
 
 
 def test_bad_impl_is_a_clear_error():
