@@ -11,8 +11,8 @@ the run-time test on the scales, the f32 ``dot_general`` where it is exact and o
 f64 one on those f32 values read exactly from their bits (XLA:CPU's f32 -> f64 conversion
 flushes subnormals), the global scale, the result type -- so both impls give the same bits.
 The kernel calls are emitted inside each branch of the ``stablehlo.if``, so only the branch
-taken runs them (emitted once before it, XLA:CPU copied the f32 results into the
-conditional's operands: about 1 ms more per 1024x1024x1024 dot).
+taken runs them (emitted once before it, with the f32 results as the conditional's
+operands, a 1024x1024x1024 dot took 1-2 ms longer: BENCHMARKS.md).
 CUDA keeps the portable lowering for it (not yet run on a GPU).
 
 ``impl`` (a parameter of :func:`mxlower.jax.quantize` / :func:`~mxlower.jax.dequantize` /
