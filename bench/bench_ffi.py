@@ -27,6 +27,9 @@ Scaled dots (``--dots``): ``mxlower.jax.scaled_dot`` with ``impl="auto"`` (each 
 dequantized by the kernel, then XLA's dot) against ``impl="xla"``, on both contractions the
 run-time test can pick (see :func:`bench_dots`).
 
+``--threads``: quantize with the handler's thread-pool split against the same kernel
+compiled to run in one call (see :func:`bench_threads`).
+
 Then, per kernel, the build (MLIR: kernel, lowering, handler) and LLVM compile times and the
 first-call overhead of a jitted call (tracing, kernel build and compile, registration, XLA
 compile) against the same call warm.  Printed as Markdown, ready for BENCHMARKS.md;
@@ -35,6 +38,7 @@ compile) against the same call warm.  Printed as Markdown, ready for BENCHMARKS.
     python bench/bench_ffi.py                         # 2^22, 2^24, 2^26 (a few minutes)
     python bench/bench_ffi.py --sizes 22 --reps 10
     python bench/bench_ffi.py --sizes "" --dots 256x256x1024   # scaled dots only
+    python bench/bench_ffi.py --sizes "" --dots "" --threads 22,24,26   # thread pool or not
 """
 
 from __future__ import annotations
@@ -148,6 +152,69 @@ def bench_size(logn: int, reps: int, ml_dtypes_max: int) -> dict[str, tuple[floa
                 cases[f"ml_dtypes from {t}"] = (lambda yn=yn: yn.astype(np.float32), moved)
     t = round_robin({k: fn for k, (fn, _) in cases.items()}, reps)
     return {k: (t[k], moved) for k, (_, moved) in cases.items()}
+
+
+def one_thread_target(spec: KernelSpec) -> str:
+    """``spec``'s kernel compiled and registered a second time, as the FFI target
+    ``<name>_1thread``, with a handler that never splits the call over XLA's thread pool
+    (:data:`mxlower.execution.ffi.THREAD_CHUNK` set beyond any size while it is generated)."""
+    name = f"{spec.name}_1thread"
+    chunk = ffi.THREAD_CHUNK
+    ffi.THREAD_CHUNK = 1 << 62
+    try:
+        ctx, module = ffi.lower_module(spec)
+    finally:
+        ffi.THREAD_CHUNK = chunk
+    engine, address = ffi.jit(ctx, module, f"{spec.name}_ffi_address")
+    ck = ffi.CompiledKernel(spec, (ctx, module, engine), address, 0.0, 0.0)
+    _KEEP.append(ck)
+    jax.ffi.register_ffi_target(name, jax.ffi.pycapsule(ck.handler), platform="cpu",
+                                api_version=1)
+    return name
+
+
+_KEEP: list = []  # the one-thread engines live as long as the process (XLA holds the handlers)
+
+
+def bench_threads(sizes: list[int], reps: int) -> list[dict]:
+    """Quantize (f32 ``[N / 4096, 4096]``) through the FFI kernel under ``jax.jit``: the
+    handler splitting the blocks over XLA's intra-op thread pool (``XLA_FFI_ThreadPool_
+    Schedule``, what ``mxlower.jax.quantize`` runs) against the same kernel in one call on
+    XLA's calling thread, timed round-robin per size."""
+    rows = []
+    for logn in sizes:
+        n = 1 << logn
+        x = jnp.asarray(np.random.default_rng(0).standard_normal((n // ROW, ROW)), jnp.float32)
+        cases = {}
+        for fmt in FORMATS_Q:
+            spec = KernelSpec("quantize", fmt)
+            one = one_thread_target(spec) if logn == sizes[0] else f"{spec.name}_1thread"
+            outs = [jax.ShapeDtypeStruct(x.shape if o.kind != "scales" else
+                                         (x.shape[0], ROW // spec.k), o.dtype)
+                    for o in spec.results()]
+            pool = jax.jit(lambda x, f=fmt: _parts(mxj.quantize(x, f)))
+            single = jax.jit(lambda x, t=one, o=outs: jax.ffi.ffi_call(t, o)(x))
+            for a, b in zip(pool(x), single(x)):  # the same kernel: the same bytes
+                if not np.array_equal(np.asarray(a).view(np.uint8), np.asarray(b).view(np.uint8)):
+                    raise AssertionError(f"{fmt} at 2^{logn}: one thread and the pool differ")
+            cases[f"pool {fmt}"], cases[f"one {fmt}"] = _ready(pool, x), _ready(single, x)
+        t = round_robin(cases, reps)
+        for fmt in FORMATS_Q:
+            rows.append({"log2n": logn, "format": fmt, "pool_s": t[f"pool {fmt}"],
+                         "one_s": t[f"one {fmt}"]})
+    return rows
+
+
+def threads_markdown(rows: list[dict]) -> str:
+    out = ["Quantize (f32 in) through the FFI kernel under `jax.jit`, ms: the handler splitting "
+           "the call over XLA's intra-op thread pool (`XLA_FFI_ThreadPool_Schedule`, the "
+           "default) vs the same kernel in one call on XLA's thread:", "",
+           "| size | format | thread pool | one thread | pool speed-up |",
+           "|---|---|---:|---:|---:|"]
+    for r in rows:
+        out.append(f"| 2^{r['log2n']} | {r['format']} | {r['pool_s'] * 1e3:.2f} | "
+                   f"{r['one_s'] * 1e3:.2f} | {r['one_s'] / r['pool_s']:.2f}x |")
+    return "\n".join(out)
 
 
 DOT_FORMATS = ("mxfp8_e4m3", "mxfp4_e2m1")
@@ -349,6 +416,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="largest log2 size ml_dtypes' astype is timed at (it is slow)")
     ap.add_argument("--dots", default="256x256x1024,1024x1024x1024",
                     help="scaled-dot shapes MxNxK, comma-separated (empty: none)")
+    ap.add_argument("--threads", default="",
+                    help="log2 sizes at which to time quantize with and without XLA's thread "
+                    "pool, comma-separated (empty: none)")
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
     session = Session()
@@ -360,6 +430,10 @@ def main(argv: list[str] | None = None) -> int:
         parts.append(markdown(sizes, startup))
     rows = [{"size": logn, "case": k, "s": s, "bytes": mv}
             for logn, t in sizes.items() for k, (s, mv) in t.items()]
+    if args.threads:
+        thread_rows = bench_threads([int(v) for v in args.threads.split(",")], args.reps)
+        parts.append(threads_markdown(thread_rows))
+        rows += thread_rows
     if args.dots:
         dots = [tuple(int(v) for v in d.split("x")) for d in args.dots.split(",")]
         dot_rows = bench_dots(dots, args.reps)
