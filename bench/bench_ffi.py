@@ -154,17 +154,19 @@ def bench_size(logn: int, reps: int, ml_dtypes_max: int) -> dict[str, tuple[floa
     return {k: (t[k], moved) for k, (_, moved) in cases.items()}
 
 
-def one_thread_target(spec: KernelSpec) -> str:
+def variant_target(spec: KernelSpec, suffix: str, **knobs: int) -> str:
     """``spec``'s kernel compiled and registered a second time, as the FFI target
-    ``<name>_1thread``, with a handler that never splits the call over XLA's thread pool
-    (:data:`mxlower.execution.ffi.THREAD_CHUNK` set beyond any size while it is generated)."""
-    name = f"{spec.name}_1thread"
-    chunk = ffi.THREAD_CHUNK
-    ffi.THREAD_CHUNK = 1 << 62
+    ``<name>_<suffix>``, with the handler generated under other values of
+    :mod:`mxlower.execution.ffi`'s thread knobs (``THREAD_CHUNK``, ``CHUNKS_PER_THREAD``)."""
+    name = f"{spec.name}_{suffix}"
+    saved = {k: getattr(ffi, k) for k in knobs}
+    for k, v in knobs.items():
+        setattr(ffi, k, v)
     try:
         ctx, module = ffi.lower_module(spec)
     finally:
-        ffi.THREAD_CHUNK = chunk
+        for k, v in saved.items():
+            setattr(ffi, k, v)
     engine, address = ffi.jit(ctx, module, f"{spec.name}_ffi_address")
     ck = ffi.CompiledKernel(spec, (ctx, module, engine), address, 0.0, 0.0)
     _KEEP.append(ck)
@@ -173,14 +175,19 @@ def one_thread_target(spec: KernelSpec) -> str:
     return name
 
 
-_KEEP: list = []  # the one-thread engines live as long as the process (XLA holds the handlers)
+_KEEP: list = []  # the variants' engines live as long as the process (XLA holds the handlers)
+
+#: --threads variants: suffix -> knobs (the default handler is "pool")
+THREAD_VARIANTS = {"halves": {"CHUNKS_PER_THREAD": 1}, "1thread": {"THREAD_CHUNK": 1 << 62}}
 
 
 def bench_threads(sizes: list[int], reps: int) -> list[dict]:
     """Quantize (f32 ``[N / 4096, 4096]``) through the FFI kernel under ``jax.jit``: the
-    handler splitting the blocks over XLA's intra-op thread pool (``XLA_FFI_ThreadPool_
-    Schedule``, what ``mxlower.jax.quantize`` runs) against the same kernel in one call on
-    XLA's calling thread, timed round-robin per size."""
+    default handler ("pool": the blocks split into chunks of at least ``THREAD_CHUNK`` values,
+    up to ``CHUNKS_PER_THREAD`` per thread, claimed one at a time by the caller and tasks on
+    XLA's intra-op thread pool, ``XLA_FFI_ThreadPool_Schedule``), the same with one chunk per
+    thread ("halves" on two threads), and the kernel in one call on XLA's calling thread
+    ("1thread"); the three give the same bytes (checked); timed round-robin per size."""
     rows = []
     for logn in sizes:
         n = 1 << logn
@@ -188,32 +195,38 @@ def bench_threads(sizes: list[int], reps: int) -> list[dict]:
         cases = {}
         for fmt in FORMATS_Q:
             spec = KernelSpec("quantize", fmt)
-            one = one_thread_target(spec) if logn == sizes[0] else f"{spec.name}_1thread"
             outs = [jax.ShapeDtypeStruct(x.shape if o.kind != "scales" else
                                          (x.shape[0], ROW // spec.k), o.dtype)
                     for o in spec.results()]
             pool = jax.jit(lambda x, f=fmt: _parts(mxj.quantize(x, f)))
-            single = jax.jit(lambda x, t=one, o=outs: jax.ffi.ffi_call(t, o)(x))
-            for a, b in zip(pool(x), single(x)):  # the same kernel: the same bytes
-                if not np.array_equal(np.asarray(a).view(np.uint8), np.asarray(b).view(np.uint8)):
-                    raise AssertionError(f"{fmt} at 2^{logn}: one thread and the pool differ")
-            cases[f"pool {fmt}"], cases[f"one {fmt}"] = _ready(pool, x), _ready(single, x)
+            cases[f"pool {fmt}"] = _ready(pool, x)
+            want = [np.asarray(a).view(np.uint8) for a in pool(x)]
+            for suffix, knobs in THREAD_VARIANTS.items():
+                target = (variant_target(spec, suffix, **knobs) if logn == sizes[0]
+                          else f"{spec.name}_{suffix}")
+                f = jax.jit(lambda x, t=target, o=outs: jax.ffi.ffi_call(t, o)(x))
+                for a, b in zip(f(x), want):  # the same kernel: the same bytes
+                    if not np.array_equal(np.asarray(a).view(np.uint8), b):
+                        raise AssertionError(f"{fmt} at 2^{logn}: {suffix} and pool differ")
+                cases[f"{suffix} {fmt}"] = _ready(f, x)
         t = round_robin(cases, reps)
         for fmt in FORMATS_Q:
             rows.append({"log2n": logn, "format": fmt, "pool_s": t[f"pool {fmt}"],
-                         "one_s": t[f"one {fmt}"]})
+                         "halves_s": t[f"halves {fmt}"], "one_s": t[f"1thread {fmt}"]})
     return rows
 
 
 def threads_markdown(rows: list[dict]) -> str:
-    out = ["Quantize (f32 in) through the FFI kernel under `jax.jit`, ms: the handler splitting "
-           "the call over XLA's intra-op thread pool (`XLA_FFI_ThreadPool_Schedule`, the "
-           "default) vs the same kernel in one call on XLA's thread:", "",
-           "| size | format | thread pool | one thread | pool speed-up |",
-           "|---|---|---:|---:|---:|"]
+    out = ["Quantize (f32 in) through the FFI kernel under `jax.jit`, ms: the default handler "
+           "(chunks of >= 2^17 values, up to 16 per thread, claimed one at a time by the "
+           "caller and tasks on XLA's intra-op thread pool), the same with one chunk per "
+           "thread, and the kernel in one call on XLA's thread; speed-ups over one thread:",
+           "", "| size | format | pool | one chunk per thread | one thread | pool speed-up | "
+           "one chunk per thread speed-up |", "|---|---|---:|---:|---:|---:|---:|"]
     for r in rows:
         out.append(f"| 2^{r['log2n']} | {r['format']} | {r['pool_s'] * 1e3:.2f} | "
-                   f"{r['one_s'] * 1e3:.2f} | {r['one_s'] / r['pool_s']:.2f}x |")
+                   f"{r['halves_s'] * 1e3:.2f} | {r['one_s'] * 1e3:.2f} | "
+                   f"{r['one_s'] / r['pool_s']:.2f}x | {r['one_s'] / r['halves_s']:.2f}x |")
     return "\n".join(out)
 
 
