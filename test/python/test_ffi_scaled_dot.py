@@ -222,7 +222,7 @@ def test_global_scales():
 
 def test_no_kernel_where_none_applies():
     """f4 elements in blocks of an odd size have no kernel (two per byte): the portable
-    lowering, still the same bits; so does ``mxlower.jax.lower``."""
+    lowering, still the same bits; so do ``mxlower.jax.lower`` and ``jax.export``."""
     rng = np.random.default_rng(19)
     x = rng.standard_normal((4, 63)).astype(F32)
     a = mxj.quantize(x, "mxfp4_e2m1", block_size=21, impl="xla")
@@ -230,6 +230,10 @@ def test_no_kernel_where_none_applies():
     b = _side(rng, "mxfp8_e4m3", (3, 64))
     text = mxj.lower(lambda u, v: mxj.scaled_dot(u, v), b, b)
     assert "custom_call" not in text and "mxlower_" not in text
+    # jax.export: a custom call is not portable, so the export is the StableHLO, and runs
+    exp = jax.export.export(jax.jit(lambda u, v: mxj.scaled_dot(u, v)))(b, b)
+    assert "mxlower_" not in exp.mlir_module()
+    _same(exp.call(b, b), jax.jit(lambda u, v: mxj.scaled_dot(u, v, impl="xla"))(b, b))
 
 
 def test_vmap_grad_and_eager():
