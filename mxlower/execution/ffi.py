@@ -251,9 +251,9 @@ def _parallel_text(name: str, nslots: int) -> list[str]:
     with an atomic counter by the calling thread and by tasks given to
     ``XLA_FFI_ThreadPool_Schedule`` (so nothing waits on a task that never starts or starts
     late: the caller does every chunk nobody else claimed, then waits only for chunks being
-    run).  The state is on the heap, freed by the
-    last of the caller and the tasks to finish with it.  Without a thread pool (an error from
-    the API, destroyed), the caller does it all."""
+    run).  The state is on the heap, freed by the last of the caller and the tasks to finish
+    with it.  Without a thread pool (an error from the API, destroyed), the caller does it
+    all."""
     api = abi.Api
     e = Emitter()
     slot_args = ", ".join(f"%d{i}: !llvm.ptr, %n{i}: i64" for i in range(nslots))

@@ -47,8 +47,8 @@ from jax._src import config as jax_config  # private: a flag that is part of jit
 from jax.interpreters import mlir
 
 from mxlower import types
-from mxlower.execution import ffi, ffi_cuda
 from mxlower.bindings.jaxlib import ir
+from mxlower.execution import ffi, ffi_cuda
 from mxlower.ir.stablehlo_builder import Builder
 from mxlower.jax import primitives
 from mxlower.lowering import mx_math
@@ -190,7 +190,7 @@ def _convert_rule(platform: str):
     return rule
 
 
-def scaled_dot_specs(params: dict[str, Any]) -> list[KernelSpec | None]:
+def _scaled_dot_specs(params: dict[str, Any]) -> list[KernelSpec | None]:
     """The dequantize kernel (to f32, without nvfp4's global scale) of each scaled side of an
     ``mx_scaled_dot`` with ``params``, lhs first; None where none applies."""
     return [dequantize_spec(params[f"{side}_format"], params[f"{side}_block_size"], _F32, False)
@@ -199,7 +199,7 @@ def scaled_dot_specs(params: dict[str, Any]) -> list[KernelSpec | None]:
 
 def _scaled_dot_rule(platform: str):
     def rule(ctx, *args, dimension_numbers, out_dtype, impl="auto", **params):
-        specs = scaled_dot_specs(params)
+        specs = _scaled_dot_specs(params)
         spec = specs[0] if specs and None not in specs else None
         if not _use_kernel(ctx, impl, spec, platform):
             return primitives._scaled_dot_lowering(ctx, *args, dimension_numbers=dimension_numbers,
