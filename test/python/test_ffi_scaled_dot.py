@@ -248,6 +248,15 @@ def test_vmap_grad_and_eager():
     _same(batched, jax.jit(jax.vmap(lambda x: f(x, "xla")))(x))
     for i in range(5):
         _same(batched[i], jax.jit(lambda x: f(x, "auto"))(x[i]))
+    # per-example global scales: one scaled dot per example (a loop), the kernels inside it
+    g = np.array([0.5, 2.0, 1e-3, 4.0, 3e-39], F32)
+
+    def h(x, g, impl):
+        return mxj.scaled_dot(mxj.quantize(x, "nvfp4", global_scale=g, impl=impl), w, impl=impl)
+
+    looped = jax.jit(jax.vmap(lambda x, g: h(x, g, "auto")))
+    assert "mxlower_dequantize_nvfp4" in looped.lower(x, g).as_text()
+    _same(looped(x, g), jax.jit(jax.vmap(lambda x, g: h(x, g, "xla")))(x, g))
     ct = rng.standard_normal((4, 6)).astype(F32)
 
     def loss(x, w, impl):
