@@ -23,6 +23,13 @@ other processes hits every case alike):
   written) / its time / (2 x input bytes / memcpy time).  Every XLA call also writes a freshly
   allocated result (page faults included), which memcpy does not.
 
+Scaled dots (``--dots``): ``mxlower.jax.scaled_dot`` with ``impl="auto"`` (each MX side
+dequantized by the kernel, then XLA's dot) against ``impl="xla"``, on both contractions the
+run-time test can pick (see :func:`bench_dots`).
+
+``--threads``: quantize with the handler's thread-pool split against the same kernel
+compiled to run in one call (see :func:`bench_threads`).
+
 Then, per kernel, the build (MLIR: kernel, lowering, handler) and LLVM compile times and the
 first-call overhead of a jitted call (tracing, kernel build and compile, registration, XLA
 compile) against the same call warm.  Printed as Markdown, ready for BENCHMARKS.md;
@@ -30,6 +37,8 @@ compile) against the same call warm.  Printed as Markdown, ready for BENCHMARKS.
 
     python bench/bench_ffi.py                         # 2^22, 2^24, 2^26 (a few minutes)
     python bench/bench_ffi.py --sizes 22 --reps 10
+    python bench/bench_ffi.py --sizes "" --dots 256x256x1024   # scaled dots only
+    python bench/bench_ffi.py --sizes "" --dots "" --threads 22,24,26   # thread pool or not
 """
 
 from __future__ import annotations
@@ -143,6 +152,138 @@ def bench_size(logn: int, reps: int, ml_dtypes_max: int) -> dict[str, tuple[floa
                 cases[f"ml_dtypes from {t}"] = (lambda yn=yn: yn.astype(np.float32), moved)
     t = round_robin({k: fn for k, (fn, _) in cases.items()}, reps)
     return {k: (t[k], moved) for k, (_, moved) in cases.items()}
+
+
+def variant_target(spec: KernelSpec, suffix: str, **knobs: int) -> str:
+    """``spec``'s kernel compiled and registered a second time, as the FFI target
+    ``<name>_<suffix>``, with the handler generated under other values of
+    :mod:`mxlower.execution.ffi`'s thread knobs (``THREAD_CHUNK``, ``CHUNKS_PER_THREAD``)."""
+    name = f"{spec.name}_{suffix}"
+    saved = {k: getattr(ffi, k) for k in knobs}
+    for k, v in knobs.items():
+        setattr(ffi, k, v)
+    try:
+        ctx, module = ffi.lower_module(spec)
+    finally:
+        for k, v in saved.items():
+            setattr(ffi, k, v)
+    engine, address = ffi.jit(ctx, module, f"{spec.name}_ffi_address")
+    ck = ffi.CompiledKernel(spec, (ctx, module, engine), address, 0.0, 0.0)
+    _KEEP.append(ck)
+    jax.ffi.register_ffi_target(name, jax.ffi.pycapsule(ck.handler), platform="cpu",
+                                api_version=1)
+    return name
+
+
+_KEEP: list = []  # the variants' engines live as long as the process (XLA holds the handlers)
+
+#: --threads variants: suffix -> knobs (the default handler is "pool")
+THREAD_VARIANTS = {"halves": {"CHUNKS_PER_THREAD": 1}, "1thread": {"THREAD_CHUNK": 1 << 62}}
+
+
+def bench_threads(sizes: list[int], reps: int) -> list[dict]:
+    """Quantize (f32 ``[N / 4096, 4096]``) through the FFI kernel under ``jax.jit``: the
+    default handler ("pool": the blocks split into chunks of at least ``THREAD_CHUNK`` values,
+    up to ``CHUNKS_PER_THREAD`` per thread, claimed one at a time by the caller and tasks on
+    XLA's intra-op thread pool, ``XLA_FFI_ThreadPool_Schedule``), the same with one chunk per
+    thread ("halves" on two threads), and the kernel in one call on XLA's calling thread
+    ("1thread"); the three give the same bytes (checked); timed round-robin per size."""
+    rows = []
+    for logn in sizes:
+        n = 1 << logn
+        x = jnp.asarray(np.random.default_rng(0).standard_normal((n // ROW, ROW)), jnp.float32)
+        cases = {}
+        for fmt in FORMATS_Q:
+            spec = KernelSpec("quantize", fmt)
+            outs = [jax.ShapeDtypeStruct(x.shape if o.kind != "scales" else
+                                         (x.shape[0], ROW // spec.k), o.dtype)
+                    for o in spec.results()]
+            pool = jax.jit(lambda x, f=fmt: _parts(mxj.quantize(x, f)))
+            cases[f"pool {fmt}"] = _ready(pool, x)
+            want = [np.asarray(a).view(np.uint8) for a in pool(x)]
+            for suffix, knobs in THREAD_VARIANTS.items():
+                target = (variant_target(spec, suffix, **knobs) if logn == sizes[0]
+                          else f"{spec.name}_{suffix}")
+                f = jax.jit(lambda x, t=target, o=outs: jax.ffi.ffi_call(t, o)(x))
+                for a, b in zip(f(x), want):  # the same kernel: the same bytes
+                    if not np.array_equal(np.asarray(a).view(np.uint8), b):
+                        raise AssertionError(f"{fmt} at 2^{logn}: {suffix} and pool differ")
+                cases[f"{suffix} {fmt}"] = _ready(f, x)
+        t = round_robin(cases, reps)
+        for fmt in FORMATS_Q:
+            rows.append({"log2n": logn, "format": fmt, "pool_s": t[f"pool {fmt}"],
+                         "halves_s": t[f"halves {fmt}"], "one_s": t[f"1thread {fmt}"]})
+    return rows
+
+
+def threads_markdown(rows: list[dict]) -> str:
+    out = ["Quantize (f32 in) through the FFI kernel under `jax.jit`, ms: the default handler "
+           "(chunks of >= 2^17 values, up to 16 per thread, claimed one at a time by the "
+           "caller and tasks on XLA's intra-op thread pool), the same with one chunk per "
+           "thread, and the kernel in one call on XLA's thread; speed-ups over one thread:",
+           "", "| size | format | pool | one chunk per thread | one thread | pool speed-up | "
+           "one chunk per thread speed-up |", "|---|---|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        out.append(f"| 2^{r['log2n']} | {r['format']} | {r['pool_s'] * 1e3:.2f} | "
+                   f"{r['halves_s'] * 1e3:.2f} | {r['one_s'] * 1e3:.2f} | "
+                   f"{r['one_s'] / r['pool_s']:.2f}x | {r['one_s'] / r['halves_s']:.2f}x |")
+    return "\n".join(out)
+
+
+DOT_FORMATS = ("mxfp8_e4m3", "mxfp4_e2m1")
+
+
+def bench_dots(dots: list[tuple[int, int, int]], reps: int) -> list[dict]:
+    """``mxlower.jax.scaled_dot`` of two MX operands ``[M, K] x [N, K]`` (the same format on
+    both sides, ordinary data) with ``impl="auto"`` (the dequantize kernel, then XLA's dot)
+    against ``impl="xla"`` (the portable StableHLO), each on ordinary scales (the f32
+    contraction) and with one lhs scale 0x00 (the run-time test picks the exact f64 one), and
+    XLA's f32 dot of the same shapes on plain f32 values (what the contraction alone costs);
+    all timed round-robin per shape.  Also whether auto's result has impl="xla"'s bits."""
+    rows = []
+    rng = np.random.default_rng(2)
+    for m, n, k in dots:
+        x = jnp.asarray(rng.standard_normal((m, k)), jnp.float32)
+        y = jnp.asarray(rng.standard_normal((n, k)), jnp.float32)
+        cases: dict[str, Callable[[], object]] = {
+            "f32 dot": _ready(jax.jit(lambda x, y: jax.lax.dot_general(
+                x, y, (((1,), (1,)), ((), ())))), x, y)}
+        same = {}
+        for fmt in DOT_FORMATS:
+            a, b = mxj.quantize(x, fmt).detach(), mxj.quantize(y, fmt).detach()
+            s = np.asarray(a.scales).copy()
+            s[0, 0] = np.uint8(0).view(s.dtype)  # one block scaled by 2^-127
+            slow = mxj.MXArray(a.elements, s, fmt)
+            for path, lhs in (("f32", a), ("f64", slow)):
+                outs = {}
+                for impl in ("auto", "xla"):
+                    f = jax.jit(lambda u, v, i=impl: mxj.scaled_dot(u, v, impl=i))
+                    cases[f"{impl} {fmt} {path}"] = _ready(f, lhs, b)
+                    outs[impl] = np.asarray(f(lhs, b))
+                same[f"{fmt} {path}"] = bool(np.array_equal(outs["auto"].view(np.uint32),
+                                                             outs["xla"].view(np.uint32)))
+        t = round_robin(cases, reps)
+        for fmt in DOT_FORMATS:
+            for path in ("f32", "f64"):
+                rows.append({"dot": f"{m}x{n}x{k}", "format": fmt, "path": path,
+                             "auto_s": t[f"auto {fmt} {path}"], "xla_s": t[f"xla {fmt} {path}"],
+                             "f32_dot_s": t["f32 dot"], "same_bits": same[f"{fmt} {path}"]})
+    return rows
+
+
+def dots_markdown(rows: list[dict]) -> str:
+    out = ["Scaled dot `[M, K] x [N, K]` (`mxlower.jax.scaled_dot`, both sides the same "
+           "format), ms: `impl=\"auto\"` (each side dequantized by the kernel, then XLA's dot) "
+           "vs `impl=\"xla\"`, on ordinary scales (the f32 contraction) and with one lhs "
+           "scale 0x00 (the exact f64 contraction); XLA's f32 dot of plain f32 operands of the "
+           "same shapes for scale:", "",
+           "| M x N x K | format | contraction | auto | xla | x xla | plain f32 dot | "
+           "same bits |", "|---|---|---|---:|---:|---:|---:|---|"]
+    for r in rows:
+        out.append(f"| {r['dot']} | {r['format']} | {r['path']} | {r['auto_s'] * 1e3:.2f} | "
+                   f"{r['xla_s'] * 1e3:.2f} | {r['xla_s'] / r['auto_s']:.2f}x | "
+                   f"{r['f32_dot_s'] * 1e3:.2f} | {'yes' if r['same_bits'] else 'NO'} |")
+    return "\n".join(out)
 
 
 def _dims(kind: str, k: int, shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -286,16 +427,32 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--ml-dtypes-max", type=int, default=24,
                     help="largest log2 size ml_dtypes' astype is timed at (it is slow)")
+    ap.add_argument("--dots", default="256x256x1024,1024x1024x1024",
+                    help="scaled-dot shapes MxNxK, comma-separated (empty: none)")
+    ap.add_argument("--threads", default="",
+                    help="log2 sizes at which to time quantize with and without XLA's thread "
+                    "pool, comma-separated (empty: none)")
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
     session = Session()
-    startup = bench_startup()  # first: nothing compiled yet
-    sizes = {}
-    for logn in (int(s) for s in args.sizes.split(",")):
-        sizes[logn] = bench_size(logn, args.reps, args.ml_dtypes_max)
+    sizes, startup, parts = {}, [], []
+    if args.sizes:
+        startup = bench_startup()  # first: nothing compiled yet
+        for logn in (int(s) for s in args.sizes.split(",")):
+            sizes[logn] = bench_size(logn, args.reps, args.ml_dtypes_max)
+        parts.append(markdown(sizes, startup))
     rows = [{"size": logn, "case": k, "s": s, "bytes": mv}
             for logn, t in sizes.items() for k, (s, mv) in t.items()]
-    session.report(markdown(sizes, startup), rows + startup, args.json,
+    if args.threads:
+        thread_rows = bench_threads([int(v) for v in args.threads.split(",")], args.reps)
+        parts.append(threads_markdown(thread_rows))
+        rows += thread_rows
+    if args.dots:
+        dots = [tuple(int(v) for v in d.split("x")) for d in args.dots.split(",")]
+        dot_rows = bench_dots(dots, args.reps)
+        parts.append(dots_markdown(dot_rows))
+        rows += dot_rows
+    session.report("\n\n".join(parts), rows + startup, args.json,
                    extra=f"jax {jax.__version__}, fastest of {args.reps}, "
                    f"x f32 [N / {ROW}, {ROW}], {os.cpu_count()} CPUs")
     return 0

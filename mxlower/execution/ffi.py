@@ -214,6 +214,11 @@ _HELPERS = """\
 #: values per chunk below which a call is not split across threads (512 KiB of f32)
 THREAD_CHUNK = 1 << 17
 
+#: at most this many chunks per thread: the threads claim chunks one at a time, so a thread
+#: that starts late (a loaded machine) or runs slowly leaves its share to the others, and the
+#: caller never waits for more than the chunks already being run (1: one chunk per thread)
+CHUNKS_PER_THREAD = 16
+
 #: C library functions the parallel path calls (resolved in the process by the JIT)
 _EXTERNS = {"malloc": "llvm.func @malloc(i64) -> !llvm.ptr",
             "free": "llvm.func @free(!llvm.ptr)",
@@ -241,12 +246,14 @@ def _parallel_types(nslots: int) -> str:
 
 def _parallel_text(name: str, nslots: int) -> list[str]:
     """``@__mxlower_ffi_parallel(api, ctx, blocks, max_chunks, buffers...)``: the kernel on
-    ``min(max_chunks, XLA's thread count)`` chunks of the block range, chunks claimed with an
-    atomic counter by the calling thread and by tasks given to ``XLA_FFI_ThreadPool_Schedule``
-    (so nothing waits on a task that never starts: the caller does every chunk nobody else
-    claimed, then waits only for chunks being run).  The state is on the heap, freed by the
-    last of the caller and the tasks to finish with it.  Without a thread pool (an error from
-    the API, destroyed), the caller does it all."""
+    ``min(max_chunks, threads x CHUNKS_PER_THREAD)`` chunks of the block range run by
+    ``threads = min(max_chunks, XLA's thread count)`` threads, chunks claimed one at a time
+    with an atomic counter by the calling thread and by tasks given to
+    ``XLA_FFI_ThreadPool_Schedule`` (so nothing waits on a task that never starts or starts
+    late: the caller does every chunk nobody else claimed, then waits only for chunks being
+    run).  The state is on the heap, freed by the last of the caller and the tasks to finish
+    with it.  Without a thread pool (an error from the API, destroyed), the caller does it
+    all."""
     api = abi.Api
     e = Emitter()
     slot_args = ", ".join(f"%d{i}: !llvm.ptr, %n{i}: i64" for i in range(nslots))
@@ -324,8 +331,10 @@ def _parallel_text(name: str, nslots: int) -> list[str]:
     e.do("llvm.br ^pool")
     e.block("pool")
     threads = e.load(nt, 0, "i64")
-    chunks = e.emit(f"{{r}} = llvm.intr.smin({threads}, %most) : (i64, i64) -> i64")
-    e.do(f"llvm.cond_br {e.icmp('slt', chunks, e.i64(2))}, ^alone, ^split")
+    workers = e.emit(f"{{r}} = llvm.intr.smin({threads}, %most) : (i64, i64) -> i64")
+    most = e.binary("mul", workers, e.i64(CHUNKS_PER_THREAD))
+    chunks = e.emit(f"{{r}} = llvm.intr.smin({most}, %most) : (i64, i64) -> i64")
+    e.do(f"llvm.cond_br {e.icmp('slt', workers, e.i64(2))}, ^alone, ^split")
     e.block("alone")
     _call_kernel(e, name, [(f"%d{i}", f"%n{i}") for i in range(nslots)], zero, "%blocks")
     e.do("llvm.return")
@@ -334,7 +343,7 @@ def _parallel_text(name: str, nslots: int) -> list[str]:
                    "(i64) -> !llvm.ptr")
     e.store(zero, state, 8 * _NEXT, "i64")
     e.store(zero, state, 8 * _DONE, "i64")
-    e.store(chunks, state, 8 * _REFS, "i64")  # the chunks - 1 tasks and this thread
+    e.store(workers, state, 8 * _REFS, "i64")  # the workers - 1 tasks and this thread
     e.store(chunks, state, 8 * _CHUNKS, "i64")
     e.store("%blocks", state, 8 * _BLOCKS, "i64")
     for i in range(nslots):
@@ -350,7 +359,7 @@ def _parallel_text(name: str, nslots: int) -> list[str]:
     schedule = e.load("%api", api.XLA_FFI_ThreadPool_Schedule.offset, "!llvm.ptr")
     e.do(f"llvm.br ^schedule({one} : i64)")
     e.block("schedule", "%j: i64")
-    e.do(f"llvm.cond_br {e.icmp('sge', '%j', chunks)}, ^work, ^give")
+    e.do(f"llvm.cond_br {e.icmp('sge', '%j', workers)}, ^work, ^give")
     e.block("give")
     serr = e.emit(f"{{r}} = llvm.call {schedule}({sc_args}) : !llvm.ptr, (!llvm.ptr) -> "
                   "!llvm.ptr")

@@ -210,7 +210,7 @@ def _side(v: Any, side: str) -> MXArray | Any:
 
 
 def scaled_dot(lhs: Any, rhs: Any, dimension_numbers: Any = None,
-               preferred_element_type: Any = jnp.float32) -> jax.Array:
+               preferred_element_type: Any = jnp.float32, *, impl: str = "auto") -> jax.Array:
     """``dot_general(dequantize(lhs), dequantize(rhs))`` with f32 accumulation, converted to
     ``preferred_element_type``; docs/semantics.md section 6.
 
@@ -221,7 +221,13 @@ def scaled_dot(lhs: Any, rhs: Any, dimension_numbers: Any = None,
     The contracting dimensions of an MX side must include its blocked axis.  Result: batch,
     lhs free, rhs free dimensions.  Two nvfp4 sides with global scales multiply the result by
     both.  Gradient: exact for plain sides, straight-through for quantized ones.
+
+    ``impl``: "auto" dequantizes each MX side with mxlower's fused kernel (an XLA FFI custom
+    call) when lowered for the CPU, then contracts with XLA's dot as "xla" does (f32
+    where provably exact, else f64: docs/semantics.md section 6); "xla" always uses the portable
+    StableHLO (see :mod:`mxlower.jax.kernels`).  Both give the same bits.
     """
+    kernels.check_impl(impl, "scaled_dot")
     a, b = _side(lhs, "lhs"), _side(rhs, "rhs")
     out_dt = check_dtype(jnp.float32 if preferred_element_type is None
                          else preferred_element_type, "scaled_dot", "preferred_element_type")
@@ -255,7 +261,7 @@ def scaled_dot(lhs: Any, rhs: Any, dimension_numbers: Any = None,
         operands.append(gs[0] if len(gs) == 1 else gs[0] * gs[1])
     operands += stes
     return scaled_dot_p.bind(*operands, dimension_numbers=dn, out_dtype=out_dt,
-                             has_g=bool(gs), **params)
+                             has_g=bool(gs), impl=impl, **params)
 
 
 # ----------------------------------------------------------------------------- lower

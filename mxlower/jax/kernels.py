@@ -1,7 +1,19 @@
 """mxlower.jax on the CPU and on NVIDIA GPUs: ``mx_quantize``, ``mx_dequantize`` and
 ``mx_convert`` lowered to mxlower's fused kernels (XLA FFI custom calls,
 :mod:`mxlower.execution.ffi` and :mod:`mxlower.execution.ffi_cuda`) instead of expanded
-StableHLO.
+StableHLO; on the CPU, ``mx_scaled_dot``'s operands prepared by the dequantize kernel.
+
+``mx_scaled_dot`` (CPU only): each MX side is dequantized to f32 by the dequantize kernel
+(nvfp4 without its global scale: docs/semantics.md section 5's exact values, subnormals
+included), a plain side is left as it is, and
+:func:`mxlower.lowering.mx_math.lower_scaled_dot` emits the rest as in the portable lowering --
+the run-time test on the scales, the f32 ``dot_general`` where it is exact and otherwise the
+f64 one on those f32 values read exactly from their bits (XLA:CPU's f32 -> f64 conversion
+flushes subnormals), the global scale, the result type -- so both impls give the same bits.
+The kernel calls are emitted inside each branch of the ``stablehlo.if``, so only the branch
+taken runs them (emitted once before it, with the f32 results as the conditional's
+operands, a 1024x1024x1024 dot took 1-2 ms longer: BENCHMARKS.md).
+CUDA keeps the portable lowering for it (not yet run on a GPU).
 
 ``impl`` (a parameter of :func:`mxlower.jax.quantize` / :func:`~mxlower.jax.dequantize` /
 :func:`~mxlower.jax.convert` and of the primitives) chooses:
@@ -35,13 +47,18 @@ from jax._src import config as jax_config  # private: a flag that is part of jit
 from jax.interpreters import mlir
 
 from mxlower import types
+from mxlower.bindings.jaxlib import ir
 from mxlower.execution import ffi, ffi_cuda
+from mxlower.ir.stablehlo_builder import Builder
 from mxlower.jax import primitives
+from mxlower.lowering import mx_math
 from mxlower.lowering.mx_kernels import ConvertSpec, KernelSpec
 
 __all__ = ["IMPLS", "check_impl", "portable", "quantize_spec", "dequantize_spec"]
 
 IMPLS = ("auto", "xla")
+
+_F32 = np.dtype(np.float32)
 
 #: While set, every lowering is the portable StableHLO (``mxlower.jax.lower``).  A JAX config
 #: state so that jit's trace and lowering caches tell the two apart.
@@ -173,8 +190,52 @@ def _convert_rule(platform: str):
     return rule
 
 
+def _scaled_dot_specs(params: dict[str, Any]) -> list[KernelSpec | None]:
+    """The dequantize kernel (to f32, without nvfp4's global scale) of each scaled side of an
+    ``mx_scaled_dot`` with ``params``, lhs first; None where none applies."""
+    return [dequantize_spec(params[f"{side}_format"], params[f"{side}_block_size"], _F32, False)
+            for side in ("lhs", "rhs") if params[f"{side}_format"] is not None]
+
+
+def _scaled_dot_rule(platform: str):
+    def rule(ctx, *args, dimension_numbers, out_dtype, impl="auto", **params):
+        specs = _scaled_dot_specs(params)
+        spec = specs[0] if specs and None not in specs else None
+        if not _use_kernel(ctx, impl, spec, platform):
+            return primitives._scaled_dot_lowering(ctx, *args, dimension_numbers=dimension_numbers,
+                                                   out_dtype=out_dtype, **params)
+        ix = primitives._layout(params)
+
+        def prepared(side: str):  # the side's exact f32 values, by the dequantize kernel
+            if params[f"{side}_format"] is None:
+                return None
+            i, si = ix[side], ix[f"{side}_scales"]
+
+            def run(e, s):
+                return ffi.dequantize(e, s, params[f"{side}_format"], axis=params[f"{side}_axis"],
+                                      block_size=params[f"{side}_block_size"], dtype=_F32,
+                                      platform=platform)
+
+            def emit(sub: Builder) -> Any:  # at the builder's insertion point (a branch)
+                sub_ctx = ctx.replace(avals_in=[ctx.avals_in[i], ctx.avals_in[si]],
+                                      tokens_out=None)  # a context per call: no effects
+                with sub.ip:
+                    (v,) = mlir.lower_fun(run, multiple_results=False)(sub_ctx, args[i],
+                                                                       args[si])
+                return v
+
+            return emit
+
+        b = Builder(ir.Location.current, ir.InsertionPoint.current)
+        s = primitives.scaled_dot_spec(ctx, args, dimension_numbers, out_dtype, params)
+        return [mx_math.lower_scaled_dot(b, s, "f32", (prepared("lhs"), prepared("rhs")))]
+
+    return rule
+
+
 for _platform in _AVAILABLE:
     mlir.register_lowering(primitives.quantize_p, _quantize_rule(_platform), platform=_platform)
     mlir.register_lowering(primitives.dequantize_p, _dequantize_rule(_platform),
                            platform=_platform)
     mlir.register_lowering(primitives.convert_p, _convert_rule(_platform), platform=_platform)
+mlir.register_lowering(primitives.scaled_dot_p, _scaled_dot_rule("cpu"), platform="cpu")

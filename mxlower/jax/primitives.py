@@ -40,7 +40,7 @@ from mxlower.formats import FORMATS
 from mxlower.jax.dtypes import element_dtype, held_as_codes, mlir_name, scale_dtype, storage_dtype
 from mxlower.jax.lowering import emit, tensor_type
 
-__all__ = ["convert_p", "dequantize_p", "quantize_p", "scaled_dot_p"]
+__all__ = ["convert_p", "dequantize_p", "quantize_p", "scaled_dot_p", "scaled_dot_spec"]
 
 _F32 = np.dtype(np.float32)
 
@@ -212,7 +212,8 @@ def _scaled_dot_abstract(*avals, dimension_numbers, out_dtype, **params):
     return jax.core.ShapedArray(_dot_shape(ls, rs, dimension_numbers), out_dtype)
 
 
-def _scaled_dot_lowering(ctx, *args, dimension_numbers, out_dtype, **params):
+def _scaled_dot_lowering(ctx, *args, dimension_numbers, out_dtype, impl="auto",
+                         **params):  # impl: see mxlower.jax.kernels (the CPU rules)
     ix = _layout(params)
     operands, arg_types = [], []
     for side in ("lhs", "rhs"):
@@ -253,6 +254,30 @@ def _scaled_dot_lowering(ctx, *args, dimension_numbers, out_dtype, **params):
     return emit(build, operands, arg_types, [tensor_type(shape, out_type)])
 
 
+def scaled_dot_spec(ctx, args, dimension_numbers, out_dtype, params) -> mx.ScaledDotOp:
+    """The ``mx.scaled_dot`` an ``mx_scaled_dot`` stands for, as :func:`mxlower.dialect.mx.parse`
+    describes one (``op`` None), on JAX's IR values: what :func:`mxlower.lowering.mx_math.
+    lower_scaled_dot` takes when a rule emits the contraction directly (the CPU kernels,
+    :mod:`mxlower.jax.kernels`)."""
+    ix = _layout(params)
+    sides = []
+    for side in ("lhs", "rhs"):
+        i, name = ix[side], params[f"{side}_format"]
+        shape = tuple(ctx.avals_in[i].shape)
+        if name is None:
+            sides.append(mx.Operand(args[i], None, None, None, None, shape,
+                                    mlir_name(ctx.avals_in[i].dtype)))
+            continue
+        fmt = FORMATS[name]
+        sides.append(mx.Operand(args[i], args[ix[f"{side}_scales"]], fmt,
+                                params[f"{side}_block_size"], params[f"{side}_axis"], shape,
+                                fmt.element))
+    (lc, rc), (lb, rb) = dimension_numbers
+    g = args[ix["g"]] if ix["g"] is not None else None
+    return mx.ScaledDotOp(None, sides[0], sides[1], g, tuple(lc), tuple(rc), tuple(lb),
+                          tuple(rb), "f32", mlir_name(out_dtype), tuple(ctx.avals_out[0].shape))
+
+
 def _operand_f32(args, params, ix, side: str):
     """The f32 value of one side: dequantized (without nvfp4's global scale) or converted."""
     x = args[ix[side]]
@@ -262,7 +287,7 @@ def _operand_f32(args, params, ix, side: str):
     return dequantize_p.bind(x, args[ix[f"{side}_scales"]], format=name,
                              block_size=params[f"{side}_block_size"],
                              axis=params[f"{side}_axis"], dtype=_F32, has_g=False,
-                             has_ste=False)
+                             has_ste=False, impl=params.get("impl", "auto"))
 
 
 def _operand_tangent(tangents, params, ix, side: str):

@@ -522,10 +522,17 @@ def _f32_dot_is_exact(b: Any, s: Any) -> Any:
     return b.and_(ok, b.le(b.add(tl, tr), 127 - log2k))
 
 
-def lower_scaled_dot(b: Any, s: Any, compute_type: str) -> Any:
+def lower_scaled_dot(b: Any, s: Any, compute_type: str,
+                     prepared: tuple[Any, Any] = (None, None)) -> Any:
     """The result of the parsed ``mx.scaled_dot`` ``s`` (docs/semantics.md section 6): both
     sides dequantized (or converted) to ``compute_type``, contracted, times the global scale,
-    converted to the result type.
+    converted to the result type.  ``prepared``: for each side (lhs, rhs), None or a function
+    of a :class:`Builder` that emits, at its insertion point, the side's scaled operand
+    dequantized to ``compute_type`` (without nvfp4's global scale) by other code, e.g.
+    mxlower's fused kernel (:mod:`mxlower.jax.kernels`): docs/semantics.md section 5's exact
+    values, subnormals included.  It replaces that side's dequantization in both
+    contractions (called in each branch); the f64 one reads the values exactly with
+    :func:`f64_of_f32_bits`, since XLA:CPU's f32 -> f64 conversion flushes subnormals.
 
     XLA:CPU's f32 ``dot_general`` flushes subnormal operands, products and sums to zero, which
     section 6 forbids (a block with scale 2^-127 would vanish).  So a ``stablehlo.if`` picks,
@@ -536,13 +543,17 @@ def lower_scaled_dot(b: Any, s: Any, compute_type: str) -> Any:
     every product of two f32 values is exact in f64 and at least 2^-298 (no f64 subnormal),
     and the f64 sum's rounding error (at most K * 2^-53 of sum |a_k b_k|) is far inside
     section 6's bound."""
-    def f32_operand(sub: Any, o: Any) -> Any:
+    def f32_operand(sub: Any, o: Any, ready: Any | None) -> Any:
+        if ready is not None:
+            return ready(sub)
         if o.fmt is None:
             return sub.convert(o.value, compute_type)
         return dequantize_values(sub, o.value, o.scales, o.fmt, o.block_size, o.axis, None,
                                  compute_type)
 
-    def f64_operand(sub: Any, o: Any) -> Any:
+    def f64_operand(sub: Any, o: Any, ready: Any | None) -> Any:
+        if ready is not None:
+            return _exact_f64(sub, ready(sub))
         if o.fmt is None:
             v = o.value
             if sub.etype(v) != compute_type:  # the exact f32 value, rounded once
@@ -554,11 +565,11 @@ def lower_scaled_dot(b: Any, s: Any, compute_type: str) -> Any:
                                                  o.axis, None, compute_type))
 
     def contract(sub: Any, operand: Any, elt: str) -> Any:
-        return sub.dot_general(operand(sub, s.lhs), operand(sub, s.rhs), s.lhs_contracting,
-                               s.rhs_contracting, s.lhs_batch, s.rhs_batch, elt)
+        lhs, rhs = (operand(sub, o, r) for o, r in zip((s.lhs, s.rhs), prepared))
+        return sub.dot_general(lhs, rhs, s.lhs_contracting, s.rhs_contracting, s.lhs_batch,
+                               s.rhs_batch, elt)
 
-    f32_type = ir.RankedTensorType.get(ir.RankedTensorType(s.op.results[0].type).shape,
-                                       ir.F32Type.get())
+    f32_type = ir.RankedTensorType.get(list(s.result_shape), ir.F32Type.get())
     (acc,) = b.if_(_f32_dot_is_exact(b, s), [f32_type],
                    lambda sub: [contract(sub, f32_operand, "f32")],
                    lambda sub: [round_to_f32(sub, contract(sub, f64_operand, "f64"))])

@@ -36,7 +36,8 @@ def kernel():
 class FakeApi:
     """An ``XLA_FFI_Api`` whose ``XLA_FFI_Error_Create`` records the error it is asked for and
     whose thread pool has ``threads`` threads and runs a scheduled task on a new Python thread
-    ("thread"), at once in the caller ("inline"), or refuses it ("refuse", an error)."""
+    ("thread"), on one that starts only when ``go`` is set ("late"), at once in the caller
+    ("inline"), or refuses it ("refuse", an error)."""
 
     def __init__(self, threads: int = 1, schedule: str = "thread"):
         self.errors: list[tuple[int, str]] = []
@@ -44,6 +45,7 @@ class FakeApi:
         self.scheduled = 0
         self.threads_started: list[threading.Thread] = []
         self.threads, self.mode = threads, schedule
+        self.go = threading.Event()
         self._fns = [abi.ErrorCreate(self._record), abi.ErrorDestroy(self._destroy),
                      abi.ThreadPoolSchedule(self._schedule),
                      abi.ThreadPoolNumThreads(self._num_threads)]
@@ -77,7 +79,12 @@ class FakeApi:
         if self.mode == "inline":
             task(a.data)
         else:
-            t = threading.Thread(target=task, args=(a.data,))
+            def run(data=a.data):
+                if self.mode == "late":
+                    self.go.wait()
+                task(data)
+
+            t = threading.Thread(target=run)
             t.start()
             self.threads_started.append(t)
         return None
@@ -231,8 +238,36 @@ def test_handler_text_decodes_the_frame_with_header_offsets():
     assert "argument 1 (global_scale) must have shape ()" in text
 
 
+def test_a_late_thread_leaves_its_chunks_to_the_caller():
+    """Chunks are claimed one at a time: a pool thread that has not started when the caller
+    runs out of work (a loaded machine) holds nothing, so the call returns without it, with
+    every chunk done; the late task then finds no chunk left and frees nothing twice."""
+    from mxlower import reference
+
+    spec = KernelSpec("quantize", "mxint8", scale_mode="rceil")
+    kernel = ffi.compile_kernel(spec)
+    rows = 5 * ffi.THREAD_CHUNK // 1024 + 3  # 5 chunks for 2 workers
+    x = np.random.default_rng(8).standard_normal((rows, 1024)).astype(np.float32)
+    q = np.zeros(x.shape, np.int8)
+    s = np.zeros((rows, 32), np.uint8)
+    api = FakeApi(2, "late")
+    keep: list = []
+    frame = _frame(api, [_buffer(x, "float32", keep)],
+                   [_buffer(q, "int8", keep), _buffer(s, "float8_e8m0fnu", keep)], keep=keep)
+    assert kernel.handler(ctypes.addressof(frame)) is None
+    assert api.scheduled == 1 and all(t.is_alive() for t in api.threads_started)
+    rq, rs = reference.quantize(x, "mxint8", scale_mode="rceil")
+    np.testing.assert_array_equal(s, rs.view(np.uint8))
+    np.testing.assert_array_equal(q, rq)
+    api.go.set()
+    for t in api.threads_started:
+        t.join()
+    assert api.errors == []
+
+
 @pytest.mark.parametrize("threads, mode", [(1, "thread"), (4, "thread"), (3, "inline"),
-                                           (4, "refuse"), (64, "thread")])
+                                           (4, "refuse"), (64, "thread"), (2, "thread"),
+                                           (2, "inline")])
 def test_large_calls_split_across_the_thread_pool(threads, mode):
     from mxlower import reference
 
@@ -250,8 +285,9 @@ def test_large_calls_split_across_the_thread_pool(threads, mode):
     assert kernel.handler(ctypes.addressof(frame)) is None
     for t in api.threads_started:
         t.join()
-    chunks = min(threads, x.size // ffi.THREAD_CHUNK)
-    assert api.scheduled == (chunks - 1 if chunks > 1 else 0)
+    # 3 chunks; one task per thread beyond the caller (2 threads: 3 chunks over 2 workers)
+    workers = min(threads, x.size // ffi.THREAD_CHUNK)
+    assert api.scheduled == (workers - 1 if workers > 1 else 0)
     assert api.destroyed == ([0xE1] * api.scheduled if mode == "refuse" else [])
     rq, rs = reference.quantize(x, "mxfp4_e2m1", scale_mode="nearest")
     np.testing.assert_array_equal(s, rs.view(np.uint8))

@@ -594,23 +594,28 @@ def _mx_array(side, fmt, g=None):
 
 @pytest.mark.parametrize("impl", ["xla", "auto"])
 def test_scaled_dot_jax(impl):
-    """mxlower.jax.scaled_dot (f32 compute; a global scale only on nvfp4).  Its lowering is
-    the portable one on every platform and for every ``impl`` (there is no scaled-dot
-    kernel); ``impl`` still changes how the operands are made when they come from quantize,
-    which the last check covers."""
+    """mxlower.jax.scaled_dot (f32 compute; a global scale only on nvfp4).  ``impl="auto"``
+    dequantizes the MX sides with the FFI kernel on the CPU, then contracts as "xla" does:
+    the same bits as "xla"; the last check also makes the operands with quantize."""
     for case in _dot_cases():
         lf, rf = case["fmts"]
         if case["compute"] != "f32" or (case["g"] is not None and lf != "nvfp4"):
             continue
         a = _mx_array(case["lhs"], lf, case["g"])
         b = _mx_array(case["rhs"], rf)
-        got = jax.jit(mxj.scaled_dot)(a, b)
+        got = jax.jit(lambda u, v: mxj.scaled_dot(u, v, impl=impl))(a, b)
         _check_dot(got, case, f"mxlower.jax (impl={impl})")
+        want = jax.jit(lambda u, v: mxj.scaled_dot(u, v, impl="xla"))(a, b)
+        ref = R.scaled_dot(_dequantized(case["lhs"], lf, "f32"), None,
+                           _dequantized(case["rhs"], rf, "f32"), None, dimension_numbers=DOT_DIMS,
+                           global_scale=case["g"])
+        for w in (want, ref):  # these small cases: the reference's bits, too
+            assert np.array_equal(np.asarray(got).view(np.uint32), np.asarray(w).view(np.uint32))
     # quantize with the kernels (or not), then the dot: tiny scales survive both
     x = np.ones((1, 32), F32) * F32(2.0 ** -130)
     y = np.ones((1, 32), F32) * F32(2.0 ** 100)
     got = jax.jit(lambda u, v: mxj.scaled_dot(mxj.quantize(u, impl=impl),
-                                              mxj.quantize(v, impl=impl)))(x, y)
+                                              mxj.quantize(v, impl=impl), impl=impl))(x, y)
     assert float(got[0, 0]) == 32 * 2.0 ** -30
 
 

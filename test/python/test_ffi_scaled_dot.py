@@ -1,0 +1,312 @@
+"""mxlower.jax.scaled_dot with ``impl="auto"`` on the CPU: each MX side dequantized to f32 by
+the registered dequantize kernel (an XLA FFI custom call), then XLA's dot -- in f32 where the
+run-time test proves it exact, in f64 on the values read exactly from their bits otherwise
+(:func:`mxlower.lowering.mx_math.lower_scaled_dot`).  Checked: the kernel is what runs; the
+result has the same bits as ``impl="xla"`` (the portable StableHLO) and is within
+docs/semantics.md section 6's bound of mxlower.reference, on both sides of the f32/f64 switch
+(scale codes near 0x00 against codes near 0xFE, subnormal operands and products, sums that
+overflow f32 and cancel), for every format, odd block counts, batch dimensions, both operand
+layouts, bf16/f16 results and a global scale, under jit, vmap, grad and eager calls.
+test_xla_exactness.py runs issue 11's scaled-dot cases through both impls as well.
+"""
+
+from __future__ import annotations
+
+import re
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from mxlower import reference as R
+from mxlower.bindings import upstream
+from mxlower.execution.run import run_module
+from mxlower.formats import FLOAT_TYPES, FORMATS
+from mxlower.testing import assert_dot_close
+
+pytestmark = pytest.mark.skipif(not upstream.available(), reason="upstream MLIR not installed")
+
+jax = pytest.importorskip("jax")
+jnp = jax.numpy
+
+import mxlower.jax as mxj  # noqa: E402
+
+F32 = np.float32
+LAST = (((1,), (1,)), ((), ()))
+
+
+def _same(got, want) -> None:
+    """The same dtype, shape and bits (NaNs only need to be NaNs on both sides)."""
+    got, want = np.asarray(got), np.asarray(want)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    nan = np.isnan(got.astype(F32))
+    np.testing.assert_array_equal(nan, np.isnan(want.astype(F32)))
+    u = {2: np.uint16, 4: np.uint32}[got.dtype.itemsize]
+    np.testing.assert_array_equal(got.view(u)[~nan], want.view(u)[~nan])
+
+
+def _side(rng, fmt: str, shape, axis: int = -1, codes=None, g=None) -> mxj.MXArray:
+    """Random data quantized to ``fmt`` along ``axis``; the scale codes replaced by ``codes``
+    (an array of uint8 codes drawn per block, or None to keep the quantizer's)."""
+    x = (rng.standard_normal(shape) * np.exp2(rng.integers(-3, 4, shape))).astype(F32)
+    x[rng.random(shape) < 0.1] = 0
+    q = mxj.quantize(x, fmt, axis=axis, global_scale=g, impl="xla")
+    if codes is None:
+        return q
+    s = rng.choice(np.asarray(codes, np.uint8), q.scales.shape).astype(np.uint8)
+    sdt = ml_dtypes.float8_e4m3fn if FORMATS[fmt].is_nvfp4 else ml_dtypes.float8_e8m0fnu
+    return mxj.MXArray(q.elements, s.view(sdt), fmt, axis=axis, global_scale=g)
+
+
+def _values(v) -> np.ndarray:
+    """The reference's f32 value of a side (nvfp4 without its global scale)."""
+    if not isinstance(v, mxj.MXArray):
+        return np.asarray(v).astype(F32)
+    e = np.asarray(v.elements)
+    t = FLOAT_TYPES.get(FORMATS[v.format].element)
+    if t is not None and t.bits == 6:  # JAX holds f6 elements as uint8 codes
+        e = R.from_bits(e, FORMATS[v.format].element)
+    return R.dequantize(e, np.asarray(v.scales), v.format, axis=v.axis,
+                        block_size=v.block_size)
+
+
+def _g(a, b):
+    gs = [float(v.global_scale) for v in (a, b)
+          if isinstance(v, mxj.MXArray) and v.global_scale is not None]
+    return None if not gs else float(F32(gs[0]) * F32(gs[1])) if len(gs) == 2 else gs[0]
+
+
+def _check(a, b, dn=LAST, out=jnp.float32, *, kernel=True):
+    """auto and xla under jit: the kernel runs (or not, ``kernel=False``) in auto only, the
+    same bits, and section 6's bound around the reference."""
+    def auto(a, b):
+        return mxj.scaled_dot(a, b, dn, out, impl="auto")
+
+    def xla(a, b):
+        return mxj.scaled_dot(a, b, dn, out, impl="xla")
+
+    text = jax.jit(auto).lower(a, b).compile().as_text()
+    assert ("mxlower_dequantize_" in text) == kernel
+    assert "mxlower_" not in jax.jit(xla).lower(a, b).compile().as_text()
+    got = jax.jit(auto)(a, b)
+    _same(got, jax.jit(xla)(a, b))
+    outname = {jnp.float32: "f32", jnp.bfloat16: "bf16", jnp.float16: "f16"}[out]
+    va, vb = _values(a), _values(b)
+    ref = R.scaled_dot(va, None, vb, None, dimension_numbers=dn, global_scale=_g(a, b))
+    if np.all(np.isfinite(ref)):
+        assert_dot_close(got, va, vb, dn, outname, _g(a, b), what="impl=auto")
+    else:  # NaN and Inf where the reference has them (the rest: the bits of impl="xla")
+        bad = ~np.isfinite(ref)
+        np.testing.assert_array_equal(np.asarray(got).astype(F32)[bad], ref[bad])
+    return got
+
+
+ALL = list(FORMATS)
+#: scale codes of ordinary data (the f32 contraction) and near both ends of the range (the
+#: f64 one: products and partial results below 2^-126); nvfp4's E4M3 scales
+ORDINARY, LOW = range(0x78, 0x88), range(0x00, 0x05)
+NV_CODES = range(0x01, 0x7F)
+
+
+def _high(fmt: str) -> range:
+    """The six largest scale codes whose values stay finite in f32 (section 5)."""
+    top = 253 - FORMATS[fmt].emax_elem  # max_elem * 2^(top - 127) < 2^128
+    return range(top - 5, top + 1)
+
+
+PAIRS = list(zip(ALL, ALL[1:] + ALL[:1])) + [(ALL[0], ALL[0])]
+
+
+@pytest.mark.parametrize("lf, rf", PAIRS)
+def test_every_format_on_both_sides_of_the_switch(lf, rf):
+    """Ordinary scales (the f32 contraction), then one side's scales near 0x00 against the
+    other's near the top (values that may lie below 2^-126: the run-time test picks the f64
+    contraction); K of 3 blocks."""
+    rng = np.random.default_rng(PAIRS.index((lf, rf)))
+    nv = [FORMATS[f].is_nvfp4 for f in (lf, rf)]
+
+    for tiny in (False, True):
+        if not tiny:
+            ca, cb = (NV_CODES if n else ORDINARY for n in nv)
+        elif not nv[0]:
+            ca, cb = LOW, (NV_CODES if nv[1] else _high(rf))
+        else:
+            ca, cb = NV_CODES, LOW
+        a = _side(rng, lf, (5, 96), codes=ca)
+        b = _side(rng, rf, (7, 96), codes=cb)
+        _check(a, b)
+
+
+def test_subnormal_products_and_results():
+    """Issue 11's reproducer (2^-22, 0 when flushed) and a K block of each kind: tiny x small
+    (subnormal products), huge x tiny (normal products), tiny x tiny (underflow); rows 0-2
+    have zeros in the huge blocks, so their results are subnormal sums."""
+    ones = jnp.ones((1, 32), ml_dtypes.float8_e4m3fn)
+    s = np.array([[0x00]], np.uint8).view(ml_dtypes.float8_e8m0fnu)
+    t = np.array([[0xE3]], np.uint8).view(ml_dtypes.float8_e8m0fnu)
+    a, b = mxj.MXArray(ones, s, "mxfp8_e4m3"), mxj.MXArray(ones, t, "mxfp8_e4m3")
+    assert float(_check(a, b)[0, 0]) == 2.0 ** -22
+    rng = np.random.default_rng(5)
+    kinds = np.array([0, 1, 0, 2, 0, 1, 0, 0])
+    # rhs scales 2^-31..2^-16 beside the lhs's 2^-127..2^-123: products near 2^-140
+    rc = np.where(kinds == 0, rng.choice(range(0x60, 0x70), (5, 8)), rng.choice(LOW, (5, 8)))
+    for lf, rf in (("mxfp8_e4m3", "mxfp8_e5m2"), ("mxfp4_e2m1", "mxfp6_e2m3"),
+                   ("mxint8", "mxfp6_e3m2")):
+        lc = np.where(kinds == 1, rng.choice(_high(lf), (6, 8)), rng.choice(LOW, (6, 8)))
+        qa = _side(rng, lf, (6, 256))
+        qb = _side(rng, rf, (5, 256))
+        e = np.asarray(qa.elements).copy()
+        e.reshape(6, 8, 32)[:3, kinds == 1] = 0
+        a = mxj.MXArray(e, lc.astype(np.uint8).view(ml_dtypes.float8_e8m0fnu), lf)
+        b = mxj.MXArray(qb.elements, rc.astype(np.uint8).view(ml_dtypes.float8_e8m0fnu), rf)
+        got = np.asarray(_check(a, b))
+        assert np.any((got != 0) & (np.abs(got) < 2.0 ** -126))  # subnormal results survive
+
+
+def test_f32_sums_that_overflow_and_cancel():
+    """32 * 2^137 twice with opposite signs, then 32: an f32 dot gives NaN or Inf; exact: 32."""
+    e = np.ones((1, 96), ml_dtypes.float8_e4m3fn)
+    e[0, 32:64] = -1
+    sa = np.array([[0xFE, 0xFE, 0x7F]], np.uint8).view(ml_dtypes.float8_e8m0fnu)
+    sb = np.array([[0x89, 0x89, 0x7F]], np.uint8).view(ml_dtypes.float8_e8m0fnu)
+    a = mxj.MXArray(e, sa, "mxfp8_e4m3")
+    b = mxj.MXArray(np.ones((1, 96), ml_dtypes.float8_e4m3fn), sb, "mxfp8_e4m3")
+    assert float(_check(a, b)[0, 0]) == 32.0
+
+
+def test_nan_scales_and_nonfinite_plain_values():
+    rng = np.random.default_rng(9)
+    a = _side(rng, "mxfp8_e4m3", (4, 64))
+    s = np.asarray(a.scales).view(np.uint8).copy()
+    s[1, 0] = 0xFF  # a NaN scale: that row is NaN
+    a = mxj.MXArray(a.elements, s.view(ml_dtypes.float8_e8m0fnu), "mxfp8_e4m3")
+    p = rng.standard_normal((3, 64)).astype(F32)
+    p[2, 5] = np.inf
+    got = np.asarray(_check(a, p))
+    assert np.all(np.isnan(got[1])) and not np.isnan(got[0, 0])
+
+
+def test_layouts_batch_dims_and_plain_sides():
+    rng = np.random.default_rng(11)
+    # rhs [K, N] blocked along axis 0
+    _check(_side(rng, "mxfp8_e4m3", (4, 96)), _side(rng, "mxfp4_e2m1", (96, 6), axis=0),
+           (((1,), (0,)), ((), ())))
+    # [B, M, K] x [B, N, K], and [K, B, M] x [B, N, K] with the batch dimension elsewhere
+    _check(_side(rng, "mxint8", (3, 4, 64), codes=LOW), _side(rng, "mxfp6_e2m3", (3, 5, 64)),
+           (((2,), (2,)), ((0,), (0,))))
+    _check(_side(rng, "mxfp8_e5m2", (64, 3, 4), axis=0), _side(rng, "nvfp4", (3, 5, 64)),
+           (((0,), (2,)), ((1,), (0,))))
+    # two contracting dimensions, the blocked one among them
+    _check(_side(rng, "mxfp8_e4m3", (4, 64, 6), axis=1),
+           rng.standard_normal((6, 64, 9)).astype(ml_dtypes.bfloat16),
+           (((1, 2), (1, 0)), ((), ())))
+    # one plain side either way, with subnormal plain values against 2^100 scales
+    plain = (rng.standard_normal((3, 64)) * 2.0 ** -140).astype(F32)
+    _check(_side(rng, "mxfp8_e4m3", (4, 64), codes=[0xE3, 0xE0]), plain)
+    _check(plain.astype(ml_dtypes.bfloat16), _side(rng, "mxfp6_e3m2", (2, 64), codes=LOW))
+
+
+@pytest.mark.parametrize("out", [jnp.bfloat16, jnp.float16])
+def test_narrow_results(out):
+    rng = np.random.default_rng(13)
+    _check(_side(rng, "mxfp8_e4m3", (8, 64)), _side(rng, "mxfp8_e5m2", (8, 64)), out=out)
+    _check(_side(rng, "mxfp8_e4m3", (8, 64), codes=LOW),
+           _side(rng, "mxfp4_e2m1", (8, 64), codes=_high("mxfp4_e2m1")), out=out)
+
+
+def test_global_scales():
+    rng = np.random.default_rng(17)
+    _check(_side(rng, "nvfp4", (4, 64), g=0.5), _side(rng, "nvfp4", (3, 64), g=3.0))
+    _check(_side(rng, "nvfp4", (4, 64), g=float(F32(3e-39))), _side(rng, "nvfp4", (3, 64)))
+
+
+def test_no_kernel_where_none_applies():
+    """f4 elements in blocks of an odd size have no kernel (two per byte): the portable
+    lowering, still the same bits; so do ``mxlower.jax.lower`` and ``jax.export``."""
+    rng = np.random.default_rng(19)
+    x = rng.standard_normal((4, 63)).astype(F32)
+    a = mxj.quantize(x, "mxfp4_e2m1", block_size=21, impl="xla")
+    _check(a, rng.standard_normal((2, 63)).astype(F32), kernel=False)
+    b = _side(rng, "mxfp8_e4m3", (3, 64))
+    text = mxj.lower(lambda u, v: mxj.scaled_dot(u, v), b, b)
+    assert "custom_call" not in text and "mxlower_" not in text
+    # jax.export: a custom call is not portable, so the export is the StableHLO, and runs
+    exp = jax.export.export(jax.jit(lambda u, v: mxj.scaled_dot(u, v)))(b, b)
+    assert "mxlower_" not in exp.mlir_module()
+    _same(exp.call(b, b), jax.jit(lambda u, v: mxj.scaled_dot(u, v, impl="xla"))(b, b))
+
+
+def test_vmap_grad_and_eager():
+    rng = np.random.default_rng(23)
+    w = _side(rng, "mxfp8_e4m3", (6, 64), codes=list(ORDINARY) + list(LOW))
+    x = rng.standard_normal((5, 4, 64)).astype(F32)
+
+    def f(x, impl):
+        return mxj.scaled_dot(mxj.quantize(x, "mxfp4_e2m1", impl=impl), w, impl=impl)
+
+    batched = jax.jit(jax.vmap(lambda x: f(x, "auto")))(x)
+    _same(batched, jax.jit(jax.vmap(lambda x: f(x, "xla")))(x))
+    for i in range(5):
+        _same(batched[i], jax.jit(lambda x: f(x, "auto"))(x[i]))
+    # per-example global scales: one scaled dot per example (a loop), the kernels inside it
+    g = np.array([0.5, 2.0, 1e-3, 4.0, 3e-39], F32)
+
+    def h(x, g, impl):
+        return mxj.scaled_dot(mxj.quantize(x, "nvfp4", global_scale=g, impl=impl), w, impl=impl)
+
+    looped = jax.jit(jax.vmap(lambda x, g: h(x, g, "auto")))
+    assert "mxlower_dequantize_nvfp4" in looped.lower(x, g).as_text()
+    _same(looped(x, g), jax.jit(jax.vmap(lambda x, g: h(x, g, "xla")))(x, g))
+    ct = rng.standard_normal((4, 6)).astype(F32)
+
+    def loss(x, w, impl):
+        return jnp.sum(ct * mxj.scaled_dot(mxj.quantize(x, "mxfp6_e2m3", impl=impl), w,
+                                           impl=impl))
+
+    # STE: the gradient is ct @ dequantize(w), a plain f32 dot of JAX's (the JVP rule), whose
+    # summation order XLA picks per fusion: close to the f64 value, not the same bits
+    want = ct.astype(np.float64) @ _values(w).astype(np.float64)
+    mag = np.abs(ct.astype(np.float64)) @ np.abs(_values(w).astype(np.float64))
+    for impl in ("auto", "xla"):
+        g = jax.jit(jax.grad(lambda x: loss(x, w, impl)))(x[0])  # noqa: B023
+        assert np.all(np.abs(np.asarray(g) - want) <= 1e-6 * mag)
+    # eager (outside jit): the primitive compiled alone, with the kernel
+    a = _side(rng, "mxfp8_e5m2", (3, 64), codes=LOW)
+    _same(mxj.scaled_dot(a, w), jax.jit(lambda u, v: mxj.scaled_dot(u, v, impl="xla"))(a, w))
+
+
+def test_the_kernels_run_inside_the_branch_taken():
+    """The lowering: the exactness test, then a ``stablehlo.if`` whose branches each call the
+    dequantize kernel once per MX side and contract in f32 (then) or f64 (else); no kernel call
+    outside it (whose f32 results XLA:CPU would copy into the conditional's operands)."""
+    rng = np.random.default_rng(31)
+    a = _side(rng, "mxfp8_e4m3", (4, 64))
+    b = _side(rng, "nvfp4", (3, 64))
+    text = jax.jit(lambda u, v: mxj.scaled_dot(u, v)).lower(a, b).as_text()
+    before, rest = text.split('"stablehlo.if"', 1)
+    then, other = rest.split("}, {", 1)
+    other = other.split("}) : (tensor<i1>)", 1)[0]
+    assert "custom_call" not in before
+    for branch, elt in ((then, "f32"), (other, "f64")):
+        calls = re.findall(r"custom_call @(\w+)", branch)
+        assert sorted(calls) == ["mxlower_dequantize_mxfp8_e4m3_f32_k32",
+                                 "mxlower_dequantize_nvfp4_f32_k16"]
+        assert re.search(rf"dot_general .*-> tensor<4x3x{elt}>", branch)
+
+
+def test_bad_impl_is_a_clear_error():
+    rng = np.random.default_rng(29)
+    a = _side(rng, "mxfp8_e4m3", (2, 32))
+    with pytest.raises(ValueError, match="scaled_dot: unknown argument 'impl' 'fast'"):
+        mxj.scaled_dot(a, a, impl="fast")
+
+
+def test_xla_cpu_flushes_subnormals_converting_f32_to_f64():
+    """Why the f64 contraction reads the kernel's f32 values from their bits: XLA:CPU's own
+    f32 -> f64 conversion flushes subnormals (DAZ).  Should XLA stop doing so, this test says
+    the bit read could become a plain conversion."""
+    text = ("func.func @main(%x: tensor<2xf32>) -> tensor<2xf64> {\n"
+            "  %y = stablehlo.convert %x : (tensor<2xf32>) -> tensor<2xf64>\n"
+            "  return %y : tensor<2xf64>\n}\n")
+    (got,) = run_module(text, [np.array([2.0 ** -130, 1.0], F32)])
+    assert got.tolist() == [0.0, 1.0]
