@@ -212,19 +212,24 @@ def _channel(scale: str) -> str:
     return dataclasses.replace(scale_spec(scale), kind="channel", tile=(), dims=(-1,)).code
 
 
-def _cast_batch(args, dims, *, scale, **params):
-    size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
-    front = [batching.bdim_at_front(a, d, size) for a, d in zip(args, dims)]
-    if scale is None or scale_spec(scale).kind != "tensor":
-        # no scale, or tiles with dimensions counted from the end: the same cast per example
-        return cast_p.bind(*front, scale=scale, **params), 0
-    # one scale per example: each example's values are one channel of a [batch, n] view
-    shape = front[0].shape
-    flat = [a.reshape(size, -1) for a in front]
-    return cast_p.bind(*flat, scale=_channel(scale), **params).reshape(shape), 0
+def _per_example_batch(prim):
+    """The batching rule of a primitive returning one array of the values' shape (cast,
+    decode): the batch dimension moves to the front of every operand; a tensor-wide scale
+    becomes one scale per example (each example one channel of a ``[batch, n]`` view, every
+    operand flattened to ``[batch, -1]``)."""
+    def batch(args, dims, *, scale, **params):
+        size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
+        front = [batching.bdim_at_front(a, d, size) for a, d in zip(args, dims)]
+        if scale is None or scale_spec(scale).kind != "tensor":
+            # no scale, or tiles with dimensions counted from the end: the same per example
+            return prim.bind(*front, scale=scale, **params), 0
+        shape = front[0].shape
+        flat = [a.reshape(size, -1) for a in front]
+        return prim.bind(*flat, scale=_channel(scale), **params).reshape(shape), 0
+    return batch
 
 
-_define(cast_p, _cast_abstract, _cast_lowering, _cast_jvp, _cast_batch)
+_define(cast_p, _cast_abstract, _cast_lowering, _cast_jvp, _per_example_batch(cast_p))
 
 
 # ============================================================================== sparse
@@ -519,14 +524,4 @@ def _decode_jvp(primals, tangents, *, dtype, has_ste, **params):
     return out, lax.convert_element_type(tangents[-1], dtype)  # straight-through estimator
 
 
-def _decode_batch(args, dims, *, scale, **params):
-    size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
-    front = [batching.bdim_at_front(a, d, size) for a, d in zip(args, dims)]
-    if scale is None or scale_spec(scale).kind != "tensor":
-        return decode_p.bind(*front, scale=scale, **params), 0
-    shape = front[0].shape
-    flat = [a.reshape(size, -1) for a in front]
-    return decode_p.bind(*flat, scale=_channel(scale), **params).reshape(shape), 0
-
-
-_define(decode_p, _decode_abstract, _decode_lowering, _decode_jvp, _decode_batch)
+_define(decode_p, _decode_abstract, _decode_lowering, _decode_jvp, _per_example_batch(decode_p))

@@ -23,6 +23,7 @@ import traceback
 from typing import Any, TextIO
 
 from mxlower import passes as registry
+from mxlower.bindings import collect_ops
 from mxlower.bindings import jaxlib as J
 from mxlower.bindings import upstream
 from mxlower.diagnostics import Diagnostic, DiagnosticEngine, PassFailure, location_of
@@ -33,6 +34,34 @@ from mxlower.pipeline.parser import Nested, PassRef, PipelineError, parse_elemen
 __all__ = ["PassPipeline", "UPSTREAM_PASS_NAMES", "cached_pipeline", "run_pipeline"]
 
 _MAX_EXPANSION_DEPTH = 16
+
+#: The largest vector (elements) handed to upstream MLIR: LLVM's lowering of a vector type
+#: with 2^32 or more elements aborts the process ("SmallVector unable to grow"); no real
+#: program has vectors anywhere near this size.
+MAX_VECTOR_ELEMENTS = 1 << 24
+
+_VECTOR = re.compile(r"vector<((?:\[?\d+\]?x)+)")
+
+
+def _huge_vector(text: str) -> tuple[str, int] | None:
+    """The first vector type in ``text`` with more than MAX_VECTOR_ELEMENTS elements (its
+    spelling up to the element type, and its element count), or None."""
+    for m in _VECTOR.finditer(text):
+        count = 1
+        for d in re.findall(r"\d+", m.group(1)):
+            count *= int(d)
+        if count > MAX_VECTOR_ELEMENTS:
+            return m.group(0) + "...>", count
+    return None
+
+
+def _first_user(root: Any, vtype: str) -> Any | None:
+    """The first op (walk order) whose text names the type ``vtype`` (for the location)."""
+    head = vtype[:-4]  # without the "...>"
+    for o in collect_ops(root, pre_order=True):
+        if o is not root and any(head in str(v.type) for v in (*o.operands, *o.results)):
+            return o
+    return None
 
 
 JAXLIB, UPSTREAM = "jaxlib", "upstream"
@@ -258,6 +287,14 @@ class PassPipeline:
         upstream_ir = upstream.module("ir")
         name = stage.names[0] if isinstance(stage, _Upstream) else stage.instance.name
         text = op.get_asm(enable_debug_info=True)
+        huge = _huge_vector(text)
+        if huge is not None:
+            vtype, count = huge
+            engine.record(Diagnostic(
+                "error", f"{vtype} has {count} elements; mxlower hands upstream MLIR vectors of "
+                f"at most {MAX_VECTOR_ELEMENTS} elements (its LLVM lowering aborts the process "
+                "on vectors of 2^32 or more)", *location_of(_first_user(op, vtype) or op)))
+            return None
         ctx = self.upstream_context
         try:
             with ctx:

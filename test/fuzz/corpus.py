@@ -300,6 +300,20 @@ def truncated_resource_global() -> str:
             '{-#\n  dialect_resources: {\n    builtin: {\n      blob1: "0x01000000010001')
 
 
+def huge_vector() -> str:
+    """Vectors of 2^32 + 1 lanes (a mutant of the widen-bool-memrefs lit test, found by this
+    fuzzer): upstream MLIR's LLVM lowering of the transfer/masked ops aborts the process."""
+    v = "vector<4294967297xi1>"
+    return (f"func.func @huge(%m: memref<?xi1>, %i: index, %mask: {v}, %p: i1) -> ({v}, {v}) {{\n"
+            f"  %v = vector.load %m[%i] : memref<?xi1>, {v}\n"
+            f"  vector.store %v, %m[%i] : memref<?xi1>, {v}\n"
+            f"  %r = vector.transfer_read %m[%i], %p : memref<?xi1>, {v}\n"
+            f"  vector.transfer_write %r, %m[%i] : {v}, memref<?xi1>\n"
+            f"  %ml = vector.maskedload %m[%i], %mask, %v : memref<?xi1>, {v}, {v} into {v}\n"
+            f"  vector.maskedstore %m[%i], %mask, %ml : memref<?xi1>, {v}, {v}\n"
+            f"  return %r, %ml : {v}, {v}\n}}\n")
+
+
 def block_scaled_dot_list_dequantize_type() -> str:
     """``__op$block_scaled_dot`` whose backend_config has ``"dequantize_type": [1]``."""
     return (

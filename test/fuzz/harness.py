@@ -398,6 +398,12 @@ def handmade_cases(pass_names: list[str], run_timeout: float | None) -> list[Cas
             Invocation("run", (INPUT, *interp, *rt)),
             Invocation("translate", (INPUT, "--chip=sm_100a", "--emit=llvmir")),
         ]),
+        Case("huge-vector", C.huge_vector(), [
+            Invocation("opt", (INPUT, "--mxlower-stablehlo-to-llvm")),
+            Invocation("opt", (INPUT, "--convert-vector-to-llvm")),
+            Invocation("run", (INPUT, "--backend=llvm", "--no-print", *rt)),
+            Invocation("translate", (INPUT, "--emit=llvmir")),
+        ]),
         Case("block-scaled-dot-list-dequantize-type", C.block_scaled_dot_list_dequantize_type(), [
             Invocation("opt", (INPUT, "--mxlower-legalize-xla-mx")),
             Invocation("opt", (INPUT, "--mxlower-mx-to-stablehlo")),

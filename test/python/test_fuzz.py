@@ -150,7 +150,8 @@ _HANDMADE = {c.name: c for c in H.handmade_cases(M.pass_names(), None)}
 def test_handmade_bad_input(name, tmp_path):
     """Issue 11's hand-made cases: 10,000 nested regions, a 5,000-deep pipeline string, a cut-off
     dense_resource blob (jaxlib's parser SIGSEGVs after reporting it), a list-valued
-    dequantize_type in __op$block_scaled_dot.  Each tool must end in clear error lines."""
+    dequantize_type in __op$block_scaled_dot; and vectors of 2^32 + 1 lanes (found by the mutant
+    run).  Each tool must end in clear error lines."""
     cases = M.build_cases(0, SEED, handmade=True, run_timeout=TIMEOUT / 3)
     case = next(c for c in cases if c.name == name)
     report = H.Fuzzer(_out(tmp_path, name), jobs=1, timeout=TIMEOUT).run([case])
