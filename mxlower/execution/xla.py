@@ -96,7 +96,14 @@ def execute(text: str, sig: Signature, inputs: list[np.ndarray]) -> list[np.ndar
     ``sig``) and run it; a module XLA cannot compile is a :class:`RunError` with XLA's first
     message line, and XLA's log lines of a successful compile pass through to stderr."""
     if any(spec.dtype.itemsize == 8 for spec in sig.args + sig.results):
-        jax.config.update("jax_enable_x64", True)
+        # 64-bit values for this call only (a global switch would change the dtypes of every
+        # later JAX computation in the process)
+        with jax.enable_x64(True):
+            return _execute(text, inputs)
+    return _execute(text, inputs)
+
+
+def _execute(text: str, inputs: list[np.ndarray]) -> list[np.ndarray]:
     f6 = sorted({t for t in ("f6E3M2FN", "f6E2M3FN") if t in text})
     if f6:
         raise RunError(f"XLA:CPU has no {' or '.join(f6)} type: append "

@@ -33,9 +33,15 @@ re-exported here); this module is the command line only.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
-from mxlower import types
+# XLA's C++ INFO lines (the PjRt device count at start-up) are not the tool's output.  Read
+# when jaxlib's native library loads, so set before the imports below load it; a user's own
+# TF_CPP_MIN_LOG_LEVEL wins.
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
+
+from mxlower import types  # noqa: E402
 from mxlower.diagnostics import DiagnosticEngine
 from mxlower.execution.arrays import (check_inputs, compare, load_arrays, npz_bytes,
                                       random_inputs, storable, typed)
