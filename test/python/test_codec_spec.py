@@ -527,3 +527,68 @@ def test_arith_builder_on_llvm(spec):
         exp_c, exp_v = _numpy_pair(x, r, s, src, spec, mode, shifted, dst)
         assert np.array_equal(_codes(got_c, spec), _codes(exp_c, spec)), (mode, shifted)
         assert _same_float(got_v, exp_v).all(), (mode, shifted, dst)
+
+
+# ----------------------------------------------------------------------------- section 2 modes
+
+from mxlower.types import FLOAT_TYPES  # noqa: E402
+
+
+def _section2_with_mode(x: np.ndarray, t, mode: str) -> np.ndarray:
+    """The oracle of arith.truncf with a rounding mode: section 10.2's rounding of the exact
+    value (cast_reference), then the type's section 2 rules in place of saturation: a finite
+    value that rounds past max (only with ``nearest``: at or past max + half an ulp) and +-Inf
+    become the type's overflow code."""
+    n = numbers.of_float_type(t)
+    v = x.astype(np.float64)
+    codes = CR.round_codes(v, n, mode) & ((1 << n.bits) - 1)
+    neg = np.signbit(v).astype(np.int64)
+    over = np.isinf(v)
+    if mode == "nearest":
+        over |= np.isfinite(v) & (np.abs(v) >= t.overflow_midpoint)
+    if t.special == "ieee":
+        k = t.exponent_mask | (neg << (t.bits - 1))
+    elif t.special == "fn":
+        k = t.nan_code | (neg << (t.bits - 1))
+    elif t.special in ("fnuz", "fnu"):
+        k = np.full(v.shape, t.nan_code)
+    else:  # finite-only: round_codes saturates already, as section 2 does
+        k = codes
+    return np.where(over, k, codes)
+
+
+@pytest.mark.parametrize("dst", list(FLOAT_TYPES))
+@pytest.mark.parametrize("mode", ["zero", "nearest"])
+def test_convert_with_rounding_mode(dst, mode):
+    """emit_convert (arith.truncf toward_zero / to_nearest_away): every f16 and bf16 input,
+    the f32 and f64 probes."""
+    t = FLOAT_TYPES[dst]
+    if t.has_nan:  # the cast oracle's NaN codes are section 2's
+        assert numbers.of_float_type(t).nan_code == t.nan_code
+    for src, x in [*SOURCES16.items(), ("f32", _f32_probes()),
+                   ("f64", codec.probe_values("f64", n_random=1 << 12))]:
+        got = CS.emit_convert(NP, x, src, dst, roundmode=mode).astype(np.int64)
+        want = _section2_with_mode(x, t, mode)
+        assert np.array_equal(got, want), (src, _mismatch(x, got, want))
+
+
+@pytest.mark.parametrize("dst", [d for d in FLOAT_TYPES if d != "f8E8M0FNU"])
+def test_convert_target_even_is_section_2(dst):
+    """The spec algorithm with section 2's overflow rules and ``even`` is the section 2 codec
+    (an independent implementation) for every type but f8E8M0FNU, whose ml_dtypes rules
+    (ties up, the subnormal band) only the section 2 codec has."""
+    t = FLOAT_TYPES[dst]
+    n = numbers.of_float_type(t)
+    for src, x in [*SOURCES16.items(), ("f32", _f32_probes())]:
+        code, _ = CS._encode(NP, x, src, n, CS.convert_target(t, "even"), "even", None, None,
+                             False)
+        want = codec.emit_truncf(NP, x, src, dst)
+        got = (code & 0xFF).astype(np.uint8)
+        assert np.array_equal(got, want), (src, _mismatch(x, got, want))
+
+
+def test_convert_rejects_other_modes():
+    with pytest.raises(ValueError, match="not a section 2 conversion mode"):
+        CS.emit_convert(NP, np.zeros(2, np.float32), "f32", "f8E4M3FN", roundmode="stochastic")
+    with pytest.raises(ValueError, match="must be a narrow type"):
+        CS.emit_convert(NP, np.zeros(2, np.float32), "f32", "bf16", roundmode="zero")

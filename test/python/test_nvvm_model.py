@@ -269,3 +269,36 @@ def test_unsupported_conversions():
     with pytest.raises(L.UnsupportedConversion, match="sources: f64, f32, bf16, f16"):
         L.plan_truncf("i32", "f8E4M3FN", "sm_100a")
     assert L.plan_truncf("f64", "f8E4M3FN", "sm_100a").path == "codec"  # no double rounding
+
+
+# ----------------------------------------------------------------------------- rounding modes
+
+
+@pytest.mark.parametrize("chip", ["sm_80", "sm_90a", "sm_100a"])
+@pytest.mark.parametrize("rounding", ["toward_zero", "to_nearest_away"])
+@pytest.mark.parametrize("dst", NARROW)
+def test_truncf_rounding_modes_use_the_codec(dst, rounding, chip):
+    """arith.truncf toward_zero / to_nearest_away: no cvt rounds so, so the codec on every chip
+    (codec_spec.emit_convert, which test_codec_spec.py checks against the oracle); f32 and f16
+    sources (the f16 one also through a narrow -> narrow detour: the same bits)."""
+    from mxlower.lowering import codec_spec
+
+    mode = codec_spec.TRUNCF_MODES[rounding]
+    for src in ("f32", "f16"):
+        x = probes(src)
+        plan = L.plan_truncf(src, dst, chip, rounding=rounding)
+        assert plan.path == "codec" and "no cvt" in plan.detail
+        got = L.emit_truncf(L.NumpyCvtBuilder(), x, src, dst, plan)
+        want = codec_spec.emit_convert(L.NumpyCvtBuilder(), x, src, dst, roundmode=mode)
+        assert np.array_equal(got, want), _mismatch(x, got, want)
+
+
+def test_truncf_rounding_mode_errors():
+    with pytest.raises(L.UnsupportedConversion, match="mxlower.satfinite with rounding mode"):
+        L.plan_truncf("f32", "f8E4M3FN", "sm_100a", satfinite=True, rounding="toward_zero")
+    with pytest.raises(L.UnsupportedConversion, match="'upward' is not supported"):
+        L.plan_truncf("f32", "f8E4M3FN", "sm_100a", rounding="upward")
+    # f8E8M0FNU: toward_zero with satfinite stays the cvt.rz scale selection
+    assert L.plan_truncf("f32", "f8E8M0FNU", "sm_100a", satfinite=True,
+                         rounding="toward_zero").detail.startswith("cvt.rz.satfinite.ue8m0x2")
+    assert L.plan_truncf("f64", "f8E5M2", "sm_100a", rounding="toward_zero").path == "codec"

@@ -55,6 +55,11 @@ def _kernels() -> tuple[str, list[str]]:
         for rnd in ("upward", "toward_zero"):
             names.append(f"scale_{src}_{rnd}")
             fns.append(_kernel(names[-1], src, "f8E8M0FNU", 2, f" {rnd} {{mxlower.satfinite}}"))
+    # truncf rounding modes (the codec: no cvt rounds toward zero or ties away)
+    for dst in ("f8E4M3FN", "f4E2M1FN", "f8E4M3FNUZ", "f8E8M0FNU"):
+        for rnd in ("toward_zero", "to_nearest_away"):
+            names.append(f"rnd_{dst}_{rnd}")
+            fns.append(_kernel(names[-1], "f16", dst, 2, f" {rnd}"))
     return "gpu.module @all {\n" + "".join(fns) + "}\n", names
 
 
