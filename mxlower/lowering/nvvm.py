@@ -79,6 +79,7 @@ __all__ = [
     "pairs",
     "plan_conversion",
     "plan_extf",
+    "plan_stochastic",
     "plan_truncf",
     "target_chip",
 ]
@@ -187,6 +188,23 @@ def plan_truncf(src: str, dst: str, chip: str, *, hardware: bool = True,
     why = "" if not hardware else " (f64 source)" if src == "f64" else \
         f" ({chip} has no cvt to {dst})"
     return Plan("codec", "integer expansion" + why, "", "rn", False, satfinite)
+
+
+def plan_stochastic(dst: str, chip: str, *, hardware: bool = True) -> Plan:
+    """How docs/semantics.md section 10.2's stochastic cast to ``dst`` (a number spec's MLIR
+    type or code) is lowered on ``chip``: always the codec,
+    :func:`mxlower.lowering.codec_spec.emit_encode` with ``roundmode="stochastic"``.
+
+    ``cvt.rs.satfinite.<t>x4.f32`` (:func:`nvvm_model.has_rs_cvt` chips, types
+    :data:`nvvm_model.RS_FORMATS`) converts four values with one 32-bit random operand, i.e.
+    :data:`nvvm_model.RS_LANE_BITS` random bits per value (:func:`nvvm_model.cvt_rs_satfinite`).
+    Section 10.2 rounds each value with all 32 bits of its own random operand, so the two agree
+    only for random operands whose low 24 bits are zero -- which the IR cannot promise -- and
+    differ on about one input in 2^8 otherwise (test/python/test_nvvm_model.py)."""
+    rs = (hardware and dst in nvvm_model.RS_FORMATS and nvvm_model.has_rs_cvt(chip))
+    why = ("cvt.rs draws 8 random bits per value; section 10.2 rounds with 32" if rs
+           else "no stochastic cvt on this chip" if hardware else "hardware=false")
+    return Plan("codec", f"integer expansion ({why})", "", "rs")
 
 
 def plan_extf(src: str, dst: str, chip: str, *, hardware: bool = True) -> Plan:
