@@ -29,7 +29,8 @@ from mxlower.lowering import codec
 from mxlower.lowering import codec_spec as CS
 
 NP = codec.NumpyBuilder()
-pytestmark = pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")
+pytestmark = [pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning"),
+              pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")]
 MODES = ["even", "nearest", "zero", "stochastic"]
 _X16 = np.arange(1 << 16, dtype=np.uint16)
 SOURCES16 = {"f16": _X16.view(np.float16), "bf16": _X16.view(ml_dtypes.bfloat16)}
