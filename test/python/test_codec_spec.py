@@ -593,3 +593,41 @@ def test_convert_rejects_other_modes():
         CS.emit_convert(NP, np.zeros(2, np.float32), "f32", "f8E4M3FN", roundmode="stochastic")
     with pytest.raises(ValueError, match="must be a narrow type"):
         CS.emit_convert(NP, np.zeros(2, np.float32), "f32", "bf16", roundmode="zero")
+
+
+def test_stablehlo_builder_dynamic_shapes():
+    """A tensor<?x4xf32> input (constants broadcast to its runtime shape): the module verifies,
+    and after shape refinement to 8x4 it runs on XLA:CPU with NumPy's bits."""
+    from mxlower import xla_cpu
+    from mxlower.bindings import jaxlib as J
+    from mxlower.dialect.testing import refine_for_inputs
+    from mxlower.lowering.codec_stablehlo import StableHLOBuilder
+
+    ir = J.ir
+    dyn = ir.ShapedType.get_dynamic_size()
+    with J.make_context(), ir.Location.unknown():
+        m = ir.Module.create()
+        ts = [ir.RankedTensorType.get([dyn, 4], ir.Type.parse(t)) for t in ("f32", "ui32", "i32")]
+        with ir.InsertionPoint(m.body):
+            f = J.func.FuncOp("main", ir.FunctionType.get(ts, []))
+            blk = f.add_entry_block()
+            x, r, s = blk.arguments
+            with ir.InsertionPoint(blk):
+                b = StableHLOBuilder([dyn, 4], like=x)
+                c = CS.emit_encode(b, x, "f32", "e5m6", roundmode="stochastic", rbits=r, shift=s)
+                v = CS.emit_decode(b, c, "e5m6", "bf16", shift=s)
+                J.func.ReturnOp([c, v])
+            f.attributes["function_type"] = ir.TypeAttr.get(
+                ir.FunctionType.get(ts, [c.type, v.type]))
+        assert m.operation.verify()
+        text = str(m)
+    assert "tensor<?x4xui16>" in text
+    rng = np.random.default_rng(9)
+    x = (rng.standard_normal((8, 4)) * 100).astype(np.float32)
+    r = rng.integers(0, 2**32, (8, 4), dtype=np.uint64).astype(np.uint32)
+    s = rng.integers(-20, 20, (8, 4)).astype(np.int32)
+    got_c, got_v = xla_cpu.run(refine_for_inputs(text, [x, r, s]), x, r, s)
+    exp_c = CS.emit_encode(NP, x, "f32", "e5m6", roundmode="stochastic", rbits=r, shift=s)
+    assert np.array_equal(got_c, exp_c)
+    exp_v = CS.emit_decode(NP, exp_c, "e5m6", "bf16", shift=s)
+    assert _same_float(got_v, exp_v).all()
