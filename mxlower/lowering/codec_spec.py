@@ -158,7 +158,17 @@ class _Unpacked:
 
 def _ladder(b: IntBuilder, sig: Any, L: Any, M: int) -> tuple[Any, Any]:
     """Normalize a non-zero ``sig`` < 2^(M+1) so that bit M is set, lowering ``L`` to match
-    (zero stays zero with ``L`` lowered by the ladder's total)."""
+    (zero stays zero, with ``L`` lowered by some amount).  With the builder's
+    ``int_to_float``: the leading bit's position is the exponent of float(sig) (exact), one
+    variable shift; else a shift ladder (log2(M) compare-and-shift steps)."""
+    W = b.width(sig)
+    wide = "f32" if W == 32 and M < 24 else "f64" if W == 64 and M < 53 else None
+    if b.has_int_to_float and wide is not None:
+        f = WIDE_FLOAT_TYPES[wide]
+        # k = M - floor(log2 sig) = (M + bias) - biased exponent of float(sig); sig = 0 gives
+        # M + bias, clamped to a valid shift
+        k = b.min(b.sub(M + f.bias, b.shr(b.int_to_float(sig, wide), f.man_bits)), W - 1)
+        return b.shl(sig, k), b.sub(L, k)
     steps, k = [], 1
     while k <= M:
         steps.insert(0, k)

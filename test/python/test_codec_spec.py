@@ -631,3 +631,53 @@ def test_stablehlo_builder_dynamic_shapes():
     assert np.array_equal(got_c, exp_c)
     exp_v = CS.emit_decode(NP, exp_c, "e5m6", "bf16", shift=s)
     assert _same_float(got_v, exp_v).all()
+
+
+class _NoIntToFloat(codec.NumpyBuilder):
+    """A builder without int_to_float: normalization falls back to the shift ladder."""
+
+    has_int_to_float = False
+
+
+@pytest.mark.parametrize("spec", ["e4m3fn", "e8m0", "e8m23", "int32", "e5m6", "uint3"])
+def test_ladder_fallback_gives_the_same_bits(spec):
+    x = SOURCES16["bf16"]
+    rng = np.random.default_rng(12)
+    sh = rng.integers(-200, 200, x.size).astype(np.int32)
+    rb = rng.integers(0, 2**32, x.size, dtype=np.uint64).astype(np.uint32)
+    for kw in ({"shift": sh}, {"shift": sh, "roundmode": "stochastic", "rbits": rb}):
+        a = CS.emit_encode(NP, x, "bf16", spec, **kw)
+        b = CS.emit_encode(_NoIntToFloat(), x, "bf16", spec, **kw)
+        assert np.array_equal(a, b)
+        da = CS.emit_decode(NP, a, spec, "f32", shift=sh)
+        db = CS.emit_decode(_NoIntToFloat(), a, spec, "f32", shift=sh)
+        assert np.array_equal(da.view(np.uint32), db.view(np.uint32))
+
+
+class _Counter(codec.NumpyBuilder):
+    def __init__(self):
+        self.ops = 0
+
+    def _count(self, name, *a):
+        self.ops += 1
+        return getattr(super(), name)(*a)
+
+    def binary(self, *a):
+        return self._count("binary", *a)
+
+    def compare(self, *a):
+        return self._count("compare", *a)
+
+    def select(self, *a):
+        return self._count("select", *a)
+
+
+@pytest.mark.parametrize("spec, plain, shifted", [("e4m3fn", 36, 44), ("e2m1fo", 36, 44),
+                                                  ("int8", 32, 40), ("e8m0", 34, 37)])
+def test_emitted_sequence_stays_small(spec, plain, shifted):
+    """A regression guard on the op count of f32 -> spec (the MX quantize path is shifted)."""
+    x, sh = np.zeros(4, np.float32), np.zeros(4, np.int32)
+    for kw, limit in (({}, plain), ({"shift": sh}, shifted)):
+        b = _Counter()
+        CS.emit_encode(b, x, "f32", spec, **kw)
+        assert b.ops <= limit, (kw, b.ops)
