@@ -53,7 +53,9 @@ A builder implements nine primitives (see :class:`IntBuilder`): ``constant(value
 ``select(cond, a, b)``, ``bitcast_to_int(x)`` / ``bitcast_to_float(x, wide)`` (same width),
 ``resize(x, bits)`` (zero-extend or truncate), ``width(x)``, and ``float_op(op, lhs, rhs,
 wide)`` (``add``/``sub`` of f32 or f64 given and returned as bit patterns; only ``fpu=True``
-plans use it).  Every value of one conversion has the same shape; constants are splats of
+plans use it).  Optional ones, used by :mod:`mxlower.lowering.codec_spec`: ``xor`` (a
+binary op), ``int_to_float`` (where ``has_int_to_float``), ``signless`` and ``to_storage``
+(identities except on StableHLO, whose unsigned element types need bitcasts).  Every value of one conversion has the same shape; constants are splats of
 it.  Integer values are two's complement; the algorithm only compares values whose signed
 reading is their true value, so it never needs unsigned predicates (StableHLO ties compare
 signedness to the element type).

@@ -20,6 +20,12 @@ f4E2M1FN, f6* -> f16            cvt.rn.f16x2.e2m1x2/...      none (exact)
 f8E8M0FNU -> bf16               cvt.rn.bf16x2.ue8m0x2        none (exact)
 anything -> f8E8M0FNU           (none: cvt has only rz/rp,   integer expansion
 (round to nearest)              MX wants ties-up)
+f8E4M3, f8E3M4, FNUZ types      (none: PTX's e4m3 is         integer expansion
+                                f8E4M3FN)
+truncf toward_zero /            (none: the narrow cvts       integer expansion
+to_nearest_away                 round to nearest)            (codec_spec.emit_convert)
+stochastic cast (section 10.2)  (cvt.rs: 8 random bits per   integer expansion
+                                value, see plan_stochastic)  (codec_spec.emit_encode)
 ==============================  ===========================  ==================================
 
 bf16 sources are widened to f32 first (exact); f32/bf16 results of the up-conversions are
