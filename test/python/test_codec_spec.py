@@ -302,6 +302,20 @@ def test_fixed_point_int_is_a_shift():
     back = CS.emit_decode(NP, got, "int8", "f32", fixed=True)
     assert np.array_equal(back, CR._decode(exp, numbers.number("int8"), fixed=True)
                           .astype(np.float32))
+    # with a per-element exponent, as an e8m0-scaled mxint8 / int4 tile uses it
+    rng = np.random.default_rng(2)
+    sh = rng.integers(-130, 130, x.size).astype(np.int32)
+    for spec in ("int8", "int4"):
+        n = numbers.number(spec)
+        got = CS.emit_encode(NP, x, "bf16", spec, fixed=True, shift=sh)
+        with np.errstate(all="ignore"):
+            v = np.ldexp(x.astype(np.float64), -sh)
+        exp = CR.round_codes(v, n, fixed=True)
+        assert np.array_equal(got.astype(np.int64), exp)
+        back = CS.emit_decode(NP, got, spec, "f32", fixed=True, shift=sh)
+        with np.errstate(all="ignore"):
+            want = np.ldexp(CR._decode(exp, n, fixed=True), sh).astype(np.float32)
+        assert np.array_equal(back.view(np.uint32), want.view(np.uint32))
 
 
 # ----------------------------------------------------------------------------- stochastic
