@@ -67,6 +67,7 @@ __all__ = [
     "SpecError",
     "datatype",
     "number",
+    "of_float_type",
     "scale",
 ]
 
@@ -412,6 +413,14 @@ def _from_type_table(name: str) -> NumberSpec | None:
     c = t.codec
     if c is None or c.mlir == "f64":
         return None
+    return of_float_type(c)
+
+
+def of_float_type(c: types.FloatType) -> NumberSpec:
+    """The number spec of a codec description (the inverse of :attr:`NumberSpec.float_type`;
+    f64 has none: SpecError)."""
+    if c.exp_bits > 8:
+        raise SpecError(f"{c.mlir} has {c.exp_bits} exponent bits; a number spec has at most 8")
     if c.special == "fnu":
         return NumberSpec("exp", c.bits, c.exp_bits, 0, c.bias)
     special = {"ieee": "ieee", "fn": "fn", "fnuz": "fnuz", "none": "fo"}[c.special]

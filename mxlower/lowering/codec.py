@@ -53,7 +53,9 @@ A builder implements nine primitives (see :class:`IntBuilder`): ``constant(value
 ``select(cond, a, b)``, ``bitcast_to_int(x)`` / ``bitcast_to_float(x, wide)`` (same width),
 ``resize(x, bits)`` (zero-extend or truncate), ``width(x)``, and ``float_op(op, lhs, rhs,
 wide)`` (``add``/``sub`` of f32 or f64 given and returned as bit patterns; only ``fpu=True``
-plans use it).  Every value of one conversion has the same shape; constants are splats of
+plans use it).  Optional ones, used by :mod:`mxlower.lowering.codec_spec`: ``xor`` (a
+binary op), ``int_to_float`` (where ``has_int_to_float``), ``signless`` and ``to_storage``
+(identities except on StableHLO, whose unsigned element types need bitcasts).  Every value of one conversion has the same shape; constants are splats of
 it.  Integer values are two's complement; the algorithm only compares values whose signed
 reading is their true value, so it never needs unsigned predicates (StableHLO ties compare
 signedness to the element type).
@@ -195,6 +197,16 @@ class IntBuilder:
 
     def width(self, x: Any) -> int:
         """The integer width of a value (1 for i1)."""
+        raise NotImplementedError
+
+    #: whether :meth:`int_to_float` is implemented (the spec codec then normalizes with one
+    #: conversion instead of a shift ladder)
+    has_int_to_float = False
+
+    def int_to_float(self, x: Any, wide: str) -> Any:
+        """Non-negative integers (exact in ``wide``: below 2^24 for f32, 2^53 for f64) ->
+        floats of ``wide`` ("f32" or "f64") of the same width; returned as their bit pattern
+        (integers).  The result is a normal float or zero, so flushing modes change nothing."""
         raise NotImplementedError
 
     def signless(self, x: Any) -> Any:
@@ -659,6 +671,12 @@ class NumpyBuilder(IntBuilder):
     def bitcast_to_float(self, x, wide: str):
         return np.asarray(x).view(WIDE_FLOAT_TYPES[wide].dtype)
 
+    has_int_to_float = True
+
+    def int_to_float(self, x, wide: str):
+        dt = WIDE_FLOAT_TYPES[wide].dtype
+        return np.asarray(x).astype(dt).view(f"int{8 * dt.itemsize}")
+
     def float_op(self, op: str, lhs, rhs, wide: str):
         dt = WIDE_FLOAT_TYPES[wide].dtype
         x, y = np.asarray(lhs).view(dt), np.asarray(rhs).view(dt)
@@ -789,6 +807,12 @@ class ArithBuilder(MLIRBuilder):
     def bitcast_to_float(self, x, wide: str):
         return self.arith.BitcastOp(self._shaped(self.ir.Type.parse(wide)), x,
                                     **self._kw()).result
+
+    has_int_to_float = True
+
+    def int_to_float(self, x, wide: str):
+        f = self.arith.SIToFPOp(self._shaped(self.ir.Type.parse(wide)), x, **self._kw()).result
+        return self.bitcast_to_int(f)
 
     def float_op(self, op: str, lhs, rhs, wide: str):
         cls = {"add": self.arith.AddFOp, "sub": self.arith.SubFOp}[op]

@@ -56,11 +56,12 @@ import dataclasses
 from typing import Any
 
 from mxlower import numbers
-from mxlower.lowering.codec import WIDE_FLOAT_TYPES, IntBuilder, codec_type
+from mxlower.lowering.codec import WIDE_FLOAT_TYPES, IntBuilder, codec_type, emit_truncf
 from mxlower.numbers import ROUND_MODES, NumberSpec
 from mxlower.types import FloatType
 
-__all__ = ["Target", "emit_decode", "emit_encode", "storage_type", "target"]
+__all__ = ["TRUNCF_MODES", "Target", "convert_target", "emit_convert", "emit_decode",
+           "emit_encode", "storage_type", "target"]
 
 #: |shift| beyond this saturates or flushes every spec from every source (f64 included)
 SHIFT_CLAMP = 2000
@@ -81,6 +82,7 @@ class Target:
     emax: int  #: floor(log2(max))
     max_code: int  #: the largest finite magnitude code (ints: the largest value)
     cap: int  #: the magnitude a too-large finite value becomes (max_code, or Inf's code)
+    inf: int  #: the magnitude +-Inf becomes
     spec: NumberSpec | None = None
 
     @property
@@ -89,19 +91,36 @@ class Target:
 
 
 def target(spec: NumberSpec | str) -> Target:
-    """The rounding target of a number spec (casts saturate: ``cap`` is ``max_code``)."""
+    """The rounding target of a number spec for a cast (section 10.2): finite values
+    saturate; Inf stays Inf where the spec has it, else becomes max."""
     n = numbers.number(spec)
     if n.is_integer:
-        return Target(n.kind, n.bits, 0, 0, 0, n.emax, n.max_code, n.max_code, n)
+        return Target(n.kind, n.bits, 0, 0, 0, n.emax, n.max_code, n.max_code, n.max_code, n)
+    inf = n.inf_code if n.has_inf else n.max_code
     return Target(n.kind, n.bits, n.man_bits, n.bias, n.emin, n.emax, n.max_code, n.max_code,
-                  n)
+                  inf, n)
+
+
+def convert_target(t: FloatType, roundmode: str) -> Target:
+    """The rounding target of a section 2 conversion to the narrow type ``t`` with a rounding
+    mode: a value past max becomes the type's overflow code (Inf, NaN -- with the sign, or
+    FNUZ's 0x80 -- or max for the finite-only types, 0xFF for f8E8M0FNU), and so does +-Inf;
+    with ``zero`` a finite value never overflows (it truncates onto max, as IEEE 754's
+    round-toward-zero does)."""
+    n = numbers.of_float_type(t)
+    if n.kind == "exp" or n.special in ("fn", "fnuz"):
+        k = n.max_code + 1  # f8E8M0FNU's and fn's NaN; FNUZ's sign bit alone (its NaN)
+    else:
+        k = n.inf_code if n.has_inf else n.max_code
+    cap = n.max_code if roundmode == "zero" else k
+    return Target(n.kind, n.bits, n.man_bits, n.bias, n.emin, n.emax, n.max_code, cap, k, n)
 
 
 def _ieee_target(t: FloatType) -> Target:
     """A wide IEEE type as a decode target: overflow goes to Inf."""
     inf = t.exponent_mask
     return Target("float", t.bits, t.man_bits, t.bias, 1 - t.bias,
-                  (1 << t.exp_bits) - 2 - t.bias, inf - 1, inf)
+                  (1 << t.exp_bits) - 2 - t.bias, inf - 1, inf, inf)
 
 
 def storage_type(spec: NumberSpec | str) -> str:
@@ -139,7 +158,17 @@ class _Unpacked:
 
 def _ladder(b: IntBuilder, sig: Any, L: Any, M: int) -> tuple[Any, Any]:
     """Normalize a non-zero ``sig`` < 2^(M+1) so that bit M is set, lowering ``L`` to match
-    (zero stays zero with ``L`` lowered by the ladder's total)."""
+    (zero stays zero, with ``L`` lowered by some amount).  With the builder's
+    ``int_to_float``: the leading bit's position is the exponent of float(sig) (exact), one
+    variable shift; else a shift ladder (log2(M) compare-and-shift steps)."""
+    W = b.width(sig)
+    wide = "f32" if W == 32 and M < 24 else "f64" if W == 64 and M < 53 else None
+    if b.has_int_to_float and wide is not None:
+        f = WIDE_FLOAT_TYPES[wide]
+        # k = M - floor(log2 sig) = (M + bias) - biased exponent of float(sig); sig = 0 gives
+        # M + bias, clamped to a valid shift
+        k = b.min(b.sub(M + f.bias, b.shr(b.int_to_float(sig, wide), f.man_bits)), W - 1)
+        return b.shl(sig, k), b.sub(L, k)
     steps, k = [], 1
     while k <= M:
         steps.insert(0, k)
@@ -242,7 +271,7 @@ def _round_to(b: IntBuilder, x: _Unpacked, t: Target, mode: str, r: Any, W: int)
         Lc = b.max(b.min(x.L, t.emax + 1), -(t.bias + 2))
         n = _round(b, x.sig, M, mode, r, W, M)
         code = b.add(b.add(Lc, t.bias - 1), n)
-        return b.max(b.min(code, t.max_code), 0)
+        return b.max(b.min(code, t.cap), 0)
     Lc = b.min(x.L, t.bits)
     d = b.min(b.max(b.sub(M, Lc), 0), top)
     n = _round(b, x.sig, d, mode, r, W, 0)
@@ -252,8 +281,8 @@ def _round_to(b: IntBuilder, x: _Unpacked, t: Target, mode: str, r: Any, W: int)
 def _finish_encode(b: IntBuilder, x: _Unpacked, mag: Any, t: Target) -> Any:
     """Zero, Inf, NaN and sign rules of ``round_codes`` on the magnitude code."""
     n = t.spec
-    if t.kind == "exp":  # NaN, zeros and negatives -> NaN; +Inf -> max
-        mag = _sel(b, x.inf, t.max_code, mag)
+    if t.kind == "exp":  # NaN, zeros and negatives -> NaN; +Inf -> max (casts)
+        mag = _sel(b, x.inf, t.inf, mag)
         return _sel(b, _any(b, x.nan, x.zero, x.neg), n.nan_code, mag)
     if t.kind in ("int", "uint"):
         mag = _sel(b, x.inf, t.max_code, mag)
@@ -262,7 +291,7 @@ def _finish_encode(b: IntBuilder, x: _Unpacked, mag: Any, t: Target) -> Any:
         val = _sel(b, x.neg, b.sub(0, mag), mag)
         return _sel(b, x.nan, 0, val)
     mag = _sel(b, x.zero, 0, mag)
-    mag = _sel(b, x.inf, n.inf_code if n.has_inf else n.max_code, mag)
+    mag = _sel(b, x.inf, t.inf, mag)
     if n.special in ("ieee", "fn"):
         mag = _sel(b, x.nan, n.nan_code, mag)
     if n.has_negative_zero:
@@ -323,13 +352,51 @@ def emit_encode(b: IntBuilder, value: Any, src_wide: str | FloatType,
                 spec: NumberSpec | str, *, roundmode: str = "even", rbits: Any = None,
                 shift: Any = None, code_bits: int | None = None, fixed: bool = False) -> Any:
     """Floats of ``src_wide`` -> ``spec`` codes (see the module docstring)."""
+    n = numbers.number(spec)
+    _check_mode(roundmode, rbits)
+    code, W = _encode(b, value, src_wide, n, target(n), roundmode, rbits, shift, fixed)
+    bits = code_bits or _storage_bits(n)
+    if bits < n.bits:
+        raise ValueError(f"emit_encode: code_bits={bits} cannot hold {n.code}'s {n.bits} bits")
+    out = b.resize(code, bits) if bits != W else code
+    return b.to_storage(out, storage_type(n)) if code_bits is None else out
+
+
+#: arith.truncf's ``roundingmode`` names -> the codec's rounding modes (the ones mxlower
+#: lowers; ``upward`` and ``downward`` have no section 2 meaning here)
+TRUNCF_MODES = {"to_nearest_even": "even", "toward_zero": "zero", "to_nearest_away": "nearest"}
+
+
+def emit_convert(b: IntBuilder, value: Any, src_wide: str | FloatType, dst: str | FloatType,
+                 *, roundmode: str = "even", code_bits: int = 8) -> Any:
+    """Section 2's conversion of floats of ``src_wide`` to the narrow type ``dst`` with a
+    rounding mode: ``even`` is :func:`mxlower.lowering.codec.emit_truncf` (ml_dtypes' rules,
+    f8E8M0FNU's included); ``zero`` and ``nearest`` (ties away) round the exact value as
+    section 10.2 says and then apply the type's section 2 rules (:func:`convert_target`: NaN
+    codes, Inf, overflow -- except that ``zero`` never overflows a finite value).  This is
+    what ``arith.truncf`` with ``roundingmode = toward_zero / to_nearest_away`` lowers to.
+    Codes as ``code_bits``-wide integers (low bits; upper bits zero)."""
+    d = codec_type(dst)
+    if roundmode == "even":
+        return emit_truncf(b, value, src_wide, d, code_bits=code_bits)
+    if roundmode not in ("zero", "nearest"):
+        raise ValueError(f"emit_convert: rounding mode '{roundmode}' is not a section 2 "
+                         "conversion mode (even, zero, nearest)")
+    if d.mlir in WIDE_FLOAT_TYPES:
+        raise ValueError(f"emit_convert: the destination must be a narrow type, got {d.mlir}")
+    n = numbers.of_float_type(d)
+    code, W = _encode(b, value, src_wide, n, convert_target(d, roundmode), roundmode, None,
+                      None, False)
+    return b.resize(code, code_bits) if code_bits != W else code
+
+
+def _encode(b: IntBuilder, value: Any, src_wide: str | FloatType, n: NumberSpec, t: Target,
+            roundmode: str, rbits: Any, shift: Any, fixed: bool) -> tuple[Any, int]:
+    """The codes (working integers) and the working width."""
     s = codec_type(src_wide)
     if s.mlir not in WIDE_FLOAT_TYPES:
         raise ValueError(f"emit_encode: source must be one of {', '.join(WIDE_FLOAT_TYPES)}, "
                          f"got '{s.mlir}'")
-    n = numbers.number(spec)
-    _check_mode(roundmode, rbits)
-    t = target(n)
     offset = n.bits - 2 if fixed and n.kind == "int" else 0
     M = max(s.man_bits, t.man_bits) if t.kind == "float" else \
         max(s.man_bits, t.bits) if n.is_integer else s.man_bits
@@ -351,12 +418,7 @@ def emit_encode(b: IntBuilder, value: Any, src_wide: str | FloatType,
         if W != 32:
             r = b.and_(b.resize(r, W), (1 << 32) - 1)
     mag = _round_to(b, x, t, roundmode, r, W)
-    code = _finish_encode(b, x, mag, t)
-    bits = code_bits or _storage_bits(n)
-    if bits < n.bits:
-        raise ValueError(f"emit_encode: code_bits={bits} cannot hold {n.code}'s {n.bits} bits")
-    out = b.resize(code, bits) if bits != W else code
-    return b.to_storage(out, storage_type(n)) if code_bits is None else out
+    return _finish_encode(b, x, mag, t), W
 
 
 def _unpack_codes(b: IntBuilder, codes: Any, n: NumberSpec, W: int, shift: Any,

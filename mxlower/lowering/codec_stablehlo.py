@@ -92,6 +92,12 @@ class StableHLOBuilder(MLIRBuilder):
         t = self._shaped(self.ir.Type.parse(wide))
         return self.hlo.BitcastConvertOp(t, x, **self._kw()).result
 
+    has_int_to_float = True
+
+    def int_to_float(self, x, wide: str):
+        f = self.hlo.ConvertOp(self._shaped(self.ir.Type.parse(wide)), x, **self._kw()).result
+        return self.bitcast_to_int(f)
+
     def float_op(self, op: str, lhs, rhs, wide: str):
         cls = {"add": self.hlo.AddOp, "sub": self.hlo.SubtractOp}[op]
         r = cls(self.bitcast_to_float(lhs, wide), self.bitcast_to_float(rhs, wide),

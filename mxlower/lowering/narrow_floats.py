@@ -25,7 +25,7 @@ from mxlower.bindings import collect_ops
 from mxlower.ir.literals import dense_body, element_codes
 from mxlower.ir.typeconv import (element_type, map_function_type, retype_op, verify_retyped,
                                  with_element_type)
-from mxlower.lowering import codec
+from mxlower.lowering import codec, codec_spec
 from mxlower.types import FLOAT_TYPES, is_narrow_float, is_wide_float
 
 __all__ = [
@@ -33,6 +33,8 @@ __all__ = [
     "emit_conversion",
     "narrow_name",
     "narrow_pattern",
+    "rounding_of",
+    "truncf_roundmode",
 ]
 
 
@@ -57,15 +59,50 @@ def narrow_pattern() -> re.Pattern:
 
 
 def emit_conversion(b: codec.IntBuilder, x: Any, src: str, dst: str, *,
-                    code_bits: int = 8) -> Any:
+                    code_bits: int = 8, roundmode: str = "even") -> Any:
     """The codec entry point for one conversion between a narrow type and a wide float type or
     another narrow type: narrow -> narrow codes, wide floats -> ``code_bits``-wide codes, or
-    codes -> wide floats."""
+    codes -> wide floats.  ``roundmode`` (conversions to a narrow type): ``even`` (section 2),
+    ``zero`` or ``nearest`` (:func:`mxlower.lowering.codec_spec.emit_convert`)."""
+    if roundmode != "even" and is_narrow_float(dst):
+        if is_narrow_float(src):  # through f32, which holds every narrow value exactly
+            x, src = codec.emit_extf(b, x, src, "f32"), "f32"
+        return codec_spec.emit_convert(b, x, src, dst, roundmode=roundmode,
+                                       code_bits=code_bits)
     if is_narrow_float(src) and is_narrow_float(dst):
         return codec.emit_convert_codes(b, x, src, dst, code_bits=code_bits)
     if is_narrow_float(dst):
         return codec.emit_truncf(b, x, src, dst, code_bits=code_bits)
     return codec.emit_extf(b, x, src, dst)
+
+
+#: arith's RoundingMode enum, in order
+_ROUNDING_NAMES = ("to_nearest_even", "downward", "upward", "toward_zero", "to_nearest_away")
+
+
+def rounding_of(o: Any) -> str:
+    """The ``roundingmode`` of an ``arith.truncf`` by name ("to_nearest_even" when absent)."""
+    if "roundingmode" not in o.attributes:
+        return "to_nearest_even"
+    text = str(o.attributes["roundingmode"])  # "2 : i32" (arith's RoundingMode enum)
+    head = text.split(":")[0].strip()
+    if head.isdigit() and int(head) < len(_ROUNDING_NAMES):
+        return _ROUNDING_NAMES[int(head)]
+    for name in _ROUNDING_NAMES:
+        if name in text:
+            return name
+    return text
+
+
+def truncf_roundmode(o: Any, dst: str) -> str:
+    """The codec rounding mode of a narrow ``arith.truncf`` (``even``, ``zero``, ``nearest``);
+    a located error for ``upward``/``downward``, which have no section 2 meaning here."""
+    mode = rounding_of(o)
+    if mode not in codec_spec.TRUNCF_MODES:
+        raise diag.error(o, f"arith.truncf to {dst} with rounding mode '{mode}' is not "
+                         "supported (supported: to_nearest_even, toward_zero, "
+                         "to_nearest_away)")
+    return codec_spec.TRUNCF_MODES[mode]
 
 
 # ============================================================================ arith / LLVM
@@ -145,8 +182,9 @@ class NarrowFloatLowering:
             with o.location:
                 kind = self.classify(o)
             if kind == "conv":
-                convs.append((o, str(self.elem(o.operands[0].type)),
-                              str(self.elem(o.results[0].type))))
+                dst = str(self.elem(o.results[0].type))
+                mode = truncf_roundmode(o, dst) if o.name == "arith.truncf" else "even"
+                convs.append((o, str(self.elem(o.operands[0].type)), dst, mode))
             elif kind == "cast":
                 casts.append(o)
         for o in ops:
@@ -155,8 +193,8 @@ class NarrowFloatLowering:
             except ValueError as err:  # a container type map_type does not know
                 raise diag.error(o, f"'{o.name}' has a {err} holding a narrow float type that "
                                  "mxlower-lower-narrow-floats-to-llvm cannot convert") from None
-        for o, src, dst in convs:
-            self.lower_conversion(o, src, dst)
+        for o, src, dst, mode in convs:
+            self.lower_conversion(o, src, dst, mode)
         for o in casts:
             self.fold_cast(o)
         # an op of a storage dialect that cared about float-ness
@@ -173,12 +211,8 @@ class NarrowFloatLowering:
             dst = str(self.elem(o.results[0].type))
             if not narrow:
                 return None
-            if name == "arith.truncf" and "roundingmode" in o.attributes:
-                mode = str(o.attributes["roundingmode"]).split(" :")[0]
-                if mode != "0":  # arith::RoundingMode::to_nearest_even
-                    raise diag.error(o, f"arith.truncf to {dst} with a rounding mode other than "
-                                     "to_nearest_even is not supported (narrow float "
-                                     "conversions round to nearest even)")
+            if name == "arith.truncf":
+                truncf_roundmode(o, dst)
             for t in (src, dst):
                 if not (is_narrow_float(t) or is_wide_float(t)):
                     raise diag.error(o, f"{name} from {src} to {dst} is not supported: "
@@ -218,14 +252,14 @@ class NarrowFloatLowering:
         if o.name.split(".")[0] != "nvvm":
             retype_op(o, self.map_type, self.map_attr)
 
-    def lower_conversion(self, o: Any, src: str, dst: str) -> None:
+    def lower_conversion(self, o: Any, src: str, dst: str, roundmode: str = "even") -> None:
         ir, arith = self.ir, self.arith
         x = o.operands[0]
         with ir.InsertionPoint(o), o.location:
             b = codec.ArithBuilder(ir, arith, x.type)
             if self.via_f32 and src in ("bf16", "f16") and is_narrow_float(dst):  # exact
                 x, src = arith.ExtFOp(with_element_type(ir, x.type, "f32"), x).result, "f32"
-            y = emit_conversion(b, x, src, dst)
+            y = emit_conversion(b, x, src, dst, roundmode=roundmode)
         o.results[0].replace_all_uses_with(y)
         o.erase()
 

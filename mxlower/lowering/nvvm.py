@@ -20,6 +20,12 @@ f4E2M1FN, f6* -> f16            cvt.rn.f16x2.e2m1x2/...      none (exact)
 f8E8M0FNU -> bf16               cvt.rn.bf16x2.ue8m0x2        none (exact)
 anything -> f8E8M0FNU           (none: cvt has only rz/rp,   integer expansion
 (round to nearest)              MX wants ties-up)
+f8E4M3, f8E3M4, FNUZ types      (none: PTX's e4m3 is         integer expansion
+                                f8E4M3FN)
+truncf toward_zero /            (none: the narrow cvts       integer expansion
+to_nearest_away                 round to nearest)            (codec_spec.emit_convert)
+stochastic cast (section 10.2)  (cvt.rs: 8 random bits per   integer expansion
+                                value, see plan_stochastic)  (codec_spec.emit_encode)
 ==============================  ===========================  ==================================
 
 bf16 sources are widened to f32 first (exact); f32/bf16 results of the up-conversions are
@@ -61,7 +67,8 @@ import numpy as np
 from mxlower import diagnostics as diag
 from mxlower.bindings import upstream
 from mxlower.ir.typeconv import element_type, with_element_type
-from mxlower.lowering import codec, nvvm_model
+from mxlower.lowering import codec, codec_spec, nvvm_model
+from mxlower.lowering.narrow_floats import emit_conversion, rounding_of
 from mxlower.types import (FLOAT_TYPES, WIDE_FLOAT_TYPES, dtype, float_type, is_narrow_float,
                            is_wide_float)
 
@@ -78,6 +85,7 @@ __all__ = [
     "pairs",
     "plan_conversion",
     "plan_extf",
+    "plan_stochastic",
     "plan_truncf",
     "target_chip",
 ]
@@ -86,6 +94,10 @@ __all__ = [
 SATFINITE_ATTR = "mxlower.satfinite"
 #: The MX scale type, whose directed (upward / toward_zero) conversions select scales.
 _SCALE = "f8E8M0FNU"
+
+
+#: the codec's section 2 rounding modes as a Plan's ``rnd``
+_CODEC_RND = {"even": "rn", "zero": "rz", "nearest": "rna"}
 
 
 class UnsupportedConversion(ValueError):
@@ -132,11 +144,20 @@ def plan_truncf(src: str, dst: str, chip: str, *, hardware: bool = True,
                                     "(sources: f64, f32, bf16, f16)")
     feats = _features(chip, hardware)
     if src == "f64":  # narrowing to f32 first would round twice: the codec, from f64
-        if satfinite or rounding != "to_nearest_even":
+        if satfinite or rounding in ("upward", "downward"):
             raise UnsupportedConversion("saturating and directed conversions take f32, bf16 "
                                         "or f16 sources, not f64")
         feats = frozenset()
     cvt = nvvm_model.cvt_format(dst, feats)
+    if rounding in ("toward_zero", "to_nearest_away") and not (dst == _SCALE and satfinite):
+        # section 2 with the rounding mode: no cvt rounds so (except ue8m0's .rz, which
+        # saturates: the satfinite form below), so the codec
+        if satfinite:
+            raise UnsupportedConversion(f"{SATFINITE_ATTR} with rounding mode '{rounding}' "
+                                        f"is only defined for {_SCALE} (the scale selection)")
+        mode = codec_spec.TRUNCF_MODES[rounding]
+        return Plan("codec", f"integer expansion (rounding {rounding}: no cvt rounds so)", "",
+                    _CODEC_RND[mode])
     if dst == _SCALE:
         if rounding in ("upward", "toward_zero"):
             if not satfinite:
@@ -161,7 +182,8 @@ def plan_truncf(src: str, dst: str, chip: str, *, hardware: bool = True,
         return Plan("codec", "integer expansion (cvt to ue8m0 rounds only toward zero or up)")
     if rounding != "to_nearest_even":
         raise UnsupportedConversion(f"rounding mode '{rounding}' is not supported for "
-                                    f"conversions to {dst} (only round-to-nearest-even)")
+                                    f"conversions to {dst} (supported: to_nearest_even, "
+                                    "toward_zero, to_nearest_away)")
     if cvt is not None and cvt.rn_satfinite:
         via = "f16" if src == "f16" and cvt.f16x2_source else "f32"
         suffix = "f16x2" if via == "f16" else "f32"
@@ -172,6 +194,23 @@ def plan_truncf(src: str, dst: str, chip: str, *, hardware: bool = True,
     why = "" if not hardware else " (f64 source)" if src == "f64" else \
         f" ({chip} has no cvt to {dst})"
     return Plan("codec", "integer expansion" + why, "", "rn", False, satfinite)
+
+
+def plan_stochastic(dst: str, chip: str, *, hardware: bool = True) -> Plan:
+    """How docs/semantics.md section 10.2's stochastic cast to ``dst`` (a number spec's MLIR
+    type or code) is lowered on ``chip``: always the codec,
+    :func:`mxlower.lowering.codec_spec.emit_encode` with ``roundmode="stochastic"``.
+
+    ``cvt.rs.satfinite.<t>x4.f32`` (:func:`nvvm_model.has_rs_cvt` chips, types
+    :data:`nvvm_model.RS_FORMATS`) converts four values with one 32-bit random operand, i.e.
+    :data:`nvvm_model.RS_LANE_BITS` random bits per value (:func:`nvvm_model.cvt_rs_satfinite`).
+    Section 10.2 rounds each value with all 32 bits of its own random operand, so the two agree
+    only for random operands whose low 24 bits are zero -- which the IR cannot promise -- and
+    differ on about one input in 2^8 otherwise (test/python/test_nvvm_model.py)."""
+    rs = (hardware and dst in nvvm_model.RS_FORMATS and nvvm_model.has_rs_cvt(chip))
+    why = ("cvt.rs draws 8 random bits per value; section 10.2 rounds with 32" if rs
+           else "no stochastic cvt on this chip" if hardware else "hardware=false")
+    return Plan("codec", f"integer expansion ({why})", "", "rs")
 
 
 def plan_extf(src: str, dst: str, chip: str, *, hardware: bool = True) -> Plan:
@@ -254,9 +293,12 @@ def emit_truncf(b: Any, x: Any, src: str, dst: str, plan: Plan) -> Any:
     """``x`` (floats of ``src``) -> 8-bit ``dst`` codes, by ``plan``; ``b`` is a
     :class:`NumpyCvtBuilder` or :class:`ArithCvtBuilder`."""
     if plan.path == "codec":
-        if dst == _SCALE and plan.rnd in ("rp", "rz"):
+        if dst == _SCALE and plan.rnd in ("rp", "rz") and plan.saturate:
             x32 = b.fconv(x, src, "f32")
             return _ue8m0_directed(b, b.bitcast_to_int(x32), plan.rnd)
+        if plan.rnd in ("rz", "rna"):
+            return codec_spec.emit_convert(b, x, src, dst, roundmode={"rz": "zero",
+                                                                       "rna": "nearest"}[plan.rnd])
         codes = codec.emit_truncf(b, x, src, dst, code_bits=8)
         if plan.saturate:
             codes = _satfinite_codec(b, x, src, dst, codes)
@@ -532,12 +574,15 @@ def plan_conversion(o: Any, chip: str, hardware: bool, pass_name: str) -> Plan:
         raise diag.error(o, f"'{o.name}' on {src_t}: this lowering handles scalars and "
                          "fixed-size vectors (lower tensors to loops or vectors first)")
     chip = chip or target_chip(o, pass_name)
-    rounding = _rounding_of(o)
+    rounding = rounding_of(o)
     try:
         if is_narrow_float(se) and is_narrow_float(de):
-            if rounding != "to_nearest_even":
-                raise UnsupportedConversion(f"rounding mode '{rounding}' is not supported")
-            return Plan("codec", "integer expansion (narrow to narrow)")
+            if rounding not in codec_spec.TRUNCF_MODES:
+                raise UnsupportedConversion(f"rounding mode '{rounding}' is not supported "
+                                            "(supported: to_nearest_even, toward_zero, "
+                                            "to_nearest_away)")
+            return Plan("codec", "integer expansion (narrow to narrow)", "",
+                        _CODEC_RND[codec_spec.TRUNCF_MODES[rounding]])
         if o.name == "arith.extf":
             return plan_extf(se, de, chip, hardware=hardware)
         return plan_truncf(se, de, chip, hardware=hardware,
@@ -561,7 +606,9 @@ def lower_conversion(o: Any, plan: Plan) -> None:
             ints = arith.BitcastOp(with_element_type(ir, x.type, int_t), x).result
             codes = b.resize(ints, 8)
         if is_narrow_float(se) and is_narrow_float(de):
-            out = codec.emit_convert_codes(b, codes, se, de, code_bits=FLOAT_TYPES[de].bits)
+            mode = {"rn": "even", "rz": "zero", "rna": "nearest"}[plan.rnd]
+            out = emit_conversion(b, codes, se, de, code_bits=FLOAT_TYPES[de].bits,
+                                  roundmode=mode)
             new = arith.BitcastOp(dst_t, out).result
         elif is_narrow_float(se):
             new = emit_extf(b, codes, se, de, plan)
@@ -577,20 +624,6 @@ def _zero_attr(ir: Any, elem: Any) -> Any:
         return ir.IntegerAttr.get(ir.IntegerType(elem), 0)
     except ValueError:
         return ir.FloatAttr.get(elem, 0.0)
-
-
-def _rounding_of(o: Any) -> str:
-    if "roundingmode" not in o.attributes:
-        return "to_nearest_even"
-    text = str(o.attributes["roundingmode"])  # "2 : i32" (arith's RoundingMode enum)
-    names = ("to_nearest_even", "downward", "upward", "toward_zero", "to_nearest_away")
-    head = text.split(":")[0].strip()
-    if head.isdigit() and int(head) < len(names):
-        return names[int(head)]
-    for name in names:
-        if name in text:
-            return name
-    return text
 
 
 _CLAMP_MIN = ("arith.minimumf", "arith.minnumf")

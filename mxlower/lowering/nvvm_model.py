@@ -49,15 +49,19 @@ __all__ = [
     "CVT_FORMATS",
     "CvtFormat",
     "PTX_CHIPS",
+    "RS_FORMATS",
+    "RS_LANE_BITS",
     "chip_features",
     "cvt_ext_x2",
     "cvt_rn_satfinite",
+    "cvt_rs_satfinite",
     "cvt_trunc_x2",
     "cvt_ue8m0",
     "cvt_format",
     "decode_to_half",
     "has_f8_cvt",
     "has_narrow_cvt",
+    "has_rs_cvt",
     "lane_bits",
     "parse_chip",
 ]
@@ -269,3 +273,51 @@ def cvt_ext_x2(reg: np.ndarray, src: str, *, nan_bits: int = 0x7FFF) -> np.ndarr
     dlo = decode_to_half(lo, t, nan_bits=nan_bits)
     dhi = decode_to_half(hi, t, nan_bits=nan_bits)
     return (_bits16(dhi) << 16) | _bits16(dlo)
+
+
+# ----------------------------------------------------------------------------- stochastic (x4)
+
+#: The narrow types ``cvt.rs.satfinite.<t>x4.f32`` converts to (stochastic rounding).
+RS_FORMATS: tuple[str, ...] = ("f8E4M3FN", "f8E5M2", "f6E2M3FN", "f6E3M2FN", "f4E2M1FN")
+#: Random bits one lane of ``cvt.rs ... x4`` consumes: its 32-bit ``rbits`` operand serves four
+#: conversions.
+RS_LANE_BITS = 8
+
+
+def has_rs_cvt(chip: str) -> bool:
+    """``cvt.rs.satfinite.{e4m3,e5m2,e2m3,e3m2,e2m1}x4.f32`` (stochastic rounding): sm_100a and
+    sm_103a only -- CUDA 13's ptxas rejects ``.rs`` on the family (``f``) targets, sm_110a and
+    the sm_12x chips (test/python/test_nvvm_ptx.py checks both sides)."""
+    sm, suffix = parse_chip(chip)
+    return sm in (100, 103) and suffix == "a"
+
+
+def cvt_rs_satfinite(x: np.ndarray, dst: str, rand: np.ndarray, *,
+                     nan_code: int | None = None) -> np.ndarray:
+    """One lane of ``cvt.rs.satfinite.<dst>x4.f32``: stochastic rounding with the lane's
+    ``RS_LANE_BITS`` random bits ``rand`` (0..255), which are added to the top of the
+    discarded field before it is truncated, i.e. the magnitude becomes q * floor(t + rand /
+    2^8) (q: the spacing of ``dst`` at |x|, t = |x| / q); then .satfinite: beyond max
+    (Inf included) gives +-max; the sign is kept (a zero result keeps it too); NaN gives
+    ``nan_code`` (default as :func:`cvt_rn_satfinite`).  Returns uint8 codes."""
+    if dst not in RS_FORMATS:
+        raise ValueError(f"no cvt.rs to {dst}")
+    t = FLOAT_TYPES[dst]
+    xf = _as_f32(x).astype(np.float64)
+    r = np.asarray(rand, np.int64)
+    if r.size and (r.min() < 0 or r.max() >= 1 << RS_LANE_BITS):
+        raise ValueError(f"a cvt.rs lane takes {RS_LANE_BITS} random bits")
+    a = np.where(np.isfinite(xf), np.abs(xf), 0.0)
+    emin = 1 - t.bias
+    _, fe = np.frexp(np.where(a > 0, a, 1.0))  # floor(log2 a) + 1, exactly
+    e = np.maximum(fe - 1, emin)
+    q = np.ldexp(1.0, (e - t.man_bits).astype(np.int32))
+    mag = np.floor(a / q + r / float(1 << RS_LANE_BITS)) * q  # exact in f64
+    mag = np.where(np.isinf(xf), t.max, np.minimum(mag, t.max))
+    with np.errstate(invalid="ignore"):
+        codes = np.where(np.signbit(xf), -mag, mag).astype(np.float32).astype(t.dtype)
+    codes = codes.view(np.uint8) & np.uint8((1 << t.bits) - 1)
+    if nan_code is None:
+        nan_code = 0x7F if t.has_nan else t.magnitude_mask
+    nan_code &= (1 << t.bits) - 1
+    return np.where(np.isnan(xf), np.uint8(nan_code), codes).astype(np.uint8)

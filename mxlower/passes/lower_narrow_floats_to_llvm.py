@@ -22,11 +22,16 @@ class LowerNarrowFloatsToLLVM(ModulePass):
     """Lower arith.truncf/extf on f8/f6/f4 types to integer ops, and their storage to i8.
 
     Every ``arith.truncf`` / ``arith.extf`` (scalar, vector or tensor) converting between
-    f64/f32/bf16/f16 and f8E4M3FN, f8E5M2, f8E8M0FNU, f6E2M3FN, f6E3M2FN or f4E2M1FN becomes
-    the branch-free integer ops :mod:`mxlower.lowering.codec` generates (docs/semantics.md section 2,
-    bit-exact with ml_dtypes; one rounding, also from f64; upstream ``arith-expand`` is not
-    exact, see test/lit/run/arith-expand-f4-differs.mlir).  A conversion between two narrow
-    types gives the result of going through f32 (which is exact).
+    f64/f32/bf16/f16 and a narrow type of :mod:`mxlower.types` (f8E4M3FN, f8E5M2, f8E8M0FNU,
+    f6E2M3FN, f6E3M2FN, f4E2M1FN, f8E4M3, f8E3M4, f8E4M3FNUZ, f8E5M2FNUZ, f8E4M3B11FNUZ)
+    becomes the branch-free integer ops :mod:`mxlower.lowering.codec` generates
+    (docs/semantics.md section 2, bit-exact with ml_dtypes; one rounding, also from f64;
+    upstream ``arith-expand`` is not exact for f4 and has no expansion of the other f8 types,
+    see test/lit/run/arith-expand-f4-differs.mlir and arith-expand-new-f8.mlir).  A
+    conversion between two narrow types gives the result of going through f32 (which is
+    exact).  A truncf's ``roundingmode`` is honoured: ``toward_zero`` and ``to_nearest_away``
+    round as docs/semantics.md section 10.2 says, then keep the type's section 2 NaN, Inf and
+    overflow rules (toward zero, a finite value never overflows).
 
     Storage: every narrow float type in the module -- scalars, vectors, memrefs and tensors,
     function signatures, block arguments, ``arith.constant`` and ``memref.global`` values --
@@ -42,7 +47,7 @@ class LowerNarrowFloatsToLLVM(ModulePass):
 
     Only ``truncf``/``extf`` may compute on narrow values: ``arith.addf`` on ``f8E4M3FN``,
     ``vector.bitcast`` of f4/f6 vectors, conversions from or to other float types (tf32, ...),
-    and truncf with a rounding mode other than to-nearest-even are reported as errors.
+    and truncf rounding ``upward`` or ``downward`` are reported as errors.
 
     Before::
 

@@ -25,15 +25,18 @@ __all__ = ["LowerNarrowFloatsToNVVM"]
 class LowerNarrowFloatsToNVVM(ModulePass):
     """Lower narrow-float arith.truncf/extf to NVVM cvt instructions (with fix-ups) or integer ops.
 
-    Every ``arith.truncf`` to and ``arith.extf`` from f8E4M3FN, f8E5M2, f8E8M0FNU, f6E2M3FN,
-    f6E3M2FN and f4E2M1FN on scalars or vectors, in ``gpu.func``, ``func.func`` or
+    Every ``arith.truncf`` to and ``arith.extf`` from a narrow type of :mod:`mxlower.types`
+    (f8E4M3FN, f8E5M2, f8E8M0FNU, f6E2M3FN, f6E3M2FN, f4E2M1FN, f8E4M3, f8E3M4, f8E4M3FNUZ,
+    f8E5M2FNUZ, f8E4M3B11FNUZ) on scalars or vectors, in ``gpu.func``, ``func.func`` or
     ``llvm.func`` bodies, becomes ``nvvm.convert.*`` ops where the chip has an instruction whose
     result equals docs/semantics.md section 2 after a cheap fix-up, and the codec's integer
     expansion otherwise; the result is bit-exact with mxlower's reference either way.  The
     chip comes from ``chip=`` or, when that is empty, from the enclosing ``gpu.module``'s
     ``#nvvm.target``.  Saturating quantize conversions (a clamped operand, or
     ``{mxlower.satfinite}``) get the bare ``.satfinite`` cvt; ``upward``/``toward_zero``
-    scale conversions to f8E8M0FNU get ``cvt.rp``/``cvt.rz``.  See
+    scale conversions to f8E8M0FNU get ``cvt.rp``/``cvt.rz``; other ``toward_zero`` and
+    ``to_nearest_away`` truncf (docs/semantics.md section 2.2) and every conversion of a type
+    no cvt matches (f8E4M3, f8E3M4, the FNUZ types) get the integer expansion.  See
     :mod:`mxlower.lowering.nvvm` for the table of instructions and fix-ups.
 
     Before::

@@ -29,7 +29,8 @@ from mxlower.lowering import codec
 from mxlower.lowering import codec_spec as CS
 
 NP = codec.NumpyBuilder()
-pytestmark = pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")
+pytestmark = [pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning"),
+              pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")]
 MODES = ["even", "nearest", "zero", "stochastic"]
 _X16 = np.arange(1 << 16, dtype=np.uint16)
 SOURCES16 = {"f16": _X16.view(np.float16), "bf16": _X16.view(ml_dtypes.bfloat16)}
@@ -301,6 +302,20 @@ def test_fixed_point_int_is_a_shift():
     back = CS.emit_decode(NP, got, "int8", "f32", fixed=True)
     assert np.array_equal(back, CR._decode(exp, numbers.number("int8"), fixed=True)
                           .astype(np.float32))
+    # with a per-element exponent, as an e8m0-scaled mxint8 / int4 tile uses it
+    rng = np.random.default_rng(2)
+    sh = rng.integers(-130, 130, x.size).astype(np.int32)
+    for spec in ("int8", "int4"):
+        n = numbers.number(spec)
+        got = CS.emit_encode(NP, x, "bf16", spec, fixed=True, shift=sh)
+        with np.errstate(all="ignore"):
+            v = np.ldexp(x.astype(np.float64), -sh)
+        exp = CR.round_codes(v, n, fixed=True)
+        assert np.array_equal(got.astype(np.int64), exp)
+        back = CS.emit_decode(NP, got, spec, "f32", fixed=True, shift=sh)
+        with np.errstate(all="ignore"):
+            want = np.ldexp(CR._decode(exp, n, fixed=True), sh).astype(np.float32)
+        assert np.array_equal(back.view(np.uint32), want.view(np.uint32))
 
 
 # ----------------------------------------------------------------------------- stochastic
@@ -527,3 +542,156 @@ def test_arith_builder_on_llvm(spec):
         exp_c, exp_v = _numpy_pair(x, r, s, src, spec, mode, shifted, dst)
         assert np.array_equal(_codes(got_c, spec), _codes(exp_c, spec)), (mode, shifted)
         assert _same_float(got_v, exp_v).all(), (mode, shifted, dst)
+
+
+# ----------------------------------------------------------------------------- section 2 modes
+
+from mxlower.types import FLOAT_TYPES  # noqa: E402
+
+
+def _section2_with_mode(x: np.ndarray, t, mode: str) -> np.ndarray:
+    """The oracle of arith.truncf with a rounding mode: section 10.2's rounding of the exact
+    value (cast_reference), then the type's section 2 rules in place of saturation: a finite
+    value that rounds past max (only with ``nearest``: at or past max + half an ulp) and +-Inf
+    become the type's overflow code."""
+    n = numbers.of_float_type(t)
+    v = x.astype(np.float64)
+    codes = CR.round_codes(v, n, mode) & ((1 << n.bits) - 1)
+    neg = np.signbit(v).astype(np.int64)
+    over = np.isinf(v)
+    if mode == "nearest":
+        over |= np.isfinite(v) & (np.abs(v) >= t.overflow_midpoint)
+    if t.special == "ieee":
+        k = t.exponent_mask | (neg << (t.bits - 1))
+    elif t.special == "fn":
+        k = t.nan_code | (neg << (t.bits - 1))
+    elif t.special in ("fnuz", "fnu"):
+        k = np.full(v.shape, t.nan_code)
+    else:  # finite-only: round_codes saturates already, as section 2 does
+        k = codes
+    return np.where(over, k, codes)
+
+
+@pytest.mark.parametrize("dst", list(FLOAT_TYPES))
+@pytest.mark.parametrize("mode", ["zero", "nearest"])
+def test_convert_with_rounding_mode(dst, mode):
+    """emit_convert (arith.truncf toward_zero / to_nearest_away): every f16 and bf16 input,
+    the f32 and f64 probes."""
+    t = FLOAT_TYPES[dst]
+    if t.has_nan:  # the cast oracle's NaN codes are section 2's
+        assert numbers.of_float_type(t).nan_code == t.nan_code
+    for src, x in [*SOURCES16.items(), ("f32", _f32_probes()),
+                   ("f64", codec.probe_values("f64", n_random=1 << 12))]:
+        got = CS.emit_convert(NP, x, src, dst, roundmode=mode).astype(np.int64)
+        want = _section2_with_mode(x, t, mode)
+        assert np.array_equal(got, want), (src, _mismatch(x, got, want))
+
+
+@pytest.mark.parametrize("dst", [d for d in FLOAT_TYPES if d != "f8E8M0FNU"])
+def test_convert_target_even_is_section_2(dst):
+    """The spec algorithm with section 2's overflow rules and ``even`` is the section 2 codec
+    (an independent implementation) for every type but f8E8M0FNU, whose ml_dtypes rules
+    (ties up, the subnormal band) only the section 2 codec has."""
+    t = FLOAT_TYPES[dst]
+    n = numbers.of_float_type(t)
+    for src, x in [*SOURCES16.items(), ("f32", _f32_probes())]:
+        code, _ = CS._encode(NP, x, src, n, CS.convert_target(t, "even"), "even", None, None,
+                             False)
+        want = codec.emit_truncf(NP, x, src, dst)
+        got = (code & 0xFF).astype(np.uint8)
+        assert np.array_equal(got, want), (src, _mismatch(x, got, want))
+
+
+def test_convert_rejects_other_modes():
+    with pytest.raises(ValueError, match="not a section 2 conversion mode"):
+        CS.emit_convert(NP, np.zeros(2, np.float32), "f32", "f8E4M3FN", roundmode="stochastic")
+    with pytest.raises(ValueError, match="must be a narrow type"):
+        CS.emit_convert(NP, np.zeros(2, np.float32), "f32", "bf16", roundmode="zero")
+
+
+def test_stablehlo_builder_dynamic_shapes():
+    """A tensor<?x4xf32> input (constants broadcast to its runtime shape): the module verifies,
+    and after shape refinement to 8x4 it runs on XLA:CPU with NumPy's bits."""
+    from mxlower import xla_cpu
+    from mxlower.bindings import jaxlib as J
+    from mxlower.dialect.testing import refine_for_inputs
+    from mxlower.lowering.codec_stablehlo import StableHLOBuilder
+
+    ir = J.ir
+    dyn = ir.ShapedType.get_dynamic_size()
+    with J.make_context(), ir.Location.unknown():
+        m = ir.Module.create()
+        ts = [ir.RankedTensorType.get([dyn, 4], ir.Type.parse(t)) for t in ("f32", "ui32", "i32")]
+        with ir.InsertionPoint(m.body):
+            f = J.func.FuncOp("main", ir.FunctionType.get(ts, []))
+            blk = f.add_entry_block()
+            x, r, s = blk.arguments
+            with ir.InsertionPoint(blk):
+                b = StableHLOBuilder([dyn, 4], like=x)
+                c = CS.emit_encode(b, x, "f32", "e5m6", roundmode="stochastic", rbits=r, shift=s)
+                v = CS.emit_decode(b, c, "e5m6", "bf16", shift=s)
+                J.func.ReturnOp([c, v])
+            f.attributes["function_type"] = ir.TypeAttr.get(
+                ir.FunctionType.get(ts, [c.type, v.type]))
+        assert m.operation.verify()
+        text = str(m)
+    assert "tensor<?x4xui16>" in text
+    rng = np.random.default_rng(9)
+    x = (rng.standard_normal((8, 4)) * 100).astype(np.float32)
+    r = rng.integers(0, 2**32, (8, 4), dtype=np.uint64).astype(np.uint32)
+    s = rng.integers(-20, 20, (8, 4)).astype(np.int32)
+    got_c, got_v = xla_cpu.run(refine_for_inputs(text, [x, r, s]), x, r, s)
+    exp_c = CS.emit_encode(NP, x, "f32", "e5m6", roundmode="stochastic", rbits=r, shift=s)
+    assert np.array_equal(got_c, exp_c)
+    exp_v = CS.emit_decode(NP, exp_c, "e5m6", "bf16", shift=s)
+    assert _same_float(got_v, exp_v).all()
+
+
+class _NoIntToFloat(codec.NumpyBuilder):
+    """A builder without int_to_float: normalization falls back to the shift ladder."""
+
+    has_int_to_float = False
+
+
+@pytest.mark.parametrize("spec", ["e4m3fn", "e8m0", "e8m23", "int32", "e5m6", "uint3"])
+def test_ladder_fallback_gives_the_same_bits(spec):
+    x = SOURCES16["bf16"]
+    rng = np.random.default_rng(12)
+    sh = rng.integers(-200, 200, x.size).astype(np.int32)
+    rb = rng.integers(0, 2**32, x.size, dtype=np.uint64).astype(np.uint32)
+    for kw in ({"shift": sh}, {"shift": sh, "roundmode": "stochastic", "rbits": rb}):
+        a = CS.emit_encode(NP, x, "bf16", spec, **kw)
+        b = CS.emit_encode(_NoIntToFloat(), x, "bf16", spec, **kw)
+        assert np.array_equal(a, b)
+        da = CS.emit_decode(NP, a, spec, "f32", shift=sh)
+        db = CS.emit_decode(_NoIntToFloat(), a, spec, "f32", shift=sh)
+        assert np.array_equal(da.view(np.uint32), db.view(np.uint32))
+
+
+class _Counter(codec.NumpyBuilder):
+    def __init__(self):
+        self.ops = 0
+
+    def _count(self, name, *a):
+        self.ops += 1
+        return getattr(super(), name)(*a)
+
+    def binary(self, *a):
+        return self._count("binary", *a)
+
+    def compare(self, *a):
+        return self._count("compare", *a)
+
+    def select(self, *a):
+        return self._count("select", *a)
+
+
+@pytest.mark.parametrize("spec, plain, shifted", [("e4m3fn", 36, 44), ("e2m1fo", 36, 44),
+                                                  ("int8", 32, 40), ("e8m0", 34, 37)])
+def test_emitted_sequence_stays_small(spec, plain, shifted):
+    """A regression guard on the op count of f32 -> spec (the MX quantize path is shifted)."""
+    x, sh = np.zeros(4, np.float32), np.zeros(4, np.int32)
+    for kw, limit in (({}, plain), ({"shift": sh}, shifted)):
+        b = _Counter()
+        CS.emit_encode(b, x, "f32", spec, **kw)
+        assert b.ops <= limit, (kw, b.ops)

@@ -84,3 +84,43 @@ def test_extf_is_bit_exact(src, dst):
     ok = _same(got, want)
     assert ok.all(), (f"{src} -> {dst}: {int((~ok).sum())} of {x.size} differ\n"
                       + _first_mismatches(x, got, want))
+
+
+def _rounding_module(src: str, rounding: str) -> str:
+    """arith.truncf with ``rounding`` from ``src`` to every narrow type, elementwise in one
+    linalg.generic (upstream dialects: the pipeline starts after StableHLO)."""
+    ident = "affine_map<(i) -> (i)>"
+    outs = [f"tensor<?x{d}>" for d in NARROW]
+    empties = "\n".join(f"  %e{i} = tensor.empty(%n) : {t}" for i, t in enumerate(outs))
+    args = ", ".join(f"%o{i}: {d}" for i, d in enumerate(NARROW))
+    body = "\n".join(f"    %t{i} = arith.truncf %a {rounding} : {src} to {d}"
+                     for i, d in enumerate(NARROW))
+    res = ", ".join(outs)
+    return (f"func.func @main(%x: tensor<?x{src}>) -> ({res}) {{\n"
+            f"  %c0 = arith.constant 0 : index\n  %n = tensor.dim %x, %c0 : tensor<?x{src}>\n"
+            f"{empties}\n"
+            f"  %y:{len(NARROW)} = linalg.generic {{indexing_maps = "
+            f"[{', '.join([ident] * (len(NARROW) + 1))}], iterator_types = [\"parallel\"]}}\n"
+            f"      ins(%x : tensor<?x{src}>) outs({', '.join(f'%e{i}' for i in range(len(NARROW)))}"
+            f" : {res}) {{\n  ^bb0(%a: {src}, {args}):\n{body}\n"
+            f"    linalg.yield {', '.join(f'%t{i}' for i in range(len(NARROW)))} : "
+            f"{', '.join(NARROW)}\n  }} -> ({res})\n"
+            f"  return {', '.join(f'%y#{i}' for i in range(len(NARROW)))} : {res}\n}}\n")
+
+
+@pytest.mark.parametrize("src", ["f32", "bf16"])
+@pytest.mark.parametrize("rounding", ["toward_zero", "to_nearest_away"])
+def test_truncf_rounding_modes_are_bit_exact(src, rounding):
+    """arith.truncf toward_zero / to_nearest_away, lowered by mxlower-lower-narrow-floats-to-llvm
+    and run on the ExecutionEngine: the codec's bits (codec_spec.emit_convert, checked against
+    the oracle in test_codec_spec.py) for every narrow type, on the f32 probes / every bf16."""
+    from mxlower.lowering import codec_spec
+
+    mode = codec_spec.TRUNCF_MODES[rounding]
+    x = codec.probe_values(src)
+    with llvm_exec.compile(_rounding_module(src, rounding)) as h:
+        outs = h.run("main", x)
+    for dst, got in zip(NARROW, outs):
+        want = codec_spec.emit_convert(codec.NumpyBuilder(), x, src, dst, roundmode=mode)
+        ok = got.view(np.uint8) == want
+        assert ok.all(), (dst, int((~ok).sum()))

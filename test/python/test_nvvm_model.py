@@ -269,3 +269,95 @@ def test_unsupported_conversions():
     with pytest.raises(L.UnsupportedConversion, match="sources: f64, f32, bf16, f16"):
         L.plan_truncf("i32", "f8E4M3FN", "sm_100a")
     assert L.plan_truncf("f64", "f8E4M3FN", "sm_100a").path == "codec"  # no double rounding
+
+
+# ----------------------------------------------------------------------------- rounding modes
+
+
+@pytest.mark.parametrize("chip", ["sm_80", "sm_90a", "sm_100a"])
+@pytest.mark.parametrize("rounding", ["toward_zero", "to_nearest_away"])
+@pytest.mark.parametrize("dst", NARROW)
+def test_truncf_rounding_modes_use_the_codec(dst, rounding, chip):
+    """arith.truncf toward_zero / to_nearest_away: no cvt rounds so, so the codec on every chip
+    (codec_spec.emit_convert, which test_codec_spec.py checks against the oracle); f32 and f16
+    sources (the f16 one also through a narrow -> narrow detour: the same bits)."""
+    from mxlower.lowering import codec_spec
+
+    mode = codec_spec.TRUNCF_MODES[rounding]
+    for src in ("f32", "f16"):
+        x = probes(src)
+        plan = L.plan_truncf(src, dst, chip, rounding=rounding)
+        assert plan.path == "codec" and "no cvt" in plan.detail
+        got = L.emit_truncf(L.NumpyCvtBuilder(), x, src, dst, plan)
+        want = codec_spec.emit_convert(L.NumpyCvtBuilder(), x, src, dst, roundmode=mode)
+        assert np.array_equal(got, want), _mismatch(x, got, want)
+
+
+def test_truncf_rounding_mode_errors():
+    with pytest.raises(L.UnsupportedConversion, match="mxlower.satfinite with rounding mode"):
+        L.plan_truncf("f32", "f8E4M3FN", "sm_100a", satfinite=True, rounding="toward_zero")
+    with pytest.raises(L.UnsupportedConversion, match="'upward' is not supported"):
+        L.plan_truncf("f32", "f8E4M3FN", "sm_100a", rounding="upward")
+    # f8E8M0FNU: toward_zero with satfinite stays the cvt.rz scale selection
+    assert L.plan_truncf("f32", "f8E8M0FNU", "sm_100a", satfinite=True,
+                         rounding="toward_zero").detail.startswith("cvt.rz.satfinite.ue8m0x2")
+    assert L.plan_truncf("f64", "f8E5M2", "sm_100a", rounding="toward_zero").path == "codec"
+
+
+# ----------------------------------------------------------------------------- cvt.rs
+
+
+def _cast_satfinite(x, dst, r):
+    """Section 10.2's stochastic cast (the oracle) with cvt's .satfinite Inf rule (+-max)."""
+    from mxlower import cast_reference, numbers
+
+    n = numbers.of_float_type(FLOAT_TYPES[dst])
+    v = x.astype(np.float64)
+    v = np.where(np.isinf(v), np.copysign(2.0 * n.max, v), v)  # .satfinite: Inf -> +-max
+    return (cast_reference.round_codes(v, n, "stochastic", r) & ((1 << n.bits) - 1)).astype(
+        np.uint8)
+
+
+@pytest.mark.parametrize("dst", M.RS_FORMATS)
+def test_cvt_rs_model_is_10_2_with_its_8_random_bits(dst):
+    """The cvt.rs lane model equals section 10.2 exactly when each value's 32-bit random
+    operand is the lane's 8 bits followed by 24 zero bits."""
+    x = probes("f32")
+    x = x[~np.isnan(x)]
+    rng = np.random.default_rng(3)
+    r8 = rng.integers(0, 256, x.size)
+    got = M.cvt_rs_satfinite(x, dst, r8)
+    want = _cast_satfinite(x, dst, r8.astype(np.int64) << 24)
+    assert np.array_equal(got, want), _mismatch(x, got, want)
+    for edge in (0, 255):  # no carry ever from 0 (truncation); the largest nudge from 255
+        r = np.full(x.size, edge)
+        assert np.array_equal(M.cvt_rs_satfinite(x, dst, r),
+                              _cast_satfinite(x, dst, r.astype(np.int64) << 24))
+
+
+@pytest.mark.parametrize("dst", M.RS_FORMATS)
+def test_cvt_rs_is_not_10_2_for_32_bit_random_operands(dst):
+    """With a full 32-bit random operand per value (section 10.2) the instruction, which can
+    only see 8 of its bits, rounds differently on a measurable share of inputs: so the
+    lowering never uses it (plan_stochastic), on any chip."""
+    rng = np.random.default_rng(4)
+    t = FLOAT_TYPES[dst]
+    x = rng.uniform(-t.max, t.max, 200_000).astype(np.float32)
+    r = rng.integers(0, 2**32, x.size, dtype=np.uint64).astype(np.int64)
+    hw = M.cvt_rs_satfinite(x, dst, r >> 24)  # the best the instruction can do: the top byte
+    exact = _cast_satfinite(x, dst, r)
+    share = float(np.mean(hw != exact))
+    assert 1e-4 < share < 2e-2, share
+    for chip in ("sm_100a", "sm_103a", "sm_90a"):
+        plan = L.plan_stochastic(dst, chip)
+        assert plan.path == "codec", plan
+    assert "8 random bits" in L.plan_stochastic(dst, "sm_103a").detail
+    assert M.has_rs_cvt("sm_100a") and M.has_rs_cvt("sm_103a")
+    assert not any(M.has_rs_cvt(c) for c in ("sm_100f", "sm_110a", "sm_120a", "sm_90a"))
+
+
+def test_cvt_rs_model_rejects_wide_random_bits():
+    with pytest.raises(ValueError, match="8 random bits"):
+        M.cvt_rs_satfinite(np.zeros(1, np.float32), "f8E4M3FN", np.array([256]))
+    with pytest.raises(ValueError, match="no cvt.rs to f8E4M3FNUZ"):
+        M.cvt_rs_satfinite(np.zeros(1, np.float32), "f8E4M3FNUZ", np.array([0]))

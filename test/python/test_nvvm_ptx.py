@@ -55,6 +55,11 @@ def _kernels() -> tuple[str, list[str]]:
         for rnd in ("upward", "toward_zero"):
             names.append(f"scale_{src}_{rnd}")
             fns.append(_kernel(names[-1], src, "f8E8M0FNU", 2, f" {rnd} {{mxlower.satfinite}}"))
+    # truncf rounding modes (the codec: no cvt rounds toward zero or ties away)
+    for dst in ("f8E4M3FN", "f4E2M1FN", "f8E4M3FNUZ", "f8E8M0FNU"):
+        for rnd in ("toward_zero", "to_nearest_away"):
+            names.append(f"rnd_{dst}_{rnd}")
+            fns.append(_kernel(names[-1], "f16", dst, 2, f" {rnd}"))
     return "gpu.module @all {\n" + "".join(fns) + "}\n", names
 
 
@@ -129,3 +134,100 @@ def test_device_module_selection():
     assert "llvm.target_triple" in ptx.device_module(two, "b")
     with pytest.raises(ValueError, match="not in the LLVM dialect yet"):
         ptx.device_module("module {\n  func.func @f() {\n    return\n  }\n}\n")
+
+
+# ----------------------------------------------------------------------------- stochastic rounding
+
+_RS_OPS = {"f8E4M3FN": ("f8x4", "vector<4xi8>", "e4m3x4"),
+           "f8E5M2": ("f8x4", "vector<4xi8>", "e5m2x4"),
+           "f6E2M3FN": ("f6x4", "vector<4xi8>", "e2m3x4"),
+           "f6E3M2FN": ("f6x4", "vector<4xi8>", "e3m2x4"),
+           "f4E2M1FN": ("f4x4", "i16", "e2m1x4")}
+
+
+def _rs_kernel() -> str:
+    """One kernel with every cvt.rs the model describes (upstream's nvvm.convert.f32x4 ops)."""
+    body = []
+    for i, (t, (op, rt, _)) in enumerate(_RS_OPS.items()):
+        body.append(f"    %c{i} = nvvm.convert.f32x4.to.{op} %v, %r : vector<4xf32> -> {rt} "
+                    f"({t})\n"
+                    f"    llvm.store %c{i}, %o{i} : {rt}, !llvm.ptr\n")
+    lanes = "".join(f"    %i{k} = llvm.mlir.constant({k} : i32) : i32\n"
+                    f"    %v{k + 1} = llvm.insertelement %x{k}, %v{k}[%i{k} : i32] : vector<4xf32>\n"
+                    for k in range(4))
+    outs = ", ".join(f"%o{i}: !llvm.ptr" for i in range(len(_RS_OPS)))
+    return ("module {\n  llvm.func @rs(%x0: f32, %x1: f32, %x2: f32, %x3: f32, %r: i32, "
+            f"{outs}) attributes {{nvvm.kernel}} {{\n"
+            "    %v0 = llvm.mlir.poison : vector<4xf32>\n" + lanes +
+            "    %v = llvm.bitcast %v4 : vector<4xf32> to vector<4xf32>\n" + "".join(body) +
+            "    llvm.return\n  }\n}\n")
+
+
+@pytest.mark.parametrize("chip", ["sm_100a", "sm_103a", "sm_100f", "sm_110a", "sm_120a"])
+def test_cvt_rs_exists_exactly_where_the_model_says(chip):
+    """cvt.rs.satfinite.{e4m3,e5m2,e2m3,e3m2,e2m1}x4.f32 (modelled by
+    nvvm_model.cvt_rs_satfinite) compiles (llc, PTX 9.0) and assembles (ptxas) for the chips
+    nvvm_model.has_rs_cvt names, and for no other."""
+    if ptx.ptxas_path() is None:
+        pytest.skip("ptxas not installed")
+    ir = ptx.translate_to_llvmir(_rs_kernel())
+    try:
+        asm = ptx.compile_ptx(ir, chip, ptx_version=90)
+        for _, _, name in _RS_OPS.values():
+            assert f"cvt.rs.satfinite.{name}.f32" in asm
+        ptx.assemble(asm, chip)
+        ok = True
+    except ptx.ToolError as e:
+        assert ".rs" in str(e) or "Cannot select" in str(e), str(e)
+        ok = False
+    assert ok == nvvm_model.has_rs_cvt(chip)
+
+
+def _stochastic_kernel(spec: str) -> str:
+    """A gpu.module whose kernel casts f32 to ``spec`` with section 10.2's stochastic rounding:
+    the codec recipe (what plan_stochastic picks on every chip), built by the arith builder."""
+    from mxlower.bindings import jaxlib as J
+    from mxlower.lowering import codec, codec_spec
+
+    ir = J.ir
+    with J.make_context(), ir.Location.unknown():
+        m = ir.Module.create()
+        f32, i32 = ir.F32Type.get(), ir.IntegerType.get_signless(32)
+        with ir.InsertionPoint(m.body):
+            f = J.func.FuncOp("enc", ir.FunctionType.get([f32, i32], [i32]))
+            blk = f.add_entry_block()
+            with ir.InsertionPoint(blk):
+                b = codec.ArithBuilder(ir, J.arith, f32)
+                c = codec_spec.emit_encode(b, blk.arguments[0], "f32", spec,
+                                           roundmode="stochastic", rbits=blk.arguments[1],
+                                           code_bits=32)
+                J.func.ReturnOp([c])
+        enc = str(m).strip()[len("module {"):-1]
+    return ("gpu.module @sr {\n" + enc +
+            "  gpu.func @k(%x: memref<64xf32>, %r: memref<64xi32>, %y: memref<64xi32>) kernel {\n"
+            "    %t = gpu.thread_id x\n    %v = memref.load %x[%t] : memref<64xf32>\n"
+            "    %b = memref.load %r[%t] : memref<64xi32>\n"
+            "    %c = func.call @enc(%v, %b) : (f32, i32) -> i32\n"
+            "    memref.store %c, %y[%t] : memref<64xi32>\n    gpu.return\n  }\n}\n")
+
+
+@pytest.mark.parametrize("chip", ["sm_80", "sm_100a", "sm_103a", "sm_120a"])
+def test_software_stochastic_kernel_assembles(chip):
+    """The stochastic cast's codec recipe (e4m3fn, and a spec no hardware has, e5m6) lowers
+    through mxlower-gpu-to-nvvm and assembles: integer ops only, no cvt."""
+    from mxlower.bindings import jaxlib as J
+    from mxlower.diagnostics import DiagnosticEngine
+    from mxlower.passes.manager import PassPipeline
+
+    for spec in ("e4m3fn", "e5m6"):
+        ctx = J.make_context()
+        with ctx:
+            module = J.ir.Module.parse(_stochastic_kernel(spec))
+        eng = DiagnosticEngine()
+        out = PassPipeline.parse(f"builtin.module(mxlower-gpu-to-nvvm{{chip={chip}}})",
+                                 ctx).run(module.operation, eng)
+        assert out is not None, [d.format() for d in eng.diagnostics]
+        asm = ptx.compile_ptx(ptx.translate_to_llvmir(ptx.device_module(out.get_asm())), chip)
+        assert ".entry k(" in asm and "cvt.rs" not in asm and "cvt.rn.satfinite" not in asm
+        if ptx.ptxas_path() is not None:
+            assert ptx.assemble(asm, chip)[:4] == b"\x7fELF"

@@ -221,7 +221,7 @@ func.func @reduction_on_narrow(%x: vector<4xf8E5M2>) -> f8E5M2 {
 // -----
 
 func.func @rounding_mode(%x: f32) -> f8E5M2 {
-  // expected-error @+1 {{arith.truncf to f8E5M2 with a rounding mode other than to_nearest_even is not supported}}
+  // expected-error @+1 {{arith.truncf to f8E5M2 with rounding mode 'downward' is not supported (supported: to_nearest_even, toward_zero, to_nearest_away)}}
   %0 = arith.truncf %x downward : f32 to f8E5M2
   return %0 : f8E5M2
 }
@@ -321,4 +321,41 @@ func.func @fnuz_memrefs(%a: memref<4xf8E5M2FNUZ>, %b: memref<4xf8E4M3B11FNUZ>) {
   %t = arith.truncf %w : f32 to f8E4M3B11FNUZ
   memref.store %t, %b[%i] : memref<4xf8E4M3B11FNUZ>
   return
+}
+
+// -----
+
+// roundingmode toward_zero: the exact value truncated (docs/semantics.md section 10.2), then
+// section 2's rules, except that a finite value stops at max (0x7E = 448) instead of
+// overflowing to NaN; Inf and NaN still give the NaN code 0x7F, with the sign.
+// CHECK-LABEL: func.func @trunc_toward_zero
+// CHECK-SAME: (%{{.*}}: f32) -> i8
+// CHECK: %[[MAX:.*]] = arith.constant 126 : i32
+// CHECK: %[[SAT:.*]] = arith.minsi %{{.*}}, %[[MAX]] : i32
+// CHECK: arith.select %{{.*}}, %c127_i32, %{{.*}} : i32
+// CHECK-NOT: arith.truncf
+func.func @trunc_toward_zero(%x: f32) -> f8E4M3FN {
+  %0 = arith.truncf %x toward_zero : f32 to f8E4M3FN
+  return %0 : f8E4M3FN
+}
+
+// -----
+
+// roundingmode to_nearest_away (ties away from zero), here narrow to narrow: through f32.
+// CHECK-LABEL: func.func @trunc_away_e5m2_to_f4
+// CHECK-SAME: (%{{.*}}: i8) -> i8
+// CHECK: arith.bitcast %{{.*}} : i32 to f32
+// CHECK: arith.bitcast %{{.*}} : f32 to i32
+// CHECK-NOT: arith.truncf
+func.func @trunc_away_e5m2_to_f4(%x: f8E5M2) -> f4E2M1FN {
+  %0 = arith.truncf %x to_nearest_away : f8E5M2 to f4E2M1FN
+  return %0 : f4E2M1FN
+}
+
+// -----
+
+func.func @trunc_upward(%x: f32) -> f8E4M3FNUZ {
+  // expected-error @+1 {{arith.truncf to f8E4M3FNUZ with rounding mode 'upward' is not supported (supported: to_nearest_even, toward_zero, to_nearest_away)}}
+  %0 = arith.truncf %x upward : f32 to f8E4M3FNUZ
+  return %0 : f8E4M3FNUZ
 }

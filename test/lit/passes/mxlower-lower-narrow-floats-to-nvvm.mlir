@@ -255,7 +255,7 @@ func.func @tensor(%x: tensor<4xf32>) -> tensor<4xf8E4M3FN> {
 // -----
 
 func.func @downward(%x: f32) -> f8E4M3FN {
-  // expected-error @+1 {{'arith.truncf' from f32 to f8E4M3FN: rounding mode 'downward' is not supported for conversions to f8E4M3FN (only round-to-nearest-even)}}
+  // expected-error @+1 {{'arith.truncf' from f32 to f8E4M3FN: rounding mode 'downward' is not supported for conversions to f8E4M3FN (supported: to_nearest_even, toward_zero, to_nearest_away)}}
   %0 = arith.truncf %x downward : f32 to f8E4M3FN
   return %0 : f8E4M3FN
 }
@@ -317,4 +317,29 @@ func.func @no_cvt_for_new_f8(%x: vector<2xf32>, %c: vector<2xf8E5M2FNUZ>)
   %4 = arith.extf %c : vector<2xf8E5M2FNUZ> to vector<2xf16>
   return %0, %1, %2, %3, %4 : vector<2xf8E4M3>, vector<2xf8E3M4>, vector<2xf8E4M3FNUZ>,
       vector<2xf8E4M3B11FNUZ>, vector<2xf16>
+}
+
+// -----
+
+// roundingmode toward_zero / to_nearest_away: no cvt rounds so (PTX's narrow cvts are .rn, and
+// ue8m0's .rz saturates), so the codec on every chip.
+// CHECK-LABEL: func.func @rounding_modes_use_the_codec
+// CHECK-NOT: nvvm.convert
+// CHECK: arith.minsi
+// CHECK-NOT: arith.truncf
+// CHECK: return
+func.func @rounding_modes_use_the_codec(%x: vector<2xf32>)
+    -> (vector<2xf8E4M3FN>, vector<2xf4E2M1FN>, vector<2xf8E8M0FNU>) {
+  %0 = arith.truncf %x toward_zero : vector<2xf32> to vector<2xf8E4M3FN>
+  %1 = arith.truncf %x to_nearest_away : vector<2xf32> to vector<2xf4E2M1FN>
+  %2 = arith.truncf %x toward_zero : vector<2xf32> to vector<2xf8E8M0FNU>
+  return %0, %1, %2 : vector<2xf8E4M3FN>, vector<2xf4E2M1FN>, vector<2xf8E8M0FNU>
+}
+
+// -----
+
+func.func @satfinite_toward_zero(%x: f32) -> f8E4M3FN {
+  // expected-error @+1 {{'arith.truncf' from f32 to f8E4M3FN: mxlower.satfinite with rounding mode 'toward_zero' is only defined for f8E8M0FNU (the scale selection)}}
+  %0 = arith.truncf %x toward_zero {mxlower.satfinite} : f32 to f8E4M3FN
+  return %0 : f8E4M3FN
 }
