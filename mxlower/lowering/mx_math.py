@@ -402,6 +402,38 @@ def nvfp4_element_values(b: Any, yb: Any, r: Any) -> Any:
     return b.clamp(-6.0, f32_quotient(b, y, r), 6.0)
 
 
+#: f4E2M1FN's rounding thresholds (the midpoints between adjacent magnitudes) and whether a
+#: quotient equal to one rounds up (RNE: to the even code)
+_F4_THRESHOLDS = ((0.25, False), (0.75, True), (1.25, False), (1.75, True), (2.5, False),
+                  (3.5, True), (5.0, False))
+
+
+def nvfp4_element_codes(b: Any, yb: Any, sd: Any, keep: list[int]) -> Any:
+    """docs/semantics.md section 4, step 5 without a division: the i32 f4E2M1FN codes of
+    RNE_f4(clamp(RNE_f32(y / s), -6, 6)) for the f32 bits ``yb`` of a blocked tensor and the
+    decoded block scales ``sd`` (f32, an E4M3 value or 1 for dropped blocks; broadcast along
+    ``keep``).
+
+    The code of a = |y| counts the f4 thresholds t (the midpoints 0.25 .. 5 between adjacent
+    magnitudes) that q = RNE_f32(a / s) passes: q >= t where a tie rounds up (to the even
+    code), q > t where it rounds down.  Both tests reduce to comparing a with p = t * s, an
+    exact f32 (at most 3 + 4 significant bits, and s >= 2^-9 keeps it normal): with s = m 2^e,
+    1 <= m < 2, the f32 values next to p are at least ulp(t) 2^e from it, so an f32 a != p has
+    |a / s - t| >= ulp(t) / m > ulp(t) / 2 -- beyond the half spacing within which
+    RNE_f32 would round a / s to t itself.  Hence q >= t iff a >= p and q > t iff a > p: the
+    f32 rounding of the quotient never changes the f4 result, and no quotient is formed
+    (XLA:CPU's rewrite of divisions into rounded reciprocals cannot interfere; a subnormal a,
+    read as 0 there, is below every p either way).  The sign is y's (a negative y that rounds
+    to 0 gives -0, as RNE_f4 does)."""
+    bshape = b.shape(yb)
+    a = b.bitcast(b.and_(yb, _MAG), "f32")
+    code = b.like(yb, 0)
+    for t, tie_up in _F4_THRESHOLDS:
+        p = b.broadcast(b.mul(sd, t), bshape, keep)
+        code = b.add(code, b.convert(b.ge(a, p) if tie_up else b.gt(a, p), "i32"))
+    return b.or_(code, b.and_(b.shr(yb, 28), 8))
+
+
 def _quantize_nvfp4(b: Any, q: Any, xb: Any, bd: int) -> tuple[Any, Any]:
     bshape = b.shape(xb)
     keep = _not_axis(len(bshape), bd)
@@ -413,10 +445,9 @@ def _quantize_nvfp4(b: Any, q: Any, xb: Any, bd: int) -> tuple[Any, Any]:
     scales = b.convert(nvfp4_scale_f32(b, amax_bits, nonfinite), "f8E4M3FN")  # NaN -> 0x7F
     sd = b.convert(scales, "f32")
     drop = b.or_(nonfinite, b.eq(sd, 0.0))
-    r = b.broadcast(nvfp4_reciprocal(b, sd, drop), bshape, keep)
-    v = nvfp4_element_values(b, xb, r)
-    v = b.select(b.broadcast(drop, bshape, keep), b.like(v, 0.0), v)
-    return b.unblock(b.convert(v, "f4E2M1FN"), q.axis), scales
+    codes = nvfp4_element_codes(b, xb, b.select(drop, b.like(sd, 1.0), sd), keep)
+    codes = b.select(b.broadcast(drop, bshape, keep), b.like(codes, 0), codes)
+    return b.unblock(_from_codes(b, codes, "f4E2M1FN"), q.axis), scales
 
 
 # ----------------------------------------------------------------------------- dequantize
