@@ -418,9 +418,10 @@ def nvfp4_element_codes(b: Any, yb: Any, sd: Any, keep: list[int]) -> Any:
     magnitudes) that q = RNE_f32(a / s) passes: q >= t where a tie rounds up (to the even
     code), q > t where it rounds down.  Both tests reduce to comparing a with p = t * s, an
     exact f32 (at most 3 + 4 significant bits, and s >= 2^-9 keeps it normal): with s = m 2^e,
-    1 <= m < 2, the f32 values next to p are at least ulp(t) 2^e from it, so an f32 a != p has
-    |a / s - t| >= ulp(t) / m > ulp(t) / 2 -- beyond the half spacing within which
-    RNE_f32 would round a / s to t itself.  Hence q >= t iff a >= p and q > t iff a > p: the
+    1 <= m < 2, p = t m 2^e lies in t's binade times 2^e or above, so on each side the next
+    f32 is at least (the f32 spacing next to t on that side) * 2^e from p, and an f32 a != p
+    has |a / s - t| > half that spacing (m < 2) -- beyond where RNE_f32 would round a / s to
+    t itself.  Hence q >= t iff a >= p and q > t iff a > p: the
     f32 rounding of the quotient never changes the f4 result, and no quotient is formed
     (XLA:CPU's rewrite of divisions into rounded reciprocals cannot interfere; a subnormal a,
     read as 0 there, is below every p either way).  The sign is y's (a negative y that rounds
