@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import dataclasses
 import sys
 import threading
 import time
@@ -60,15 +61,22 @@ from typing import Any
 
 import numpy as np
 
-from mxlower import types
+from mxlower import numbers, types
 from mxlower.bindings import jaxlib, upstream
 from mxlower.execution import ffi_abi as abi
 from mxlower.formats import FORMATS, SCALE_MODES
-from mxlower.lowering.mx_kernels import ConvertSpec, KernelSpec, Operand, build, emit_kernel
+from mxlower.lowering.mx_kernels import (
+    CastSpec,
+    ConvertSpec,
+    KernelSpec,
+    Operand,
+    build,
+    emit_kernel,
+)
 from mxlower.pipeline.manager import run_pipeline
 
 #: what a kernel computes
-Spec = KernelSpec | ConvertSpec
+Spec = KernelSpec | ConvertSpec | CastSpec
 
 __all__ = [
     "KERNEL_PIPELINE",
@@ -78,6 +86,7 @@ __all__ = [
     "Frame",
     "available",
     "c_string",
+    "cast",
     "compile_kernel",
     "convert",
     "convert_spec",
@@ -933,6 +942,46 @@ def convert(x: Any, dtype: Any, *, source: str | None = None, packed: bool = Fal
     target = _register_for(spec, platform)
     return jax.ffi.ffi_call(target, jax.ShapeDtypeStruct(tuple(shape), o.dtype),
                             vmap_method="broadcast_all")(x)
+
+
+def cast(x: Any, number: str, scale: str | None = None, *, roundmode: str = "even",
+         scalemode: str = "max", rbits: Any | None = None, platform: str = "cpu") -> Any:
+    """The virtual cast of ``x`` (float32, bfloat16 or float16) to ``number`` [with the
+    exponent scale ``scale``] by mxlower's fused CPU kernel: docs/semantics.md section 10.4,
+    bit-exact with :func:`mxlower.reference.cast` (same arguments; ``rbits``: uint32 of
+    ``x``'s shape, for ``roundmode="stochastic"``).  The kernels cover what
+    :class:`~mxlower.lowering.mx_kernels.CastSpec` says (unscaled casts, exponent scales in 1D
+    tiles); a tile along another dimension is moved last (a transpose each way).  Other
+    datatypes raise ValueError (:func:`mxlower.jax.cast` lowers them to StableHLO instead).
+    Usable inside ``jax.jit`` and ``jax.vmap``."""
+    import jax  # optional, heavy
+    import jax.numpy as jnp  # optional, heavy
+
+    x = jnp.asarray(x)
+    wide = _wide_name(x.dtype, "cast", "x")
+    if (roundmode == "stochastic") != (rbits is not None):
+        raise ValueError("cast: roundmode='stochastic' needs 'rbits' (uint32, one per value), "
+                         "and only it takes them")
+    ax = None
+    if scale is not None:
+        s = numbers.scale(scale)
+        if s.kind == "tile" and len(s.dims) == 1 and x.ndim:
+            ax = _axis(s.dims[0], x.ndim, "cast")
+            scale = dataclasses.replace(s, dims=(-1,)).code
+    try:
+        spec = CastSpec(number, scale, wide, roundmode, scalemode)
+    except ValueError as err:
+        raise ValueError(f"cast: {err}") from None
+    operands = [x] if rbits is None else [x, jnp.asarray(rbits)]
+    if ax is not None:
+        if x.shape[ax] % spec.k:
+            raise ValueError(f"cast: tile size {spec.k} does not divide dimension {ax} of 'x' "
+                             f"(size {x.shape[ax]})")
+        operands = [jnp.moveaxis(v, ax, -1) for v in operands]
+    target = _register_for(spec, platform)
+    y = jax.ffi.ffi_call(target, jax.ShapeDtypeStruct(operands[0].shape, x.dtype),
+                         vmap_method="broadcast_all")(*operands)
+    return y if ax is None else jnp.moveaxis(y, -1, ax)
 
 
 # ============================================================================ command line

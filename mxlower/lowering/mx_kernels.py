@@ -64,13 +64,13 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from mxlower import types
+from mxlower import numbers, types
 from mxlower.bindings import upstream
 from mxlower.formats import FORMATS, SCALE_MODES, WIDE_TYPES, MXFormat
-from mxlower.lowering import codec, mx_math
+from mxlower.lowering import cast_math, codec, codec_spec, mx_math
 
-__all__ = ["CONVERT_LANES", "TARGETS", "ArithOps", "ConvertSpec", "KernelSpec", "Operand",
-           "build", "emit_kernel", "gpu_module_name"]
+__all__ = ["CONVERT_LANES", "TARGETS", "ArithOps", "CastSpec", "ConvertSpec", "KernelSpec",
+           "Operand", "build", "emit_kernel", "gpu_module_name"]
 
 _MAG = 0x7FFFFFFF
 _INF = 0x7F800000
@@ -291,6 +291,103 @@ class ConvertSpec:
         return 4, f"the last dimension of {ref} must be a multiple of 4 (packed f6)"
 
 
+@dataclasses.dataclass(frozen=True)
+class CastSpec:
+    """``mx.cast`` (docs/semantics.md section 10.4, the virtual cast) as a kernel: ``wide``
+    values (f32, bf16 or f16) in, the same type out, each value the dequantized value of its
+    actual cast to ``number`` [with ``scale``].
+
+    Covered: any number spec unscaled (units of :data:`CONVERT_LANES` values, the last one
+    masked: any shape), and exponent scales (``e8m0``-like, every scale mode) in 1D tiles of
+    ``k`` values along the last dimension (``scale`` a ``..._tK`` code with its dimension the
+    last).  Every rounding mode; ``stochastic`` takes the random bits (uint32, one per value)
+    as a second operand.  The element rounding is :mod:`mxlower.lowering.codec_spec`'s, the
+    scale choice :func:`mxlower.lowering.cast_math.scale_exponent`, so a kernel gives the bits
+    of the StableHLO lowering.  Other datatypes (float scales, zero points, 2D tiles, channel
+    and tensor scales) raise ValueError: the caller falls back to that lowering."""
+
+    number: str
+    scale: str | None = None
+    wide: str = "f32"
+    roundmode: str = "even"
+    scalemode: str = "max"
+
+    op: ClassVar[str] = "cast"
+
+    def __post_init__(self) -> None:
+        n = numbers.number(self.number)  # SpecError (a ValueError) when it is no spec
+        object.__setattr__(self, "number", n.code)
+        if self.wide not in WIDE_TYPES:
+            raise ValueError(f"'{self.wide}' is not f32, bf16 or f16")
+        if self.roundmode not in numbers.ROUND_MODES:
+            raise ValueError(f"unknown roundmode '{self.roundmode}' (known: "
+                             f"{', '.join(numbers.ROUND_MODES)})")
+        if self.scale is None:
+            object.__setattr__(self, "scalemode", "max")
+            return
+        s = numbers.scale(self.scale)
+        if self.scalemode not in numbers.SCALE_MODES:
+            raise ValueError(f"unknown scalemode '{self.scalemode}' (known: "
+                             f"{', '.join(numbers.SCALE_MODES)})")
+        if not s.power_of_two or s.zero_point is not None:
+            raise ValueError(f"no cast kernel for the float scale {s.code} (exponent scales "
+                             "only)")
+        if s.kind != "tile" or s.dims != (-1,):
+            raise ValueError(f"no cast kernel for scale {s.code}: 1D tiles along the last "
+                             "dimension only")
+        dt = numbers.Datatype(n, s)
+        reason = cast_math.unsupported(dt, self.scalemode)
+        if reason:
+            raise ValueError(reason)
+        object.__setattr__(self, "scale", s.code)
+
+    @property
+    def spec(self) -> numbers.NumberSpec:
+        return numbers.number(self.number)
+
+    @property
+    def scale_spec(self) -> numbers.ScaleSpec | None:
+        return None if self.scale is None else numbers.scale(self.scale)
+
+    @property
+    def stochastic(self) -> bool:
+        return self.roundmode == "stochastic"
+
+    @property
+    def k(self) -> int:
+        """Values per unit of the range ``[b0, b1)``: the tile, or :data:`CONVERT_LANES`
+        (the last unit of an unscaled cast may be partial)."""
+        s = self.scale_spec
+        return CONVERT_LANES if s is None else s.tile[0]
+
+    @property
+    def name(self) -> str:
+        parts = ["mxlower", "cast", self.number, self.scale or "none", self.wide,
+                 self.roundmode]
+        if self.scale is not None:
+            parts.append(self.scalemode)
+        return "_".join("".join(c if c.isalnum() else "n" if c == "-" else "_" for c in p)
+                        for p in parts)
+
+    def operands(self) -> list[Operand]:
+        x = [Operand("x", types.dtype(self.wide), "values")]
+        return x + ([Operand("rbits", np.dtype(np.uint32), "values")] if self.stochastic
+                    else [])
+
+    def results(self) -> list[Operand]:
+        return [Operand("y", types.dtype(self.wide), "values")]
+
+    @property
+    def reference(self) -> int:
+        return 0
+
+    @property
+    def last_dim_rule(self) -> tuple[int, str] | None:
+        if self.scale is None:
+            return None  # any shape, scalars included
+        return self.k, f"the tile size {self.k} must divide the last dimension of x"
+
+
 # ============================================================================== arith ops
 
 
@@ -500,6 +597,8 @@ class _Kernel:
         #: the narrow codes' width in storage (4: two per byte; 6 with packed: four per 3 bytes)
         self.code_bits = code_bits
         self.packed = packed
+        #: vectors of ``lanes`` values per unit (units longer than the longest vector)
+        self.chunks = 1
 
     # -- small helpers ----------------------------------------------------------------------
     def index(self, v: int) -> Any:
@@ -577,24 +676,26 @@ class _Kernel:
         return a.ExtFOp(self._typed_like(codes, dst), nv).result
 
     # -- loads and stores of values and element codes ---------------------------------------
-    def load_bits(self, x: Any, at: Any) -> Any:
-        """The f32 bit patterns (vector<V x i32>) of ``V`` wide values at ``x[at]``."""
+    def load_bits(self, x: Any, at: Any, count: Any = None) -> Any:
+        """The f32 bit patterns (vector<V x i32>) of ``V`` wide values at ``x[at]`` (with
+        ``count``, only that many; the rest are zero)."""
         w = self.spec.wide
-        v = self.m["vector"].LoadOp(self.vec(w), x, [at]).result
+        v = self.load(x, at, self.vec(w), count)
         if w == "f32":
             return self.b.bitcast(v, "i32")
         codes = self.b.bitcast(v, "i16")
         f = codec.emit_extf(self.codec_builder(codes.type), codes, w, "f32")
         return self.b.bitcast(f, "i32")
 
-    def store_values(self, y: Any, at: Any, bits: Any) -> None:
-        """Stores f32 bits (vector<V x i32>) to ``y[at]`` rounded to the wide output type."""
+    def store_values(self, y: Any, at: Any, bits: Any, count: Any = None) -> None:
+        """Stores f32 bits (vector<V x i32>) to ``y[at]`` rounded to the wide output type
+        (with ``count``, only the first ``count`` lanes)."""
         w = self.spec.wide
         f = self.b.bitcast(bits, "f32")
         if w != "f32":
             codes = codec.emit_truncf(self.codec_builder(f.type), f, "f32", w, code_bits=16)
             f = self.b.bitcast(codes, w)
-        self.m["vector"].StoreOp(f, y, [at])
+        self.store(f, y, at, count)
 
     def _code_bytes(self, values: Any) -> Any:
         """Bytes holding ``values`` codes (from a code boundary on a byte)."""
@@ -652,6 +753,20 @@ class _Kernel:
         return self.load(q, off, self.vec("i8"), nbytes)
 
     # -- loops ------------------------------------------------------------------------------
+    def over_chunks(self, start: Any, body, init: list[Any] | None = None) -> list[Any]:
+        """Runs ``body(value offset, *carried)`` for each chunk of the block at ``start``; one
+        chunk is emitted straight-line, several as an ``scf.for``."""
+        if self.chunks == 1:
+            return list(body(start, *(init or [])) or [])
+
+        def step(c, *carried):
+            a = self.m["arith"]
+            at = a.AddIOp(start, a.MulIOp(c, self.index(self.lanes)).result).result
+            return body(at, *carried)
+
+        loop = self.for_each(self.index(0), self.index(self.chunks), step, init)
+        return list(loop.results)
+
     def for_each(self, lo: Any, hi: Any, body, iter_args: list[Any] | None = None,
                  step: int = 1) -> Any:
         """``scf.for %i = lo to hi step step`` whose body is ``body(i, *args) -> yielded``."""
@@ -721,13 +836,18 @@ class _Kernel:
         return self.m["memref"].DimOp(mem, self.index(0)).result
 
 
+def _block_lanes(k: int) -> int:
+    """The vector length a block of ``k`` values is loaded in: ``k`` itself up to
+    :data:`_MAX_LANES`, else the largest power of two up to it dividing ``k``."""
+    return k if k <= _MAX_LANES else next(v for v in (64, 32, 16, 8, 4, 2, 1) if k % v == 0)
+
+
 class _MXKernel(_Kernel):
     """Quantize / dequantize: the loop over groups of blocks and the per-block body."""
 
     def __init__(self, spec: KernelSpec, mods: dict[str, Any], target: str):
         k = spec.k
-        lanes = k if k <= _MAX_LANES else next(v for v in (64, 32, 16, 8, 4, 2, 1)
-                                                if k % v == 0)
+        lanes = _block_lanes(k)
         fmt = spec.fmt
         super().__init__(spec, mods, target, lanes, fmt.bits if not fmt.is_int else 8,
                          spec.packed)
@@ -737,20 +857,6 @@ class _MXKernel(_Kernel):
         #: block per thread)
         self.group = (1 if self.chunks > 1 or target != "cpu"
                       else max(1, min(16, _GROUP_VALUES // k)))
-
-    def over_chunks(self, start: Any, body, init: list[Any] | None = None) -> list[Any]:
-        """Runs ``body(value offset, *carried)`` for each chunk of the block at ``start``; one
-        chunk is emitted straight-line, several as an ``scf.for``."""
-        if self.chunks == 1:
-            return list(body(start, *(init or [])) or [])
-
-        def step(c, *carried):
-            a = self.m["arith"]
-            at = a.AddIOp(start, a.MulIOp(c, self.index(self.lanes)).result).result
-            return body(at, *carried)
-
-        loop = self.for_each(self.index(0), self.index(self.chunks), step, init)
-        return list(loop.results)
 
     def grouped(self, b0: Any, b1: Any, body) -> None:
         """``body(i, G)`` for the groups of G blocks in ``[b0, b1)``, then ``body(i, 1)`` for
@@ -936,7 +1042,45 @@ class _MXKernel(_Kernel):
         self._unit(a, self._global(a))(i, 1)
 
 
-class _ConvertKernel(_Kernel):
+class _ValueUnits(_Kernel):
+    """A kernel whose units are :data:`CONVERT_LANES` values of one array, the last unit cut
+    at the value count (masked loads and stores): subclasses say what ``values(args, at,
+    count)`` does with the values ``at``... and which buffer ``sized(args)`` holds them."""
+
+    def values(self, a: list[Any], at: Any, count: Any = None) -> None:
+        raise NotImplementedError
+
+    def sized(self, a: list[Any]) -> Any:
+        raise NotImplementedError
+
+    def _bounds(self, a: list[Any], u0: Any, u1: Any) -> tuple[Any, Any]:
+        """Values ``[lo, hi)`` of units ``[u0, u1)``, cut at the value count."""
+        ar = self.m["arith"]
+        n = self.dim(self.sized(a))
+        lo = self.scaled_index(u0, self.lanes, 1)
+        hi = ar.MinUIOp(self.scaled_index(u1, self.lanes, 1), n).result
+        return lo, ar.MaxUIOp(lo, hi).result
+
+    def run_range(self, a: list[Any], b0: Any, b1: Any) -> None:
+        ar = self.m["arith"]
+        lo, hi = self._bounds(a, b0, b1)
+        full = self.scaled_index(self.scaled_index(ar.SubIOp(hi, lo).result, 1, self.lanes),
+                                 self.lanes, 1)
+        whole = ar.AddIOp(lo, full).result
+        self.for_each(lo, whole, lambda at: self.values(a, at), step=self.lanes)
+        rest = ar.SubIOp(hi, whole).result
+        self.when(self.b.gt(rest, self.index(0)), lambda: self.values(a, whole, rest))
+
+    def run_unit(self, a: list[Any], i: Any) -> None:
+        ar = self.m["arith"]
+        lo, hi = self._bounds(a, i, ar.AddIOp(i, self.index(1)).result)
+        rest = ar.SubIOp(hi, lo).result
+        self.when(self.b.eq(rest, self.index(self.lanes)),
+                  lambda: self.values(a, lo),
+                  lambda: self.values(a, lo, rest))
+
+
+class _ConvertKernel(_ValueUnits):
     """A plain conversion: units of :data:`CONVERT_LANES` values, the last one masked."""
 
     def __init__(self, spec: ConvertSpec, mods: dict[str, Any], target: str):
@@ -950,9 +1094,13 @@ class _ConvertKernel(_Kernel):
         codes = ir.MemRefType.get([dyn], ir.IntegerType.get_signless(8))
         return [wide, codes] if spec.truncates else [codes, wide]
 
-    def convert(self, x: Any, y: Any, at: Any, count: Any = None) -> None:
+    def sized(self, a: list[Any]) -> Any:
+        return a[0] if self.spec.truncates else a[1]
+
+    def values(self, a: list[Any], at: Any, count: Any = None) -> None:
         """Values ``at``... (``V`` of them, or ``count``)."""
         spec = self.spec
+        x, y = a
         if spec.truncates:
             v = self.load(x, at, self.vec(spec.src), count)
             self.store_codes(y, at, self.to_narrow(v, spec.src, spec.dst), count)
@@ -960,32 +1108,96 @@ class _ConvertKernel(_Kernel):
             f = self.from_narrow(self.load_codes(x, at, count), spec.src, spec.dst)
             self.store(f, y, at, count)
 
-    def _bounds(self, a: list[Any], u0: Any, u1: Any) -> tuple[Any, Any]:
-        """Values ``[lo, hi)`` of units ``[u0, u1)``, cut at the value count."""
-        ar = self.m["arith"]
-        n = self.dim(a[0] if self.spec.truncates else a[1])
-        lo = self.scaled_index(u0, self.lanes, 1)
-        hi = ar.MinUIOp(self.scaled_index(u1, self.lanes, 1), n).result
-        return lo, ar.MaxUIOp(lo, hi).result
+
+class _CastKernel(_ValueUnits):
+    """``mx.cast``: unscaled, units of :data:`CONVERT_LANES` values (the last one masked);
+    with an exponent scale, units of one tile, whose values are loaded once (tiles longer than
+    :data:`_MAX_LANES` chunk by chunk: the maximum, then the elements, re-read from L1), the
+    scale exponent chosen from their maximum magnitude in scalar integer arithmetic, and each
+    value rounded and decoded from the registers by the spec-driven codec with the tile's
+    exponent as its shift (no scaled value is ever formed)."""
+
+    def __init__(self, spec: CastSpec, mods: dict[str, Any], target: str):
+        tiled = spec.scale is not None
+        lanes = _block_lanes(spec.k) if tiled else CONVERT_LANES
+        super().__init__(spec, mods, target, lanes, 8, False)
+        self.chunks = spec.k // lanes if tiled else 1
+        self.number = spec.spec
+        #: intK with an exponent scale is fixed point with K - 2 fraction bits
+        self.fixed = self.number.bits - 2 if tiled and self.number.kind == "int" else 0
+
+    def signature(self) -> list[Any]:
+        ir, spec = self.ir, self.spec
+        dyn = ir.ShapedType.get_dynamic_size()
+        wide = ir.MemRefType.get([dyn], ir.Type.parse(spec.wide))
+        rbits = [ir.MemRefType.get([dyn], ir.IntegerType.get_signless(32))] \
+            if spec.stochastic else []
+        return [wide, *rbits, wide]
+
+    def sized(self, a: list[Any]) -> Any:
+        return a[0]
+
+    def _rbits(self, a: list[Any], at: Any, count: Any = None) -> Any:
+        return self.load(a[1], at, self.vec("i32"), count) if self.spec.stochastic else None
+
+    def rounded(self, xb: Any, r: Any, shift: Any = None, nan: Any = None) -> Any:
+        """The f32 bits of the cast values of f32 bits ``xb``: encoded (times 2^-shift) to the
+        number spec with the rounding mode, decoded (times 2^shift); NaN where ``nan``."""
+        spec = self.spec
+        cb = self.codec_builder(xb.type)
+        xf = self.b.bitcast(xb, "f32")
+        codes = codec_spec.emit_encode(cb, xf, "f32", self.number, roundmode=spec.roundmode,
+                                       rbits=r, shift=shift, code_bits=32)
+        v = self.b.bitcast(codec_spec.emit_decode(cb, codes, self.number, "f32", shift=shift),
+                           "i32")
+        return v if nan is None else self.b.select(nan, self.b.like(v, _NAN), v)
+
+    def values(self, a: list[Any], at: Any, count: Any = None) -> None:
+        """Unscaled: values ``at``... (``V`` of them, or ``count``)."""
+        bits = self.rounded(self.load_bits(a[0], at, count), self._rbits(a, at, count))
+        self.store_values(a[-1], at, bits, count)
+
+    def tile(self, a: list[Any], i: Any) -> None:
+        """Tile ``i``: values ``[i k, (i + 1) k)``."""
+        b, x, y = self.b, a[0], a[-1]
+        start = self.scaled_index(i, self.spec.k, 1)
+
+        def magnitude(xb: Any) -> Any:
+            return self.m["vector"].ReductionOp(self.ir.IntegerType.get_signless(32),
+                                                "maxsi", b.and_(xb, _MAG)).result
+
+        if self.chunks == 1:  # the tile is one vector: loaded once, kept in registers
+            xb = self.load_bits(x, start)
+            amax = magnitude(xb)
+        else:
+            (amax,) = self.over_chunks(
+                start, lambda at, acc: [b.max(acc, magnitude(self.load_bits(x, at)))],
+                [b.const(0, "i32")])
+        nonfinite = b.ge(amax, _INF)
+        s = self.spec.scale_spec
+        e = cast_math.scale_exponent(b, amax, self.number, s, self.spec.scalemode)
+        shift = b.broadcast(b.sub(e, self.fixed), (self.lanes,))
+
+        def chunk(at: Any, bits: Any = None) -> None:
+            xv = self.load_bits(x, at) if bits is None else bits
+            self.store_values(y, at, self.rounded(xv, self._rbits(a, at), shift, nonfinite))
+
+        if self.chunks == 1:
+            chunk(start, xb)
+        else:
+            self.over_chunks(start, chunk)
 
     def run_range(self, a: list[Any], b0: Any, b1: Any) -> None:
-        ar = self.m["arith"]
-        lo, hi = self._bounds(a, b0, b1)
-        full = self.scaled_index(self.scaled_index(ar.SubIOp(hi, lo).result, 1, self.lanes),
-                                 self.lanes, 1)
-        whole = ar.AddIOp(lo, full).result
-        self.for_each(lo, whole, lambda at: self.convert(a[0], a[1], at), step=self.lanes)
-        rest = ar.SubIOp(hi, whole).result
-        self.when(self.b.gt(rest, self.index(0)),
-                  lambda: self.convert(a[0], a[1], whole, rest))
+        if self.spec.scale is None:
+            super().run_range(a, b0, b1)
+        else:
+            self.for_each(b0, b1, lambda i: self.tile(a, i))
 
     def run_unit(self, a: list[Any], i: Any) -> None:
-        ar = self.m["arith"]
-        lo, hi = self._bounds(a, i, ar.AddIOp(i, self.index(1)).result)
-        rest = ar.SubIOp(hi, lo).result
-        self.when(self.b.eq(rest, self.index(self.lanes)),
-                  lambda: self.convert(a[0], a[1], lo),
-                  lambda: self.convert(a[0], a[1], lo, rest))
+        if self.spec.scale is None:
+            super().run_unit(a, i)
+        else:
+            self.tile(a, i)
 
 
 def _modules() -> dict[str, Any]:
@@ -1000,13 +1212,16 @@ def gpu_module_name() -> str:
     return "mxlower_kernels"
 
 
-def _kernel(spec: KernelSpec | ConvertSpec, mods: dict[str, Any], target: str) -> _Kernel:
+def _kernel(spec: KernelSpec | ConvertSpec | CastSpec, mods: dict[str, Any],
+            target: str) -> _Kernel:
     if isinstance(spec, ConvertSpec):
         return _ConvertKernel(spec, mods, target)
+    if isinstance(spec, CastSpec):
+        return _CastKernel(spec, mods, target)
     return _MXKernel(spec, mods, target)
 
 
-def emit_kernel(spec: KernelSpec | ConvertSpec, module: Any, *, target: str = "cpu") -> Any:
+def emit_kernel(spec: KernelSpec | ConvertSpec | CastSpec, module: Any, *, target: str = "cpu") -> Any:
     """Appends ``spec``'s kernel to ``module`` (an upstream ``ir.Module``, under its context):
     a ``func.func`` named ``spec.name`` (``target="cpu"`` or ``"gpu-body"``) or a ``gpu.func``
     of that name in the module's ``gpu.module @mxlower_kernels``, created on first use
@@ -1030,7 +1245,7 @@ def emit_kernel(spec: KernelSpec | ConvertSpec, module: Any, *, target: str = "c
             return kernel.function()
 
 
-def build(spec: KernelSpec | ConvertSpec, *, target: str = "cpu") -> str:
+def build(spec: KernelSpec | ConvertSpec | CastSpec, *, target: str = "cpu") -> str:
     """The kernel module of ``spec`` as MLIR text (verified), in a fresh upstream context."""
 
     ir = upstream.module("ir")
