@@ -81,6 +81,9 @@ _MAX_LANES = 64
 _GROUP_VALUES = 256
 #: values per vector (and per unit of the block range) of a conversion kernel
 CONVERT_LANES = 32
+#: values per vector of a cast kernel: its codec keeps many values live, and on AVX2 a
+#: vector of 8 i32 (one register) ran 2x faster than 16 or 32 lanes (register spills)
+_CAST_LANES = 8
 #: what a kernel is built for: "cpu" (a func.func looping over its range, conversions by the
 #: codec), "gpu" (a gpu.func, one thread per block or unit, conversions as narrow
 #: arith.truncf/extf for mxlower-lower-narrow-floats-to-nvvm) and "gpu-body" (the GPU kernel's
@@ -297,8 +300,8 @@ class CastSpec:
     values (f32, bf16 or f16) in, the same type out, each value the dequantized value of its
     actual cast to ``number`` [with ``scale``].
 
-    Covered: any number spec unscaled (units of :data:`CONVERT_LANES` values, the last one
-    masked: any shape), and exponent scales (``e8m0``-like, every scale mode) in 1D tiles of
+    Covered: any number spec unscaled (units of one vector of values, the last one masked:
+    any shape), and exponent scales (``e8m0``-like, every scale mode) in 1D tiles of
     ``k`` values along the last dimension (``scale`` a ``..._tK`` code with its dimension the
     last).  Every rounding mode; ``stochastic`` takes the random bits (uint32, one per value)
     as a second operand.  The element rounding is :mod:`mxlower.lowering.codec_spec`'s, the
@@ -355,10 +358,10 @@ class CastSpec:
 
     @property
     def k(self) -> int:
-        """Values per unit of the range ``[b0, b1)``: the tile, or :data:`CONVERT_LANES`
-        (the last unit of an unscaled cast may be partial)."""
+        """Values per unit of the range ``[b0, b1)``: the tile, or one vector of
+        :data:`_CAST_LANES` (the last unit of an unscaled cast may be partial)."""
         s = self.scale_spec
-        return CONVERT_LANES if s is None else s.tile[0]
+        return _CAST_LANES if s is None else s.tile[0]
 
     @property
     def name(self) -> str:
@@ -1043,7 +1046,7 @@ class _MXKernel(_Kernel):
 
 
 class _ValueUnits(_Kernel):
-    """A kernel whose units are :data:`CONVERT_LANES` values of one array, the last unit cut
+    """A kernel whose units are one vector (``lanes`` values) of one array, the last unit cut
     at the value count (masked loads and stores): subclasses say what ``values(args, at,
     count)`` does with the values ``at``... and which buffer ``sized(args)`` holds them."""
 
@@ -1110,16 +1113,17 @@ class _ConvertKernel(_ValueUnits):
 
 
 class _CastKernel(_ValueUnits):
-    """``mx.cast``: unscaled, units of :data:`CONVERT_LANES` values (the last one masked);
-    with an exponent scale, units of one tile, whose values are loaded once (tiles longer than
-    :data:`_MAX_LANES` chunk by chunk: the maximum, then the elements, re-read from L1), the
+    """``mx.cast``: unscaled, units of one vector of :data:`_CAST_LANES` values (the last one
+    masked); with an exponent scale, units of one tile, read in vectors of up to
+    :data:`_CAST_LANES` values (tiles longer than that chunk by chunk: the maximum, then the
+    elements, re-read from L1), the
     scale exponent chosen from their maximum magnitude in scalar integer arithmetic, and each
     value rounded and decoded from the registers by the spec-driven codec with the tile's
     exponent as its shift (no scaled value is ever formed)."""
 
     def __init__(self, spec: CastSpec, mods: dict[str, Any], target: str):
         tiled = spec.scale is not None
-        lanes = _block_lanes(spec.k) if tiled else CONVERT_LANES
+        lanes = min(spec.k, _CAST_LANES) if tiled else _CAST_LANES
         super().__init__(spec, mods, target, lanes, 8, False)
         self.chunks = spec.k // lanes if tiled else 1
         self.number = spec.spec
@@ -1166,10 +1170,16 @@ class _CastKernel(_ValueUnits):
             return self.m["vector"].ReductionOp(self.ir.IntegerType.get_signless(32),
                                                 "maxsi", b.and_(xb, _MAG)).result
 
-        if self.chunks == 1:  # the tile is one vector: loaded once, kept in registers
-            xb = self.load_bits(x, start)
-            amax = magnitude(xb)
-        else:
+        held = self.chunks * self.lanes <= _MAX_LANES
+        if held:  # the tile's vectors are loaded once and kept in registers
+            ar = self.m["arith"]
+            ats = [start] + [ar.AddIOp(start, self.index(c * self.lanes)).result
+                             for c in range(1, self.chunks)]
+            xbs = [self.load_bits(x, at) for at in ats]
+            amax = magnitude(xbs[0])
+            for xb in xbs[1:]:
+                amax = b.max(amax, magnitude(xb))
+        else:  # chunk by chunk: the maximum, then the elements (the tile is in L1 by then)
             (amax,) = self.over_chunks(
                 start, lambda at, acc: [b.max(acc, magnitude(self.load_bits(x, at)))],
                 [b.const(0, "i32")])
@@ -1182,8 +1192,9 @@ class _CastKernel(_ValueUnits):
             xv = self.load_bits(x, at) if bits is None else bits
             self.store_values(y, at, self.rounded(xv, self._rbits(a, at), shift, nonfinite))
 
-        if self.chunks == 1:
-            chunk(start, xb)
+        if held:
+            for at, xb in zip(ats, xbs):
+                chunk(at, xb)
         else:
             self.over_chunks(start, chunk)
 
