@@ -989,13 +989,19 @@ def cast(x: Any, number: str, scale: str | None = None, *, roundmode: str = "eve
 
 def spec_arguments(ap: argparse.ArgumentParser) -> None:
     """The command-line arguments naming a kernel (shared with :mod:`ffi_cuda`'s)."""
-    ap.add_argument("op", choices=("quantize", "dequantize", "convert"))
+    ap.add_argument("op", choices=("quantize", "dequantize", "convert", "cast"))
     ap.add_argument("format", help=f"one of {', '.join(FORMATS)}; for convert, the source "
-                    "type (f32, bf16, f16 or a narrow float type)")
+                    "type (f32, bf16, f16 or a narrow float type); for cast, the number spec "
+                    "(e2m1fn, int8, e4m3b8fnuz, ...)")
     ap.add_argument("--to", default=None, help="convert: the destination type")
-    ap.add_argument("--wide", default="f32", help="input (quantize) or output type: f32, bf16, "
-                    "f16 (default f32)")
-    ap.add_argument("--scale-mode", default="floor", help=f"one of {', '.join(SCALE_MODES)}")
+    ap.add_argument("--wide", default="f32", help="input (quantize, cast) or output type: f32, "
+                    "bf16, f16 (default f32)")
+    ap.add_argument("--scale-mode", default=None,
+                    help=f"quantize: one of {', '.join(SCALE_MODES)} (default floor); cast: "
+                    f"one of {', '.join(numbers.SCALE_MODES)} (default max)")
+    ap.add_argument("--scale", default=None, help="cast: the scale spec (e8m0_t32, ...)")
+    ap.add_argument("--roundmode", default="even",
+                    help=f"cast: one of {', '.join(numbers.ROUND_MODES)} (default even)")
     ap.add_argument("--block-size", type=int, default=None)
     ap.add_argument("--packed", action="store_true", help="f6 elements packed (mx.pack layout)")
     ap.add_argument("--global-scale", action="store_true", help="nvfp4's f32 global scale")
@@ -1007,7 +1013,9 @@ def spec_from_arguments(a: argparse.Namespace) -> Spec:
         if a.to is None:
             raise ValueError("convert needs --to (the destination type)")
         return ConvertSpec(a.format, a.to, a.packed)
-    return KernelSpec(a.op, a.format, a.wide, a.scale_mode, a.block_size, a.packed,
+    if a.op == "cast":
+        return CastSpec(a.format, a.scale, a.wide, a.roundmode, a.scale_mode or "max")
+    return KernelSpec(a.op, a.format, a.wide, a.scale_mode or "floor", a.block_size, a.packed,
                       a.global_scale)
 
 

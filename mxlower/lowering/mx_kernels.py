@@ -1190,9 +1190,11 @@ class _CastKernel(_ValueUnits):
             ats = [start] + [ar.AddIOp(start, self.index(c * self.lanes)).result
                              for c in range(1, self.chunks)]
             xbs = [self.load_bits(x, at) for at in ats]
-            amax = magnitude(xbs[0])
-            for xb in xbs[1:]:
-                amax = b.max(amax, magnitude(xb))
+            mags = b.and_(xbs[0], _MAG)
+            for xb in xbs[1:]:  # lane-wise maxima, then one reduction
+                mags = b.max(mags, b.and_(xb, _MAG))
+            amax = self.m["vector"].ReductionOp(self.ir.IntegerType.get_signless(32), "maxsi",
+                                                mags).result
         else:  # chunk by chunk: the maximum, then the elements (the tile is in L1 by then)
             (amax,) = self.over_chunks(
                 start, lambda at, acc: [b.max(acc, magnitude(self.load_bits(x, at)))],
