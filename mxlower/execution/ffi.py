@@ -41,7 +41,10 @@ narrow float type and back, any shape, scalars included).  Results follow
 :class:`mxlower.jax.MXArray`'s storage: f8 / f4 / int8 elements in their JAX dtypes (XLA
 stores f4 packed two per byte, low nibble first, which is what the kernel writes), f6 as one
 ``uint8`` code per byte or, with ``packed=True``, ``mx.pack``'s layout (four codes per three
-bytes along the last axis).  Bit-exact with :mod:`mxlower.reference`.
+bytes along the last axis).  :func:`cast` runs ``mx.cast``'s kernels
+(:class:`~mxlower.lowering.mx_kernels.CastSpec`: unscaled casts to any number spec and
+exponent scales in 1D tiles; stochastic rounding's uint32 bits a second operand).  Bit-exact
+with :mod:`mxlower.reference`.
 
 The engines live as long as the process (XLA keeps the handler pointers); ``available()`` says
 whether the upstream MLIR stack is installed.  ``python -m mxlower.execution.ffi OP FORMAT``

@@ -1,5 +1,5 @@
-"""Fused MX kernels: quantize, dequantize and plain conversions as loops over blocks on
-upstream MLIR, for the CPU (``func.func``) and for NVIDIA GPUs (``gpu.func``).
+"""Fused MX kernels: quantize, dequantize, plain conversions and ``mx.cast`` as loops over
+blocks on upstream MLIR, for the CPU (``func.func``) and for NVIDIA GPUs (``gpu.func``).
 
 The recipe behind mxlower's XLA FFI kernels (:mod:`mxlower.execution.ffi`,
 :mod:`mxlower.execution.ffi_cuda`).  A CPU kernel is a ``func.func`` in the
@@ -40,13 +40,20 @@ along the flattened last axis)::
     dequantize: @name(%elements: memref<?xi8>, %scales: memref<?xi8> [, %g: memref<?xf32>],
                       %y: memref<?xW>, %b0: index, %b1: index)
     convert:    @name(%x: memref<?xS>, %y: memref<?xD>, %b0: index, %b1: index)
+    cast:       @name(%x: memref<?xW> [, %rbits: memref<?xi32>], %y: memref<?xW>,
+                      %b0: index, %b1: index)
 
 ``W`` is f32, bf16 or f16; narrow values travel as their codes in ``i8`` (one per byte, or
 packed); ``g`` is nvfp4's global scale (``g[0]``).  Block ``i`` covers values
 ``[i * k, (i + 1) * k)`` and scale ``i``.  A conversion (:class:`ConvertSpec`) has no blocks:
 its unit ``i`` is values ``[i * V, (i + 1) * V)`` (``V`` = :data:`CONVERT_LANES`) cut at the
 value count, which the kernel reads from its wide buffer's size (the last unit is done with
-masked loads and stores, so any size works, odd f4 counts included).
+masked loads and stores, so any size works, odd f4 counts included).  A cast
+(:class:`CastSpec`, docs/semantics.md section 10.4: each value the dequantized value of its
+cast to a number spec) has tiles of ``k`` values as its units where it has an exponent scale,
+vectors of 8 values (the last one masked) where it has none; its element rounding is
+:mod:`mxlower.lowering.codec_spec`'s encoder and decoder on ``arith``, its scale choice
+:func:`mxlower.lowering.cast_math.scale_exponent` on :class:`ArithOps`.
 
 Example::
 
