@@ -90,6 +90,7 @@ __all__ = [
     "available",
     "c_string",
     "cast",
+    "cast_layout",
     "compile_kernel",
     "convert",
     "convert_spec",
@@ -947,6 +948,27 @@ def convert(x: Any, dtype: Any, *, source: str | None = None, packed: bool = Fal
                             vmap_method="broadcast_all")(x)
 
 
+def cast_layout(shape: Sequence[int], scale: str | None) -> tuple[int | None, bool,
+                                                                   str | None, int | None]:
+    """How :func:`cast` lays an array of ``shape`` out for the cast kernels, whose tiles run
+    along the last dimension: ``(axis, flatten, scale, length)`` -- the dimension moved last
+    (a tile or channel along another one; None: none moved), whether the array is flattened
+    (a tensor scale: one tile of every value), and the :class:`CastSpec`'s ``scale`` and
+    ``length`` (ValueError where ``scale`` is no spec)."""
+    if scale is None:
+        return None, False, None, None
+    s = numbers.scale(scale)
+    rank = len(shape)
+    if s.kind == "tensor":
+        return None, True, s.code, int(np.prod(shape, dtype=np.int64))
+    if s.kind not in ("tile", "channel") or not rank:
+        return None, False, s.code, None  # CastSpec says what is wrong
+    ax = _axis(s.dims[0], rank, "cast")
+    last = dataclasses.replace(s, dims=(-1,)).code
+    return (None if ax == rank - 1 else ax), False, last, (
+        int(shape[ax]) if s.kind == "channel" else None)
+
+
 def cast(x: Any, number: str, scale: str | None = None, *, roundmode: str = "even",
          scalemode: str = "max", rbits: Any | None = None, platform: str = "cpu") -> Any:
     """The virtual cast of ``x`` (float32, bfloat16 or float16) to ``number`` [with the
@@ -954,7 +976,8 @@ def cast(x: Any, number: str, scale: str | None = None, *, roundmode: str = "eve
     bit-exact with :func:`mxlower.reference.cast` (same arguments; ``rbits``: uint32 of
     ``x``'s shape, for ``roundmode="stochastic"``).  The kernels cover what
     :class:`~mxlower.lowering.mx_kernels.CastSpec` says (unscaled casts, exponent scales in 1D
-    tiles); a tile along another dimension is moved last (a transpose each way).  Other
+    tiles, channels and tensors): a tile or channel along another dimension is moved last (a
+    transpose each way), a tensor scale's array flattened (see :func:`cast_layout`).  Other
     datatypes raise ValueError (:func:`mxlower.jax.cast` lowers them to StableHLO instead).
     Usable inside ``jax.jit`` and ``jax.vmap``."""
     import jax  # optional, heavy
@@ -965,26 +988,26 @@ def cast(x: Any, number: str, scale: str | None = None, *, roundmode: str = "eve
     if (roundmode == "stochastic") != (rbits is not None):
         raise ValueError("cast: roundmode='stochastic' needs 'rbits' (uint32, one per value), "
                          "and only it takes them")
-    ax = None
-    if scale is not None:
-        s = numbers.scale(scale)
-        if s.kind == "tile" and len(s.dims) == 1 and x.ndim:
-            ax = _axis(s.dims[0], x.ndim, "cast")
-            scale = dataclasses.replace(s, dims=(-1,)).code
     try:
-        spec = CastSpec(number, scale, wide, roundmode, scalemode)
+        ax, flat, kscale, length = cast_layout(x.shape, scale)
+        spec = CastSpec(number, kscale, wide, roundmode, scalemode, length)
     except ValueError as err:
         raise ValueError(f"cast: {err}") from None
     operands = [x] if rbits is None else [x, jnp.asarray(rbits)]
     if ax is not None:
-        if x.shape[ax] % spec.k:
-            raise ValueError(f"cast: tile size {spec.k} does not divide dimension {ax} of 'x' "
-                             f"(size {x.shape[ax]})")
         operands = [jnp.moveaxis(v, ax, -1) for v in operands]
+    elif flat:
+        operands = [v.reshape(-1) for v in operands]
+    if spec.scale is not None and operands[0].shape[-1] % spec.k:
+        raise ValueError(f"cast: tile size {spec.k} does not divide dimension "
+                         f"{x.ndim - 1 if ax is None else ax} of 'x' "
+                         f"(size {operands[0].shape[-1]})")
     target = _register_for(spec, platform)
     y = jax.ffi.ffi_call(target, jax.ShapeDtypeStruct(operands[0].shape, x.dtype),
-                         vmap_method="broadcast_all")(*operands)
-    return y if ax is None else jnp.moveaxis(y, -1, ax)
+                         vmap_method="broadcast_all" if not flat else "sequential")(*operands)
+    if ax is not None:
+        return jnp.moveaxis(y, -1, ax)
+    return y.reshape(x.shape) if flat else y
 
 
 # ============================================================================ command line
@@ -1003,6 +1026,8 @@ def spec_arguments(ap: argparse.ArgumentParser) -> None:
                     help=f"quantize: one of {', '.join(SCALE_MODES)} (default floor); cast: "
                     f"one of {', '.join(numbers.SCALE_MODES)} (default max)")
     ap.add_argument("--scale", default=None, help="cast: the scale spec (e8m0_t32, ...)")
+    ap.add_argument("--length", type=int, default=None,
+                    help="cast: the tile length of a channel or tensor scale")
     ap.add_argument("--roundmode", default="even",
                     help=f"cast: one of {', '.join(numbers.ROUND_MODES)} (default even)")
     ap.add_argument("--block-size", type=int, default=None)
@@ -1017,7 +1042,8 @@ def spec_from_arguments(a: argparse.Namespace) -> Spec:
             raise ValueError("convert needs --to (the destination type)")
         return ConvertSpec(a.format, a.to, a.packed)
     if a.op == "cast":
-        return CastSpec(a.format, a.scale, a.wide, a.roundmode, a.scale_mode or "max")
+        return CastSpec(a.format, a.scale, a.wide, a.roundmode, a.scale_mode or "max",
+                        a.length)
     return KernelSpec(a.op, a.format, a.wide, a.scale_mode or "floor", a.block_size, a.packed,
                       a.global_scale)
 

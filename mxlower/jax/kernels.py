@@ -38,7 +38,6 @@ the same primitives, and the kernel handles any leading (batch) dimensions.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import operator
 from collections.abc import Iterator
 from typing import Any
@@ -54,7 +53,6 @@ from mxlower.ir.stablehlo_builder import Builder
 from mxlower.jax import primitives
 from mxlower.lowering import mx_math
 from mxlower.lowering.mx_kernels import CastSpec, ConvertSpec, KernelSpec
-from mxlower.numbers import scale as scale_spec
 
 __all__ = ["IMPLS", "cast_rule", "cast_spec", "check_impl", "dequantize_spec", "portable",
            "quantize_spec"]
@@ -111,14 +109,13 @@ def dequantize_spec(format: str, block_size: int, dtype: Any,  # noqa: A002
 
 def cast_spec(aval: Any, number: str, scale: str | None, roundmode: str,
               scalemode: str) -> CastSpec | None:
-    """The kernel of an ``mx_cast`` on ``aval``, or None where none applies (a tile along
-    another dimension than the last is moved there by :func:`mxlower.execution.ffi.cast`)."""
+    """The kernel of an ``mx_cast`` on ``aval``, or None where none applies (laid out as
+    :func:`mxlower.execution.ffi.cast_layout` says)."""
+    if scale is not None and not _static(aval.shape):
+        return None
     try:
-        if scale is not None:
-            s = scale_spec(scale)
-            if s.kind == "tile" and len(s.dims) == 1:
-                scale = dataclasses.replace(s, dims=(-1,)).code
-        return CastSpec(number, scale, _wide(aval.dtype), roundmode, scalemode)
+        _, _, kscale, length = ffi.cast_layout(aval.shape, scale)
+        return CastSpec(number, kscale, _wide(aval.dtype), roundmode, scalemode, length)
     except ValueError:
         return None
 

@@ -309,19 +309,23 @@ class CastSpec:
     actual cast to ``number`` [with ``scale``].
 
     Covered: any number spec unscaled (units of one vector of values, the last one masked:
-    any shape), and exponent scales (``e8m0``-like, every scale mode) in 1D tiles of
-    ``k`` values along the last dimension (``scale`` a ``..._tK`` code with its dimension the
-    last).  Every rounding mode; ``stochastic`` takes the random bits (uint32, one per value)
-    as a second operand.  The element rounding is :mod:`mxlower.lowering.codec_spec`'s, the
-    scale choice :func:`mxlower.lowering.cast_math.scale_exponent`, so a kernel gives the bits
-    of the StableHLO lowering.  Other datatypes (float scales, zero points, 2D tiles, channel
-    and tensor scales) raise ValueError: the caller falls back to that lowering."""
+    any shape), and exponent scales (``e8m0``-like, every scale mode) in 1D tiles of ``k``
+    values along the last dimension: a ``..._tK`` scale whose dimension is the last (``k`` =
+    K), or a channel scale of the last dimension (``..._t0``) or a tensor scale with the tile
+    ``length`` given (the last dimension, or every value of an array the caller flattens; a
+    kernel per length).  Every rounding mode; ``stochastic`` takes the random bits (uint32,
+    one per value) as a second operand.  The element rounding is
+    :mod:`mxlower.lowering.codec_spec`'s, the scale choice
+    :func:`mxlower.lowering.cast_math.scale_exponent`, so a kernel gives the bits of the
+    StableHLO lowering.  Other datatypes (float scales, zero points, 2D tiles) raise
+    ValueError: the caller falls back to that lowering."""
 
     number: str
     scale: str | None = None
     wide: str = "f32"
     roundmode: str = "even"
     scalemode: str = "max"
+    length: int | None = None
 
     op: ClassVar[str] = "cast"
 
@@ -334,6 +338,8 @@ class CastSpec:
             raise ValueError(f"unknown roundmode '{self.roundmode}' (known: "
                              f"{', '.join(numbers.ROUND_MODES)})")
         if self.scale is None:
+            if self.length is not None:
+                raise ValueError("an unscaled cast has no tile length")
             object.__setattr__(self, "scalemode", "max")
             return
         s = numbers.scale(self.scale)
@@ -343,9 +349,14 @@ class CastSpec:
         if not s.power_of_two or s.zero_point is not None:
             raise ValueError(f"no cast kernel for the float scale {s.code} (exponent scales "
                              "only)")
-        if s.kind != "tile" or s.dims != (-1,):
+        if s.kind == "tile2d" or s.kind in ("tile", "channel") and s.dims != (-1,):
             raise ValueError(f"no cast kernel for scale {s.code}: 1D tiles along the last "
                              "dimension only")
+        if (s.kind == "tile") != (self.length is None):
+            raise ValueError(f"scale {s.code}: a tile length is given for channel and tensor "
+                             "scales (only)")
+        if self.length is not None and self.length <= 0:
+            raise ValueError(f"the tile length must be positive, got {self.length}")
         dt = numbers.Datatype(n, s)
         reason = cast_math.unsupported(dt, self.scalemode)
         if reason:
@@ -369,7 +380,9 @@ class CastSpec:
         """Values per unit of the range ``[b0, b1)``: the tile, or one vector of
         :data:`_CAST_LANES` (the last unit of an unscaled cast may be partial)."""
         s = self.scale_spec
-        return _CAST_LANES if s is None else s.tile[0]
+        if s is None:
+            return _CAST_LANES
+        return s.tile[0] if self.length is None else self.length
 
     @property
     def name(self) -> str:
@@ -377,6 +390,8 @@ class CastSpec:
                  self.roundmode]
         if self.scale is not None:
             parts.append(self.scalemode)
+        if self.length is not None:
+            parts.append(f"L{self.length}")
         return "_".join("".join(c if c.isalnum() else "n" if c == "-" else "_" for c in p)
                         for p in parts)
 
@@ -1134,6 +1149,8 @@ class _CastKernel(_ValueUnits):
         lanes = min(spec.k, _CAST_LANES) if tiled else _CAST_LANES
         super().__init__(spec, mods, target, lanes, 8, False)
         self.chunks = spec.k // lanes if tiled else 1
+        #: values of a tile past its whole vectors (done with a masked vector)
+        self.rest = spec.k % lanes if tiled else 0
         self.number = spec.spec
         #: intK with an exponent scale is fixed point with K - 2 fraction bits
         self.fixed = self.number.bits - 2 if tiled and self.number.kind == "int" else 0
@@ -1183,43 +1200,54 @@ class _CastKernel(_ValueUnits):
         self.store_values(a[-1], at, bits, count)
 
     def tile(self, a: list[Any], i: Any) -> None:
-        """Tile ``i``: values ``[i k, (i + 1) k)``."""
+        """Tile ``i``: values ``[i k, (i + 1) k)``: ``k // V`` whole vectors and, where ``V``
+        does not divide ``k``, a masked last one."""
         b, x, y = self.b, a[0], a[-1]
-        start = self.scaled_index(i, self.spec.k, 1)
+        ar = self.m["arith"]
+        k, V = self.spec.k, self.lanes
+        start = self.scaled_index(i, k, 1)
+        tail = None if not self.rest else (ar.AddIOp(start, self.index(k - self.rest)).result,
+                                           self.index(self.rest))
 
-        def magnitude(xb: Any) -> Any:
-            return self.m["vector"].ReductionOp(self.ir.IntegerType.get_signless(32),
-                                                "maxsi", b.and_(xb, _MAG)).result
+        def magnitudes(xb: Any) -> Any:
+            return b.and_(xb, _MAG)
 
-        held = self.chunks * self.lanes <= _MAX_LANES
-        if held:  # the tile's vectors are loaded once and kept in registers
-            ar = self.m["arith"]
-            ats = [start] + [ar.AddIOp(start, self.index(c * self.lanes)).result
-                             for c in range(1, self.chunks)]
-            xbs = [self.load_bits(x, at) for at in ats]
-            mags = b.and_(xbs[0], _MAG)
-            for xb in xbs[1:]:  # lane-wise maxima, then one reduction
-                mags = b.max(mags, b.and_(xb, _MAG))
-            amax = self.m["vector"].ReductionOp(self.ir.IntegerType.get_signless(32), "maxsi",
+        def reduce(mags: Any) -> Any:
+            return self.m["vector"].ReductionOp(self.ir.IntegerType.get_signless(32), "maxsi",
                                                 mags).result
+
+        held = k <= _MAX_LANES
+        if held:  # the tile's vectors are loaded once and kept in registers
+            pieces = [(start if c == 0 else ar.AddIOp(start, self.index(c * V)).result, None)
+                      for c in range(self.chunks)] + ([tail] if tail else [])
+            xbs = [self.load_bits(x, at, count) for at, count in pieces]
+            mags = magnitudes(xbs[0])
+            for xb in xbs[1:]:  # lane-wise maxima, then one reduction
+                mags = b.max(mags, magnitudes(xb))
+            amax = reduce(mags)
         else:  # chunk by chunk: the maximum, then the elements (the tile is in L1 by then)
             (amax,) = self.over_chunks(
-                start, lambda at, acc: [b.max(acc, magnitude(self.load_bits(x, at)))],
+                start, lambda at, acc: [b.max(acc, reduce(magnitudes(self.load_bits(x, at))))],
                 [b.const(0, "i32")])
+            if tail:
+                amax = b.max(amax, reduce(magnitudes(self.load_bits(x, *tail))))
         nonfinite = b.ge(amax, _INF)
         s = self.spec.scale_spec
         e = cast_math.scale_exponent(b, amax, self.number, s, self.spec.scalemode)
         shift = b.sub(e, self.fixed)
 
-        def chunk(at: Any, bits: Any = None) -> None:
-            xv = self.load_bits(x, at) if bits is None else bits
-            self.store_values(y, at, self.rounded(xv, self._rbits(a, at), shift, nonfinite))
+        def chunk(at: Any, count: Any = None, bits: Any = None) -> None:
+            xv = self.load_bits(x, at, count) if bits is None else bits
+            self.store_values(y, at, self.rounded(xv, self._rbits(a, at, count), shift,
+                                                  nonfinite), count)
 
         if held:
-            for at, xb in zip(ats, xbs):
-                chunk(at, xb)
+            for (at, count), xb in zip(pieces, xbs):
+                chunk(at, count, xb)
         else:
             self.over_chunks(start, chunk)
+            if tail:
+                chunk(*tail)
 
     def run_range(self, a: list[Any], b0: Any, b1: Any) -> None:
         if self.spec.scale is None:

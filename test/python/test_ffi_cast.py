@@ -135,6 +135,31 @@ def test_tile_sizes_and_exponent_types(scale, wide):
               reference.cast(x, number, scale, roundmode, scalemode, rbits=r), x)
 
 
+@pytest.mark.parametrize("shape,scale", [((6, 100), "e8m0_t0"), ((3, 7), "e8m0_t0"),
+                                         ((2, 1000), "e8m0_t0"), ((40, 3), "e8m0_t0d0"),
+                                         ((5, 9, 3), "e8m0"), ((3000,), "e8m0"),
+                                         ((7,), "e5m0")])
+def test_channel_and_tensor_scales(shape, scale):
+    # a tile of the whole last dimension (channel) or of every value (tensor): lengths that
+    # are no multiple of the vector (a masked last vector), short and long tiles
+    x = tiled_inputs(shape, "f32", seed=len(shape) + shape[-1], tile=max(shape[-1], 8))
+    for number, roundmode, scalemode in (("e2m1fn", "even", "max"),
+                                         ("int8", "stochastic", "rceil"),
+                                         ("e4m3fn", "nearest", "midmax"),
+                                         ("e3m2fn", "zero", "nearest")):
+        r = rbits_for(x.shape) if roundmode == "stochastic" else None
+        check(run(x, number, scale, roundmode, scalemode, rbits=r),
+              reference.cast(x, number, scale, roundmode, scalemode, rbits=r), x)
+
+
+def test_channel_and_tensor_scales_of_special_values():
+    x = tiled_inputs((6, 256), "bf16", seed=8)  # NaN, Inf, zero and subnormal rows
+    for scale in ("e8m0_t0", "e8m0"):
+        check(run(x, "e2m1fn", scale), reference.cast(x, "e2m1fn", scale), x)
+    z = np.zeros((3, 40), np.float16)
+    check(run(z, "e4m3fn", "e8m0"), reference.cast(z, "e4m3fn", "e8m0"), z)
+
+
 def test_tile_along_another_dimension():
     x = tiled_inputs((64, 3, 5), "f32", seed=3)
     check(run(x, "e2m1fn", "e8m0_t32d0", "even", "midmax"),
@@ -171,11 +196,19 @@ def test_large_arrays_split_across_xla_threads():
 def test_cast_spec_covers_and_refuses():
     assert CastSpec("e2m1fn", "e8m0_t32").k == 32
     assert CastSpec("e4m3b-2fn").name.isidentifier()
-    for scale, msg in (("e4m3fn_t16", "float scale"), ("e8m0_t32x32", "1D tiles"),
-                       ("e8m0", "1D tiles"), ("e8m0_t0", "1D tiles"),
-                       ("e8m0_t32d0", "1D tiles")):
+    assert CastSpec("e2m1fn", "e8m0_t0", length=100).k == 100
+    for scale, length, msg in (("e4m3fn_t16", None, "float scale"),
+                               ("e8m0_t32x32", None, "1D tiles"),
+                               ("e8m0", None, "a tile length is given"),
+                               ("e8m0_t0", None, "a tile length is given"),
+                               ("e8m0_t32", 32, "a tile length is given"),
+                               ("e8m0_t0", 0, "must be positive"),
+                               ("e8m0_t0d0", 4, "1D tiles"),
+                               ("e8m0_t32d0", None, "1D tiles")):
         with pytest.raises(ValueError, match=msg):
-            CastSpec("e2m1fn", scale)
+            CastSpec("e2m1fn", scale, length=length)
+    with pytest.raises(ValueError, match="unscaled cast has no tile length"):
+        CastSpec("e2m1fn", length=8)
     with pytest.raises(ValueError, match="unknown roundmode"):
         CastSpec("e2m1fn", roundmode="up")
     with pytest.raises(ValueError, match="not f32, bf16 or f16"):
@@ -229,6 +262,8 @@ def _text(f, *args) -> str:
     ("int8", "e8m0_t16", "nearest", "rceil"),
     ("e5m6", None, "zero", "max"),
     ("mxfp6_e3m2", None, "even", "midmax"),
+    ("int8", "e8m0", "even", "rceil"),
+    ("e2m1fn", "e8m0_t0d0", "zero", "nearest"),
 ])
 @pytest.mark.parametrize("wide", ["f32", "bf16"])
 def test_jax_cast_auto_is_the_kernel_and_equals_xla(number, scale, roundmode, scalemode, wide):
@@ -274,7 +309,7 @@ def test_jax_cast_vmap_and_grad():
 def test_jax_cast_falls_back_where_no_kernel():
     x = tiled_inputs((8, 64), "f32", seed=6)
     for number, scale in (("e2m1fn", "e4m3fn_t16"), ("e4m3fn", "e8m0_t8x8"),
-                          ("int8", "e8m0")):
+                          ("uint4", "float32_uint8_t0")):
         f = jax.jit(lambda v, number=number, scale=scale: mxj.cast(v, number, scale))
         assert "custom_call" not in _text(f, x)
         check(f(x), reference.cast(x, number, scale), x)

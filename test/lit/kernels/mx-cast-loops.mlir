@@ -4,11 +4,13 @@
 // cast_math.scale_exponent), each value encoded and decoded by the spec-driven codec in
 // registers (integer ops only: no float conversion op) and stored, with the random bits of
 // stochastic rounding read beside it.  Tiles longer than 64 values go chunk by chunk (the
-// maximum, then the values).  Unscaled: whole vectors, then the partial last one masked.
+// maximum, then the values); a channel's tile of 100 values is 12 vectors and a masked
+// 13th.  Unscaled: whole vectors, then the partial last one masked.
 // REQUIRES: llvm-tools
 // RUN: %PYTHON -m mxlower.execution.ffi cast e2m1fn --scale e8m0_t32 --roundmode stochastic | FileCheck %s --check-prefix=T32
 // RUN: %PYTHON -m mxlower.execution.ffi cast e4m3fn --scale e8m0_t128 --scale-mode rceil | FileCheck %s --check-prefix=T128
 // RUN: %PYTHON -m mxlower.execution.ffi cast int4 --wide bf16 --roundmode nearest | FileCheck %s --check-prefix=NONE
+// RUN: %PYTHON -m mxlower.execution.ffi cast e4m3fn --scale e8m0_t0 --length 100 | FileCheck %s --check-prefix=CHAN
 // RUN: %PYTHON -m mxlower.execution.ffi cast e2m1fn --scale e8m0_t32 --stage llvm | FileCheck %s --check-prefix=LLVM
 // RUN: not %PYTHON -m mxlower.execution.ffi cast e4m3fn --scale e4m3fn_t16 2>&1 | FileCheck %s --check-prefix=FLOAT
 // RUN: not %PYTHON -m mxlower.execution.ffi cast e4m3fn --roundmode up 2>&1 | FileCheck %s --check-prefix=MODE
@@ -43,6 +45,17 @@
 // T128: scf.for
 // T128: vector.load {{.*}} : memref<?xf32>, vector<8xf32>
 // T128: vector.store {{.*}} : memref<?xf32>, vector<8xf32>
+
+// CHAN-LABEL: func.func @mxlower_cast_e4m3fn_e8m0_t0_f32_even_max_L100(
+// CHAN: %[[S:.*]] = arith.muli %{{.*}}, %c100
+// CHAN: scf.for {{.*}} to %c12 {{.*}} iter_args
+// CHAN: vector.reduction <maxsi>
+// CHAN: vector.maskedload {{.*}} : memref<?xf32>, vector<8xi1>, vector<8xf32> into vector<8xf32>
+// CHAN: vector.reduction <maxsi>
+// CHAN: scf.for {{.*}} to %c12
+// CHAN: vector.store {{.*}} : memref<?xf32>, vector<8xf32>
+// CHAN: vector.maskedload
+// CHAN: vector.maskedstore {{.*}} : memref<?xf32>, vector<8xi1>, vector<8xf32>
 
 // NONE-LABEL: func.func @mxlower_cast_int4_none_bf16_nearest(
 // NONE-SAME: %[[X:[^:]+]]: memref<?xbf16>, %[[Y:[^:]+]]: memref<?xbf16>
