@@ -42,8 +42,9 @@ narrow float type and back, any shape, scalars included).  Results follow
 stores f4 packed two per byte, low nibble first, which is what the kernel writes), f6 as one
 ``uint8`` code per byte or, with ``packed=True``, ``mx.pack``'s layout (four codes per three
 bytes along the last axis).  :func:`cast` runs ``mx.cast``'s kernels
-(:class:`~mxlower.lowering.mx_kernels.CastSpec`: unscaled casts to any number spec and
-exponent scales in 1D tiles; stochastic rounding's uint32 bits a second operand).  Bit-exact
+(:class:`~mxlower.lowering.mx_kernels.CastSpec`: unscaled casts to any number spec, exponent
+and float scales in 1D tiles, channels and tensors; stochastic rounding's uint32 bits a second
+operand).  Bit-exact
 with :mod:`mxlower.reference`.
 
 The engines live as long as the process (XLA keeps the handler pointers); ``available()`` says
@@ -972,11 +973,11 @@ def cast_layout(shape: Sequence[int], scale: str | None) -> tuple[int | None, bo
 def cast(x: Any, number: str, scale: str | None = None, *, roundmode: str = "even",
          scalemode: str = "max", rbits: Any | None = None, platform: str = "cpu") -> Any:
     """The virtual cast of ``x`` (float32, bfloat16 or float16) to ``number`` [with the
-    exponent scale ``scale``] by mxlower's fused CPU kernel: docs/semantics.md section 10.4,
+    scale ``scale``] by mxlower's fused CPU kernel: docs/semantics.md section 10.4,
     bit-exact with :func:`mxlower.reference.cast` (same arguments; ``rbits``: uint32 of
     ``x``'s shape, for ``roundmode="stochastic"``).  The kernels cover what
-    :class:`~mxlower.lowering.mx_kernels.CastSpec` says (unscaled casts, exponent scales in 1D
-    tiles, channels and tensors): a tile or channel along another dimension is moved last (a
+    :class:`~mxlower.lowering.mx_kernels.CastSpec` says (unscaled casts; exponent and float
+    scales in 1D tiles, channels and tensors): a tile or channel along another dimension is moved last (a
     transpose each way), a tensor scale's array flattened (see :func:`cast_layout`).  Other
     datatypes raise ValueError (:func:`mxlower.jax.cast` lowers them to StableHLO instead).
     Usable inside ``jax.jit`` and ``jax.vmap``."""

@@ -171,8 +171,9 @@ def cast(x: Any, number: Any, scale: Any = None, *, roundmode: str = "even",
     dimensions.
 
     ``impl``: "auto" runs mxlower's fused cast kernel (an XLA FFI custom call) when lowered
-    for the CPU and one exists (:class:`mxlower.lowering.mx_kernels.CastSpec`: unscaled casts
-    and exponent scales in 1D tiles), the StableHLO lowering otherwise; "xla" always the
+    for the CPU (or CUDA) and one exists (:class:`mxlower.lowering.mx_kernels.CastSpec`:
+    unscaled casts, exponent and float scales in 1D tiles, channels and tensors), the
+    StableHLO lowering otherwise; "xla" always the
     StableHLO.  Both give the same bits.
 
     Gradient: the straight-through estimator (the cotangent passes unchanged).

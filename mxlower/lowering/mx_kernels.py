@@ -50,8 +50,8 @@ its unit ``i`` is values ``[i * V, (i + 1) * V)`` (``V`` = :data:`CONVERT_LANES`
 value count, which the kernel reads from its wide buffer's size (the last unit is done with
 masked loads and stores, so any size works, odd f4 counts included).  A cast
 (:class:`CastSpec`, docs/semantics.md section 10.4: each value the dequantized value of its
-cast to a number spec) has tiles of ``k`` values as its units where it has an exponent scale,
-vectors of 8 values (the last one masked) where it has none; its element rounding is
+cast to a number spec) has tiles of ``k`` values as its units where it has a scale, vectors
+of 8 values (the last one masked) where it has none; its element rounding is
 :mod:`mxlower.lowering.codec_spec`'s encoder and decoder on ``arith``, its scale choice
 :func:`mxlower.lowering.cast_math.scale_exponent` on :class:`ArithOps`.
 
@@ -309,16 +309,16 @@ class CastSpec:
     actual cast to ``number`` [with ``scale``].
 
     Covered: any number spec unscaled (units of one vector of values, the last one masked:
-    any shape), and exponent scales (``e8m0``-like, every scale mode) in 1D tiles of ``k``
-    values along the last dimension: a ``..._tK`` scale whose dimension is the last (``k`` =
-    K), or a channel scale of the last dimension (``..._t0``) or a tensor scale with the tile
-    ``length`` given (the last dimension, or every value of an array the caller flattens; a
-    kernel per length).  Every rounding mode; ``stochastic`` takes the random bits (uint32,
+    any shape), and exponent scales (``e8m0``-like, every scale mode) or float scales
+    (``e4m3fn``, ``bf16``, ...: ``scalemode`` max) in 1D tiles of ``k`` values along the last
+    dimension: a ``..._tK`` scale whose dimension is the last (``k`` = K), or a channel scale
+    of the last dimension (``..._t0``) or a tensor scale with the tile ``length`` given (the
+    last dimension, or every value of an array the caller flattens; a kernel per length).  Every rounding mode; ``stochastic`` takes the random bits (uint32,
     one per value) as a second operand.  The element rounding is
     :mod:`mxlower.lowering.codec_spec`'s, the scale choice
     :func:`mxlower.lowering.cast_math.scale_exponent`, so a kernel gives the bits of the
-    StableHLO lowering.  Other datatypes (float scales, zero points, 2D tiles) raise
-    ValueError: the caller falls back to that lowering."""
+    StableHLO lowering.  Other datatypes (zero points, 2D tiles) raise ValueError: the
+    caller falls back to that lowering."""
 
     number: str
     scale: str | None = None
@@ -346,9 +346,14 @@ class CastSpec:
         if self.scalemode not in numbers.SCALE_MODES:
             raise ValueError(f"unknown scalemode '{self.scalemode}' (known: "
                              f"{', '.join(numbers.SCALE_MODES)})")
-        if not s.power_of_two or s.zero_point is not None:
-            raise ValueError(f"no cast kernel for the float scale {s.code} (exponent scales "
-                             "only)")
+        if s.zero_point is not None:
+            raise ValueError(f"no cast kernel for the asymmetric scale {s.code} (zero points)")
+        if not s.power_of_two and s.number.nan_code is None:
+            raise ValueError(f"no cast kernel for the float scale {s.code}: its spec has no "
+                             "NaN for a tile holding NaN or Inf")
+        if not s.power_of_two and self.scalemode != "max":
+            raise ValueError(f"scalemode '{self.scalemode}' applies to exponent scales; the "
+                             f"float scale {s.number.code} takes 'max'")
         if s.kind == "tile2d" or s.kind in ("tile", "channel") and s.dims != (-1,):
             raise ValueError(f"no cast kernel for scale {s.code}: 1D tiles along the last "
                              "dimension only")
@@ -1194,6 +1199,39 @@ class _CastKernel(_ValueUnits):
         v = b.bitcast(codec_spec.emit_decode(cb, codes, self.number, "f32", shift=shifts), "i32")
         return v if nan is None else self.b.select(nan, self.b.like(v, _NAN), v)
 
+    def float_scaled(self, amax: Any, nonfinite: Any):
+        """A tile with a float scale (docs/semantics.md section 10.3, as
+        :mod:`mxlower.lowering.cast_math` lowers it): the scale ``RNE(amax / max)`` rounded to
+        the scale's spec (scalar), and the cast of a vector of the tile's f32 bits: the
+        element code of ``x / s`` (exact quotients, :func:`cast_math.quotient`; +0 where the
+        scale is 0), decoded and multiplied by the decoded scale, rounded once to f32; NaN
+        where the tile holds NaN or Inf."""
+        b, n = self.b, self.number
+        sn = self.spec.scale_spec.number
+        sb = self.codec_builder(amax.type)  # scalar codec for the scale
+        q = cast_math.quotient(b, amax, n.max)
+        sc = codec_spec.emit_encode(sb, b.bitcast(q, "f32"), "f32", sn, code_bits=32)
+        sval = b.bitcast(codec_spec.emit_decode(sb, sc, sn, "f32"), "i32")
+        zero = b.eq(b.and_(sval, _MAG), 0)
+        sd = b.select(zero, b.like(sval, cast_math._f32_bits_of(1.0)), sval)
+        drop = self.m["arith"].OrIOp(nonfinite, zero).result
+        stored = b.select(nonfinite, b.like(sc, sn.nan_code), sc)
+        sdec = b.bitcast(codec_spec.emit_decode(sb, stored, sn, "f32"), "i32")
+        nan = b.gt(b.and_(sdec, _MAG), _INF)
+        small = not cast_math._tiny_is_zero(n)
+
+        def cast(xb: Any, r: Any) -> Any:
+            cb = self.codec_builder(xb.type)
+            v = cast_math.quotient(b, xb, sd, small=small)
+            codes = codec_spec.emit_encode(cb, b.bitcast(v, "f32"), "f32", n,
+                                           roundmode=self.spec.roundmode, rbits=r, code_bits=32)
+            codes = b.select(drop, b.like(codes, 0), codes)
+            dv = b.bitcast(codec_spec.emit_decode(cb, codes, n, "f32"), "i32")
+            out = cast_math._mul_f32(b, dv, sdec)
+            return b.select(nan, b.like(out, _NAN), out)
+
+        return cast
+
     def values(self, a: list[Any], at: Any, count: Any = None) -> None:
         """Unscaled: values ``at``... (``V`` of them, or ``count``)."""
         bits = self.rounded(self.load_bits(a[0], at, count), self._rbits(a, at, count))
@@ -1233,13 +1271,18 @@ class _CastKernel(_ValueUnits):
                 amax = b.max(amax, reduce(magnitudes(self.load_bits(x, *tail))))
         nonfinite = b.ge(amax, _INF)
         s = self.spec.scale_spec
-        e = cast_math.scale_exponent(b, amax, self.number, s, self.spec.scalemode)
-        shift = b.sub(e, self.fixed)
+        if s.power_of_two:
+            e = cast_math.scale_exponent(b, amax, self.number, s, self.spec.scalemode)
+            shift = b.sub(e, self.fixed)
+
+            def cast(xv: Any, r: Any) -> Any:
+                return self.rounded(xv, r, shift, nonfinite)
+        else:
+            cast = self.float_scaled(amax, nonfinite)
 
         def chunk(at: Any, count: Any = None, bits: Any = None) -> None:
             xv = self.load_bits(x, at, count) if bits is None else bits
-            self.store_values(y, at, self.rounded(xv, self._rbits(a, at, count), shift,
-                                                  nonfinite), count)
+            self.store_values(y, at, cast(xv, self._rbits(a, at, count)), count)
 
         if held:
             for (at, count), xb in zip(pieces, xbs):

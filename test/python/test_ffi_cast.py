@@ -160,6 +160,23 @@ def test_channel_and_tensor_scales_of_special_values():
     check(run(z, "e4m3fn", "e8m0"), reference.cast(z, "e4m3fn", "e8m0"), z)
 
 
+@pytest.mark.parametrize("wide", ["f32", "bf16", "f16"])
+@pytest.mark.parametrize("number,scale", [
+    ("e2m1fn", "e4m3fn_t16"),    # nvfp4-like
+    ("int8", "bf16_t32"),        # a float scale of an integer
+    ("e4m3fn", "e8m7_t0"),       # per channel
+    ("e8m7", "e4m3fn"),          # per tensor; the element spec reaches below 2^-126
+    ("e5m6", "f32_t32"),
+    ("e3m2fn", "e5m2_t128"),
+])
+def test_float_scales(number, scale, wide):
+    x = tiled_inputs((6, 256), wide, seed=3)
+    for roundmode in ROUND:
+        r = rbits_for(x.shape) if roundmode == "stochastic" else None
+        check(run(x, number, scale, roundmode, rbits=r),
+              reference.cast(x, number, scale, roundmode, rbits=r), x)
+
+
 def test_tile_along_another_dimension():
     x = tiled_inputs((64, 3, 5), "f32", seed=3)
     check(run(x, "e2m1fn", "e8m0_t32d0", "even", "midmax"),
@@ -197,7 +214,10 @@ def test_cast_spec_covers_and_refuses():
     assert CastSpec("e2m1fn", "e8m0_t32").k == 32
     assert CastSpec("e4m3b-2fn").name.isidentifier()
     assert CastSpec("e2m1fn", "e8m0_t0", length=100).k == 100
-    for scale, length, msg in (("e4m3fn_t16", None, "float scale"),
+    assert CastSpec("e2m1fn", "e4m3fn_t16").k == 16
+    with pytest.raises(ValueError, match="takes 'max'"):
+        CastSpec("e2m1fn", "e4m3fn_t16", scalemode="rceil")
+    for scale, length, msg in (("float32_uint8_t0", 8, "zero points"),
                                ("e8m0_t32x32", None, "1D tiles"),
                                ("e8m0", None, "a tile length is given"),
                                ("e8m0_t0", None, "a tile length is given"),
@@ -242,8 +262,8 @@ def test_cast_argument_errors():
         ffi.cast(x, "e2m1fn", roundmode="stochastic")
     with pytest.raises(ValueError, match="tile size 32 does not divide"):
         ffi.cast(jnp.ones((4, 20)), "e2m1fn", "e8m0_t32")
-    with pytest.raises(ValueError, match="float scale"):
-        ffi.cast(x, "e2m1fn", "e4m3fn_t16")
+    with pytest.raises(ValueError, match="zero points"):
+        ffi.cast(x, "uint4", "float32_uint8_t0")
     with pytest.raises(TypeError, match="argument 'x' must be float32"):
         ffi.cast(x.astype(jnp.int32), "e2m1fn")
     with pytest.raises(ValueError, match="unknown argument 'impl'"):
@@ -264,6 +284,7 @@ def _text(f, *args) -> str:
     ("mxfp6_e3m2", None, "even", "midmax"),
     ("int8", "e8m0", "even", "rceil"),
     ("e2m1fn", "e8m0_t0d0", "zero", "nearest"),
+    ("nvfp4", None, "even", "max"),
 ])
 @pytest.mark.parametrize("wide", ["f32", "bf16"])
 def test_jax_cast_auto_is_the_kernel_and_equals_xla(number, scale, roundmode, scalemode, wide):
@@ -308,8 +329,8 @@ def test_jax_cast_vmap_and_grad():
 
 def test_jax_cast_falls_back_where_no_kernel():
     x = tiled_inputs((8, 64), "f32", seed=6)
-    for number, scale in (("e2m1fn", "e4m3fn_t16"), ("e4m3fn", "e8m0_t8x8"),
-                          ("uint4", "float32_uint8_t0")):
+    for number, scale in (("e4m3fn", "e8m0_t8x8"), ("uint4", "float32_uint8_t0"),
+                          ("uint4", "e4m3_uint4_t32")):
         f = jax.jit(lambda v, number=number, scale=scale: mxj.cast(v, number, scale))
         assert "custom_call" not in _text(f, x)
         check(f(x), reference.cast(x, number, scale), x)
@@ -320,7 +341,9 @@ def test_jax_cast_falls_back_where_no_kernel():
 GPU_CASTS = [CastSpec("e2m1fn", "e8m0_t32", "f32", "stochastic", "rceil"),
              CastSpec("int8", "e8m0_t128", "bf16", "nearest", "midmax"),
              CastSpec("e5m6", None, "f16", "even"),
-             CastSpec("e4m3b8fnuz", "e5m0_t16", "f32", "zero", "nearest")]
+             CastSpec("e4m3b8fnuz", "e5m0_t16", "f32", "zero", "nearest"),
+             CastSpec("e2m1fn", "e4m3fn_t16", "bf16", "stochastic"),
+             CastSpec("e8m7", "e4m3fn_t0", "f32", "even", length=1024)]
 
 
 def _call_handler(handler, spec: CastSpec, x: np.ndarray, r: np.ndarray | None) -> np.ndarray:

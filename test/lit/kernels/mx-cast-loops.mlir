@@ -12,7 +12,8 @@
 // RUN: %PYTHON -m mxlower.execution.ffi cast int4 --wide bf16 --roundmode nearest | FileCheck %s --check-prefix=NONE
 // RUN: %PYTHON -m mxlower.execution.ffi cast e4m3fn --scale e8m0_t0 --length 100 | FileCheck %s --check-prefix=CHAN
 // RUN: %PYTHON -m mxlower.execution.ffi cast e2m1fn --scale e8m0_t32 --stage llvm | FileCheck %s --check-prefix=LLVM
-// RUN: not %PYTHON -m mxlower.execution.ffi cast e4m3fn --scale e4m3fn_t16 2>&1 | FileCheck %s --check-prefix=FLOAT
+// RUN: %PYTHON -m mxlower.execution.ffi cast e2m1fn --scale e4m3fn_t16 | FileCheck %s --check-prefix=FLOAT
+// RUN: not %PYTHON -m mxlower.execution.ffi cast uint4 --scale float32_uint8_t0 --length 8 2>&1 | FileCheck %s --check-prefix=ZP
 // RUN: not %PYTHON -m mxlower.execution.ffi cast e4m3fn --roundmode up 2>&1 | FileCheck %s --check-prefix=MODE
 
 // T32-LABEL: func.func @mxlower_cast_e2m1fn_e8m0_t32_f32_stochastic_max(
@@ -73,5 +74,14 @@
 // LLVM: llvm.func @mxlower_cast_e2m1fn_e8m0_t32_f32_even_max_ffi(
 // LLVM: llvm.call @mxlower_cast_e2m1fn_e8m0_t32_f32_even_max(
 
-// FLOAT: error: no cast kernel for the float scale e4m3fn_t16 (exponent scales only)
+// A float scale: amax / 6 rounded to e4m3fn once per tile (scalar), each value divided by it
+// exactly (x * RN_f64(1 / s) in f64, rounded once), encoded, decoded, multiplied back in f64
+// FLOAT-LABEL: func.func @mxlower_cast_e2m1fn_e4m3fn_t16_f32_even_max(
+// FLOAT: vector.reduction <maxsi>
+// FLOAT: arith.divf %{{.*}} : f64
+// FLOAT: arith.mulf %{{.*}} : vector<8xf64>
+// FLOAT: arith.truncf %{{.*}} : vector<8xf64> to vector<8xf32>
+// FLOAT: arith.mulf %{{.*}} : vector<8xf64>
+// FLOAT: vector.store
+// ZP: error: no cast kernel for the asymmetric scale e8m23_uint8_t0 (zero points)
 // MODE: error: unknown roundmode 'up'
