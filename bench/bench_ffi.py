@@ -238,8 +238,9 @@ def threads_markdown(rows: list[dict]) -> str:
 #: (number, scale, roundmode, scalemode) of the timed casts
 CASTS = (("e2m1fn", "e8m0_t32", "even", "max"), ("e4m3fn", "e8m0_t32", "even", "rceil"),
          ("int8", "e8m0_t32", "nearest", "max"), ("e2m1fn", "e8m0_t32", "stochastic", "max"),
-         ("e3m2fn", "e8m0_t16", "zero", "midmax"), ("e5m6", None, "even", "max"),
-         ("e4m3fn", None, "stochastic", "max"))
+         ("e3m2fn", "e8m0_t16", "zero", "midmax"), ("e2m1fn", "e8m0_t0", "even", "max"),
+         ("e2m1fn", "e8m0", "even", "max"), ("e2m1fn", "e4m3fn_t16", "even", "max"),
+         ("e5m6", None, "even", "max"), ("e4m3fn", None, "stochastic", "max"))
 
 
 def bench_casts(sizes: list[int], reps: int) -> list[dict]:

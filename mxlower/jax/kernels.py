@@ -107,14 +107,17 @@ def dequantize_spec(format: str, block_size: int, dtype: Any,  # noqa: A002
         return None
 
 
-def cast_spec(aval: Any, number: str, scale: str | None, roundmode: str,
-              scalemode: str) -> CastSpec | None:
+def cast_spec(aval: Any, number: str, scale: str | None, roundmode: str, scalemode: str,
+              platform: str = "cpu") -> CastSpec | None:
     """The kernel of an ``mx_cast`` on ``aval``, or None where none applies (laid out as
-    :func:`mxlower.execution.ffi.cast_layout` says)."""
+    :func:`mxlower.execution.ffi.cast_layout` says).  On CUDA a tensor scale keeps the
+    StableHLO: its one tile would be one GPU thread."""
     if scale is not None and not _static(aval.shape):
         return None
     try:
-        _, _, kscale, length = ffi.cast_layout(aval.shape, scale)
+        _, flat, kscale, length = ffi.cast_layout(aval.shape, scale)
+        if flat and platform != "cpu":
+            return None
         return CastSpec(number, kscale, _wide(aval.dtype), roundmode, scalemode, length)
     except ValueError:
         return None
@@ -209,7 +212,7 @@ def cast_rule(platform: str, portable_rule: Any):
     :func:`cast_spec` gives one) or ``portable_rule`` (the primitive's StableHLO lowering).
     Registered by :mod:`mxlower.jax.casts`, which owns the primitive."""
     def rule(ctx, x, *r, number, scale, roundmode, scalemode, impl="auto"):
-        spec = cast_spec(ctx.avals_in[0], number, scale, roundmode, scalemode)
+        spec = cast_spec(ctx.avals_in[0], number, scale, roundmode, scalemode, platform)
         if not _use_kernel(ctx, impl, spec, platform):
             return portable_rule(ctx, x, *r, number=number, scale=scale, roundmode=roundmode,
                                  scalemode=scalemode)

@@ -409,3 +409,7 @@ def test_jax_cast_lowers_for_cuda_to_the_kernel():
 
     assert "mxlower_cast_e2m1fn_e8m0_t32_f32_even_max" in lowered("auto")
     assert "mxlower_cast" not in lowered("xla")
+    # a tensor scale's one tile would be one GPU thread: the StableHLO
+    tensor = jax.jit(lambda v: mxj.cast(v, "e2m1fn", "e8m0")).trace(x).lower(
+        lowering_platforms=("cuda",)).as_text()
+    assert "mxlower_cast" not in tensor
