@@ -215,6 +215,12 @@ def _cast_jvp(primals, tangents, **params):
     return out, t  # the straight-through estimator
 
 
+# on the CPU and CUDA, the fused kernel where one exists (impl="auto"; mxlower.jax.kernels)
+for _platform in ("cpu", "cuda"):
+    mlir.register_lowering(cast_p, kernels.cast_rule(_platform, _cast_lowering),
+                           platform=_platform)
+
+
 def _channel(scale: str) -> str:
     """The tensor-wide scale spec ``scale`` as one scale per channel of the last dimension:
     the batched form of a tensor scale over a ``[batch, n]`` view."""
@@ -234,10 +240,6 @@ def _cast_batch(args, dims, *, scale, **params):
 
 
 _define(cast_p, _cast_abstract, _cast_lowering, _cast_jvp, _cast_batch)
-# on the CPU and CUDA, the fused kernel where one exists (impl="auto"; mxlower.jax.kernels)
-for _platform in ("cpu", "cuda"):
-    mlir.register_lowering(cast_p, kernels.cast_rule(_platform, _cast_lowering),
-                           platform=_platform)
 
 
 # ============================================================================== sparse
