@@ -81,7 +81,6 @@ __all__ = ["CONVERT_LANES", "TARGETS", "ArithOps", "CastSpec", "ConvertSpec", "K
 
 _MAG = 0x7FFFFFFF
 _INF = 0x7F800000
-_F32_MAX = 0x7F7FFFFF
 _NAN = 0x7FC00000
 #: the longest block held in registers as one vector; longer blocks go in chunks
 _MAX_LANES = 64
@@ -1159,8 +1158,6 @@ class _CastKernel(_ValueUnits):
         self.number = spec.spec
         #: intK with an exponent scale is fixed point with K - 2 fraction bits
         self.fixed = self.number.bits - 2 if tiled and self.number.kind == "int" else 0
-        #: whether the encoder takes the scaled values instead of a shift (see rounded)
-        self.prescaled = tiled and cast_math._tiny_is_zero(self.number)
 
     def signature(self) -> list[Any]:
         ir, spec = self.ir, self.spec
@@ -1177,25 +1174,15 @@ class _CastKernel(_ValueUnits):
         return self.load(a[1], at, self.vec("i32"), count) if self.spec.stochastic else None
 
     def rounded(self, xb: Any, r: Any, shift: Any = None, nan: Any = None) -> Any:
-        """The f32 bits of the cast values of f32 bits ``xb``: encoded (times 2^-shift) to the
-        number spec with the rounding mode, decoded (times 2^shift); NaN where ``nan``.
-
-        Where every value below 2^-126 rounds to a signed zero of the number spec in every mode
-        (:func:`mxlower.lowering.cast_math._tiny_is_zero`: f8, f6, f4, e5m6, int8's fixed
-        point...), the encoder is given ``x * 2^-shift`` formed on the bits
-        (:func:`mxlower.lowering.mx_math.scale_by_pow2`: exact where it is a normal f32,
-        saturated at f32's largest value, some f32 below 2^-126 of the right sign otherwise)
-        instead of the shift, which spares its normalization of subnormal inputs (half the
-        cost); the codes are the same."""
+        """The f32 bits of the cast values of f32 bits ``xb``: encoded (times 2^-shift, the
+        scaled value never formed) to the number spec with the rounding mode, decoded (times
+        2^shift); NaN where ``nan``."""
         spec, b = self.spec, self.b
         cb = self.codec_builder(xb.type)
         shifts = None if shift is None else b.broadcast(shift, b.shape(xb))
-        if shift is not None and self.prescaled:
-            xf, by = mx_math.scale_by_pow2(b, xb, b.sub(0, shift), [], _F32_MAX, nan), None
-        else:
-            xf, by = b.bitcast(xb, "f32"), shifts
-        codes = codec_spec.emit_encode(cb, xf, "f32", self.number, roundmode=spec.roundmode,
-                                       rbits=r, shift=by, code_bits=32)
+        codes = codec_spec.emit_encode(cb, b.bitcast(xb, "f32"), "f32", self.number,
+                                       roundmode=spec.roundmode, rbits=r, shift=shifts,
+                                       code_bits=32)
         v = b.bitcast(codec_spec.emit_decode(cb, codes, self.number, "f32", shift=shifts), "i32")
         return v if nan is None else self.b.select(nan, self.b.like(v, _NAN), v)
 
