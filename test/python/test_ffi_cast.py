@@ -86,6 +86,14 @@ def run(x, number, scale=None, roundmode="even", scalemode="max", rbits=None):
     return np.asarray(f(x, *([] if rbits is None else [rbits])))
 
 
+def check_cast(x, number, scale=None, roundmode="even", scalemode="max") -> None:
+    """The kernel's cast of ``x`` (through ffi.cast under jit) against the reference, with
+    random bits drawn for stochastic rounding."""
+    r = rbits_for(np.shape(x)) if roundmode == "stochastic" else None
+    check(run(x, number, scale, roundmode, scalemode, rbits=r),
+          reference.cast(x, number, scale, roundmode, scalemode, rbits=r), x)
+
+
 # ----------------------------------------------------------------------------- unscaled
 
 
@@ -93,9 +101,7 @@ def run(x, number, scale=None, roundmode="even", scalemode="max", rbits=None):
 @pytest.mark.parametrize("number", NUMBERS)
 def test_unscaled_f32_is_bit_exact(number, roundmode):
     x = codec.probe_values("f32")[:20011]  # the probe set (specials, every binade), odd size
-    r = rbits_for(x.shape) if roundmode == "stochastic" else None
-    check(run(x, number, None, roundmode, rbits=r),
-          reference.cast(x, number, None, roundmode, rbits=r), x)
+    check_cast(x, number, None, roundmode)
 
 
 @pytest.mark.parametrize("wide", ["bf16", "f16"])
@@ -104,9 +110,7 @@ def test_unscaled_f32_is_bit_exact(number, roundmode):
                                               ("e4m3b8fnuz", "stochastic")])
 def test_unscaled_half_inputs_every_pattern(number, roundmode, wide):
     x = codec.probe_values(wide).reshape(-1, 16)  # every bf16 / f16 pattern
-    r = rbits_for(x.shape) if roundmode == "stochastic" else None
-    check(run(x, number, None, roundmode, rbits=r),
-          reference.cast(x, number, None, roundmode, rbits=r), x)
+    check_cast(x, number, None, roundmode)
 
 
 # ----------------------------------------------------------------------------- scaled
@@ -117,9 +121,7 @@ def test_unscaled_half_inputs_every_pattern(number, roundmode, wide):
 def test_exponent_scales_every_mode(number, scalemode):
     x = tiled_inputs((6, 256), "f32", seed=hash(number) % 1000)
     for roundmode in ROUND:
-        r = rbits_for(x.shape) if roundmode == "stochastic" else None
-        check(run(x, number, "e8m0_t32", roundmode, scalemode, rbits=r),
-              reference.cast(x, number, "e8m0_t32", roundmode, scalemode, rbits=r), x)
+        check_cast(x, number, "e8m0_t32", roundmode, scalemode)
 
 
 @pytest.mark.parametrize("wide", ["f32", "bf16", "f16"])
@@ -133,9 +135,7 @@ def test_tile_sizes_and_exponent_types(scale, wide):
                                          ("int8", "stochastic", "rceil"),
                                          ("e4m3fn", "zero", "nearest"),
                                          ("e8m7", "stochastic", "midmax")):
-        r = rbits_for(x.shape) if roundmode == "stochastic" else None
-        check(run(x, number, scale, roundmode, scalemode, rbits=r),
-              reference.cast(x, number, scale, roundmode, scalemode, rbits=r), x)
+        check_cast(x, number, scale, roundmode, scalemode)
 
 
 @pytest.mark.parametrize("shape,scale", [((6, 100), "e8m0_t0"), ((3, 7), "e8m0_t0"),
@@ -150,9 +150,7 @@ def test_channel_and_tensor_scales(shape, scale):
                                          ("int8", "stochastic", "rceil"),
                                          ("e4m3fn", "nearest", "midmax"),
                                          ("e3m2fn", "zero", "nearest")):
-        r = rbits_for(x.shape) if roundmode == "stochastic" else None
-        check(run(x, number, scale, roundmode, scalemode, rbits=r),
-              reference.cast(x, number, scale, roundmode, scalemode, rbits=r), x)
+        check_cast(x, number, scale, roundmode, scalemode)
 
 
 def test_channel_and_tensor_scales_of_special_values():
@@ -175,9 +173,7 @@ def test_channel_and_tensor_scales_of_special_values():
 def test_float_scales(number, scale, wide):
     x = tiled_inputs((6, 256), wide, seed=3)
     for roundmode in ROUND:
-        r = rbits_for(x.shape) if roundmode == "stochastic" else None
-        check(run(x, number, scale, roundmode, rbits=r),
-              reference.cast(x, number, scale, roundmode, rbits=r), x)
+        check_cast(x, number, scale, roundmode)
 
 
 def test_tile_along_another_dimension():
