@@ -27,6 +27,10 @@ Scaled dots (``--dots``): ``mxlower.jax.scaled_dot`` with ``impl="auto"`` (each 
 dequantized by the kernel, then XLA's dot) against ``impl="xla"``, on both contractions the
 run-time test can pick (see :func:`bench_dots`).
 
+``--casts``: ``mxlower.jax.cast`` (the virtual cast of docs/semantics.md section 10) with
+``impl="auto"`` (the cast kernel) against ``impl="xla"`` (the StableHLO lowering) and memcpy,
+for a few datatypes and rounding modes (see :func:`bench_casts`).
+
 ``--threads``: quantize with the handler's thread-pool split against the same kernel
 compiled to run in one call (see :func:`bench_threads`).
 
@@ -39,6 +43,7 @@ compile) against the same call warm.  Printed as Markdown, ready for BENCHMARKS.
     python bench/bench_ffi.py --sizes 22 --reps 10
     python bench/bench_ffi.py --sizes "" --dots 256x256x1024   # scaled dots only
     python bench/bench_ffi.py --sizes "" --dots "" --threads 22,24,26   # thread pool or not
+    python bench/bench_ffi.py --sizes "" --dots "" --casts 22,24        # mx.cast kernels
 """
 
 from __future__ import annotations
@@ -227,6 +232,74 @@ def threads_markdown(rows: list[dict]) -> str:
         out.append(f"| 2^{r['log2n']} | {r['format']} | {r['pool_s'] * 1e3:.2f} | "
                    f"{r['halves_s'] * 1e3:.2f} | {r['one_s'] * 1e3:.2f} | "
                    f"{r['one_s'] / r['pool_s']:.2f}x | {r['one_s'] / r['halves_s']:.2f}x |")
+    return "\n".join(out)
+
+
+#: (number, scale, roundmode, scalemode) of the timed casts
+CASTS = (("e2m1fn", "e8m0_t32", "even", "max"), ("e4m3fn", "e8m0_t32", "even", "rceil"),
+         ("int8", "e8m0_t32", "nearest", "max"), ("e2m1fn", "e8m0_t32", "stochastic", "max"),
+         ("e3m2fn", "e8m0_t16", "zero", "midmax"), ("e2m1fn", "e8m0_t0", "even", "max"),
+         ("e2m1fn", "e8m0", "even", "max"), ("e2m1fn", "e4m3fn_t16", "even", "max"),
+         ("e5m6", None, "even", "max"), ("e4m3fn", None, "stochastic", "max"))
+
+
+def bench_casts(sizes: list[int], reps: int) -> list[dict]:
+    """``mxlower.jax.cast`` of f32 ``[N / 4096, 4096]`` under ``jax.jit`` with ``impl="auto"``
+    (the FFI cast kernel) and ``impl="xla"`` (the StableHLO lowering), for :data:`CASTS`,
+    against memcpy (``numpy.copyto``, one thread, warm pages), timed round-robin per size;
+    stochastic casts take precomputed ``rbits`` (both impls read the same bits).  The two
+    impls' results are checked equal bit for bit."""
+    rows = []
+    for logn in sizes:
+        n = 1 << logn
+        rng = np.random.default_rng(0)
+        x = jnp.asarray(rng.standard_normal((n // ROW, ROW)), jnp.float32)
+        r = jnp.asarray(rng.integers(0, 1 << 32, x.shape, dtype=np.uint32))
+        src = np.asarray(x).copy()
+        dst = np.empty_like(src)
+        dst[...] = 1  # touch the pages once
+        cases: dict[str, Callable[[], object]] = {
+            MEMCPY: lambda: np.copyto(dst, src),
+            XLA_COPY: _ready(jax.jit(lambda x: x + 0.0), x)}  # a fresh f32 result per call
+        for num, sc, rm, sm in CASTS:
+            outs = {}
+            for impl in ("auto", "xla"):
+                args = (x, r) if rm == "stochastic" else (x,)
+                f = jax.jit(lambda x, *r, num=num, sc=sc, rm=rm, sm=sm, impl=impl: mxj.cast(
+                    x, num, sc, roundmode=rm, scalemode=sm, rbits=r[0] if r else None,
+                    impl=impl))
+                outs[impl] = np.asarray(f(*args)).view(np.uint32)
+                cases[f"{impl} {num} {sc} {rm} {sm}"] = _ready(f, *args)
+            if not np.array_equal(outs["auto"], outs["xla"]):
+                raise AssertionError(f"cast {num} {sc} {rm} {sm}: auto and xla differ")
+        t = round_robin(cases, reps)
+        for num, sc, rm, sm in CASTS:
+            key = f"{num} {sc} {rm} {sm}"
+            moved = 4 * n * (3 if rm == "stochastic" else 2)
+            rows.append({"log2n": logn, "number": num, "scale": sc or "", "roundmode": rm,
+                         "scalemode": sm if sc else "", "auto_s": t[f"auto {key}"],
+                         "xla_s": t[f"xla {key}"], "memcpy_s": t[MEMCPY],
+                         "xla_copy_s": t[XLA_COPY], "bytes": moved})
+    return rows
+
+
+def casts_markdown(rows: list[dict]) -> str:
+    out = ["`mxlower.jax.cast` (f32 in and out) under `jax.jit`, ms: the cast kernel "
+           "(`impl=\"auto\"`) and the StableHLO lowering (`impl=\"xla\"`); % memcpy: the "
+           "kernel's bandwidth for the bytes it moves (x read, y written, rbits read) over a "
+           "one-thread `numpy.copyto`:", "",
+           "| size | number | scale | roundmode | scalemode | kernel | % memcpy | StableHLO | "
+           "x StableHLO |", "|---|---|---|---|---|---:|---:|---:|---:|"]
+    for r in rows:
+        bw = 2 * 4 * (1 << r["log2n"]) / r["memcpy_s"]
+        out.append(f"| 2^{r['log2n']} | {r['number']} | {r['scale']} | {r['roundmode']} | "
+                   f"{r['scalemode']} | {r['auto_s'] * 1e3:.2f} | "
+                   f"{_pct(r['bytes'], r['auto_s'], bw)} | {r['xla_s'] * 1e3:.2f} | "
+                   f"{r['xla_s'] / r['auto_s']:.1f}x |")
+    memcpy = ", ".join(f"2^{lg} {s * 1e3:.2f} ms, XLA's copy {c * 1e3:.2f} ms" for lg, s, c in
+                       sorted({(r["log2n"], r["memcpy_s"], r["xla_copy_s"]) for r in rows}))
+    out += ["", f"memcpy (numpy.copyto, one thread, warm pages) and the same copy through XLA "
+            f"(`x + 0.0` under `jax.jit`, a fresh f32 result every call): {memcpy}."]
     return "\n".join(out)
 
 
@@ -432,6 +505,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", default="",
                     help="log2 sizes at which to time quantize with and without XLA's thread "
                     "pool, comma-separated (empty: none)")
+    ap.add_argument("--casts", default="",
+                    help="log2 sizes at which to time mxlower.jax.cast, auto vs xla, "
+                    "comma-separated (empty: none)")
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
     session = Session()
@@ -447,6 +523,10 @@ def main(argv: list[str] | None = None) -> int:
         thread_rows = bench_threads([int(v) for v in args.threads.split(",")], args.reps)
         parts.append(threads_markdown(thread_rows))
         rows += thread_rows
+    if args.casts:
+        cast_rows = bench_casts([int(v) for v in args.casts.split(",")], args.reps)
+        parts.append(casts_markdown(cast_rows))
+        rows += cast_rows
     if args.dots:
         dots = [tuple(int(v) for v in d.split("x")) for d in args.dots.split(",")]
         dot_rows = bench_dots(dots, args.reps)

@@ -41,7 +41,11 @@ narrow float type and back, any shape, scalars included).  Results follow
 :class:`mxlower.jax.MXArray`'s storage: f8 / f4 / int8 elements in their JAX dtypes (XLA
 stores f4 packed two per byte, low nibble first, which is what the kernel writes), f6 as one
 ``uint8`` code per byte or, with ``packed=True``, ``mx.pack``'s layout (four codes per three
-bytes along the last axis).  Bit-exact with :mod:`mxlower.reference`.
+bytes along the last axis).  :func:`cast` runs ``mx.cast``'s kernels
+(:class:`~mxlower.lowering.mx_kernels.CastSpec`: unscaled casts to any number spec, exponent
+and float scales in 1D tiles, channels and tensors; stochastic rounding's uint32 bits a second
+operand).  Bit-exact
+with :mod:`mxlower.reference`.
 
 The engines live as long as the process (XLA keeps the handler pointers); ``available()`` says
 whether the upstream MLIR stack is installed.  ``python -m mxlower.execution.ffi OP FORMAT``
@@ -52,6 +56,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import dataclasses
 import sys
 import threading
 import time
@@ -60,15 +65,22 @@ from typing import Any
 
 import numpy as np
 
-from mxlower import types
+from mxlower import numbers, types
 from mxlower.bindings import jaxlib, upstream
 from mxlower.execution import ffi_abi as abi
 from mxlower.formats import FORMATS, SCALE_MODES
-from mxlower.lowering.mx_kernels import ConvertSpec, KernelSpec, Operand, build, emit_kernel
+from mxlower.lowering.mx_kernels import (
+    CastSpec,
+    ConvertSpec,
+    KernelSpec,
+    Operand,
+    build,
+    emit_kernel,
+)
 from mxlower.pipeline.manager import run_pipeline
 
 #: what a kernel computes
-Spec = KernelSpec | ConvertSpec
+Spec = KernelSpec | ConvertSpec | CastSpec
 
 __all__ = [
     "KERNEL_PIPELINE",
@@ -78,6 +90,8 @@ __all__ = [
     "Frame",
     "available",
     "c_string",
+    "cast",
+    "cast_layout",
     "compile_kernel",
     "convert",
     "convert_spec",
@@ -935,18 +949,88 @@ def convert(x: Any, dtype: Any, *, source: str | None = None, packed: bool = Fal
                             vmap_method="broadcast_all")(x)
 
 
+def cast_layout(shape: Sequence[int], scale: str | None) -> tuple[int | None, bool,
+                                                                   str | None, int | None]:
+    """How :func:`cast` lays an array of ``shape`` out for the cast kernels, whose tiles run
+    along the last dimension: ``(axis, flatten, scale, length)`` -- the dimension moved last
+    (a tile or channel along another one; None: none moved), whether the array is flattened
+    (a tensor scale: one tile of every value), and the :class:`CastSpec`'s ``scale`` and
+    ``length`` (ValueError where ``scale`` is no spec)."""
+    if scale is None:
+        return None, False, None, None
+    s = numbers.scale(scale)
+    rank = len(shape)
+    if s.kind == "tensor":
+        return None, True, s.code, int(np.prod(shape, dtype=np.int64))
+    if s.kind not in ("tile", "channel") or not rank:
+        return None, False, s.code, None  # CastSpec says what is wrong
+    ax = _axis(s.dims[0], rank, "cast")
+    last = dataclasses.replace(s, dims=(-1,)).code
+    return (None if ax == rank - 1 else ax), False, last, (
+        int(shape[ax]) if s.kind == "channel" else None)
+
+
+def cast(x: Any, number: str, scale: str | None = None, *, roundmode: str = "even",
+         scalemode: str = "max", rbits: Any | None = None, platform: str = "cpu") -> Any:
+    """The virtual cast of ``x`` (float32, bfloat16 or float16) to ``number`` [with the
+    scale ``scale``] by mxlower's fused CPU kernel: docs/semantics.md section 10.4,
+    bit-exact with :func:`mxlower.reference.cast` (same arguments; ``rbits``: uint32 of
+    ``x``'s shape, for ``roundmode="stochastic"``).  The kernels cover what
+    :class:`~mxlower.lowering.mx_kernels.CastSpec` says (unscaled casts; exponent and float
+    scales in 1D tiles, channels and tensors): a tile or channel along another dimension is moved last (a
+    transpose each way), a tensor scale's array flattened (see :func:`cast_layout`).  Other
+    datatypes raise ValueError (:func:`mxlower.jax.cast` lowers them to StableHLO instead).
+    Usable inside ``jax.jit`` and ``jax.vmap``."""
+    import jax  # optional, heavy
+    import jax.numpy as jnp  # optional, heavy
+
+    x = jnp.asarray(x)
+    wide = _wide_name(x.dtype, "cast", "x")
+    if (roundmode == "stochastic") != (rbits is not None):
+        raise ValueError("cast: roundmode='stochastic' needs 'rbits' (uint32, one per value), "
+                         "and only it takes them")
+    try:
+        ax, flat, kscale, length = cast_layout(x.shape, scale)
+        spec = CastSpec(number, kscale, wide, roundmode, scalemode, length)
+    except ValueError as err:
+        raise ValueError(f"cast: {err}") from None
+    operands = [x] if rbits is None else [x, jnp.asarray(rbits)]
+    if ax is not None:
+        operands = [jnp.moveaxis(v, ax, -1) for v in operands]
+    elif flat:
+        operands = [v.reshape(-1) for v in operands]
+    if spec.scale is not None and operands[0].shape[-1] % spec.k:
+        raise ValueError(f"cast: tile size {spec.k} does not divide dimension "
+                         f"{x.ndim - 1 if ax is None else ax} of 'x' "
+                         f"(size {operands[0].shape[-1]})")
+    target = _register_for(spec, platform)
+    y = jax.ffi.ffi_call(target, jax.ShapeDtypeStruct(operands[0].shape, x.dtype),
+                         vmap_method="broadcast_all" if not flat else "sequential")(*operands)
+    if ax is not None:
+        return jnp.moveaxis(y, -1, ax)
+    return y.reshape(x.shape) if flat else y
+
+
 # ============================================================================ command line
 
 
 def spec_arguments(ap: argparse.ArgumentParser) -> None:
     """The command-line arguments naming a kernel (shared with :mod:`ffi_cuda`'s)."""
-    ap.add_argument("op", choices=("quantize", "dequantize", "convert"))
+    ap.add_argument("op", choices=("quantize", "dequantize", "convert", "cast"))
     ap.add_argument("format", help=f"one of {', '.join(FORMATS)}; for convert, the source "
-                    "type (f32, bf16, f16 or a narrow float type)")
+                    "type (f32, bf16, f16 or a narrow float type); for cast, the number spec "
+                    "(e2m1fn, int8, e4m3b8fnuz, ...)")
     ap.add_argument("--to", default=None, help="convert: the destination type")
-    ap.add_argument("--wide", default="f32", help="input (quantize) or output type: f32, bf16, "
-                    "f16 (default f32)")
-    ap.add_argument("--scale-mode", default="floor", help=f"one of {', '.join(SCALE_MODES)}")
+    ap.add_argument("--wide", default="f32", help="input (quantize, cast) or output type: f32, "
+                    "bf16, f16 (default f32)")
+    ap.add_argument("--scale-mode", default=None,
+                    help=f"quantize: one of {', '.join(SCALE_MODES)} (default floor); cast: "
+                    f"one of {', '.join(numbers.SCALE_MODES)} (default max)")
+    ap.add_argument("--scale", default=None, help="cast: the scale spec (e8m0_t32, ...)")
+    ap.add_argument("--length", type=int, default=None,
+                    help="cast: the tile length of a channel or tensor scale")
+    ap.add_argument("--roundmode", default="even",
+                    help=f"cast: one of {', '.join(numbers.ROUND_MODES)} (default even)")
     ap.add_argument("--block-size", type=int, default=None)
     ap.add_argument("--packed", action="store_true", help="f6 elements packed (mx.pack layout)")
     ap.add_argument("--global-scale", action="store_true", help="nvfp4's f32 global scale")
@@ -958,7 +1042,10 @@ def spec_from_arguments(a: argparse.Namespace) -> Spec:
         if a.to is None:
             raise ValueError("convert needs --to (the destination type)")
         return ConvertSpec(a.format, a.to, a.packed)
-    return KernelSpec(a.op, a.format, a.wide, a.scale_mode, a.block_size, a.packed,
+    if a.op == "cast":
+        return CastSpec(a.format, a.scale, a.wide, a.roundmode, a.scale_mode or "max",
+                        a.length)
+    return KernelSpec(a.op, a.format, a.wide, a.scale_mode or "floor", a.block_size, a.packed,
                       a.global_scale)
 
 

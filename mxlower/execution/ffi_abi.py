@@ -61,7 +61,7 @@ ERROR_INTERNAL = 13  #: XLA_FFI_Error_Code_INTERNAL
 
 #: XLA_FFI_DataType codes by storage dtype name
 DTYPES = {
-    "int8": 2, "uint8": 6, "float16": 10, "float32": 11, "bfloat16": 16, "float8_e5m2": 19,
+    "int8": 2, "uint8": 6, "uint32": 8, "float16": 10, "float32": 11, "bfloat16": 16, "float8_e5m2": 19,
     "float8_e4m3fn": 20, "float4_e2m1fn": 32, "float8_e8m0fnu": 33, "float8_e4m3": 28,
     "float8_e3m4": 29,
 }

@@ -39,12 +39,13 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 from jax.extend.core import Primitive
-from jax.interpreters import batching
+from jax.interpreters import batching, mlir
 
 from mxlower.cast_reference import resolve
 from mxlower.dialect import mx
 from mxlower.formats import FLOAT_TYPES
 from mxlower.jax.array import ShapeOfValues
+from mxlower.jax import kernels
 from mxlower.jax.checks import as_array, as_int, check_axis, check_dtype, check_wide, traced
 from mxlower.jax.dtypes import held_as_codes, mlir_name, storage_dtype
 from mxlower.jax.lowering import emit, tensor_type
@@ -152,7 +153,8 @@ def _random_bits(x: Any, roundmode: str, key: Any, rbits: Any, fn: str) -> Any |
 
 
 def cast(x: Any, number: Any, scale: Any = None, *, roundmode: str = "even",
-         scalemode: str = "max", key: Any = None, rbits: Any = None) -> jax.Array:
+         scalemode: str = "max", key: Any = None, rbits: Any = None,
+         impl: str = "auto") -> jax.Array:
     """The virtual cast of ``x`` (float32, bfloat16 or float16) to a datatype:
     docs/semantics.md section 10.4, bit-exact with :func:`mxlower.reference.cast`.
 
@@ -168,25 +170,32 @@ def cast(x: Any, number: Any, scale: Any = None, *, roundmode: str = "even",
     datatype needs a static shape; an unscaled cast takes ``jax.export``'s symbolic
     dimensions.
 
+    ``impl``: "auto" runs mxlower's fused cast kernel (an XLA FFI custom call) when lowered
+    for the CPU (or CUDA) and one exists (:class:`mxlower.lowering.mx_kernels.CastSpec`:
+    unscaled casts, exponent and float scales in 1D tiles, channels and tensors), the
+    StableHLO lowering otherwise; "xla" always the
+    StableHLO.  Both give the same bits.
+
     Gradient: the straight-through estimator (the cotangent passes unchanged).
     """
+    kernels.check_impl(impl, "cast")
     x = check_wide(x, "cast", "x")
     dt = datatype_of(number, scale, "cast", tuple(x.shape))
     roundmode, scalemode = _modes(dt, roundmode, scalemode, "cast")
     r = _random_bits(x, roundmode, key, rbits, "cast")
     return cast_p.bind(x, *([] if r is None else [r]), number=dt.number.code,
                        scale=None if dt.scale is None else dt.scale.code, roundmode=roundmode,
-                       scalemode=scalemode)
+                       scalemode=scalemode, impl=impl)
 
 
 cast_p = Primitive("mx_cast")
 
 
-def _cast_abstract(x, *r, number, scale, roundmode, scalemode):
+def _cast_abstract(x, *r, number, scale, roundmode, scalemode, impl="auto"):
     return jax.core.ShapedArray(x.shape, x.dtype)
 
 
-def _cast_lowering(ctx, x, *r, number, scale, roundmode, scalemode):
+def _cast_lowering(ctx, x, *r, number, scale, roundmode, scalemode, impl="auto"):
     t = x.type
     arg_types = [t] + [v.type for v in r]
 
@@ -204,6 +213,12 @@ def _cast_jvp(primals, tangents, **params):
     if _is_zero(t):
         return out, _zero(out)
     return out, t  # the straight-through estimator
+
+
+# on the CPU and CUDA, the fused kernel where one exists (impl="auto"; mxlower.jax.kernels)
+for _platform in ("cpu", "cuda"):
+    mlir.register_lowering(cast_p, kernels.cast_rule(_platform, _cast_lowering),
+                           platform=_platform)
 
 
 def _channel(scale: str) -> str:

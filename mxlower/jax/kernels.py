@@ -52,9 +52,10 @@ from mxlower.execution import ffi, ffi_cuda
 from mxlower.ir.stablehlo_builder import Builder
 from mxlower.jax import primitives
 from mxlower.lowering import mx_math
-from mxlower.lowering.mx_kernels import ConvertSpec, KernelSpec
+from mxlower.lowering.mx_kernels import CastSpec, ConvertSpec, KernelSpec
 
-__all__ = ["IMPLS", "check_impl", "portable", "quantize_spec", "dequantize_spec"]
+__all__ = ["IMPLS", "cast_rule", "cast_spec", "check_impl", "dequantize_spec", "portable",
+           "quantize_spec"]
 
 IMPLS = ("auto", "xla")
 
@@ -102,6 +103,22 @@ def dequantize_spec(format: str, block_size: int, dtype: Any,  # noqa: A002
     try:
         return KernelSpec("dequantize", format, _wide(dtype), block_size=block_size,
                           global_scale=has_g)
+    except ValueError:
+        return None
+
+
+def cast_spec(aval: Any, number: str, scale: str | None, roundmode: str, scalemode: str,
+              platform: str = "cpu") -> CastSpec | None:
+    """The kernel of an ``mx_cast`` on ``aval``, or None where none applies (laid out as
+    :func:`mxlower.execution.ffi.cast_layout` says).  On CUDA a tensor scale keeps the
+    StableHLO: its one tile would be one GPU thread."""
+    if scale is not None and not _static(aval.shape):
+        return None
+    try:
+        _, flat, kscale, length = ffi.cast_layout(aval.shape, scale)
+        if flat and platform != "cpu":
+            return None
+        return CastSpec(number, kscale, _wide(aval.dtype), roundmode, scalemode, length)
     except ValueError:
         return None
 
@@ -186,6 +203,25 @@ def _convert_rule(platform: str):
                                platform=platform)
 
         return mlir.lower_fun(run, multiple_results=False)(ctx, x)
+
+    return rule
+
+
+def cast_rule(platform: str, portable_rule: Any):
+    """The ``mx_cast`` lowering rule for ``platform``: the cast kernel (``impl="auto"``, where
+    :func:`cast_spec` gives one) or ``portable_rule`` (the primitive's StableHLO lowering).
+    Registered by :mod:`mxlower.jax.casts`, which owns the primitive."""
+    def rule(ctx, x, *r, number, scale, roundmode, scalemode, impl="auto"):
+        spec = cast_spec(ctx.avals_in[0], number, scale, roundmode, scalemode, platform)
+        if not _use_kernel(ctx, impl, spec, platform):
+            return portable_rule(ctx, x, *r, number=number, scale=scale, roundmode=roundmode,
+                                 scalemode=scalemode)
+
+        def run(x, *r):
+            return ffi.cast(x, number, scale, roundmode=roundmode, scalemode=scalemode,
+                            rbits=r[0] if r else None, platform=platform)
+
+        return mlir.lower_fun(run, multiple_results=False)(ctx, x, *r)
 
     return rule
 

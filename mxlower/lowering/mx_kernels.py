@@ -1,5 +1,5 @@
-"""Fused MX kernels: quantize, dequantize and plain conversions as loops over blocks on
-upstream MLIR, for the CPU (``func.func``) and for NVIDIA GPUs (``gpu.func``).
+"""Fused MX kernels: quantize, dequantize, plain conversions and ``mx.cast`` as loops over
+blocks on upstream MLIR, for the CPU (``func.func``) and for NVIDIA GPUs (``gpu.func``).
 
 The recipe behind mxlower's XLA FFI kernels (:mod:`mxlower.execution.ffi`,
 :mod:`mxlower.execution.ffi_cuda`).  A CPU kernel is a ``func.func`` in the
@@ -40,13 +40,20 @@ along the flattened last axis)::
     dequantize: @name(%elements: memref<?xi8>, %scales: memref<?xi8> [, %g: memref<?xf32>],
                       %y: memref<?xW>, %b0: index, %b1: index)
     convert:    @name(%x: memref<?xS>, %y: memref<?xD>, %b0: index, %b1: index)
+    cast:       @name(%x: memref<?xW> [, %rbits: memref<?xi32>], %y: memref<?xW>,
+                      %b0: index, %b1: index)
 
 ``W`` is f32, bf16 or f16; narrow values travel as their codes in ``i8`` (one per byte, or
 packed); ``g`` is nvfp4's global scale (``g[0]``).  Block ``i`` covers values
 ``[i * k, (i + 1) * k)`` and scale ``i``.  A conversion (:class:`ConvertSpec`) has no blocks:
 its unit ``i`` is values ``[i * V, (i + 1) * V)`` (``V`` = :data:`CONVERT_LANES`) cut at the
 value count, which the kernel reads from its wide buffer's size (the last unit is done with
-masked loads and stores, so any size works, odd f4 counts included).
+masked loads and stores, so any size works, odd f4 counts included).  A cast
+(:class:`CastSpec`, docs/semantics.md section 10.4: each value the dequantized value of its
+cast to a number spec) has tiles of ``k`` values as its units where it has a scale, vectors
+of 8 values (the last one masked) where it has none; its element rounding is
+:mod:`mxlower.lowering.codec_spec`'s encoder and decoder on ``arith``, its scale choice
+:func:`mxlower.lowering.cast_math.scale_exponent` on :class:`ArithOps`.
 
 Example::
 
@@ -64,13 +71,13 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from mxlower import types
+from mxlower import numbers, types
 from mxlower.bindings import upstream
 from mxlower.formats import FORMATS, SCALE_MODES, WIDE_TYPES, MXFormat
-from mxlower.lowering import codec, mx_math
+from mxlower.lowering import cast_math, codec, codec_spec, mx_math
 
-__all__ = ["CONVERT_LANES", "TARGETS", "ArithOps", "ConvertSpec", "KernelSpec", "Operand",
-           "build", "emit_kernel", "gpu_module_name"]
+__all__ = ["CONVERT_LANES", "TARGETS", "ArithOps", "CastSpec", "ConvertSpec", "KernelSpec",
+           "Operand", "build", "emit_kernel", "gpu_module_name"]
 
 _MAG = 0x7FFFFFFF
 _INF = 0x7F800000
@@ -81,6 +88,9 @@ _MAX_LANES = 64
 _GROUP_VALUES = 256
 #: values per vector (and per unit of the block range) of a conversion kernel
 CONVERT_LANES = 32
+#: values per vector of a cast kernel: its codec keeps many values live, and on AVX2 a
+#: vector of 8 i32 (one register) ran 2x faster than 16 or 32 lanes (register spills)
+_CAST_LANES = 8
 #: what a kernel is built for: "cpu" (a func.func looping over its range, conversions by the
 #: codec), "gpu" (a gpu.func, one thread per block or unit, conversions as narrow
 #: arith.truncf/extf for mxlower-lower-narrow-floats-to-nvvm) and "gpu-body" (the GPU kernel's
@@ -289,6 +299,123 @@ class ConvertSpec:
             return None  # any shape, scalars included
         ref = (self.operands() + self.results())[self.reference].name
         return 4, f"the last dimension of {ref} must be a multiple of 4 (packed f6)"
+
+
+@dataclasses.dataclass(frozen=True)
+class CastSpec:
+    """``mx.cast`` (docs/semantics.md section 10.4, the virtual cast) as a kernel: ``wide``
+    values (f32, bf16 or f16) in, the same type out, each value the dequantized value of its
+    actual cast to ``number`` [with ``scale``].
+
+    Covered: any number spec unscaled (units of one vector of values, the last one masked:
+    any shape), and exponent scales (``e8m0``-like, every scale mode) or float scales
+    (``e4m3fn``, ``bf16``, ...: ``scalemode`` max) in 1D tiles of ``k`` values along the last
+    dimension: a ``..._tK`` scale whose dimension is the last (``k`` = K), or a channel scale
+    of the last dimension (``..._t0``) or a tensor scale with the tile ``length`` given (the
+    last dimension, or every value of an array the caller flattens; a kernel per length).  Every rounding mode; ``stochastic`` takes the random bits (uint32,
+    one per value) as a second operand.  The element rounding is
+    :mod:`mxlower.lowering.codec_spec`'s, the scale choice
+    :func:`mxlower.lowering.cast_math.scale_exponent`, so a kernel gives the bits of the
+    StableHLO lowering.  Other datatypes (zero points, 2D tiles) raise ValueError: the
+    caller falls back to that lowering."""
+
+    number: str
+    scale: str | None = None
+    wide: str = "f32"
+    roundmode: str = "even"
+    scalemode: str = "max"
+    length: int | None = None
+
+    op: ClassVar[str] = "cast"
+
+    def __post_init__(self) -> None:
+        n = numbers.number(self.number)  # SpecError (a ValueError) when it is no spec
+        object.__setattr__(self, "number", n.code)
+        if self.wide not in WIDE_TYPES:
+            raise ValueError(f"'{self.wide}' is not f32, bf16 or f16")
+        if self.roundmode not in numbers.ROUND_MODES:
+            raise ValueError(f"unknown roundmode '{self.roundmode}' (known: "
+                             f"{', '.join(numbers.ROUND_MODES)})")
+        if self.scale is None:
+            if self.length is not None:
+                raise ValueError("an unscaled cast has no tile length")
+            object.__setattr__(self, "scalemode", "max")
+            return
+        s = numbers.scale(self.scale)
+        if self.scalemode not in numbers.SCALE_MODES:
+            raise ValueError(f"unknown scalemode '{self.scalemode}' (known: "
+                             f"{', '.join(numbers.SCALE_MODES)})")
+        if s.zero_point is not None:
+            raise ValueError(f"no cast kernel for the asymmetric scale {s.code} (zero points)")
+        if not s.power_of_two and s.number.nan_code is None:
+            raise ValueError(f"no cast kernel for the float scale {s.code}: its spec has no "
+                             "NaN for a tile holding NaN or Inf")
+        if not s.power_of_two and self.scalemode != "max":
+            raise ValueError(f"scalemode '{self.scalemode}' applies to exponent scales; the "
+                             f"float scale {s.number.code} takes 'max'")
+        if s.kind == "tile2d" or s.kind in ("tile", "channel") and s.dims != (-1,):
+            raise ValueError(f"no cast kernel for scale {s.code}: 1D tiles along the last "
+                             "dimension only")
+        if (s.kind == "tile") != (self.length is None):
+            raise ValueError(f"scale {s.code}: a tile length is given for channel and tensor "
+                             "scales (only)")
+        if self.length is not None and self.length <= 0:
+            raise ValueError(f"the tile length must be positive, got {self.length}")
+        dt = numbers.Datatype(n, s)
+        reason = cast_math.unsupported(dt, self.scalemode)
+        if reason:
+            raise ValueError(reason)
+        object.__setattr__(self, "scale", s.code)
+
+    @property
+    def spec(self) -> numbers.NumberSpec:
+        return numbers.number(self.number)
+
+    @property
+    def scale_spec(self) -> numbers.ScaleSpec | None:
+        return None if self.scale is None else numbers.scale(self.scale)
+
+    @property
+    def stochastic(self) -> bool:
+        return self.roundmode == "stochastic"
+
+    @property
+    def k(self) -> int:
+        """Values per unit of the range ``[b0, b1)``: the tile, or one vector of
+        :data:`_CAST_LANES` (the last unit of an unscaled cast may be partial)."""
+        s = self.scale_spec
+        if s is None:
+            return _CAST_LANES
+        return s.tile[0] if self.length is None else self.length
+
+    @property
+    def name(self) -> str:
+        parts = ["mxlower", "cast", self.number, self.scale or "none", self.wide,
+                 self.roundmode]
+        if self.scale is not None:
+            parts.append(self.scalemode)
+        if self.length is not None:
+            parts.append(f"L{self.length}")
+        return "_".join("".join(c if c.isalnum() else "n" if c == "-" else "_" for c in p)
+                        for p in parts)
+
+    def operands(self) -> list[Operand]:
+        x = [Operand("x", types.dtype(self.wide), "values")]
+        return x + ([Operand("rbits", np.dtype(np.uint32), "values")] if self.stochastic
+                    else [])
+
+    def results(self) -> list[Operand]:
+        return [Operand("y", types.dtype(self.wide), "values")]
+
+    @property
+    def reference(self) -> int:
+        return 0
+
+    @property
+    def last_dim_rule(self) -> tuple[int, str] | None:
+        if self.scale is None:
+            return None  # any shape, scalars included
+        return self.k, f"the tile size {self.k} must divide the last dimension of x"
 
 
 # ============================================================================== arith ops
@@ -500,6 +627,8 @@ class _Kernel:
         #: the narrow codes' width in storage (4: two per byte; 6 with packed: four per 3 bytes)
         self.code_bits = code_bits
         self.packed = packed
+        #: vectors of ``lanes`` values per unit (units longer than the longest vector)
+        self.chunks = 1
 
     # -- small helpers ----------------------------------------------------------------------
     def index(self, v: int) -> Any:
@@ -577,24 +706,26 @@ class _Kernel:
         return a.ExtFOp(self._typed_like(codes, dst), nv).result
 
     # -- loads and stores of values and element codes ---------------------------------------
-    def load_bits(self, x: Any, at: Any) -> Any:
-        """The f32 bit patterns (vector<V x i32>) of ``V`` wide values at ``x[at]``."""
+    def load_bits(self, x: Any, at: Any, count: Any = None) -> Any:
+        """The f32 bit patterns (vector<V x i32>) of ``V`` wide values at ``x[at]`` (with
+        ``count``, only that many; the rest are zero)."""
         w = self.spec.wide
-        v = self.m["vector"].LoadOp(self.vec(w), x, [at]).result
+        v = self.load(x, at, self.vec(w), count)
         if w == "f32":
             return self.b.bitcast(v, "i32")
         codes = self.b.bitcast(v, "i16")
         f = codec.emit_extf(self.codec_builder(codes.type), codes, w, "f32")
         return self.b.bitcast(f, "i32")
 
-    def store_values(self, y: Any, at: Any, bits: Any) -> None:
-        """Stores f32 bits (vector<V x i32>) to ``y[at]`` rounded to the wide output type."""
+    def store_values(self, y: Any, at: Any, bits: Any, count: Any = None) -> None:
+        """Stores f32 bits (vector<V x i32>) to ``y[at]`` rounded to the wide output type
+        (with ``count``, only the first ``count`` lanes)."""
         w = self.spec.wide
         f = self.b.bitcast(bits, "f32")
         if w != "f32":
             codes = codec.emit_truncf(self.codec_builder(f.type), f, "f32", w, code_bits=16)
             f = self.b.bitcast(codes, w)
-        self.m["vector"].StoreOp(f, y, [at])
+        self.store(f, y, at, count)
 
     def _code_bytes(self, values: Any) -> Any:
         """Bytes holding ``values`` codes (from a code boundary on a byte)."""
@@ -652,6 +783,20 @@ class _Kernel:
         return self.load(q, off, self.vec("i8"), nbytes)
 
     # -- loops ------------------------------------------------------------------------------
+    def over_chunks(self, start: Any, body, init: list[Any] | None = None) -> list[Any]:
+        """Runs ``body(value offset, *carried)`` for each chunk of the block at ``start``; one
+        chunk is emitted straight-line, several as an ``scf.for``."""
+        if self.chunks == 1:
+            return list(body(start, *(init or [])) or [])
+
+        def step(c, *carried):
+            a = self.m["arith"]
+            at = a.AddIOp(start, a.MulIOp(c, self.index(self.lanes)).result).result
+            return body(at, *carried)
+
+        loop = self.for_each(self.index(0), self.index(self.chunks), step, init)
+        return list(loop.results)
+
     def for_each(self, lo: Any, hi: Any, body, iter_args: list[Any] | None = None,
                  step: int = 1) -> Any:
         """``scf.for %i = lo to hi step step`` whose body is ``body(i, *args) -> yielded``."""
@@ -721,13 +866,18 @@ class _Kernel:
         return self.m["memref"].DimOp(mem, self.index(0)).result
 
 
+def _block_lanes(k: int) -> int:
+    """The vector length a block of ``k`` values is loaded in: ``k`` itself up to
+    :data:`_MAX_LANES`, else the largest power of two up to it dividing ``k``."""
+    return k if k <= _MAX_LANES else next(v for v in (64, 32, 16, 8, 4, 2, 1) if k % v == 0)
+
+
 class _MXKernel(_Kernel):
     """Quantize / dequantize: the loop over groups of blocks and the per-block body."""
 
     def __init__(self, spec: KernelSpec, mods: dict[str, Any], target: str):
         k = spec.k
-        lanes = k if k <= _MAX_LANES else next(v for v in (64, 32, 16, 8, 4, 2, 1)
-                                                if k % v == 0)
+        lanes = _block_lanes(k)
         fmt = spec.fmt
         super().__init__(spec, mods, target, lanes, fmt.bits if not fmt.is_int else 8,
                          spec.packed)
@@ -737,20 +887,6 @@ class _MXKernel(_Kernel):
         #: block per thread)
         self.group = (1 if self.chunks > 1 or target != "cpu"
                       else max(1, min(16, _GROUP_VALUES // k)))
-
-    def over_chunks(self, start: Any, body, init: list[Any] | None = None) -> list[Any]:
-        """Runs ``body(value offset, *carried)`` for each chunk of the block at ``start``; one
-        chunk is emitted straight-line, several as an ``scf.for``."""
-        if self.chunks == 1:
-            return list(body(start, *(init or [])) or [])
-
-        def step(c, *carried):
-            a = self.m["arith"]
-            at = a.AddIOp(start, a.MulIOp(c, self.index(self.lanes)).result).result
-            return body(at, *carried)
-
-        loop = self.for_each(self.index(0), self.index(self.chunks), step, init)
-        return list(loop.results)
 
     def grouped(self, b0: Any, b1: Any, body) -> None:
         """``body(i, G)`` for the groups of G blocks in ``[b0, b1)``, then ``body(i, 1)`` for
@@ -936,7 +1072,45 @@ class _MXKernel(_Kernel):
         self._unit(a, self._global(a))(i, 1)
 
 
-class _ConvertKernel(_Kernel):
+class _ValueUnits(_Kernel):
+    """A kernel whose units are one vector (``lanes`` values) of one array, the last unit cut
+    at the value count (masked loads and stores): subclasses say what ``values(args, at,
+    count)`` does with the values ``at``... and which buffer ``sized(args)`` holds them."""
+
+    def values(self, a: list[Any], at: Any, count: Any = None) -> None:
+        raise NotImplementedError
+
+    def sized(self, a: list[Any]) -> Any:
+        raise NotImplementedError
+
+    def _bounds(self, a: list[Any], u0: Any, u1: Any) -> tuple[Any, Any]:
+        """Values ``[lo, hi)`` of units ``[u0, u1)``, cut at the value count."""
+        ar = self.m["arith"]
+        n = self.dim(self.sized(a))
+        lo = self.scaled_index(u0, self.lanes, 1)
+        hi = ar.MinUIOp(self.scaled_index(u1, self.lanes, 1), n).result
+        return lo, ar.MaxUIOp(lo, hi).result
+
+    def run_range(self, a: list[Any], b0: Any, b1: Any) -> None:
+        ar = self.m["arith"]
+        lo, hi = self._bounds(a, b0, b1)
+        full = self.scaled_index(self.scaled_index(ar.SubIOp(hi, lo).result, 1, self.lanes),
+                                 self.lanes, 1)
+        whole = ar.AddIOp(lo, full).result
+        self.for_each(lo, whole, lambda at: self.values(a, at), step=self.lanes)
+        rest = ar.SubIOp(hi, whole).result
+        self.when(self.b.gt(rest, self.index(0)), lambda: self.values(a, whole, rest))
+
+    def run_unit(self, a: list[Any], i: Any) -> None:
+        ar = self.m["arith"]
+        lo, hi = self._bounds(a, i, ar.AddIOp(i, self.index(1)).result)
+        rest = ar.SubIOp(hi, lo).result
+        self.when(self.b.eq(rest, self.index(self.lanes)),
+                  lambda: self.values(a, lo),
+                  lambda: self.values(a, lo, rest))
+
+
+class _ConvertKernel(_ValueUnits):
     """A plain conversion: units of :data:`CONVERT_LANES` values, the last one masked."""
 
     def __init__(self, spec: ConvertSpec, mods: dict[str, Any], target: str):
@@ -950,9 +1124,13 @@ class _ConvertKernel(_Kernel):
         codes = ir.MemRefType.get([dyn], ir.IntegerType.get_signless(8))
         return [wide, codes] if spec.truncates else [codes, wide]
 
-    def convert(self, x: Any, y: Any, at: Any, count: Any = None) -> None:
+    def sized(self, a: list[Any]) -> Any:
+        return a[0] if self.spec.truncates else a[1]
+
+    def values(self, a: list[Any], at: Any, count: Any = None) -> None:
         """Values ``at``... (``V`` of them, or ``count``)."""
         spec = self.spec
+        x, y = a
         if spec.truncates:
             v = self.load(x, at, self.vec(spec.src), count)
             self.store_codes(y, at, self.to_narrow(v, spec.src, spec.dst), count)
@@ -960,32 +1138,158 @@ class _ConvertKernel(_Kernel):
             f = self.from_narrow(self.load_codes(x, at, count), spec.src, spec.dst)
             self.store(f, y, at, count)
 
-    def _bounds(self, a: list[Any], u0: Any, u1: Any) -> tuple[Any, Any]:
-        """Values ``[lo, hi)`` of units ``[u0, u1)``, cut at the value count."""
+
+class _CastKernel(_ValueUnits):
+    """``mx.cast``: unscaled, units of one vector of :data:`_CAST_LANES` values (the last one
+    masked); with an exponent scale, units of one tile, read in vectors of up to
+    :data:`_CAST_LANES` values (tiles longer than that chunk by chunk: the maximum, then the
+    elements, re-read from L1), the
+    scale exponent chosen from their maximum magnitude in scalar integer arithmetic, and each
+    value rounded and decoded from the registers by the spec-driven codec with the tile's
+    exponent as its shift (no scaled value is ever formed)."""
+
+    def __init__(self, spec: CastSpec, mods: dict[str, Any], target: str):
+        tiled = spec.scale is not None
+        lanes = min(spec.k, _CAST_LANES) if tiled else _CAST_LANES
+        super().__init__(spec, mods, target, lanes, 8, False)
+        self.chunks = spec.k // lanes if tiled else 1
+        #: values of a tile past its whole vectors (done with a masked vector)
+        self.rest = spec.k % lanes if tiled else 0
+        self.number = spec.spec
+        #: intK with an exponent scale is fixed point with K - 2 fraction bits
+        self.fixed = self.number.bits - 2 if tiled and self.number.kind == "int" else 0
+
+    def signature(self) -> list[Any]:
+        ir, spec = self.ir, self.spec
+        dyn = ir.ShapedType.get_dynamic_size()
+        wide = ir.MemRefType.get([dyn], ir.Type.parse(spec.wide))
+        rbits = [ir.MemRefType.get([dyn], ir.IntegerType.get_signless(32))] \
+            if spec.stochastic else []
+        return [wide, *rbits, wide]
+
+    def sized(self, a: list[Any]) -> Any:
+        return a[0]
+
+    def _rbits(self, a: list[Any], at: Any, count: Any = None) -> Any:
+        return self.load(a[1], at, self.vec("i32"), count) if self.spec.stochastic else None
+
+    def rounded(self, xb: Any, r: Any, shift: Any = None, nan: Any = None) -> Any:
+        """The f32 bits of the cast values of f32 bits ``xb``: encoded (times 2^-shift, the
+        scaled value never formed) to the number spec with the rounding mode, decoded (times
+        2^shift); NaN where ``nan``."""
+        spec, b = self.spec, self.b
+        cb = self.codec_builder(xb.type)
+        shifts = None if shift is None else b.broadcast(shift, b.shape(xb))
+        codes = codec_spec.emit_encode(cb, b.bitcast(xb, "f32"), "f32", self.number,
+                                       roundmode=spec.roundmode, rbits=r, shift=shifts,
+                                       code_bits=32)
+        v = b.bitcast(codec_spec.emit_decode(cb, codes, self.number, "f32", shift=shifts), "i32")
+        return v if nan is None else self.b.select(nan, self.b.like(v, _NAN), v)
+
+    def float_scaled(self, amax: Any, nonfinite: Any):
+        """A tile with a float scale (docs/semantics.md section 10.3, as
+        :mod:`mxlower.lowering.cast_math` lowers it): the scale ``RNE(amax / max)`` rounded to
+        the scale's spec (scalar), and the cast of a vector of the tile's f32 bits: the
+        element code of ``x / s`` (exact quotients, :func:`cast_math.quotient`; +0 where the
+        scale is 0), decoded and multiplied by the decoded scale, rounded once to f32; NaN
+        where the tile holds NaN or Inf."""
+        b, n = self.b, self.number
+        sn = self.spec.scale_spec.number
+        sb = self.codec_builder(amax.type)  # scalar codec for the scale
+        q = cast_math.quotient(b, amax, n.max)
+        sc = codec_spec.emit_encode(sb, b.bitcast(q, "f32"), "f32", sn, code_bits=32)
+        sval = b.bitcast(codec_spec.emit_decode(sb, sc, sn, "f32"), "i32")
+        zero = b.eq(b.and_(sval, _MAG), 0)
+        sd = b.select(zero, b.like(sval, cast_math._f32_bits_of(1.0)), sval)
+        drop = self.m["arith"].OrIOp(nonfinite, zero).result
+        stored = b.select(nonfinite, b.like(sc, sn.nan_code), sc)
+        sdec = b.bitcast(codec_spec.emit_decode(sb, stored, sn, "f32"), "i32")
+        nan = b.gt(b.and_(sdec, _MAG), _INF)
+        small = not cast_math._tiny_is_zero(n)
+
+        def cast(xb: Any, r: Any) -> Any:
+            cb = self.codec_builder(xb.type)
+            v = cast_math.quotient(b, xb, sd, small=small)
+            codes = codec_spec.emit_encode(cb, b.bitcast(v, "f32"), "f32", n,
+                                           roundmode=self.spec.roundmode, rbits=r, code_bits=32)
+            codes = b.select(drop, b.like(codes, 0), codes)
+            dv = b.bitcast(codec_spec.emit_decode(cb, codes, n, "f32"), "i32")
+            out = cast_math._mul_f32(b, dv, sdec)
+            return b.select(nan, b.like(out, _NAN), out)
+
+        return cast
+
+    def values(self, a: list[Any], at: Any, count: Any = None) -> None:
+        """Unscaled: values ``at``... (``V`` of them, or ``count``)."""
+        bits = self.rounded(self.load_bits(a[0], at, count), self._rbits(a, at, count))
+        self.store_values(a[-1], at, bits, count)
+
+    def tile(self, a: list[Any], i: Any) -> None:
+        """Tile ``i``: values ``[i k, (i + 1) k)``: ``k // V`` whole vectors and, where ``V``
+        does not divide ``k``, a masked last one."""
+        b, x, y = self.b, a[0], a[-1]
         ar = self.m["arith"]
-        n = self.dim(a[0] if self.spec.truncates else a[1])
-        lo = self.scaled_index(u0, self.lanes, 1)
-        hi = ar.MinUIOp(self.scaled_index(u1, self.lanes, 1), n).result
-        return lo, ar.MaxUIOp(lo, hi).result
+        k, V = self.spec.k, self.lanes
+        start = self.scaled_index(i, k, 1)
+        tail = None if not self.rest else (ar.AddIOp(start, self.index(k - self.rest)).result,
+                                           self.index(self.rest))
+
+        def magnitudes(xb: Any) -> Any:
+            return b.and_(xb, _MAG)
+
+        def reduce(mags: Any) -> Any:
+            return self.m["vector"].ReductionOp(self.ir.IntegerType.get_signless(32), "maxsi",
+                                                mags).result
+
+        held = k <= _MAX_LANES
+        if held:  # the tile's vectors are loaded once and kept in registers
+            pieces = [(start if c == 0 else ar.AddIOp(start, self.index(c * V)).result, None)
+                      for c in range(self.chunks)] + ([tail] if tail else [])
+            xbs = [self.load_bits(x, at, count) for at, count in pieces]
+            mags = magnitudes(xbs[0])
+            for xb in xbs[1:]:  # lane-wise maxima, then one reduction
+                mags = b.max(mags, magnitudes(xb))
+            amax = reduce(mags)
+        else:  # chunk by chunk: the maximum, then the elements (the tile is in L1 by then)
+            (amax,) = self.over_chunks(
+                start, lambda at, acc: [b.max(acc, reduce(magnitudes(self.load_bits(x, at))))],
+                [b.const(0, "i32")])
+            if tail:
+                amax = b.max(amax, reduce(magnitudes(self.load_bits(x, *tail))))
+        nonfinite = b.ge(amax, _INF)
+        s = self.spec.scale_spec
+        if s.power_of_two:
+            e = cast_math.scale_exponent(b, amax, self.number, s, self.spec.scalemode)
+            shift = b.sub(e, self.fixed)
+
+            def cast(xv: Any, r: Any) -> Any:
+                return self.rounded(xv, r, shift, nonfinite)
+        else:
+            cast = self.float_scaled(amax, nonfinite)
+
+        def chunk(at: Any, count: Any = None, bits: Any = None) -> None:
+            xv = self.load_bits(x, at, count) if bits is None else bits
+            self.store_values(y, at, cast(xv, self._rbits(a, at, count)), count)
+
+        if held:
+            for (at, count), xb in zip(pieces, xbs):
+                chunk(at, count, xb)
+        else:
+            self.over_chunks(start, chunk)
+            if tail:
+                chunk(*tail)
 
     def run_range(self, a: list[Any], b0: Any, b1: Any) -> None:
-        ar = self.m["arith"]
-        lo, hi = self._bounds(a, b0, b1)
-        full = self.scaled_index(self.scaled_index(ar.SubIOp(hi, lo).result, 1, self.lanes),
-                                 self.lanes, 1)
-        whole = ar.AddIOp(lo, full).result
-        self.for_each(lo, whole, lambda at: self.convert(a[0], a[1], at), step=self.lanes)
-        rest = ar.SubIOp(hi, whole).result
-        self.when(self.b.gt(rest, self.index(0)),
-                  lambda: self.convert(a[0], a[1], whole, rest))
+        if self.spec.scale is None:
+            super().run_range(a, b0, b1)
+        else:
+            self.for_each(b0, b1, lambda i: self.tile(a, i))
 
     def run_unit(self, a: list[Any], i: Any) -> None:
-        ar = self.m["arith"]
-        lo, hi = self._bounds(a, i, ar.AddIOp(i, self.index(1)).result)
-        rest = ar.SubIOp(hi, lo).result
-        self.when(self.b.eq(rest, self.index(self.lanes)),
-                  lambda: self.convert(a[0], a[1], lo),
-                  lambda: self.convert(a[0], a[1], lo, rest))
+        if self.spec.scale is None:
+            super().run_unit(a, i)
+        else:
+            self.tile(a, i)
 
 
 def _modules() -> dict[str, Any]:
@@ -1000,13 +1304,16 @@ def gpu_module_name() -> str:
     return "mxlower_kernels"
 
 
-def _kernel(spec: KernelSpec | ConvertSpec, mods: dict[str, Any], target: str) -> _Kernel:
+def _kernel(spec: KernelSpec | ConvertSpec | CastSpec, mods: dict[str, Any],
+            target: str) -> _Kernel:
     if isinstance(spec, ConvertSpec):
         return _ConvertKernel(spec, mods, target)
+    if isinstance(spec, CastSpec):
+        return _CastKernel(spec, mods, target)
     return _MXKernel(spec, mods, target)
 
 
-def emit_kernel(spec: KernelSpec | ConvertSpec, module: Any, *, target: str = "cpu") -> Any:
+def emit_kernel(spec: KernelSpec | ConvertSpec | CastSpec, module: Any, *, target: str = "cpu") -> Any:
     """Appends ``spec``'s kernel to ``module`` (an upstream ``ir.Module``, under its context):
     a ``func.func`` named ``spec.name`` (``target="cpu"`` or ``"gpu-body"``) or a ``gpu.func``
     of that name in the module's ``gpu.module @mxlower_kernels``, created on first use
@@ -1030,7 +1337,7 @@ def emit_kernel(spec: KernelSpec | ConvertSpec, module: Any, *, target: str = "c
             return kernel.function()
 
 
-def build(spec: KernelSpec | ConvertSpec, *, target: str = "cpu") -> str:
+def build(spec: KernelSpec | ConvertSpec | CastSpec, *, target: str = "cpu") -> str:
     """The kernel module of ``spec`` as MLIR text (verified), in a fresh upstream context."""
 
     ir = upstream.module("ir")

