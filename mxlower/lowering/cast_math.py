@@ -48,8 +48,7 @@ from mxlower.dialect import mx
 from mxlower.ir.stablehlo_builder import Builder
 from mxlower.lowering import codec_spec
 from mxlower.lowering.codec_stablehlo import StableHLOBuilder
-from mxlower.lowering.mx_math import _codes_of as _narrow_codes  # the narrow storage reader
-from mxlower.lowering.mx_math import _from_codes as _narrow_from_codes  # and writer
+from mxlower.lowering.mx_math import narrow_codes, narrow_from_codes
 from mxlower.lowering.mx_math import (
     f64_of_f32_bits,
     frexp_bits,
@@ -64,10 +63,13 @@ __all__ = [
     "Tiles",
     "decode",
     "encode",
+    "f32_bits_of",
     "lower_op",
     "lower_sparse",
+    "mul_f32",
     "quotient",
     "scale_exponent",
+    "tiny_is_zero",
     "unsupported",
 ]
 
@@ -218,7 +220,7 @@ def store(b: Builder, codes: Any, spec: NumberSpec) -> Any:
         return b.bitcast(b.convert(codes, "ui16"), t)
     if t[0] in "iu":  # iK / uiK: the codes themselves
         return b.bitcast(codes, t) if t == "ui32" else b.convert(codes, t)
-    return _narrow_from_codes(b, codes, t)
+    return narrow_from_codes(b, codes, t)
 
 
 def load(b: Builder, stored: Any, spec: NumberSpec) -> Any:
@@ -234,7 +236,7 @@ def load(b: Builder, stored: Any, spec: NumberSpec) -> Any:
         return b.bitcast(stored, "i32")
     if t[0] in "iu":
         return b.convert(stored, "i32")
-    return _narrow_codes(b, stored, t)
+    return narrow_codes(b, stored, t)
 
 
 # ----------------------------------------------------------------------------- exact f32 steps
@@ -263,13 +265,13 @@ def quotient(b: Builder, x_bits: Any, d_bits: Any | float, *, small: bool = True
     divisor shifted by more than 38 bits gives a quotient below 2^-14, that is k = 0).
 
     ``small=False`` skips that integer path (an i64 division per value) for callers that
-    cannot tell a quotient below 2^-126 from a signed zero (:func:`_tiny_is_zero`)."""
+    cannot tell a quotient below 2^-126 from a signed zero (:func:`tiny_is_zero`)."""
     xf = f64_of_f32_bits(b, x_bits)
     if isinstance(d_bits, (int, float)):
         if d_bits <= 0 or not math.isfinite(d_bits):
             raise ValueError(f"quotient: divisor {d_bits} must be positive and finite")
         r = b.like(xf, 1.0 / d_bits)
-        d_bits = b.like(x_bits, _f32_bits_of(d_bits))
+        d_bits = b.like(x_bits, f32_bits_of(d_bits))
     else:
         r = b.div(1.0, f64_of_f32_bits(b, d_bits))
     q = b.mul(xf, r)
@@ -294,7 +296,7 @@ def quotient(b: Builder, x_bits: Any, d_bits: Any | float, *, small: bool = True
     return b.select(tiny, b.or_(b.and_(x_bits, _SIGN), small), normal)
 
 
-def _f32_bits_of(v: float) -> int:
+def f32_bits_of(v: float) -> int:
     """The bits of the f32 value ``v`` as a signed i32."""
     f = np.float32(v)
     if float(f) != v:
@@ -302,7 +304,7 @@ def _f32_bits_of(v: float) -> int:
     return int(f.view(np.int32))
 
 
-def _tiny_is_zero(n: NumberSpec) -> bool:
+def tiny_is_zero(n: NumberSpec) -> bool:
     """Whether every element value of magnitude at most 2^-126 rounds to a signed zero of
     ``n`` in every rounding mode: true when its smallest spacing is at least 2^-93 (then
     t <= 2^-33, and t + r 2^-32 < 1 for every uint32 r), so such quotients need not be exact."""
@@ -315,7 +317,7 @@ def _add_f32(b: Builder, x_bits: Any, y_bits: Any) -> Any:
                                            f64_of_f32_bits(b, y_bits))), "i32")
 
 
-def _mul_f32(b: Builder, x_bits: Any, y_bits: Any) -> Any:
+def mul_f32(b: Builder, x_bits: Any, y_bits: Any) -> Any:
     """The f32 bits of RNE_f32(x * y), subnormals included (the f64 product is exact)."""
     return b.bitcast(round_to_f32(b, b.mul(f64_of_f32_bits(b, x_bits),
                                            f64_of_f32_bits(b, y_bits))), "i32")
@@ -468,9 +470,9 @@ def _scale_of(b, q_bits, spec: NumberSpec) -> tuple[Any, Any]:
 def _encode_float_scale(b, xt, rt, amax, nonfinite, n, s, tiles, roundmode):
     sc, sval = _scale_of(b, quotient(b, amax, n.max), s.number)
     zero = b.eq(b.and_(sval, _MAG), 0)
-    one = b.like(sval, _f32_bits_of(1.0))
+    one = b.like(sval, f32_bits_of(1.0))
     sd = tiles.spread(b, b.select(zero, one, sval))
-    v = quotient(b, xt, sd, small=not _tiny_is_zero(n))
+    v = quotient(b, xt, sd, small=not tiny_is_zero(n))
     codes = encode_values(b, v, n, roundmode, rt)
     drop = tiles.spread(b, b.or_(nonfinite, zero))
     codes = b.select(drop, b.like(codes, 0), codes)
@@ -491,13 +493,13 @@ def _encode_asymmetric(b, xt, rt, nonfinite, n, s, tiles, roundmode):
     span = _add_f32(b, vmax, _neg(b, vmin))
     sc, sval = _scale_of(b, quotient(b, span, float(top)), s.number)
     zero = b.eq(b.and_(sval, _MAG), 0)
-    s32 = b.select(zero, b.like(sval, _f32_bits_of(1.0)), sval)
+    s32 = b.select(zero, b.like(sval, f32_bits_of(1.0)), sval)
     sd = tiles.spread(b, s32)
     u = n  # uintK: R(|q|) saturated to 2^K - 1, and 0 for negative values
     if int_zp:
         z = encode_values(b, quotient(b, _neg(b, vmin), s32), u, "even")
         z = b.select(zero, b.like(z, 0), z)
-        q = quotient(b, xt, sd, small=False)  # uintK: spacing 1 (_tiny_is_zero)
+        q = quotient(b, xt, sd, small=False)  # uintK: spacing 1 (tiny_is_zero)
         m = encode_values(b, b.and_(q, _MAG), u, roundmode, rt)
         signed = b.select(b.lt(q, 0), b.sub(0, m), m)
         codes = b.clamp(0, b.add(signed, tiles.spread(b, z)), top)
@@ -534,14 +536,14 @@ def decode(b: Builder, codes: Any, scales: Any | None, zps: Any | None, dt: Data
         nan = _is_nan_bits(b, sval)
         sd = tiles.spread(b, sval)
         if zps is None:
-            v = _mul_f32(b, decode_values(b, ct, n), sd)
+            v = mul_f32(b, decode_values(b, ct, n), sd)
         elif s.zero_point.is_integer:
             diff = b.sub(b.convert(ct, "i64"), b.convert(tiles.spread(b, zps), "i64"))
             dv = b.bitcast(b.convert(diff, "f32"), "i32")  # |diff| < 2^24: exact
-            v = _mul_f32(b, dv, sd)
+            v = mul_f32(b, dv, sd)
         else:
             zv = tiles.spread(b, decode_values(b, zps, s.zero_point))
-            v = _add_f32(b, _mul_f32(b, decode_values(b, ct, n), sd), zv)
+            v = _add_f32(b, mul_f32(b, decode_values(b, ct, n), sd), zv)
     v = b.select(tiles.spread(b, nan), b.like(v, _NAN), v)
     return tiles.join(b, v)
 

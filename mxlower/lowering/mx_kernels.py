@@ -1200,12 +1200,12 @@ class _CastKernel(_ValueUnits):
         sc = codec_spec.emit_encode(sb, b.bitcast(q, "f32"), "f32", sn, code_bits=32)
         sval = b.bitcast(codec_spec.emit_decode(sb, sc, sn, "f32"), "i32")
         zero = b.eq(b.and_(sval, _MAG), 0)
-        sd = b.select(zero, b.like(sval, cast_math._f32_bits_of(1.0)), sval)
+        sd = b.select(zero, b.like(sval, cast_math.f32_bits_of(1.0)), sval)
         drop = self.m["arith"].OrIOp(nonfinite, zero).result
         stored = b.select(nonfinite, b.like(sc, sn.nan_code), sc)
         sdec = b.bitcast(codec_spec.emit_decode(sb, stored, sn, "f32"), "i32")
         nan = b.gt(b.and_(sdec, _MAG), _INF)
-        small = not cast_math._tiny_is_zero(n)
+        small = not cast_math.tiny_is_zero(n)
 
         def cast(xb: Any, r: Any) -> Any:
             cb = self.codec_builder(xb.type)
@@ -1214,7 +1214,7 @@ class _CastKernel(_ValueUnits):
                                            roundmode=self.spec.roundmode, rbits=r, code_bits=32)
             codes = b.select(drop, b.like(codes, 0), codes)
             dv = b.bitcast(codec_spec.emit_decode(cb, codes, n, "f32"), "i32")
-            out = cast_math._mul_f32(b, dv, sdec)
+            out = cast_math.mul_f32(b, dv, sdec)
             return b.select(nan, b.like(out, _NAN), out)
 
         return cast

@@ -53,6 +53,8 @@ __all__ = [
     "lower_scaled_dot",
     "lower_unpack",
     "mul_f32_exact",
+    "narrow_codes",
+    "narrow_from_codes",
     "normalize_bits",
     "scale_by_pow2",
     "shared_exponent",
@@ -448,7 +450,7 @@ def _quantize_nvfp4(b: Any, q: Any, xb: Any, bd: int) -> tuple[Any, Any]:
     drop = b.or_(nonfinite, b.eq(sd, 0.0))
     codes = nvfp4_element_codes(b, xb, b.select(drop, b.like(sd, 1.0), sd), keep)
     codes = b.select(b.broadcast(drop, bshape, keep), b.like(codes, 0), codes)
-    return b.unblock(_from_codes(b, codes, "f4E2M1FN"), q.axis), scales
+    return b.unblock(narrow_from_codes(b, codes, "f4E2M1FN"), q.axis), scales
 
 
 # ----------------------------------------------------------------------------- dequantize
@@ -621,7 +623,7 @@ def _group(bits: int) -> tuple[int, int]:
     return lcm // bits, lcm // 8
 
 
-def _codes_of(b: Any, v: Any, elt: str) -> Any:
+def narrow_codes(b: Any, v: Any, elt: str) -> Any:
     """i32 codes (0 .. 2^bits-1) of a narrow-typed tensor."""
     t = FLOAT_TYPES.get(elt)
     if t is None or t.bits == 8:  # i8 and the 8-bit floats: a bitcast
@@ -641,7 +643,7 @@ def _codes_of(b: Any, v: Any, elt: str) -> Any:
     return b.or_(sign, mag)
 
 
-def _from_codes(b: Any, codes: Any, elt: str) -> Any:
+def narrow_from_codes(b: Any, codes: Any, elt: str) -> Any:
     t = FLOAT_TYPES.get(elt)
     if t is None or t.bits == 8:
         return b.bitcast(b.convert(codes, "ui8"), elt)
@@ -660,7 +662,7 @@ def _from_codes(b: Any, codes: Any, elt: str) -> Any:
 def lower_pack(b: Any, p: Any) -> Any:
     """The ui8 bytes of the parsed ``mx.pack`` ``p``: along the axis, each smallest group of
     codes that fills whole bytes becomes one little-endian word, code i at bit ``bits * i``."""
-    codes = _codes_of(b, p.input, p.element_type)
+    codes = narrow_codes(b, p.input, p.element_type)
     if p.bits == 8:
         return b.convert(codes, "ui8")
     g, nbytes = _group(p.bits)
@@ -679,7 +681,7 @@ def lower_unpack(b: Any, u: Any) -> Any:
     """The typed values of the parsed ``mx.unpack`` ``u``: the inverse of :func:`lower_pack`."""
     raw = b.convert(u.input, "i32")
     if u.bits == 8:
-        return _from_codes(b, raw, u.element_type)
+        return narrow_from_codes(b, raw, u.element_type)
     g, nbytes = _group(u.bits)
     grouped = b.split_blocks(raw, u.axis, nbytes)
     gshape = list(b.shape(grouped))
@@ -690,4 +692,4 @@ def lower_unpack(b: Any, u: Any) -> Any:
     spread = b.broadcast(word, big, _not_axis(len(big), u.axis + 1))
     codes = b.and_(b.shr(spread, b.along([u.bits * i for i in range(g)], big, u.axis + 1)),
                    (1 << u.bits) - 1)
-    return _from_codes(b, b.unblock(codes, u.axis), u.element_type)
+    return narrow_from_codes(b, b.unblock(codes, u.axis), u.element_type)
