@@ -88,6 +88,11 @@ CONVERT_LANES = 32
 #: units one at a time: how the GPU kernels' logic is run and tested without a GPU, its
 #: conversions lowered by mxlower-lower-narrow-floats-to-llvm)
 TARGETS = ("cpu", "gpu", "gpu-body")
+#: how a CPU kernel rounds nvfp4 elements: "thresholds" compares |y| with the block's f4
+#: thresholds times s on the bits (mx_math.nvfp4_element_limits: exact, no quotient);
+#: "quotient" forms RNE_f32(y / s) in f64 and converts it (the StableHLO lowering's and the GPU
+#: kernels' way; kept for comparison, bench/bench_ffi.py --nvfp4-variants)
+NVFP4_ELEMENTS = "thresholds"
 #: the unit attribute mxlower-lower-narrow-floats-to-nvvm reads (mxlower.lowering.nvvm)
 _SATFINITE = "mxlower.satfinite"
 
@@ -851,6 +856,14 @@ class _MXKernel(_Kernel):
         codes = self.to_narrow(s, "f32", "f8E4M3FN")
         sd = self.from_narrow(codes, "f8E4M3FN", "f32")
         drop = self.m["arith"].OrIOp(nonfinite, b.eq(sd, 0.0)).result
+        if self.target == "cpu" and NVFP4_ELEMENTS == "thresholds":
+            limits = mx_math.nvfp4_element_limits(b, sd)
+
+            def convert(xb: Any, j: int) -> Any:
+                c = mx_math.nvfp4_element_codes(b, xb, [self.lane(t, j) for t in limits])
+                return b.convert(b.select(self.lane(drop, j), b.like(c, 0), c), "i8")
+
+            return codes, convert
         recip = mx_math.nvfp4_reciprocal(b, sd, drop)
 
         def convert(xb: Any, j: int) -> Any:

@@ -402,6 +402,54 @@ def nvfp4_element_values(b: Any, yb: Any, r: Any) -> Any:
     return b.clamp(-6.0, f32_quotient(b, y, r), 6.0)
 
 
+#: nvfp4's f4 rounding thresholds t (docs/semantics.md section 4, step 5: the midpoints between
+#: adjacent f4 magnitudes, in units of the block scale), each with whether a quotient equal to t
+#: rounds up (ties to even: up where the magnitude code above t is even)
+NVFP4_STEPS = ((0.25, False), (0.75, True), (1.25, False), (1.75, True), (2.5, False),
+               (3.5, True), (5.0, False))
+
+
+def nvfp4_element_limits(b: Any, sd: Any) -> list[Any]:
+    """The i32 limits of :func:`nvfp4_element_codes` for blocks with decoded scales ``sd``
+    (f32, a normal or subnormal E4M3 value: at least 2^-9): for each threshold t of
+    :data:`NVFP4_STEPS`, the bits of T = t * s, minus one where a tie rounds up.
+
+    Why comparing |y| with T decides the rounding of RNE_f32(y / s) exactly, without the
+    quotient: T is exact in f32 (t has at most 3 significant bits, s at most 4, and T >=
+    2^-11 is normal), and RNE_f32(|y| / s) is t when |y| = T, above t when |y| > T and below t
+    when |y| < T.  The first is exact division.  For the others, RNE of a quotient is monotone
+    in |y|, so it is enough that the f32 neighbours T+ and T- of T give quotients that round
+    away from t.  Write s = 2^a * S, t = 2^c * U (S, U in [1, 2)) and T = 2^(a+c) * S * U;
+    with d = 1 where S * U >= 2, ulp(T) = 2^(a+c+d-23) and the f32 spacing above t is
+    2^(c-23), so (T+ - T) / s = 2^(c+d-23) / S exceeds 2^(c-24), half that spacing: T+ / s
+    rounds above t.  Below, the same holds (T - T- = ulp(T), t's spacing below 2^(c-23)) unless
+    T is a power of two, which (S and U being dyadic) happens only for S = U = 1: then
+    (T - T-) / s = 2^(a+c-24) / 2^a = 2^(c-24), more than half of t's spacing below, 2^(c-25).
+    So T- / s rounds below t.  So the f4 code of clamp(RNE_f32(y / s), -6, 6) (the clamp only
+    keeps quotients above 5 at the top code) counts the t with |y| > T, plus those with
+    |y| = T whose tie rounds up: |y| bits > (T bits - 1).  Quotients below 2^-126 (flushed or
+    not) are far below 0.25 and |y| < T there too: the comparison on the bits holds for
+    subnormal y as well, which no f32 instruction here reads."""
+    out = []
+    for t, up in NVFP4_STEPS:
+        tb = b.bitcast(b.mul(sd, t), "i32")
+        out.append(b.sub(tb, 1) if up else tb)
+    return out
+
+
+def nvfp4_element_codes(b: Any, yb: Any, limits: list[Any]) -> Any:
+    """docs/semantics.md section 4, step 5, as f4E2M1FN codes (i32, 0..15) for the f32 bits
+    ``yb`` and a block's :func:`nvfp4_element_limits` (broadcast like ``yb``): the number of
+    limits below |y|'s bits, with y's sign bit (a negative y that rounds to zero gives -0, as
+    RNE does).  Blocks whose scale is zero or NaN are the caller's to clear."""
+    mag = b.and_(yb, _MAG)
+    m = None
+    for lim in limits:
+        step = b.select(b.gt(mag, lim), b.like(mag, 1), b.like(mag, 0))
+        m = step if m is None else b.add(m, step)
+    return b.or_(m, b.and_(b.shr(yb, 28), 8))
+
+
 def _quantize_nvfp4(b: Any, q: Any, xb: Any, bd: int) -> tuple[Any, Any]:
     bshape = b.shape(xb)
     keep = _not_axis(len(bshape), bd)
