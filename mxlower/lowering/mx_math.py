@@ -439,14 +439,22 @@ def nvfp4_element_limits(b: Any, sd: Any) -> list[Any]:
 
 def nvfp4_element_codes(b: Any, yb: Any, limits: list[Any]) -> Any:
     """docs/semantics.md section 4, step 5, as f4E2M1FN codes (i32, 0..15) for the f32 bits
-    ``yb`` and a block's :func:`nvfp4_element_limits` (broadcast like ``yb``): the number of
-    limits below |y|'s bits, with y's sign bit (a negative y that rounds to zero gives -0, as
-    RNE does).  Blocks whose scale is zero or NaN are the caller's to clear."""
+    ``yb`` and a block's :func:`nvfp4_element_limits` (scalars or shaped like ``yb``): the
+    number of limits below |y|'s bits, with y's sign bit (a negative y that rounds to zero
+    gives -0, as RNE does).  The limits of a zero or NaN scale are meaningless: such blocks are
+    the caller's to clear.
+
+    The count is a binary search over the 7 increasing limits (3 comparisons and 4 selects
+    instead of 7 comparisons, measured the faster on the CPU kernel: BENCHMARKS.md)."""
     mag = b.and_(yb, _MAG)
-    m = None
-    for lim in limits:
-        step = b.select(b.gt(mag, lim), b.like(mag, 1), b.like(mag, 0))
-        m = step if m is None else b.add(m, step)
+    lim = [b.broadcast(v, b.shape(mag)) for v in limits]
+    zero = b.like(mag, 0)
+    hi = b.gt(mag, lim[3])                                      # code >= 4
+    mid = b.gt(mag, b.select(hi, lim[5], lim[1]))               # code >= 6, or >= 2
+    low = b.gt(mag, b.select(hi, b.select(mid, lim[6], lim[4]),
+                             b.select(mid, lim[2], lim[0])))    # the odd step within
+    m = b.or_(b.or_(b.select(hi, b.like(mag, 4), zero), b.select(mid, b.like(mag, 2), zero)),
+              b.select(low, b.like(mag, 1), zero))
     return b.or_(m, b.and_(b.shr(yb, 28), 8))
 
 
