@@ -9,6 +9,8 @@ several threads at once.
 
 from __future__ import annotations
 
+import fractions
+import math
 import threading
 
 import ml_dtypes
@@ -249,3 +251,117 @@ def test_large_arrays_split_across_xla_threads_from_many_callers():
     run_threads(work, 3)
     assert not errors
     assert_same_values(g(*f(x)), ry)
+
+
+# -- nvfp4: the f4 rounding thresholds, decided on the bits (mx_math.nvfp4_element_limits) ----
+
+F4_STEPS = (0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0)
+
+
+def nvfp4_tie_blocks() -> np.ndarray:
+    """Blocks of 16 f32 values: for every finite positive E4M3 scale s, the first value 6 * s
+    (so the block's scale is s: amax / 6 is exact) and then, for each f4 threshold t, t * s and
+    its f32 neighbours +-1..3 ulps, both signs, 15 to a block (padded with zeros)."""
+    rows = []
+    for code in range(1, 0x7F):
+        s = float(np.array([code], np.uint8).view(ml_dtypes.float8_e4m3fn)[0])
+        vals = []
+        for t in F4_STEPS:
+            ts = np.float32(t * s)
+            assert float(ts) == t * s  # exact in f32
+            bits = int(ts.view(np.uint32))
+            vals += [np.uint32(bits + d).view(np.float32) for d in range(-3, 4)]
+        vals += [-v for v in vals]
+        for i in range(0, len(vals), 15):
+            chunk = vals[i:i + 15]
+            rows.append([np.float32(6 * s), *chunk, *[np.float32(0)] * (15 - len(chunk))])
+    return np.array(rows, np.float32)
+
+
+def f32_rne(v: fractions.Fraction) -> fractions.Fraction:
+    """v rounded to f32 (RNE), subnormals included, for |v| below the overflow threshold."""
+    if v == 0:
+        return v
+    a = abs(v)
+    e = max(math.floor(math.log2(a)), -126)
+    while fractions.Fraction(2) ** e > a:
+        e -= 1
+    while fractions.Fraction(2) ** (e + 1) <= a:
+        e += 1
+    e = max(e, -126)
+    ulp = fractions.Fraction(2) ** (e - 23)
+    n, r = divmod(a, ulp)
+    if r > ulp / 2 or (r == ulp / 2 and n % 2):
+        n += 1
+    return (n * ulp) * (1 if v > 0 else -1)
+
+
+F4_VALUES = [fractions.Fraction(v) for v in (0, 0.5, 1, 1.5, 2, 3, 4, 6)]
+
+
+def f4_code(q: fractions.Fraction, negative: bool) -> int:
+    """RNE to f4E2M1FN of a value already clamped to [-6, 6], by exact comparison."""
+    a = abs(q)
+    best = min(range(8), key=lambda c: (abs(a - F4_VALUES[c]), c % 2))  # ties: even code
+    return best | (8 if negative else 0)
+
+
+def test_reference_nvfp4_ties_match_exact_arithmetic():
+    """mxlower.reference (NumPy f32 division, ml_dtypes' f4 rounding) against the same rule in
+    exact rational arithmetic, on a sample of the threshold neighbourhoods."""
+    x = nvfp4_tie_blocks()
+    rows = x[:: max(1, len(x) // 40)]
+    rq, rs = reference.quantize(rows, "nvfp4")
+    eq = codes(rq)
+    for r in range(rows.shape[0]):
+        s = fractions.Fraction(float(rs[r, 0].astype(np.float32)))
+        assert s == fractions.Fraction(float(rows[r, 0])) / 6
+        for i in range(16):
+            y = fractions.Fraction(float(rows[r, i]))
+            q = min(max(f32_rne(y / s), fractions.Fraction(-6)), fractions.Fraction(6))
+            want = f4_code(q, bool(np.signbit(rows[r, i])))
+            assert eq[r, i] & 0xF == want, (r, i, float(rows[r, i]), float(s))
+
+
+@pytest.mark.parametrize("dtype", WIDE, ids=lambda d: d.name)
+def test_nvfp4_threshold_neighbourhoods(dtype):
+    """Every f4 tie and its neighbours, for every E4M3 scale value, without a global scale."""
+    x = nvfp4_tie_blocks().astype(dtype)
+    q, s = q_jit(format="nvfp4")(x)
+    rq, rs = reference.quantize(x, "nvfp4")
+    assert_same(s, rs, "scales")
+    assert_same(q, rq, "elements")
+
+
+@pytest.mark.parametrize("g", [0.125, 0.3, -3.0, 1.5 * 2.0 ** -140, 2.0 ** -149, 7e30])
+def test_nvfp4_threshold_neighbourhoods_global_scale(g):
+    """The same neighbourhoods as x = RNE(y * g): exact for a power of two g, near the ties
+    otherwise; subnormal g makes x subnormal."""
+    y = nvfp4_tie_blocks()
+    with np.errstate(over="ignore", under="ignore"):
+        x = (y.astype(np.float64) * g).astype(np.float32)
+    q, s = q_jit(format="nvfp4")(x, np.float32(g))
+    rq, rs = reference.quantize(x, "nvfp4", global_scale=g)
+    assert_same(s, rs, "scales")
+    assert_same(q, rq, "elements")
+
+
+@pytest.mark.parametrize("g", [None, 1.0, 2.0 ** -140, 3.0 * 2.0 ** -149])
+def test_nvfp4_subnormal_values(g):
+    """Subnormal y (and x) next to normal ones: blocks whose scale is the smallest E4M3 values
+    or zero, and every subnormal f32 binade."""
+    rng = np.random.default_rng(7)
+    mant = rng.integers(1, 1 << 23, (64, 16)).astype(np.uint32)
+    mant >>= rng.integers(0, 23, (64, 16)).astype(np.uint32)
+    sub = mant.view(np.float32) * np.where(rng.random((64, 16)) < 0.5, -1, 1).astype(np.float32)
+    big = np.float32([6 * 2.0 ** -9, 6 * 7 * 2.0 ** -9, 2.0 ** -120, 0.0])
+    sub[:, 0] = big[np.arange(64) % 4]
+    if g is None:
+        q, s = q_jit(format="nvfp4")(sub)
+        rq, rs = reference.quantize(sub, "nvfp4")
+    else:
+        x = sub if g == 1.0 else sub * np.float32(2.0 ** 100)  # y = x / g spans the ranges
+        q, s = q_jit(format="nvfp4")(x, np.float32(g))
+        rq, rs = reference.quantize(x, "nvfp4", global_scale=g)
+    assert_same(s, rs, "scales")
+    assert_same(q, rq, "elements")
