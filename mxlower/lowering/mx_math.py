@@ -367,15 +367,28 @@ def reciprocal_f64(b: Any, bits: Any) -> Any:
     return b.div(1.0, f64_of_f32_bits(b, bits))
 
 
-def divide_by_global(b: Any, xb: Any, r: Any) -> Any:
+def divide_by_global(b: Any, xb: Any, r: Any, *, exact_small: bool = True) -> Any:
     """Bits of y = RNE_f32(x / g) (docs/semantics.md section 4, step 1) for the f32 bits ``xb``
     and ``r`` = :func:`reciprocal_f64` of g (broadcast like ``xb``): exact whenever y is a
     normal f32 or overflows (:func:`f32_quotient`; subnormal x and g are read exactly).  A
     subnormal y may come out as another value below 2^-126 or a signed zero, which nvfp4
     cannot tell from the exact one: such a y is below 2^-126 / 2^-9 times its block scale,
     so its element rounds to +-0 (by y's sign), and a block of only such values has amax / 6
-    below 2^-128, whose scale rounds to 0."""
-    return b.bitcast(f32_quotient(b, f64_of_f32_bits(b, xb), r), "i32")
+    below 2^-128, whose scale rounds to 0.
+
+    ``exact_small=False`` reads x with a plain conversion to f64, which gives +-0 for a
+    subnormal x where the CPU treats subnormal inputs as zero (XLA:CPU's threads).  That is
+    only valid when |g| >= :data:`NVFP4_G_FAST` = 2^-115: then a subnormal x (|x| < 2^-126)
+    has |x / g| < 2^-11 and RNE_f32(|x / g|) <= 2^-11 - 2^-34, below the smallest element
+    threshold 0.25 * 2^-9 = 2^-11 of any non-zero scale (so the element is +-0 by x's and g's
+    signs, which the zero keeps) and below 6 * 2^-10, so as a block maximum it gives the scale
+    0 as the zero does."""
+    x = f64_of_f32_bits(b, xb) if exact_small else b.convert(b.bitcast(xb, "f32"), "f64")
+    return b.bitcast(f32_quotient(b, x, r), "i32")
+
+
+#: the smallest |g| for which :func:`divide_by_global` may read subnormal x as zero
+NVFP4_G_FAST = 2.0 ** -115
 
 
 def nvfp4_scale_f32(b: Any, amax_bits: Any, nonfinite: Any) -> Any:
@@ -409,53 +422,52 @@ NVFP4_STEPS = ((0.25, False), (0.75, True), (1.25, False), (1.75, True), (2.5, F
                (3.5, True), (5.0, False))
 
 
-def nvfp4_element_limits(b: Any, sd: Any) -> list[Any]:
-    """The i32 limits of :func:`nvfp4_element_codes` for blocks with decoded scales ``sd``
-    (f32, a normal or subnormal E4M3 value: at least 2^-9): for each threshold t of
-    :data:`NVFP4_STEPS`, the bits of T = t * s, minus one where a tie rounds up.
-
-    Why comparing |y| with T decides the rounding of RNE_f32(y / s) exactly, without the
-    quotient: T is exact in f32 (t has at most 3 significant bits, s at most 4, and T >=
-    2^-11 is normal), and RNE_f32(|y| / s) is t when |y| = T, above t when |y| > T and below t
-    when |y| < T.  The first is exact division.  For the others, RNE of a quotient is monotone
-    in |y|, so it is enough that the f32 neighbours T+ and T- of T give quotients that round
-    away from t.  Write s = 2^a * S, t = 2^c * U (S, U in [1, 2)) and T = 2^(a+c) * S * U;
-    with d = 1 where S * U >= 2, ulp(T) = 2^(a+c+d-23) and the f32 spacing above t is
-    2^(c-23), so (T+ - T) / s = 2^(c+d-23) / S exceeds 2^(c-24), half that spacing: T+ / s
-    rounds above t.  Below, the same holds (T - T- = ulp(T), t's spacing below 2^(c-23)) unless
-    T is a power of two, which (S and U being dyadic) happens only for S = U = 1: then
-    (T - T-) / s = 2^(a+c-24) / 2^a = 2^(c-24), more than half of t's spacing below, 2^(c-25).
-    So T- / s rounds below t.  So the f4 code of clamp(RNE_f32(y / s), -6, 6) (the clamp only
-    keeps quotients above 5 at the top code) counts the t with |y| > T, plus those with
-    |y| = T whose tie rounds up: |y| bits > (T bits - 1).  Quotients below 2^-126 (flushed or
-    not) are far below 0.25 and |y| < T there too: the comparison on the bits holds for
-    subnormal y as well, which no f32 instruction here reads."""
-    out = []
-    for t, up in NVFP4_STEPS:
-        tb = b.bitcast(b.mul(sd, t), "i32")
-        out.append(b.sub(tb, 1) if up else tb)
-    return out
-
-
-def nvfp4_element_codes(b: Any, yb: Any, limits: list[Any]) -> Any:
+def nvfp4_element_codes(b: Any, yb: Any, sd: Any) -> Any:
     """docs/semantics.md section 4, step 5, as f4E2M1FN codes (i32, 0..15) for the f32 bits
-    ``yb`` and a block's :func:`nvfp4_element_limits` (scalars or shaped like ``yb``): the
-    number of limits below |y|'s bits, with y's sign bit (a negative y that rounds to zero
-    gives -0, as RNE does).  The limits of a zero or NaN scale are meaningless: such blocks are
-    the caller's to clear.
+    ``yb`` of a block whose decoded scale is ``sd`` (f32: a scalar or shaped like ``yb``; a
+    normal or subnormal E4M3 value, at least 2^-9): the number of thresholds t of
+    :data:`NVFP4_STEPS` that |y| passes, with y's sign bit (a negative y that rounds to zero
+    gives -0, as RNE does).  No quotient is formed: |y|'s bits are compared with those of
+    T = t * s, |y| >= T where a tie rounds up, |y| > T where it rounds down, three times (a
+    binary search over the seven thresholds, each level's t picked per lane).  Blocks whose
+    scale is zero or NaN get meaningless codes: they are the caller's to clear.
 
-    The count is a binary search over the 7 increasing limits (3 comparisons and 4 selects
-    instead of 7 comparisons, measured the faster on the CPU kernel: BENCHMARKS.md)."""
+    Why comparing |y| with T decides the rounding of RNE_f32(y / s) exactly: T is exact in f32
+    (t has at most 3 significant bits, s at most 4, and T >= 2^-11 is normal), and
+    RNE_f32(|y| / s) is t when |y| = T, above t when |y| > T and below t when |y| < T.  The
+    first is exact division.  For the others, RNE of a quotient is monotone in |y|, so it is
+    enough that the f32 neighbours T+ and T- of T give quotients that round away from t.  Write
+    s = 2^a * S, t = 2^c * U (S, U in [1, 2)) and T = 2^(a+c) * S * U; with d = 1 where S * U
+    >= 2, ulp(T) = 2^(a+c+d-23) and the f32 spacing above t is 2^(c-23), so (T+ - T) / s =
+    2^(c+d-23) / S exceeds 2^(c-24), half that spacing: T+ / s rounds above t.  Below, the same
+    holds (T - T- = ulp(T), t's spacing below 2^(c-23)) unless T is a power of two, which (S
+    and U being dyadic) happens only for S = U = 1: then (T - T-) / s = 2^(a+c-24) / 2^a =
+    2^(c-24), more than half of t's spacing below, 2^(c-25).  So T- / s rounds below t.  The
+    clamp to [-6, 6] only keeps quotients above 5 at the top code.  Quotients below 2^-126
+    (flushed or not) are far below 0.25, and |y| < T there too: the comparison on the bits
+    holds for subnormal y as well, which no f32 instruction here reads."""
     mag = b.and_(yb, _MAG)
-    lim = [b.broadcast(v, b.shape(mag)) for v in limits]
-    zero = b.like(mag, 0)
-    hi = b.gt(mag, lim[3])                                      # code >= 4
-    mid = b.gt(mag, b.select(hi, lim[5], lim[1]))               # code >= 6, or >= 2
-    low = b.gt(mag, b.select(hi, b.select(mid, lim[6], lim[4]),
-                             b.select(mid, lim[2], lim[0])))    # the odd step within
-    m = b.or_(b.or_(b.select(hi, b.like(mag, 4), zero), b.select(mid, b.like(mag, 2), zero)),
-              b.select(low, b.like(mag, 1), zero))
-    return b.or_(m, b.and_(b.shr(yb, 28), 8))
+    s = b.broadcast(sd, b.shape(mag))
+    t = [v for v, _ in NVFP4_STEPS]
+    up = [u for _, u in NVFP4_STEPS]
+    # the search's levels: t[3]; t[1] or t[5]; one of t[0], t[2], t[4], t[6] -- each level's
+    # candidates share a tie direction, so one comparison serves the level
+    assert up[3] and up[1] == up[5] and up[0] == up[2] == up[4] == up[6]
+
+    def passes(tv: Any, tie_up: bool) -> Any:
+        lim = b.bitcast(b.mul(s, tv), "i32")
+        return b.ge(mag, lim) if tie_up else b.gt(mag, lim)
+
+    def pick(c: Any, a: float, z: float) -> Any:
+        return b.select(c, b.like(s, a), b.like(s, z))
+
+    hi = passes(t[3], up[3])                                    # code >= 4
+    mid = passes(pick(hi, t[5], t[1]), up[1])                   # code >= 6, or >= 2
+    low = passes(b.select(hi, pick(mid, t[6], t[4]), pick(mid, t[2], t[0])), up[0])
+    c = b.and_(b.shr(yb, 28), 8)  # the sign
+    for bit, k in ((4, hi), (2, mid), (1, low)):
+        c = b.select(k, b.or_(c, bit), c)
+    return c
 
 
 def _quantize_nvfp4(b: Any, q: Any, xb: Any, bd: int) -> tuple[Any, Any]:

@@ -253,7 +253,7 @@ def test_large_arrays_split_across_xla_threads_from_many_callers():
     assert_same_values(g(*f(x)), ry)
 
 
-# -- nvfp4: the f4 rounding thresholds, decided on the bits (mx_math.nvfp4_element_limits) ----
+# -- nvfp4: the f4 rounding thresholds, decided on the bits (mx_math.nvfp4_element_codes) ----
 
 F4_STEPS = (0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0)
 
@@ -363,5 +363,24 @@ def test_nvfp4_subnormal_values(g):
         x = sub if g == 1.0 else sub * np.float32(2.0 ** 100)  # y = x / g spans the ranges
         q, s = q_jit(format="nvfp4")(x, np.float32(g))
         rq, rs = reference.quantize(x, "nvfp4", global_scale=g)
+    assert_same(s, rs, "scales")
+    assert_same(q, rq, "elements")
+
+
+@pytest.mark.parametrize("g", [2.0 ** -115, float(np.nextafter(np.float32(2.0 ** -115),
+                                                                 np.float32(0))), -2.0 ** -115])
+def test_nvfp4_global_scale_at_the_subnormal_cut(g):
+    """|g| = 2^-115 is where the kernel starts reading subnormal x as zero (mx_math.NVFP4_G_FAST):
+    subnormal x of every binade in blocks whose scale is the smallest E4M3 values, where
+    x / g comes closest to the smallest element threshold, on both sides of the cut."""
+    rng = np.random.default_rng(8)
+    mant = (np.uint32((1 << 23) - 1) >> rng.integers(0, 23, (64, 16)).astype(np.uint32))
+    mant -= rng.integers(0, 3, (64, 16)).astype(np.uint32) * (mant > 4)
+    x = mant.view(np.float32) * np.where(rng.random((64, 16)) < 0.5, -1, 1).astype(np.float32)
+    with np.errstate(under="ignore"):
+        lead = (np.float64([6 * 2.0 ** -9, 6 * 2.0 ** -8, 6 * 3 * 2.0 ** -9, 0.0]) * abs(g))
+    x[:, 0] = lead.astype(np.float32)[np.arange(64) % 4]
+    q, s = q_jit(format="nvfp4")(x, np.float32(g))
+    rq, rs = reference.quantize(x, "nvfp4", global_scale=g)
     assert_same(s, rs, "scales")
     assert_same(q, rq, "elements")
