@@ -9,8 +9,10 @@ several threads at once.
 
 from __future__ import annotations
 
+import ctypes
 import fractions
 import math
+import platform
 import threading
 
 import ml_dtypes
@@ -27,6 +29,8 @@ jax = pytest.importorskip("jax")
 jnp = jax.numpy
 
 from mxlower.execution import ffi  # noqa: E402
+from mxlower.execution import ffi_abi as abi  # noqa: E402
+from mxlower.lowering.mx_kernels import KernelSpec  # noqa: E402
 
 WIDE = (np.dtype(np.float32), np.dtype(ml_dtypes.bfloat16), np.dtype(np.float16))
 CASES = [(f, m) for f, fmt in FORMATS.items() for m in (("floor",) if fmt.is_nvfp4
@@ -384,3 +388,90 @@ def test_nvfp4_global_scale_at_the_subnormal_cut(g):
     rq, rs = reference.quantize(x, "nvfp4", global_scale=g)
     assert_same(s, rs, "scales")
     assert_same(q, rq, "elements")
+
+
+# -- the nvfp4 kernel on a CPU that flushes subnormals (MXCSR DAZ and FTZ, as XLA:CPU may) ----
+
+_FLUSHING_CALL = """
+llvm.func @call_flushing(%h: !llvm.ptr, %frame: !llvm.ptr) -> !llvm.ptr {
+  %c1 = llvm.mlir.constant(1 : i64) : i64
+  %slot = llvm.alloca %c1 x i32 : (i64) -> !llvm.ptr
+  llvm.call_intrinsic "llvm.x86.sse.stmxcsr"(%slot) : (!llvm.ptr) -> ()
+  %old = llvm.load %slot : !llvm.ptr -> i32
+  %daz_ftz = llvm.mlir.constant(32832 : i32) : i32
+  %new = llvm.or %old, %daz_ftz : i32
+  llvm.store %new, %slot : i32, !llvm.ptr
+  llvm.call_intrinsic "llvm.x86.sse.ldmxcsr"(%slot) : (!llvm.ptr) -> ()
+  %r = llvm.call %h(%frame) : !llvm.ptr, (!llvm.ptr) -> !llvm.ptr
+  llvm.store %old, %slot : i32, !llvm.ptr
+  llvm.call_intrinsic "llvm.x86.sse.ldmxcsr"(%slot) : (!llvm.ptr) -> ()
+  llvm.return %r : !llvm.ptr
+}
+llvm.func @call_flushing_address() -> !llvm.ptr {
+  %a = llvm.mlir.addressof @call_flushing : !llvm.ptr
+  llvm.return %a : !llvm.ptr
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def call_flushing():
+    """``f(handler address, call frame address)``: the handler run with the x86 MXCSR's
+    denormals-are-zero and flush-to-zero bits set (restored after)."""
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        pytest.skip("MXCSR is x86's")
+    ir = upstream.module("ir")
+    ctx = upstream.context()
+    with ctx, ir.Location.unknown():
+        module = ir.Module.parse(_FLUSHING_CALL)
+        for op in module.body.operations:
+            op.attributes["llvm.emit_c_interface"] = ir.UnitAttr.get()
+    engine, address = ffi.jit(ctx, module, "call_flushing_address")
+    fn = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)(address)
+    yield fn
+    del engine
+
+
+def quantize_flushing(call, x: np.ndarray, g) -> tuple[np.ndarray, np.ndarray]:
+    """nvfp4 quantize of f32 ``x`` [rows, cols] by the kernel's handler through the C ABI on
+    this thread, with subnormals flushed: (element codes one a byte, scale codes)."""
+    spec = KernelSpec("quantize", "nvfp4", global_scale=g is not None)
+    ck = ffi.compile_kernel(spec)
+    keep: list = []
+    x = np.ascontiguousarray(x, np.float32)
+    ins = [x] + ([np.float32([g])] if g is not None else [])
+    args = [abi.buffer_arg(a.ctypes.data, o.dtype.name, () if o.kind == "scalar" else x.shape,
+                           keep) for o, a in zip(spec.operands(), ins)]
+    q = np.zeros(x.size // 2, np.uint8)
+    s = np.zeros(x.size // 16, np.uint8)
+    rets = [abi.buffer_arg(q.ctypes.data, "float4_e2m1fn", x.shape, keep),
+            abi.buffer_arg(s.ctypes.data, "float8_e4m3fn", (x.shape[0], x.shape[1] // 16),
+                           keep)]
+    api = abi.Api(struct_size=abi.Api.XLA_FFI_Error_Create.offset + 8)  # no thread pool
+    frame = abi.call_frame(ctypes.addressof(api), args, rets, keep)
+    assert call(ck.address, ctypes.addressof(frame)) is None
+    codes_ = np.stack([q & 0xF, q >> 4], axis=-1).reshape(x.shape)
+    return codes_, s.reshape(x.shape[0], -1)
+
+
+@pytest.mark.parametrize("g", [None, 1.0, 0.3, -3.0, 2.0 ** -115,
+                               float(np.nextafter(np.float32(2.0 ** -115), np.float32(0))),
+                               1.5 * 2.0 ** -117, 2.0 ** -120, 1.5 * 2.0 ** -125, 1.5 * 2.0 ** -140,
+                               2.0 ** -149])
+def test_nvfp4_kernel_exact_when_subnormals_flush(call_flushing, g):
+    """The same answers with DAZ/FTZ on: thresholds neighbourhoods, and subnormal x in blocks
+    with the smallest scales (the inputs the |g| >= 2^-115 shortcut of x / g reads as zero)."""
+    ties = nvfp4_tie_blocks()
+    rng = np.random.default_rng(9)
+    mant = (np.uint32((1 << 23) - 1) >> rng.integers(0, 23, (64, 16)).astype(np.uint32))
+    sub = mant.view(np.float32) * np.where(rng.random((64, 16)) < 0.5, -1, 1).astype(np.float32)
+    sub[:, 0] = np.float32([6 * 2.0 ** -9, 6 * 3 * 2.0 ** -9, 2.0 ** -120, 0.0])[
+        np.arange(64) % 4]
+    gg = 1.0 if g is None else abs(g)
+    with np.errstate(over="ignore", under="ignore"):
+        x = np.concatenate([ties.astype(np.float64) * gg, sub.astype(np.float64) * np.where(
+            np.arange(16) == 0, gg, 1.0)]).astype(np.float32)
+    q, s = quantize_flushing(call_flushing, x, g)
+    rq, rs = reference.quantize(x, "nvfp4", global_scale=g)
+    assert_same(s, codes(rs), "scales")
+    assert_same(q.astype(np.uint8), codes(rq), "elements")
