@@ -88,10 +88,12 @@ CONVERT_LANES = 32
 #: units one at a time: how the GPU kernels' logic is run and tested without a GPU, its
 #: conversions lowered by mxlower-lower-narrow-floats-to-llvm)
 TARGETS = ("cpu", "gpu", "gpu-body")
-#: how a CPU kernel rounds nvfp4 elements: "thresholds" compares |y| with the block's f4
-#: thresholds times s on the bits (mx_math.nvfp4_element_codes: exact, no quotient);
-#: "quotient" forms RNE_f32(y / s) in f64 and converts it (the StableHLO lowering's and the GPU
-#: kernels' way; kept for comparison, bench/bench_ffi.py --nvfp4-variants)
+#: how a CPU kernel quantizes to nvfp4: "thresholds" compares |y| with the block's f4
+#: thresholds times s on the bits (mx_math.nvfp4_element_codes: exact, no quotient) and, for
+#: |g| >= mx_math.NVFP4_G_FAST, reads x with a plain conversion in x / g; "quotient" forms
+#: RNE_f32(y / s) in f64 and converts it, and reads every x exactly (the StableHLO lowering's
+#: and the GPU kernels' way, the CPU kernel before; kept for comparison: bench/bench_ffi.py
+#: --nvfp4)
 NVFP4_ELEMENTS = "thresholds"
 #: the unit attribute mxlower-lower-narrow-floats-to-nvvm reads (mxlower.lowering.nvvm)
 _SATFINITE = "mxlower.satfinite"
@@ -946,7 +948,7 @@ class _MXKernel(_Kernel):
 
     def run_range(self, a: list[Any], b0: Any, b1: Any) -> None:
         g = self._global(a)
-        if g is not None and self.spec.op == "quantize":
+        if g is not None and self.spec.op == "quantize" and NVFP4_ELEMENTS == "thresholds":
             # nvfp4: the loop twice, picked by |g| once per call -- the usual g reads x with a
             # plain conversion, a tiny g reads subnormal x exactly (mx_math.divide_by_global)
             x, q, s = a[0], a[-2], a[-1]
