@@ -415,48 +415,60 @@ def nvfp4_element_values(b: Any, yb: Any, r: Any) -> Any:
     return b.clamp(-6.0, f32_quotient(b, y, r), 6.0)
 
 
-#: nvfp4's f4 rounding thresholds t (docs/semantics.md section 4, step 5: the midpoints between
-#: adjacent f4 magnitudes, in units of the block scale), each with whether a quotient equal to t
-#: rounds up (ties to even: up where the magnitude code above t is even)
-NVFP4_STEPS = ((0.25, False), (0.75, True), (1.25, False), (1.75, True), (2.5, False),
-               (3.5, True), (5.0, False))
+#: f4E2M1FN's rounding thresholds (the midpoints between adjacent magnitudes) and whether a
+#: quotient equal to one rounds up (RNE: to the even code)
+_F4_THRESHOLDS = ((0.25, False), (0.75, True), (1.25, False), (1.75, True), (2.5, False),
+                  (3.5, True), (5.0, False))
 
 
-def nvfp4_element_codes(b: Any, yb: Any, sd: Any) -> Any:
-    """docs/semantics.md section 4, step 5, as f4E2M1FN codes (i32, 0..15) for the f32 bits
-    ``yb`` of a block whose decoded scale is ``sd`` (f32: a scalar or shaped like ``yb``; a
-    normal or subnormal E4M3 value, at least 2^-9): the number of thresholds t of
-    :data:`NVFP4_STEPS` that |y| passes, with y's sign bit (a negative y that rounds to zero
-    gives -0, as RNE does).  No quotient is formed: |y|'s bits are compared with those of
-    T = t * s, |y| >= T where a tie rounds up, |y| > T where it rounds down, three times (a
-    binary search over the seven thresholds, each level's t picked per lane).  Blocks whose
-    scale is zero or NaN get meaningless codes: they are the caller's to clear.
+def nvfp4_element_codes(b: Any, yb: Any, sd: Any, keep: list[int]) -> Any:
+    """docs/semantics.md section 4, step 5 without a division: the i32 f4E2M1FN codes of
+    RNE_f4(clamp(RNE_f32(y / s), -6, 6)) for the f32 bits ``yb`` of a blocked tensor and the
+    decoded block scales ``sd`` (f32, an E4M3 value or 1 for dropped blocks; broadcast along
+    ``keep``).
 
-    Why comparing |y| with T decides the rounding of RNE_f32(y / s) exactly: T is exact in f32
-    (t has at most 3 significant bits, s at most 4, and T >= 2^-11 is normal), and
-    RNE_f32(|y| / s) is t when |y| = T, above t when |y| > T and below t when |y| < T.  The
-    first is exact division.  For the others, RNE of a quotient is monotone in |y|, so it is
-    enough that the f32 neighbours T+ and T- of T give quotients that round away from t.  Write
-    s = 2^a * S, t = 2^c * U (S, U in [1, 2)) and T = 2^(a+c) * S * U; with d = 1 where S * U
-    >= 2, ulp(T) = 2^(a+c+d-23) and the f32 spacing above t is 2^(c-23), so (T+ - T) / s =
-    2^(c+d-23) / S exceeds 2^(c-24), half that spacing: T+ / s rounds above t.  Below, the same
-    holds (T - T- = ulp(T), t's spacing below 2^(c-23)) unless T is a power of two, which (S
-    and U being dyadic) happens only for S = U = 1: then (T - T-) / s = 2^(a+c-24) / 2^a =
-    2^(c-24), more than half of t's spacing below, 2^(c-25).  So T- / s rounds below t.  The
-    clamp to [-6, 6] only keeps quotients above 5 at the top code.  Quotients below 2^-126
-    (flushed or not) are far below 0.25, and |y| < T there too: the comparison on the bits
-    holds for subnormal y as well, which no f32 instruction here reads."""
+    The code of a = |y| counts the f4 thresholds t (the midpoints 0.25 .. 5 between adjacent
+    magnitudes) that q = RNE_f32(a / s) passes: q >= t where a tie rounds up (to the even
+    code), q > t where it rounds down.  Both tests reduce to comparing a with p = t * s, an
+    exact f32 (at most 3 + 4 significant bits, and s >= 2^-9 keeps it normal): with s = m 2^e,
+    1 <= m < 2, p = t m 2^e lies in t's binade times 2^e or above, so on each side the next
+    f32 is at least (the f32 spacing next to t on that side) * 2^e from p, and an f32 a != p
+    has |a / s - t| > half that spacing (m < 2) -- beyond where RNE_f32 would round a / s to
+    t itself.  Hence q >= t iff a >= p and q > t iff a > p: the
+    f32 rounding of the quotient never changes the f4 result, and no quotient is formed
+    (XLA:CPU's rewrite of divisions into rounded reciprocals cannot interfere; a subnormal a,
+    read as 0 there, is below every p either way).  The sign is y's (a negative y that rounds
+    to 0 gives -0, as RNE_f4 does)."""
+    bshape = b.shape(yb)
+    a = b.bitcast(b.and_(yb, _MAG), "f32")
+    code = b.like(yb, 0)
+    for t, tie_up in _F4_THRESHOLDS:
+        p = b.broadcast(b.mul(sd, t), bshape, keep)
+        code = b.add(code, b.convert(b.ge(a, p) if tie_up else b.gt(a, p), "i32"))
+    return b.or_(code, b.and_(b.shr(yb, 28), 8))
+
+
+def nvfp4_element_codes_search(b: Any, yb: Any, sd: Any) -> Any:
+    """:func:`nvfp4_element_codes` for one block, as the CPU kernel runs it: the f4E2M1FN codes
+    (i32) of the f32 bits ``yb`` of a block whose decoded scale is ``sd`` (f32: a scalar or
+    shaped like ``yb``; an E4M3 value, at least 2^-9 -- the codes of a zero or NaN scale are
+    meaningless, such blocks are the caller's to clear).  The same comparisons of |y| with
+    p = t * s (exact; why they decide RNE_f4(RNE_f32(y / s)): :func:`nvfp4_element_codes`,
+    docs/semantics.md Appendix A), on |y|'s bits, but three instead of seven: a binary search
+    over the increasing thresholds, each level's t picked per lane and multiplied by s (the
+    fastest form measured on the kernel: BENCHMARKS.md, "nvfp4 quantize kernel").  A
+    subnormal |y| compares as itself on the bits, and is below every p either way."""
     mag = b.and_(yb, _MAG)
     s = b.broadcast(sd, b.shape(mag))
-    t = [v for v, _ in NVFP4_STEPS]
-    up = [u for _, u in NVFP4_STEPS]
-    # the search's levels: t[3]; t[1] or t[5]; one of t[0], t[2], t[4], t[6] -- each level's
+    t = [v for v, _ in _F4_THRESHOLDS]
+    up = [u for _, u in _F4_THRESHOLDS]
+    # the levels: t[3]; t[1] or t[5]; one of t[0], t[2], t[4], t[6] -- each level's
     # candidates share a tie direction, so one comparison serves the level
     assert up[3] and up[1] == up[5] and up[0] == up[2] == up[4] == up[6]
 
     def passes(tv: Any, tie_up: bool) -> Any:
-        lim = b.bitcast(b.mul(s, tv), "i32")
-        return b.ge(mag, lim) if tie_up else b.gt(mag, lim)
+        p = b.bitcast(b.mul(s, tv), "i32")
+        return b.ge(mag, p) if tie_up else b.gt(mag, p)
 
     def pick(c: Any, a: float, z: float) -> Any:
         return b.select(c, b.like(s, a), b.like(s, z))
@@ -481,10 +493,9 @@ def _quantize_nvfp4(b: Any, q: Any, xb: Any, bd: int) -> tuple[Any, Any]:
     scales = b.convert(nvfp4_scale_f32(b, amax_bits, nonfinite), "f8E4M3FN")  # NaN -> 0x7F
     sd = b.convert(scales, "f32")
     drop = b.or_(nonfinite, b.eq(sd, 0.0))
-    r = b.broadcast(nvfp4_reciprocal(b, sd, drop), bshape, keep)
-    v = nvfp4_element_values(b, xb, r)
-    v = b.select(b.broadcast(drop, bshape, keep), b.like(v, 0.0), v)
-    return b.unblock(b.convert(v, "f4E2M1FN"), q.axis), scales
+    codes = nvfp4_element_codes(b, xb, b.select(drop, b.like(sd, 1.0), sd), keep)
+    codes = b.select(b.broadcast(drop, bshape, keep), b.like(codes, 0), codes)
+    return b.unblock(_from_codes(b, codes, "f4E2M1FN"), q.axis), scales
 
 
 # ----------------------------------------------------------------------------- dequantize

@@ -383,6 +383,27 @@ def _tie_blocks(rng: np.random.Generator, g: float = 1.0) -> np.ndarray:
     return (np.array(blocks) * g).astype(F32)
 
 
+def test_nvfp4_thresholds_replace_the_quotient():
+    """The claim behind mx_math.nvfp4_element_codes, checked in NumPy (IEEE f32 division,
+    ml_dtypes' f4 rounding): for every E4M3 scale s and every f32 |y| within 40 ulps of each
+    f4 threshold times s, counting thresholds (>= where the f4 tie rounds up, > where down)
+    gives RNE_f4(min(RNE_f32(|y| / s), 6))."""
+    s = _e4m3_values().astype(F32)
+    p = (s[:, None] * np.array(F4_MIDPOINTS, F32)[None, :]).astype(F32)  # exact
+    assert np.array_equal(p.astype(np.float64), s[:, None].astype(np.float64)
+                          * np.array(F4_MIDPOINTS)[None, :])
+    k = np.arange(-40, 41)
+    a = _f32(p.view(np.uint32).astype(np.int64)[:, :, None] + k).reshape(len(s), -1)
+    with np.errstate(over="ignore"):
+        q = np.minimum(a / s[:, None], F32(6)).astype(F32)  # one IEEE f32 division
+    want = np.asarray(q.astype(ml_dtypes.float4_e2m1fn)).view(np.uint8) & 0xF
+    count = np.zeros(a.shape, np.int64)
+    for t, up in mx_math._F4_THRESHOLDS:
+        pt = (s * F32(t)).astype(F32)[:, None]
+        count += (a >= pt) if up else (a > pt)
+    assert np.array_equal(count, want)
+
+
 @functools.cache
 def _nvfp4_cases() -> list[tuple]:
     rng = np.random.default_rng(4)
