@@ -64,6 +64,7 @@ from mxlower.benchmarking import Session, round_robin
 from mxlower.execution import ffi
 from mxlower.execution import ffi_abi as abi
 from mxlower.formats import FORMATS
+from mxlower.lowering import mx_kernels
 from mxlower.lowering.mx_kernels import ConvertSpec, KernelSpec
 
 FORMATS_Q = ("mxfp8_e4m3", "mxfp6_e2m3", "mxfp4_e2m1", "nvfp4", "mxint8")
@@ -359,18 +360,110 @@ def dots_markdown(rows: list[dict]) -> str:
     return "\n".join(out)
 
 
+#: --nvfp4: how the CPU kernel rounds nvfp4 elements (mx_kernels.NVFP4_ELEMENTS)
+NVFP4_VARIANTS = ("quotient", "thresholds")
+
+
+def nvfp4_variant(spec: KernelSpec, elements: str) -> tuple[str, ffi.CompiledKernel]:
+    """``spec``'s kernel built with ``mx_kernels.NVFP4_ELEMENTS = elements`` and registered as
+    the FFI target ``<name>_<elements>`` (once); returns it and its compiled kernel."""
+    if (spec, elements) not in _NV_TARGETS:
+        saved = mx_kernels.NVFP4_ELEMENTS
+        mx_kernels.NVFP4_ELEMENTS = elements
+        try:
+            _NV_TARGETS[(spec, elements)] = (variant_target(spec, elements), _KEEP[-1])
+        finally:
+            mx_kernels.NVFP4_ELEMENTS = saved
+    return _NV_TARGETS[(spec, elements)]
+
+
+_NV_TARGETS: dict = {}
+
+
+def bench_nvfp4(sizes: list[int], reps: int) -> list[dict]:
+    """nvfp4 quantize (f32 ``[N / 4096, 4096]``, without and with a global scale) with each
+    element rounding of :data:`NVFP4_VARIANTS`, under ``jax.jit`` (``jax.ffi.ffi_call`` of the
+    variant's target) and alone (the handler through the C ABI, one thread), against mxfp4
+    (the same f4 elements, power-of-two scales) and memcpy; the variants' bytes are checked
+    equal.  Timed round-robin per size."""
+    rows = []
+    for logn in sizes:
+        n = 1 << logn
+        xn = np.random.default_rng(0).standard_normal((n // ROW, ROW)).astype(np.float32)
+        x = jnp.asarray(xn)
+        src, dst = xn.copy(), np.ones_like(xn)
+        cases = {MEMCPY: lambda: np.copyto(dst, src)}
+        cases["alone mxfp4_e2m1"] = direct_case(KernelSpec("quantize", "mxfp4_e2m1"), [xn],
+                                                xn.shape)
+        cases["jax mxfp4_e2m1"] = _ready(jax.jit(
+            lambda x: _parts(mxj.quantize(x, "mxfp4_e2m1"))), x)
+        for gs in (False, True):
+            spec = KernelSpec("quantize", "nvfp4", global_scale=gs)
+            g = [np.float32(0.37)] if gs else []
+            outs = [jax.ShapeDtypeStruct(x.shape if o.kind != "scales" else
+                                         (x.shape[0], ROW // spec.k), o.dtype)
+                    for o in spec.results()]
+            got = {}
+            for v in NVFP4_VARIANTS:
+                key = f"{v}{' g' if gs else ''}"
+                target, ck = nvfp4_variant(spec, v)
+                bufs: list = []
+                cases[f"alone {key}"] = direct_case(spec, [xn, *[np.asarray([a]) for a in g]],
+                                                    xn.shape, ck, bufs)
+                cases[f"alone {key}"]()
+                f = jax.jit(lambda x, *g, t=target, o=outs: jax.ffi.ffi_call(t, o)(x, *g))
+                cases[f"jax {key}"] = _ready(f, x, *g)
+                got[v] = [np.asarray(a).view(np.uint8) for a in f(x, *g)] + bufs
+            a, b = got.values()
+            if not all(np.array_equal(p, q) for p, q in zip(a, b)):
+                raise AssertionError(f"nvfp4 at 2^{logn}: the variants differ")
+        load0 = os.getloadavg()[0]
+        t = round_robin(cases, reps)
+        load1 = os.getloadavg()[0]
+        for case, sec in t.items():
+            moved = 2 * 4 * n if case == MEMCPY else 4 * n + written(
+                "mxfp4_e2m1" if "mxfp4" in case else "nvfp4", n)
+            rows.append({"log2n": logn, "case": case, "s": sec, "bytes": moved,
+                         "memcpy_s": t[MEMCPY], "load": (load0, load1)})
+    return rows
+
+
+def nvfp4_markdown(rows: list[dict]) -> str:
+    out = ["nvfp4 quantize (f32 in; \"g\": with a global scale), ms and % of one-thread memcpy "
+           "bandwidth for the bytes moved, the element rounding as an f64 quotient (before) "
+           "or as comparisons with t * s on the bits (after):", "",
+           "| size | case | jax.jit (% memcpy) | kernel alone, 1 thread (% memcpy) |",
+           "|---|---|---:|---:|"]
+    by = {(r["log2n"], r["case"]): r for r in rows}
+    for logn in sorted({r["log2n"] for r in rows}):
+        for case in ["mxfp4_e2m1", *[f"{v}{g}" for g in ("", " g") for v in NVFP4_VARIANTS]]:
+            cells = []
+            for how in ("jax", "alone"):
+                r = by[(logn, f"{how} {case}")]
+                cells.append(f"{r['s'] * 1e3:.2f} ({_pct(r['bytes'], r['s'], 2 * 4 * (1 << logn) / r['memcpy_s'])})")
+            out.append(f"| 2^{logn} | {case} | {cells[0]} | {cells[1]} |")
+        r = by[(logn, MEMCPY)]
+        out.append(f"\nmemcpy 2^{logn}: {r['s'] * 1e3:.2f} ms; load average {r['load'][0]:.1f} "
+                   f"before, {r['load'][1]:.1f} after (2 cores)\n")
+    return "\n".join(out)
+
+
 def _dims(kind: str, k: int, shape: tuple[int, ...]) -> tuple[int, ...]:
+    if kind == "scalar":
+        return ()
     if kind == "scales":
         return (*shape[:-1], shape[-1] // k)
     return shape
 
 
 def direct_case(spec: KernelSpec | ConvertSpec, inputs: list[np.ndarray],
-                shape: tuple[int, ...]) -> Callable[[], object]:
+                shape: tuple[int, ...], ck: ffi.CompiledKernel | None = None,
+                outputs: list | None = None) -> Callable[[], object]:
     """The kernel's handler called through the C ABI on buffers allocated (and touched) once:
     the kernel alone, on this thread, without XLA's per-call result allocation.  ``inputs``:
-    the input buffers (their bytes), ``shape``: the array's."""
-    ck = ffi.compile_kernel(spec)
+    the input buffers (their bytes), ``shape``: the array's; ``ck``: another compiled build
+    of ``spec`` (default: the cached one); the output buffers are appended to ``outputs``."""
+    ck = ck or ffi.compile_kernel(spec)
     n = int(np.prod(shape))
     keep: list = list(inputs)
     args = [abi.buffer_arg(a.ctypes.data, o.dtype.name, _dims(o.kind, spec.k, shape), keep)
@@ -382,6 +475,8 @@ def direct_case(spec: KernelSpec | ConvertSpec, inputs: list[np.ndarray],
             size = n // 2
         out = np.ones(size, np.uint8)  # pages touched once
         keep.append(out)
+        if outputs is not None:
+            outputs.append(out)
         rets.append(abi.buffer_arg(out.ctypes.data, o.dtype.name, _dims(o.kind, spec.k, shape),
                                    keep))
     # an API without the thread-pool functions: the kernel runs on this thread alone
@@ -508,6 +603,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--casts", default="",
                     help="log2 sizes at which to time mxlower.jax.cast, auto vs xla, "
                     "comma-separated (empty: none)")
+    ap.add_argument("--nvfp4", default="",
+                    help="log2 sizes at which to time the nvfp4 element roundings "
+                    "(mx_kernels.NVFP4_ELEMENTS) against each other, comma-separated")
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
     session = Session()
@@ -527,6 +625,10 @@ def main(argv: list[str] | None = None) -> int:
         cast_rows = bench_casts([int(v) for v in args.casts.split(",")], args.reps)
         parts.append(casts_markdown(cast_rows))
         rows += cast_rows
+    if args.nvfp4:
+        nv_rows = bench_nvfp4([int(v) for v in args.nvfp4.split(",")], args.reps)
+        parts.append(nvfp4_markdown(nv_rows))
+        rows += nv_rows
     if args.dots:
         dots = [tuple(int(v) for v in d.split("x")) for d in args.dots.split(",")]
         dot_rows = bench_dots(dots, args.reps)

@@ -98,6 +98,12 @@ _CAST_LANES = 8
 #: units one at a time: how the GPU kernels' logic is run and tested without a GPU, its
 #: conversions lowered by mxlower-lower-narrow-floats-to-llvm)
 TARGETS = ("cpu", "gpu", "gpu-body")
+#: how a CPU kernel quantizes to nvfp4: "thresholds" compares |y| with the block's f4
+#: thresholds times s on the bits (mx_math.nvfp4_element_codes_search: exact, no quotient)
+#: and, for |g| >= mx_math.NVFP4_G_FAST, reads x with a plain conversion in x / g;
+#: "quotient" forms RNE_f32(y / s) in f64 and converts it, and reads every x exactly (the GPU
+#: kernels' way and the CPU kernel's before; kept for comparison: bench/bench_ffi.py --nvfp4)
+NVFP4_ELEMENTS = "thresholds"
 #: the unit attribute mxlower-lower-narrow-floats-to-nvvm reads (mxlower.lowering.nvvm)
 _SATFINITE = "mxlower.satfinite"
 
@@ -920,10 +926,13 @@ class _MXKernel(_Kernel):
         else:
             self.m["memref"].StoreOp(codes, s, [i])
 
-    def quantize_group(self, i: Any, count: int, x: Any, g: Any, q: Any, s: Any) -> None:
+    def quantize_group(self, i: Any, count: int, x: Any, g: Any, q: Any, s: Any,
+                       g_exact: bool = True) -> None:
         """Blocks ``i .. i + count``: each block's values loaded once, the maxima reduced, the
         scale arithmetic done for the whole group at once (vector<count>), the elements
-        converted from the loaded registers, the group's scales stored together."""
+        converted from the loaded registers, the group's scales stored together.
+        ``g_exact=False``: x / g may read subnormal x as zero (valid for |g| >=
+        mx_math.NVFP4_G_FAST, see :func:`mx_math.divide_by_global`)."""
         b = self.b
         k = self.spec.k
         a = self.m["arith"]
@@ -934,7 +943,8 @@ class _MXKernel(_Kernel):
         def bits_at(at: Any) -> Any:
             xb = self.load_bits(x, at)
             if g is not None:  # nvfp4: y = x / g, exactly (mx_math); g is RN_f64(1 / g) here
-                xb = mx_math.divide_by_global(b, xb, b.broadcast(g, b.shape(xb)))
+                xb = mx_math.divide_by_global(b, xb, b.broadcast(g, b.shape(xb)),
+                                              exact_small=g_exact)
             return xb
 
         def block_max(xb: Any) -> Any:
@@ -987,6 +997,12 @@ class _MXKernel(_Kernel):
         codes = self.to_narrow(s, "f32", "f8E4M3FN")
         sd = self.from_narrow(codes, "f8E4M3FN", "f32")
         drop = self.m["arith"].OrIOp(nonfinite, b.eq(sd, 0.0)).result
+        if self.target == "cpu" and NVFP4_ELEMENTS == "thresholds":
+            def convert(xb: Any, j: int) -> Any:
+                c = mx_math.nvfp4_element_codes_search(b, xb, self.lane(sd, j))
+                return b.convert(b.select(self.lane(drop, j), b.like(c, 0), c), "i8")
+
+            return codes, convert
         recip = mx_math.nvfp4_reciprocal(b, sd, drop)
 
         def convert(xb: Any, j: int) -> Any:
@@ -1066,7 +1082,21 @@ class _MXKernel(_Kernel):
         return lambda i, n: self.dequantize_group(i, n, q, s, g, y)
 
     def run_range(self, a: list[Any], b0: Any, b1: Any) -> None:
-        self.grouped(b0, b1, self._unit(a, self._global(a)))
+        g = self._global(a)
+        if g is not None and self.spec.op == "quantize" and NVFP4_ELEMENTS == "thresholds":
+            # nvfp4: the loop twice, picked by |g| once per call -- the usual g reads x with a
+            # plain conversion, a tiny g reads subnormal x exactly (mx_math.divide_by_global)
+            x, q, s = a[0], a[-2], a[-1]
+            gb = self.b.and_(self.b.bitcast(self.m["memref"].LoadOp(a[1], [self.index(0)])
+                                            .result, "i32"), _MAG)
+            fast = self.b.ge(gb, mx_math.f32_bits_floor(fractions.Fraction(
+                mx_math.NVFP4_G_FAST)))
+            self.when(fast,
+                      lambda: self.grouped(b0, b1, lambda i, n: self.quantize_group(
+                          i, n, x, g, q, s, g_exact=False)),
+                      lambda: self.grouped(b0, b1, self._unit(a, g)))
+            return
+        self.grouped(b0, b1, self._unit(a, g))
 
     def run_unit(self, a: list[Any], i: Any) -> None:
         self._unit(a, self._global(a))(i, 1)

@@ -369,15 +369,28 @@ def reciprocal_f64(b: Any, bits: Any) -> Any:
     return b.div(1.0, f64_of_f32_bits(b, bits))
 
 
-def divide_by_global(b: Any, xb: Any, r: Any) -> Any:
+def divide_by_global(b: Any, xb: Any, r: Any, *, exact_small: bool = True) -> Any:
     """Bits of y = RNE_f32(x / g) (docs/semantics.md section 4, step 1) for the f32 bits ``xb``
     and ``r`` = :func:`reciprocal_f64` of g (broadcast like ``xb``): exact whenever y is a
     normal f32 or overflows (:func:`f32_quotient`; subnormal x and g are read exactly).  A
     subnormal y may come out as another value below 2^-126 or a signed zero, which nvfp4
     cannot tell from the exact one: such a y is below 2^-126 / 2^-9 times its block scale,
     so its element rounds to +-0 (by y's sign), and a block of only such values has amax / 6
-    below 2^-128, whose scale rounds to 0."""
-    return b.bitcast(f32_quotient(b, f64_of_f32_bits(b, xb), r), "i32")
+    below 2^-128, whose scale rounds to 0.
+
+    ``exact_small=False`` reads x with a plain conversion to f64, which gives +-0 for a
+    subnormal x where the CPU treats subnormal inputs as zero (XLA:CPU's threads).  That is
+    only valid when |g| >= :data:`NVFP4_G_FAST` = 2^-115: then a subnormal x (|x| < 2^-126)
+    has |x / g| < 2^-11 and RNE_f32(|x / g|) <= 2^-11 - 2^-34, below the smallest element
+    threshold 0.25 * 2^-9 = 2^-11 of any non-zero scale (so the element is +-0 by x's and g's
+    signs, which the zero keeps) and below 6 * 2^-10, so as a block maximum it gives the scale
+    0 as the zero does."""
+    x = f64_of_f32_bits(b, xb) if exact_small else b.convert(b.bitcast(xb, "f32"), "f64")
+    return b.bitcast(f32_quotient(b, x, r), "i32")
+
+
+#: the smallest |g| for which :func:`divide_by_global` may read subnormal x as zero
+NVFP4_G_FAST = 2.0 ** -115
 
 
 def nvfp4_scale_f32(b: Any, amax_bits: Any, nonfinite: Any) -> Any:
@@ -435,6 +448,40 @@ def nvfp4_element_codes(b: Any, yb: Any, sd: Any, keep: list[int]) -> Any:
         p = b.broadcast(b.mul(sd, t), bshape, keep)
         code = b.add(code, b.convert(b.ge(a, p) if tie_up else b.gt(a, p), "i32"))
     return b.or_(code, b.and_(b.shr(yb, 28), 8))
+
+
+def nvfp4_element_codes_search(b: Any, yb: Any, sd: Any) -> Any:
+    """:func:`nvfp4_element_codes` for one block, as the CPU kernel runs it: the f4E2M1FN codes
+    (i32) of the f32 bits ``yb`` of a block whose decoded scale is ``sd`` (f32: a scalar or
+    shaped like ``yb``; an E4M3 value, at least 2^-9 -- the codes of a zero or NaN scale are
+    meaningless, such blocks are the caller's to clear).  The same comparisons of |y| with
+    p = t * s (exact; why they decide RNE_f4(RNE_f32(y / s)): :func:`nvfp4_element_codes`,
+    docs/semantics.md Appendix A), on |y|'s bits, but three instead of seven: a binary search
+    over the increasing thresholds, each level's t picked per lane and multiplied by s (the
+    fastest form measured on the kernel: BENCHMARKS.md, "nvfp4 quantize kernel").  A
+    subnormal |y| compares as itself on the bits, and is below every p either way."""
+    mag = b.and_(yb, _MAG)
+    s = b.broadcast(sd, b.shape(mag))
+    t = [v for v, _ in _F4_THRESHOLDS]
+    up = [u for _, u in _F4_THRESHOLDS]
+    # the levels: t[3]; t[1] or t[5]; one of t[0], t[2], t[4], t[6] -- each level's
+    # candidates share a tie direction, so one comparison serves the level
+    assert up[3] and up[1] == up[5] and up[0] == up[2] == up[4] == up[6]
+
+    def passes(tv: Any, tie_up: bool) -> Any:
+        p = b.bitcast(b.mul(s, tv), "i32")
+        return b.ge(mag, p) if tie_up else b.gt(mag, p)
+
+    def pick(c: Any, a: float, z: float) -> Any:
+        return b.select(c, b.like(s, a), b.like(s, z))
+
+    hi = passes(t[3], up[3])                                    # code >= 4
+    mid = passes(pick(hi, t[5], t[1]), up[1])                   # code >= 6, or >= 2
+    low = passes(b.select(hi, pick(mid, t[6], t[4]), pick(mid, t[2], t[0])), up[0])
+    c = b.and_(b.shr(yb, 28), 8)  # the sign
+    for bit, k in ((4, hi), (2, mid), (1, low)):
+        c = b.select(k, b.or_(c, bit), c)
+    return c
 
 
 def _quantize_nvfp4(b: Any, q: Any, xb: Any, bd: int) -> tuple[Any, Any]:

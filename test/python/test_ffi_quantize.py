@@ -9,6 +9,10 @@ several threads at once.
 
 from __future__ import annotations
 
+import ctypes
+import fractions
+import math
+import platform
 import threading
 
 import ml_dtypes
@@ -25,6 +29,8 @@ jax = pytest.importorskip("jax")
 jnp = jax.numpy
 
 from mxlower.execution import ffi  # noqa: E402
+from mxlower.execution import ffi_abi as abi  # noqa: E402
+from mxlower.lowering.mx_kernels import KernelSpec  # noqa: E402
 
 WIDE = (np.dtype(np.float32), np.dtype(ml_dtypes.bfloat16), np.dtype(np.float16))
 CASES = [(f, m) for f, fmt in FORMATS.items() for m in (("floor",) if fmt.is_nvfp4
@@ -249,3 +255,223 @@ def test_large_arrays_split_across_xla_threads_from_many_callers():
     run_threads(work, 3)
     assert not errors
     assert_same_values(g(*f(x)), ry)
+
+
+# -- nvfp4: the f4 rounding thresholds, decided on the bits (mx_math.nvfp4_element_codes_search) --
+
+F4_STEPS = (0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0)
+
+
+def nvfp4_tie_blocks() -> np.ndarray:
+    """Blocks of 16 f32 values: for every finite positive E4M3 scale s, the first value 6 * s
+    (so the block's scale is s: amax / 6 is exact) and then, for each f4 threshold t, t * s and
+    its f32 neighbours +-1..3 ulps, both signs, 15 to a block (padded with zeros)."""
+    rows = []
+    for code in range(1, 0x7F):
+        s = float(np.array([code], np.uint8).view(ml_dtypes.float8_e4m3fn)[0])
+        vals = []
+        for t in F4_STEPS:
+            ts = np.float32(t * s)
+            assert float(ts) == t * s  # exact in f32
+            bits = int(ts.view(np.uint32))
+            vals += [np.uint32(bits + d).view(np.float32) for d in range(-3, 4)]
+        vals += [-v for v in vals]
+        for i in range(0, len(vals), 15):
+            chunk = vals[i:i + 15]
+            rows.append([np.float32(6 * s), *chunk, *[np.float32(0)] * (15 - len(chunk))])
+    return np.array(rows, np.float32)
+
+
+def f32_rne(v: fractions.Fraction) -> fractions.Fraction:
+    """v rounded to f32 (RNE), subnormals included, for |v| below the overflow threshold."""
+    if v == 0:
+        return v
+    a = abs(v)
+    e = max(math.floor(math.log2(a)), -126)
+    while fractions.Fraction(2) ** e > a:
+        e -= 1
+    while fractions.Fraction(2) ** (e + 1) <= a:
+        e += 1
+    e = max(e, -126)
+    ulp = fractions.Fraction(2) ** (e - 23)
+    n, r = divmod(a, ulp)
+    if r > ulp / 2 or (r == ulp / 2 and n % 2):
+        n += 1
+    return (n * ulp) * (1 if v > 0 else -1)
+
+
+F4_VALUES = [fractions.Fraction(v) for v in (0, 0.5, 1, 1.5, 2, 3, 4, 6)]
+
+
+def f4_code(q: fractions.Fraction, negative: bool) -> int:
+    """RNE to f4E2M1FN of a value already clamped to [-6, 6], by exact comparison."""
+    a = abs(q)
+    best = min(range(8), key=lambda c: (abs(a - F4_VALUES[c]), c % 2))  # ties: even code
+    return best | (8 if negative else 0)
+
+
+def test_reference_nvfp4_ties_match_exact_arithmetic():
+    """mxlower.reference (NumPy f32 division, ml_dtypes' f4 rounding) against the same rule in
+    exact rational arithmetic, on a sample of the threshold neighbourhoods."""
+    x = nvfp4_tie_blocks()
+    rows = x[:: max(1, len(x) // 40)]
+    rq, rs = reference.quantize(rows, "nvfp4")
+    eq = codes(rq)
+    for r in range(rows.shape[0]):
+        s = fractions.Fraction(float(rs[r, 0].astype(np.float32)))
+        assert s == fractions.Fraction(float(rows[r, 0])) / 6
+        for i in range(16):
+            y = fractions.Fraction(float(rows[r, i]))
+            q = min(max(f32_rne(y / s), fractions.Fraction(-6)), fractions.Fraction(6))
+            want = f4_code(q, bool(np.signbit(rows[r, i])))
+            assert eq[r, i] & 0xF == want, (r, i, float(rows[r, i]), float(s))
+
+
+@pytest.mark.parametrize("dtype", WIDE, ids=lambda d: d.name)
+def test_nvfp4_threshold_neighbourhoods(dtype):
+    """Every f4 tie and its neighbours, for every E4M3 scale value, without a global scale."""
+    x = nvfp4_tie_blocks().astype(dtype)
+    q, s = q_jit(format="nvfp4")(x)
+    rq, rs = reference.quantize(x, "nvfp4")
+    assert_same(s, rs, "scales")
+    assert_same(q, rq, "elements")
+
+
+@pytest.mark.parametrize("g", [0.125, 0.3, -3.0, 1.5 * 2.0 ** -140, 2.0 ** -149, 7e30])
+def test_nvfp4_threshold_neighbourhoods_global_scale(g):
+    """The same neighbourhoods as x = RNE(y * g): exact for a power of two g, near the ties
+    otherwise; subnormal g makes x subnormal."""
+    y = nvfp4_tie_blocks()
+    with np.errstate(over="ignore", under="ignore"):
+        x = (y.astype(np.float64) * g).astype(np.float32)
+    q, s = q_jit(format="nvfp4")(x, np.float32(g))
+    rq, rs = reference.quantize(x, "nvfp4", global_scale=g)
+    assert_same(s, rs, "scales")
+    assert_same(q, rq, "elements")
+
+
+@pytest.mark.parametrize("g", [None, 1.0, 2.0 ** -140, 3.0 * 2.0 ** -149])
+def test_nvfp4_subnormal_values(g):
+    """Subnormal y (and x) next to normal ones: blocks whose scale is the smallest E4M3 values
+    or zero, and every subnormal f32 binade."""
+    rng = np.random.default_rng(7)
+    mant = rng.integers(1, 1 << 23, (64, 16)).astype(np.uint32)
+    mant >>= rng.integers(0, 23, (64, 16)).astype(np.uint32)
+    sub = mant.view(np.float32) * np.where(rng.random((64, 16)) < 0.5, -1, 1).astype(np.float32)
+    big = np.float32([6 * 2.0 ** -9, 6 * 7 * 2.0 ** -9, 2.0 ** -120, 0.0])
+    sub[:, 0] = big[np.arange(64) % 4]
+    if g is None:
+        q, s = q_jit(format="nvfp4")(sub)
+        rq, rs = reference.quantize(sub, "nvfp4")
+    else:
+        x = sub if g == 1.0 else sub * np.float32(2.0 ** 100)  # y = x / g spans the ranges
+        q, s = q_jit(format="nvfp4")(x, np.float32(g))
+        rq, rs = reference.quantize(x, "nvfp4", global_scale=g)
+    assert_same(s, rs, "scales")
+    assert_same(q, rq, "elements")
+
+
+@pytest.mark.parametrize("g", [2.0 ** -115, float(np.nextafter(np.float32(2.0 ** -115),
+                                                                 np.float32(0))), -2.0 ** -115])
+def test_nvfp4_global_scale_at_the_subnormal_cut(g):
+    """|g| = 2^-115 is where the kernel starts reading subnormal x as zero (mx_math.NVFP4_G_FAST):
+    subnormal x of every binade in blocks whose scale is the smallest E4M3 values, where
+    x / g comes closest to the smallest element threshold, on both sides of the cut."""
+    rng = np.random.default_rng(8)
+    mant = (np.uint32((1 << 23) - 1) >> rng.integers(0, 23, (64, 16)).astype(np.uint32))
+    mant -= rng.integers(0, 3, (64, 16)).astype(np.uint32) * (mant > 4)
+    x = mant.view(np.float32) * np.where(rng.random((64, 16)) < 0.5, -1, 1).astype(np.float32)
+    with np.errstate(under="ignore"):
+        lead = (np.float64([6 * 2.0 ** -9, 6 * 2.0 ** -8, 6 * 3 * 2.0 ** -9, 0.0]) * abs(g))
+    x[:, 0] = lead.astype(np.float32)[np.arange(64) % 4]
+    q, s = q_jit(format="nvfp4")(x, np.float32(g))
+    rq, rs = reference.quantize(x, "nvfp4", global_scale=g)
+    assert_same(s, rs, "scales")
+    assert_same(q, rq, "elements")
+
+
+# -- the nvfp4 kernel on a CPU that flushes subnormals (MXCSR DAZ and FTZ, as XLA:CPU may) ----
+
+_FLUSHING_CALL = """
+llvm.func @call_flushing(%h: !llvm.ptr, %frame: !llvm.ptr) -> !llvm.ptr {
+  %c1 = llvm.mlir.constant(1 : i64) : i64
+  %slot = llvm.alloca %c1 x i32 : (i64) -> !llvm.ptr
+  llvm.call_intrinsic "llvm.x86.sse.stmxcsr"(%slot) : (!llvm.ptr) -> ()
+  %old = llvm.load %slot : !llvm.ptr -> i32
+  %daz_ftz = llvm.mlir.constant(32832 : i32) : i32
+  %new = llvm.or %old, %daz_ftz : i32
+  llvm.store %new, %slot : i32, !llvm.ptr
+  llvm.call_intrinsic "llvm.x86.sse.ldmxcsr"(%slot) : (!llvm.ptr) -> ()
+  %r = llvm.call %h(%frame) : !llvm.ptr, (!llvm.ptr) -> !llvm.ptr
+  llvm.store %old, %slot : i32, !llvm.ptr
+  llvm.call_intrinsic "llvm.x86.sse.ldmxcsr"(%slot) : (!llvm.ptr) -> ()
+  llvm.return %r : !llvm.ptr
+}
+llvm.func @call_flushing_address() -> !llvm.ptr {
+  %a = llvm.mlir.addressof @call_flushing : !llvm.ptr
+  llvm.return %a : !llvm.ptr
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def call_flushing():
+    """``f(handler address, call frame address)``: the handler run with the x86 MXCSR's
+    denormals-are-zero and flush-to-zero bits set (restored after)."""
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        pytest.skip("MXCSR is x86's")
+    ir = upstream.module("ir")
+    ctx = upstream.context()
+    with ctx, ir.Location.unknown():
+        module = ir.Module.parse(_FLUSHING_CALL)
+        for op in module.body.operations:
+            op.attributes["llvm.emit_c_interface"] = ir.UnitAttr.get()
+    engine, address = ffi.jit(ctx, module, "call_flushing_address")
+    fn = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)(address)
+    yield fn
+    del engine
+
+
+def quantize_flushing(call, x: np.ndarray, g) -> tuple[np.ndarray, np.ndarray]:
+    """nvfp4 quantize of f32 ``x`` [rows, cols] by the kernel's handler through the C ABI on
+    this thread, with subnormals flushed: (element codes one a byte, scale codes)."""
+    spec = KernelSpec("quantize", "nvfp4", global_scale=g is not None)
+    ck = ffi.compile_kernel(spec)
+    keep: list = []
+    x = np.ascontiguousarray(x, np.float32)
+    ins = [x] + ([np.float32([g])] if g is not None else [])
+    args = [abi.buffer_arg(a.ctypes.data, o.dtype.name, () if o.kind == "scalar" else x.shape,
+                           keep) for o, a in zip(spec.operands(), ins)]
+    q = np.zeros(x.size // 2, np.uint8)
+    s = np.zeros(x.size // 16, np.uint8)
+    rets = [abi.buffer_arg(q.ctypes.data, "float4_e2m1fn", x.shape, keep),
+            abi.buffer_arg(s.ctypes.data, "float8_e4m3fn", (x.shape[0], x.shape[1] // 16),
+                           keep)]
+    api = abi.Api(struct_size=abi.Api.XLA_FFI_Error_Create.offset + 8)  # no thread pool
+    frame = abi.call_frame(ctypes.addressof(api), args, rets, keep)
+    assert call(ck.address, ctypes.addressof(frame)) is None
+    codes_ = np.stack([q & 0xF, q >> 4], axis=-1).reshape(x.shape)
+    return codes_, s.reshape(x.shape[0], -1)
+
+
+@pytest.mark.parametrize("g", [None, 1.0, 0.3, -3.0, 2.0 ** -115,
+                               float(np.nextafter(np.float32(2.0 ** -115), np.float32(0))),
+                               1.5 * 2.0 ** -117, 2.0 ** -120, 1.5 * 2.0 ** -125, 1.5 * 2.0 ** -140,
+                               2.0 ** -149])
+def test_nvfp4_kernel_exact_when_subnormals_flush(call_flushing, g):
+    """The same answers with DAZ/FTZ on: thresholds neighbourhoods, and subnormal x in blocks
+    with the smallest scales (the inputs the |g| >= 2^-115 shortcut of x / g reads as zero)."""
+    ties = nvfp4_tie_blocks()
+    rng = np.random.default_rng(9)
+    mant = (np.uint32((1 << 23) - 1) >> rng.integers(0, 23, (64, 16)).astype(np.uint32))
+    sub = mant.view(np.float32) * np.where(rng.random((64, 16)) < 0.5, -1, 1).astype(np.float32)
+    sub[:, 0] = np.float32([6 * 2.0 ** -9, 6 * 3 * 2.0 ** -9, 2.0 ** -120, 0.0])[
+        np.arange(64) % 4]
+    gg = 1.0 if g is None else abs(g)
+    with np.errstate(over="ignore", under="ignore"):
+        x = np.concatenate([ties.astype(np.float64) * gg, sub.astype(np.float64) * np.where(
+            np.arange(16) == 0, gg, 1.0)]).astype(np.float32)
+    q, s = quantize_flushing(call_flushing, x, g)
+    rq, rs = reference.quantize(x, "nvfp4", global_scale=g)
+    assert_same(s, codes(rs), "scales")
+    assert_same(q.astype(np.uint8), codes(rq), "elements")
