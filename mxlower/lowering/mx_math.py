@@ -441,13 +441,7 @@ def nvfp4_element_codes(b: Any, yb: Any, sd: Any, keep: list[int]) -> Any:
     (XLA:CPU's rewrite of divisions into rounded reciprocals cannot interfere; a subnormal a,
     read as 0 there, is below every p either way).  The sign is y's (a negative y that rounds
     to 0 gives -0, as RNE_f4 does)."""
-    bshape = b.shape(yb)
-    a = b.bitcast(b.and_(yb, _MAG), "f32")
-    code = b.like(yb, 0)
-    for t, tie_up in _F4_THRESHOLDS:
-        p = b.broadcast(b.mul(sd, t), bshape, keep)
-        code = b.add(code, b.convert(b.ge(a, p) if tie_up else b.gt(a, p), "i32"))
-    return b.or_(code, b.and_(b.shr(yb, 28), 8))
+    return _threshold_search(b, yb, b.broadcast(sd, b.shape(yb), keep))
 
 
 def nvfp4_element_codes_search(b: Any, yb: Any, sd: Any) -> Any:
@@ -460,8 +454,14 @@ def nvfp4_element_codes_search(b: Any, yb: Any, sd: Any) -> Any:
     over the increasing thresholds, each level's t picked per lane and multiplied by s (the
     fastest form measured on the kernel: BENCHMARKS.md, "nvfp4 quantize kernel").  A
     subnormal |y| compares as itself on the bits, and is below every p either way."""
+    return _threshold_search(b, yb, b.broadcast(sd, b.shape(yb)))
+
+
+def _threshold_search(b: Any, yb: Any, s: Any) -> Any:
+    """The codes of :func:`nvfp4_element_codes` by a binary search over the thresholds (three
+    comparisons of |y|'s bits with t * s, each level's t picked per lane); ``s`` is shaped
+    like ``yb``.  (Measured faster than seven comparisons, in the kernel and in StableHLO.)"""
     mag = b.and_(yb, _MAG)
-    s = b.broadcast(sd, b.shape(mag))
     t = [v for v, _ in _F4_THRESHOLDS]
     up = [u for _, u in _F4_THRESHOLDS]
     # the levels: t[3]; t[1] or t[5]; one of t[0], t[2], t[4], t[6] -- each level's

@@ -81,9 +81,12 @@ func.func @quantize_dynamic_batch(%x: tensor<?x64xf32>) -> (tensor<?x64xf8E5M2>,
 // -----
 
 // nvfp4: the block scale is RNE_e4m3(min(amax / 6, 448)); the global scale divides first.
-// Each quotient is formed in f64 as x * RN(1 / d) and rounded to f32, which is the correctly
+// Both quotients are formed in f64 as x * RN(1 / d) and rounded to f32, which is the correctly
 // rounded f32 quotient (XLA:CPU would turn an f32 division by a broadcast or a constant into
-// a multiplication by a rounded f32 reciprocal: off in the last bit, wrong f4 ties).
+// a multiplication by a rounded f32 reciprocal: off in the last bit, wrong f4 ties).  The
+// elements take no quotient: a binary search compares |y|'s bits with the exact t * s for
+// the f4 thresholds t (>= where the f4 tie rounds up, > where down; docs/semantics.md
+// Appendix A), and the codes become f4 by a bitcast.
 
 // CHECK-LABEL: func.func @quantize_nvfp4
 // CHECK: %[[RG:.*]] = stablehlo.divide %{{.*}}, %{{.*}} : tensor<f64>
@@ -94,10 +97,16 @@ func.func @quantize_dynamic_batch(%x: tensor<?x64xf32>) -> (tensor<?x64xf8E5M2>,
 // CHECK: stablehlo.convert %[[A6]] : (tensor<2x4xf64>) -> tensor<2x4xf32>
 // CHECK: stablehlo.minimum
 // CHECK: stablehlo.convert %{{.*}} : (tensor<2x4xf32>) -> tensor<2x4xf8E4M3FN>
-// CHECK: %[[RS:.*]] = stablehlo.divide %{{.*}}, %{{.*}} : tensor<2x4xf64>
-// CHECK: stablehlo.broadcast_in_dim %[[RS]], dims = [0, 1] : (tensor<2x4xf64>) -> tensor<2x4x16xf64>
-// CHECK: stablehlo.convert %{{.*}} : (tensor<2x4x16xf64>) -> tensor<2x4x16xf32>
-// CHECK: stablehlo.convert %{{.*}} : (tensor<2x4x16xf32>) -> tensor<2x4x16xf4E2M1FN>
+// CHECK: %[[S:.*]] = stablehlo.broadcast_in_dim %{{.*}}, dims = [0, 1] : (tensor<2x4xf32>) -> tensor<2x4x16xf32>
+// CHECK: %[[MAG:.*]] = stablehlo.and
+// CHECK: %[[P1:.*]] = stablehlo.multiply %[[S]], %{{.*}} : tensor<2x4x16xf32>
+// CHECK: %[[B1:.*]] = stablehlo.bitcast_convert %[[P1]]
+// CHECK: %[[HI:.*]] = stablehlo.compare GE, %[[MAG]], %[[B1]], SIGNED
+// CHECK: stablehlo.compare GE, %[[MAG]]
+// CHECK: stablehlo.compare GT, %[[MAG]]
+// CHECK-NOT: stablehlo.compare {{.*}}%[[MAG]]
+// CHECK: %[[C4:.*]] = stablehlo.convert %{{.*}} : (tensor<2x4x16xi32>) -> tensor<2x4x16xui4>
+// CHECK: stablehlo.bitcast_convert %[[C4]] : (tensor<2x4x16xui4>) -> tensor<2x4x16xf4E2M1FN>
 // CHECK-NOT: stablehlo.divide {{.*}}xf32>
 // CHECK-NOT: mx.
 func.func @quantize_nvfp4(%x: tensor<2x64xf16>, %g: tensor<f32>) -> (tensor<2x64xf4E2M1FN>, tensor<2x4xf8E4M3FN>) {
