@@ -21,7 +21,7 @@ import numpy as np
 
 from mxlower.bindings.jaxlib import ir, stablehlo
 
-__all__ = ["Builder", "Dyn", "is_dynamic"]
+__all__ = ["Builder", "Comparisons", "Dyn", "is_dynamic"]
 
 
 def _elt(t: str | Any) -> Any:
@@ -60,7 +60,23 @@ def is_dynamic(shape: Sequence[int | Dyn]) -> bool:
     return any(isinstance(d, Dyn) for d in shape)
 
 
-class Builder:
+class Comparisons:
+    """``eq`` .. ``ge`` over a builder's ``compare(direction, a, b)``: the shorthands every
+    builder of the MX math offers (this StableHLO :class:`Builder`, and the kernels' ``arith``
+    builder in :mod:`mxlower.lowering.mx_kernels`)."""
+
+    def compare(self, direction: str, a: Any, b: Any) -> Any:
+        raise NotImplementedError
+
+    def eq(self, a, b): return self.compare("EQ", a, b)  # noqa: E704
+    def ne(self, a, b): return self.compare("NE", a, b)  # noqa: E704
+    def lt(self, a, b): return self.compare("LT", a, b)  # noqa: E704
+    def le(self, a, b): return self.compare("LE", a, b)  # noqa: E704
+    def gt(self, a, b): return self.compare("GT", a, b)  # noqa: E704
+    def ge(self, a, b): return self.compare("GE", a, b)  # noqa: E704
+
+
+class Builder(Comparisons):
     """Emits StableHLO ops at ``loc`` through the insertion point ``ip``."""
 
     def __init__(self, loc: Any, ip: Any):
@@ -188,13 +204,6 @@ class Builder:
         return stablehlo.CompareOp(
             a, b, stablehlo.ComparisonDirectionAttr.get(direction),
             compare_type=stablehlo.ComparisonTypeAttr.get(kind), **self._kw()).result
-
-    def eq(self, a, b): return self.compare("EQ", a, b)  # noqa: E704
-    def ne(self, a, b): return self.compare("NE", a, b)  # noqa: E704
-    def lt(self, a, b): return self.compare("LT", a, b)  # noqa: E704
-    def le(self, a, b): return self.compare("LE", a, b)  # noqa: E704
-    def gt(self, a, b): return self.compare("GT", a, b)  # noqa: E704
-    def ge(self, a, b): return self.compare("GE", a, b)  # noqa: E704
 
     # ----------------------------------------------------------------------------- types and shapes
     def convert(self, v: Any, elt: str) -> Any:

@@ -74,6 +74,7 @@ import numpy as np
 from mxlower import numbers, types
 from mxlower.bindings import upstream
 from mxlower.formats import FORMATS, SCALE_MODES, WIDE_TYPES, MXFormat
+from mxlower.ir.stablehlo_builder import Comparisons
 from mxlower.lowering import cast_math, codec, codec_spec, mx_math
 
 __all__ = ["CONVERT_LANES", "TARGETS", "ArithOps", "CastSpec", "ConvertSpec", "KernelSpec",
@@ -427,7 +428,7 @@ class CastSpec:
 # ============================================================================== arith ops
 
 
-class ArithOps:
+class ArithOps(Comparisons):
     """The elementwise interface of :class:`mxlower.ir.stablehlo_builder.Builder` on upstream
     ``arith``/``math``/``vector`` values (scalars or 1-D vectors), so that
     :mod:`mxlower.lowering.mx_math`'s bit arithmetic runs unchanged inside a kernel.
@@ -576,12 +577,6 @@ class ArithOps:
         pred = getattr(self.arith.CmpIPredicate, self._IPRED[direction].lower())
         return self.arith.CmpIOp(self.ir.IntegerAttr.get(i64, int(pred)), a, b).result
 
-    def eq(self, a, b): return self.compare("EQ", a, b)  # noqa: E704
-    def ne(self, a, b): return self.compare("NE", a, b)  # noqa: E704
-    def lt(self, a, b): return self.compare("LT", a, b)  # noqa: E704
-    def le(self, a, b): return self.compare("LE", a, b)  # noqa: E704
-    def gt(self, a, b): return self.compare("GT", a, b)  # noqa: E704
-    def ge(self, a, b): return self.compare("GE", a, b)  # noqa: E704
 
     # -- conversions ------------------------------------------------------------------------
     def convert(self, v: Any, elt: str) -> Any:
