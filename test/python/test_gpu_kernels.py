@@ -49,6 +49,7 @@ import numpy as np
 import pytest
 
 import mxlower
+from mxlower import numbers
 from mxlower import reference as R
 from mxlower.bindings import upstream
 from mxlower.execution import ffi_abi as abi
@@ -79,6 +80,32 @@ GPU_CASES: list[dict] = (
     + [{"op": "convert", "src": "bf16", "dst": "f4E2M1FN"},
        {"op": "convert", "src": "f16", "dst": "f8E4M3FN"},
        {"op": "convert", "src": "f4E2M1FN", "dst": "bf16"}])
+
+
+def _cast(number: str, scale: str | None = None, wide: str = "f32", roundmode: str = "even",
+          scalemode: str | None = None, length: int | None = None) -> dict:
+    """A fused ``mx.cast`` case (a :class:`~mxlower.lowering.mx_kernels.CastSpec`'s
+    parameters; the ones left at None omitted)."""
+    c = {"op": "cast", "number": number, "scale": scale, "wide": wide, "roundmode": roundmode,
+         "scalemode": scalemode, "length": length}
+    return {k: v for k, v in c.items() if v is not None}
+
+
+#: the fused casts the GPU run checks: unscaled (a masked last vector), exponent scales in
+#: tiles of 32 and 128 (a tile of several vectors), a float scale, a channel scale (tiles of a
+#: row's 1000 values) and a tensor scale (one thread: mxlower.jax keeps the StableHLO for it
+#: on CUDA, the kernel is checked all the same); every rounding mode, f32, bf16 and f16 in
+CAST_CASES: list[dict] = [
+    _cast("e5m6"), _cast("e5m6", wide="bf16", roundmode="stochastic"),
+    _cast("e2m1fo", roundmode="stochastic"), _cast("e2m1fo", wide="bf16", roundmode="zero"),
+    _cast("e2m1fn", "e8m0_t32", scalemode="max"),
+    _cast("e2m1fn", "e8m0_t32", roundmode="stochastic", scalemode="rceil"),
+    _cast("int8", "e8m0_t32", "bf16", "nearest", "rceil"),
+    _cast("e4m3fn", "e8m0_t128", "f16", "zero", "midmax"),
+    _cast("e2m1fn", "e4m3fn_t16"), _cast("e2m1fn", "e4m3fn_t16", "bf16", "stochastic"),
+    _cast("e4m3fn", "e8m0_t0", scalemode="nearest", length=1000),
+    _cast("int8", "e8m0", roundmode="stochastic", scalemode="rceil", length=3001)]
+GPU_CASES += CAST_CASES
 
 
 def case_id(c: dict) -> str:
@@ -117,10 +144,51 @@ def _x(shape: tuple[int, ...], wide: str, seed: int) -> np.ndarray:
         return x.astype(WIDE_DT[wide])
 
 
+def _cast_data(c: dict) -> tuple[list[np.ndarray], list[np.ndarray], list[str]]:
+    """A cast case's ``x`` (and uint32 random bits), and its reference.cast: groups of values
+    (a tile; 8 where unscaled) spanning 10 binades below a largest magnitude drawn from the
+    wide type's range (unscaled: about the number's), 5% zeros, the first 512 values :func:`_x`'s specials (NaN/Inf, zeros,
+    subnormals, edges; no NaN/Inf in a tensor scale's one tile, else every value is NaN); a
+    partial last vector where unscaled."""
+    scale, length = c.get("scale"), c.get("length")
+    s = None if scale is None else numbers.scale(scale)
+    if s is None:
+        shape: tuple[int, ...] = (1001, 131)
+        group = 8
+    elif s.kind == "tile":
+        group = s.tile[0]
+        shape = (1000 * 32 // group + 3, 4 * group)
+    else:
+        group = length
+        shape = (41, length) if s.kind == "channel" else (length,)
+    wide = c.get("wide", "f32")
+    lo, hi = (-22, 14) if wide == "f16" else (-140, 120)
+    if s is None:  # about the number's range: some values flush, some overflow
+        num = numbers.number(c["number"])
+        lo, hi = max(lo, num.emin - num.man_bits - 2), min(hi, num.emax + 12)
+    rng = np.random.default_rng(5)
+    n = int(np.prod(shape))
+    e = np.repeat(rng.integers(lo, hi, -(-n // group)), group)[:n] + rng.integers(-10, 1, n)
+    x = (rng.standard_normal(n) * np.exp2(e)).astype(np.float32)
+    x[rng.random(n) < 0.05] = 0.0
+    x[:512] = _x((512,), "f32", 4)
+    if len(shape) == 1:
+        x[~np.isfinite(x)] = 0.0
+    with np.errstate(over="ignore"):
+        x = x.reshape(shape).astype(WIDE_DT[wide])
+    roundmode, scalemode = c.get("roundmode", "even"), c.get("scalemode", "max")
+    r = (rng.integers(0, 1 << 32, shape, dtype=np.uint32) if roundmode == "stochastic"
+         else None)
+    want = R.cast(x, c["number"], scale, roundmode, scalemode, rbits=r)
+    return [x] + ([] if r is None else [r]), [want], ["values"]
+
+
 def case_data(c: dict) -> tuple[list[np.ndarray], list[np.ndarray], list[str]]:
     """(input buffers' bytes, wanted output buffers' bytes, output comparison kinds: "codes" or
     "values" (NaN-aware)) for case ``c``, from mxlower.reference."""
     op = c["op"]
+    if op == "cast":
+        return _cast_data(c)
     g = np.float32(0.375) if c.get("global_scale") else None
     gl = [np.array([g], np.float32)] if g is not None else []
     if op == "convert":
@@ -189,7 +257,7 @@ def case_shape(c: dict, inputs: list[np.ndarray], wants: list[np.ndarray]) -> tu
     if c["op"] == "convert":
         wide = inputs[0] if c["src"] in WIDE_DT else wants[0]
         return wide.shape
-    return inputs[0].shape if c["op"] == "quantize" else wants[0].shape
+    return inputs[0].shape if c["op"] in ("quantize", "cast") else wants[0].shape
 
 
 # ============================================================================ stand-ins
@@ -248,8 +316,11 @@ _MLIR = pytest.mark.skipif(not _has_mlir(), reason="upstream MLIR not installed"
 
 
 def spec_of(c: dict):
-    from mxlower.lowering.mx_kernels import ConvertSpec, KernelSpec
+    from mxlower.lowering.mx_kernels import CastSpec, ConvertSpec, KernelSpec
 
+    if c["op"] == "cast":
+        return CastSpec(c["number"], c.get("scale"), c.get("wide", "f32"),
+                        c.get("roundmode", "even"), c.get("scalemode", "max"), c.get("length"))
     if c["op"] == "convert":
         return ConvertSpec(c["src"], c["dst"], c.get("packed", False))
     return KernelSpec(c["op"], c["format"], c.get("wide", "f32"), c.get("scale_mode", "floor"),
