@@ -739,12 +739,37 @@ def _entry(c: dict) -> tuple[dict, object]:
 
 @_MLIR
 def test_carried_handlers_are_what_the_gpu_test_loads(tmp_path, monkeypatch, standin):
-    cases = [GPU_CASES[0], {"op": "convert", "src": "f32", "dst": "f6E2M3FN"}]
+    from mxlower.execution import ffi_cuda
+
+    cast = _cast("e2m1fn", "e8m0_t32", roundmode="stochastic", scalemode="rceil")
+    assert cast in CAST_CASES
+    cases = [GPU_CASES[0], {"op": "convert", "src": "f32", "dst": "f6E2M3FN"}, cast]
     build_handlers(str(tmp_path), cases)
     monkeypatch.setenv(KERNELS_ENV, str(tmp_path))
     e, handler = _entry(cases[1])
     assert e["name"] == "mxlower_convert_f32_f6E2M3FN"
     assert e["results"] == [["y", "uint8", "values"]]
+    # the carried cast handler, called as the GPU test calls it (the random bits the second
+    # operand), launches on the stand-in driver with x, rbits and y as memref descriptors
+    e, handler = _entry(cast)
+    assert e["name"] == "mxlower_cast_e2m1fn_e8m0_t32_f32_stochastic_rceil" and e["k"] == 32
+    assert e["operands"] == [["x", "float32", "values"], ["rbits", "uint32", "values"]]
+    assert e["results"] == [["y", "float32", "values"]]
+    path, dll = standin
+    monkeypatch.setenv(ffi_cuda.DRIVER_ENV, path)
+    dll.standin_configure(9, 0, 0, 17)
+    inputs, wants, _ = case_data(cast)
+    shape = case_shape(cast, inputs, wants)
+    n, units = inputs[0].size, inputs[0].size // 32
+    api = FakeApi()
+    x, r, y = inputs[0].ctypes.data, inputs[1].ctypes.data, 0x9000
+    assert call(handler, api, e["operands"], e["results"], [x, r], [y], e["k"],
+                shape) is None, api.errors
+    assert list((ctypes.c_uint64 * 64).in_dll(dll, "params"))[:17] == \
+        [x, x, 0, n, 1, r, r, 0, n, 1, y, y, 0, n, 1, 0, units]
+    assert list((ctypes.c_uint * 7).in_dll(dll, "dims"))[:4] == \
+        [-(-units // THREADS), 1, 1, THREADS]
+    assert ctypes.string_at(_recorded(dll, "image"), 4) == b"\x7fELF"  # the sm_90a cubin
     with pytest.raises(pytest.fail.Exception, match="has no handler for"):
         _entry(GPU_CASES[1])
     m = json.loads((tmp_path / "manifest.json").read_text())
@@ -765,7 +790,8 @@ def test_the_gpu_side_imports_no_mlir(tmp_path, standin):
 import test_gpu_kernels as G
 e, h = G._entry(G.GPU_CASES[0])
 inputs, wants, kinds = G.case_data(G.GPU_CASES[0])
-print("ok", e["name"], len(inputs))
+cast = G.case_data(G.CAST_CASES[-1])  # a stochastic cast with a tensor scale
+print("ok", e["name"], len(inputs), len(cast[0]))
 """
     r = run_without_mlir(code, os.path.dirname(os.path.abspath(__file__)),
                          dict(os.environ, **{KERNELS_ENV: str(tmp_path)}))
