@@ -17,8 +17,10 @@ Without a GPU (every test not marked ``gpu``):
 * mxlower.jax lowers for ``platform="cuda"`` to the kernels' custom calls.
 
 On a GPU (marked ``gpu``; skipped without a CUDA device or CuPy): every case of
-:data:`GPU_CASES` runs through the real CUDA handler on the real driver, launched on a CuPy
-stream, and matches mxlower.reference.  A GPU machine need not have jaxlib or the xtc wheels:
+:data:`GPU_CASES` (quantize, dequantize, convert, and the fused ``mx.cast`` kernels of
+:data:`CAST_CASES`, their random bits for stochastic rounding a second operand) runs through
+the real CUDA handler on the real driver, launched on a CuPy stream, and matches
+mxlower.reference.  A GPU machine need not have jaxlib or the xtc wheels:
 build the handlers here as shared libraries (each embedding its sm_90a / sm_100a cubins and a
 portable PTX) and carry them::
 
