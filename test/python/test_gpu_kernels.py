@@ -149,9 +149,9 @@ def _x(shape: tuple[int, ...], wide: str, seed: int) -> np.ndarray:
 def _cast_data(c: dict) -> tuple[list[np.ndarray], list[np.ndarray], list[str]]:
     """A cast case's ``x`` (and uint32 random bits), and its reference.cast: groups of values
     (a tile; 8 where unscaled) spanning 10 binades below a largest magnitude drawn from the
-    wide type's range (unscaled: about the number's), 5% zeros, the first 512 values :func:`_x`'s specials (NaN/Inf, zeros,
-    subnormals, edges; no NaN/Inf in a tensor scale's one tile, else every value is NaN); a
-    partial last vector where unscaled."""
+    wide type's range (unscaled: about the number's), 5% zeros, the first 512 values
+    :func:`_x`'s specials (NaN/Inf, zeros, subnormals, edges; no NaN/Inf in a tensor scale's
+    one tile, else every value is NaN); a partial last vector where unscaled."""
     scale, length = c.get("scale"), c.get("length")
     s = None if scale is None else numbers.scale(scale)
     if s is None:
