@@ -44,6 +44,7 @@ import numpy as np
 
 from mxlower import types
 from mxlower.formats import DATATYPES, Datatype, get_datatype
+from mxlower.numbers import number as _number  # the parser (cast's argument is 'number')
 from mxlower.numbers import (
     ROUND_MODES,
     SCALE_MODES,
@@ -51,8 +52,6 @@ from mxlower.numbers import (
     ScaleSpec,
     SpecError,
     datatype,
-    number,
-    scale,
 )
 
 __all__ = ["Encoded", "cast", "decode", "encode", "resolve", "round_codes", "sparse"]
@@ -76,20 +75,20 @@ class Encoded(NamedTuple):
 # ============================================================================== arguments
 
 
-def resolve(number_spec, scale_spec=None) -> Datatype:
+def resolve(number, scale=None) -> Datatype:
     """The datatype a cast is asked for: a :class:`Datatype`, a predefined name
-    (``"mxfp8_e4m3"``), ``"number:scale"``, or a number spec with ``scale_spec``."""
-    if isinstance(number_spec, Datatype):
-        if scale_spec is not None:
-            raise SpecError(f"datatype {number_spec} has its own scale; do not pass scale")
-        return number_spec
-    if isinstance(number_spec, str) and (number_spec in DATATYPES or ":" in number_spec):
-        dt = get_datatype(number_spec)
-        if scale_spec is None:
+    (``"mxfp8_e4m3"``), ``"number:scale"``, or a number spec with ``scale``."""
+    if isinstance(number, Datatype):
+        if scale is not None:
+            raise SpecError(f"datatype {number} has its own scale; do not pass scale")
+        return number
+    if isinstance(number, str) and (number in DATATYPES or ":" in number):
+        dt = get_datatype(number)
+        if scale is None:
             return dt
         if dt.scale is not None:
-            raise SpecError(f"datatype {number_spec} has its own scale; do not pass scale")
-    return datatype(number_spec, scale_spec)
+            raise SpecError(f"datatype {number} has its own scale; do not pass scale")
+    return datatype(number, scale)
 
 
 def _wide(x) -> tuple[np.ndarray, np.dtype]:
@@ -149,7 +148,7 @@ def round_codes(v, spec: NumberSpec | str, roundmode: str = "even", rbits=None, 
     (section 10.2: saturating; ``rbits`` an int64/uint32 array for ``stochastic``).
     ``fixed``: read an ``intK`` as fixed point with K-2 fraction bits (scaled by an exponent
     scale)."""
-    spec = number(spec)
+    spec = _number(spec)
     v = np.asarray(v, dtype=_F64)
     r = None if rbits is None else np.broadcast_to(np.asarray(rbits, np.int64), v.shape)
     a = np.abs(v)
@@ -292,12 +291,12 @@ def _per_tile(v: np.ndarray, ndim: int) -> np.ndarray:
 # ============================================================================== encode
 
 
-def encode(x, number_spec, scale_spec=None, roundmode: str = "even", scalemode: str = "max",
+def encode(x, number, scale=None, roundmode: str = "even", scalemode: str = "max",
            rbits=None) -> Encoded:
     """The actual cast of ``x`` (f32/bf16/f16) to a datatype (see :func:`resolve`): codes,
     scales and zero points, as docs/semantics.md section 10 defines them."""
     xf, _ = _wide(x)
-    dt = resolve(number_spec, scale_spec)
+    dt = resolve(number, scale)
     r = _modes(roundmode, scalemode, rbits, xf.shape)
     codes, scales, zps = _encode(xf, dt, roundmode, scalemode, r)
     n, s = dt.number, dt.scale
@@ -463,7 +462,7 @@ def _round_signed(q: np.ndarray, mode: str, r) -> np.ndarray:
 # ============================================================================== decode
 
 
-def decode(encoded, number_spec=None, scale_spec=None, *, scales=None, zero_points=None,
+def decode(encoded, number=None, scale=None, *, scales=None, zero_points=None,
            dtype=np.float32) -> np.ndarray:
     """Values of an actual cast: ``decode(encode(x, dt), dt)`` (or codes with ``scales=`` and
     ``zero_points=``) in ``dtype`` (f32, bf16 or f16): each value computed in f32 and rounded
@@ -477,7 +476,7 @@ def decode(encoded, number_spec=None, scale_spec=None, *, scales=None, zero_poin
         codes, scales, zero_points = encoded
     else:
         codes = encoded
-    dt = resolve(number_spec, scale_spec)
+    dt = resolve(number, scale)
     n, s = dt.number, dt.scale
     c = _load(codes, n, "codes")
     if s is None:
@@ -531,13 +530,13 @@ def _to_out(v: np.ndarray, out: np.dtype) -> np.ndarray:
 # ============================================================================== cast
 
 
-def cast(x, number_spec, scale_spec=None, roundmode: str = "even", scalemode: str = "max",
+def cast(x, number, scale=None, roundmode: str = "even", scalemode: str = "max",
          rbits=None) -> np.ndarray:
     """The virtual cast of ``x`` (f32/bf16/f16) to a datatype: ``x``'s shape and dtype, each
     value the dequantized quantized value computed in f32 and rounded once to ``x``'s dtype
     (docs/semantics.md section 10.4)."""
     xf, out = _wide(x)
-    dt = resolve(number_spec, scale_spec)
+    dt = resolve(number, scale)
     r = _modes(roundmode, scalemode, rbits, xf.shape)
     codes, scales, zps = _encode(xf, dt, roundmode, scalemode, r)
     n, s = dt.number, dt.scale

@@ -661,14 +661,14 @@ class Datatype:
         return self.name or self.code
 
 
-def datatype(number_spec: str | NumberSpec, scale_spec: str | ScaleSpec | None = None,
+def datatype(number: str | NumberSpec, scale: str | ScaleSpec | None = None,  # noqa: A002
              name: str | None = None) -> Datatype:
     """A validated :class:`Datatype`: SpecError for the combinations section 10.3 does not
     define (uint data without a zero point or with an exponent scale, int or float data with
     a zero point, a zero point that cannot hold every zero point of the data, scaled exponent
     types)."""
-    n = number(number_spec)
-    s = scale(scale_spec) if scale_spec is not None else None
+    n = _number(number)
+    s = _scale(scale) if scale is not None else None
     what = f"datatype {n.code}" + (f":{s.code}" if s else "")
     if s is not None:
         if n.kind == "exp":
@@ -685,3 +685,7 @@ def datatype(number_spec: str | NumberSpec, scale_spec: str | ScaleSpec | None =
             raise SpecError(f"{what}: only uint data takes a zero point ({n.code} is "
                             "symmetric)")
     return Datatype(n, s, name)
+
+
+# the parsers under other names, for datatype(), whose arguments are named number and scale
+_number, _scale = number, scale

@@ -629,23 +629,23 @@ def test_sparse_errors():
 def test_cast_argument_errors():
     x = np.ones((2, 32), np.float32)
     for kwargs, msg in [
-            (dict(number_spec="e9m9"), "exponent bits"),
-            (dict(number_spec="e4m3fn", scale_spec="e8m0_t3"), "power of two"),
-            (dict(number_spec="e4m3fn", scale_spec="e8m0_t64"), "does not divide"),
-            (dict(number_spec="e4m3fn", roundmode="up"), "unknown roundmode"),
-            (dict(number_spec="e4m3fn", scalemode="ceil"), "unknown scalemode"),
-            (dict(number_spec="e4m3fn", roundmode="stochastic"), "needs rbits"),
-            (dict(number_spec="e4m3fn", rbits=np.zeros((2, 32), np.uint32)), "only used with"),
-            (dict(number_spec="e4m3fn", roundmode="stochastic",
+            (dict(number="e9m9"), "exponent bits"),
+            (dict(number="e4m3fn", scale="e8m0_t3"), "power of two"),
+            (dict(number="e4m3fn", scale="e8m0_t64"), "does not divide"),
+            (dict(number="e4m3fn", roundmode="up"), "unknown roundmode"),
+            (dict(number="e4m3fn", scalemode="ceil"), "unknown scalemode"),
+            (dict(number="e4m3fn", roundmode="stochastic"), "needs rbits"),
+            (dict(number="e4m3fn", rbits=np.zeros((2, 32), np.uint32)), "only used with"),
+            (dict(number="e4m3fn", roundmode="stochastic",
                   rbits=np.zeros((2, 32), np.int32)), "must be uint32"),
-            (dict(number_spec="e4m3fn", roundmode="stochastic",
+            (dict(number="e4m3fn", roundmode="stochastic",
                   rbits=np.zeros((2, 31), np.uint32)), "input's shape"),
-            (dict(number_spec="e4m3fn", scale_spec="float32_t32", scalemode="rceil"),
+            (dict(number="e4m3fn", scale="float32_t32", scalemode="rceil"),
              "applies to exponent scales"),
-            (dict(number_spec="mxfp8_e4m3", scale_spec="e8m0"), "has its own scale"),
-            (dict(number_spec=numbers.datatype("e4m3fn", "e8m0"), scale_spec="e8m0"),
+            (dict(number="mxfp8_e4m3", scale="e8m0"), "has its own scale"),
+            (dict(number=numbers.datatype("e4m3fn", "e8m0"), scale="e8m0"),
              "has its own scale"),
-            (dict(number_spec="uint8", scale_spec="e8m0_t32"), "asymmetric")]:
+            (dict(number="uint8", scale="e8m0_t32"), "asymmetric")]:
         with pytest.raises(ValueError, match=msg):
             R.cast(x, **kwargs)
     with pytest.raises(ValueError, match="float32, bfloat16 or float16"):
