@@ -100,7 +100,7 @@ _CAST_LANES = 8
 #: conversions lowered by mxlower-lower-narrow-floats-to-llvm)
 TARGETS = ("cpu", "gpu", "gpu-body")
 #: how a CPU kernel quantizes to nvfp4: "thresholds" compares |y| with the block's f4
-#: thresholds times s on the bits (mx_math.nvfp4_element_codes_search: exact, no quotient)
+#: thresholds times s on the bits (mx_math.nvfp4_element_codes: exact, no quotient)
 #: and, for |g| >= mx_math.NVFP4_G_FAST, reads x with a plain conversion in x / g;
 #: "quotient" forms RNE_f32(y / s) in f64 and converts it, and reads every x exactly (the GPU
 #: kernels' way and the CPU kernel's before; kept for comparison: bench/bench_ffi.py --nvfp4)
@@ -994,7 +994,7 @@ class _MXKernel(_Kernel):
         drop = self.m["arith"].OrIOp(nonfinite, b.eq(sd, 0.0)).result
         if self.target == "cpu" and NVFP4_ELEMENTS == "thresholds":
             def convert(xb: Any, j: int) -> Any:
-                c = mx_math.nvfp4_element_codes_search(b, xb, self.lane(sd, j))
+                c = mx_math.nvfp4_element_codes(b, xb, b.broadcast(self.lane(sd, j), b.shape(xb)))
                 return b.convert(b.select(self.lane(drop, j), b.like(c, 0), c), "i8")
 
             return codes, convert

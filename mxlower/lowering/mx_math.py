@@ -423,11 +423,12 @@ _F4_THRESHOLDS = ((0.25, False), (0.75, True), (1.25, False), (1.75, True), (2.5
                   (3.5, True), (5.0, False))
 
 
-def nvfp4_element_codes(b: Any, yb: Any, sd: Any, keep: list[int]) -> Any:
+def nvfp4_element_codes(b: Any, yb: Any, s: Any) -> Any:
     """docs/semantics.md section 4, step 5 without a division: the i32 f4E2M1FN codes of
-    RNE_f4(clamp(RNE_f32(y / s), -6, 6)) for the f32 bits ``yb`` of a blocked tensor and the
-    decoded block scales ``sd`` (f32, an E4M3 value or 1 for dropped blocks; broadcast along
-    ``keep``).
+    RNE_f4(clamp(RNE_f32(y / s), -6, 6)) for the f32 bits ``yb`` and the decoded block scales
+    ``s`` (f32, shaped like ``yb``: an E4M3 value, at least 2^-9 -- the codes of a zero or NaN
+    scale are meaningless, such blocks are the caller's to clear).  Used by the StableHLO
+    lowering and the CPU kernel (any builder of the MX math).
 
     The code of a = |y| counts the f4 thresholds t (the midpoints 0.25 .. 5 between adjacent
     magnitudes) that q = RNE_f32(a / s) passes: q >= t where a tie rounds up (to the even
@@ -436,31 +437,14 @@ def nvfp4_element_codes(b: Any, yb: Any, sd: Any, keep: list[int]) -> Any:
     1 <= m < 2, p = t m 2^e lies in t's binade times 2^e or above, so on each side the next
     f32 is at least (the f32 spacing next to t on that side) * 2^e from p, and an f32 a != p
     has |a / s - t| > half that spacing (m < 2) -- beyond where RNE_f32 would round a / s to
-    t itself.  Hence q >= t iff a >= p and q > t iff a > p: the
-    f32 rounding of the quotient never changes the f4 result, and no quotient is formed
-    (XLA:CPU's rewrite of divisions into rounded reciprocals cannot interfere; a subnormal a,
-    read as 0 there, is below every p either way).  The sign is y's (a negative y that rounds
-    to 0 gives -0, as RNE_f4 does)."""
-    return _threshold_search(b, yb, b.broadcast(sd, b.shape(yb), keep))
-
-
-def nvfp4_element_codes_search(b: Any, yb: Any, sd: Any) -> Any:
-    """:func:`nvfp4_element_codes` for one block, as the CPU kernel runs it: the f4E2M1FN codes
-    (i32) of the f32 bits ``yb`` of a block whose decoded scale is ``sd`` (f32: a scalar or
-    shaped like ``yb``; an E4M3 value, at least 2^-9 -- the codes of a zero or NaN scale are
-    meaningless, such blocks are the caller's to clear).  The same comparisons of |y| with
-    p = t * s (exact; why they decide RNE_f4(RNE_f32(y / s)): :func:`nvfp4_element_codes`,
-    docs/semantics.md Appendix A), on |y|'s bits, but three instead of seven: a binary search
-    over the increasing thresholds, each level's t picked per lane and multiplied by s (the
-    fastest form measured on the kernel: BENCHMARKS.md, "nvfp4 quantize kernel").  A
-    subnormal |y| compares as itself on the bits, and is below every p either way."""
-    return _threshold_search(b, yb, b.broadcast(sd, b.shape(yb)))
-
-
-def _threshold_search(b: Any, yb: Any, s: Any) -> Any:
-    """The codes of :func:`nvfp4_element_codes` by a binary search over the thresholds (three
-    comparisons of |y|'s bits with t * s, each level's t picked per lane); ``s`` is shaped
-    like ``yb``.  (Measured faster than seven comparisons, in the kernel and in StableHLO.)"""
+    t itself.  Hence q >= t iff a >= p and q > t iff a > p: the f32 rounding of the quotient
+    never changes the f4 result, and no quotient is formed (XLA:CPU's rewrite of divisions
+    into rounded reciprocals cannot interfere).  The comparisons are on the bits, so a
+    subnormal a compares as itself (it is below every p either way).  Three comparisons
+    instead of seven: a binary search over the increasing thresholds, each level's t picked
+    per lane and multiplied by s (the fastest form measured, in the kernel and in StableHLO:
+    BENCHMARKS.md, "nvfp4 quantize kernel").  The sign is y's (a negative y that rounds to 0
+    gives -0, as RNE_f4 does)."""
     mag = b.and_(yb, _MAG)
     t = [v for v, _ in _F4_THRESHOLDS]
     up = [u for _, u in _F4_THRESHOLDS]
@@ -495,7 +479,8 @@ def _quantize_nvfp4(b: Any, q: Any, xb: Any, bd: int) -> tuple[Any, Any]:
     scales = b.convert(nvfp4_scale_f32(b, amax_bits, nonfinite), "f8E4M3FN")  # NaN -> 0x7F
     sd = b.convert(scales, "f32")
     drop = b.or_(nonfinite, b.eq(sd, 0.0))
-    codes = nvfp4_element_codes(b, xb, b.select(drop, b.like(sd, 1.0), sd), keep)
+    codes = nvfp4_element_codes(b, xb, b.broadcast(b.select(drop, b.like(sd, 1.0), sd),
+                                                    bshape, keep))
     codes = b.select(b.broadcast(drop, bshape, keep), b.like(codes, 0), codes)
     return b.unblock(narrow_from_codes(b, codes, "f4E2M1FN"), q.axis), scales
 

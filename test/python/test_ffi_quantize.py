@@ -257,7 +257,7 @@ def test_large_arrays_split_across_xla_threads_from_many_callers():
     assert_same_values(g(*f(x)), ry)
 
 
-# -- nvfp4: the f4 rounding thresholds, decided on the bits (mx_math.nvfp4_element_codes_search) --
+# -- nvfp4: the f4 rounding thresholds, decided on the bits (mx_math.nvfp4_element_codes) --
 
 F4_STEPS = (0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0)
 

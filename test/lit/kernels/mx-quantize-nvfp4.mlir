@@ -1,5 +1,5 @@
 // The nvfp4 quantize kernel on the CPU forms no quotient per element: each f4 code comes from
-// three comparisons of |y|'s bits with t * s (mx_math.nvfp4_element_codes_search); with a global
+// three comparisons of |y|'s bits with t * s (mx_math.nvfp4_element_codes); with a global
 // scale, one test of |g| >= 2^-115 per call picks the loop that reads x with a plain
 // conversion to f64, the other one reads subnormal x exactly (mx_math.divide_by_global).
 // REQUIRES: llvm-tools
