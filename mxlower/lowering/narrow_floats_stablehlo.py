@@ -115,6 +115,10 @@ class StableHLOExpansion:
         return (f"'{name}' on {offending} cannot be expanded: mxlower-expand-narrow-floats "
                 "supports only conversions, constants and data movement of narrow floats")
 
+    def _sub_byte_int(self, t: Any) -> bool:
+        """Whether ``t`` is an integer type narrower than a byte (i4, ui4, i2...)."""
+        return (self._width("IntegerType", t) or 8) < 8
+
     def _width(self, cls: str, t: Any) -> int | None:
         try:
             return getattr(ir, cls)(t).width
@@ -210,7 +214,7 @@ class StableHLOExpansion:
         xe, re = self.elem(x.type), self.elem(rt)
         if str(x.type) == str(rt):
             out = x
-        elif min(self._width("IntegerType", xe) or 8, self._width("IntegerType", re) or 8) >= 8:
+        elif not (self._sub_byte_int(xe) or self._sub_byte_int(re)):
             with ir.InsertionPoint(op), op.location:
                 out = stablehlo.BitcastConvertOp(rt, x).result
         else:
@@ -218,11 +222,9 @@ class StableHLOExpansion:
             # integer's bits, so zero-extend (through the unsigned type of a signed source) or
             # truncate
             with ir.InsertionPoint(op), op.location:
-                xi = ir.IntegerType(xe) if self._width("IntegerType", xe) else None
-                if xi is not None and xi.width < 8 and not xi.is_unsigned:
-                    unsigned = ir.IntegerType.get_unsigned(xi.width)
-                    x = stablehlo.ConvertOp(ir.RankedTensorType.get(
-                        ir.RankedTensorType(x.type).shape, unsigned), x).result
+                if self._sub_byte_int(xe) and not ir.IntegerType(xe).is_unsigned:
+                    unsigned = ir.IntegerType.get_unsigned(ir.IntegerType(xe).width)
+                    x = stablehlo.ConvertOp(with_element_type(ir, x.type, unsigned), x).result
                 out = stablehlo.ConvertOp(rt, x).result
         op.results[0].replace_all_uses_with(out)
         op.erase()

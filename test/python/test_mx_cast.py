@@ -14,9 +14,12 @@ import pytest
 
 from mxlower import cast_reference as CR
 from mxlower import reference as R
+from mxlower import xla_cpu
+from mxlower.bindings import jaxlib as J
 from mxlower.execution.run import run_module
 from mxlower.formats import FORMATS
 from mxlower.numbers import datatype
+from mxlower.pipeline.manager import run_pipeline
 from mxlower.testing import MxModule, Value, special_blocks
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
@@ -400,10 +403,6 @@ def test_sub_byte_codes_through_expand_narrow_floats():
     """A datatype quantize with f4 codes builds them by a ui4 -> f4E2M1FN bitcast;
     mxlower-expand-narrow-floats (every narrow type expanded, as for backends without f4)
     must take it, and give the oracle's codes and values as one-per-ui8 codes."""
-    from mxlower import xla_cpu
-    from mxlower.bindings import jaxlib as J
-    from mxlower.pipeline.manager import run_pipeline
-
     text = """
 func.func @main(%x: tensor<2x64xf32>) -> (tensor<2x64xf4E2M1FN>, tensor<2x2xf8E8M0FNU>, tensor<2x64xf32>) {
   %c, %s = "mx.quantize"(%x) {number = "e2m1fo", scale = "e8m0_t32"} : (tensor<2x64xf32>) -> (tensor<2x64xf4E2M1FN>, tensor<2x2xf8E8M0FNU>)
