@@ -361,7 +361,7 @@ def dots_markdown(rows: list[dict]) -> str:
 
 
 #: --nvfp4: how the CPU kernel rounds nvfp4 elements (mx_kernels.NVFP4_ELEMENTS)
-NVFP4_VARIANTS = ("quotient", "thresholds")
+NVFP4_VARIANTS = ("thresholds", "limits")
 
 
 def nvfp4_variant(spec: KernelSpec, elements: str) -> tuple[str, ffi.CompiledKernel]:

@@ -87,6 +87,8 @@ _NAN = 0x7FC00000
 _MAX_LANES = 64
 #: values per loop iteration (a group of blocks whose scales are computed together)
 _GROUP_VALUES = 256
+#: the vector length (i32 lanes: one AVX-512 register) :meth:`_MXKernel.group_max` shuffles
+_REDUCE_LANES = 16
 #: values per vector (and per unit of the block range) of a conversion kernel
 CONVERT_LANES = 32
 #: values per vector of a cast kernel: its codec keeps many values live, and on AVX2 a
@@ -99,12 +101,14 @@ _CAST_LANES = 8
 #: units one at a time: how the GPU kernels' logic is run and tested without a GPU, its
 #: conversions lowered by mxlower-lower-narrow-floats-to-llvm)
 TARGETS = ("cpu", "gpu", "gpu-body")
-#: how a CPU kernel quantizes to nvfp4: "thresholds" compares |y| with the block's f4
-#: thresholds times s on the bits (mx_math.nvfp4_element_codes: exact, no quotient)
-#: and, for |g| >= mx_math.NVFP4_G_FAST, reads x with a plain conversion in x / g;
-#: "quotient" forms RNE_f32(y / s) in f64 and converts it, and reads every x exactly (the GPU
-#: kernels' way and the CPU kernel's before; kept for comparison: bench/bench_ffi.py --nvfp4)
-NVFP4_ELEMENTS = "thresholds"
+#: how a CPU kernel quantizes to nvfp4: "limits" compares |x|'s bits with per-call limits
+#: indexed by the block's scale code (mx_math.nvfp4_limit: the global scale folded in, no
+#: quotient per element; a |g| below mx_math.NVFP4_G_FAST takes the "thresholds" way);
+#: "thresholds" compares |y| with the block's f4 thresholds times s on the bits
+#: (mx_math.nvfp4_element_codes), y = x / g formed per element; "quotient" forms RNE_f32(y / s)
+#: in f64 and converts it (the GPU kernels' way).  The last two are kept for comparison
+#: (bench/bench_ffi.py --nvfp4).
+NVFP4_ELEMENTS = "limits"
 #: the unit attribute mxlower-lower-narrow-floats-to-nvvm reads (mxlower.lowering.nvvm)
 _SATFINITE = "mxlower.satfinite"
 
@@ -738,12 +742,15 @@ class _Kernel:
         return values
 
     def store_codes(self, q: Any, at: Any, codes: Any, count: Any = None) -> None:
-        """Stores ``V`` element codes (vector<V x i8>, one per lane) for values ``at``...:
+        """Stores ``V`` element codes (vector<V x i8>, one per lane; f4 codes may come as
+        vector<V x i32>) for values ``at``...:
         one byte each, or packed (f4: two per byte, low nibble first; packed f6: four per three
         bytes, LSB first); with ``count``, only the bytes of the first ``count`` values."""
         b, vector = self.b, self.m["vector"]
         bits = self.code_bits
-        if bits == 4:
+        if bits == 4 and b.etype(codes) == "i32":
+            codes = b.convert(self.f4_pairs(codes), "i8")
+        elif bits == 4:
             lo, hi = vector.DeinterleaveOp(codes).results
             codes = b.or_(lo, b.shl(hi, 4))
         elif bits == 6 and self.packed:
@@ -759,6 +766,13 @@ class _Kernel:
             codes = vector.ShuffleOp(pairs, b2, mask).result
         self.store(codes, q, self._code_bytes(at),
                    None if count is None else self._code_bytes(count))
+
+    def f4_pairs(self, codes: Any) -> Any:
+        """f4 codes as vector<V x i32> -> vector<V/2 x i64> whose low bytes are the packed
+        bytes (lane pairs as one i64: c0 | c1 << 4)."""
+        b = self.b
+        w = self.m["vector"].BitCastOp(self.vec("i64", b.shape(codes)[0] // 2), codes).result
+        return b.or_(w, b.shr(w, 28))
 
     def load_codes(self, q: Any, at: Any, count: Any = None) -> Any:
         """``V`` element codes (vector<V x i8>, low bits) of values ``at``... (see
@@ -915,6 +929,44 @@ class _MXKernel(_Kernel):
         t = self.ir.VectorType.get([len(values)], values[0].type)
         return self.m["vector"].FromElementsOp(t, values).result
 
+    def group_max(self, vs: list[Any]) -> Any:
+        """vector<G x i32>: the signed maxima of the G (a power of two, at most the lanes)
+        vectors ``vs``, in order -- a transposing reduction: pairs of vectors are merged by
+        two shuffles and one max each (every lane then holds a partial maximum of one
+        block), halving the lanes per block at each level, instead of a horizontal
+        reduction per block."""
+        b, vector = self.b, self.m["vector"]
+        n = b.shape(vs[0])[0]
+        while n > _REDUCE_LANES and len(vs) > 1:  # long blocks: their halves' maxima first
+            h = n // 2
+            vs = [b.max(vector.ShuffleOp(v, v, list(range(h))).result,
+                        vector.ShuffleOp(v, v, list(range(h, n))).result) for v in vs]
+            n = h
+        seg = n  # lanes per block in each vector
+        owners = [[j] for j in range(len(vs))]  # the block of each segment, per vector
+        while len(vs) > 1 and seg > 1:
+            h = seg // 2
+            nxt, nown = [], []
+            for (a, oa), (c, oc) in zip(zip(vs[0::2], owners[0::2]), zip(vs[1::2], owners[1::2])):
+                lo, hi, own = [], [], []
+                for p in range(n // seg):
+                    for src, o in ((0, oa), (n, oc)):
+                        lo += [src + p * seg + t for t in range(h)]
+                        hi += [src + p * seg + h + t for t in range(h)]
+                        own.append(o[p])
+                nxt.append(b.max(vector.ShuffleOp(a, c, lo).result,
+                                 vector.ShuffleOp(a, c, hi).result))
+                nown.append(own)
+            vs, owners, seg = nxt, nown, h
+        v, own, width = vs[0], owners[0], seg
+        while seg > 1:  # one vector left: reduce within its segments
+            h = seg // 2
+            swap = [p * seg + (t + h) % seg for p in range(n // seg) for t in range(seg)]
+            v = b.max(v, vector.ShuffleOp(v, v, swap).result)
+            seg = h
+        where = {blk: p * width for p, blk in enumerate(own)}
+        return vector.ShuffleOp(v, v, [where[j] for j in range(len(where))]).result
+
     def store_scales(self, s: Any, i: Any, codes: Any) -> None:
         if self.b.shape(codes):
             self.m["vector"].StoreOp(codes, s, [i])
@@ -922,7 +974,7 @@ class _MXKernel(_Kernel):
             self.m["memref"].StoreOp(codes, s, [i])
 
     def quantize_group(self, i: Any, count: int, x: Any, g: Any, q: Any, s: Any,
-                       g_exact: bool = True) -> None:
+                       g_exact: bool = True, limits: Any = None) -> None:
         """Blocks ``i .. i + count``: each block's values loaded once, the maxima reduced, the
         scale arithmetic done for the whole group at once (vector<count>), the elements
         converted from the loaded registers, the group's scales stored together.
@@ -937,7 +989,7 @@ class _MXKernel(_Kernel):
 
         def bits_at(at: Any) -> Any:
             xb = self.load_bits(x, at)
-            if g is not None:  # nvfp4: y = x / g, exactly (mx_math); g is RN_f64(1 / g) here
+            if g is not None and limits is None:  # nvfp4: y = x / g, exactly (mx_math); g is RN_f64(1 / g) here
                 xb = mx_math.divide_by_global(b, xb, b.broadcast(g, b.shape(xb)),
                                               exact_small=g_exact)
             return xb
@@ -948,17 +1000,37 @@ class _MXKernel(_Kernel):
 
         if self.chunks == 1:  # each block is one vector: loaded once, kept in registers
             xbs = [bits_at(st) for st in starts]
-            amax = self.per_block([block_max(xb) for xb in xbs])
+            if 1 < count <= self.lanes:
+                amax = self.group_max([b.and_(xb, _MAG) for xb in xbs])
+            else:
+                amax = self.per_block([block_max(xb) for xb in xbs])
         else:  # chunk by chunk: the maximum, then the elements (the block is in L1 by then)
             (amax,) = self.over_chunks(
                 starts[0], lambda at, acc: [b.max(acc, block_max(bits_at(at)))],
                 [b.const(0, "i32")])
+        if limits is not None and g is not None:  # the maxima of |x|, then |y| = |x / g|
+            amax = b.and_(mx_math.divide_by_global(b, amax, b.broadcast(g, b.shape(amax)),
+                                                   exact_small=False), _MAG)
         nonfinite = b.ge(amax, _INF)
-        if self.fmt.is_nvfp4:
+        if limits is not None:
+            scale_codes, convert = self._nvfp4_limits_scale(amax, nonfinite, limits,
+                                                            g is not None)
+        elif self.fmt.is_nvfp4:
             scale_codes, convert = self._nvfp4_scale(amax, nonfinite)
         else:
             scale_codes, convert = self._mx_scale(amax, nonfinite)
         self.store_scales(s, i, scale_codes)
+        if self.chunks == 1 and count > 1 and self.fmt.is_nvfp4 and limits is not None:
+            # f4 codes as i32: blocks in pairs, one store of two blocks' packed bytes (narrowed
+            # in registers: a narrowing store to memory is slow on AMD Zen 4)
+            vector = self.m["vector"]
+            ws = [self.f4_pairs(convert(xb, t)) for t, xb in enumerate(xbs)]
+            for j in range(0, count, 2):
+                w0, w1 = ws[j], ws[j + 1]
+                n = b.shape(w0)[0]
+                both = vector.ShuffleOp(w0, w1, list(range(2 * n))).result
+                self.store(b.convert(both, "i8"), q, self._code_bytes(starts[j]))
+            return
         for j, st in enumerate(starts):
             if self.chunks == 1:
                 self.store_codes(q, st, convert(xbs[j], j))
@@ -992,7 +1064,7 @@ class _MXKernel(_Kernel):
         codes = self.to_narrow(s, "f32", "f8E4M3FN")
         sd = self.from_narrow(codes, "f8E4M3FN", "f32")
         drop = self.m["arith"].OrIOp(nonfinite, b.eq(sd, 0.0)).result
-        if self.target == "cpu" and NVFP4_ELEMENTS == "thresholds":
+        if self.target == "cpu" and NVFP4_ELEMENTS != "quotient":
             def convert(xb: Any, j: int) -> Any:
                 c = mx_math.nvfp4_element_codes(b, xb, b.broadcast(self.lane(sd, j), b.shape(xb)))
                 return b.convert(b.select(self.lane(drop, j), b.like(c, 0), c), "i8")
@@ -1004,6 +1076,78 @@ class _MXKernel(_Kernel):
             v = mx_math.nvfp4_element_values(b, xb, self.lane(recip, j))
             v = b.select(self.lane(drop, j), b.like(v, 0.0), v)
             return self.to_narrow(v, "f32", "f4E2M1FN", satfinite=True)  # finite, in [-6, 6]
+
+        return codes, convert
+
+    #: rows of the table of :meth:`nvfp4_limits` after the seven limits: 8 for a block that
+    #: keeps its elements (0 for one dropped), and 8 where a kept block's signs flip (g < 0)
+    _KEEP_ROW, _FLIP_ROW = 7, 8
+
+    def nvfp4_limits(self, g_abs: Any | None, g_neg: Any | None) -> Any:
+        """A stack table (memref<9 x 128 x i32>, flattened; built once per call of the kernel)
+        whose column ``c`` serves the blocks of E4M3 scale code ``c``: rows 0..6 the limits of
+        :func:`mx_math.nvfp4_limit` for the f4 thresholds in order (-1, which no |x| passes,
+        for the codes of a dropped block: 0 and NaN), then :data:`_KEEP_ROW` and
+        :data:`_FLIP_ROW` (``g_neg``: whether g's sign bit is set).  So the elements of a block
+        cost comparisons alone."""
+        b, ir = self.b, self.ir
+        a, vector = self.m["arith"], self.m["vector"]
+        table = self.m["memref"].AllocaOp(
+            ir.MemRefType.get([9 * 128], ir.IntegerType.get_signless(32)), [], []).result
+        iota = a.ConstantOp(self.vec("i32", 16), ir.DenseElementsAttr.get(
+            np.arange(16, dtype=np.int32), type=self.vec("i32", 16))).result
+
+        def chunk(c0: Any) -> None:
+            c32 = b.add(iota, b.broadcast(a.IndexCastOp(ir.IntegerType.get_signless(32),
+                                                        c0).result, [16]))
+            sd = self.from_narrow(b.convert(c32, "i8"), "f8E4M3FN", "f32")
+            drop = a.OrIOp(b.eq(c32, 0), b.eq(c32, 0x7F)).result
+            ga = None if g_abs is None else b.broadcast(g_abs, [16])
+            rows = [mx_math.nvfp4_limit(b, b.mul(sd, t), up, ga)
+                    for t, up in mx_math._F4_THRESHOLDS]
+            rows = [b.select(drop, b.like(r, -1), r) for r in rows]
+            keep = b.select(drop, b.like(c32, 0), b.like(c32, 8))
+            rows += [keep, b.like(c32, 0) if g_neg is None else b.select(
+                g_neg, keep, b.like(c32, 0))]
+            for r, v in enumerate(rows):
+                vector.StoreOp(v, table, [a.AddIOp(c0, self.index(r * 128)).result])
+
+        self.for_each(self.index(0), self.index(128), chunk, step=16)
+        return table
+
+    def _nvfp4_limits_scale(self, amax: Any, nonfinite: Any, table: Any, g_neg: bool):
+        """docs/semantics.md section 4 for a group of blocks with the table of
+        :meth:`nvfp4_limits`: the E4M3 scale codes, and block ``j``'s f4 codes (i32) from
+        |x|'s bits: a binary search over the seven limits of the block's scale code (three
+        unsigned comparisons); the sign is y's, x's flipped where g < 0 (``g_neg``: the
+        table has a flip row)."""
+        b, ir = self.b, self.ir
+        a, memref = self.m["arith"], self.m["memref"]
+        codes = self.to_narrow(mx_math.nvfp4_scale_f32(b, amax, nonfinite), "f32", "f8E4M3FN")
+        i32 = ir.IntegerType.get_signless(32)
+
+        def uge(p: Any, q: Any) -> Any:
+            return a.CmpIOp(a.CmpIPredicate.uge, p, q).result
+
+        def convert(xb: Any, j: int) -> Any:
+            code = a.ExtUIOp(i32, self.lane(codes, j)).result
+            col = a.IndexCastOp(ir.IndexType.get(), code).result
+            shape = b.shape(xb)
+
+            def row(r: int) -> Any:
+                at = a.AddIOp(col, self.index(r * 128)).result
+                return b.broadcast(memref.LoadOp(table, [at]).result, shape)
+
+            mag = b.and_(xb, _MAG)
+            hi = uge(mag, row(3))                                         # code >= 4
+            mid = uge(mag, b.select(hi, row(5), row(1)))                  # >= 6, or >= 2
+            low = uge(mag, b.select(hi, b.select(mid, row(6), row(4)),
+                                    b.select(mid, row(2), row(0))))
+            c = row(self._FLIP_ROW) if g_neg else b.like(xb, 0)  # bit 3: flip x's sign
+            c = b.select(hi, b.or_(c, 4), c)
+            c = b.select(mid, b.or_(c, 2), c)
+            c = b.select(low, b.or_(c, 1), c)
+            return b.xor(c, b.and_(b.shr(xb, 28), row(self._KEEP_ROW)))
 
         return codes, convert
 
@@ -1078,6 +1222,26 @@ class _MXKernel(_Kernel):
 
     def run_range(self, a: list[Any], b0: Any, b1: Any) -> None:
         g = self._global(a)
+        if self.spec.op == "quantize" and self.fmt.is_nvfp4 and NVFP4_ELEMENTS == "limits":
+            x, q, s = a[0], a[-2], a[-1]
+            if g is None:
+                table = self.nvfp4_limits(None, None)
+                self.grouped(b0, b1, lambda i, n: self.quantize_group(i, n, x, None, q, s,
+                                                                     limits=table))
+                return
+            graw = self.b.bitcast(self.m["memref"].LoadOp(a[1], [self.index(0)]).result,
+                                  "i32")
+            fast = self.b.ge(self.b.and_(graw, _MAG), mx_math.f32_bits_floor(
+                fractions.Fraction(mx_math.NVFP4_G_FAST)))
+
+            def with_limits() -> None:
+                g_abs = self.b.convert(self.b.bitcast(self.b.and_(graw, _MAG), "f32"), "f64")
+                table = self.nvfp4_limits(g_abs, self.b.lt(graw, 0))
+                self.grouped(b0, b1, lambda i, n: self.quantize_group(i, n, x, g, q, s,
+                                                                     limits=table))
+
+            self.when(fast, with_limits, lambda: self.grouped(b0, b1, self._unit(a, g)))
+            return
         if g is not None and self.spec.op == "quantize" and NVFP4_ELEMENTS == "thresholds":
             # nvfp4: the loop twice, picked by |g| once per call -- the usual g reads x with a
             # plain conversion, a tiny g reads subnormal x exactly (mx_math.divide_by_global)

@@ -468,6 +468,37 @@ def nvfp4_element_codes(b: Any, yb: Any, s: Any) -> Any:
     return c
 
 
+def nvfp4_limit(b: Any, p: Any, tie_up: bool, g_abs: Any | None = None) -> Any:
+    """The i32 bits of the smallest f32 |x| whose element passes the f4 threshold t of a
+    block with scale s, for ``p`` = t * s (f32, exact and normal: s is a non-zero E4M3 value),
+    so that the element test of :func:`nvfp4_element_codes` becomes one comparison of |x|'s
+    bits (as unsigned integers) with a limit that depends only on (t, s, g).
+
+    Without a global scale y = x: passing is |y| >= p (``tie_up``) or |y| > p, so the limit
+    is p's bits, plus one for ">".  With one, y = RNE_f32(x / g), and RNE_f32 is monotone, so
+    the set of |x| that pass is again upward closed; ``g_abs`` is |g| as f64.  p has at most
+    7 significant bits, so its last bit is 0 and a tie at the midpoint m = (pred(p) + p) / 2
+    rounds up to p: |y| >= p iff |x| / |g| >= m iff |x| >= m |g|, whose smallest f32 is
+    RU_f32(m |g|).  The successor of p is odd, so a tie at m' = (p + succ(p)) / 2 rounds down
+    to p: |y| > p iff |x| > m' |g|, smallest f32 nextup(RD_f32(m' |g|)).  m has 25
+    significant bits and |g| 24, so m |g| is exact in f64, and RU / RD come from the RNE
+    conversion compared back with it.  For |g| >= :data:`NVFP4_G_FAST` every m |g| is at least
+    2^-126 (p >= 2^-11), so no f32 subnormal is formed and the conversion is exact under
+    flush-to-zero; an m |g| above the f32 range gives +Inf, which no finite |x| reaches."""
+    pb = b.bitcast(p, "i32")
+    if g_abs is None:
+        return pb if tie_up else b.add(pb, 1)
+    nb = b.sub(pb, 1) if tie_up else b.add(pb, 1)  # pred(p) or succ(p): p is normal
+    v = b.mul(b.add(b.convert(p, "f64"), b.convert(b.bitcast(nb, "f32"), "f64")),
+              b.mul(g_abs, 0.5))
+    c = b.convert(v, "f32")
+    cb = b.bitcast(c, "i32")
+    c64 = b.convert(c, "f64")
+    if tie_up:  # RU: one step up where the nearest f32 is below m |g|
+        return b.select(b.lt(c64, v), b.add(cb, 1), cb)
+    return b.select(b.gt(c64, v), cb, b.add(cb, 1))  # RD, then the next f32
+
+
 def _quantize_nvfp4(b: Any, q: Any, xb: Any, bd: int) -> tuple[Any, Any]:
     bshape = b.shape(xb)
     keep = _not_axis(len(bshape), bd)

@@ -350,6 +350,96 @@ def test_nvfp4_threshold_neighbourhoods_global_scale(g):
     assert_same(q, rq, "elements")
 
 
+# -- nvfp4 with the limits of mx_math.nvfp4_limit: every element test one comparison of |x| --
+
+#: global scales with |g| >= 2^-115 (where the kernel uses the limits): not powers of two,
+#: negative, near the cut, and large enough that t * s * |g| overflows f32
+LIMIT_G = (None, 0.3, -3.0, 1.0 / 3.0, -7.3e-30, 2.0 ** -115, 1.7e30, -1.1e36)
+
+
+def brute_force_limits(g: float | None) -> np.ndarray:
+    """int64 [126, 7]: for every finite non-zero E4M3 scale s and f4 threshold t, the bits of
+    the smallest f32 |x| whose y = RNE_f32(|x| / |g|) (NumPy's IEEE f32 division) passes t
+    (y >= t * s where the f4 tie rounds up, y > t * s where down), found by trying the 33
+    f32 values around t * s * |g|."""
+    s = np.array([float(np.array([c], np.uint8).view(ml_dtypes.float8_e4m3fn)[0])
+                  for c in range(1, 0x7F)])
+    ga = np.float32(1.0 if g is None else abs(g))
+    out = np.zeros((len(s), len(F4_STEPS)), np.int64)
+    for i, (t, up) in enumerate(zip(F4_STEPS, (False, True, False, True, False, True, False))):
+        p = (s * t).astype(np.float32)
+        with np.errstate(over="ignore"):
+            near = (p.astype(np.float64) * float(ga)).astype(np.float32)
+        cand = near.view(np.uint32).astype(np.int64)[:, None] + np.arange(-16, 17)
+        cand = np.clip(cand, 0, 0x7F800000)
+        with np.errstate(over="ignore", under="ignore"):
+            y = cand.astype(np.uint32).view(np.float32) / ga
+        ok = (y >= p[:, None]) if up else (y > p[:, None])
+        assert np.all(ok[:, 1:] >= ok[:, :-1]) and ok[:, -1].all() and not ok[:, 0].any()
+        out[:, i] = cand[np.arange(len(s)), np.argmax(ok, axis=1)]
+    return out
+
+
+class _NumPyMath:
+    """The operations :func:`mxlower.lowering.mx_math.nvfp4_limit` uses, on NumPy arrays."""
+
+    _T = {"i32": np.int32, "f32": np.float32, "f64": np.float64}
+
+    def bitcast(self, v, t): return np.asarray(v).view(self._T[t])  # noqa: E704
+    def convert(self, v, t):
+        with np.errstate(over="ignore"):  # f64 -> f32 beyond the range: +Inf, as the CPU
+            return np.asarray(v).astype(self._T[t])
+    def add(self, a, b): return np.add(a, b)  # noqa: E704
+    def sub(self, a, b): return np.subtract(a, b)  # noqa: E704
+    def mul(self, a, b): return np.multiply(a, b)  # noqa: E704
+    def lt(self, a, b): return np.less(a, b)  # noqa: E704
+    def gt(self, a, b): return np.greater(a, b)  # noqa: E704
+    def select(self, c, a, b): return np.where(c, a, b)  # noqa: E704
+
+
+@pytest.mark.parametrize("g", LIMIT_G)
+def test_nvfp4_limit_recipe_is_the_smallest_passing_x(g):
+    """mx_math.nvfp4_limit (run in NumPy) gives, for every scale and threshold, exactly the
+    smallest f32 |x| that passes: the claim that turns the element rounding into comparisons
+    of |x|'s bits, global scale folded in."""
+    from mxlower.lowering import mx_math
+
+    s = np.array([np.array([c], np.uint8).view(ml_dtypes.float8_e4m3fn)[0]
+                  for c in range(1, 0x7F)]).astype(np.float32)
+    ga = None if g is None else np.float64(np.float32(abs(g)))
+    got = np.stack([np.asarray(mx_math.nvfp4_limit(_NumPyMath(), s * np.float32(t), up, ga),
+                               np.int64)
+                    for t, up in mx_math._F4_THRESHOLDS], axis=1)
+    assert np.array_equal(got & 0xFFFFFFFF, brute_force_limits(g))
+
+
+@pytest.mark.parametrize("g", LIMIT_G)
+def test_nvfp4_kernel_at_the_limits(g):
+    """Blocks of every E4M3 scale (led by x = RN(6 s |g|)), the rest the f32 values at and
+    next to every limit of that scale, both signs: the kernel against mxlower.reference."""
+    lim = brute_force_limits(g)
+    ga = 1.0 if g is None else abs(g)
+    rows = []
+    for c in range(1, 0x7F):
+        s = float(np.array([c], np.uint8).view(ml_dtypes.float8_e4m3fn)[0])
+        with np.errstate(over="ignore"):
+            lead = np.float32(6 * s * ga)
+        vals = (lim[c - 1][:, None] + np.array([-1, 0, 1])).reshape(-1)
+        vals = np.clip(vals, 0, 0x7F7FFFFF).astype(np.uint32).view(np.float32)
+        vals = np.concatenate([vals, -vals])
+        for i in range(0, len(vals), 15):
+            chunk = vals[i:i + 15]
+            rows.append([lead, *chunk, *[np.float32(0)] * (15 - len(chunk))])
+    x = np.array(rows, np.float32)
+    if g is None:
+        q, s = q_jit(format="nvfp4")(x)
+    else:
+        q, s = q_jit(format="nvfp4")(x, np.float32(g))
+    rq, rs = reference.quantize(x, "nvfp4", global_scale=g)
+    assert_same(s, rs, "scales")
+    assert_same(q, rq, "elements")
+
+
 @pytest.mark.parametrize("g", [None, 1.0, 2.0 ** -140, 3.0 * 2.0 ** -149])
 def test_nvfp4_subnormal_values(g):
     """Subnormal y (and x) next to normal ones: blocks whose scale is the smallest E4M3 values

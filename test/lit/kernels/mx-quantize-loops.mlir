@@ -1,6 +1,8 @@
 // The fused quantize kernels as mxlower.lowering.mx_kernels builds them (one scf loop over
 // groups of blocks, each block loaded once into a vector and kept in registers; the group's
-// scale arithmetic as one vector; packed element stores), then the leftover blocks one by one.
+// block maxima merged by shuffles into one vector -- the halves of each 32-value block, then
+// pairs of blocks -- and its scale arithmetic done on that vector; packed element stores),
+// then the leftover blocks one by one (a horizontal maximum each).
 // REQUIRES: llvm-tools
 // RUN: %PYTHON -m mxlower.execution.ffi quantize mxfp4_e2m1 | FileCheck %s --check-prefix=FP4
 // RUN: %PYTHON -m mxlower.execution.ffi quantize mxfp6_e3m2 --packed --wide bf16 --scale-mode rceil | FileCheck %s --check-prefix=FP6
@@ -13,9 +15,11 @@
 // FP4: scf.for %[[I:.*]] = %[[B0]] to %[[MID:.*]] step %c8
 // FP4-COUNT-8: vector.load %[[X]][%{{.*}}] : memref<?xf32>, vector<32xf32>
 // FP4-NOT: vector.load
-// FP4-COUNT-8: vector.reduction <maxsi>, %{{.*}} : vector<32xi32> into i32
+// FP4-NOT: vector.reduction
+// FP4-COUNT-8: arith.maxsi %{{.*}}, %{{.*}} : vector<16xi32>
 // FP4-NOT: vector.load
-// FP4: vector.from_elements {{.*}} : vector<8xi32>
+// FP4: arith.maxsi %{{.*}}, %{{.*}} : vector<16xi32>
+// FP4: vector.shuffle %{{.*}}, %{{.*}} [0, 8, 4, 12, 2, 10, 6, 14] : vector<16xi32>, vector<16xi32>
 // FP4-NOT: vector.load
 // FP4: math.ctlz %{{.*}} : vector<8xi32>
 // FP4-NOT: vector.load
