@@ -109,6 +109,11 @@ TARGETS = ("cpu", "gpu", "gpu-body")
 #: in f64 and converts it (the GPU kernels' way).  The last two are kept for comparison
 #: (bench/bench_ffi.py --nvfp4).
 NVFP4_ELEMENTS = "limits"
+#: nvfp4 with a limits table: the input is prefetched this many values ahead, and the
+#: software-pipelined loop (:meth:`_MXKernel.nvfp4_pipelined`) takes groups of this many
+#: blocks (16 would keep 32 vectors live and spill)
+PREFETCH = 1024
+PIPE_GROUP = 8
 #: the unit attribute mxlower-lower-narrow-floats-to-nvvm reads (mxlower.lowering.nvvm)
 _SATFINITE = "mxlower.satfinite"
 
@@ -973,69 +978,138 @@ class _MXKernel(_Kernel):
         else:
             self.m["memref"].StoreOp(codes, s, [i])
 
+    def group_starts(self, i: Any, count: int) -> list[Any]:
+        """The value offsets of blocks ``i .. i + count``."""
+        a = self.m["arith"]
+        starts = [self.scaled_index(i, self.spec.k, 1)]
+        starts += [a.AddIOp(starts[0], self.index(j * self.spec.k)).result
+                   for j in range(1, count)]
+        return starts
+
+    def block_maxima(self, xbs: list[Any]) -> Any:
+        """The maxima of |x| (bits) of the blocks ``xbs`` (one vector each): vector<G> for a
+        group (:meth:`group_max`, or horizontal maxima), a scalar for one block."""
+        b = self.b
+        if 1 < len(xbs) <= self.lanes:
+            return self.group_max([b.and_(xb, _MAG) for xb in xbs])
+        i32 = self.ir.IntegerType.get_signless(32)
+        return self.per_block([self.m["vector"].ReductionOp(i32, "maxsi", b.and_(xb, _MAG))
+                               .result for xb in xbs])
+
     def quantize_group(self, i: Any, count: int, x: Any, g: Any, q: Any, s: Any,
-                       g_exact: bool = True, limits: Any = None) -> None:
+                       g_exact: bool = True) -> None:
         """Blocks ``i .. i + count``: each block's values loaded once, the maxima reduced, the
         scale arithmetic done for the whole group at once (vector<count>), the elements
         converted from the loaded registers, the group's scales stored together.
         ``g_exact=False``: x / g may read subnormal x as zero (valid for |g| >=
         mx_math.NVFP4_G_FAST, see :func:`mx_math.divide_by_global`)."""
         b = self.b
-        k = self.spec.k
-        a = self.m["arith"]
-        starts = [self.scaled_index(i, k, 1)]
-        for j in range(1, count):
-            starts.append(a.AddIOp(starts[0], self.index(j * k)).result)
+        starts = self.group_starts(i, count)
 
         def bits_at(at: Any) -> Any:
             xb = self.load_bits(x, at)
-            if g is not None and limits is None:  # nvfp4: y = x / g, exactly (mx_math); g is RN_f64(1 / g) here
+            if g is not None:  # nvfp4: y = x / g, exactly (mx_math); g is RN_f64(1 / g) here
                 xb = mx_math.divide_by_global(b, xb, b.broadcast(g, b.shape(xb)),
                                               exact_small=g_exact)
             return xb
 
-        def block_max(xb: Any) -> Any:
-            return self.m["vector"].ReductionOp(self.ir.IntegerType.get_signless(32), "maxsi",
-                                                b.and_(xb, _MAG)).result
-
         if self.chunks == 1:  # each block is one vector: loaded once, kept in registers
             xbs = [bits_at(st) for st in starts]
-            if 1 < count <= self.lanes:
-                amax = self.group_max([b.and_(xb, _MAG) for xb in xbs])
-            else:
-                amax = self.per_block([block_max(xb) for xb in xbs])
+            amax = self.block_maxima(xbs)
         else:  # chunk by chunk: the maximum, then the elements (the block is in L1 by then)
             (amax,) = self.over_chunks(
-                starts[0], lambda at, acc: [b.max(acc, block_max(bits_at(at)))],
+                starts[0], lambda at, acc: [b.max(acc, self.block_maxima([bits_at(at)]))],
                 [b.const(0, "i32")])
-        if limits is not None and g is not None:  # the maxima of |x|, then |y| = |x / g|
-            amax = b.and_(mx_math.divide_by_global(b, amax, b.broadcast(g, b.shape(amax)),
-                                                   exact_small=False), _MAG)
         nonfinite = b.ge(amax, _INF)
-        if limits is not None:
-            scale_codes, convert = self._nvfp4_limits_scale(amax, nonfinite, limits,
-                                                            g is not None)
-        elif self.fmt.is_nvfp4:
+        if self.fmt.is_nvfp4:
             scale_codes, convert = self._nvfp4_scale(amax, nonfinite)
         else:
             scale_codes, convert = self._mx_scale(amax, nonfinite)
         self.store_scales(s, i, scale_codes)
-        if self.chunks == 1 and count > 1 and self.fmt.is_nvfp4 and limits is not None:
-            # f4 codes as i32: blocks in pairs, one store of two blocks' packed bytes (narrowed
-            # in registers: a narrowing store to memory is slow on AMD Zen 4)
-            vector = self.m["vector"]
-            ws = [self.f4_pairs(convert(xb, t)) for t, xb in enumerate(xbs)]
-            for j in range(0, count, 2):
-                w0, w1 = ws[j], ws[j + 1]
-                n = b.shape(w0)[0]
-                both = vector.ShuffleOp(w0, w1, list(range(2 * n))).result
-                self.store(b.convert(both, "i8"), q, self._code_bytes(starts[j]))
-            return
         for j, st in enumerate(starts):
             if self.chunks == 1:
                 self.store_codes(q, st, convert(xbs[j], j))
             else:
                 self.over_chunks(st, lambda at: self.store_codes(q, at, convert(bits_at(at), 0)))
+
+    # -- nvfp4 with a limits table (CPU) ----------------------------------------------------
+    def nvfp4_head(self, i: Any, count: int, x: Any, g: Any, s: Any) -> tuple[list, Any]:
+        """The first half of nvfp4 blocks ``i .. i + count`` with a limits table: the values
+        loaded (x's bits, kept in registers), the maxima of |x| (then of |y| = |x / g|; ``g``
+        is RN_f64(1 / g)), the E4M3 scale codes, stored; returns (the values, the codes)."""
+        b, a = self.b, self.m["arith"]
+        starts = self.group_starts(i, count)
+        if PREFETCH and count > 1:  # the next groups' lines (the scale's chain is long)
+            i32 = self.ir.IntegerType.get_signless(32)
+            for j in range(0, count * self.spec.k, 16):
+                at = a.AddIOp(starts[0], self.index(PREFETCH + j)).result
+                self.m["memref"].PrefetchOp(x, [at], False, self.ir.IntegerAttr.get(i32, 3),
+                                            True)
+        xbs = [self.load_bits(x, st) for st in starts]
+        amax = self.block_maxima(xbs)
+        if g is not None:
+            amax = b.and_(mx_math.divide_by_global(b, amax, b.broadcast(g, b.shape(amax)),
+                                                   exact_small=False), _MAG)
+        codes = self.to_narrow(mx_math.nvfp4_scale_f32(b, amax, b.ge(amax, _INF)), "f32",
+                               "f8E4M3FN")
+        self.store_scales(s, i, codes)
+        return xbs, codes
+
+    def nvfp4_tail(self, i: Any, xbs: list[Any], codes: Any, q: Any, table: Any,
+                   g_neg: bool) -> None:
+        """The second half: the elements of the blocks from their values and scale codes
+        (:meth:`nvfp4_elements`), stored packed -- two blocks per store (the codes narrowed
+        in registers: a narrowing store to memory is slow on AMD Zen 4)."""
+        b, vector = self.b, self.m["vector"]
+        starts = self.group_starts(i, len(xbs))
+        convert = self.nvfp4_elements(codes, table, g_neg)
+        ws = [self.f4_pairs(convert(xb, j)) for j, xb in enumerate(xbs)]
+        if len(ws) == 1:
+            self.store(b.convert(ws[0], "i8"), q, self._code_bytes(starts[0]))
+            return
+        n = b.shape(ws[0])[0]
+        for j in range(0, len(ws), 2):  # the low bytes of two blocks' lanes (one vpermt2b)
+            bs = [vector.BitCastOp(self.vec("i8", 8 * n), w).result for w in ws[j:j + 2]]
+            both = vector.ShuffleOp(bs[0], bs[1], [8 * t for t in range(2 * n)]).result
+            self.store(both, q, self._code_bytes(starts[j]))
+
+    def nvfp4_pipelined(self, b0: Any, b1: Any, x: Any, g: Any, q: Any, s: Any, table: Any,
+                        g_neg: bool) -> None:
+        """Blocks ``[b0, b1)`` in groups, software-pipelined: each iteration loads the next
+        group and works out its scales while the elements of the group before it are
+        converted from the registers it kept (so the long chain from the loads through the
+        scale to the table's limits overlaps other work); the blocks left over one by one."""
+        a = self.m["arith"]
+        G = min(self.group, PIPE_GROUP)
+        n = a.SubIOp(b1, b0).result
+        mid = a.AddIOp(b0, a.MulIOp(a.DivUIOp(n, self.index(G)).result,
+                                    self.index(G)).result).result
+
+        def pipeline() -> None:
+            xbs, codes = self.nvfp4_head(b0, G, x, g, s)
+
+            def step(i: Any, *carried: Any) -> list[Any]:
+                nxbs, ncodes = self.nvfp4_head(i, G, x, g, s)
+                prev = a.SubIOp(i, self.index(G)).result
+                self.nvfp4_tail(prev, list(carried[:-1]), carried[-1], q, table, g_neg)
+                return [*nxbs, ncodes]
+
+            first = a.AddIOp(b0, self.index(G)).result
+            loop = self.for_each(first, mid, step, [*xbs, codes], step=G)
+            last = a.SubIOp(mid, self.index(G)).result
+            res = list(loop.results)
+            self.nvfp4_tail(last, res[:-1], res[-1], q, table, g_neg)
+
+        if G > 1:
+            self.when(self.b.lt(b0, mid), pipeline)
+        else:
+            mid = b0
+
+        def one(i: Any) -> None:
+            xbs, codes = self.nvfp4_head(i, 1, x, g, s)
+            self.nvfp4_tail(i, xbs, codes, q, table, g_neg)
+
+        self.for_each(mid, b1, one)
 
     def _mx_scale(self, amax: Any, nonfinite: Any):
         """docs/semantics.md section 3 for a group of blocks: their scale codes, and the
@@ -1083,7 +1157,7 @@ class _MXKernel(_Kernel):
     #: keeps its elements (0 for one dropped), and 8 where a kept block's signs flip (g < 0)
     _KEEP_ROW, _FLIP_ROW = 7, 8
 
-    def nvfp4_limits(self, g_abs: Any | None, g_neg: Any | None) -> Any:
+    def nvfp4_limits(self, g_abs: Any | None, g_neg: Any | None, table: Any = None) -> Any:
         """A stack table (memref<9 x 128 x i32>, flattened; built once per call of the kernel)
         whose column ``c`` serves the blocks of E4M3 scale code ``c``: rows 0..6 the limits of
         :func:`mx_math.nvfp4_limit` for the f4 thresholds in order (-1, which no |x| passes,
@@ -1092,8 +1166,9 @@ class _MXKernel(_Kernel):
         cost comparisons alone."""
         b, ir = self.b, self.ir
         a, vector = self.m["arith"], self.m["vector"]
-        table = self.m["memref"].AllocaOp(
-            ir.MemRefType.get([9 * 128], ir.IntegerType.get_signless(32)), [], []).result
+        if table is None:
+            table = self.m["memref"].AllocaOp(
+                ir.MemRefType.get([9 * 128], ir.IntegerType.get_signless(32)), [], []).result
         iota = a.ConstantOp(self.vec("i32", 16), ir.DenseElementsAttr.get(
             np.arange(16, dtype=np.int32), type=self.vec("i32", 16))).result
 
@@ -1115,15 +1190,13 @@ class _MXKernel(_Kernel):
         self.for_each(self.index(0), self.index(128), chunk, step=16)
         return table
 
-    def _nvfp4_limits_scale(self, amax: Any, nonfinite: Any, table: Any, g_neg: bool):
-        """docs/semantics.md section 4 for a group of blocks with the table of
-        :meth:`nvfp4_limits`: the E4M3 scale codes, and block ``j``'s f4 codes (i32) from
-        |x|'s bits: a binary search over the seven limits of the block's scale code (three
-        unsigned comparisons); the sign is y's, x's flipped where g < 0 (``g_neg``: the
-        table has a flip row)."""
+    def nvfp4_elements(self, codes: Any, table: Any, g_neg: bool):
+        """Block ``j``'s f4 codes (i32) from its x's bits and its E4M3 scale code (lane ``j``
+        of ``codes``) with the table of :meth:`nvfp4_limits`: a binary search over the seven
+        limits of that code (three unsigned comparisons of |x|'s bits); the sign is y's, x's
+        flipped where g < 0 (``g_neg``: read the table's flip row)."""
         b, ir = self.b, self.ir
         a, memref = self.m["arith"], self.m["memref"]
-        codes = self.to_narrow(mx_math.nvfp4_scale_f32(b, amax, nonfinite), "f32", "f8E4M3FN")
         i32 = ir.IntegerType.get_signless(32)
 
         def uge(p: Any, q: Any) -> Any:
@@ -1143,13 +1216,14 @@ class _MXKernel(_Kernel):
             mid = uge(mag, b.select(hi, row(5), row(1)))                  # >= 6, or >= 2
             low = uge(mag, b.select(hi, b.select(mid, row(6), row(4)),
                                     b.select(mid, row(2), row(0))))
-            c = row(self._FLIP_ROW) if g_neg else b.like(xb, 0)  # bit 3: flip x's sign
-            c = b.select(hi, b.or_(c, 4), c)
-            c = b.select(mid, b.or_(c, 2), c)
-            c = b.select(low, b.or_(c, 1), c)
-            return b.xor(c, b.and_(b.shr(xb, 28), row(self._KEEP_ROW)))
+            c = b.and_(b.shr(xb, 28), row(self._KEEP_ROW))  # the sign bit (+0 if dropped)
+            if g_neg:
+                c = b.xor(c, row(self._FLIP_ROW))
+            c = b.select(hi, b.add(c, 4), c)
+            c = b.select(mid, b.add(c, 2), c)
+            return b.select(low, b.add(c, 1), c)
 
-        return codes, convert
+        return convert
 
     # -- dequantize -------------------------------------------------------------------------
     def dequantize_group(self, i: Any, count: int, q: Any, s: Any, g: Any, y: Any) -> None:
@@ -1226,19 +1300,19 @@ class _MXKernel(_Kernel):
             x, q, s = a[0], a[-2], a[-1]
             if g is None:
                 table = self.nvfp4_limits(None, None)
-                self.grouped(b0, b1, lambda i, n: self.quantize_group(i, n, x, None, q, s,
-                                                                     limits=table))
+                self.nvfp4_pipelined(b0, b1, x, None, q, s, table, False)
                 return
             graw = self.b.bitcast(self.m["memref"].LoadOp(a[1], [self.index(0)]).result,
                                   "i32")
             fast = self.b.ge(self.b.and_(graw, _MAG), mx_math.f32_bits_floor(
                 fractions.Fraction(mx_math.NVFP4_G_FAST)))
+            space = self.m["memref"].AllocaOp(self.ir.MemRefType.get(  # in the entry block
+                [9 * 128], self.ir.IntegerType.get_signless(32)), [], []).result
 
             def with_limits() -> None:
                 g_abs = self.b.convert(self.b.bitcast(self.b.and_(graw, _MAG), "f32"), "f64")
-                table = self.nvfp4_limits(g_abs, self.b.lt(graw, 0))
-                self.grouped(b0, b1, lambda i, n: self.quantize_group(i, n, x, g, q, s,
-                                                                     limits=table))
+                table = self.nvfp4_limits(g_abs, self.b.lt(graw, 0), space)
+                self.nvfp4_pipelined(b0, b1, x, g, q, s, table, True)
 
             self.when(fast, with_limits, lambda: self.grouped(b0, b1, self._unit(a, g)))
             return
