@@ -429,9 +429,10 @@ def bench_nvfp4(sizes: list[int], reps: int) -> list[dict]:
 
 
 def nvfp4_markdown(rows: list[dict]) -> str:
-    out = ["nvfp4 quantize (f32 in; \"g\": with a global scale), ms and % of one-thread memcpy "
-           "bandwidth for the bytes moved, the element rounding as an f64 quotient (before) "
-           "or as comparisons with t * s on the bits (after):", "",
+    out = ["nvfp4 quantize (f32 in; \"g\": with a global scale 0.37), ms and % of one-thread "
+           "memcpy bandwidth for the bytes moved; \"thresholds\": |y| compared with t * s, y = x "
+           "/ g formed per element (the kernel before), \"limits\": |x| compared with the "
+           "per-call limits of its block's scale code, software-pipelined (now):", "",
            "| size | case | jax.jit (% memcpy) | kernel alone, 1 thread (% memcpy) |",
            "|---|---|---:|---:|"]
     by = {(r["log2n"], r["case"]): r for r in rows}

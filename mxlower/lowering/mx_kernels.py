@@ -109,11 +109,15 @@ TARGETS = ("cpu", "gpu", "gpu-body")
 #: in f64 and converts it (the GPU kernels' way).  The last two are kept for comparison
 #: (bench/bench_ffi.py --nvfp4).
 NVFP4_ELEMENTS = "limits"
-#: nvfp4 with a limits table: the input is prefetched this many values ahead, and the
-#: software-pipelined loop (:meth:`_MXKernel.nvfp4_pipelined`) takes groups of this many
-#: blocks (16 would keep 32 vectors live and spill)
+#: f4 elements by limits tables (nvfp4 and mxfp4 quantize on the CPU): the input is
+#: prefetched this many values ahead, and the software-pipelined loop
+#: (:meth:`_MXKernel.f4_pipelined`) takes groups of about this many values (two groups'
+#: values stay live: 256 would spill)
 PREFETCH = 1024
-PIPE_GROUP = 8
+PIPE_VALUES = 128
+#: whether mxfp4 quantize (CPU) converts its elements by a limits table (as nvfp4 does) or by
+#: scaling and the codec's conversion
+MXFP4_LIMITS = True
 #: the unit attribute mxlower-lower-narrow-floats-to-nvvm reads (mxlower.lowering.nvvm)
 _SATFINITE = "mxlower.satfinite"
 
@@ -1032,11 +1036,16 @@ class _MXKernel(_Kernel):
             else:
                 self.over_chunks(st, lambda at: self.store_codes(q, at, convert(bits_at(at), 0)))
 
-    # -- nvfp4 with a limits table (CPU) ----------------------------------------------------
-    def nvfp4_head(self, i: Any, count: int, x: Any, g: Any, s: Any) -> tuple[list, Any]:
-        """The first half of nvfp4 blocks ``i .. i + count`` with a limits table: the values
-        loaded (x's bits, kept in registers), the maxima of |x| (then of |y| = |x / g|; ``g``
-        is RN_f64(1 / g)), the E4M3 scale codes, stored; returns (the values, the codes)."""
+    # -- f4 elements with a limits table (CPU: nvfp4 and mxfp4) ----------------------------
+    @property
+    def f4_columns(self) -> int:
+        """The limits table's columns: one per scale code (E4M3 for nvfp4, E8M0 for mxfp4)."""
+        return 128 if self.fmt.is_nvfp4 else 256
+
+    def f4_head(self, i: Any, count: int, x: Any, g: Any, s: Any) -> tuple[list, Any]:
+        """The first half of f4 blocks ``i .. i + count`` with a limits table: the values
+        loaded (x's bits, kept in registers), the maxima of |x| (nvfp4: then of |y| = |x / g|;
+        ``g`` is RN_f64(1 / g)), the scale codes, stored; returns (the values, the codes)."""
         b, a = self.b, self.m["arith"]
         starts = self.group_starts(i, count)
         if PREFETCH and count > 1:  # the next groups' lines (the scale's chain is long)
@@ -1050,19 +1059,22 @@ class _MXKernel(_Kernel):
         if g is not None:
             amax = b.and_(mx_math.divide_by_global(b, amax, b.broadcast(g, b.shape(amax)),
                                                    exact_small=False), _MAG)
-        codes = self.to_narrow(mx_math.nvfp4_scale_f32(b, amax, b.ge(amax, _INF)), "f32",
-                               "f8E4M3FN")
+        if self.fmt.is_nvfp4:
+            codes = self.to_narrow(mx_math.nvfp4_scale_f32(b, amax, b.ge(amax, _INF)), "f32",
+                                   "f8E4M3FN")
+        else:
+            codes, _ = self._mx_codes(amax, b.ge(amax, _INF))
         self.store_scales(s, i, codes)
         return xbs, codes
 
-    def nvfp4_tail(self, i: Any, xbs: list[Any], codes: Any, q: Any, table: Any,
+    def f4_tail(self, i: Any, xbs: list[Any], codes: Any, q: Any, table: Any,
                    g_neg: bool) -> None:
         """The second half: the elements of the blocks from their values and scale codes
-        (:meth:`nvfp4_elements`), stored packed -- two blocks per store (the codes narrowed
+        (:meth:`f4_elements`), stored packed -- two blocks per store (the codes narrowed
         in registers: a narrowing store to memory is slow on AMD Zen 4)."""
         b, vector = self.b, self.m["vector"]
         starts = self.group_starts(i, len(xbs))
-        convert = self.nvfp4_elements(codes, table, g_neg)
+        convert = self.f4_elements(codes, table, g_neg)
         ws = [self.f4_pairs(convert(xb, j)) for j, xb in enumerate(xbs)]
         if len(ws) == 1:
             self.store(b.convert(ws[0], "i8"), q, self._code_bytes(starts[0]))
@@ -1073,32 +1085,32 @@ class _MXKernel(_Kernel):
             both = vector.ShuffleOp(bs[0], bs[1], [8 * t for t in range(2 * n)]).result
             self.store(both, q, self._code_bytes(starts[j]))
 
-    def nvfp4_pipelined(self, b0: Any, b1: Any, x: Any, g: Any, q: Any, s: Any, table: Any,
+    def f4_pipelined(self, b0: Any, b1: Any, x: Any, g: Any, q: Any, s: Any, table: Any,
                         g_neg: bool) -> None:
         """Blocks ``[b0, b1)`` in groups, software-pipelined: each iteration loads the next
         group and works out its scales while the elements of the group before it are
         converted from the registers it kept (so the long chain from the loads through the
         scale to the table's limits overlaps other work); the blocks left over one by one."""
         a = self.m["arith"]
-        G = min(self.group, PIPE_GROUP)
+        G = min(self.group, max(2, PIPE_VALUES // self.spec.k))
         n = a.SubIOp(b1, b0).result
         mid = a.AddIOp(b0, a.MulIOp(a.DivUIOp(n, self.index(G)).result,
                                     self.index(G)).result).result
 
         def pipeline() -> None:
-            xbs, codes = self.nvfp4_head(b0, G, x, g, s)
+            xbs, codes = self.f4_head(b0, G, x, g, s)
 
             def step(i: Any, *carried: Any) -> list[Any]:
-                nxbs, ncodes = self.nvfp4_head(i, G, x, g, s)
+                nxbs, ncodes = self.f4_head(i, G, x, g, s)
                 prev = a.SubIOp(i, self.index(G)).result
-                self.nvfp4_tail(prev, list(carried[:-1]), carried[-1], q, table, g_neg)
+                self.f4_tail(prev, list(carried[:-1]), carried[-1], q, table, g_neg)
                 return [*nxbs, ncodes]
 
             first = a.AddIOp(b0, self.index(G)).result
             loop = self.for_each(first, mid, step, [*xbs, codes], step=G)
             last = a.SubIOp(mid, self.index(G)).result
             res = list(loop.results)
-            self.nvfp4_tail(last, res[:-1], res[-1], q, table, g_neg)
+            self.f4_tail(last, res[:-1], res[-1], q, table, g_neg)
 
         if G > 1:
             self.when(self.b.lt(b0, mid), pipeline)
@@ -1106,17 +1118,22 @@ class _MXKernel(_Kernel):
             mid = b0
 
         def one(i: Any) -> None:
-            xbs, codes = self.nvfp4_head(i, 1, x, g, s)
-            self.nvfp4_tail(i, xbs, codes, q, table, g_neg)
+            xbs, codes = self.f4_head(i, 1, x, g, s)
+            self.f4_tail(i, xbs, codes, q, table, g_neg)
 
         self.for_each(mid, b1, one)
+
+    def _mx_codes(self, amax: Any, nonfinite: Any) -> tuple[Any, Any]:
+        """docs/semantics.md section 3 for a group of blocks: their E8M0 scale codes, and E."""
+        b, fmt = self.b, self.fmt
+        e = b.clamp(-127, mx_math.shared_exponent(b, amax, fmt, self.spec.scale_mode), 127)
+        return b.convert(b.select(nonfinite, b.like(e, 255), b.add(e, 127)), "i8"), e
 
     def _mx_scale(self, amax: Any, nonfinite: Any):
         """docs/semantics.md section 3 for a group of blocks: their scale codes, and the
         conversion of block ``j``'s elements."""
         b, fmt = self.b, self.fmt
-        e = b.clamp(-127, mx_math.shared_exponent(b, amax, fmt, self.spec.scale_mode), 127)
-        codes = b.convert(b.select(nonfinite, b.like(e, 255), b.add(e, 127)), "i8")
+        codes, e = self._mx_codes(amax, nonfinite)
         neg_e = b.sub(0, e)
         limit = mx_math.f32_bits_floor(fractions.Fraction(fmt.max_elem))
 
@@ -1153,46 +1170,58 @@ class _MXKernel(_Kernel):
 
         return codes, convert
 
-    #: rows of the table of :meth:`nvfp4_limits` after the seven limits: 8 for a block that
+    #: rows of the table of :meth:`f4_limits` after the seven limits: 8 for a block that
     #: keeps its elements (0 for one dropped), and 8 where a kept block's signs flip (g < 0)
     _KEEP_ROW, _FLIP_ROW = 7, 8
 
-    def nvfp4_limits(self, g_abs: Any | None, g_neg: Any | None, table: Any = None) -> Any:
-        """A stack table (memref<9 x 128 x i32>, flattened; built once per call of the kernel)
-        whose column ``c`` serves the blocks of E4M3 scale code ``c``: rows 0..6 the limits of
-        :func:`mx_math.nvfp4_limit` for the f4 thresholds in order (-1, which no |x| passes,
-        for the codes of a dropped block: 0 and NaN), then :data:`_KEEP_ROW` and
-        :data:`_FLIP_ROW` (``g_neg``: whether g's sign bit is set).  So the elements of a block
-        cost comparisons alone."""
+    def f4_table(self) -> Any:
+        """Stack space for :meth:`f4_limits` (allocate it in the entry block)."""
+        return self.m["memref"].AllocaOp(self.ir.MemRefType.get(
+            [9 * self.f4_columns], self.ir.IntegerType.get_signless(32)), [], []).result
+
+    def f4_limits(self, g_abs: Any | None, g_neg: Any | None, table: Any = None) -> Any:
+        """A stack table (memref<9 x C x i32>, flattened; built once per call of the kernel)
+        whose column ``c`` serves the blocks of scale code ``c``: rows 0..6 the smallest |x|
+        (bits) whose element passes each f4 threshold in order -- nvfp4:
+        :func:`mx_math.nvfp4_limit` (C = 128 E4M3 codes); mxfp4: :func:`mx_math.f4_limit_pow2`
+        (C = 256 E8M0 codes) -- or -1, which no |x| passes, for the codes of a dropped block
+        (nvfp4's 0 and NaN, the NaN scale), then :data:`_KEEP_ROW` and :data:`_FLIP_ROW`
+        (``g_neg``: whether g's sign bit is set).  So the elements of a block cost comparisons
+        alone."""
         b, ir = self.b, self.ir
         a, vector = self.m["arith"], self.m["vector"]
+        cols = self.f4_columns
         if table is None:
-            table = self.m["memref"].AllocaOp(
-                ir.MemRefType.get([9 * 128], ir.IntegerType.get_signless(32)), [], []).result
+            table = self.f4_table()
         iota = a.ConstantOp(self.vec("i32", 16), ir.DenseElementsAttr.get(
             np.arange(16, dtype=np.int32), type=self.vec("i32", 16))).result
 
         def chunk(c0: Any) -> None:
             c32 = b.add(iota, b.broadcast(a.IndexCastOp(ir.IntegerType.get_signless(32),
                                                         c0).result, [16]))
-            sd = self.from_narrow(b.convert(c32, "i8"), "f8E4M3FN", "f32")
-            drop = a.OrIOp(b.eq(c32, 0), b.eq(c32, 0x7F)).result
-            ga = None if g_abs is None else b.broadcast(g_abs, [16])
-            rows = [mx_math.nvfp4_limit(b, b.mul(sd, t), up, ga)
-                    for t, up in mx_math._F4_THRESHOLDS]
+            if self.fmt.is_nvfp4:
+                sd = self.from_narrow(b.convert(c32, "i8"), "f8E4M3FN", "f32")
+                drop = a.OrIOp(b.eq(c32, 0), b.eq(c32, 0x7F)).result
+                ga = None if g_abs is None else b.broadcast(g_abs, [16])
+                rows = [mx_math.nvfp4_limit(b, b.mul(sd, t), up, ga)
+                        for t, up in mx_math._F4_THRESHOLDS]
+            else:
+                drop = b.eq(c32, 255)
+                rows = [mx_math.f4_limit_pow2(b, t, up, b.sub(c32, 127))
+                        for t, up in mx_math._F4_THRESHOLDS]
             rows = [b.select(drop, b.like(r, -1), r) for r in rows]
             keep = b.select(drop, b.like(c32, 0), b.like(c32, 8))
             rows += [keep, b.like(c32, 0) if g_neg is None else b.select(
                 g_neg, keep, b.like(c32, 0))]
             for r, v in enumerate(rows):
-                vector.StoreOp(v, table, [a.AddIOp(c0, self.index(r * 128)).result])
+                vector.StoreOp(v, table, [a.AddIOp(c0, self.index(r * cols)).result])
 
-        self.for_each(self.index(0), self.index(128), chunk, step=16)
+        self.for_each(self.index(0), self.index(cols), chunk, step=16)
         return table
 
-    def nvfp4_elements(self, codes: Any, table: Any, g_neg: bool):
+    def f4_elements(self, codes: Any, table: Any, g_neg: bool):
         """Block ``j``'s f4 codes (i32) from its x's bits and its E4M3 scale code (lane ``j``
-        of ``codes``) with the table of :meth:`nvfp4_limits`: a binary search over the seven
+        of ``codes``) with the table of :meth:`f4_limits`: a binary search over the seven
         limits of that code (three unsigned comparisons of |x|'s bits); the sign is y's, x's
         flipped where g < 0 (``g_neg``: read the table's flip row)."""
         b, ir = self.b, self.ir
@@ -1208,7 +1237,7 @@ class _MXKernel(_Kernel):
             shape = b.shape(xb)
 
             def row(r: int) -> Any:
-                at = a.AddIOp(col, self.index(r * 128)).result
+                at = a.AddIOp(col, self.index(r * self.f4_columns)).result
                 return b.broadcast(memref.LoadOp(table, [at]).result, shape)
 
             mag = b.and_(xb, _MAG)
@@ -1294,25 +1323,32 @@ class _MXKernel(_Kernel):
         q, s, y = a[0], a[1], a[-1]
         return lambda i, n: self.dequantize_group(i, n, q, s, g, y)
 
+    def f4_by_limits(self) -> bool:
+        """Whether this (CPU quantize) kernel converts f4 elements with :meth:`f4_limits`."""
+        if self.chunks > 1:  # blocks longer than a vector: quantize_group's chunks
+            return False
+        if self.fmt.is_nvfp4:
+            return NVFP4_ELEMENTS == "limits"
+        return MXFP4_LIMITS and self.code_bits == 4 and self.group > 1
+
     def run_range(self, a: list[Any], b0: Any, b1: Any) -> None:
         g = self._global(a)
-        if self.spec.op == "quantize" and self.fmt.is_nvfp4 and NVFP4_ELEMENTS == "limits":
+        if self.spec.op == "quantize" and self.f4_by_limits():
             x, q, s = a[0], a[-2], a[-1]
             if g is None:
-                table = self.nvfp4_limits(None, None)
-                self.nvfp4_pipelined(b0, b1, x, None, q, s, table, False)
+                table = self.f4_limits(None, None)
+                self.f4_pipelined(b0, b1, x, None, q, s, table, False)
                 return
             graw = self.b.bitcast(self.m["memref"].LoadOp(a[1], [self.index(0)]).result,
                                   "i32")
             fast = self.b.ge(self.b.and_(graw, _MAG), mx_math.f32_bits_floor(
                 fractions.Fraction(mx_math.NVFP4_G_FAST)))
-            space = self.m["memref"].AllocaOp(self.ir.MemRefType.get(  # in the entry block
-                [9 * 128], self.ir.IntegerType.get_signless(32)), [], []).result
+            space = self.f4_table()  # in the entry block
 
             def with_limits() -> None:
                 g_abs = self.b.convert(self.b.bitcast(self.b.and_(graw, _MAG), "f32"), "f64")
-                table = self.nvfp4_limits(g_abs, self.b.lt(graw, 0), space)
-                self.nvfp4_pipelined(b0, b1, x, g, q, s, table, True)
+                table = self.f4_limits(g_abs, self.b.lt(graw, 0), space)
+                self.f4_pipelined(b0, b1, x, g, q, s, table, True)
 
             self.when(fast, with_limits, lambda: self.grouped(b0, b1, self._unit(a, g)))
             return
@@ -1353,6 +1389,14 @@ class _ValueUnits(_Kernel):
         lo = self.scaled_index(u0, self.lanes, 1)
         hi = ar.MinUIOp(self.scaled_index(u1, self.lanes, 1), n).result
         return lo, ar.MaxUIOp(lo, hi).result
+
+    def f4_by_limits(self) -> bool:
+        """Whether this (CPU quantize) kernel converts f4 elements with :meth:`f4_limits`."""
+        if self.chunks > 1:  # blocks longer than a vector: quantize_group's chunks
+            return False
+        if self.fmt.is_nvfp4:
+            return NVFP4_ELEMENTS == "limits"
+        return MXFP4_LIMITS and self.code_bits == 4 and self.group > 1
 
     def run_range(self, a: list[Any], b0: Any, b1: Any) -> None:
         ar = self.m["arith"]
@@ -1541,6 +1585,14 @@ class _CastKernel(_ValueUnits):
             self.over_chunks(start, chunk)
             if tail:
                 chunk(*tail)
+
+    def f4_by_limits(self) -> bool:
+        """Whether this (CPU quantize) kernel converts f4 elements with :meth:`f4_limits`."""
+        if self.chunks > 1:  # blocks longer than a vector: quantize_group's chunks
+            return False
+        if self.fmt.is_nvfp4:
+            return NVFP4_ELEMENTS == "limits"
+        return MXFP4_LIMITS and self.code_bits == 4 and self.group > 1
 
     def run_range(self, a: list[Any], b0: Any, b1: Any) -> None:
         if self.spec.scale is None:

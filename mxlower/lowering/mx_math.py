@@ -499,6 +499,17 @@ def nvfp4_limit(b: Any, p: Any, tie_up: bool, g_abs: Any | None = None) -> Any:
     return b.select(b.gt(c64, v), cb, b.add(cb, 1))  # RD, then the next f32
 
 
+def f4_limit_pow2(b: Any, t: float, tie_up: bool, e: Any) -> Any:
+    """The i32 bits of the smallest f32 |x| whose mxfp4 element passes the f4 threshold ``t``
+    in a block of shared exponent ``e`` (i32, -127..127): x * 2^-e is exact, so passing is
+    |x| >= t * 2^e (``tie_up``) or |x| > t * 2^e, and t * 2^e is an f32 (t has at most 3
+    significant bits and e >= -127 keeps it a multiple of 2^-129), +Inf past the range: its
+    bits, plus one for ">"."""
+    p = ldexp_bits(b, b.like(e, f32_bits_floor(fractions.Fraction(t))), e, small="exact",
+                   normal_input=True)
+    return p if tie_up else b.add(p, 1)
+
+
 def _quantize_nvfp4(b: Any, q: Any, xb: Any, bd: int) -> tuple[Any, Any]:
     bshape = b.shape(xb)
     keep = _not_axis(len(bshape), bd)

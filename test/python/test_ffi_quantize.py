@@ -141,6 +141,15 @@ def test_dequantize_matches_reference(fmt, dtype):
     ((2, 288), -1, "mxfp4_e2m1", 96),  # three chunks of 32 lanes
     ((4, 24), -1, "mxfp8_e4m3", 3),  # three-lane vectors
     ((4, 48), -1, "mxfp6_e3m2", 8),
+    # f4 by limits tables: groups of 8 software-pipelined, then the blocks left over
+    ((5, 96), -1, "nvfp4", None),  # 30 blocks: 3 groups and 6 more
+    ((5, 96), -1, "nvfp4", 32),
+    ((3, 40), -1, "nvfp4", 8),  # groups wider than a block: horizontal maxima
+    ((3, 384), -1, "nvfp4", 128),  # blocks in chunks: no table
+    ((9, 160), -1, "mxfp4_e2m1", None),  # 45 blocks
+    ((5, 48), -1, "mxfp4_e2m1", 16),
+    ((3, 192), -1, "mxfp4_e2m1", 64),
+    ((3, 36), -1, "mxfp4_e2m1", 4),
 ])
 def test_shapes_axes_block_sizes(shape, axis, fmt, k):
     x = hard_inputs(shape, np.float32, seed=2)
@@ -381,7 +390,8 @@ def brute_force_limits(g: float | None) -> np.ndarray:
 
 
 class _NumPyMath:
-    """The operations :func:`mxlower.lowering.mx_math.nvfp4_limit` uses, on NumPy arrays."""
+    """The operations :func:`mxlower.lowering.mx_math.nvfp4_limit` and
+    :func:`~mxlower.lowering.mx_math.f4_limit_pow2` use, on NumPy arrays (integers as int64)."""
 
     _T = {"i32": np.int32, "f32": np.float32, "f64": np.float64}
 
@@ -395,6 +405,16 @@ class _NumPyMath:
     def lt(self, a, b): return np.less(a, b)  # noqa: E704
     def gt(self, a, b): return np.greater(a, b)  # noqa: E704
     def select(self, c, a, b): return np.where(c, a, b)  # noqa: E704
+    def like(self, v, value): return np.full(np.shape(v), value, np.int64)  # noqa: E704
+    def and_(self, a, b): return np.bitwise_and(a, b)  # noqa: E704
+    def or_(self, a, b): return np.bitwise_or(a, b)  # noqa: E704
+    def shl(self, a, b): return np.left_shift(a, b)  # noqa: E704
+    def shr(self, a, b): return np.right_shift(a, b)  # noqa: E704
+    def eq(self, a, b): return np.equal(a, b)  # noqa: E704
+    def ne(self, a, b): return np.not_equal(a, b)  # noqa: E704
+    def ge(self, a, b): return np.greater_equal(a, b)  # noqa: E704
+    def le(self, a, b): return np.less_equal(a, b)  # noqa: E704
+    def clamp(self, lo, x, hi): return np.clip(x, lo, hi)  # noqa: E704
 
 
 @pytest.mark.parametrize("g", LIMIT_G)
@@ -436,6 +456,44 @@ def test_nvfp4_kernel_at_the_limits(g):
     else:
         q, s = q_jit(format="nvfp4")(x, np.float32(g))
     rq, rs = reference.quantize(x, "nvfp4", global_scale=g)
+    assert_same(s, rs, "scales")
+    assert_same(q, rq, "elements")
+
+
+def test_mxfp4_limit_recipe_is_the_scaled_threshold():
+    """mx_math.f4_limit_pow2 (run in NumPy, through the kernels' ldexp on the bits) for every
+    shared exponent and f4 threshold: t * 2^E exactly (subnormal, normal or +Inf), one f32
+    further for the thresholds whose tie rounds down."""
+    from mxlower.lowering import mx_math
+
+    e = np.arange(-127, 128, dtype=np.int64)
+    for t, up in mx_math._F4_THRESHOLDS:
+        got = np.asarray(mx_math.f4_limit_pow2(_NumPyMath(), t, up, e)) & 0xFFFFFFFF
+        with np.errstate(over="ignore"):
+            want = np.ldexp(np.float32(t), e.astype(np.int32)).astype(np.float32)
+        want = want.view(np.uint32).astype(np.int64) + (0 if up else 1)
+        assert np.array_equal(got, want), t
+
+
+@pytest.mark.parametrize("dtype", WIDE, ids=lambda d: d.name)
+def test_mxfp4_kernel_at_the_limits(dtype):
+    """mxfp4 blocks of every shared exponent from -127 to 125 (led by 6 * 2^E), the rest the
+    values at and next to each limit t * 2^E, both signs: kernel against mxlower.reference
+    (bf16 and f16 inputs round the neighbours, and reach fewer exponents)."""
+    rows = []
+    for e in range(-127, 126):
+        lead = np.ldexp(np.float32(6.0), e)
+        lim = np.array([np.ldexp(np.float32(t), e) for t in F4_STEPS], np.float32)
+        vals = (lim.view(np.uint32).astype(np.int64)[:, None] + np.array([-1, 0, 1]))
+        vals = np.clip(vals.reshape(-1), 0, 0x7F7FFFFF).astype(np.uint32).view(np.float32)
+        vals = np.concatenate([vals, -vals])
+        for i in range(0, len(vals), 31):
+            chunk = vals[i:i + 31]
+            rows.append([lead, *chunk, *[np.float32(0)] * (31 - len(chunk))])
+    with np.errstate(over="ignore", under="ignore"):
+        x = np.array(rows, np.float32).astype(dtype)
+    q, s = q_jit(format="mxfp4_e2m1")(x)
+    rq, rs = reference.quantize(x, "mxfp4_e2m1")
     assert_same(s, rs, "scales")
     assert_same(q, rq, "elements")
 
