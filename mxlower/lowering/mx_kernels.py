@@ -1390,14 +1390,6 @@ class _ValueUnits(_Kernel):
         hi = ar.MinUIOp(self.scaled_index(u1, self.lanes, 1), n).result
         return lo, ar.MaxUIOp(lo, hi).result
 
-    def f4_by_limits(self) -> bool:
-        """Whether this (CPU quantize) kernel converts f4 elements with :meth:`f4_limits`."""
-        if self.chunks > 1:  # blocks longer than a vector: quantize_group's chunks
-            return False
-        if self.fmt.is_nvfp4:
-            return NVFP4_ELEMENTS == "limits"
-        return MXFP4_LIMITS and self.code_bits == 4 and self.group > 1
-
     def run_range(self, a: list[Any], b0: Any, b1: Any) -> None:
         ar = self.m["arith"]
         lo, hi = self._bounds(a, b0, b1)
@@ -1585,14 +1577,6 @@ class _CastKernel(_ValueUnits):
             self.over_chunks(start, chunk)
             if tail:
                 chunk(*tail)
-
-    def f4_by_limits(self) -> bool:
-        """Whether this (CPU quantize) kernel converts f4 elements with :meth:`f4_limits`."""
-        if self.chunks > 1:  # blocks longer than a vector: quantize_group's chunks
-            return False
-        if self.fmt.is_nvfp4:
-            return NVFP4_ELEMENTS == "limits"
-        return MXFP4_LIMITS and self.code_bits == 4 and self.group > 1
 
     def run_range(self, a: list[Any], b0: Any, b1: Any) -> None:
         if self.spec.scale is None:

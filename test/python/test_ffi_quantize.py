@@ -21,6 +21,7 @@ import pytest
 
 from mxlower import reference
 from mxlower.bindings import upstream
+from numpy_ops import NumPyOps
 from mxlower.formats import FORMATS, SCALE_MODES
 
 pytestmark = pytest.mark.skipif(not upstream.available(), reason="upstream MLIR not installed")
@@ -389,34 +390,6 @@ def brute_force_limits(g: float | None) -> np.ndarray:
     return out
 
 
-class _NumPyMath:
-    """The operations :func:`mxlower.lowering.mx_math.nvfp4_limit` and
-    :func:`~mxlower.lowering.mx_math.f4_limit_pow2` use, on NumPy arrays (integers as int64)."""
-
-    _T = {"i32": np.int32, "f32": np.float32, "f64": np.float64}
-
-    def bitcast(self, v, t): return np.asarray(v).view(self._T[t])  # noqa: E704
-    def convert(self, v, t):
-        with np.errstate(over="ignore"):  # f64 -> f32 beyond the range: +Inf, as the CPU
-            return np.asarray(v).astype(self._T[t])
-    def add(self, a, b): return np.add(a, b)  # noqa: E704
-    def sub(self, a, b): return np.subtract(a, b)  # noqa: E704
-    def mul(self, a, b): return np.multiply(a, b)  # noqa: E704
-    def lt(self, a, b): return np.less(a, b)  # noqa: E704
-    def gt(self, a, b): return np.greater(a, b)  # noqa: E704
-    def select(self, c, a, b): return np.where(c, a, b)  # noqa: E704
-    def like(self, v, value): return np.full(np.shape(v), value, np.int64)  # noqa: E704
-    def and_(self, a, b): return np.bitwise_and(a, b)  # noqa: E704
-    def or_(self, a, b): return np.bitwise_or(a, b)  # noqa: E704
-    def shl(self, a, b): return np.left_shift(a, b)  # noqa: E704
-    def shr(self, a, b): return np.right_shift(a, b)  # noqa: E704
-    def eq(self, a, b): return np.equal(a, b)  # noqa: E704
-    def ne(self, a, b): return np.not_equal(a, b)  # noqa: E704
-    def ge(self, a, b): return np.greater_equal(a, b)  # noqa: E704
-    def le(self, a, b): return np.less_equal(a, b)  # noqa: E704
-    def clamp(self, lo, x, hi): return np.clip(x, lo, hi)  # noqa: E704
-
-
 @pytest.mark.parametrize("g", LIMIT_G)
 def test_nvfp4_limit_recipe_is_the_smallest_passing_x(g):
     """mx_math.nvfp4_limit (run in NumPy) gives, for every scale and threshold, exactly the
@@ -427,7 +400,7 @@ def test_nvfp4_limit_recipe_is_the_smallest_passing_x(g):
     s = np.array([np.array([c], np.uint8).view(ml_dtypes.float8_e4m3fn)[0]
                   for c in range(1, 0x7F)]).astype(np.float32)
     ga = None if g is None else np.float64(np.float32(abs(g)))
-    got = np.stack([np.asarray(mx_math.nvfp4_limit(_NumPyMath(), s * np.float32(t), up, ga),
+    got = np.stack([np.asarray(mx_math.nvfp4_limit(NumPyOps(), s * np.float32(t), up, ga),
                                np.int64)
                     for t, up in mx_math._F4_THRESHOLDS], axis=1)
     assert np.array_equal(got & 0xFFFFFFFF, brute_force_limits(g))
@@ -468,7 +441,7 @@ def test_mxfp4_limit_recipe_is_the_scaled_threshold():
 
     e = np.arange(-127, 128, dtype=np.int64)
     for t, up in mx_math._F4_THRESHOLDS:
-        got = np.asarray(mx_math.f4_limit_pow2(_NumPyMath(), t, up, e)) & 0xFFFFFFFF
+        got = np.asarray(mx_math.f4_limit_pow2(NumPyOps(), t, up, e)) & 0xFFFFFFFF
         with np.errstate(over="ignore"):
             want = np.ldexp(np.float32(t), e.astype(np.int32)).astype(np.float32)
         want = want.view(np.uint32).astype(np.int64) + (0 if up else 1)

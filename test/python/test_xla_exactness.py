@@ -46,6 +46,7 @@ from mxlower.execution.run import run_module
 from mxlower.formats import FLOAT_TYPES, FORMATS
 from mxlower.lowering import mx_math
 from mxlower.testing import MxModule, assert_dot_close, tensor_type
+from numpy_ops import NumPyOps
 
 F32 = np.float32
 MX = [f for f in FORMATS if not FORMATS[f].is_nvfp4]
@@ -207,24 +208,6 @@ def _rceil_cases() -> list[tuple]:
             for fmt in MX]
 
 
-class _NumPyOps:
-    """The integer part of :class:`mxlower.ir.stablehlo_builder.Builder` on NumPy int64
-    arrays, to evaluate :func:`mxlower.lowering.mx_math.shared_exponent` on every mantissa of
-    whole binades (millions of values, no compile)."""
-
-    def like(self, v, value):
-        return np.full(np.shape(v), value, np.int64)
-
-    def and_(self, a, b): return np.bitwise_and(a, b)  # noqa: E704
-    def shr(self, a, b): return np.right_shift(a, b)  # noqa: E704
-    def add(self, a, b): return np.add(a, b)  # noqa: E704
-    def sub(self, a, b): return np.subtract(a, b)  # noqa: E704
-    def gt(self, a, b): return np.greater(a, b)  # noqa: E704
-    def ge(self, a, b): return np.greater_equal(a, b)  # noqa: E704
-    def lt(self, a, b): return np.less(a, b)  # noqa: E704
-    def select(self, p, a, b): return np.where(p, a, b)  # noqa: E704
-
-
 def _exponent_oracle(amax: np.ndarray, fmt: str, mode: str) -> np.ndarray:
     """docs/semantics.md section 3.4, unclamped, from the definitions (NumPy's f32 division
     is IEEE, subnormals kept): rceil E = ceil(log2(RNE(amax / M))), nearest E = the e8m0
@@ -253,7 +236,7 @@ def test_rceil_recipe_on_whole_binades(fmt):
     near = np.arange(-(1 << 16), 1 << 16)
     below = np.concatenate([np.arange(1, low, max(1, low >> 21)), low + near, thr + near])
     for bits in (((emax + 1) << 23) | mant, (127 << 23) | mant, below[below > 0]):
-        got = np.clip(mx_math.shared_exponent(_NumPyOps(), bits, FORMATS[fmt], "rceil"), -127, 127)
+        got = np.clip(mx_math.shared_exponent(NumPyOps(), bits, FORMATS[fmt], "rceil"), -127, 127)
         want = np.clip(_exponent_oracle(_f32(bits), fmt, "rceil"), -127, 127)  # E is clamped
         bad = got != want
         assert not bad.any(), (fmt, hex(int(bits[bad][0])), int(got[bad][0]),
@@ -323,7 +306,7 @@ def test_nearest_low_rule_in_reference_and_recipe():
         assert (want[vr <= 2.0 ** -127] == -127).all()
         if FORMATS[fmt].emax_elem > 0:  # amax finer than v's subnormal grid: ties occur
             assert ((v > 2.0 ** -127) & (vr == 2.0 ** -127)).any()
-        got = mx_math.shared_exponent(_NumPyOps(), amax.view(np.uint32).astype(np.int64),
+        got = mx_math.shared_exponent(NumPyOps(), amax.view(np.uint32).astype(np.int64),
                                       FORMATS[fmt], "nearest")
         assert (np.clip(got, -127, 127) == np.clip(want, -127, 127)).all(), fmt
         _, s = R.quantize(np.abs(x[:, :1]), fmt, block_size=1, scale_mode="nearest")
