@@ -912,17 +912,21 @@ class _MXKernel(_Kernel):
         self.group = (1 if self.chunks > 1 or target != "cpu"
                       else max(1, min(16, _GROUP_VALUES // k)))
 
+    def whole_groups_end(self, b0: Any, b1: Any, G: int) -> Any:
+        """Where the whole groups of ``G`` blocks from ``b0`` end (at most ``b1``)."""
+        a = self.m["arith"]
+        n = a.SubIOp(b1, b0).result
+        return a.AddIOp(b0, a.MulIOp(a.DivUIOp(n, self.index(G)).result,
+                                     self.index(G)).result).result
+
     def grouped(self, b0: Any, b1: Any, body) -> None:
         """``body(i, G)`` for the groups of G blocks in ``[b0, b1)``, then ``body(i, 1)`` for
         the blocks left over."""
-        a = self.m["arith"]
         G = self.group
         if G == 1:
             self.for_each(b0, b1, lambda i: body(i, 1))
             return
-        n = a.SubIOp(b1, b0).result
-        whole = a.MulIOp(a.DivUIOp(n, self.index(G)).result, self.index(G)).result
-        mid = a.AddIOp(b0, whole).result
+        mid = self.whole_groups_end(b0, b1, G)
         self.for_each(b0, mid, lambda i: body(i, G), step=G)
         self.for_each(mid, b1, lambda i: body(i, 1))
 
@@ -1068,7 +1072,7 @@ class _MXKernel(_Kernel):
         return xbs, codes
 
     def f4_tail(self, i: Any, xbs: list[Any], codes: Any, q: Any, table: Any,
-                   g_neg: bool) -> None:
+                g_neg: bool) -> None:
         """The second half: the elements of the blocks from their values and scale codes
         (:meth:`f4_elements`), stored packed -- two blocks per store (the codes narrowed
         in registers: a narrowing store to memory is slow on AMD Zen 4)."""
@@ -1086,16 +1090,14 @@ class _MXKernel(_Kernel):
             self.store(both, q, self._code_bytes(starts[j]))
 
     def f4_pipelined(self, b0: Any, b1: Any, x: Any, g: Any, q: Any, s: Any, table: Any,
-                        g_neg: bool) -> None:
+                     g_neg: bool) -> None:
         """Blocks ``[b0, b1)`` in groups, software-pipelined: each iteration loads the next
         group and works out its scales while the elements of the group before it are
         converted from the registers it kept (so the long chain from the loads through the
         scale to the table's limits overlaps other work); the blocks left over one by one."""
         a = self.m["arith"]
         G = min(self.group, max(2, PIPE_VALUES // self.spec.k))
-        n = a.SubIOp(b1, b0).result
-        mid = a.AddIOp(b0, a.MulIOp(a.DivUIOp(n, self.index(G)).result,
-                                    self.index(G)).result).result
+        mid = self.whole_groups_end(b0, b1, G)
 
         def pipeline() -> None:
             xbs, codes = self.f4_head(b0, G, x, g, s)
