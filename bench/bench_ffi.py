@@ -44,6 +44,7 @@ compile) against the same call warm.  Printed as Markdown, ready for BENCHMARKS.
     python bench/bench_ffi.py --sizes "" --dots 256x256x1024   # scaled dots only
     python bench/bench_ffi.py --sizes "" --dots "" --threads 22,24,26   # thread pool or not
     python bench/bench_ffi.py --sizes "" --dots "" --casts 22,24        # mx.cast kernels
+    python bench/bench_ffi.py --sizes 24,26 --dots "" --heap   # results reuse faulted pages
 """
 
 from __future__ import annotations
@@ -590,6 +591,21 @@ def markdown(sizes: dict[int, dict[str, tuple[float, float]]], startup: list[dic
     return "\n".join(out)
 
 
+#: the glibc malloc settings of --heap, as GLIBC_TUNABLES spells them
+HEAP_TUNABLES = "glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=2147483647"
+
+
+def keep_large_allocations_on_the_heap() -> None:
+    """glibc's ``mallopt``: no ``mmap`` for large blocks (M_MMAP_MAX = 0) and no trimming of
+    the heap's top (M_TRIM_THRESHOLD = 2^31 - 1), so a freed result's pages serve the next
+    call's instead of being unmapped and faulted in again (from 32-64 MiB on, glibc maps
+    every block afresh by default)."""
+    libc = ctypes.CDLL(None)
+    m_trim_threshold, m_mmap_max = -1, -4
+    if not (libc.mallopt(m_mmap_max, 0) and libc.mallopt(m_trim_threshold, 2**31 - 1)):
+        raise SystemExit("--heap: mallopt failed (not glibc?)")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="mxlower FFI kernels, CPU benchmark")
     ap.add_argument("--sizes", default="22,24,26", help="log2 of the element counts")
@@ -607,8 +623,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--nvfp4", default="",
                     help="log2 sizes at which to time the nvfp4 element roundings "
                     "(mx_kernels.NVFP4_ELEMENTS) against each other, comma-separated")
+    ap.add_argument("--heap", action="store_true",
+                    help="glibc: serve large allocations from the heap and never trim it, so "
+                    "that XLA's results reuse pages already faulted in (what GLIBC_TUNABLES="
+                    f"{HEAP_TUNABLES} does for any program)")
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
+    if args.heap:
+        keep_large_allocations_on_the_heap()
     session = Session()
     sizes, startup, parts = {}, [], []
     if args.sizes:
@@ -637,7 +659,8 @@ def main(argv: list[str] | None = None) -> int:
         rows += dot_rows
     session.report("\n\n".join(parts), rows + startup, args.json,
                    extra=f"jax {jax.__version__}, fastest of {args.reps}, "
-                   f"x f32 [N / {ROW}, {ROW}], {os.cpu_count()} CPUs")
+                   f"x f32 [N / {ROW}, {ROW}], {os.cpu_count()} CPUs"
+                   + (f"; glibc heap kept ({HEAP_TUNABLES})" if args.heap else ""))
     return 0
 
 
