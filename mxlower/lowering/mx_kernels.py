@@ -890,6 +890,10 @@ class _Kernel:
         return self.m["memref"].DimOp(mem, self.index(0)).result
 
 
+def _power_of_two(n: int) -> bool:
+    return n > 0 and n & (n - 1) == 0
+
+
 def _block_lanes(k: int) -> int:
     """The vector length a block of ``k`` values is loaded in: ``k`` itself up to
     :data:`_MAX_LANES`, else the largest power of two up to it dividing ``k``."""
@@ -998,7 +1002,8 @@ class _MXKernel(_Kernel):
         """The maxima of |x| (bits) of the blocks ``xbs`` (one vector each): vector<G> for a
         group (:meth:`group_max`, or horizontal maxima), a scalar for one block."""
         b = self.b
-        if 1 < len(xbs) <= self.lanes:
+        n = len(xbs)
+        if 1 < n <= self.lanes and _power_of_two(n) and _power_of_two(self.lanes):
             return self.group_max([b.and_(xb, _MAG) for xb in xbs])
         i32 = self.ir.IntegerType.get_signless(32)
         return self.per_block([self.m["vector"].ReductionOp(i32, "maxsi", b.and_(xb, _MAG))
@@ -1080,10 +1085,10 @@ class _MXKernel(_Kernel):
         starts = self.group_starts(i, len(xbs))
         convert = self.f4_elements(codes, table, g_neg)
         ws = [self.f4_pairs(convert(xb, j)) for j, xb in enumerate(xbs)]
-        if len(ws) == 1:
-            self.store(b.convert(ws[0], "i8"), q, self._code_bytes(starts[0]))
-            return
-        n = b.shape(ws[0])[0]
+        if len(ws) % 2:  # one block (or an odd one out): a store of its own
+            self.store(b.convert(ws[-1], "i8"), q, self._code_bytes(starts[-1]))
+            ws = ws[:-1]
+        n = b.shape(xbs[0])[0] // 2
         for j in range(0, len(ws), 2):  # the low bytes of two blocks' lanes (one vpermt2b)
             bs = [vector.BitCastOp(self.vec("i8", 8 * n), w).result for w in ws[j:j + 2]]
             both = vector.ShuffleOp(bs[0], bs[1], [8 * t for t in range(2 * n)]).result
@@ -1097,6 +1102,7 @@ class _MXKernel(_Kernel):
         scale to the table's limits overlaps other work); the blocks left over one by one."""
         a = self.m["arith"]
         G = min(self.group, max(2, PIPE_VALUES // self.spec.k))
+        G = 1 << (G.bit_length() - 1)  # a power of two: blocks stored in pairs
         mid = self.whole_groups_end(b0, b1, G)
 
         def pipeline() -> None:

@@ -151,6 +151,11 @@ def test_dequantize_matches_reference(fmt, dtype):
     ((5, 48), -1, "mxfp4_e2m1", 16),
     ((3, 192), -1, "mxfp4_e2m1", 64),
     ((3, 36), -1, "mxfp4_e2m1", 4),
+    # blocks whose length and group are not powers of two (groups of 10: horizontal maxima)
+    ((10, 240), -1, "mxfp8_e4m3", 24),
+    ((10, 240), -1, "mxfp4_e2m1", 24),
+    ((10, 240), -1, "nvfp4", 24),
+    ((7, 120), -1, "mxfp4_e2m1", 12),
 ])
 def test_shapes_axes_block_sizes(shape, axis, fmt, k):
     x = hard_inputs(shape, np.float32, seed=2)
