@@ -1120,10 +1120,7 @@ class _MXKernel(_Kernel):
             res = list(loop.results)
             self.f4_tail(last, res[:-1], res[-1], q, table, g_neg)
 
-        if G > 1:
-            self.when(self.b.lt(b0, mid), pipeline)
-        else:
-            mid = b0
+        self.when(self.b.lt(b0, mid), pipeline)
 
         def one(i: Any) -> None:
             xbs, codes = self.f4_head(i, 1, x, g, s)
@@ -1187,8 +1184,8 @@ class _MXKernel(_Kernel):
         return self.m["memref"].AllocaOp(self.ir.MemRefType.get(
             [9 * self.f4_columns], self.ir.IntegerType.get_signless(32)), [], []).result
 
-    def f4_limits(self, g_abs: Any | None, g_neg: Any | None, table: Any = None) -> Any:
-        """A stack table (memref<9 x C x i32>, flattened; built once per call of the kernel)
+    def f4_limits(self, table: Any, g_abs: Any | None = None, g_neg: Any | None = None) -> Any:
+        """Fills ``table`` (:meth:`f4_table`, memref<9 x C x i32> flattened; once per call)
         whose column ``c`` serves the blocks of scale code ``c``: rows 0..6 the smallest |x|
         (bits) whose element passes each f4 threshold in order -- nvfp4:
         :func:`mx_math.nvfp4_limit` (C = 128 E4M3 codes); mxfp4: :func:`mx_math.f4_limit_pow2`
@@ -1199,8 +1196,6 @@ class _MXKernel(_Kernel):
         b, ir = self.b, self.ir
         a, vector = self.m["arith"], self.m["vector"]
         cols = self.f4_columns
-        if table is None:
-            table = self.f4_table()
         iota = a.ConstantOp(self.vec("i32", 16), ir.DenseElementsAttr.get(
             np.arange(16, dtype=np.int32), type=self.vec("i32", 16))).result
 
@@ -1228,7 +1223,7 @@ class _MXKernel(_Kernel):
         return table
 
     def f4_elements(self, codes: Any, table: Any, g_neg: bool):
-        """Block ``j``'s f4 codes (i32) from its x's bits and its E4M3 scale code (lane ``j``
+        """Block ``j``'s f4 codes (i32) from its x's bits and its scale code (lane ``j``
         of ``codes``) with the table of :meth:`f4_limits`: a binary search over the seven
         limits of that code (three unsigned comparisons of |x|'s bits); the sign is y's, x's
         flipped where g < 0 (``g_neg``: read the table's flip row)."""
@@ -1341,39 +1336,34 @@ class _MXKernel(_Kernel):
 
     def run_range(self, a: list[Any], b0: Any, b1: Any) -> None:
         g = self._global(a)
-        if self.spec.op == "quantize" and self.f4_by_limits():
+        limits = self.spec.op == "quantize" and self.f4_by_limits()
+        if limits and g is None:
             x, q, s = a[0], a[-2], a[-1]
-            if g is None:
-                table = self.f4_limits(None, None)
-                self.f4_pipelined(b0, b1, x, None, q, s, table, False)
-                return
-            graw = self.b.bitcast(self.m["memref"].LoadOp(a[1], [self.index(0)]).result,
-                                  "i32")
-            fast = self.b.ge(self.b.and_(graw, _MAG), mx_math.f32_bits_floor(
-                fractions.Fraction(mx_math.NVFP4_G_FAST)))
+            self.f4_pipelined(b0, b1, x, None, q, s, self.f4_limits(self.f4_table()), False)
+            return
+        if g is None or self.spec.op != "quantize" or not (
+                limits or NVFP4_ELEMENTS == "thresholds"):
+            self.grouped(b0, b1, self._unit(a, g))
+            return
+        # nvfp4 with g: the loop twice, picked by |g| once per call -- the usual g takes the
+        # limits (or reads x with a plain conversion), a tiny g reads subnormal x exactly
+        # (mx_math.divide_by_global)
+        x, q, s = a[0], a[-2], a[-1]
+        graw = self.b.bitcast(self.m["memref"].LoadOp(a[1], [self.index(0)]).result, "i32")
+        gb = self.b.and_(graw, _MAG)
+        fast = self.b.ge(gb, mx_math.f32_bits_floor(fractions.Fraction(mx_math.NVFP4_G_FAST)))
+        if limits:
             space = self.f4_table()  # in the entry block
 
-            def with_limits() -> None:
-                g_abs = self.b.convert(self.b.bitcast(self.b.and_(graw, _MAG), "f32"), "f64")
-                table = self.f4_limits(g_abs, self.b.lt(graw, 0), space)
+            def usual() -> None:
+                table = self.f4_limits(space, self.b.convert(self.b.bitcast(gb, "f32"), "f64"),
+                                       self.b.lt(graw, 0))
                 self.f4_pipelined(b0, b1, x, g, q, s, table, True)
-
-            self.when(fast, with_limits, lambda: self.grouped(b0, b1, self._unit(a, g)))
-            return
-        if g is not None and self.spec.op == "quantize" and NVFP4_ELEMENTS == "thresholds":
-            # nvfp4: the loop twice, picked by |g| once per call -- the usual g reads x with a
-            # plain conversion, a tiny g reads subnormal x exactly (mx_math.divide_by_global)
-            x, q, s = a[0], a[-2], a[-1]
-            gb = self.b.and_(self.b.bitcast(self.m["memref"].LoadOp(a[1], [self.index(0)])
-                                            .result, "i32"), _MAG)
-            fast = self.b.ge(gb, mx_math.f32_bits_floor(fractions.Fraction(
-                mx_math.NVFP4_G_FAST)))
-            self.when(fast,
-                      lambda: self.grouped(b0, b1, lambda i, n: self.quantize_group(
-                          i, n, x, g, q, s, g_exact=False)),
-                      lambda: self.grouped(b0, b1, self._unit(a, g)))
-            return
-        self.grouped(b0, b1, self._unit(a, g))
+        else:
+            def usual() -> None:
+                self.grouped(b0, b1, lambda i, n: self.quantize_group(i, n, x, g, q, s,
+                                                                     g_exact=False))
+        self.when(fast, usual, lambda: self.grouped(b0, b1, self._unit(a, g)))
 
     def run_unit(self, a: list[Any], i: Any) -> None:
         self._unit(a, self._global(a))(i, 1)
