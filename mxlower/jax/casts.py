@@ -45,7 +45,7 @@ from mxlower.cast_reference import resolve
 from mxlower.dialect import mx
 from mxlower.formats import FLOAT_TYPES
 from mxlower.jax.array import ShapeOfValues
-from mxlower.jax import kernels
+from mxlower.jax import kernels, sharding
 from mxlower.jax.checks import as_array, as_int, check_axis, check_dtype, check_wide, traced
 from mxlower.jax.dtypes import held_as_codes, mlir_name, storage_dtype
 from mxlower.jax.lowering import emit, tensor_type
@@ -219,6 +219,7 @@ def _cast_jvp(primals, tangents, **params):
 for _platform in ("cpu", "cuda"):
     mlir.register_lowering(cast_p, kernels.cast_rule(_platform, _cast_lowering),
                            platform=_platform)
+sharding.require_devices(cast_p)  # a kernel per shard in partitioned programs
 
 
 def _channel(scale: str) -> str:
