@@ -68,6 +68,7 @@ block-aligned quantize/dequantize, sharding annotations kept in ``lower``'s text
 runs were not tested here.
 """
 
+from mxlower.jax import cuda_dot as _cuda_dot  # noqa: F401 (registers the CUDA scaled_dot rule)
 from mxlower.jax.api import convert, dequantize, lower, quantize, scaled_dot
 from mxlower.jax.array import MXArray
 from mxlower.jax.casts import DatatypeArray, cast, sparse

@@ -54,8 +54,8 @@ from mxlower.jax import primitives, sharding
 from mxlower.lowering import mx_math
 from mxlower.lowering.mx_kernels import CastSpec, ConvertSpec, KernelSpec
 
-__all__ = ["IMPLS", "cast_rule", "cast_spec", "check_impl", "dequantize_spec", "portable",
-           "quantize_spec"]
+__all__ = ["IMPLS", "cast_rule", "cast_spec", "check_impl", "custom_calls_allowed",
+           "dequantize_spec", "portable", "quantize_spec"]
 
 IMPLS = ("auto", "xla")
 
@@ -154,6 +154,15 @@ def _kernel_applies(ctx: Any, impl: str, spec: KernelSpec | ConvertSpec | None,
     return (impl == "auto" and spec is not None and not _portable.value
             and not ctx.module_context.lowering_parameters.for_export
             and all(_static(a.shape) for a in ctx.avals_in) and _AVAILABLE[platform]())
+
+
+def custom_calls_allowed(ctx: Any, impl: str) -> bool:
+    """Whether a call with ``impl`` may become a custom call other than mxlower's kernels
+    (XLA's block-scaled dot on CUDA, :mod:`mxlower.jax.cuda_dot`): as for the kernels, not
+    for ``impl="xla"``, ``lower``, ``jax.export``, symbolic shapes or partitioned programs."""
+    return (impl == "auto" and not _portable.value
+            and not ctx.module_context.lowering_parameters.for_export
+            and all(_static(a.shape) for a in ctx.avals_in) and _per_device(ctx))
 
 
 def _use_kernel(ctx: Any, impl: str, spec: KernelSpec | ConvertSpec | None,
