@@ -183,7 +183,7 @@ def cast(x: Any, number: Any, scale: Any = None, *, roundmode: str = "even",
     dt = datatype_of(number, scale, "cast", tuple(x.shape))
     roundmode, scalemode = _modes(dt, roundmode, scalemode, "cast")
     r = _random_bits(x, roundmode, key, rbits, "cast")
-    return cast_p.bind(x, *([] if r is None else [r]), number=dt.number.code,
+    return cast_p.bind(sharding.mark(x, impl), *([] if r is None else [r]), number=dt.number.code,
                        scale=None if dt.scale is None else dt.scale.code, roundmode=roundmode,
                        scalemode=scalemode, impl=impl)
 
@@ -219,7 +219,6 @@ def _cast_jvp(primals, tangents, **params):
 for _platform in ("cpu", "cuda"):
     mlir.register_lowering(cast_p, kernels.cast_rule(_platform, _cast_lowering),
                            platform=_platform)
-sharding.require_devices(cast_p)  # a kernel per shard in partitioned programs
 
 
 def _channel(scale: str) -> str:

@@ -315,5 +315,3 @@ for _platform in _AVAILABLE:
                            platform=_platform)
     mlir.register_lowering(primitives.convert_p, _convert_rule(_platform), platform=_platform)
 mlir.register_lowering(primitives.scaled_dot_p, _scaled_dot_rule("cpu"), platform="cpu")
-sharding.require_devices(primitives.quantize_p, primitives.dequantize_p, primitives.convert_p,
-                         primitives.scaled_dot_p)

@@ -44,13 +44,16 @@ block by block, is used as before): an ``mx_cast`` with a tensor-wide scale (one
 every value; its StableHLO all-reduces the scale), programs partitioned without a mesh
 (``GSPMDSharding`` only) and the partially manual bodies of a ``shard_map``.
 
-Private JAX: :func:`require_devices` adds the primitives to
-``jax._src.dispatch.prim_requires_devices_during_lowering`` (as JAX's own ``scaled_matmul``
-does), so jit lowers them with the device assignment ``custom_partitioning`` needs; it is
-this module's only private import, and ``kernels`` already reads the lowering context's
-axis context (``ShardingContext``) as before.  A consequence: like ``scaled_matmul``, these
-primitives cannot be lowered with only an ``AbstractMesh`` (``jax.export`` of a program
-sharded over an abstract mesh).
+Devices while lowering: ``custom_partitioning`` needs the program's device assignment, which
+jit gives a lowering only when the program holds a primitive of
+``jax._src.dispatch.prim_requires_devices_during_lowering`` (private; JAX's own
+``scaled_matmul`` is in it).  Rather than the kernel primitives themselves -- then no program
+using them could be lowered over an ``AbstractMesh`` (``jax.export`` of a program sharded over
+an abstract mesh), with no way out -- the API passes each traced ``impl="auto"`` call's first
+operand through :func:`mark`, an identity primitive (``mx_needs_devices``) in that set:
+``impl="xla"`` programs lower over an abstract mesh as before, ``impl="auto"`` ones need
+concrete devices, as ``scaled_matmul`` does.  ``jax._src.dispatch`` is this module's only
+private import (``kernels`` reads the lowering context's axis context as before).
 """
 
 from __future__ import annotations
@@ -70,14 +73,15 @@ from jax.experimental.custom_partitioning import (
     SdyShardingRule,
     custom_partitioning,
 )
-from jax.interpreters import mlir
+from jax.extend.core import Primitive
+from jax.interpreters import ad, batching, mlir
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from mxlower.jax import primitives
 from mxlower.numbers import scale as scale_spec
 
-__all__ = ["PLANS", "Dim", "Plan", "applies", "lower", "plan_for", "require_devices"]
+__all__ = ["PLANS", "Dim", "Plan", "applies", "devices_p", "lower", "mark", "plan_for"]
 
 _F32 = np.dtype(np.float32)
 
@@ -331,9 +335,21 @@ _KERNEL_OPERANDS: dict[str, Callable[[dict[str, Any], int], int]] = {
 }
 
 
-def require_devices(*prims: Any) -> None:
-    """Let jit lower ``prims`` with the device assignment ``custom_partitioning`` needs."""
-    dispatch.prim_requires_devices_during_lowering.update(prims)
+#: the identity whose presence makes jit lower a program with its devices (see the docstring)
+devices_p = Primitive("mx_needs_devices")
+devices_p.def_impl(lambda x: x)
+devices_p.def_abstract_eval(lambda x: x)
+mlir.register_lowering(devices_p, lambda ctx, x: [x])
+ad.primitive_jvps[devices_p] = lambda primals, tangents: (devices_p.bind(*primals), tangents[0])
+batching.primitive_batchers[devices_p] = lambda args, dims: (devices_p.bind(*args), dims[0])
+dispatch.prim_requires_devices_during_lowering.add(devices_p)
+
+
+def mark(x: Any, impl: str) -> Any:
+    """``x``, passed through ``mx_needs_devices`` when it is traced and the call it feeds has
+    ``impl="auto"``: the program is then lowered with its devices, so a partitioned one can run
+    the call's kernel per shard."""
+    return devices_p.bind(x) if impl == "auto" and isinstance(x, jax.core.Tracer) else x
 
 
 def _mesh_devices(ctx: Any) -> bool:

@@ -155,6 +155,28 @@ def _child() -> dict:  # noqa: C901 (one case after another)
                      np.asarray(mw.scales), "mxfp6_e3m2")
     k_check("dot_k_mixed", mixed, [x, w], [P(None, None, ("data", "model")),
                                           P(None, ("data", "model"))], a, b, "bf16", 0.5)
+
+    # transformations: grad (through the straight-through estimator) and vmap, sharded
+    def loss(x):
+        return jnp.sum(mxj.dequantize(mxj.quantize(x, "mxfp8_e4m3")) * x)
+
+    case("grad", jax.grad(loss), [x], [P("data", None, "model")])
+    case("vmap", jax.vmap(lambda r: mxj.quantize(r, "mxint8").elements), [x],
+         [P("data", None, "model")])
+
+    # jax.export over an AbstractMesh: impl="xla" as before; impl="auto" needs devices
+    from jax.sharding import AbstractMesh
+
+    am = AbstractMesh((2, 4), ("data", "model"))
+    spec = jax.ShapeDtypeStruct(x.shape, x.dtype,
+                                sharding=NamedSharding(am, P("data", None, "model")))
+    for impl in ("xla", "auto"):
+        try:
+            exp = jax.export.export(jax.jit(lambda x: mxj.quantize(x, impl=impl).elements),
+                                    platforms=["cpu"])(spec)
+            res[f"export_abstract_mesh_{impl}"] = "custom_call" not in exp.mlir_module()
+        except ValueError as err:
+            res[f"export_abstract_mesh_{impl}"] = str(err)
     return res
 
 
@@ -196,6 +218,9 @@ PER_SHARD = {
     "dot_k": ("mxlower_dequantize_mxfp4_e2m1", "f4e2m1fn[2,16,64]"),
     "dot_k_mixed": ("mxlower_dequantize_nvfp4", "f4e2m1fn[4,16,32]"),
 }
+
+PER_SHARD.update({"grad": ("mxlower_quantize_mxfp8_e4m3", "f32[2,16,64]"),
+                  "vmap": ("mxlower_quantize_mxint8", "f32[2,16,64]")})
 
 EXACT = [c for c in PER_SHARD if not c.startswith("dot_k")] + ["qdq_split_blocks"]
 
@@ -246,6 +271,13 @@ def test_blocks_split_by_shards_move_data_first(res):
     calls = _kernels(entry, "mxlower_quantize_mxfp4_e2m1")
     assert calls and "f32[2,16,256]" in str(calls), calls
     assert "all-gather" in entry["collectives"] or "all-to-all" in entry["collectives"]
+
+
+def test_export_over_an_abstract_mesh(res):
+    """impl="xla" exports over an AbstractMesh (the portable StableHLO); impl="auto" needs the
+    devices to run its kernels per shard, and says so (as JAX's own scaled_matmul)."""
+    assert res["export_abstract_mesh_xla"] is True
+    assert "AbstractMesh cannot be used" in res["export_abstract_mesh_auto"]
 
 
 @pytest.mark.parametrize("name", ["dot_k", "dot_k_mixed"])
