@@ -13,7 +13,8 @@ flushes subnormals), the global scale, the result type -- so both impls give the
 The kernel calls are emitted inside each branch of the ``stablehlo.if``, so only the branch
 taken runs them (emitted once before it, with the f32 results as the conditional's
 operands, a 1024x1024x1024 dot took 1-2 ms longer: BENCHMARKS.md).
-CUDA keeps the portable lowering for it (not yet run on a GPU).
+On CUDA, :mod:`mxlower.jax.cuda_dot` emits XLA's block-scaled dot for the pairs cuDNN runs and
+uses this module's rule (with the CUDA dequantize kernels) for the others (not yet run on a GPU).
 
 ``impl`` (a parameter of :func:`mxlower.jax.quantize` / :func:`~mxlower.jax.dequantize` /
 :func:`~mxlower.jax.convert` and of the primitives) chooses:
@@ -24,7 +25,8 @@ CUDA keeps the portable lowering for it (not yet run on a GPU).
   xtc's llc and CUDA's ptxas, and the handler compiled for the host).  The portable StableHLO
   is used instead where no kernel applies: other platforms, a kernel that cannot exist (f4
   elements with an odd block size), symbolic shapes and ``jax.export`` (a custom call is not
-  portable), programs partitioned over several devices (XLA cannot split a custom call),
+  portable), programs partitioned over several CUDA devices, or without a mesh (on the CPU
+  :mod:`mxlower.jax.sharding` runs the kernels per shard),
   inside :func:`mxlower.jax.lower`, and where upstream MLIR (for CUDA also llc) is not
   installed;
 * ``"xla"``: always the portable StableHLO (``mxlower-mx-to-stablehlo``), on every platform.
