@@ -14,14 +14,13 @@ array onto every device calls it on the global shape.
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
 import sys
 
 import pytest
 
 from mxlower.execution import ffi
+from mxlower.testing import run_on_host_devices
 
 CHILD_FLAG = "--mxlower-jax-sharding-kernels-child"
 
@@ -180,20 +179,9 @@ def _child() -> dict:  # noqa: C901 (one case after another)
     return res
 
 
-def _run_child() -> dict:
-    env = dict(os.environ)
-    env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") +
-                        " --xla_force_host_platform_device_count=8").strip()
-    env["JAX_PLATFORMS"] = "cpu"
-    proc = subprocess.run([sys.executable, __file__, CHILD_FLAG], env=env, capture_output=True,
-                          text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
-
-
 @pytest.fixture(scope="module")
 def res() -> dict:
-    return _run_child()
+    return run_on_host_devices(__file__, CHILD_FLAG)
 
 
 def _kernels(entry: dict, prefix: str) -> dict:
