@@ -226,6 +226,14 @@ class Builder(Comparisons):
                                               **self._kw()).result
         return stablehlo.ReshapeOp(t, v, **self._kw()).result
 
+    def transpose(self, v: Any, permutation: Sequence[int]) -> Any:
+        """``v`` with its dimensions in the order ``permutation`` (none moved: ``v``)."""
+        if list(permutation) == list(range(len(permutation))):
+            return v
+        s = self.shape(v)
+        t = self.ttype([s[d] for d in permutation], self.etype(v))
+        return stablehlo.TransposeOp(v, list(permutation), results=[t], **self._kw()).result
+
     def broadcast(self, v: Any, shape: Sequence[int | Dyn], dims: Sequence[int]) -> Any:
         t = self.ttype(shape, self.etype(v))
         if is_dynamic(shape):
