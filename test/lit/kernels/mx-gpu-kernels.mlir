@@ -71,7 +71,12 @@
 // HANDLER: llvm.call @__mxlower_ffi_product(
 // no units, no launch
 // HANDLER: llvm.icmp "eq" %{{.*}}, %{{.*}} : i64
-// HANDLER: llvm.cond_br %{{.*}}, ^empty, ^stream
+// HANDLER: llvm.cond_br %{{.*}}, ^empty, ^aligned
+// every buffer 16-byte aligned (the kernels' ld/st.v4), else INVALID_ARGUMENT
+// HANDLER: ^aligned:
+// HANDLER: llvm.ptrtoint
+// HANDLER: llvm.mlir.constant(15 : i64)
+// HANDLER: llvm.br ^stream
 // XLA_FFI_Stream_Get (offset 80 of XLA_FFI_Api) with the frame's execution context (offset 24)
 // HANDLER: ^stream:
 // HANDLER: llvm.getelementptr %[[FRAME]][24]
