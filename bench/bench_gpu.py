@@ -62,17 +62,24 @@ def _nbytes(kind: str, dtype: str, n: int, k: int) -> int:
 
 
 def _events(cp, stream, fn, reps: int) -> float:
-    """Seconds per call of ``fn`` (launches on ``stream``), from CUDA events over ``reps``."""
+    """Seconds per call of ``fn`` (launches on ``stream``), from CUDA events over ``reps``:
+    the median of 3 such batches.  The whole device is synchronized first: ``stream`` does
+    not wait for work on the default stream (the inputs' random fill), which would otherwise
+    run during the timing."""
+    cp.cuda.Device().synchronize()
     for _ in range(3):
         fn()
     stream.synchronize()
-    start, end = cp.cuda.Event(), cp.cuda.Event()
-    start.record(stream)
-    for _ in range(reps):
-        fn()
-    end.record(stream)
-    end.synchronize()
-    return cp.cuda.get_elapsed_time(start, end) / 1e3 / reps
+    times = []
+    for _ in range(3):
+        start, end = cp.cuda.Event(), cp.cuda.Event()
+        start.record(stream)
+        for _ in range(reps):
+            fn()
+        end.record(stream)
+        end.synchronize()
+        times.append(cp.cuda.get_elapsed_time(start, end) / 1e3 / reps)
+    return statistics.median(times)
 
 
 def part_kernels(root: str, logs: list[int], reps: int) -> dict:
