@@ -90,7 +90,7 @@ IMAGE_CHIPS = ("sm_90a", "sm_100a")
 #: the chip of the portable PTX image (no hardware cvt), JIT-compiled by the driver for others
 PORTABLE_CHIP = "sm_80"
 #: threads per block of a launch (one block or unit of values per thread)
-THREADS = 128
+THREADS = mx_kernels.GPU_THREADS
 #: the byte alignment the handler requires of every buffer (the kernels' vector accesses)
 ALIGNMENT = 16
 #: the environment variable naming the CUDA driver library to load instead of libcuda.so.1
