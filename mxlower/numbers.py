@@ -1,4 +1,5 @@
-"""Number specs, scale specs and datatypes: the TensorCast model (docs/semantics.md section 10).
+"""Number specs, scale specs and datatypes of docs/semantics.md section 10 (TensorCast's grammar;
+where TensorCast's results differ from mxlower's: docs/compat.md).
 
 A **number spec** says how one value is coded; a **scale spec** how values share scales; a
 **datatype** pairs them.  Everything here is parsed from the string codes numerics

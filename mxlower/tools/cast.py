@@ -74,9 +74,10 @@ from numpy.random.default_rng(SEED) (the same bits for every datatype)."""
 
 def build_parser() -> argparse.ArgumentParser:
     p = ArgParser(prog=PROG, formatter_class=argparse.RawDescriptionHelpFormatter,
-                  description="Cast a tensor to one or more datatypes of the TensorCast model "
-                  "(docs/semantics.md section 10) with mxlower's exact oracle and print the "
-                  "error statistics side by side.", epilog=STATISTICS_HELP)
+                  description="Cast a tensor to one or more datatypes of docs/semantics.md section "
+                  "10 (TensorCast's grammar; docs/compat.md lists where other libraries' "
+                  "results differ) with mxlower's exact oracle and print the error "
+                  "statistics side by side.", epilog=STATISTICS_HELP)
     p.add_argument("input", nargs="?",
                    help=".npy or .npz file of float32, bfloat16, float16 or float64 data")
     p.add_argument("--key", help="the array of an .npz file (needed when it holds several)")
