@@ -73,7 +73,7 @@ __all__ = [
 ]
 
 #: Element rounding modes (section 10.2).
-ROUND_MODES = ("even", "nearest", "zero", "stochastic")
+ROUND_MODES = ("even", "nearest", "zero", "half_down", "stochastic")
 #: Exponent-scale selection rules (section 10.3; ``max`` is section 3's ``floor``).
 SCALE_MODES = ("max", "midmax", "rceil", "nearest")
 

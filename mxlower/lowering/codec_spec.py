@@ -21,8 +21,8 @@ code_bits=None, fixed=False)``
     (default: the spec's storage width, 8, 16 or 32), float and exponent codes in the low
     bits (upper bits zero), int codes in two's complement.  ``shift``: optional i32 integers
     of ``value``'s shape (any value: beyond +-2000 they act as +-2000, which saturates or
-    flushes every spec).  ``roundmode``: ``even``, ``nearest`` (ties away), ``zero`` or
-    ``stochastic``, which takes ``rbits``: 32-bit integers (uint32 random bits, one per
+    flushes every spec).  ``roundmode``: ``even``, ``nearest`` (ties away), ``zero``,
+    ``half_down`` (ties toward zero) or ``stochastic``, which takes ``rbits``: 32-bit integers (uint32 random bits, one per
     element) and rounds to ``floor(t + r 2^-32)`` exactly.  ``fixed``: read an ``intK`` as
     fixed point with K-2 fraction bits (the scaled view of mxint8), i.e. ``shift - (K-2)``.
     On the StableHLO builder the result has the storage type :func:`storage_type` names
@@ -217,20 +217,24 @@ def _round(b: IntBuilder, sig: Any, d: Any, mode: str, r: Any, W: int, d_min: in
     const = isinstance(d, int)
     if mode == "zero":
         return b.shr(sig, d) if not (const and d == 0) else sig
-    if mode in ("even", "nearest"):
+    if mode in ("even", "nearest", "half_down"):
         if const:
             if d == 0:
                 return sig
             half = 1 << (d - 1)
             if mode == "nearest":
                 return b.shr(b.add(sig, half), d)
+            if mode == "half_down":  # a tie (sig's dropped bits exactly half) stays down
+                return b.shr(b.add(sig, half - 1), d)
             lsb = b.and_(b.shr(sig, d), 1)
             return b.shr(b.add(sig, b.add(lsb, half - 1)), d)
         half = b.shr(b.shl(b.constant(1, W), d), 1)
         if mode == "nearest":
             return b.shr(b.add(sig, half), d)
-        inc = b.add(b.sub(half, 1), b.and_(b.shr(sig, d), 1))
-        if d_min == 0:  # d == 0: half - 1 + lsb is -1 or 0; nothing to add
+        inc = b.sub(half, 1)
+        if mode == "even":
+            inc = b.add(inc, b.and_(b.shr(sig, d), 1))
+        if d_min == 0:  # d == 0: half - 1 (+ lsb) is -1 or 0; nothing to add
             inc = b.max(inc, 0)
         return b.shr(b.add(sig, inc), d)
     # stochastic: floor(t + r 2^-32) = T + [r + floor(frac 2^32) >= 2^32]
