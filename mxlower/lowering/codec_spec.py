@@ -41,9 +41,9 @@ Every path is: **unpack** (sign, a significand ``sig`` with its leading one at b
 normalized by a shift ladder where subnormal inputs need it -- and the exponent ``L`` of that
 bit, the value being ``sig * 2^(L - M)``), **round** (drop ``d`` bits: ``d = M - Y + max(emin
 - L, 0)`` for a float target, ``M`` for an exponent type, ``M - L`` for an integer; the kept
-part is ``(sig + inc) >> d`` with ``inc`` = 0 (zero), half (nearest), half - 1 + lsb (even),
-and for stochastic the carry of ``r + floor(frac * 2^32)`` past 2^32, with ``frac`` the exact
-dropped fraction), **assemble** (``(max(L + bias - 1, 0) << Y) + n``: a carry out of the
+part is ``(sig + inc) >> d`` with ``inc`` = 0 (zero), half (nearest), half - 1 (half_down),
+half - 1 + lsb (even), and for stochastic the carry of ``r + floor(frac * 2^32)`` past 2^32,
+with ``frac`` the exact dropped fraction), **assemble** (``(max(L + bias - 1, 0) << Y) + n``: a carry out of the
 significand moves to the next binade by itself) and **finish** (saturate with ``min``, then
 the zero, Inf, NaN and sign rules with selects).  ``L`` is clamped just past the target's
 range and ``d`` just past the point where every input rounds to 0, so the working width is

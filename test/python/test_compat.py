@@ -148,7 +148,9 @@ def test_torchao_rceil_is_off_by_one_where_its_f32_log2_rounds_to_an_integer(fmt
     f = get_format(fmt)
     k = np.arange(-120, 121)
     d = (np.ldexp(1.0, k) * (1 + 2.0 ** -23)).astype(F32)
-    k, d = k[d * F32(f.max_elem) < F32(2.0 ** 127)], d[d * F32(f.max_elem) < F32(2.0 ** 127)]
+    with np.errstate(over="ignore"):
+        fits = d * F32(f.max_elem) < F32(2.0 ** 127)
+    k, d = k[fits], d[fits]
     amax = np.array([np.nextafter(F32(v) * F32(f.max_elem), F32(np.inf)) for v in d], F32)
     while True:  # the smallest f32 amax whose quotient is d (amax * max may have rounded)
         q = amax / F32(f.max_elem)
@@ -481,10 +483,10 @@ def test_tensorcast_midmax_differs_for_fn_types_and_at_the_tie():
         assert ms[0] == 127 + 1 and f.emax_elem >= 0
 
 
-def test_tensorcast_zero_is_round_half_toward_zero():
-    """TensorCast's ZERO rounds to nearest with ties toward zero; mxlower's `zero` truncates
-    and its `even` ties to even: they agree with it off ties only where ... never both: ZERO
-    differs from mxlower's zero for fractions above 1/2, and from even on ties with an odd floor."""
+def test_tensorcast_zero_is_half_down():
+    """TensorCast's ZERO rounds to nearest with ties toward zero: mxlower's `half_down`, not its
+    `zero` (truncation, which differs for fractions above 1/2) nor `even` (which differs on ties
+    with an odd floor)."""
     t = np.float32([0.5, 1.5, 2.5, 2.6, 3.4, 3.5, -2.5, -3.5, 0.7])
     tc = tc_round(t, "zero")
     assert list(tc) == [0, 1, 2, 3, 3, 3, -2, -3, 1]
@@ -494,6 +496,18 @@ def test_tensorcast_zero_is_round_half_toward_zero():
     assert list(even) == [0, 2, 2, 3, 3, 4, -2, -4, 1]
     assert (tc != zero).any() and (tc != even).any()
     assert np.array_equal(tc_round(t, "even"), even)
+    half_down = np.sign(t) * R.round_codes(np.abs(t).astype(F64), "int8", "half_down")
+    assert np.array_equal(tc, half_down)
+    # and as a cast: TensorCast's element rule (x scaled to units of the element's step, then
+    # ZERO) on every f16 value against mxlower's unscaled e2m1fo cast with half_down
+    x = np.arange(0, 0x7C00, dtype=np.uint16).view(np.float16).astype(F32)
+    x = np.concatenate([x, -x])
+    spec = resolve("e2m1fo").number
+    step = np.exp2(np.maximum(np.floor(log2_f32(np.abs(x) + F32(2.0 ** -126))), spec.emin)
+                   - spec.man_bits).astype(F32)
+    tcv = np.clip(tc_round(x / step, "zero") * step, -spec.max, spec.max)
+    want = R.cast(x, "e2m1fo", roundmode="half_down")
+    assert np.array_equal(tcv, want)
 
 
 def test_tensorcast_away_f32_half():
