@@ -191,8 +191,8 @@ def test_torchao_rceil_reads_scale_code_zero_as_one():
 
 
 def test_torchao_non_finite_blocks():
-    """NaN: scale 0xFF as in mxlower, but the NaN element's code is the NaN code (0x7F) where
-    mxlower writes 0.  Inf: FLOOR's scale is 2^(128 - emax_elem) (0xF7 for e4m3) and RCEIL's 0xFE,
+    """NaN: scale 0xFF as in mxlower, but FLOOR writes the NaN code (0x7F) for the NaN element
+    and RCEIL for every element, where mxlower writes 0.  Inf: FLOOR's scale is 2^(128 - emax_elem) (0xF7 for e4m3) and RCEIL's 0xFE,
     with the Inf saturated to max_elem; mxlower: scale 0xFF, elements 0."""
     fmt = "mxfp8_e4m3"
     x = blocks(np.float32([np.nan, np.inf, -np.inf]), fill=1.0)
@@ -201,7 +201,7 @@ def test_torchao_non_finite_blocks():
     re_, rs = ao_rceil(x, fmt)
     assert list(ms) == [0xFF] * 3 and not me.any()
     assert list(fs) == [0xFF, 0xF7, 0xF7] and list(rs) == [0xFF, 0xFE, 0xFE]
-    assert fe[0, 0] == 0x7F and not fe[0, 1:].any()
+    assert fe[0, 0] == 0x7F and not fe[0, 1:].any() and np.all(re_[0] == 0x7F)
     assert list(fe[1:, 0]) == [0x7E, 0xFE] and list(re_[1:, 0]) == [0x7E, 0xFE]
 
 
@@ -521,12 +521,13 @@ def test_tensorcast_away_f32_half():
 
 # ======================================================================================= JAX
 
-def _jax_quantize(x, mode):
+def _jax_quantize(x, mode, fmt="mxfp8_e4m3"):
     jax = pytest.importorskip("jax")
     jnp = jax.numpy
     sm = pytest.importorskip("jax._src.cudnn.scaled_matmul_stablehlo")
     if mode == "mxfp8":
-        cfg = sm.BlockScaleConfig(mode="mxfp8", block_size=32, data_type=jnp.float8_e4m3fn,
+        cfg = sm.BlockScaleConfig(mode="mxfp8", block_size=32,
+                                  data_type=get_format(fmt).element_dtype,
                                   scale_type=jnp.float8_e8m0fnu, global_scale=None,
                                   infer_only=False)
     else:
@@ -537,18 +538,22 @@ def _jax_quantize(x, mode):
     return np.asarray(e).view(U8), np.asarray(s).view(U8)[:, 0]
 
 
-def test_jax_mxfp8_is_rceil_for_normal_quotients():
+@pytest.mark.parametrize("fmt", ("mxfp8_e4m3", "mxfp8_e5m2"))
+def test_jax_mxfp8_is_rceil_for_normal_quotients(fmt):
     """jax 0.10.2's mxfp8 quantizer (what jax.nn.scaled_matmul uses) is mxlower's `rceil`, scale
-    and elements, for every f32 block whose q = amax / 448 is >= 2^-126, including every amax
-    within 64 ulps of the thresholds 448 * 2^k."""
-    th = bits(np.ldexp(F32(448), np.arange(-119, 120, 4)).astype(F32)).astype(np.int64)
+    and elements, for every f32 block whose q = amax / max_elem is >= 2^-126, including every
+    amax within 64 ulps of the thresholds max_elem * 2^k."""
+    mx = F32(get_format(fmt).max_elem)
+    k = np.arange(-119, 120, 4)
+    k = k[np.ldexp(float(mx), k) < 2.0 ** 127]
+    th = bits(np.ldexp(mx, k).astype(F32)).astype(np.int64)
     amax = from_bits((th[:, None] + np.arange(-64, 65)).ravel())
     rng = np.random.default_rng(7)
     x = blocks(np.concatenate([amax, binade_sweep(rng, n=1000, lo=-117, hi=120)]))
     x[:, 1:] = (x[:, :1] * rng.uniform(-1, 1, (x.shape[0], 31))).astype(F32)
-    x = x[np.max(np.abs(x), -1) / F32(448) >= 2.0 ** -126]
-    je, js = _jax_quantize(x, "mxfp8")
-    me, ms = mx_codes(x, "mxfp8_e4m3", "rceil")
+    x = x[np.max(np.abs(x), -1) / mx >= 2.0 ** -126]
+    je, js = _jax_quantize(x, "mxfp8", fmt)
+    me, ms = mx_codes(x, fmt, "rceil")
     assert np.array_equal(js, ms) and np.array_equal(je, me)
 
 
