@@ -22,9 +22,10 @@ code_bits=None, fixed=False)``
     bits (upper bits zero), int codes in two's complement.  ``shift``: optional i32 integers
     of ``value``'s shape (any value: beyond +-2000 they act as +-2000, which saturates or
     flushes every spec).  ``roundmode``: ``even``, ``nearest`` (ties away), ``zero``,
-    ``half_down`` (ties toward zero) or ``stochastic``, which takes ``rbits``: 32-bit integers (uint32 random bits, one per
-    element) and rounds to ``floor(t + r 2^-32)`` exactly.  ``fixed``: read an ``intK`` as
-    fixed point with K-2 fraction bits (the scaled view of mxint8), i.e. ``shift - (K-2)``.
+    ``half_down`` (ties toward zero) or ``stochastic``, which takes ``rbits``: 32-bit integers
+    (uint32 random bits, one per element) and rounds to ``floor(t + r 2^-32)`` exactly.
+    ``fixed``: read an ``intK`` as fixed point with K-2 fraction bits (the scaled view of
+    mxint8), i.e. ``shift - (K-2)``.
     On the StableHLO builder the result has the storage type :func:`storage_type` names
     (``ui8`` for f8/f6/f4 and exponent codes, ``i8`` for int8, ``ui16`` for e5m6...).
 
@@ -43,11 +44,11 @@ bit, the value being ``sig * 2^(L - M)``), **round** (drop ``d`` bits: ``d = M -
 - L, 0)`` for a float target, ``M`` for an exponent type, ``M - L`` for an integer; the kept
 part is ``(sig + inc) >> d`` with ``inc`` = 0 (zero), half (nearest), half - 1 (half_down),
 half - 1 + lsb (even), and for stochastic the carry of ``r + floor(frac * 2^32)`` past 2^32,
-with ``frac`` the exact dropped fraction), **assemble** (``(max(L + bias - 1, 0) << Y) + n``: a carry out of the
-significand moves to the next binade by itself) and **finish** (saturate with ``min``, then
-the zero, Inf, NaN and sign rules with selects).  ``L`` is clamped just past the target's
-range and ``d`` just past the point where every input rounds to 0, so the working width is
-32 bits except for 32-bit targets, ``intK`` with K > 28 and f64 sources (64).
+with ``frac`` the exact dropped fraction), **assemble** (``(max(L + bias - 1, 0) << Y) + n``:
+a carry out of the significand moves to the next binade by itself) and **finish** (saturate
+with ``min``, then the zero, Inf, NaN and sign rules with selects).  ``L`` is clamped just past
+the target's range and ``d`` just past the point where every input rounds to 0, so the
+working width is 32 bits except for 32-bit targets, ``intK`` with K > 28 and f64 sources (64).
 """
 
 from __future__ import annotations

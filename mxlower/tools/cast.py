@@ -419,8 +419,8 @@ def panels(rows: Sequence[Row], bins: int = BINS,
     """The rows split into panels of similar error range, so that a precise format is not
     squeezed into a few bins by a coarse one: rows sorted by range go into one panel while the
     largest range is at most ``spread`` times the smallest (rows without errors join the panel
-    of the smallest range).  Panels are ordered by their first row.  Returns, per panel, the row indices (in the given order) and :func:`histograms`
-    of those rows."""
+    of the smallest range).  Panels are ordered by their first row.  Returns, per panel, the
+    row indices (in the given order) and :func:`histograms` of those rows."""
     ranges = [_error_range(r) for r in rows]
     groups: list[list[int]] = []
     for i in sorted((i for i, t in enumerate(ranges) if t > 0), key=ranges.__getitem__):

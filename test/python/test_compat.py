@@ -80,7 +80,8 @@ def ao_floor(x, fmt, even=False):
     scale codes).  E from amax's f32 exponent field, clamped to [-127, 128]; the f32 scale is
     clamped below at 2^-126; elements are x / scale (an f32 division), clamped, cast RNE."""
     f = get_format(fmt)
-    mbits = {"mxfp8_e4m3": 3, "mxfp8_e5m2": 2, "mxfp6_e3m2": 2, "mxfp6_e2m3": 3, "mxfp4_e2m1": 1}[fmt]
+    mbits = {"mxfp8_e4m3": 3, "mxfp8_e5m2": 2, "mxfp6_e3m2": 2, "mxfp6_e2m3": 3,
+             "mxfp4_e2m1": 1}[fmt]
     amax = np.max(np.abs(x), axis=-1)
     ab = bits(amax).astype(np.int64)
     if even:  # round amax's mantissa at the element's precision (ties up), keep sign+exponent
@@ -187,12 +188,14 @@ def test_torchao_rceil_reads_scale_code_zero_as_one():
     te, ts = ao_rceil(x, fmt)
     assert np.all(ms == 0) and np.all(ts == 0)
     assert np.all(te & 0x7F == 0)
-    assert np.all(me[:, 0] != 0) and np.array_equal(me, elem_codes(np.ldexp(x.astype(F64), 127), fmt))
+    assert np.all(me[:, 0] != 0)
+    assert np.array_equal(me, elem_codes(np.ldexp(x.astype(F64), 127), fmt))
 
 
 def test_torchao_non_finite_blocks():
     """NaN: scale 0xFF as in mxlower, but FLOOR writes the NaN code (0x7F) for the NaN element
-    and RCEIL for every element, where mxlower writes 0.  Inf: FLOOR's scale is 2^(128 - emax_elem) (0xF7 for e4m3) and RCEIL's 0xFE,
+    and RCEIL for every element, where mxlower writes 0.  Inf: FLOOR's scale is
+    2^(128 - emax_elem) (0xF7 for e4m3) and RCEIL's 0xFE,
     with the Inf saturated to max_elem; mxlower: scale 0xFF, elements 0."""
     fmt = "mxfp8_e4m3"
     x = blocks(np.float32([np.nan, np.inf, -np.inf]), fill=1.0)
@@ -267,7 +270,8 @@ def test_torchao_nvfp4_elements_use_a_reciprocal():
     for other scales an f4 tie x = t * s can round the other way (x = 300 in a block with amax
     1440, s = 240: torchao 1.5, mxlower 1.0, ties to even)."""
     mids = np.array([0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0])
-    svals = np.array([float(v) for v in np.arange(0x08, 0x7F, dtype=U8).view(ml_dtypes.float8_e4m3fn)])
+    codes = np.arange(0x08, 0x7F, dtype=U8)
+    svals = codes.view(ml_dtypes.float8_e4m3fn).astype(F64)
     rows = []
     for s in svals:
         for t in mids:
@@ -382,7 +386,8 @@ def test_microxcaling_f32_log2_window():
 
 def test_microxcaling_f32_half_rounds_up():
     """(c): mxfp4_e2m1 with E = 0 (amax in [4, 8)): x = 0.25 - 2^-26 is just below half the
-    smallest step (0.5); f32's 0.5 - 2^-25 + 0.5 rounds to 1, so microxcaling gives 0.5, mxlower 0."""
+    smallest step (0.5); f32's 0.5 - 2^-25 + 0.5 rounds to 1, so microxcaling gives 0.5,
+    mxlower 0."""
     x = blocks(np.float32([4.0]), fill=0.0)
     x[0, 1] = F32(0.25 - 2 ** -26)
     for rnd in ("even", "nearest"):
