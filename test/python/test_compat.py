@@ -1,12 +1,13 @@
-"""docs/compat.md, checked: every statement there about a peer (torchao, microxcaling, TensorCast,
-JAX's quantizer, XLA) is a test here.
+"""docs/compat.md, checked: every statement there about a peer's results (torchao, microxcaling,
+TensorCast, JAX's quantizer, XLA) is a test here.
 
 Each peer's rule is re-implemented in NumPy from its source (the peers are not dependencies; the
-models were compared with torchao 0.18 / torch 2.13 CPU and with jax 0.10.2 by hand, see
-docs/compat.md), run on the inputs of the stated condition, and compared with mxlower's oracle
-(``mxlower.reference``, which every lowering matches bit for bit): the test shows where the peer
-agrees with mxlower and that it differs exactly where docs/compat.md says.  JAX's quantizer is
-part of the installed jax, so its tests run the real thing.
+models were compared by hand with torchao 0.18 on torch 2.13's CPU wheel and with op-for-op
+torch transcriptions of microxcaling and TensorCast, see docs/compat.md), run on the inputs of
+the stated condition, and compared with mxlower's oracle (``mxlower.reference``, which every
+lowering matches bit for bit): the test shows where the peer agrees with mxlower and that it
+differs exactly where docs/compat.md says.  JAX's quantizer is part of the installed jax, so its
+tests run the real thing (jax 0.10.2 and 0.12.0.1 give the same results).
 """
 
 from __future__ import annotations
@@ -545,7 +546,7 @@ def _jax_quantize(x, mode, fmt="mxfp8_e4m3"):
 
 @pytest.mark.parametrize("fmt", ("mxfp8_e4m3", "mxfp8_e5m2"))
 def test_jax_mxfp8_is_rceil_for_normal_quotients(fmt):
-    """jax 0.10.2's mxfp8 quantizer (what jax.nn.scaled_matmul uses) is mxlower's `rceil`, scale
+    """JAX's mxfp8 quantizer (what jax.nn.scaled_matmul uses) is mxlower's `rceil`, scale
     and elements, for every f32 block whose q = amax / max_elem is >= 2^-126, including every
     amax within 64 ulps of the thresholds max_elem * 2^k."""
     mx = F32(get_format(fmt).max_elem)
