@@ -240,13 +240,16 @@ def test_torchao_ceil_has_no_mxlower_mode():
     assert (R.encode(x, fmt, scalemode="midmax").scales.view(U8)[:, 0] != ceil_codes).any()
 
 
-def ao_nvfp4(x):
-    """torchao 0.18 ``nvfp4_quantize(x)`` (no per-tensor scale): s = e4m3(clamp(amax / 6,
-    2^-6, 448)), elements RNE_f4(clamp(x * RN_f32(1 / s), -6, 6))."""
+def ao_nvfp4(x, g=None):
+    """torchao 0.18 ``nvfp4_quantize(x, per_tensor_scale=g)``: s = e4m3(clamp(amax / 6 [/ g],
+    2^-6, 448)), elements RNE_f4(clamp(x * RN_f32(1 / s), -6, 6)), with a per-tensor scale
+    x * RN_f32(RN_f32(1 / g) / s); every operation in f32."""
     amax = np.max(np.abs(x), axis=-1)
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
-        s = np.clip(amax / F32(6), F32(2.0 ** -6), F32(448)).astype(ml_dtypes.float8_e4m3fn)
-        data = x * (F32(1) / s.astype(F32))[:, None]
+        q = amax / F32(6) if g is None else (amax / F32(6)) / F32(g)
+        s = np.clip(q, F32(2.0 ** -6), F32(448)).astype(ml_dtypes.float8_e4m3fn)
+        r = F32(1) / s.astype(F32) if g is None else (F32(1) / F32(g)) / s.astype(F32)
+        data = x * r[:, None]
     data = np.clip(data, F32(-6), F32(6))
     return data.astype(ml_dtypes.float4_e2m1fn).view(U8), s.view(U8)
 
@@ -288,6 +291,24 @@ def test_torchao_nvfp4_elements_use_a_reciprocal():
     assert not diff[pow2].any() and diff[~pow2].any()
     i = np.nonzero((x[:, 0] == 1440) & (x[:, 1] == 300))[0][0]
     assert me.view(U8)[i, 1] == 0x2 and te[i, 1] == 0x3
+
+
+@pytest.mark.parametrize("g", (2.0 ** -3, 16.0, 0.3, 1.7e-3, 37.0))
+def test_torchao_nvfp4_per_tensor_scale(g):
+    """With a per-tensor scale g (mxlower's global_scale): torchao's scale is
+    RNE_e4m3(clamp(RN(RN(amax / 6) / g), 2^-6, 448)) and its elements RNE_f4(x * RN(RN(1 / g) /
+    s)), where mxlower divides every x by g first.  Outside the 2^-6 clamp the rounding order
+    changes nothing on these 4,000 random blocks; it can at rounding midpoints (see the
+    reciprocal test, which is g = 1)."""
+    rng = np.random.default_rng(3)
+    x = (rng.standard_normal((4000, 16)) * np.exp2(rng.integers(-8, 8, (4000, 1)))).astype(F32)
+    me, ms = R.quantize(x, "nvfp4", global_scale=g)
+    me, ms = me.view(U8), ms.view(U8)[:, 0]
+    te, ts = ao_nvfp4(x, g)
+    clamped = (np.max(np.abs(x), -1) / F32(6)) / F32(g) < F32(15 * 2.0 ** -10)
+    assert np.array_equal(ms[~clamped], ts[~clamped])
+    assert np.array_equal(me[~clamped], te[~clamped])
+    assert np.all(ts[clamped] == 0x08) and np.all(ms[clamped] != 0x08)
 
 
 # ================================================================================ microxcaling
