@@ -237,3 +237,19 @@ def test_scaled_dot_auto_on_the_gpu(lf, rf, codes):
     print(f"{lf} x {rf}: compiled custom calls {calls}")
     got = np.asarray(f(a, b))
     assert_dot_close(got, av, bv, (((1,), (1,)), ((), ())), what=f"{lf} x {rf} {calls}")
+
+
+@pytest.mark.parametrize("c", [c for c in G.CAST_CASES if "length" not in c], ids=G.case_id)
+def test_kernel_cast_through_xla_on_the_gpu(c):
+    """mxlower.jax.cast(impl="auto") on CUDA: the carried fused cast kernel (stochastic
+    rounding with explicit bits), bit-exact with mxlower.reference.cast."""
+    _carried()
+    inputs, wants, _ = G.case_data(c)
+    args = [_on_gpu(a) for a in inputs]
+    f = jax.jit(lambda x, *r: mxj.cast(x, c["number"], c.get("scale"),
+                                       roundmode=c.get("roundmode", "even"),
+                                       scalemode=c.get("scalemode", "max"),
+                                       rbits=r[0] if r else None, impl="auto"))
+    same = G._same(np.asarray(f(*args)), wants[0], "values")
+    assert same.all(), np.flatnonzero(~same)[:8]
+    _calls(f, args, "mxlower_cast_")

@@ -104,6 +104,8 @@ CAST_CASES: list[dict] = [
     _cast("e2m1fn", "e8m0_t32", roundmode="stochastic", scalemode="rceil"),
     _cast("int8", "e8m0_t32", "bf16", "nearest", "rceil"),
     _cast("e4m3fn", "e8m0_t128", "f16", "zero", "midmax"),
+    _cast("e2m1fn", "e8m0_t32", roundmode="half_down"), _cast("e3m2fn", wide="bf16",
+                                                                roundmode="half_down"),
     _cast("e2m1fn", "e4m3fn_t16"), _cast("e2m1fn", "e4m3fn_t16", "bf16", "stochastic"),
     _cast("e4m3fn", "e8m0_t0", scalemode="nearest", length=1000),
     _cast("int8", "e8m0", roundmode="stochastic", scalemode="rceil", length=3001)]
