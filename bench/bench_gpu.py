@@ -10,8 +10,8 @@ the stacks are (``python test/python/test_gpu_kernels.py build .gpu-kernels``) a
 
 ``--part kernels`` launches each carried handler through its XLA FFI C ABI on a CuPy stream
 (XLA's API stood in for by test_gpu_kernels.FakeApi, the real CUDA driver; the call frame
-built once) and times it with CUDA events: bandwidth = bytes read + written per call, against ``cupy.copyto`` of the wide
-array (bytes read + written) at the same size.  ``--part jax`` times jitted calls on the GPU
+built once) and times it with CUDA events: bandwidth = bytes read + written per call, against
+``cupy.copyto`` of the wide array (bytes read + written) at the same size.  ``--part jax`` times jitted calls on the GPU
 (the median of batches of calls ended by ``block_until_ready``): mxlower.jax.quantize with
 ``impl="auto"`` (the carried handlers, registered for CUDA) and ``impl="xla"`` (the portable
 StableHLO) against JAX's own quantizer (``jax._src.cudnn.scaled_matmul_stablehlo.quantize``),

@@ -77,8 +77,8 @@ from mxlower.formats import FORMATS, SCALE_MODES, WIDE_TYPES, MXFormat
 from mxlower.ir.stablehlo_builder import Comparisons
 from mxlower.lowering import cast_math, codec, codec_spec, mx_math
 
-__all__ = ["CONVERT_LANES", "GPU_THREADS", "TARGETS", "ArithOps", "CastSpec", "ConvertSpec", "KernelSpec",
-           "Operand", "build", "emit_kernel", "gpu_module_name"]
+__all__ = ["CONVERT_LANES", "GPU_THREADS", "TARGETS", "ArithOps", "CastSpec", "ConvertSpec",
+           "KernelSpec", "Operand", "build", "emit_kernel", "gpu_module_name"]
 
 _MAG = 0x7FFFFFFF
 _INF = 0x7F800000
@@ -94,7 +94,7 @@ CONVERT_LANES = 32
 #: threads per CTA of a GPU kernel's launch (the CUDA handler launches ceil(units / this))
 GPU_THREADS = 128
 #: bytes of shared memory a widening GPU kernel stages a CTA's output in (at most)
-GPU_STAGE_BYTES = 16384
+GPU_STAGE_BYTES = 32768
 #: values per vector of a cast kernel: its codec keeps many values live, and on AVX2 a
 #: vector of 8 i32 (one register) ran 2x faster than 16 or 32 lanes (register spills)
 _CAST_LANES = 8
@@ -923,22 +923,23 @@ class _Kernel:
     # -- GPU: widening kernels' stores through shared memory --------------------------------
     def staged_output(self) -> tuple[int, int] | None:
         """GPU: (index of the output buffer, values per unit) when the kernel's one output is
-        wide values written a whole unit per thread (dequantize, narrow -> wide converts) and
-        a CTA's units fit :data:`GPU_STAGE_BYTES`; else None.  A thread writing its own 64-128
-        contiguous bytes makes every warp store 32 separate L2 transactions (stores are not
-        cached in L1: the H200 ran such kernels at 15-25% of a copy); staged, the CTA's units
-        land in shared memory and consecutive threads write them back 16 bytes each."""
+        wide values written a whole unit per thread (dequantize, narrow -> wide converts,
+        ``mx.cast``) and a CTA's units fit :data:`GPU_STAGE_BYTES`; else None.  A thread
+        writing its own 64-128 contiguous bytes makes every warp store 32 separate L2
+        transactions (stores are not cached in L1: the H200 ran such kernels at 15-25% of a
+        copy); staged, the CTA's units land in shared memory and consecutive threads write
+        them back 16 bytes each."""
         if self.target != "gpu":
             return None
         outs = self.spec.results()
         if len(outs) != 1 or outs[0].kind != "values" or outs[0].dtype.itemsize < 2:
             return None
-        if isinstance(self.spec, ConvertSpec) and not self.spec.truncates:
-            unit = self.lanes
-        elif isinstance(self.spec, KernelSpec) and self.spec.op == "dequantize":
-            unit = self.spec.k
-        else:
+        widening = (isinstance(self.spec, ConvertSpec) and not self.spec.truncates
+                    or isinstance(self.spec, CastSpec)
+                    or isinstance(self.spec, KernelSpec) and self.spec.op == "dequantize")
+        if not widening:
             return None
+        unit = self.spec.k  # values a unit (thread) writes: a block, a tile or a vector
         if GPU_THREADS * unit * outs[0].dtype.itemsize > GPU_STAGE_BYTES:
             return None
         return len(self.spec.operands()), unit
