@@ -25,14 +25,18 @@ The dot (``mx_scaled_dot``): batch, lhs-free and rhs-free dimensions are factors
 run per shard (bit-identical to the unsharded program); contracting dimensions are
 *reduced* factors.  A sharded contracting dimension (block boundaries as for quantize) makes
 each shard compute the f32 partial dot of its slice of K -- exact or rounded once, as the
-unsharded kernel path does -- which are all-reduced (``lax.psum``) in f32, then multiplied by
-the global scale and converted to the result type.  This changes the order of summation:
-docs/semantics.md section 6 leaves it unspecified and bounds the error by 1e-6 of
-``sum |a b|``; the all-reduce of ``s`` shards adds at most ``(s - 1) * 2^-24`` of it (within
-the bound for up to 16 shards along K), and one more rounding of the global-scale product
-(``lax.mul`` in f32).  A shard's partial sum overflowing f32 where the whole sum cancels back
-into range (scales near the top of e8m0's range) gives an infinity the unsharded program
-would not.
+unsharded kernel path does; these are gathered (``lax.all_gather``: the bits, no arithmetic),
+summed exactly in f64 and rounded once to f32, multiplied by the global scale and converted
+to the result type (:func:`mxlower.lowering.mx_math.sum_partial_dots`, as exact as the
+one-device epilogue, subnormals kept, where an f32 ``psum`` on XLA:CPU would flush them).
+This changes the order of summation, which docs/semantics.md section 6 leaves open: each
+shard's partial is as accurate as the one-device dot of its slice (f32 accumulation where
+that is provably safe, else f64 rounded once), and the sum of the partials adds one
+rounding, so the result stays within section 6's bound of 1e-6 of ``sum |a b|`` for any
+number of shards.  A
+shard's partial dot overflowing f32 where the whole sum cancels back into range (scales near
+the top of e8m0's range) gives an infinity one device would not.  The gather moves ``shards``
+copies of the result to every device, where an all-reduce moves about two.
 
 Each rule rebinds its primitive on the shard's operands, so the per-shard code is whatever
 the primitive's CPU rule emits: when ``mx_scaled_dot`` gets its own kernel it runs per shard
@@ -78,7 +82,11 @@ from jax.interpreters import ad, batching, mlir
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from mxlower.bindings.jaxlib import ir
+from mxlower.ir.stablehlo_builder import Builder
 from mxlower.jax import primitives
+from mxlower.jax.dtypes import mlir_name
+from mxlower.lowering import mx_math
 from mxlower.numbers import scale as scale_spec
 
 __all__ = ["PLANS", "Dim", "Plan", "applies", "devices_p", "lower", "mark", "plan_for"]
@@ -308,15 +316,32 @@ def _dot_plan(prim: Any, avals: Sequence[Any], params: dict[str, Any]) -> Plan:
         partial = dict(body, has_g=False, out_dtype=_F32)
 
         def run(*args: Any) -> Any:
-            y = lax.psum(prim.bind(*(args[:-1] if has_g else args), **partial), reduce_axes)
-            if has_g:
-                y = lax.mul(y, args[-1])
-            return lax.convert_element_type(y, params["out_dtype"])
+            y = prim.bind(*(args[:-1] if has_g else args), **partial)
+            parts = lax.all_gather(y, reduce_axes)  # [shards, ...]: the bits, no arithmetic
+            return partials_p.bind(parts, *args[-1:] if has_g else (),
+                                   out_dtype=params["out_dtype"])
 
         return run
 
     return Plan(tuple(operands), (result,), sizes, local,
                 reduced=tuple(f"c{j}" for j in range(len(lc))))
+
+
+#: ``mx_sum_partial_dots(parts[, global_scale], out_dtype)``: a K-sharded dot's f32 partial
+#: dots, gathered ``[shards, ...]``, summed exactly and rounded once, times the global scale,
+#: converted (:func:`mxlower.lowering.mx_math.sum_partial_dots`).  Only ever lowered, inside
+#: a shard's function.
+partials_p = Primitive("mx_sum_partial_dots")
+partials_p.def_abstract_eval(
+    lambda parts, *g, out_dtype: jax.core.ShapedArray(parts.shape[1:], out_dtype))
+
+
+def _partials_lowering(ctx: Any, parts: Any, *g: Any, out_dtype: Any) -> list[Any]:
+    b = Builder(ir.Location.current, ir.InsertionPoint.current)
+    return [mx_math.sum_partial_dots(b, parts, g[0] if g else None, mlir_name(out_dtype))]
+
+
+mlir.register_lowering(partials_p, _partials_lowering)
 
 
 #: primitive name -> the plan of one of its calls (None: not partitioned, see the docstring)

@@ -155,6 +155,16 @@ def _child() -> dict:  # noqa: C901 (one case after another)
     k_check("dot_k_mixed", mixed, [x, w], [P(None, None, ("data", "model")),
                                           P(None, ("data", "model"))], a, b, "bf16", 0.5)
 
+    # tiny values: products and partial sums below 2^-126 count as the subnormals they are
+    tx, tw = x * np.float32(2.0 ** -66), w * np.float32(2.0 ** -66)
+    qx, qw = mxj.quantize(tx, "mxfp4_e2m1"), mxj.quantize(tw, "mxfp8_e4m3")
+    a = R.dequantize(np.asarray(qx.elements), np.asarray(qx.scales), "mxfp4_e2m1")
+    b = R.dequantize(np.asarray(qw.elements), np.asarray(qw.scales), "mxfp8_e4m3")
+    k_check("dot_k_subnormal", mlp, [tx, tw], [P("data", None, "model"), P(None, "model")],
+            a, b)
+    res["dot_k_subnormal"]["nonzero"] = float(np.count_nonzero(
+        R.scaled_dot(a, None, b, None, dimension_numbers=dn)))
+
     # transformations: grad (through the straight-through estimator) and vmap, sharded
     def loss(x):
         return jnp.sum(mxj.dequantize(mxj.quantize(x, "mxfp8_e4m3")) * x)
@@ -205,6 +215,7 @@ PER_SHARD = {
     "dot_batch_dims": ("mxlower_dequantize_mxfp8_e5m2", "f8e5m2[2,4,256]"),
     "dot_k": ("mxlower_dequantize_mxfp4_e2m1", "f4e2m1fn[2,16,64]"),
     "dot_k_mixed": ("mxlower_dequantize_nvfp4", "f4e2m1fn[4,16,32]"),
+    "dot_k_subnormal": ("mxlower_dequantize_mxfp4_e2m1", "f4e2m1fn[2,16,64]"),
 }
 
 PER_SHARD.update({"grad": ("mxlower_quantize_mxfp8_e4m3", "f32[2,16,64]"),
@@ -268,10 +279,15 @@ def test_export_over_an_abstract_mesh(res):
     assert "AbstractMesh cannot be used" in res["export_abstract_mesh_auto"]
 
 
-@pytest.mark.parametrize("name", ["dot_k", "dot_k_mixed"])
-def test_k_sharded_dot_all_reduces_within_contract(res, name):
+@pytest.mark.parametrize("name", ["dot_k", "dot_k_mixed", "dot_k_subnormal"])
+def test_k_sharded_dot_sums_partials_within_contract(res, name):
+    """Each shard's partial dot, gathered and summed exactly (subnormal results too)."""
     assert res[name]["within_contract"] is True, res[name]["within_contract"]
-    assert "all-reduce" in res[name]["collectives"], res[name]
+    assert "all-gather" in res[name]["collectives"], res[name]
+
+
+def test_subnormal_case_is_not_trivial(res):
+    assert res["dot_k_subnormal"]["nonzero"] > 1000
 
 
 if __name__ == "__main__" and CHILD_FLAG in sys.argv:
