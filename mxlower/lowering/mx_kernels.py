@@ -671,11 +671,29 @@ class _Kernel:
         c = a.IndexCastOp(i32, count).result
         return self.b.lt(lanes, c)
 
+    def alignment(self, vtype: Any) -> int | None:
+        """GPU: the byte alignment of a whole-vector access of ``vtype`` (the largest power of
+        two dividing its size, at most 16: one ``ld/st.v4.b32``), which every vector access of
+        a kernel has -- each is at a multiple of its own length from a buffer's start (a block,
+        a unit, a group of blocks' scales), and XLA:GPU aligns every buffer to 16 bytes or
+        more (the CUDA handler checks it: ``mxlower.execution.ffi_cuda.ALIGNMENT``).  Without
+        it LLVM splits a vector access into one scalar access a lane.  CPU: None (the
+        element's alignment)."""
+        if self.target != "gpu":
+            return None
+        vt = self.ir.VectorType(vtype)
+        nbytes = vt.shape[0] * types.scalar(str(vt.element_type)).bits // 8
+        return min(16, nbytes & -nbytes) if nbytes else None
+
+    def _align_attr(self, vtype: Any) -> dict[str, Any]:
+        n = self.alignment(vtype)
+        return {} if n is None else {"alignment": n}
+
     def load(self, mem: Any, at: Any, vtype: Any, count: Any = None) -> Any:
         """``vtype`` values at ``mem[at]``; with ``count``, only that many (the rest zero)."""
         vector = self.m["vector"]
         if count is None:
-            return vector.LoadOp(vtype, mem, [at]).result
+            return vector.LoadOp(vtype, mem, [at], **self._align_attr(vtype)).result
         n = self.ir.VectorType(vtype).shape[0]
         zero = self.b.const(0, self.ir.VectorType(vtype).element_type, (n,))
         return vector.MaskedLoadOp(vtype, mem, [at], self.mask(count, n), zero).result
@@ -684,7 +702,7 @@ class _Kernel:
         """``value`` to ``mem[at]``; with ``count``, only its first ``count`` lanes."""
         vector = self.m["vector"]
         if count is None:
-            vector.StoreOp(value, mem, [at])
+            vector.StoreOp(value, mem, [at], **self._align_attr(value.type))
         else:
             n = self.b.shape(value)[0]
             vector.MaskedStoreOp(mem, [at], self.mask(count, n), value)
