@@ -25,18 +25,20 @@ The dot (``mx_scaled_dot``): batch, lhs-free and rhs-free dimensions are factors
 run per shard (bit-identical to the unsharded program); contracting dimensions are
 *reduced* factors.  A sharded contracting dimension (block boundaries as for quantize) makes
 each shard compute the f32 partial dot of its slice of K -- exact or rounded once, as the
-unsharded kernel path does; these are gathered (``lax.all_gather``: the bits, no arithmetic),
-summed exactly in f64 and rounded once to f32, multiplied by the global scale and converted
-to the result type (:func:`mxlower.lowering.mx_math.sum_partial_dots`, as exact as the
-one-device epilogue, subnormals kept, where an f32 ``psum`` on XLA:CPU would flush them).
-This changes the order of summation, which docs/semantics.md section 6 leaves open: each
-shard's partial is as accurate as the one-device dot of its slice (f32 accumulation where
-that is provably safe, else f64 rounded once), and the sum of the partials adds one
-rounding, so the result stays within section 6's bound of 1e-6 of ``sum |a b|`` for any
-number of shards.  A
-shard's partial dot overflowing f32 where the whole sum cancels back into range (scales near
-the top of e8m0's range) gives an infinity one device would not.  The gather moves ``shards``
-copies of the result to every device, where an all-reduce moves about two.
+unsharded kernel path does -- and the partials are all-reduced in f32 (``lax.psum``, XLA's
+fast collective) with care for XLA:CPU, whose f32 arithmetic flushes subnormals: an integer
+all-reduce (``pmax``) finds each element's largest exponent over the shards, every partial
+is scaled on its bits so that the largest sits near 2^100 (:data:`ldexp_p`), the scaled
+partials are summed, and the sum is scaled back on its bits (subnormal results rounded to
+nearest even), multiplied by the global scale exactly and converted to the result type
+(:data:`epilogue_p`, the one-device epilogue).  This changes the order of summation, which
+docs/semantics.md section 6 leaves open: the all-reduce of ``s`` shards adds at most
+``(s - 1) * 2^-24`` of ``sum |a b|`` to the shards' own errors, within the bound for up to 16
+shards along K.  Where ``sum |a b|`` is itself deep in the subnormal range (below about
+2^-130), the per-shard rounding of the partials to f32 can leave the result an ulp of the
+subnormal grid from the once-rounded sum; and a shard's partial dot overflowing f32 where the
+whole sum cancels back into range (scales near the top of e8m0's range) gives an infinity one
+device would not.
 
 Each rule rebinds its primitive on the shard's operands, so the per-shard code is whatever
 the primitive's CPU rule emits: when ``mx_scaled_dot`` gets its own kernel it runs per shard
@@ -317,8 +319,12 @@ def _dot_plan(prim: Any, avals: Sequence[Any], params: dict[str, Any]) -> Plan:
 
         def run(*args: Any) -> Any:
             y = prim.bind(*(args[:-1] if has_g else args), **partial)
-            parts = lax.all_gather(y, reduce_axes)  # [shards, ...]: the bits, no arithmetic
-            return partials_p.bind(parts, *args[-1:] if has_g else (),
+            # each element's largest exponent field over the shards (integers: exact) ...
+            e = lax.pmax(lax.shift_right_logical(lax.bitcast_convert_type(y, np.int32), 23)
+                         & 0xFF, reduce_axes)
+            # ... brought to 2^100 on the bits, so the f32 all-reduce meets no subnormal
+            total = lax.psum(ldexp_p.bind(y, _SHIFT - e), reduce_axes)
+            return epilogue_p.bind(ldexp_p.bind(total, e - _SHIFT), *args[-1:] if has_g else (),
                                    out_dtype=params["out_dtype"])
 
         return run
@@ -327,21 +333,37 @@ def _dot_plan(prim: Any, avals: Sequence[Any], params: dict[str, Any]) -> Plan:
                 reduced=tuple(f"c{j}" for j in range(len(lc))))
 
 
-#: ``mx_sum_partial_dots(parts[, global_scale], out_dtype)``: a K-sharded dot's f32 partial
-#: dots, gathered ``[shards, ...]``, summed exactly and rounded once, times the global scale,
-#: converted (:func:`mxlower.lowering.mx_math.sum_partial_dots`).  Only ever lowered, inside
-#: a shard's function.
-partials_p = Primitive("mx_sum_partial_dots")
-partials_p.def_abstract_eval(
-    lambda parts, *g, out_dtype: jax.core.ShapedArray(parts.shape[1:], out_dtype))
+#: the exponent field a K-sharded dot's largest partial is scaled to before the all-reduce
+#: (2^100: eight such partials sum far below f32's overflow; a partial 2^-226 of the largest
+#: or smaller may flush there, far below section 6's bound)
+_SHIFT = 227
+
+#: ``mx_ldexp(x, k)``: f32 ``x * 2^k`` for an i32 ``k`` per element, on the bits (subnormal
+#: results rounded to nearest even, subnormal inputs read as they are: XLA:CPU's f32
+#: arithmetic flushes both), :func:`mxlower.lowering.mx_math.ldexp_bits`.
+ldexp_p = Primitive("mx_ldexp")
+ldexp_p.def_abstract_eval(lambda x, k: x)
+
+#: ``mx_dot_epilogue(acc[, global_scale], out_dtype)``: step 3 of section 6 on a summed f32
+#: dot (:func:`mxlower.lowering.mx_math.scaled_dot_epilogue`: the global-scale product
+#: exact in f64, subnormals kept, rounded once; then the result type).
+epilogue_p = Primitive("mx_dot_epilogue")
+epilogue_p.def_abstract_eval(
+    lambda acc, *g, out_dtype: jax.core.ShapedArray(acc.shape, out_dtype))
 
 
-def _partials_lowering(ctx: Any, parts: Any, *g: Any, out_dtype: Any) -> list[Any]:
+def _ldexp_lowering(ctx: Any, x: Any, k: Any) -> list[Any]:
     b = Builder(ir.Location.current, ir.InsertionPoint.current)
-    return [mx_math.sum_partial_dots(b, parts, g[0] if g else None, mlir_name(out_dtype))]
+    return [b.bitcast(mx_math.ldexp_bits(b, b.bitcast(x, "i32"), k), "f32")]
 
 
-mlir.register_lowering(partials_p, _partials_lowering)
+def _epilogue_lowering(ctx: Any, acc: Any, *g: Any, out_dtype: Any) -> list[Any]:
+    b = Builder(ir.Location.current, ir.InsertionPoint.current)
+    return [mx_math.scaled_dot_epilogue(b, acc, g[0] if g else None, mlir_name(out_dtype))]
+
+
+mlir.register_lowering(ldexp_p, _ldexp_lowering)
+mlir.register_lowering(epilogue_p, _epilogue_lowering)
 
 
 #: primitive name -> the plan of one of its calls (None: not partitioned, see the docstring)

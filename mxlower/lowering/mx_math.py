@@ -59,7 +59,6 @@ __all__ = [
     "scale_by_pow2",
     "scaled_dot_epilogue",
     "shared_exponent",
-    "sum_partial_dots",
     "to_f32_bits",
 ]
 
@@ -684,18 +683,6 @@ def lower_scaled_dot(b: Any, s: Any, compute_type: str,
                    lambda sub: [contract(sub, f32_operand, "f32")],
                    lambda sub: [round_to_f32(sub, contract(sub, f64_operand, "f64"))])
     return scaled_dot_epilogue(b, acc, s.global_scale, s.result_type)
-
-
-def sum_partial_dots(b: Any, parts: Any, global_scale: Any | None, result_type: str) -> Any:
-    """The scaled dot from its f32 partial dots ``parts`` (``[s, ...]``: one per slice of the
-    contracting dimensions, e.g. per shard of a partitioned program): summed exactly in f64
-    (every f32 value is a normal f64, their sum a multiple of 2^-149; its rounding error is at
-    most s * 2^-53 of ``sum |parts|``) and rounded once to f32, then
-    :func:`scaled_dot_epilogue`.  Subnormal partials take part as they are, which an f32
-    all-reduce on a machine that flushes them would not do."""
-    exact = f64_of_f32_bits(b, b.bitcast(parts, "i32"))
-    acc = round_to_f32(b, b.reduce(exact, [0], "add", 0.0))
-    return scaled_dot_epilogue(b, acc, global_scale, result_type)
 
 
 def scaled_dot_epilogue(b: Any, acc: Any, global_scale: Any | None, result_type: str) -> Any:
