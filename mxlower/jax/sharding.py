@@ -26,8 +26,10 @@ run per shard (bit-identical to the unsharded program); contracting dimensions a
 *reduced* factors.  A sharded contracting dimension (block boundaries as for quantize) makes
 each shard compute the f32 partial dot of its slice of K -- exact or rounded once, as the
 unsharded kernel path does -- and the partials are all-reduced in f32 (``lax.psum``, XLA's
-fast collective) with care for XLA:CPU, whose f32 arithmetic flushes subnormals: an integer
-all-reduce (``pmax``) finds each element's largest exponent over the shards, every partial
+fast collective) with care for XLA:CPU, whose f32 arithmetic flushes subnormals.  Where every
+shard's partials are zero or at least 2^-103 (found by a one-integer ``pmax``), every sum of
+them is zero or normal and the plain ``psum`` is used; otherwise an integer all-reduce
+(``pmax``) finds each element's largest exponent over the shards, every partial
 is scaled on its bits so that the largest sits near 2^100 (:data:`ldexp_p`), the scaled
 partials are summed, and the sum is scaled back on its bits (subnormal results rounded to
 nearest even), multiplied by the global scale exactly and converted to the result type
@@ -70,6 +72,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 from jax import lax
 from jax._src import dispatch  # private: the primitives that need devices while lowering
@@ -317,14 +320,23 @@ def _dot_plan(prim: Any, avals: Sequence[Any], params: dict[str, Any]) -> Plan:
             return lambda *args: prim.bind(*args, **body)
         partial = dict(body, has_g=False, out_dtype=_F32)
 
-        def run(*args: Any) -> Any:
-            y = prim.bind(*(args[:-1] if has_g else args), **partial)
+        def careful(y: Any) -> Any:
             # each element's largest exponent field over the shards (integers: exact) ...
-            e = lax.pmax(lax.shift_right_logical(lax.bitcast_convert_type(y, np.int32), 23)
-                         & 0xFF, reduce_axes)
+            e = lax.pmax(lax.shift_right_logical(lax.bitcast_convert_type(y, np.int32),
+                                                 np.int32(23)) & 0xFF, reduce_axes)
             # ... brought to 2^100 on the bits, so the f32 all-reduce meets no subnormal
             total = lax.psum(ldexp_p.bind(y, _SHIFT - e), reduce_axes)
-            return epilogue_p.bind(ldexp_p.bind(total, e - _SHIFT), *args[-1:] if has_g else (),
+            return ldexp_p.bind(total, e - _SHIFT)
+
+        def run(*args: Any) -> Any:
+            y = prim.bind(*(args[:-1] if has_g else args), **partial)
+            # partials all zero or at least 2^-103 (f32 field 24) on every shard: each of their
+            # sums is a multiple of 2^-126, so a plain f32 all-reduce cannot meet a subnormal
+            mag = lax.bitcast_convert_type(y, np.int32) & 0x7FFFFFFF
+            tiny = lax.pmax(jnp.any((mag != 0) & (mag < (24 << 23))).astype(np.int32),
+                            reduce_axes)
+            total = lax.cond(tiny > 0, careful, lambda y: lax.psum(y, reduce_axes), y)
+            return epilogue_p.bind(total, *args[-1:] if has_g else (),
                                    out_dtype=params["out_dtype"])
 
         return run
