@@ -13,8 +13,9 @@ runs the pair on cuDNN, mxlower's dequantize kernels and a dot otherwise.
   to the result type by :func:`mxlower.lowering.mx_math.scaled_dot_epilogue`, as in every
   other lowering (docs/semantics.md section 6: XLA takes no fifth, global-scale operand, and a
   bf16 or f16 ``dequantize_type`` would round the dequantized values, or overflow them).
-  cuDNN's summation order is its own: the result is within section 6's bound only as far as
-  cuDNN accumulates in f32 (not yet run on a GPU here).
+  The arithmetic is XLA's: cuDNN's block-scaled GEMM where the chip has one (Blackwell), XLA's
+  own dequantize-and-dot expansion elsewhere -- run on an H200 (expanded), within section 6
+  (test/python/test_gpu_jax.py); cuDNN's kernel has not been run.
 * Otherwise (other formats or block sizes, a plain side, several contracting dimensions):
   :mod:`mxlower.jax.kernels`' rule -- the dequantize kernels (:mod:`mxlower.execution.
   ffi_cuda`) and XLA's dot, or the portable StableHLO where those kernels cannot be built.

@@ -25,14 +25,22 @@ The dot (``mx_scaled_dot``): batch, lhs-free and rhs-free dimensions are factors
 run per shard (bit-identical to the unsharded program); contracting dimensions are
 *reduced* factors.  A sharded contracting dimension (block boundaries as for quantize) makes
 each shard compute the f32 partial dot of its slice of K -- exact or rounded once, as the
-unsharded kernel path does -- which are all-reduced (``lax.psum``) in f32, then multiplied by
-the global scale and converted to the result type.  This changes the order of summation:
-docs/semantics.md section 6 leaves it unspecified and bounds the error by 1e-6 of
-``sum |a b|``; the all-reduce of ``s`` shards adds at most ``(s - 1) * 2^-24`` of it (within
-the bound for up to 16 shards along K), and one more rounding of the global-scale product
-(``lax.mul`` in f32).  A shard's partial sum overflowing f32 where the whole sum cancels back
-into range (scales near the top of e8m0's range) gives an infinity the unsharded program
-would not.
+unsharded kernel path does -- and the partials are all-reduced in f32 (``lax.psum``, XLA's
+fast collective) with care for XLA:CPU, whose f32 arithmetic flushes subnormals.  Where every
+shard's partials are zero or at least 2^-103 (found by a one-integer ``pmax``), every sum of
+them is zero or normal and the plain ``psum`` is used; otherwise an integer all-reduce
+(``pmax``) finds each element's largest exponent over the shards, every partial
+is scaled on its bits so that the largest sits near 2^100 (:data:`ldexp_p`), the scaled
+partials are summed, and the sum is scaled back on its bits (subnormal results rounded to
+nearest even), multiplied by the global scale exactly and converted to the result type
+(:data:`epilogue_p`, the one-device epilogue).  This changes the order of summation, which
+docs/semantics.md section 6 leaves open: the all-reduce of ``s`` shards adds at most
+``(s - 1) * 2^-24`` of ``sum |a b|`` to the shards' own errors, within the bound for up to 16
+shards along K.  Where ``sum |a b|`` is itself deep in the subnormal range (below about
+2^-130), the per-shard rounding of the partials to f32 can leave the result an ulp of the
+subnormal grid from the once-rounded sum; and a shard's partial dot overflowing f32 where the
+whole sum cancels back into range (scales near the top of e8m0's range) gives an infinity one
+device would not.
 
 Each rule rebinds its primitive on the shard's operands, so the per-shard code is whatever
 the primitive's CPU rule emits: when ``mx_scaled_dot`` gets its own kernel it runs per shard
@@ -64,6 +72,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 from jax import lax
 from jax._src import dispatch  # private: the primitives that need devices while lowering
@@ -78,7 +87,11 @@ from jax.interpreters import ad, batching, mlir
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from mxlower.bindings.jaxlib import ir
+from mxlower.ir.stablehlo_builder import Builder
 from mxlower.jax import primitives
+from mxlower.jax.dtypes import mlir_name
+from mxlower.lowering import mx_math
 from mxlower.numbers import scale as scale_spec
 
 __all__ = ["PLANS", "Dim", "Plan", "applies", "devices_p", "lower", "mark", "plan_for"]
@@ -307,16 +320,62 @@ def _dot_plan(prim: Any, avals: Sequence[Any], params: dict[str, Any]) -> Plan:
             return lambda *args: prim.bind(*args, **body)
         partial = dict(body, has_g=False, out_dtype=_F32)
 
+        def careful(y: Any) -> Any:
+            # each element's largest exponent field over the shards (integers: exact) ...
+            e = lax.pmax(lax.shift_right_logical(lax.bitcast_convert_type(y, np.int32),
+                                                 np.int32(23)) & 0xFF, reduce_axes)
+            # ... brought to 2^100 on the bits, so the f32 all-reduce meets no subnormal
+            total = lax.psum(ldexp_p.bind(y, _SHIFT - e), reduce_axes)
+            return ldexp_p.bind(total, e - _SHIFT)
+
         def run(*args: Any) -> Any:
-            y = lax.psum(prim.bind(*(args[:-1] if has_g else args), **partial), reduce_axes)
-            if has_g:
-                y = lax.mul(y, args[-1])
-            return lax.convert_element_type(y, params["out_dtype"])
+            y = prim.bind(*(args[:-1] if has_g else args), **partial)
+            # partials all zero or at least 2^-103 (f32 field 24) on every shard: each of their
+            # sums is a multiple of 2^-126, so a plain f32 all-reduce cannot meet a subnormal
+            mag = lax.bitcast_convert_type(y, np.int32) & 0x7FFFFFFF
+            tiny = lax.pmax(jnp.any((mag != 0) & (mag < (24 << 23))).astype(np.int32),
+                            reduce_axes)
+            total = lax.cond(tiny > 0, careful, lambda y: lax.psum(y, reduce_axes), y)
+            return epilogue_p.bind(total, *args[-1:] if has_g else (),
+                                   out_dtype=params["out_dtype"])
 
         return run
 
     return Plan(tuple(operands), (result,), sizes, local,
                 reduced=tuple(f"c{j}" for j in range(len(lc))))
+
+
+#: the exponent field a K-sharded dot's largest partial is scaled to before the all-reduce
+#: (2^100: eight such partials sum far below f32's overflow; a partial 2^-226 of the largest
+#: or smaller may flush there, far below section 6's bound)
+_SHIFT = 227
+
+#: ``mx_ldexp(x, k)``: f32 ``x * 2^k`` for an i32 ``k`` per element, on the bits (subnormal
+#: results rounded to nearest even, subnormal inputs read as they are: XLA:CPU's f32
+#: arithmetic flushes both), :func:`mxlower.lowering.mx_math.ldexp_bits`.
+ldexp_p = Primitive("mx_ldexp")
+ldexp_p.def_abstract_eval(lambda x, k: x)
+
+#: ``mx_dot_epilogue(acc[, global_scale], out_dtype)``: step 3 of section 6 on a summed f32
+#: dot (:func:`mxlower.lowering.mx_math.scaled_dot_epilogue`: the global-scale product
+#: exact in f64, subnormals kept, rounded once; then the result type).
+epilogue_p = Primitive("mx_dot_epilogue")
+epilogue_p.def_abstract_eval(
+    lambda acc, *g, out_dtype: jax.core.ShapedArray(acc.shape, out_dtype))
+
+
+def _ldexp_lowering(ctx: Any, x: Any, k: Any) -> list[Any]:
+    b = Builder(ir.Location.current, ir.InsertionPoint.current)
+    return [b.bitcast(mx_math.ldexp_bits(b, b.bitcast(x, "i32"), k), "f32")]
+
+
+def _epilogue_lowering(ctx: Any, acc: Any, *g: Any, out_dtype: Any) -> list[Any]:
+    b = Builder(ir.Location.current, ir.InsertionPoint.current)
+    return [mx_math.scaled_dot_epilogue(b, acc, g[0] if g else None, mlir_name(out_dtype))]
+
+
+mlir.register_lowering(ldexp_p, _ldexp_lowering)
+mlir.register_lowering(epilogue_p, _epilogue_lowering)
 
 
 #: primitive name -> the plan of one of its calls (None: not partitioned, see the docstring)

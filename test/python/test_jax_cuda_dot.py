@@ -20,6 +20,7 @@ import pytest
 
 import mxlower.jax as mxj
 from mxlower import reference as R
+from mxlower.execution import ffi_cuda
 from mxlower.execution.run import run_module
 from mxlower.testing import assert_dot_close
 
@@ -121,6 +122,10 @@ def test_other_pairs_do_not(lf, rf, kw):
                       _mx(a, lf, **(kw if lf != "nvfp4" else {})),
                       _mx(w, rf, **(kw if rf != "nvfp4" else {})))
     assert TARGET not in text
+    if ffi_cuda.available():  # mxlower's CUDA dequantize kernels, then XLA's dot
+        kernels = set(re.findall(r"custom_call @(mxlower_dequantize_\w+)", text))
+        assert {k.split("_")[2] for k in kernels} == {lf.split("_")[0], rf.split("_")[0]}
+        assert "stablehlo.dot_general" in text
 
 
 def test_plain_side_impl_xla_lower_and_export_do_not():

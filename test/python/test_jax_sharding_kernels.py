@@ -155,6 +155,16 @@ def _child() -> dict:  # noqa: C901 (one case after another)
     k_check("dot_k_mixed", mixed, [x, w], [P(None, None, ("data", "model")),
                                           P(None, ("data", "model"))], a, b, "bf16", 0.5)
 
+    # tiny values: products and partial sums below 2^-126 count as the subnormals they are
+    tx, tw = x * np.float32(2.0 ** -66), w * np.float32(2.0 ** -66)
+    qx, qw = mxj.quantize(tx, "mxfp4_e2m1"), mxj.quantize(tw, "mxfp8_e4m3")
+    a = R.dequantize(np.asarray(qx.elements), np.asarray(qx.scales), "mxfp4_e2m1")
+    b = R.dequantize(np.asarray(qw.elements), np.asarray(qw.scales), "mxfp8_e4m3")
+    k_check("dot_k_subnormal", mlp, [tx, tw], [P("data", None, "model"), P(None, "model")],
+            a, b)
+    res["dot_k_subnormal"]["nonzero"] = float(np.count_nonzero(
+        R.scaled_dot(a, None, b, None, dimension_numbers=dn)))
+
     # transformations: grad (through the straight-through estimator) and vmap, sharded
     def loss(x):
         return jnp.sum(mxj.dequantize(mxj.quantize(x, "mxfp8_e4m3")) * x)
@@ -205,6 +215,7 @@ PER_SHARD = {
     "dot_batch_dims": ("mxlower_dequantize_mxfp8_e5m2", "f8e5m2[2,4,256]"),
     "dot_k": ("mxlower_dequantize_mxfp4_e2m1", "f4e2m1fn[2,16,64]"),
     "dot_k_mixed": ("mxlower_dequantize_nvfp4", "f4e2m1fn[4,16,32]"),
+    "dot_k_subnormal": ("mxlower_dequantize_mxfp4_e2m1", "f4e2m1fn[2,16,64]"),
 }
 
 PER_SHARD.update({"grad": ("mxlower_quantize_mxfp8_e4m3", "f32[2,16,64]"),
@@ -268,11 +279,85 @@ def test_export_over_an_abstract_mesh(res):
     assert "AbstractMesh cannot be used" in res["export_abstract_mesh_auto"]
 
 
-@pytest.mark.parametrize("name", ["dot_k", "dot_k_mixed"])
-def test_k_sharded_dot_all_reduces_within_contract(res, name):
+@pytest.mark.parametrize("name", ["dot_k", "dot_k_mixed", "dot_k_subnormal"])
+def test_k_sharded_dot_sums_partials_within_contract(res, name):
+    """Each shard's partial dot, all-reduced with subnormal results kept."""
     assert res[name]["within_contract"] is True, res[name]["within_contract"]
     assert "all-reduce" in res[name]["collectives"], res[name]
 
 
+def test_subnormal_case_is_not_trivial(res):
+    assert res["dot_k_subnormal"]["nonzero"] > 1000
+
+
 if __name__ == "__main__" and CHILD_FLAG in sys.argv:
     print(json.dumps(_child()))
+
+
+# ----------------------------------------------------------------------------- the plans alone
+
+
+class _Mesh:
+    """What Plan.choose reads of a mesh: its axis sizes."""
+
+    shape = {"data": 2, "model": 4}
+
+
+def _aval(shape, dtype="float32"):
+    import jax
+    import numpy as np
+
+    return jax.core.ShapedArray(shape, np.dtype(dtype))
+
+
+def _quantize_plan(shape, axis, k):
+    from mxlower.jax import primitives, sharding
+
+    return sharding.PLANS["mx_quantize"](primitives.quantize_p, [_aval(shape)],
+                                         dict(format="mxfp8_e4m3", block_size=k, axis=axis,
+                                              scale_mode="floor", impl="auto"))
+
+
+def test_plan_keeps_whole_blocks_only():
+    # 256 / 4 shards = 64 = 2 blocks of 32: kept; blocks of 128 in shards of 64: replicated
+    assert _quantize_plan((4, 256), 1, 32).choose(_Mesh, [("data", "model")]) == {
+        "d0": ("data",), "d1": ("model",)}
+    assert _quantize_plan((4, 256), 1, 128).choose(_Mesh, [("data", "model")]) == {
+        "d0": ("data",)}
+    # an axis two dimensions ask for goes to the first one (results' order), a tuple of axes
+    # is kept whole
+    assert _quantize_plan((8, 256), 1, 32).choose(_Mesh, [("model", "model")]) == {
+        "d0": ("model",)}
+    assert _quantize_plan((4, 256), 1, 32).choose(_Mesh, [(None, ("data", "model"))]) == {
+        "d1": ("data", "model")}
+
+
+def test_dot_plan_factors():
+    """[B, M, K] MXFP4 x [N, K] NVFP4: K is one factor in units of lcm(32, 16) = 32 on the
+    elements, of 1 and 2 on the two sides' scales; K is summed over."""
+    import numpy as np
+
+    from mxlower.jax import primitives, sharding
+
+    params = dict(lhs_format="mxfp4_e2m1", lhs_block_size=32, lhs_axis=2, lhs_ste=False,
+                  rhs_format="nvfp4", rhs_block_size=16, rhs_axis=1, rhs_ste=False,
+                  has_g=True, dimension_numbers=(((2,), (1,)), ((), ())),
+                  out_dtype=np.dtype("float32"), impl="auto")
+    avals = [_aval((4, 16, 256), "float4_e2m1fn"), _aval((4, 16, 8), "float8_e8m0fnu"),
+             _aval((64, 256), "float4_e2m1fn"), _aval((64, 16), "float8_e4m3fn"), _aval(())]
+    plan = sharding.PLANS["mx_scaled_dot"](primitives.scaled_dot_p, avals, params)
+    assert plan.operands == (
+        (sharding.Dim("l0"), sharding.Dim("l1"), sharding.Dim("c0", 32)),
+        (sharding.Dim("l0"), sharding.Dim("l1"), sharding.Dim("c0", 1)),
+        (sharding.Dim("r0"), sharding.Dim("c0", 32)),
+        (sharding.Dim("r0"), sharding.Dim("c0", 2)),
+        ())
+    assert plan.results == ((sharding.Dim("l0"), sharding.Dim("l1"), sharding.Dim("r0")),)
+    assert plan.sizes["c0"] == 8 and plan.reduced == ("c0",)
+    # K over 8 shards would split blocks of 32 (8 blocks): kept; the model axis on N too
+    assert plan.choose(_Mesh, [("data", None, "model"), (), (None, "model")]) == {
+        "l0": ("data",), "c0": ("model",)}
+    rule = str(plan.sharding_rule(8))
+    assert "c0_u32" in rule and "c0_u2" in rule and "need_replication" in rule
+    # a mesh of 16 does not divide 8 blocks: elements and scales become separate factors
+    assert "c0_x32" in str(plan.sharding_rule(16))
