@@ -52,7 +52,7 @@ from mxlower.ir.signature import Signature
 from mxlower.ir.source import read_source
 from mxlower.pipeline.parser import PipelineError
 from mxlower.tools.source import (ArgParser, CliError, check_output_path, cli_main,
-                                  print_diagnostics, write_atomic)
+                                  print_diagnostics, write_output)
 
 __all__ = ["BACKENDS", "DTYPES", "RunError", "Signature", "check_inputs", "compare", "format_literal",
            "load_arrays", "main", "make_static", "prepare", "random_inputs", "run_module",
@@ -158,7 +158,7 @@ def _main(argv: list[str]) -> int:
     sys.stdout.write("".join(line + "\n" for line in lines))
     sys.stdout.flush()
     if args.output:
-        write_atomic(args.output, npz_bytes({f"result{i}": storable(o)
+        write_output(args.output, npz_bytes({f"result{i}": storable(o)
                                              for i, o in enumerate(outs)}))
     return 2 if failed else 0
 
