@@ -146,6 +146,19 @@ def test_run_module_timeout_stops_a_loop_that_never_ends():
     assert got.tolist() == [2.0] * 4
 
 
+@pytest.mark.parametrize("limit", [1e300, 1e8, float("nan"), -1.0])
+def test_run_module_refuses_a_time_limit_beyond_the_platform(limit):
+    """A limit too large for the child-process wait (1e300 raised OverflowError there)."""
+    with pytest.raises(RunError, match=r"at most 10000000 seconds|positive number"):
+        run_module(SMALL, [np.ones(4, np.float32)], backend="interpreter", timeout=limit)
+
+
+def test_run_module_timeout_inf_is_no_limit():
+    (got,) = run_module(SMALL, [np.ones(4, np.float32)], backend="interpreter",
+                        timeout=float("inf"))
+    assert got.tolist() == [2.0] * 4
+
+
 def test_an_op_the_interpreter_cannot_run_is_an_error_not_an_abort():
     """StableHLO's interpreter aborts the process (LLVM ERROR) on ops outside StableHLO and on
     some StableHLO ops: it runs in a child process, and the abort is an error naming the op."""
