@@ -157,6 +157,10 @@ class PassPipeline:
             if cls is None:
                 self._add_upstream(e, path, out)
                 continue
+            if path and cls.module_only:
+                raise self._error(
+                    f"'{e.name}' runs on the module, not nested under '{path[-1]}' "
+                    f"({cls.module_only}): write {self.root_anchor}({e.name})", e.pos)
             try:
                 inst = cls.from_options(e.options)
             except OptionError as err:

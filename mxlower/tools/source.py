@@ -14,7 +14,7 @@ import tempfile
 from collections.abc import Callable
 from typing import Any, NoReturn
 
-from mxlower.diagnostics import Diagnostic, InputError
+from mxlower.diagnostics import Diagnostic, InputError, condense
 from mxlower.ir.source import Chunk, check_dialects, parse_module, read_source, split_input
 
 __all__ = ["ArgParser", "Chunk", "CliError", "check_dialects", "check_output_path", "cli_main",
@@ -139,8 +139,10 @@ write_atomic = write_output
 
 def print_diagnostics(diags: list[Diagnostic], sources: dict[str, list[str]],
                       stream: Any = None) -> None:
-    """Print diagnostics as ``file:line:col: severity: message`` with their source lines."""
+    """Print diagnostics as ``file:line:col: severity: message`` with their source lines; each
+    distinct one once and at most :data:`mxlower.diagnostics.MAX_SHOWN` of them
+    (:func:`mxlower.diagnostics.condense`)."""
     stream = stream or sys.stderr
-    for d in diags:
+    for d in condense(diags):
         stream.write(d.format(sources) + "\n")
     stream.flush()

@@ -198,3 +198,33 @@ def test_a_registered_type_reaches_the_child_processes():
             x.astype(t.dtype).view(np.uint8).tolist())
         (back,) = run_module(text, [x], backend="interpreter")
         assert back.view(np.uint8).tolist() == got.view(np.uint8).tolist()
+
+
+def test_condense_prints_each_distinct_diagnostic_once_and_caps_the_rest():
+    from mxlower.diagnostics import MAX_NOTE_LINES, MAX_SHOWN, Diagnostic, condense
+    dump = Diagnostic("note", "see current operation:\n" + "\n".join(["x"] * 100), "f", 1, 1)
+    same = [Diagnostic("error", "bad", "f", 1, 1, [dump]) for _ in range(300)]
+    (d,) = condense(same)
+    assert d.notes[0].message.count("\n") == MAX_NOTE_LINES
+    assert "89 more lines not shown" in d.notes[0].message
+    assert d.notes[1].message == "the same error was reported 300 times here (shown once)"
+    places = [Diagnostic("error", "bad", "f", line, 1) for line in range(1, 11)]
+    out = condense(places)
+    assert [x.line for x in out] == [1, 2, 3]
+    assert out[-1].notes[-1].message == ("the same error at 7 more places (lines 4, 5, 6, 7, 8, "
+                                         "9, 10), not shown")
+    many = [Diagnostic("error", f"bad {i}", "f", i, 1) for i in range(100)]
+    out = condense(many)
+    assert len(out) == MAX_SHOWN + 1
+    assert out[-1].message == f"{100 - MAX_SHOWN} more diagnostics not shown ({100 - MAX_SHOWN} of them errors)"
+
+
+def test_a_flood_of_one_error_is_a_few_lines(tmp_path, capsys):
+    text = "\n".join(f"func.func @f{i}(%a: tensor<4xf32>) -> tensor<4xf32> {{\n"
+                     f"  return %a : tensor<4xf32>\n}}" for i in range(300))
+    p = tmp_path / "many.mlir"
+    p.write_text(text)
+    assert opt.main([str(p), "-p", "builtin.module(func.func(symbol-dce))"]) == 1
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) < 60, err
+    assert "the same error at 297 more places" in err
