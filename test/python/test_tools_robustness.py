@@ -228,3 +228,58 @@ def test_a_flood_of_one_error_is_a_few_lines(tmp_path, capsys):
     err = capsys.readouterr().err
     assert len(err.splitlines()) < 60, err
     assert "the same error at 297 more places" in err
+
+
+ELIDED = """
+func.func @main() -> tensor<0x4xui8> {
+  %0 = arith.constant dense_resource<__elided__> : tensor<0x4xui8>
+  return %0 : tensor<0x4xui8>
+}
+"""
+ELIDED_F32 = """
+func.func @main() -> tensor<2x4xf32> {
+  %0 = stablehlo.constant dense_resource<__elided__> : tensor<2x4xf32>
+  return %0 : tensor<2x4xf32>
+}
+"""
+EMPTY_BLOB = """
+func.func @main() -> tensor<0x4xi8> {
+  %0 = stablehlo.constant dense_resource<blob0> : tensor<0x4xi8>
+  return %0 : tensor<0x4xi8>
+}
+{-#
+  dialect_resources: {
+    builtin: {
+      blob0: "0x01000000"
+    }
+  }
+#-}
+"""
+
+
+@pytest.mark.parametrize("backend", ["xla", "interpreter", "llvm"])
+@pytest.mark.parametrize("text", [ELIDED, ELIDED_F32], ids=["empty-ui8", "f32"])
+def test_an_elided_resource_is_refused_before_any_backend(text, backend):
+    """It aborted upstream's LLVM translation (SIGABRT in the worker), and the StableHLO
+    interpreter read garbage for it."""
+    with pytest.raises(RunError) as info:
+        run_module(text, backend=backend)
+    msg = str(info.value)
+    assert "dense_resource<__elided__>, which holds no data" in msg and ":3:8:" in msg
+    assert "SIGABRT" not in msg
+
+
+def test_an_empty_resource_is_refused_by_the_llvm_backend_and_runs_elsewhere():
+    with pytest.raises(RunError, match=r":3:8: error: attribute 'value' is "
+                       r"dense_resource<blob0> with no elements, which the LLVM backend"):
+        run_module(EMPTY_BLOB, backend="llvm")
+    (got,) = run_module(EMPTY_BLOB, backend="interpreter")
+    assert got.shape == (0, 4)
+
+
+def test_an_elided_resource_is_refused_before_the_hand_over(tmp_path, capsys):
+    p = tmp_path / "e.mlir"
+    p.write_text(ELIDED.replace("ui8", "i8"))
+    assert opt.main([str(p), "-p", "builtin.module(convert-to-llvm)"]) == 1
+    err = capsys.readouterr().err
+    assert "e.mlir:3:8: error: attribute 'value' is dense_resource<__elided__>" in err
