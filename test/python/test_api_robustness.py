@@ -4,6 +4,7 @@ error from deep inside, a run-time FFI error or a hang."""
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -203,3 +204,45 @@ def test_immutable_arrays_still_copy_and_pickle():
     for c in (copy.copy(q), copy.deepcopy(q), pickle.loads(pickle.dumps(q))):
         assert c.format == q.format and c.block_size == q.block_size
         np.testing.assert_array_equal(np.asarray(c.dequantize()), np.asarray(q.dequantize()))
+
+
+# ----------------------------------------------------------------------------- scaled_dot
+
+
+def _plain_dot_cases():
+    K = 64
+    tiny_a, tiny_b = np.zeros((4, K), np.float32), np.zeros((8, K), np.float32)
+    tiny_a[:, 0], tiny_b[:, 0] = 1e-20, -1e-20           # a subnormal result: -1e-40
+    tiny_a[1, 1], tiny_b[:, 1] = 1.5e-19, -1.02e-19      # -1.53e-38 from a flushed product
+    tiny_a[1, 0] = 0.0
+    big_a = np.full((4, K), 3e38, np.float32)
+    big_a[:, 1::2] = -3e38                                # partial sums overflow f32, sum is 0
+    big_b = np.ones((8, K), np.float32)
+    return [(tiny_a, tiny_b), (big_a, big_b)]
+
+
+@pytest.mark.parametrize("case", [0, 1], ids=["subnormal", "overflowing-partial-sums"])
+@pytest.mark.parametrize("dtype", [jnp.float32, jnp.bfloat16])
+def test_plain_scaled_dot_has_the_exactness_of_section_6(case, dtype):
+    """Two plain operands fell back to lax.dot_general: XLA:CPU flushed subnormal products
+    and results to 0 and turned overflowing partial sums into NaN; now they take the MX dot's
+    exact contraction (f32 where provably exact, else f64 rounded once)."""
+    a, b = _plain_dot_cases()[case]
+    a, b = np.asarray(jnp.asarray(a, dtype)), np.asarray(jnp.asarray(b, dtype))
+    want = R.scaled_dot(a, None, b, None)
+    for f in (mj.scaled_dot, jax.jit(mj.scaled_dot)):
+        got = np.asarray(f(jnp.asarray(a), jnp.asarray(b)))
+        np.testing.assert_array_equal(got, want)
+    assert np.isfinite(want).all()
+
+
+def test_plain_scaled_dot_keeps_its_gradient_and_batching():
+    rng = np.random.default_rng(0)
+    x = jnp.asarray(rng.standard_normal((4, 64)).astype(np.float32))
+    y = jnp.asarray(rng.standard_normal((8, 64)).astype(np.float32))
+    gx, gy = jax.grad(lambda x, y: mj.scaled_dot(x, y).sum(), argnums=(0, 1))(x, y)
+    np.testing.assert_allclose(gx, jnp.broadcast_to(y.sum(0), x.shape), rtol=1e-5)
+    np.testing.assert_allclose(gy, jnp.broadcast_to(x.sum(0), y.shape), rtol=1e-5)
+    v = jax.vmap(mj.scaled_dot)(x[:, None, :], y[:4, None, :])
+    np.testing.assert_allclose(v[:, 0, 0], (x * y[:4]).sum(1), rtol=1e-5)
+    assert mj.scaled_dot(x, y, preferred_element_type=jnp.bfloat16).dtype == jnp.bfloat16
