@@ -283,3 +283,67 @@ def test_an_elided_resource_is_refused_before_the_hand_over(tmp_path, capsys):
     assert opt.main([str(p), "-p", "builtin.module(convert-to-llvm)"]) == 1
     err = capsys.readouterr().err
     assert "e.mlir:3:8: error: attribute 'value' is dense_resource<__elided__>" in err
+
+
+UNSIGNED_OPS = """
+func.func @main(%a: tensor<6xUT>, %b: tensor<6xUT>) -> (tensor<6xUT>, tensor<6xUT>, tensor<6xUT>,
+    tensor<6xi1>, tensor<6xf32>, tensor<6xUT>, tensor<6xUT>, tensor<6xUT>, tensor<6xUT>,
+    tensor<6xi64>, tensor<6xUT>, tensor<UT>) {
+  %c = stablehlo.constant dense<[200, 1, 255, 128, 3, 7]> : tensor<6xUT>
+  %a2 = stablehlo.add %a, %c : tensor<6xUT>
+  %0 = stablehlo.divide %a2, %b : tensor<6xUT>
+  %1 = stablehlo.remainder %a2, %b : tensor<6xUT>
+  %2 = stablehlo.compare GT, %a2, %b : (tensor<6xUT>, tensor<6xUT>) -> tensor<6xi1>
+  %3 = stablehlo.convert %a2 : (tensor<6xUT>) -> tensor<6xf32>
+  %4 = stablehlo.maximum %a2, %b : tensor<6xUT>
+  %5 = stablehlo.minimum %a2, %b : tensor<6xUT>
+  %s = stablehlo.constant dense<1> : tensor<6xUT>
+  %6 = stablehlo.shift_right_logical %a2, %s : tensor<6xUT>
+  %7 = stablehlo.shift_right_arithmetic %a2, %s : tensor<6xUT>
+  %8 = stablehlo.convert %a2 : (tensor<6xUT>) -> tensor<6xi64>
+  %9 = stablehlo.multiply %a2, %b : tensor<6xUT>
+  %z = stablehlo.constant dense<0> : tensor<UT>
+  %10 = stablehlo.reduce(%a2 init: %z) applies stablehlo.maximum across dimensions = [0]
+      : (tensor<6xUT>, tensor<UT>) -> tensor<UT>
+  return %a2, %0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10 : tensor<6xUT>, tensor<6xUT>,
+      tensor<6xUT>, tensor<6xi1>, tensor<6xf32>, tensor<6xUT>, tensor<6xUT>, tensor<6xUT>,
+      tensor<6xUT>, tensor<6xi64>, tensor<6xUT>, tensor<UT>
+}
+"""
+
+
+@pytest.mark.parametrize("ut, dt", [("ui8", np.uint8), ("ui16", np.uint16), ("ui32", np.uint32),
+                                    ("ui64", np.uint64)])
+def test_unsigned_integers_run_on_the_llvm_backend_as_on_xla(ut, dt):
+    """The LLVM backend refused any module with unsigned tensors ("op was not bufferized");
+    the signedness-dependent ops (compare, divide, remainder, convert, shifts, max/min) give
+    XLA's results, values with the top bit set included."""
+    a = np.array([100, 254, 0, 127, 250, 9], dtype=dt)
+    b = np.array([3, 7, 255, 1, 2, 200], dtype=dt)
+    text = UNSIGNED_OPS.replace("UT", ut)
+    want = run_module(text, [a, b], backend="xla")
+    got = run_module(text, [a, b], backend="llvm")
+    for i, (w, g) in enumerate(zip(want, got)):
+        assert g.dtype == w.dtype and np.array_equal(g, w), (i, w, g)
+
+
+def test_stochastic_cast_and_unpack_run_on_the_llvm_backend():
+    """Both carry unsigned tensors (the ui32 random bits, the ui8 packed bytes)."""
+    from mxlower import reference as R
+    rng = np.random.default_rng(0)
+    h = rng.standard_normal((4, 64)).astype(np.float32)
+    r = rng.integers(0, 2**32, (4, 64), dtype=np.uint32)
+    p = rng.integers(0, 256, (4, 32), dtype=np.uint8)
+    text = """
+    func.func @main(%h: tensor<4x64xf32>, %r: tensor<4x64xui32>, %p: tensor<4x32xui8>)
+        -> (tensor<4x64xf32>, tensor<4x64xf4E2M1FN>) {
+      %y = "mx.cast"(%h, %r) {number = "int4", scale = "e8m0_t32", roundmode = "stochastic"}
+          : (tensor<4x64xf32>, tensor<4x64xui32>) -> tensor<4x64xf32>
+      %u = "mx.unpack"(%p) {axis = 1 : i64} : (tensor<4x32xui8>) -> tensor<4x64xf4E2M1FN>
+      return %y, %u : tensor<4x64xf32>, tensor<4x64xf4E2M1FN>
+    }"""
+    y, u = run_module(text, [h, r, p], backend="llvm",
+                      pipeline="builtin.module(mxlower-mx-to-stablehlo)")
+    np.testing.assert_array_equal(y, R.cast(h, "int4", "e8m0_t32", roundmode="stochastic",
+                                            rbits=r))
+    np.testing.assert_array_equal(R.bits(u), R.bits(R.unpack(p, 4, axis=1)))
