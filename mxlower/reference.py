@@ -572,7 +572,7 @@ def _dot_general(a: np.ndarray, b: np.ndarray, lc, rc, lb, rb) -> np.ndarray:
     bt = b.astype(_F64).transpose(list(rb) + list(rc) + rf).reshape(B, K, N)
     with np.errstate(over="ignore", invalid="ignore"):
         out = np.matmul(at, bt)
-    return out.reshape(*bshape, *mshape, *nshape)
+    return out.reshape(tuple(bshape + mshape + nshape))  # () for a scalar result
 
 
 def scaled_dot(lhs, lhs_scales, rhs, rhs_scales, *,
