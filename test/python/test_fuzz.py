@@ -244,15 +244,30 @@ def test_generated_api_calls():
     import mxlower.jax as mj
     from mxlower import reference as R
 
+    import signal
+
+    def hang(*_):
+        raise TimeoutError
+
     found: dict[tuple[str, str], str] = {}
     n, deadline = 0, time.monotonic() + API_SECONDS
-    for case in G.api_cases(SEED, np, jnp, R, mj):
-        if time.monotonic() > deadline:
-            break
-        n += 1
-        verdict = G.api_verdict(case, np)
-        if verdict is not None:
-            found.setdefault(verdict, case.args)
+    previous = signal.signal(signal.SIGALRM, hang)
+    try:
+        for case in G.api_cases(SEED, np, jnp, R, mj):
+            if time.monotonic() > deadline:
+                break
+            n += 1
+            signal.alarm(int(TIMEOUT))  # a call that never returns is a failure, not a stall
+            try:
+                verdict = G.api_verdict(case, np)
+            except TimeoutError:
+                verdict = ("hang", f"{case.name}: no answer within {TIMEOUT:g} s")
+            finally:
+                signal.alarm(0)
+            if verdict is not None:
+                found.setdefault(verdict, case.args)
+    finally:
+        signal.signal(signal.SIGALRM, previous)
     print(f"{n} API calls, {len(found)} distinct failures")
     assert n >= 50
     assert not found, found
