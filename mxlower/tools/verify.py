@@ -2,8 +2,9 @@
 
 Comments ``// expected-error {{msg}}`` (also ``warning``, ``note``, ``remark``; with ``-re``,
 ``{{regex}}`` pieces inside the message are regular expressions in MLIR's syntax, POSIX
-extended: ``[[:alpha:]]`` classes included; a bad one is a located error) expect a diagnostic of that severity whose message contains ``msg`` on the
-comment's line, or on another line named by ``@+N``, ``@-N``, ``@above`` (the closest line above
+extended: ``[[:alpha:]]`` classes included; a bad one is a located error) expect a diagnostic
+of that severity whose message contains ``msg`` on the comment's line, or on another line
+named by ``@+N``, ``@-N``, ``@above`` (the closest line above
 without an expected-* comment), ``@below`` (the closest line below without one) or ``@unknown``
 (a diagnostic with no file location).  The run passes only when every expected diagnostic is
 produced and no unexpected one is.
