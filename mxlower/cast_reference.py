@@ -152,7 +152,17 @@ def round_codes(v, spec: NumberSpec | str, roundmode: str = "even", rbits=None, 
     scale)."""
     spec = _number(spec)
     v = np.asarray(v, dtype=_F64)
-    r = None if rbits is None else np.broadcast_to(np.asarray(rbits, np.int64), v.shape)
+    r = None
+    if rbits is not None:
+        rb = np.asarray(rbits)
+        if rb.dtype.kind not in "iu":
+            raise TypeError(f"round_codes: argument 'rbits' must be integers (uint32 random "
+                            f"bits), got {rb.dtype}")
+        try:
+            r = np.broadcast_to(rb.astype(np.int64), v.shape)
+        except ValueError:
+            raise ValueError(f"round_codes: argument 'rbits' of shape {rb.shape} does not "
+                             f"broadcast to the values' shape {v.shape}") from None
     a = np.abs(v)
     neg = np.signbit(v)
     nan = np.isnan(v)
@@ -413,8 +423,10 @@ def _encode_asymmetric(xf, n: NumberSpec, s: ScaleSpec, mode, r):
     K = n.bits
     top = (1 << K) - 1
     fin = np.where(np.isfinite(xt), xt, 0).astype(_F32)
-    vmin = fin.min(axis=axes, initial=np.float32(np.inf)) if xt.size else np.zeros(0, _F32)
-    vmax = fin.max(axis=axes, initial=np.float32(-np.inf)) if xt.size else np.zeros(0, _F32)
+    # (an empty tensor has tiles of shape (..., 0, ...) or no tiles: the initial values keep
+    # the reductions' shapes right either way)
+    vmin = fin.min(axis=axes, initial=np.float32(np.inf))
+    vmax = fin.max(axis=axes, initial=np.float32(-np.inf))
     int_zp = s.zero_point.is_integer
     if int_zp:
         vmin, vmax = np.minimum(vmin, np.float32(0)), np.maximum(vmax, np.float32(0))
@@ -569,6 +581,8 @@ def sparse(x, n: int, m: int, dim: int = -1) -> np.ndarray:
         raise ValueError(f"sparse: need 0 < m <= n, got n={n}, m={m}")
     if a.shape[d] % n:
         raise ValueError(f"sparse: n={n} does not divide dimension {d} of size {a.shape[d]}")
+    if a.size == 0:  # nothing to choose from (n may be any size: its runs are not built)
+        return a.copy()
     moved = np.moveaxis(a, d, -1)
     g = moved.reshape(*moved.shape[:-1], moved.shape[-1] // n, n)
     mag = np.abs(g.astype(_F64))

@@ -149,6 +149,59 @@ def _same(a: Diagnostic, b: Diagnostic) -> bool:
         b.severity, b.message, b.file, b.line, b.col)
 
 
+#: the most distinct diagnostics a tool prints, the most places it prints one message at, and
+#: the most lines of one note (an upstream "see current operation" note holds the whole op)
+MAX_SHOWN, MAX_PLACES, MAX_NOTE_LINES = 25, 3, 12
+
+
+def condense(diags: list[Diagnostic], limit: int = MAX_SHOWN) -> list[Diagnostic]:
+    """``diags`` as a tool prints them: each distinct diagnostic (severity, message, location)
+    once, with a note counting its repeats; one message at :data:`MAX_PLACES` places at most,
+    then a note counting the others; notes cut to :data:`MAX_NOTE_LINES` lines; at most
+    ``limit`` diagnostics, then one note counting the rest (and their errors)."""
+    counts: dict[tuple, int] = {}
+    first: dict[tuple, Diagnostic] = {}
+    for d in diags:
+        key = (d.severity, d.message, d.file, d.line, d.col)
+        counts[key] = counts.get(key, 0) + 1
+        first.setdefault(key, d)
+    places: dict[tuple, list[tuple]] = {}
+    for key in first:
+        places.setdefault(key[:2], []).append(key)
+    out: list[Diagnostic] = []
+    for key, d in first.items():
+        same = places[key[:2]]
+        index = same.index(key)
+        if index >= MAX_PLACES:
+            continue
+        notes = [_cut(n) for n in d.notes]
+        if counts[key] > 1:
+            notes.append(Diagnostic("note", f"the same {d.severity} was reported "
+                                    f"{counts[key]} times here (shown once)"))
+        if index == MAX_PLACES - 1 and len(same) > MAX_PLACES:
+            lines = sorted({k[3] for k in same[MAX_PLACES:] if k[2] is not None})
+            shown = ", ".join(map(str, lines[:10])) + (", ..." if len(lines) > 10 else "")
+            at = f" (lines {shown})" if lines else ""
+            notes.append(Diagnostic("note", f"the same {d.severity} at {len(same) - MAX_PLACES} "
+                                    f"more places{at}, not shown"))
+        out.append(dataclasses.replace(d, notes=notes))
+    if len(out) > limit:
+        rest = out[limit:]
+        errors = sum(d.severity == "error" for d in rest)
+        out = out[:limit] + [Diagnostic("note", f"{len(rest)} more diagnostics not shown "
+                                        f"({errors} of them errors)")]
+    return out
+
+
+def _cut(n: Diagnostic) -> Diagnostic:
+    lines = n.message.split("\n")
+    if len(lines) <= MAX_NOTE_LINES:
+        return n
+    kept = "\n".join(lines[:MAX_NOTE_LINES])
+    return dataclasses.replace(
+        n, message=f"{kept}\n... ({len(lines) - MAX_NOTE_LINES} more lines not shown)")
+
+
 _ACTIVE: contextvars.ContextVar[DiagnosticEngine | None] = contextvars.ContextVar(
     "mxlower_diagnostic_engine", default=None)
 

@@ -32,8 +32,10 @@ __all__ = [
     "Datatype",
     "FLOAT_TYPES",
     "FORMATS",
+    "MAX_BLOCK_SIZE",
     "NumberSpec",
     "ScaleSpec",
+    "UnknownNameError",
     "SpecError",
     "datatype",
     "get_datatype",
@@ -126,13 +128,28 @@ FORMATS: dict[str, MXFormat] = {
 }
 
 
-def get_format(name: str) -> MXFormat:
-    """An MX format by name; KeyError naming the known formats otherwise."""
+#: the largest block size accepted anywhere (the API, the reference, the ``mx`` verifier): a
+#: block is a run of one dimension, and the kernels and IR index it with 32-bit integers
+MAX_BLOCK_SIZE = 2**31 - 1
+
+
+class UnknownNameError(ValueError, KeyError):
+    """A format or type name that names nothing: a ValueError saying which names exist (and a
+    KeyError, as it was before, for callers that catch that)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+def get_format(name: str, what: str = "") -> MXFormat:
+    """An MX format by name; :class:`UnknownNameError` naming the known formats otherwise
+    (prefixed by ``what``, e.g. ``"quantize: argument 'format'"``, when given)."""
     try:
         return FORMATS[name]
-    except KeyError:
+    except (KeyError, TypeError):  # TypeError: an unhashable name
         known = ", ".join(FORMATS)
-        raise KeyError(f"unknown MX format '{name}' (known: {known})") from None
+        raise UnknownNameError(f"{what + ': ' if what else ''}unknown MX format {name!r} "
+                               f"(known: {known})") from None
 
 
 def formats_for_element(element: str, scale: str | None = None) -> list[MXFormat]:

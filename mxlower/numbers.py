@@ -379,7 +379,7 @@ def number(code: str | NumberSpec) -> NumberSpec:
         return code
     if not isinstance(code, str):
         raise SpecError(f"a number spec is a string such as 'e4m3fn' or 'int8', got {code!r}")
-    text = code.strip()
+    text = _short(code.strip(), "number")
     if not text:
         raise SpecError("empty number spec")
     s = text[len("torch."):] if text.startswith("torch.") else text
@@ -399,10 +399,24 @@ def number(code: str | NumberSpec) -> NumberSpec:
         return _float_spec(text, m, finite_fn)
     m = _INT.fullmatch(s)
     if m:
-        return _int_spec(text, "uint" if m["u"] else "int", int(m["k"]))
+        kind = "uint" if m["u"] else "int"
+        lo = 2 if kind == "int" else 1
+        return NumberSpec(kind, _bounded(f"'{text}'", m["k"], f"{kind}K needs {lo} <= K <= 32",
+                                         lo, 32))
     raise SpecError(f"unknown number spec '{text}': expected a code eXmY[bZ][ieee|fn|fnuz|fo] "
                     "(e.g. e4m3fn, e5m6, e4m3b11fnuz), an exponent type eXm0 (e8m0), intK, "
                     "uintK, or a type name (f8E4M3FN, float8_e5m2, bfloat16, ...)")
+
+
+#: the longest spec text read (the longest valid one has about 40 characters)
+MAX_SPEC_LENGTH = 100
+
+
+def _short(text: str, what: str) -> str:
+    if len(text) > MAX_SPEC_LENGTH:
+        raise SpecError(f"a {what} spec has at most {MAX_SPEC_LENGTH} characters, got "
+                        f"{len(text)} ('{text[:24]}...')")
+    return text
 
 
 def _from_type_table(name: str) -> NumberSpec | None:
@@ -428,13 +442,29 @@ def of_float_type(c: types.FloatType) -> NumberSpec:
     return NumberSpec("float", c.bits, c.exp_bits, c.man_bits, c.bias, special)
 
 
+#: the largest |bias| a float spec may name: any larger one puts its values outside f32's
+#: (checked before any arithmetic with it, so a huge bias costs nothing)
+MAX_BIAS = 1024
+
+
+def _bounded(where: str, digits: str, rule: str, lo: int, hi: int) -> int:
+    """The integer ``digits`` if ``lo <= it <= hi``, else SpecError ``where: rule, got ...``;
+    its size is judged from its digit count first, so a number of any length costs time
+    proportional to its text only."""
+    magnitude = digits.lstrip("-").lstrip("0")
+    if len(magnitude) > len(str(max(abs(lo), abs(hi)))):
+        raise SpecError(f"{where}: {rule}, got {digits[:12]}{'...' if len(digits) > 12 else ''}"
+                        f" ({len(magnitude)} digits)")
+    v = int(digits)
+    if not lo <= v <= hi:
+        raise SpecError(f"{where}: {rule}, got {v}")
+    return v
+
+
 def _float_spec(text: str, m: re.Match, finite_fn: bool) -> NumberSpec:
-    x, y = int(m["x"]), int(m["y"])
+    x = _bounded(f"'{text}'", m["x"], "exponent bits must be 1..8", 1, 8)
+    y = _bounded(f"'{text}'", m["y"], "mantissa bits must be 0..23", 0, 23)
     suffix = m["s"]
-    if not 1 <= x <= 8:
-        raise SpecError(f"'{text}': exponent bits must be 1..8, got {x}")
-    if not 0 <= y <= 23:
-        raise SpecError(f"'{text}': mantissa bits must be 0..23, got {y}")
     if suffix == "fnu" or (y == 0 and suffix is None):
         if y != 0:
             raise SpecError(f"'{text}': 'fnu' names an exponent type, which has no mantissa")
@@ -446,7 +476,9 @@ def _float_spec(text: str, m: re.Match, finite_fn: bool) -> NumberSpec:
     special = suffix or "ieee"
     if finite_fn and special == "fn":
         special = "fo"
-    bias = int(m["b"]) if m["b"] is not None else _default_bias(x)
+    bias = (_default_bias(x) if m["b"] is None
+            else _bounded(f"'{text}'", m["b"], f"the bias must be {-MAX_BIAS}..{MAX_BIAS}",
+                      -MAX_BIAS, MAX_BIAS))
     if special == "ieee":
         if x < 2:
             raise SpecError(f"'{text}': an ieee spec needs at least 2 exponent bits (the top "
@@ -457,13 +489,6 @@ def _float_spec(text: str, m: re.Match, finite_fn: bool) -> NumberSpec:
     if special == "fn" and x == 1 and y == 0:
         raise SpecError(f"'{text}': e1m0fn has no finite non-zero value")
     return _checked(text, NumberSpec("float", 1 + x + y, x, y, bias, special))
-
-
-def _int_spec(text: str, kind: str, k: int) -> NumberSpec:
-    lo = 2 if kind == "int" else 1
-    if not lo <= k <= 32:
-        raise SpecError(f"'{text}': {kind}K needs {lo} <= K <= 32, got {k}")
-    return NumberSpec(kind, k)
 
 
 def _checked(text: str, spec: NumberSpec) -> NumberSpec:
@@ -573,7 +598,7 @@ def scale(code: str | ScaleSpec) -> ScaleSpec:
         return code
     if not isinstance(code, str):
         raise SpecError(f"a scale spec is a string such as 'e8m0_t32', got {code!r}")
-    text = code.strip()
+    text = _short(code.strip(), "scale")
     m = _TILE.search(text)
     head = text[:m.start()] if m else text
     if not head:
@@ -581,8 +606,10 @@ def scale(code: str | ScaleSpec) -> ScaleSpec:
     num, zp = _scale_numbers(text, head)
     kind, tile, dims = "tensor", (), ()
     if m:
-        a = int(m["a"])
-        dims = tuple(int(d) for d in re.findall(r"d(-?\d+)", m["dims"]))
+        a = _bounded(f"scale '{text}'", m["a"], _TILE_RULE, 0, MAX_TILE)
+        dims = tuple(_bounded(f"scale '{text}'", d, f"a tile dimension must be "
+                              f"{-MAX_TILE_DIM}..{MAX_TILE_DIM - 1}", -MAX_TILE_DIM,
+                              MAX_TILE_DIM - 1) for d in re.findall(r"d(-?\d+)", m["dims"]))
         if m["b"] is None:
             if a == 0:
                 kind, tile = "channel", ()
@@ -593,7 +620,8 @@ def scale(code: str | ScaleSpec) -> ScaleSpec:
                                 f"{len(dims)}")
             dims = dims or (-1,)
         else:
-            kind, tile = "tile2d", (_tile_size(text, a), _tile_size(text, int(m["b"])))
+            b = _bounded(f"scale '{text}'", m["b"], _TILE_RULE, 0, MAX_TILE)
+            kind, tile = "tile2d", (_tile_size(text, a), _tile_size(text, b))
             if len(dims) not in (0, 2):
                 raise SpecError(f"scale '{text}': a 2D tile takes two dimensions (dYdZ) or "
                                 f"none, got {len(dims)}")
@@ -603,10 +631,16 @@ def scale(code: str | ScaleSpec) -> ScaleSpec:
     return ScaleSpec(num, zp, kind, tile, dims)
 
 
+#: the largest tile size and the largest |dimension| a scale spec may name
+MAX_TILE, MAX_TILE_DIM = 1024, 1024
+
+
+_TILE_RULE = f"a tile size must be a power of two from 2 to {MAX_TILE}"
+
+
 def _tile_size(text: str, n: int) -> int:
-    if n < 2 or n > 1024 or n & (n - 1):
-        raise SpecError(f"scale '{text}': a tile size must be a power of two from 2 to 1024, "
-                        f"got {n}")
+    if n < 2 or n & (n - 1):
+        raise SpecError(f"scale '{text}': {_TILE_RULE}, got {n}")
     return n
 
 

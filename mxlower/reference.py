@@ -109,9 +109,11 @@ from mxlower import types
 from mxlower.cast_reference import Encoded, cast, decode, encode, round_codes, sparse
 from mxlower.formats import (
     FLOAT_TYPES,
+    MAX_BLOCK_SIZE,
     SCALE_MODES,
     WIDE_TYPES,
     MXFormat,
+    UnknownNameError,
     get_format,
 )
 
@@ -165,8 +167,9 @@ def _name_of(dt: np.dtype) -> str | None:
     return t.mlir if _handled(t) else None
 
 
-def _resolve_type(spec) -> tuple[str, np.dtype]:
-    """(MLIR spelling, dtype) for an MLIR spelling, ml_dtypes name or NumPy dtype."""
+def _resolve_type(spec, what: str) -> tuple[str, np.dtype]:
+    """(MLIR spelling, dtype) for an MLIR spelling, ml_dtypes name or NumPy dtype; errors name
+    the argument (``what``, e.g. ``"convert: argument 'to'"``)."""
     if isinstance(spec, str):
         try:
             t = types.scalar(spec)  # an MLIR spelling or a dtype name
@@ -180,15 +183,34 @@ def _resolve_type(spec) -> tuple[str, np.dtype]:
             dt = None
         if dt is not None and _name_of(dt) is not None:
             return _name_of(dt), dt
-        raise KeyError(f"unknown element type '{spec}' (known: {', '.join(_known_names())})")
+        raise UnknownNameError(f"{what}: unknown element type '{spec}' (known: "
+                               f"{', '.join(_known_names())})")
     try:
         dt = np.dtype(spec)
-    except TypeError as exc:
-        raise ValueError(f"not a type: {spec!r}") from exc
+    except TypeError:
+        raise TypeError(f"{what}: not a type: {spec!r}") from None
     name = _name_of(dt)
     if name is None:
-        raise ValueError(f"unsupported dtype {dt} (supported: {', '.join(_known_names())})")
+        raise ValueError(f"{what}: unsupported dtype {dt} (supported: "
+                         f"{', '.join(_known_names())})")
     return name, dt
+
+
+def _f32_arg(value, what: str, *, nonzero: bool = False) -> np.float32:
+    """``value`` as a finite (non-zero) f32; a ValueError naming ``what`` otherwise (a number
+    too large for a float, 10**400, included)."""
+    try:
+        with np.errstate(over="ignore"):
+            g = np.float32(value)
+    except OverflowError:
+        g = np.float32(np.inf)
+    except (TypeError, ValueError):
+        raise TypeError(f"{what} must be a number, got {value!r}") from None
+    if g.shape != () or not np.isfinite(g) or (nonzero and g == 0):
+        shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:24] + "..."
+        raise ValueError(f"{what} must be a finite{' non-zero' if nonzero else ''} f32, got "
+                         f"{shown}")
+    return g
 
 
 def _norm_axis(axis: int, ndim: int) -> int:
@@ -240,7 +262,7 @@ def convert(x: np.ndarray, to: str | np.dtype) -> np.ndarray:
     ml_dtypes NaN code with the input's sign; to f8E8M0FNU 0xFF; to f4/f6 the -0 code (0x8 /
     0x20) whatever the NaN's sign; to wide types a NaN.
     """
-    name, dt = _resolve_type(to)
+    name, dt = _resolve_type(to, "convert: argument 'to'")
     if name == "i8":
         raise ValueError("convert only converts between float types; 'i8' is not one")
     src = np.asarray(x)
@@ -287,7 +309,7 @@ def bits(x) -> np.ndarray:
 
 def from_bits(codes, type_name: str | np.dtype) -> np.ndarray:
     """Typed array from raw codes (any integer array, values in [0, 2^bits))."""
-    name, dt = _resolve_type(type_name)
+    name, dt = _resolve_type(type_name, "from_bits: argument 'type_name'")
     c = np.asarray(codes)
     if c.dtype.kind not in "iu":
         raise ValueError(f"from_bits: codes must be integers, got dtype {c.dtype}")
@@ -311,8 +333,9 @@ def _block_size(fmt: MXFormat, block_size) -> int:
     if block_size is None:
         return fmt.block_size
     if (not isinstance(block_size, (int, np.integer)) or isinstance(block_size, bool)
-            or block_size <= 0):
-        raise ValueError(f"block_size must be a positive int, got {block_size!r}")
+            or not 0 < block_size <= MAX_BLOCK_SIZE):
+        raise ValueError(f"block_size must be an int in 1..{MAX_BLOCK_SIZE}, got "
+                         f"{block_size!r}")
     return int(block_size)
 
 
@@ -321,10 +344,7 @@ def _global_scale(fmt: MXFormat, global_scale) -> np.float32 | None:
         return None
     if not fmt.global_scale:
         raise ValueError(f"format '{fmt.name}' takes no global scale (only nvfp4 does)")
-    g = np.float32(global_scale)
-    if not np.isfinite(g) or g == 0:
-        raise ValueError(f"global_scale must be a finite non-zero f32, got {global_scale!r}")
-    return g
+    return _f32_arg(global_scale, "global_scale", nonzero=True)
 
 
 def _shared_exponent(amax: np.ndarray, fmt: MXFormat, mode: str) -> np.ndarray:
@@ -404,7 +424,7 @@ def quantize(x, format: str, *, axis: int = -1, block_size: int | None = None,
     ``scale_mode`` is "floor", "rceil" or "nearest" (ignored by nvfp4); ``global_scale`` only
     for nvfp4.
     """
-    fmt = get_format(format)
+    fmt = get_format(format, "quantize: argument 'format'")
     if scale_mode not in SCALE_MODES:
         raise ValueError(f"unknown scale_mode '{scale_mode}' (known: {', '.join(SCALE_MODES)})")
     g = _global_scale(fmt, global_scale)
@@ -432,8 +452,8 @@ def quantize(x, format: str, *, axis: int = -1, block_size: int | None = None,
 # ----------------------------------------------------------------------------- section 5
 
 
-def _wide_output(dtype) -> tuple[str, np.dtype]:
-    name, dt = _resolve_type(dtype)
+def _wide_output(dtype, what: str) -> tuple[str, np.dtype]:
+    name, dt = _resolve_type(dtype, what)
     if name not in WIDE_TYPES:
         raise ValueError(f"output type must be one of {', '.join(WIDE_TYPES)}, got '{name}'")
     return name, dt
@@ -476,9 +496,9 @@ def dequantize(elements, scales, format: str, *, axis: int = -1,
     ``block_size`` None infers it from the shapes.  Scale 0xFF (nvfp4: a NaN scale) gives a NaN
     block; scale 0x00 is 2^-127.
     """
-    fmt = get_format(format)
+    fmt = get_format(format, "dequantize: argument 'format'")
     g = _global_scale(fmt, global_scale)
-    _, out_dt = _wide_output(dtype)
+    _, out_dt = _wide_output(dtype, "dequantize: argument 'dtype'")
     e = np.asarray(elements)
     s = np.asarray(scales)
     if e.dtype != fmt.element_dtype:
@@ -552,7 +572,7 @@ def _dot_general(a: np.ndarray, b: np.ndarray, lc, rc, lb, rb) -> np.ndarray:
     bt = b.astype(_F64).transpose(list(rb) + list(rc) + rf).reshape(B, K, N)
     with np.errstate(over="ignore", invalid="ignore"):
         out = np.matmul(at, bt)
-    return out.reshape(*bshape, *mshape, *nshape)
+    return out.reshape(tuple(bshape + mshape + nshape))  # () for a scalar result
 
 
 def scaled_dot(lhs, lhs_scales, rhs, rhs_scales, *,
@@ -587,12 +607,8 @@ def scaled_dot(lhs, lhs_scales, rhs, rhs_scales, *,
     lb, rb = _dims(lb, "lhs batch dims"), _dims(rb, "rhs batch dims")
     lc, lb = (tuple(_norm_axis(d, lhs.ndim) for d in dims) for dims in (lc, lb))
     rc, rb = (tuple(_norm_axis(d, rhs.ndim) for d in dims) for dims in (rc, rb))
-    _, out_dt = _wide_output(out_dtype)
-    g = None
-    if global_scale is not None:
-        g = np.float32(global_scale)
-        if not np.isfinite(g):
-            raise ValueError(f"global_scale must be a finite f32, got {global_scale!r}")
+    _, out_dt = _wide_output(out_dtype, "scaled_dot: argument 'out_dtype'")
+    g = None if global_scale is None else _f32_arg(global_scale, "scaled_dot: global_scale")
     a = _operand(lhs, lhs_scales, lhs_format, lhs_axis, lhs_block_size, lc, "lhs")
     b = _operand(rhs, rhs_scales, rhs_format, rhs_axis, rhs_block_size, rc, "rhs")
     acc = _dot_general(a, b, lc, rc, lb, rb)

@@ -51,7 +51,7 @@ from mxlower import diagnostics as diag
 from mxlower.bindings import collect_ops
 from mxlower.bindings.jaxlib import ir, stablehlo
 from mxlower.cast_reference import resolve
-from mxlower.formats import FLOAT_TYPES, FORMATS, SCALE_MODES, WIDE_TYPES, MXFormat
+from mxlower.formats import FLOAT_TYPES, FORMATS, MAX_BLOCK_SIZE, SCALE_MODES, WIDE_TYPES, MXFormat
 from mxlower.numbers import ROUND_MODES, Datatype, SpecError
 from mxlower.numbers import SCALE_MODES as CAST_SCALE_MODES
 
@@ -330,6 +330,8 @@ def _block_size(attrs, name: str, fmt: MXFormat) -> int:
         return fmt.block_size
     if k <= 0:
         raise MXError(f"'{name}' must be positive, got {k}")
+    if k > MAX_BLOCK_SIZE:
+        raise MXError(f"'{name}' must be at most {MAX_BLOCK_SIZE}, got {k}")
     return k
 
 

@@ -12,9 +12,11 @@ from typing import Any
 
 import numpy as np
 
+from mxlower.diagnostics import DiagnosticEngine
 from mxlower.execution import interpreter, llvm
 from mxlower.execution.errors import RunError
 from mxlower.ir.signature import Signature
+from mxlower.ir.source import check_resources
 
 __all__ = ["BACKENDS", "execute"]
 
@@ -30,6 +32,9 @@ def execute(op: Any, sig: Signature, arrays: list[np.ndarray], backend: str,
     if backend == "interpreter":
         return interpreter.execute(op, sig, arrays)
     if backend == "llvm":
+        engine = DiagnosticEngine()
+        if not check_resources(op, engine, empty="the LLVM backend"):
+            raise RunError("; ".join(d.format() for d in engine.diagnostics))
         # the module goes as printed text whose locations name the original file: give the
         # text its own name, so that no diagnostic quotes its lines as the file's
         try:

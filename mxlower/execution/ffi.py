@@ -911,9 +911,15 @@ def convert_spec(x_dtype: Any, dtype: Any, *, source: str | None = None,
                             f"float or uint8 codes, got {xd}") from None
     dst = float_type_name(dtype, fn, "dtype")
     try:
-        return ConvertSpec(src, dst, packed)
+        spec = ConvertSpec(src, dst, packed)
     except ValueError as err:
         raise ValueError(f"{fn}: {err}") from None
+    want = np.dtype(spec.operands()[0].dtype)
+    if source is not None and want != xd:
+        raise ValueError(f"{fn}: 'source' is for the types stored as uint8 codes (the f6 "
+                         f"types); {src} has its own dtype: pass 'x' as {want.name} (e.g. "
+                         "jax.lax.bitcast_convert_type(codes, that dtype)) without 'source'")
+    return spec
 
 
 def convert(x: Any, dtype: Any, *, source: str | None = None, packed: bool = False,

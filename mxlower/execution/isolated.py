@@ -11,10 +11,10 @@ start-up, so XLA:CPU and the LLVM engine (isolated in its own worker) run here w
 
 from __future__ import annotations
 
-from typing import Any
-
+import math
 import re
 import sys
+from typing import Any
 
 import numpy as np
 
@@ -33,12 +33,29 @@ __all__ = ["execute"]
 _NAMES = {"xla": "XLA:CPU", "interpreter": "the StableHLO interpreter", "llvm": "the LLVM backend"}
 
 
+#: the longest finite time limit (seconds, about 116 days); ``inf`` means no limit
+MAX_TIMEOUT = 10_000_000
+
+
+def check_timeout(timeout: float | None, what: str = "the time limit") -> float | None:
+    """``timeout`` as the child-process wait takes it (None: no limit, for ``inf``); RunError
+    for a value that is not positive, or finite and above :data:`MAX_TIMEOUT`."""
+    if timeout is None or timeout == math.inf:
+        return None
+    if not timeout > 0:
+        raise RunError(f"{what} must be a positive number of seconds, got {timeout:g}")
+    if timeout > MAX_TIMEOUT:
+        raise RunError(f"{what} must be at most {MAX_TIMEOUT} seconds (or inf for no "
+                       f"limit), got {timeout:g}")
+    return timeout
+
+
 def execute(op: Any, sig: Signature, arrays: list[np.ndarray], backend: str,
             filename: str, timeout: float | None = None) -> list[np.ndarray]:
     """:func:`mxlower.execution.backends.execute` in a child process, stopped after
-    ``timeout`` seconds of compiling and running (the child's start-up is not counted)."""
-    if timeout is not None and not timeout > 0:
-        raise RunError(f"the time limit must be a positive number of seconds, got {timeout:g}")
+    ``timeout`` seconds of compiling and running (the child's start-up is not counted; ``inf``
+    or None: no limit)."""
+    timeout = check_timeout(timeout)
     child = Child("mxlower.execution.isolated", own_group=True)
     try:
         status, payload = child.request(("load", backend, types.extensions()))

@@ -26,7 +26,7 @@ from mxlower.execution.arrays import check_inputs, random_inputs
 from mxlower.execution.backends import BACKENDS
 from mxlower.execution.errors import RunError
 from mxlower.ir.signature import Signature, TensorSpec, functions, read_signature
-from mxlower.ir.source import check_dialects, parse_module
+from mxlower.ir.source import check_dialects, check_resources, parse_module
 from mxlower.pipeline.manager import PassPipeline, run_pipeline
 from mxlower.pipeline.parser import PipelineError
 
@@ -124,6 +124,8 @@ def prepare(module: Any, engine: DiagnosticEngine, *, name: str = "<module>",
                 return None
         except J.MLIRError as e:  # verify() raises with these bindings
             engine.add_mlir_error(e)
+            return None
+        if not check_resources(op, engine):  # no backend runs a constant without its data
             return None
     if passes is not None:
         if passes.ends_upstream:

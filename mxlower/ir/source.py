@@ -22,8 +22,8 @@ from typing import Any
 from mxlower.bindings import collect_ops
 from mxlower.diagnostics import Diagnostic, DiagnosticEngine, InputError, location_of
 
-__all__ = ["MAX_NESTING", "Chunk", "check_dialects", "check_text", "parse_module",
-           "read_source", "split_input"]
+__all__ = ["MAX_NESTING", "Chunk", "check_dialects", "check_resources", "check_text",
+           "parse_module", "read_source", "split_input"]
 
 _SPLIT_RE = re.compile(r"^// -----\s*$")
 _MULTI_TOP = "source must contain a single top-level operation"
@@ -299,3 +299,56 @@ def check_dialects(module: Any, ctx: Any, engine: DiagnosticEngine, allow_unregi
             "error", f"operation '{o.name}' of unregistered dialect '{dialect}' (pass "
             "--allow-unregistered-dialect to accept it)", *location_of(o)))
     return not bad
+
+
+_RESOURCE_RE = re.compile(r'^dense_resource<("(?:[^"\\]|\\.)*"|[^>]+)>')
+_BLOB_KEY_RE = re.compile(r'^\s*("(?:[^"\\]|\\.)*"|[^\s:]+)\s*:\s*"0x', re.M)
+
+
+def _resource_attrs(op: Any) -> list[tuple[str, Any]]:
+    """(name, attribute) of the ``dense_resource`` attributes on ``op`` itself.  Typed
+    attributes (dense elements, strings, ...) are skipped unprinted: only the attributes the
+    bindings leave untyped are printed to be looked at, and resources print by name."""
+    out = []
+    for a in op.attributes:
+        name = a if isinstance(a, str) else a.name
+        attr = op.attributes[name]
+        if type(attr).__name__ != "Attribute":
+            continue
+        if _RESOURCE_RE.match(str(attr)):
+            out.append((name, attr))
+    return out
+
+
+def check_resources(module: Any, engine: DiagnosticEngine, *, empty: str | None = None) -> bool:
+    """Refuse ``dense_resource`` constants that hold no data: a blob the module's
+    ``{-# dialect_resources #-}`` section does not have (``dense_resource<__elided__>``, what
+    MLIR prints for elided large constants: XLA refuses it, the StableHLO interpreter reads
+    garbage, upstream's LLVM translation fails); with ``empty`` (the consumer's name), also a
+    resource of zero elements, which upstream MLIR's LLVM translation asserts on.  One located
+    error per constant; False when there was one."""
+    found = collect_ops(module, lambda o: bool(_resource_attrs(o)))
+    if not found:
+        return True
+    text = module.operation.get_asm()
+    section = text[text.find("{-#"):] if "{-#" in text else ""
+    blobs = set(_BLOB_KEY_RE.findall(section))
+    ok = True
+    for o in found:
+        for attr_name, attr in _resource_attrs(o):
+            key = _RESOURCE_RE.match(str(attr)).group(1)
+            shape = getattr(getattr(attr, "type", None), "shape", None)
+            what = f"attribute '{attr_name}' is dense_resource<{key}>"
+            if key not in blobs:
+                engine.record(Diagnostic(
+                    "error", f"{what}, which holds no data (the module's dialect_resources "
+                    "have no such blob: a constant elided when the module was printed; print "
+                    "it without --mlir-elide-elementsattrs-if-larger)", *location_of(o)))
+                ok = False
+            elif empty is not None and shape is not None and 0 in shape:
+                engine.record(Diagnostic(
+                    "error", f"{what} with no elements, which {empty} cannot take (upstream "
+                    "MLIR's LLVM translation asserts on it); write it as dense<>",
+                    *location_of(o)))
+                ok = False
+    return ok

@@ -238,8 +238,6 @@ def scaled_dot(lhs: Any, rhs: Any, dimension_numbers: Any = None,
                              f"{v.blocked_axis}, which is not one of its contracting "
                              f"dimensions {tuple(contracting)} (argument 'dimension_numbers');"
                              " an MX operand must be contracted along its blocked axis")
-    if not isinstance(a, MXArray) and not isinstance(b, MXArray):
-        return jax.lax.dot_general(a, b, dn, preferred_element_type=jnp.float32).astype(out_dt)
     params: dict[str, Any] = {}
     operands: list[Any] = []
     stes: list[Any] = []

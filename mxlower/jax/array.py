@@ -52,9 +52,29 @@ def _shape(x: Any) -> tuple[int, ...]:
 
 class ShapeOfValues:
     """``shape``/``ndim``/``size`` of the values an encoded array stands for: those of its
-    per-value array, which the subclass names in ``_values_attr``."""
+    per-value array, which the subclass names in ``_values_attr``.
 
+    Immutable: its fields are checked together when it is built, so none can be reassigned
+    after (an AttributeError saying so; build a new one instead)."""
+
+    __slots__ = ()
     _values_attr = "elements"
+
+    def _set(self, **fields: Any) -> None:
+        for name, value in fields.items():
+            object.__setattr__(self, name, value)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        cls = type(self).__name__
+        raise AttributeError(f"{cls} is immutable: '{name}' cannot be reassigned (its fields "
+                             f"are checked together when it is built; build a new {cls})")
+
+    def __delattr__(self, name: str) -> None:
+        self.__setattr__(name, None)
+
+    def __setstate__(self, state: Any) -> None:  # copy and pickle
+        d, slots = state if isinstance(state, tuple) else (state, None)
+        self._set(**(d or {}), **(slots or {}))
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -111,25 +131,15 @@ class MXArray(ShapeOfValues):
                              f"axis {ax}, got {tuple(scales.shape)}")
         if global_scale is not None:
             global_scale = checks.check_global_scale(global_scale, fmt, "MXArray")
-        self.elements = elements
-        self.scales = scales
-        self.global_scale = global_scale
-        self.format = fmt.name
-        self.axis = ax - elements.ndim
-        self.block_size = int(block_size)
-        self._ste = None
+        self._set(elements=elements, scales=scales, global_scale=global_scale, format=fmt.name,
+                  axis=ax - elements.ndim, block_size=int(block_size), _ste=None)
 
     @classmethod
     def _make(cls, elements, scales, global_scale, format, axis, block_size, ste=None):  # noqa: A002
         """Unchecked construction (pytree unflattening and the primitives' results)."""
         self = object.__new__(cls)
-        self.elements = elements
-        self.scales = scales
-        self.global_scale = global_scale
-        self.format = format
-        self.axis = axis
-        self.block_size = block_size
-        self._ste = ste
+        self._set(elements=elements, scales=scales, global_scale=global_scale, format=format,
+                  axis=axis, block_size=block_size, _ste=ste)
         return self
 
     # ----------------------------------------------------------------------------- pytree

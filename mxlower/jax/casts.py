@@ -389,16 +389,15 @@ class DatatypeArray(ShapeOfValues):
             if tuple(v.shape) != shape:
                 raise ValueError(f"DatatypeArray: argument '{name}' of {dt.code} must have "
                                  f"shape {shape}, got {tuple(v.shape)}")
-        self.codes, self.scales, self.zero_points = parts
-        self.datatype = dt.code
-        self._ste = None
+        self._set(codes=parts[0], scales=parts[1], zero_points=parts[2], datatype=dt.code,
+                  _ste=None)
 
     @classmethod
     def _make(cls, codes, scales, zero_points, datatype, ste=None):
         """Unchecked construction (pytree unflattening and the primitives' results)."""
         self = object.__new__(cls)
-        self.codes, self.scales, self.zero_points = codes, scales, zero_points
-        self.datatype, self._ste = datatype, ste
+        self._set(codes=codes, scales=scales, zero_points=zero_points, datatype=datatype,
+                  _ste=ste)
         return self
 
     def tree_flatten(self):

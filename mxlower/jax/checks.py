@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from mxlower.formats import FORMATS, MXFormat
+from mxlower.formats import FORMATS, MAX_BLOCK_SIZE, MXFormat
 from mxlower.jax.dtypes import wide_dtypes, wide_names
 
 __all__ = ["as_array", "as_int", "check_axis", "check_block_size", "check_dtype",
@@ -85,8 +85,8 @@ def check_axis(axis: Any, ndim: int, fn: str, arg: str, of: str) -> int:
 def check_block_size(block_size: Any, n: int, axis: int, fn: str, of: str) -> int:
     """A positive block size dividing the static size ``n`` of dimension ``axis`` of ``of``."""
     k = as_int(block_size, fn, "block_size")
-    if k <= 0:
-        raise ValueError(f"{fn}: argument 'block_size' must be positive, got {k}")
+    if not 0 < k <= MAX_BLOCK_SIZE:
+        raise ValueError(f"{fn}: argument 'block_size' must be 1..{MAX_BLOCK_SIZE}, got {k}")
     try:
         operator.index(n)
     except TypeError:  # a symbolic dimension (jax.export shape polymorphism)
@@ -104,10 +104,15 @@ def check_global_scale(g: Any, fmt: MXFormat, fn: str) -> Any:
     if not fmt.global_scale:
         raise ValueError(f"{fn}: argument 'global_scale' is only for nvfp4, not {fmt.name}")
     if isinstance(g, (int, float, np.number)) and not isinstance(g, bool):
-        v = np.float32(g)
+        try:
+            with np.errstate(over="ignore"):
+                v = np.float32(g)
+        except OverflowError:  # an int beyond every float (10**400)
+            v = np.float32(np.inf)
         if not np.isfinite(v) or v == 0:
+            shown = repr(g) if len(repr(g)) <= 40 else repr(g)[:24] + "..."
             raise ValueError(f"{fn}: argument 'global_scale' must be a finite non-zero "
-                             f"float32, got {g!r}")
+                             f"float32, got {shown}")
         return jnp.asarray(v)
     g = as_array(g)
     if tuple(g.shape) != ():

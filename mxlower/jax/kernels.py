@@ -51,6 +51,7 @@ from jax.interpreters import mlir
 from mxlower import types
 from mxlower.bindings.jaxlib import ir
 from mxlower.execution import ffi, ffi_cuda
+from mxlower.execution import ffi_abi as abi
 from mxlower.ir.stablehlo_builder import Builder
 from mxlower.jax import primitives, sharding
 from mxlower.lowering import mx_math
@@ -227,9 +228,12 @@ def _dequantize_rule(platform: str):
 
 def _convert_rule(platform: str):
     def rule(ctx, x, *, src, dst, impl="auto"):
-        if _sharded(ctx, ConvertSpec(src, dst), platform, dict(src=src, dst=dst, impl=impl)):
+        spec = ConvertSpec(src, dst)
+        if _sharded(ctx, spec, platform, dict(src=src, dst=dst, impl=impl)):
             return sharding.lower(ctx, x, src=src, dst=dst, impl=impl)
-        if not _use_kernel(ctx, impl, ConvertSpec(src, dst), platform):
+        # the kernels' ABI has no code for some dtypes (the fnuz f8 types): StableHLO there
+        if not (_use_kernel(ctx, impl, spec, platform)
+                and all(o.dtype.name in abi.DTYPES for o in spec.operands() + spec.results())):
             return primitives._convert_lowering(ctx, x, src=src, dst=dst)
 
         def run(x):

@@ -34,11 +34,13 @@ from jax._src import dispatch
 from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
 
-from mxlower.bindings.jaxlib import stablehlo
+from mxlower.bindings.jaxlib import ir, stablehlo
 from mxlower.dialect import mx
 from mxlower.formats import FORMATS
 from mxlower.jax.dtypes import element_dtype, held_as_codes, mlir_name, scale_dtype, storage_dtype
+from mxlower.ir.stablehlo_builder import Builder
 from mxlower.jax.lowering import emit, tensor_type
+from mxlower.lowering import mx_math
 
 __all__ = ["convert_p", "dequantize_p", "quantize_p", "scaled_dot_p", "scaled_dot_spec"]
 
@@ -214,6 +216,12 @@ def _scaled_dot_abstract(*avals, dimension_numbers, out_dtype, **params):
 
 def _scaled_dot_lowering(ctx, *args, dimension_numbers, out_dtype, impl="auto",
                          **params):  # impl: see mxlower.jax.kernels (the CPU rules)
+    if params["lhs_format"] is None and params["rhs_format"] is None:
+        # two plain sides: no mx op holds them (it needs a scaled side), but the contraction
+        # is the same exact one (section 6: no flushed subnormals, no overflowing partial sum)
+        b = Builder(ir.Location.current, ir.InsertionPoint.current)
+        s = scaled_dot_spec(ctx, args, dimension_numbers, out_dtype, params)
+        return [mx_math.lower_scaled_dot(b, s, "f32")]
     ix = _layout(params)
     operands, arg_types = [], []
     for side in ("lhs", "rhs"):

@@ -554,6 +554,8 @@ def decode(b: Builder, codes: Any, scales: Any | None, zps: Any | None, dt: Data
 def lower_sparse(b: Builder, x: Any, n: int, m: int, dim: int) -> Any:
     """docs/semantics.md 10.5: keep the m largest magnitudes of each n values along ``dim``
     (NaN largest, ties to the lower index), +0 elsewhere; ``x``'s type."""
+    if 0 in b.shape(x):  # nothing to choose from (n may be any size: its runs are not built)
+        return x
     key = b.and_(to_f32_bits(b, x), _MAG)
     key = b.min(key, _INF + 1)  # every NaN the same, above Inf
     kb = b.split_blocks(key, dim, n)

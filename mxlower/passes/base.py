@@ -47,6 +47,9 @@ class OptionError(ValueError):
 @dataclasses.dataclass(frozen=True)
 class _Configurable:
     name: ClassVar[str] = ""
+    #: why it must run on the module (empty: it may be nested, e.g. ``func.func(pass)``); a
+    #: pipeline that nests it is refused with this reason
+    module_only: ClassVar[str] = ""
 
     @classmethod
     def summary(cls) -> str:
@@ -106,6 +109,8 @@ class ModulePass(_Configurable):
 @dataclasses.dataclass(frozen=True)
 class Pipeline(_Configurable):
     """A named pipeline: its options select the text of the pipeline it expands to."""
+
+    module_only: ClassVar[str] = "it holds passes that run on the whole module"
 
     def build(self) -> str:  # pragma: no cover - abstract
         """The pipeline elements, e.g. ``"mxlower-a{x=1}, canonicalize, cse"``."""

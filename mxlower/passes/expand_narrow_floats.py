@@ -76,6 +76,7 @@ class ExpandNarrowFloats(ModulePass):
     """
 
     name: ClassVar[str] = "mxlower-expand-narrow-floats"
+    module_only: ClassVar[str] = "it rewrites function signatures and their calls together"
     types: tuple[str, ...] = option(
         (), "narrow float types to expand (default: every narrow float type of mxlower.types)",
         choices=FLOAT_TYPES.keys())
@@ -83,8 +84,7 @@ class ExpandNarrowFloats(ModulePass):
     def run(self, op: Any) -> None:
         if op.name != "builtin.module":
             raise diag.error(op, f"{self.name} must run on builtin.module, not nested on "
-                             f"'{op.name}' (it rewrites function signatures and their calls "
-                             "together)")
+                             f"'{op.name}' ({self.module_only})")
         x = StableHLOExpansion(frozenset(self.types or FLOAT_TYPES))
         with op.location:  # types are built with a location (for their diagnostics)
             ops = [o for o in collect_ops(op, pre_order=True)[1:] if x.touches(o)]

@@ -69,7 +69,8 @@ class StablehloToLLVM(Pipeline):
 
     def build(self) -> str:
         steps = (["mxlower-stablehlo-control-flow-to-scf", "stablehlo-legalize-to-linalg",
-                  "canonicalize"] if self.legalize_stablehlo else [])
+                  "mxlower-unsigned-to-signless", "canonicalize"]
+                 if self.legalize_stablehlo else [])
         steps += [
             "linalg-fuse-elementwise-ops",
             "one-shot-bufferize{bufferize-function-boundaries "

@@ -32,6 +32,8 @@ class MxToStablehlo(Pipeline):
     """
 
     name: ClassVar[str] = "mxlower-mx-to-stablehlo"
+    module_only: ClassVar[str] = ("it ends with symbol-dce, which works on the module's symbol "
+                                  "table")
     xla_scale_mode: str = option("nearest", "scale_mode of the quantize that replaces "
                                  "__op$quantize", choices=SCALE_MODES)
     scale_mode: str = option("", "override every quantize's scale_mode (empty: keep)",

@@ -27,6 +27,7 @@ from mxlower.bindings import collect_ops
 from mxlower.bindings import jaxlib as J
 from mxlower.bindings import upstream
 from mxlower.diagnostics import Diagnostic, DiagnosticEngine, PassFailure, location_of
+from mxlower.ir.source import check_resources
 from mxlower.passes import UPSTREAM_PASS_NAMES
 from mxlower.passes.base import ModulePass, OptionError, Pipeline
 from mxlower.pipeline.parser import Nested, PassRef, PipelineError, parse_elements, parse_pipeline
@@ -157,6 +158,10 @@ class PassPipeline:
             if cls is None:
                 self._add_upstream(e, path, out)
                 continue
+            if path and cls.module_only:
+                raise self._error(
+                    f"'{e.name}' runs on the module, not nested under '{path[-1]}' "
+                    f"({cls.module_only}): write {self.root_anchor}({e.name})", e.pos)
             try:
                 inst = cls.from_options(e.options)
             except OptionError as err:
@@ -286,6 +291,8 @@ class PassPipeline:
         """Re-create a jaxlib module in the upstream context, through text with locations."""
         upstream_ir = upstream.module("ir")
         name = stage.names[0] if isinstance(stage, _Upstream) else stage.instance.name
+        if not check_resources(op, engine, empty="upstream MLIR"):
+            return None
         text = op.get_asm(enable_debug_info=True)
         huge = _huge_vector(text)
         if huge is not None:

@@ -40,7 +40,7 @@ from mxlower.diagnostics import InputError
 from mxlower.execution.arrays import load_arrays
 from mxlower.formats import DATATYPES, Datatype, SpecError, get_datatype
 from mxlower.numbers import ROUND_MODES, SCALE_MODES, datatype
-from mxlower.tools.source import ArgParser, check_output_path, cli_main, write_atomic
+from mxlower.tools.source import ArgParser, check_output_path, cli_main, write_output
 
 __all__ = ["Row", "compare", "load_input", "main", "panels", "parse_datatypes", "statistics",
            "svg_plot"]
@@ -590,9 +590,9 @@ def _main(argv: list[str]) -> int:
     if args.plot:
         title = f"error distribution: {os.path.basename(name)}"
         if args.plot.lower().endswith(".svg"):
-            write_atomic(args.plot, svg_plot(rows, title))
+            write_output(args.plot, svg_plot(rows, title))
         else:
-            write_atomic(args.plot, _matplotlib_plot(rows, title, args.plot))
+            write_output(args.plot, _matplotlib_plot(rows, title, args.plot))
     if args.json:
         meta = {"input": name, "dtype": kind, "shape": list(x.shape), "elements": int(x.size),
                 "nonfinite_inputs": nonfinite, "seed": args.seed if stochastic else None}

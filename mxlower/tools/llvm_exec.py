@@ -4,7 +4,7 @@
 
 One shot, in the LLVM engine's isolated worker (:mod:`mxlower.execution.llvm`).  Bad input (a
 missing file, an unreadable .npy, a module that does not lower) is one ``error:`` line and exit
-1; the output .npz is written atomically.
+1; the output .npz is written like every tool output (mxlower.tools.source.write_output).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from mxlower import types
 from mxlower.execution import llvm
 from mxlower.execution.arrays import npz_bytes
 from mxlower.ir.source import read_source
-from mxlower.tools.source import ArgParser, CliError, check_output_path, cli_main, write_atomic
+from mxlower.tools.source import ArgParser, CliError, check_output_path, cli_main, write_output
 
 __all__ = ["format_result", "main"]
 
@@ -93,7 +93,7 @@ def _main(argv: list[str]) -> int:
         if a.func:
             res = h.run(a.func, *args)
             if a.output is not None:
-                write_atomic(a.output, npz_bytes({f"arr_{k}": np.asarray(r)
+                write_output(a.output, npz_bytes({f"arr_{k}": np.asarray(r)
                                                   for k, r in enumerate(res)}))
             elif not a.print_llvm:
                 for k, r in enumerate(res):

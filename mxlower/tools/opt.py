@@ -24,7 +24,7 @@ from mxlower.ir.source import check_dialects, parse_module, read_source, split_i
 from mxlower.pipeline.manager import PassPipeline
 from mxlower.pipeline.parser import PipelineError
 from mxlower.tools.source import (ArgParser, CliError, check_output_path, cli_main,
-                                  print_diagnostics, write_atomic)
+                                  print_diagnostics, write_output)
 from mxlower.tools.verify import parse_expected, verify
 
 PROG = "mxlower-opt"
@@ -192,7 +192,7 @@ def _main(argv: list[str]) -> int:
     if not failed or args.output == "-":
         # like mlir-opt: the chunks that succeeded are printed even when another one failed;
         # an output file is written only when every chunk succeeded
-        write_atomic(args.output, result)
+        write_output(args.output, result)
     return 1 if failed else 0
 
 

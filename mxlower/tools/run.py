@@ -24,7 +24,8 @@ departs from MX-SEMANTICS for 0, negative and subnormal inputs, so append
 f6 included, through mxlower's own conversion code), in an isolated worker process.
 
 ``--timeout SECONDS`` runs the backend in a child process and stops it when compiling and
-running take longer (a ``while`` that never ends): an error, exit code 1.
+running take longer (a ``while`` that never ends): an error, exit code 1 (at most 10^7 s;
+``inf``: no limit, still in a child process).
 
 The library behind it is :mod:`mxlower.execution` (:func:`mxlower.execution.run.run_module`,
 re-exported here); this module is the command line only.
@@ -45,6 +46,7 @@ from mxlower import types  # noqa: E402
 from mxlower.diagnostics import DiagnosticEngine
 from mxlower.execution.arrays import (check_inputs, compare, load_arrays, npz_bytes,
                                       random_inputs, storable, typed)
+from mxlower.execution.isolated import check_timeout
 from mxlower.execution.run import (BACKENDS, RunError, execute, make_static, prepare, run_module,
                                    select_function)
 from mxlower.ir.literals import format_literal
@@ -52,7 +54,7 @@ from mxlower.ir.signature import Signature
 from mxlower.ir.source import read_source
 from mxlower.pipeline.parser import PipelineError
 from mxlower.tools.source import (ArgParser, CliError, check_output_path, cli_main,
-                                  print_diagnostics, write_atomic)
+                                  print_diagnostics, write_output)
 
 __all__ = ["BACKENDS", "DTYPES", "RunError", "Signature", "check_inputs", "compare", "format_literal",
            "load_arrays", "main", "make_static", "prepare", "random_inputs", "run_module",
@@ -92,7 +94,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "lowering run on upstream MLIR's ExecutionEngine")
     p.add_argument("--timeout", type=float, metavar="SECONDS",
                    help="stop the run when compiling and running the module take longer (it "
-                   "then runs in a child process); an error, exit code 1")
+                   "then runs in a child process); an error, exit code 1.  At most 10^7 s; "
+                   "'inf': no limit")
     return p
 
 
@@ -103,8 +106,10 @@ def main(argv: list[str] | None = None) -> int:
 def _check_args(args: argparse.Namespace) -> None:
     if args.seed < 0:
         raise CliError(f"--seed must be a non-negative integer, got {args.seed}")
-    if args.timeout is not None and not args.timeout > 0:
-        raise CliError(f"--timeout must be a positive number of seconds, got {args.timeout:g}")
+    try:
+        check_timeout(args.timeout, "--timeout")
+    except RunError as e:
+        raise CliError(str(e)) from None
     for flag, value in (("--rtol", args.rtol), ("--atol", args.atol)):
         if value is not None and not value >= 0:
             raise CliError(f"{flag} must be a non-negative number, got {value:g}")
@@ -158,7 +163,7 @@ def _main(argv: list[str]) -> int:
     sys.stdout.write("".join(line + "\n" for line in lines))
     sys.stdout.flush()
     if args.output:
-        write_atomic(args.output, npz_bytes({f"result{i}": storable(o)
+        write_output(args.output, npz_bytes({f"result{i}": storable(o)
                                              for i, o in enumerate(outs)}))
     return 2 if failed else 0
 

@@ -1,5 +1,5 @@
 """What the command-line tools share: argument parsing with their exit-code convention, the
-error boundary of ``main``, atomic output files and diagnostic printing.
+error boundary of ``main``, output files (:func:`write_output`) and diagnostic printing.
 
 Reading and parsing sources is :mod:`mxlower.ir.source` (re-exported here for old imports).
 """
@@ -8,16 +8,18 @@ from __future__ import annotations
 
 import argparse
 import os
+import stat
 import sys
 import tempfile
 from collections.abc import Callable
 from typing import Any, NoReturn
 
-from mxlower.diagnostics import Diagnostic, InputError
+from mxlower.diagnostics import Diagnostic, InputError, condense
 from mxlower.ir.source import Chunk, check_dialects, parse_module, read_source, split_input
 
 __all__ = ["ArgParser", "Chunk", "CliError", "check_dialects", "check_output_path", "cli_main",
-           "parse_module", "print_diagnostics", "read_source", "split_input", "write_atomic"]
+           "parse_module", "print_diagnostics", "read_source", "split_input", "write_atomic",
+           "write_output"]
 
 #: A usage or I/O error: printed as ``tool: error: message``, exit 1 (every :class:`InputError`
 #: is one: the library's bad-input errors end the same way).
@@ -54,21 +56,38 @@ def cli_main(prog: str, body: Callable[[list[str]], int], argv: list[str] | None
 
 def check_output_path(path: str) -> None:
     """Refuse an output path that cannot be written, before any work is done: the empty
-    string, a directory, a file in a directory that does not exist."""
+    string, a directory, a file in a directory that does not exist (a symbolic link is
+    judged by what it points to)."""
     if path == "-":
         return
     if not path:
         raise InputError("the output file name is empty")
-    if os.path.isdir(path):
+    target = os.path.realpath(path)
+    if os.path.isdir(target):
         raise InputError(f"could not open output file '{path}': is a directory")
-    directory = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(directory):
+    if not os.path.isdir(os.path.dirname(target)):
         raise InputError(f"could not open output file '{path}': no such directory")
 
 
-def write_atomic(path: str, data: str | bytes) -> None:
-    """Write ``data`` to ``path`` (or stdout for '-') via a temporary file and a rename; a path
-    that cannot be written is an :class:`InputError` and leaves nothing behind."""
+def _new_file_mode() -> int:
+    """The mode ``open(path, 'w')`` gives a new file: 0666 less the process's umask."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
+def write_output(path: str, data: str | bytes) -> None:
+    """Write a tool's output ``data`` to ``path`` as a normal write would, but never half:
+
+    - ``-`` is stdout; a FIFO, a character or block device (any file that is not regular) is
+      opened and written directly (replacing it would break whoever reads it);
+    - a symbolic link is followed (through any chain) and its target written, never the link
+      replaced;
+    - a regular file (or a new one) is written to a temporary file beside it and renamed over
+      it, so a failure leaves the old contents; an existing file keeps its mode, a new one
+      gets ``0666 & ~umask``.
+
+    A path that cannot be written is an :class:`InputError` and leaves nothing behind."""
     if path == "-":
         if isinstance(data, bytes):
             sys.stdout.buffer.write(data)
@@ -77,16 +96,32 @@ def write_atomic(path: str, data: str | bytes) -> None:
         sys.stdout.flush()
         return
     check_output_path(path)
-    directory = os.path.dirname(os.path.abspath(path))
+    target = os.path.realpath(path)
+    payload = data if isinstance(data, bytes) else data.encode("utf-8")
     try:
-        fd, tmp = tempfile.mkstemp(prefix=".mxlower-", dir=directory)
+        st: os.stat_result | None = os.stat(target)
+    except FileNotFoundError:
+        st = None
+    except OSError as e:
+        raise InputError(f"could not open output file '{path}': {e.strerror}") from None
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        try:
+            with open(target, "wb") as f:
+                f.write(payload)
+        except OSError as e:
+            raise InputError(f"could not write output file '{path}': "
+                             f"{e.strerror or e}") from None
+        return
+    mode = stat.S_IMODE(st.st_mode) if st is not None else _new_file_mode()
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".mxlower-", dir=os.path.dirname(target))
     except OSError as e:
         raise InputError(f"could not open output file '{path}': {e.strerror}") from None
     try:
-        with (os.fdopen(fd, "wb") if isinstance(data, bytes)
-              else os.fdopen(fd, "w", encoding="utf-8")) as f:
-            f.write(data)
-        os.replace(tmp, path)
+        with os.fdopen(fd, "wb") as f:
+            f.write(payload)
+            os.fchmod(f.fileno(), mode)
+        os.replace(tmp, target)
     except BaseException as e:
         try:
             os.unlink(tmp)
@@ -98,10 +133,16 @@ def write_atomic(path: str, data: str | bytes) -> None:
         raise
 
 
+#: The old name of :func:`write_output` (it is atomic for regular files).
+write_atomic = write_output
+
+
 def print_diagnostics(diags: list[Diagnostic], sources: dict[str, list[str]],
                       stream: Any = None) -> None:
-    """Print diagnostics as ``file:line:col: severity: message`` with their source lines."""
+    """Print diagnostics as ``file:line:col: severity: message`` with their source lines; each
+    distinct one once and at most :data:`mxlower.diagnostics.MAX_SHOWN` of them
+    (:func:`mxlower.diagnostics.condense`)."""
     stream = stream or sys.stderr
-    for d in diags:
+    for d in condense(diags):
         stream.write(d.format(sources) + "\n")
     stream.flush()

@@ -26,7 +26,7 @@ from mxlower.lowering.nvvm_model import CHIPS
 from mxlower.pipeline.manager import PassPipeline
 from mxlower.pipeline.parser import PipelineError
 from mxlower.tools.source import (ArgParser, CliError, check_output_path, cli_main,
-                                  print_diagnostics, write_atomic)
+                                  print_diagnostics, write_output)
 
 PROG = "mxlower-translate"
 
@@ -103,13 +103,13 @@ def _main(argv: list[str]) -> int:
         if engine.diagnostics:
             print_diagnostics(engine.diagnostics, sources)
     if args.emit == "mlir":
-        write_atomic(args.output, lowered)
+        write_output(args.output, lowered)
         return 0
     try:
         device = ptx.device_module(lowered, args.gpu_module)
         llvm_ir = ptx.translate_to_llvmir(device)
         if args.emit == "llvmir":
-            write_atomic(args.output, llvm_ir)
+            write_output(args.output, llvm_ir)
             return 0
         asm = ptx.compile_ptx(llvm_ir, chip, ptx_version=args.ptx_version,
                               opt_level=args.opt_level)
@@ -119,7 +119,7 @@ def _main(argv: list[str]) -> int:
         raise CliError(str(e)) from None
     except ptx.ToolError as e:
         raise CliError(f"{e} (while building for {chip})") from None
-    write_atomic(args.output, asm)
+    write_output(args.output, asm)
     return 0
 
 

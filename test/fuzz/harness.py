@@ -42,7 +42,7 @@ FUZZ_DIR = Path(__file__).resolve().parent
 ROOT = C.ROOT
 INPUT = "{input}"  # placeholder for the input file in an invocation's arguments
 TOOLS = {"opt": "mxlower.tools.opt:main", "run": "mxlower.tools.run:main",
-         "translate": "mxlower.tools.translate:main"}
+         "translate": "mxlower.tools.translate:main", "cast": "mxlower.tools.cast:main"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,7 +64,9 @@ class Invocation:
                                           for a in self.args)
 
     def argv(self, input_path: str) -> list[str]:
-        return [input_path if a == INPUT else a for a in self.args]
+        """The arguments with the input file's path for ``{input}`` (also inside an argument:
+        ``{input}.out.npz`` names a file beside it)."""
+        return [a.replace(INPUT, input_path) for a in self.args]
 
     def shell(self, input_path: str, abbreviate: bool = False) -> str:
         """The command as a user would type it (long arguments shortened if asked)."""
@@ -102,7 +104,7 @@ class Outcome:
 
 # --- the oracle ------------------------------------------------------------------------------
 
-_HEAD_RE = re.compile(r"^(?:.+:\d+:\d+: |mxlower-(?:opt|run|translate): |)"
+_HEAD_RE = re.compile(r"^(?:.+:\d+:\d+: |mxlower-(?:opt|run|translate|cast): |)"
                       r"(error|warning|note|remark): \S")
 _TRACEBACK = "Traceback (most recent call last)"
 _INTERNAL_RE = re.compile(r"internal error(?: in pass '([^']*)')?: (\w+(?:\.\w+)*)?")

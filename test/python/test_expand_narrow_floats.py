@@ -19,11 +19,13 @@ from mxlower import passes
 from mxlower import reference as R
 from mxlower import xla_cpu
 from mxlower.bindings import jaxlib as J
-from mxlower.diagnostics import PassFailure
+from mxlower.diagnostics import DiagnosticEngine, PassFailure
 from mxlower.dialect.testing import refine_for_inputs
 from mxlower.formats import FLOAT_TYPES, get_format
 from mxlower.lowering import codec
+from mxlower.passes.expand_narrow_floats import ExpandNarrowFloats
 from mxlower.passes.manager import run_pipeline
+from mxlower.pipeline.parser import PipelineError
 
 NARROW = list(FLOAT_TYPES)
 WIDE = ["f32", "bf16", "f16", "f64"]
@@ -283,11 +285,21 @@ def test_resource_constant_is_an_error():
 
 
 def test_nested_anchor_is_an_error():
-    errs = _errors("""func.func @f(%x: tensor<2xf32>) -> tensor<2xf4E2M1FN> {
+    """Refused when the pipeline is read (one located error), and by the pass itself when
+    it is called on a function directly."""
+    text = """func.func @f(%x: tensor<2xf32>) -> tensor<2xf4E2M1FN> {
   %0 = stablehlo.convert %x : (tensor<2xf32>) -> tensor<2xf4E2M1FN>
   return %0 : tensor<2xf4E2M1FN>
-}""", "builtin.module(func.func(mxlower-expand-narrow-floats))")
-    assert len(errs) == 1 and "must run on builtin.module" in errs[0][1]
+}"""
+    with J.make_context():
+        m = J.ir.Module.parse(text)
+        with pytest.raises(PipelineError, match="runs on the module, not nested under "
+                           "'func.func' .it rewrites function signatures"):
+            run_pipeline(m, "builtin.module(func.func(mxlower-expand-narrow-floats))")
+        engine = DiagnosticEngine()
+        with engine.activate(), pytest.raises(PassFailure):
+            ExpandNarrowFloats().run(m.body.operations[0])
+    assert "must run on builtin.module" in engine.diagnostics[0].message
 
 
 # ----------------------------------------------------------------------------- MX pipeline

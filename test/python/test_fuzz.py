@@ -165,3 +165,109 @@ def test_mutants(tmp_path):
                     handmade=False)
     assert report.cases == CASES
     assert not report.failures, report.summary()
+
+
+# --- generated inputs (issue 22) ---------------------------------------------------------------
+
+import generate as G  # noqa: E402
+
+GEN_SECONDS = float(os.environ.get("MXLOWER_FUZZ_GEN_SECONDS", "20"))
+API_SECONDS = float(os.environ.get("MXLOWER_FUZZ_API_SECONDS", "12"))
+
+
+def test_generators_are_reproducible():
+    import itertools
+    names = M.pass_names()
+    a = [(c.text, c.invocations) for c in itertools.islice(G.tool_cases(SEED, names, 5.0), 60)]
+    b = [(c.text, c.invocations) for c in itertools.islice(G.tool_cases(SEED, names, 5.0), 60)]
+    assert a == b
+    c = [(c.text, c.invocations) for c in itertools.islice(G.tool_cases(SEED + 1, names, 5.0),
+                                                            60)]
+    assert a != c
+
+
+def test_generated_pipelines_reach_every_pass_and_pipeline():
+    names = M.pass_names()
+    rng = random.Random(SEED)
+    seen = " ".join(G.pipeline(rng, names) for _ in range(400))
+    assert all(n in seen for n in names), [n for n in names if n not in seen]
+
+
+def test_generated_specs_reach_the_edges():
+    rng = random.Random(SEED)
+    specs = [G.number_spec(rng) for _ in range(500)]
+    assert any(len(s) > 100 for s in specs)  # past the spec length limit
+    assert any(len(s) > 25 and s.startswith("e") and "b" in s for s in specs)  # huge bias
+    assert any(s.startswith(("int", "uint")) and len(s) > 12 for s in specs)  # huge K
+    scales = [G.scale_spec(rng) or "" for _ in range(500)]
+    assert any("_t0" in s for s in scales) and any("x" in s.split("_t")[-1] for s in scales)
+
+
+@pytest.mark.parametrize(("make", "kind"), [
+    (lambda: {}["k"], "exception"),
+    (lambda: 1 / 0, "exception"),
+    (lambda: (_ for _ in ()).throw(OverflowError("x")), "exception"),
+])
+def test_api_oracle_flags(make, kind):
+    import numpy as np
+    assert G.api_verdict(G.APICase("f", make, None, ""), np)[0] == kind
+    assert G.api_verdict(G.APICase("f", lambda: (_ for _ in ()).throw(ValueError("x")), None,
+                                   ""), np) is None
+    one, two = (lambda: np.float32([1.0])), (lambda: np.float32([1.0000001]))
+    assert G.api_verdict(G.APICase("f", one, two, ""), np)[0] == "wrong-result"
+    assert G.api_verdict(G.APICase("f", one, lambda: (_ for _ in ()).throw(ValueError()), ""),
+                         np)[0] == "disagreement"
+
+
+def test_generated_tool_cases(tmp_path):
+    """Random specs and attributes in mx ops, random pipelines over every registered pass and
+    random command lines of the four tools, for ``MXLOWER_FUZZ_GEN_SECONDS`` (default 20) from
+    seed ``MXLOWER_FUZZ_SEED``: the mutants' oracle (no crash, hang, traceback, internal error
+    or unclear error)."""
+    cases = G.within(G.tool_cases(SEED, M.pass_names(), TIMEOUT / 3), GEN_SECONDS)
+    report = H.Fuzzer(_out(tmp_path, f"generated-{SEED}"), jobs=2, timeout=TIMEOUT).run(cases)
+    print(report.summary())
+    assert report.cases >= 20
+    assert not report.failures, report.summary()
+
+
+def test_generated_api_calls():
+    """Random arguments to mxlower.jax and mxlower.reference (quantize, convert, cast, sparse,
+    scaled_dot and calls with arguments of every wrong kind) for ``MXLOWER_FUZZ_API_SECONDS``
+    (default 12): only TypeError/ValueError, and the same bits as the reference (a dot within
+    section 6's bound) where both accept the call."""
+    import time
+
+    import jax.numpy as jnp
+    import numpy as np
+
+    import mxlower.jax as mj
+    from mxlower import reference as R
+
+    import signal
+
+    def hang(*_):
+        raise TimeoutError
+
+    found: dict[tuple[str, str], str] = {}
+    n, deadline = 0, time.monotonic() + API_SECONDS
+    previous = signal.signal(signal.SIGALRM, hang)
+    try:
+        for case in G.api_cases(SEED, np, jnp, R, mj):
+            if time.monotonic() > deadline:
+                break
+            n += 1
+            signal.alarm(int(TIMEOUT))  # a call that never returns is a failure, not a stall
+            try:
+                verdict = G.api_verdict(case, np)
+            except TimeoutError:
+                verdict = ("hang", f"{case.name}: no answer within {TIMEOUT:g} s")
+            finally:
+                signal.alarm(0)
+            if verdict is not None:
+                found.setdefault(verdict, case.args)
+    finally:
+        signal.signal(signal.SIGALRM, previous)
+    print(f"{n} API calls, {len(found)} distinct failures")
+    assert n >= 50
+    assert not found, found

@@ -43,7 +43,37 @@
 // NAMED-NEXT: builtin.module(convert-to-llvm, mxlower-stablehlo-to-llvm)
 // NAMED-NEXT: {{^                                \^$}}
 
+// A named pipeline (or a module-only pass) nested under func.func: one line saying it runs
+// on the module (it used to be upstream SymbolDCE's complaint per function with an IR dump).
+// RUN: not mxlower-opt %s -p 'builtin.module(func.func(mxlower-mx-to-stablehlo))' 2>&1 | FileCheck %s --check-prefix=NESTED
+// NESTED: <pass-pipeline>:1:26: error: 'mxlower-mx-to-stablehlo' runs on the module, not nested under 'func.func' (it ends with symbol-dce, which works on the module's symbol table): write builtin.module(mxlower-mx-to-stablehlo)
+// NESTED-NEXT: builtin.module(func.func(mxlower-mx-to-stablehlo))
+// NESTED-NEXT: {{^                         \^$}}
+// NESTED-NOT: error
+// RUN: not mxlower-opt %s -p 'builtin.module(func.func(cse, mxlower-expand-narrow-floats))' 2>&1 | FileCheck %s --check-prefix=NESTED2
+// NESTED2: error: 'mxlower-expand-narrow-floats' runs on the module, not nested under 'func.func' (it rewrites function signatures and their calls together)
+
+// The same upstream error in every function is printed at three places, then counted; a note
+// holding the whole op is cut.
+// RUN: not mxlower-opt %s -p 'builtin.module(func.func(symbol-dce))' 2>&1 | FileCheck %s --check-prefix=FLOOD
+// FLOOD-COUNT-3: error: 'func.func' op  was scheduled to run under SymbolDCE
+// FLOOD: note: the same error at 2 more places (lines {{[0-9]+}}, {{[0-9]+}}), not shown
+// FLOOD-NOT: error
+
 func.func @f(%a: tensor<4xf32>) -> tensor<4xf32> {
   %0 = stablehlo.add %a, %a : tensor<4xf32>
   return %0 : tensor<4xf32>
+}
+
+func.func @f1(%a: tensor<4xf32>) -> tensor<4xf32> {
+  return %a : tensor<4xf32>
+}
+func.func @f2(%a: tensor<4xf32>) -> tensor<4xf32> {
+  return %a : tensor<4xf32>
+}
+func.func @f3(%a: tensor<4xf32>) -> tensor<4xf32> {
+  return %a : tensor<4xf32>
+}
+func.func @f4(%a: tensor<4xf32>) -> tensor<4xf32> {
+  return %a : tensor<4xf32>
 }

@@ -38,3 +38,13 @@ func.func @wrong_line() {
 
 // CHECK: verify-diagnostics-failing.mlir:[[# @LINE + 1]]:4: error: expected-* '@below' has no line below it
 // expected-error@below {{dangling}}
+
+// -----
+
+// A regex that is not one is a located error, never a Python warning.
+func.func @bad_regex() {
+  // CHECK-NOT: Warning
+  // CHECK: verify-diagnostics-failing.mlir:[[# @LINE + 1]]:6: error: {{.*}}-re: invalid regex {{.*}}: unknown character class '[:bogus:]'
+  // expected-error-re@+1 {{{{[[:bogus:]]}}}}
+  return {mxlower.test_diag = "error: x"}
+}

@@ -40,6 +40,15 @@ func.func @regex() {
 
 // -----
 
+// -re pieces are MLIR's (POSIX extended) regexes: bracket classes, a ']' first in a set, a
+// backslash in a set is literal (Python's syntax printed a FutureWarning for these).
+func.func @regex_posix() {
+  // expected-error-re@+1 {{{{[[:alpha:]]+}} {{[[:digit:]]+}} {{[]x]}}{{[\]+}} end}}
+  return {mxlower.test_diag = "error: value 42 ]\\ end"}
+}
+
+// -----
+
 // A parse error is a diagnostic like any other.
 func.func @parse_error(%x: i32) -> i32 {
   // expected-error@+1 {{use of undeclared SSA value name}}

@@ -217,6 +217,28 @@ func.func @cast_bad_scale(%x: tensor<4x64xf32>) {
 
 // -----
 
+// Every spec parameter is bounded before any arithmetic with it: a huge bias, width, tile
+// size or dimension is one error naming the limit, at once (a 17-digit bias used to hang).
+func.func @cast_huge_spec_parameters(%x: tensor<4x64xf32>) {
+  // expected-error @+1 {{'mx.cast' op bad datatype: 'e4m3b99999999999999999': the bias must be -1024..1024, got 999999999999... (17 digits)}}
+  %a = "mx.cast"(%x) {number = "e4m3b99999999999999999"} : (tensor<4x64xf32>) -> tensor<4x64xf32>
+  // expected-error @+1 {{'mx.cast' op bad datatype: 'e4m3b-99999999999999999999999999999999': the bias must be -1024..1024}}
+  %b = "mx.cast"(%x) {number = "e4m3b-99999999999999999999999999999999"} : (tensor<4x64xf32>) -> tensor<4x64xf32>
+  // expected-error @+1 {{'mx.cast' op bad datatype: 'e99999999999999999999m3': exponent bits must be 1..8}}
+  %c = "mx.cast"(%x) {number = "e99999999999999999999m3"} : (tensor<4x64xf32>) -> tensor<4x64xf32>
+  // expected-error @+1 {{'mx.cast' op bad datatype: 'int99999999999999999999': intK needs 2 <= K <= 32}}
+  %d = "mx.cast"(%x) {number = "int99999999999999999999"} : (tensor<4x64xf32>) -> tensor<4x64xf32>
+  // expected-error @+1 {{'mx.cast' op bad datatype: scale 'e8m0_t99999999999999999999999': a tile size must be a power of two from 2 to 1024}}
+  %e = "mx.cast"(%x) {number = "e4m3", scale = "e8m0_t99999999999999999999999"} : (tensor<4x64xf32>) -> tensor<4x64xf32>
+  // expected-error @+1 {{'mx.cast' op bad datatype: scale 'e8m0_t32d-99999999999999999999': a tile dimension must be -1024..1023}}
+  %f = "mx.cast"(%x) {number = "e4m3", scale = "e8m0_t32d-99999999999999999999"} : (tensor<4x64xf32>) -> tensor<4x64xf32>
+  // expected-error @+1 {{'mx.cast' op bad datatype: a number spec has at most 100 characters, got 201}}
+  %g = "mx.cast"(%x) {number = "e4m3b0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000007"} : (tensor<4x64xf32>) -> tensor<4x64xf32>
+  return
+}
+
+// -----
+
 func.func @cast_uint_needs_zero_point(%x: tensor<4x64xf32>) {
   // expected-error @+1 {{'mx.cast' op bad datatype: datatype uint4:e8m0_t32: uint data is asymmetric}}
   %y = "mx.cast"(%x) {number = "uint4", scale = "e8m0_t32"} : (tensor<4x64xf32>) -> tensor<4x64xf32>

@@ -54,6 +54,14 @@
 // TIMEOUT: mxlower-run: error: the run did not finish within 2 s (--timeout); it was stopped
 // RUN: not mxlower-run %s -f small --timeout 0 2>&1 | FileCheck %s --check-prefix=TIMEOUT0
 // TIMEOUT0: mxlower-run: error: --timeout must be a positive number of seconds, got 0
+// A limit beyond any wait the platform can time is refused naming the limit ('1e300' used to
+// pass the check and die with OverflowError in the child-process wait); 'inf' is no limit.
+// RUN: not mxlower-run %s -f small --timeout 1e300 2>&1 | FileCheck %s --check-prefix=TIMEOUTBIG
+// TIMEOUTBIG: mxlower-run: error: --timeout must be at most 10000000 seconds (or inf for no limit), got 1e+300
+// TIMEOUTBIG-NOT: Traceback
+// RUN: not mxlower-run %s -f small --timeout nan 2>&1 | FileCheck %s --check-prefix=TIMEOUTNAN
+// TIMEOUTNAN: mxlower-run: error: --timeout must be a positive number of seconds, got nan
+// RUN: mxlower-run %s -f small --timeout inf --backend=interpreter | FileCheck %s --check-prefix=INTIME
 // A run that ends in time gives its results.
 // RUN: mxlower-run %s -f small --timeout 300 --backend=interpreter | FileCheck %s --check-prefix=INTIME
 // INTIME: %0 = dense<[-1.0, 1.0, 3.0, 5.0]> : tensor<4xf32>
