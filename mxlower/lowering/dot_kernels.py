@@ -85,10 +85,10 @@ PATHS = ("avx2", "portable")
 #: columns of B per work unit (the GEMM path's packed panel)
 NP = 32
 #: the largest M that takes the streaming path
-STREAM_M = 16
+STREAM_M = 3
 #: rows x columns of the register tile (streaming path: MR_STREAM rows)
-MR, NR = 4, 2
-MR_STREAM = 4
+MR, NR = 6, 2
+MR_STREAM = 1
 #: f32 lanes of one accumulator
 LANES = 8
 #: how the exact block sums are accumulated: "f64" or "f32"
@@ -358,35 +358,29 @@ class _DotKernel:
         return t.op(f"{{r}} = arith.sitofp {sv} : {vi} to {_vt(C, 'f32')}")
 
     def f8_values(self, side: str, v8: str) -> str:
-        """vector<C x f32>: the f8 elements' values (NaN and Inf codes included)."""
+        """vector<C x f32>: the f8 elements' values (NaN and Inf codes included), through
+        f16: e5m2 is the top byte of an f16; e4m3fn's magnitude shifted into an f16's fields
+        is its value times 2^-8 (subnormals included: f16's conversion to f32 is exact and
+        does not depend on the CPU's flush modes), its NaN codes selected."""
         t, C = self.t, self.C
         ft = self.s.fmt(side).element_type
-        vi, vf, vb = _vt(C, "i32"), _vt(C, "f32"), _vt(C, "i1")
-        mb, eb = ft.man_bits, ft.exp_bits
-        c = t.op(f"{{r}} = arith.extui {v8} : {_vt(C, 'i8')} to {vi}")
-        mag = t.op(f"{{r}} = arith.andi {c}, {t.c(0x7F, vi)} : {vi}")
-        e = t.op(f"{{r}} = arith.shrui {mag}, {t.c(mb, vi)} : {vi}")
-        m = t.op(f"{{r}} = arith.andi {mag}, {t.c((1 << mb) - 1, vi)} : {vi}")
-        nb = t.op(f"{{r}} = arith.shli {mag}, {t.c(23 - mb, vi)} : {vi}")
-        normal = t.op(f"{{r}} = arith.addi {nb}, {t.c((127 - ft.bias) << 23, vi)} : {vi}")
-        mf = t.op(f"{{r}} = arith.uitofp {m} : {vi} to {vf}")
-        subf = t.op(f"{{r}} = arith.mulf {mf}, {t.c(2.0 ** (1 - ft.bias - mb), vf)} : {vf}")
-        subb = t.op(f"{{r}} = arith.bitcast {subf} : {vf} to {vi}")
-        is_sub = t.op(f"{{r}} = arith.cmpi eq, {e}, {t.c(0, vi)} : {vi}")
-        bits = t.op(f"{{r}} = arith.select {is_sub}, {subb}, {normal} : {vb}, {vi}")
-        if ft.special == "ieee" or eb == 5:  # e5m2: the top exponent is Inf / NaN
-            top = t.op(f"{{r}} = arith.cmpi eq, {e}, {t.c((1 << eb) - 1, vi)} : {vi}")
-            ms = t.op(f"{{r}} = arith.shli {m}, {t.c(23 - mb, vi)} : {vi}")
-            inf = t.op(f"{{r}} = arith.ori {ms}, {t.c(0x7F800000, vi)} : {vi}")
-            bits = t.op(f"{{r}} = arith.select {top}, {inf}, {bits} : {vb}, {vi}")
-        else:  # e4m3fn: S.1111.111 is NaN
-            nan = t.op(f"{{r}} = arith.cmpi eq, {mag}, {t.c(0x7F, vi)} : {vi}")
-            bits = t.op(f"{{r}} = arith.select {nan}, {t.c(0x7FC00000, vi)}, {bits} : "
-                        f"{vb}, {vi}")
-        s = t.op(f"{{r}} = arith.andi {c}, {t.c(0x80, vi)} : {vi}")
-        s = t.op(f"{{r}} = arith.shli {s}, {t.c(24, vi)} : {vi}")
-        bits = t.op(f"{{r}} = arith.ori {bits}, {s} : {vi}")
-        return t.op(f"{{r}} = arith.bitcast {bits} : {vi} to {vf}")
+        vh, vf = _vt(C, "i16"), _vt(C, "f32")
+        c = t.op(f"{{r}} = arith.extui {v8} : {_vt(C, 'i8')} to {vh}")
+        if ft.exp_bits == 5:  # e5m2
+            bits = t.op(f"{{r}} = arith.shli {c}, {t.c(8, vh)} : {vh}")
+            h = t.op(f"{{r}} = arith.bitcast {bits} : {vh} to {_vt(C, 'f16')}")
+            return t.op(f"{{r}} = arith.extf {h} : {_vt(C, 'f16')} to {vf}")
+        mag = t.op(f"{{r}} = arith.andi {c}, {t.c(0x7F, vh)} : {vh}")
+        sg = t.op(f"{{r}} = arith.andi {c}, {t.c(0x80, vh)} : {vh}")
+        mb = t.op(f"{{r}} = arith.shli {mag}, {t.c(7, vh)} : {vh}")
+        sb = t.op(f"{{r}} = arith.shli {sg}, {t.c(8, vh)} : {vh}")
+        bits = t.op(f"{{r}} = arith.ori {mb}, {sb} : {vh}")
+        h = t.op(f"{{r}} = arith.bitcast {bits} : {vh} to {_vt(C, 'f16')}")
+        f = t.op(f"{{r}} = arith.extf {h} : {_vt(C, 'f16')} to {vf}")
+        f = t.op(f"{{r}} = arith.mulf {f}, {t.c(256.0, vf)} : {vf}")
+        nan = t.op(f"{{r}} = arith.cmpi eq, {mag}, {t.c(0x7F, vh)} : {vh}")
+        return t.op(f"{{r}} = arith.select {nan}, {t.c(float('nan'), vf)}, {f} : "
+                    f"{_vt(C, 'i1')}, {vf}")
 
     def factor(self, side: str, smem: str, block: str) -> str:
         """f32: the block's scale times 2^-integer_shift (f8 formats: the scale)."""
@@ -464,13 +458,11 @@ class _DotKernel:
         self.ad = t.op(f"{{r}} = memref.alloc({mk}) : memref<?xf32>")
         pk = t.op(f"{{r}} = arith.muli {cnp}, {K} : index")
         self.bd = t.op(f"{{r}} = memref.alloc({pk}) : memref<?xf32>")
-        if self.exact:
+        if s.exact:  # the streaming path's A factors
             nblk = t.op(f"{{r}} = arith.divui {K}, {t.c(s.k('rhs'))} : index")
             self.nblk = nblk
-            mb = t.op(f"{{r}} = arith.muli {t.c(max(STREAM_M, MR))}, {nblk} : index")
+            mb = t.op(f"{{r}} = arith.muli {t.c(STREAM_M)}, {nblk} : index")
             self.af = t.op(f"{{r}} = memref.alloc({mb}) : memref<?xf32>")
-            pb = t.op(f"{{r}} = arith.muli {cnp}, {nblk} : index")
-            self.bf = t.op(f"{{r}} = memref.alloc({pb}) : memref<?xf32>")
 
         def unit(u: str, _: list[str]) -> list[str]:
             b = t.op(f"{{r}} = arith.divui {u}, {npan} : index")
@@ -485,12 +477,15 @@ class _DotKernel:
             self.unit = (b, n0, ncols, arow0, brow0)
 
             def stream() -> None:
+                self.exact = s.exact
+                self.acc_t = EXACT_ACC if self.exact else "f32"
                 a_direct = not a_mx and s.lhs == "f32"
                 if not a_direct:  # A's M rows (<= STREAM_M) decoded once
                     self.prepare("lhs", arow0, c0, M, self.ad, getattr(self, "af", None))
                 self.rows(c0, M, MR_STREAM, stream=True, a_direct=a_direct)
 
             def gemm() -> None:
+                self.exact, self.acc_t = False, "f32"  # scaled values in the panels
                 self.prepare("rhs", brow0, c0, ncols, self.bd, getattr(self, "bf", None))
                 a_direct = not a_mx and s.lhs == "f32"
 
@@ -512,9 +507,8 @@ class _DotKernel:
         t.for_("%u0", "%u1", c1, [], unit)
         t.do(f"memref.dealloc {self.ad} : memref<?xf32>")
         t.do(f"memref.dealloc {self.bd} : memref<?xf32>")
-        if self.exact:
+        if s.exact:
             t.do(f"memref.dealloc {self.af} : memref<?xf32>")
-            t.do(f"memref.dealloc {self.bf} : memref<?xf32>")
         t.do("return")
         t.indent = 2
         t.do("}")
@@ -582,7 +576,9 @@ class _DotKernel:
         b, n0, ncols, arow0, brow0 = self.unit
         c0, c1 = t.c(0), t.c(1)
         acc_t = self.acc_t
-        va, vc = _vt(W, acc_t), _vt(W, "f32")
+        # streamed scaled values: accumulators as wide as a chunk (independent FMA chains)
+        wide = stream and not self.exact
+        va, vc = _vt(C if wide else W, acc_t), _vt(W, "f32")
         mlast = t.op(f"{{r}} = arith.subi {M}, {c1} : index")
         nlast = t.op(f"{{r}} = arith.subi {ncols}, {c1} : index")
         rows = []  # (A row index for reading, local row in the scratch, output row or None)
@@ -636,6 +632,33 @@ class _DotKernel:
                     out = [t.op(f"{{r}} = vector.fma {sa}, {sb}, {x} : {vc}") for x in out]
                 return out
 
+            def panel_step(kk: str, sums: list[str]) -> list[str]:
+                """GEMM: W lanes at a time from the scratches (A in place where plain f32):
+                mr x NR accumulators, NR + 1 vectors of operands live."""
+                out = list(sums)
+                for p in range(C // W):
+                    kp = t.op(f"{{r}} = arith.addi {kk}, {t.c(p * W)} : index")
+                    bvs = []
+                    for j in range(NR):
+                        o = t.op(f"{{r}} = arith.muli {colv[j][1]}, {K} : index")
+                        o = t.op(f"{{r}} = arith.addi {o}, {kp} : index")
+                        bvs.append(t.op(f"{{r}} = vector.load {self.bd}[{o}] : memref<?xf32>, "
+                                        f"{vc}"))
+                    for i in range(mr):
+                        if a_direct:
+                            r = t.op(f"{{r}} = arith.addi {arow0}, {rows[i][1]} : index")
+                            o = t.op(f"{{r}} = arith.muli {r}, {K} : index")
+                            mem = "%a"
+                        else:
+                            o = t.op(f"{{r}} = arith.muli {t.c(i)}, {K} : index")
+                            mem = self.ad
+                        o = t.op(f"{{r}} = arith.addi {o}, {kp} : index")
+                        a = t.op(f"{{r}} = vector.load {mem}[{o}] : memref<?xf32>, {vc}")
+                        for j in range(NR):
+                            out[i * NR + j] = t.op(f"{{r}} = vector.fma {a}, {bvs[j]}, "
+                                                   f"{out[i * NR + j]} : {vc}")
+                return out
+
             def block(blk: str, accs: list[str]) -> list[str]:
                 k0 = t.op(f"{{r}} = arith.muli {blk}, {t.c(kb)} : index")
                 # B's factor for streamed scaled values: once per block and column
@@ -651,11 +674,17 @@ class _DotKernel:
                         list(accs))
 
                 def chunk_step(kk: str, sums: list[str]) -> list[str]:
+                    if not stream:
+                        return panel_step(kk, sums)
                     bvs = [b_vec(j, kk, bfac[j]) for j in range(NR)]
                     out = list(sums)
                     for i in range(mr):
                         a = a_vec(i, kk, None)
                         for j in range(NR):
+                            if wide:
+                                out[i * NR + j] = t.op(f"{{r}} = vector.fma {a}, {bvs[j]}, "
+                                                       f"{out[i * NR + j]} : {va}")
+                                continue
                             (out[i * NR + j],) = fma_into([out[i * NR + j]], a, bvs[j])
                     return out
 
@@ -665,7 +694,8 @@ class _DotKernel:
                         sums = chunk_step(kk, sums)
                 else:
                     k1 = t.op(f"{{r}} = arith.addi {k0}, {t.c(kb)} : index")
-                    sums = t.for_(k0, k1, t.c(C), [(x, vc) for x in sums], chunk_step)
+                    sums = t.for_(k0, k1, t.c(C), [(x, va if wide else vc) for x in sums],
+                                  chunk_step)
                 if not self.exact:
                     return sums
                 # exact: the block sums (exact integers) times fa * fb, accumulated
