@@ -339,48 +339,37 @@ class _DotKernel:
             if sh is not None:
                 w = t.op(f"{{r}} = arith.extsi {sh} : {_vt(C, 'i8')} to {vi}")
                 return t.op(f"{{r}} = arith.sitofp {w} : {vi} to {_vt(C, 'f32')}")
-        ft = f.element_type
-        c = t.op(f"{{r}} = arith.extui {v8} : {_vt(C, 'i8')} to {vi}")
-        mb = ft.man_bits
-        mag = t.op(f"{{r}} = arith.andi {c}, {t.c((1 << (ft.bits - 1)) - 1, vi)} : {vi}")
-        e = t.op(f"{{r}} = arith.shrui {mag}, {t.c(mb, vi)} : {vi}")
-        m = t.op(f"{{r}} = arith.andi {mag}, {t.c((1 << mb) - 1, vi)} : {vi}")
-        zero = t.c(0, vi)
-        sub = t.op(f"{{r}} = arith.cmpi eq, {e}, {zero} : {vi}")
-        hid = t.op(f"{{r}} = arith.ori {m}, {t.c(1 << mb, vi)} : {vi}")
-        mant = t.op(f"{{r}} = arith.select {sub}, {m}, {hid} : {_vt(C, 'i1')}, {vi}")
-        em1 = t.op(f"{{r}} = arith.subi {e}, {t.c(1, vi)} : {vi}")
-        shf = t.op(f"{{r}} = arith.select {sub}, {zero}, {em1} : {_vt(C, 'i1')}, {vi}")
-        val = t.op(f"{{r}} = arith.shli {mant}, {shf} : {vi}")
-        neg = t.op(f"{{r}} = arith.subi {zero}, {val} : {vi}")
-        sgn = t.op(f"{{r}} = arith.cmpi uge, {c}, {t.c(1 << (ft.bits - 1), vi)} : {vi}")
-        sv = t.op(f"{{r}} = arith.select {sgn}, {neg}, {val} : {_vt(C, 'i1')}, {vi}")
-        return t.op(f"{{r}} = arith.sitofp {sv} : {vi} to {_vt(C, 'f32')}")
+        return self.f16_decode(side, v8, integer_shift(f))
 
-    def f8_values(self, side: str, v8: str) -> str:
-        """vector<C x f32>: the f8 elements' values (NaN and Inf codes included), through
-        f16: e5m2 is the top byte of an f16; e4m3fn's magnitude shifted into an f16's fields
-        is its value times 2^-8 (subnormals included: f16's conversion to f32 is exact and
-        does not depend on the CPU's flush modes), its NaN codes selected."""
+    def f16_decode(self, side: str, v8: str, shift: int) -> str:
+        """vector<C x f32>: float element codes' values times 2^shift, through f16: a
+        code's magnitude shifted into an f16's exponent and mantissa fields is its value
+        times 2^(bias - 15), subnormals included (f16's conversion to f32 is exact and does
+        not depend on the CPU's flush modes; F16C's ``vcvtph2ps`` where the host has it);
+        e5m2's Inf / NaN codes are f16's, e4m3fn's NaN codes are selected."""
         t, C = self.t, self.C
         ft = self.s.fmt(side).element_type
         vh, vf = _vt(C, "i16"), _vt(C, "f32")
+        top = ft.bits - 1  # the sign bit
         c = t.op(f"{{r}} = arith.extui {v8} : {_vt(C, 'i8')} to {vh}")
-        if ft.exp_bits == 5:  # e5m2
-            bits = t.op(f"{{r}} = arith.shli {c}, {t.c(8, vh)} : {vh}")
-            h = t.op(f"{{r}} = arith.bitcast {bits} : {vh} to {_vt(C, 'f16')}")
-            return t.op(f"{{r}} = arith.extf {h} : {_vt(C, 'f16')} to {vf}")
-        mag = t.op(f"{{r}} = arith.andi {c}, {t.c(0x7F, vh)} : {vh}")
-        sg = t.op(f"{{r}} = arith.andi {c}, {t.c(0x80, vh)} : {vh}")
-        mb = t.op(f"{{r}} = arith.shli {mag}, {t.c(7, vh)} : {vh}")
-        sb = t.op(f"{{r}} = arith.shli {sg}, {t.c(8, vh)} : {vh}")
+        mag = t.op(f"{{r}} = arith.andi {c}, {t.c((1 << top) - 1, vh)} : {vh}")
+        sg = t.op(f"{{r}} = arith.andi {c}, {t.c(1 << top, vh)} : {vh}")
+        mb = t.op(f"{{r}} = arith.shli {mag}, {t.c(10 - ft.man_bits, vh)} : {vh}")
+        sb = t.op(f"{{r}} = arith.shli {sg}, {t.c(15 - top, vh)} : {vh}")
         bits = t.op(f"{{r}} = arith.ori {mb}, {sb} : {vh}")
+        if ft.bits == 8 and ft.exp_bits == 4:  # e4m3fn: S.1111.111 is NaN
+            # mag + 1 reaches bit 7 only for 0x7F: that bit moved to bit 14 turns its f16
+            # 0x3F80 into 0x7F80, a NaN (no select: cheaper on every ISA)
+            p1 = t.op(f"{{r}} = arith.addi {mag}, {t.c(1, vh)} : {vh}")
+            hb = t.op(f"{{r}} = arith.andi {p1}, {t.c(0x80, vh)} : {vh}")
+            nb = t.op(f"{{r}} = arith.shli {hb}, {t.c(7, vh)} : {vh}")
+            bits = t.op(f"{{r}} = arith.ori {bits}, {nb} : {vh}")
         h = t.op(f"{{r}} = arith.bitcast {bits} : {vh} to {_vt(C, 'f16')}")
-        f = t.op(f"{{r}} = arith.extf {h} : {_vt(C, 'f16')} to {vf}")
-        f = t.op(f"{{r}} = arith.mulf {f}, {t.c(256.0, vf)} : {vf}")
-        nan = t.op(f"{{r}} = arith.cmpi eq, {mag}, {t.c(0x7F, vh)} : {vh}")
-        return t.op(f"{{r}} = arith.select {nan}, {t.c(float('nan'), vf)}, {f} : "
-                    f"{_vt(C, 'i1')}, {vf}")
+        v = t.op(f"{{r}} = arith.extf {h} : {_vt(C, 'f16')} to {vf}")
+        mul = 15 - ft.bias + shift
+        if mul == 0:
+            return v
+        return t.op(f"{{r}} = arith.mulf {v}, {t.c(2.0 ** mul, vf)} : {vf}")
 
     def factor(self, side: str, smem: str, block: str) -> str:
         """f32: the block's scale times 2^-integer_shift (f8 formats: the scale)."""
@@ -431,7 +420,7 @@ class _DotKernel:
         if integer_shift(f) is not None:
             v = self.integer_units(side, v8)
         else:
-            v = self.f8_values(side, v8)
+            v = self.f16_decode(side, v8, 0)
         if not scaled:
             return v
         if factor is None:
