@@ -602,9 +602,11 @@ def _exponent_range(b: Any, o: Any) -> tuple[Any, Any]:
     fmt = o.fmt
     if fmt.is_nvfp4:
         return scalar(-10), scalar(12)
-    c = b.convert(b.bitcast(o.scales, "ui8"), "i32")
-    lo = b.reduce(c, list(range(len(b.shape(c)))), "min", 255)
-    hi = b.reduce(c, list(range(len(b.shape(c)))), "max", 0)
+    # reduced as ui8 codes, the two scalars converted (XLA:CPU materialized an i32 copy of
+    # the scales for each reduction otherwise: milliseconds on a 4096 x 4096 GEMV's scales)
+    c = b.bitcast(o.scales, "ui8")
+    lo = b.convert(b.reduce(c, list(range(len(b.shape(c)))), "min", 255), "i32")
+    hi = b.convert(b.reduce(c, list(range(len(b.shape(c)))), "max", 0), "i32")
     t = FLOAT_TYPES.get(fmt.element)
     smallest = -6 if fmt.is_int else 1 - t.bias - t.man_bits
     return b.add(lo, smallest - 127), b.add(hi, fmt.emax_elem + 1 - 127)
