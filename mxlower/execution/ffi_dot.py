@@ -30,6 +30,7 @@ condition of :func:`mxlower.lowering.mx_math.lower_scaled_dot` (its caller, thro
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import time
 from collections.abc import Sequence
@@ -277,3 +278,36 @@ def dot(a: Any, a_scales: Any, b: Any, b_scales: Any, lhs_format: str | None,
 def kernel_paths() -> Sequence[str]:
     """Every path this host can run (what the tests force in turn)."""
     return dot_kernels.host_paths(_cpu_flags())
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m mxlower.execution.ffi_dot LHS RHS [--lhs-block-size K] [--rhs-block-size
+    K] [--path P] [--lowered]``: prints the kernel (upstream MLIR; ``--lowered``: the LLVM
+    dialect with its FFI handler).  LHS / RHS: an MX format or f32, bf16, f16."""
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m mxlower.execution.ffi_dot",
+                                 description=main.__doc__.split("\n")[0])
+    ap.add_argument("lhs")
+    ap.add_argument("rhs")
+    ap.add_argument("--lhs-block-size", type=int)
+    ap.add_argument("--rhs-block-size", type=int)
+    ap.add_argument("--path", default="portable", choices=dot_kernels.PATHS)
+    ap.add_argument("--lowered", action="store_true")
+    a = ap.parse_args(argv)
+    try:
+        spec = DotSpec(a.lhs, a.rhs, a.lhs_block_size, a.rhs_block_size, a.path)
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    if a.lowered:
+        ctx, module = lower_module(spec)
+        with ctx:
+            print(module)
+    else:
+        print(dot_kernels.build(spec))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
