@@ -85,10 +85,11 @@ PATHS = ("avx2", "portable")
 #: columns of B per work unit (the GEMM path's packed panel)
 NP = 32
 #: the largest M that takes the streaming path
-STREAM_M = 3
-#: rows x columns of the register tile (streaming path: MR_STREAM rows)
+STREAM_M = 16
+#: rows x columns of the GEMM's register tile
 MR, NR = 6, 2
-MR_STREAM = 1
+#: rows of a streaming tile (from 3 rows of A on; one or two rows go one at a time)
+MR_STREAM, MR_STREAM_EXACT = 8, 4
 #: f32 lanes of one accumulator
 LANES = 8
 #: how the exact block sums are accumulated: "f64" or "f32"
@@ -394,11 +395,16 @@ class _DotKernel:
             sg = t.op(f"{{r}} = arith.andi {c}, {t.c(0x80, 'i32')} : i32")
             sg = t.op(f"{{r}} = arith.shli {sg}, {t.c(24, 'i32')} : i32")
             bits = t.op(f"{{r}} = arith.ori {bits}, {sg} : i32")
-        else:  # e8m0: 2^(c - 127 - shift), NaN for code 255
-            ex = t.op(f"{{r}} = arith.subi {c}, {t.c(shift, 'i32')} : i32")
-            nb = t.op(f"{{r}} = arith.shli {ex}, {t.c(23, 'i32')} : i32")
+        else:  # e8m0: 2^(c - 127) (code 0: the subnormal 2^-127, 255: NaN), times 2^-shift
+            nb = t.op(f"{{r}} = arith.shli {c}, {t.c(23, 'i32')} : i32")
+            z = t.op(f"{{r}} = arith.cmpi eq, {c}, {t.c(0, 'i32')} : i32")
+            nb = t.op(f"{{r}} = arith.select {z}, {t.c(0x00400000, 'i32')}, {nb} : i32")
             nan = t.op(f"{{r}} = arith.cmpi eq, {c}, {t.c(255, 'i32')} : i32")
             bits = t.op(f"{{r}} = arith.select {nan}, {t.c(0x7FC00000, 'i32')}, {nb} : i32")
+            f = t.op(f"{{r}} = arith.bitcast {bits} : i32 to f32")
+            if not shift:
+                return f
+            return t.op(f"{{r}} = arith.mulf {f}, {t.c(2.0 ** -shift, 'f32')} : f32")
         return t.op(f"{{r}} = arith.bitcast {bits} : i32 to f32")
 
     def chunk(self, side: str, mem: str, smem: str | None, row: str, kk: str, K: str,
@@ -471,7 +477,13 @@ class _DotKernel:
                 a_direct = not a_mx and s.lhs == "f32"
                 if not a_direct:  # A's M rows (<= STREAM_M) decoded once
                     self.prepare("lhs", arow0, c0, M, self.ad, getattr(self, "af", None))
-                self.rows(c0, M, MR_STREAM, stream=True, a_direct=a_direct)
+                one = t.op(f"{{r}} = arith.cmpi ule, {M}, {t.c(2)} : index")
+                # one or two rows: one row at a time against two columns, accumulators as
+                # wide as a chunk; more: tiles of MR_STREAM rows against one column (the
+                # column's chunk decoded once per tile)
+                t.if_(one, lambda: self.rows(c0, M, 1, stream=True, a_direct=a_direct),
+                      lambda: self.rows(c0, M, MR_STREAM_EXACT if self.exact else MR_STREAM,
+                                        stream=True, a_direct=a_direct, nr=1))
 
             def gemm() -> None:
                 self.exact, self.acc_t = False, "f32"  # scaled values in the panels
@@ -548,25 +560,27 @@ class _DotKernel:
 
         t.for_(r0, hi, c1, [], row)
 
-    def rows(self, lo: str, hi: str, mr: int, *, stream: bool, a_direct: bool) -> None:
+    def rows(self, lo: str, hi: str, mr: int, *, stream: bool, a_direct: bool,
+             nr: int = NR) -> None:
         """Tiles of ``mr`` rows over [lo, hi) (the streaming path)."""
         t = self.t
 
         def tile(m0: str, _: list[str]) -> list[str]:
-            self.tile(m0, mr, stream=stream, a_direct=a_direct, a_local=False)
+            self.tile(m0, mr, stream=stream, a_direct=a_direct, a_local=False, nr=nr)
             return []
 
         t.for_(lo, hi, t.c(mr), [], tile)
 
-    def tile(self, m0: str, mr: int, *, stream: bool, a_direct: bool, a_local: bool) -> None:
-        """Rows m0 .. m0 + mr (clamped to M) of A against the unit's panel, NR columns at a
-        time: a register tile of mr x NR accumulators over K."""
+    def tile(self, m0: str, mr: int, *, stream: bool, a_direct: bool, a_local: bool,
+             nr: int = NR) -> None:
+        """Rows m0 .. m0 + mr (clamped to M) of A against the unit's panel, nr columns at a
+        time: a register tile of mr x nr accumulators over K."""
         t, s, C, W, K, M = self.t, self.s, self.C, self.W, self.K, self.M
         b, n0, ncols, arow0, brow0 = self.unit
         c0, c1 = t.c(0), t.c(1)
         acc_t = self.acc_t
         # streamed scaled values: accumulators as wide as a chunk (independent FMA chains)
-        wide = stream and not self.exact
+        wide = stream and not self.exact and mr == 1
         va, vc = _vt(C if wide else W, acc_t), _vt(W, "f32")
         mlast = t.op(f"{{r}} = arith.subi {M}, {c1} : index")
         nlast = t.op(f"{{r}} = arith.subi {ncols}, {c1} : index")
@@ -580,12 +594,12 @@ class _DotKernel:
 
         def cols(j0: str, _: list[str]) -> list[str]:
             colv = []
-            for j in range(NR):
+            for j in range(nr):
                 nj = t.op(f"{{r}} = arith.addi {j0}, {t.c(j)} : index")
                 nc = t.op(f"{{r}} = arith.minui {nj}, {nlast} : index")
                 colv.append((nj, nc))
             zero = t.c(0.0, va)
-            inits = [(zero, va)] * (mr * NR)
+            inits = [(zero, va)] * (mr * nr)
 
             def a_vec(i: int, kk: str, factor_row: str | None) -> str:
                 mi, mc = rows[i]
@@ -623,12 +637,12 @@ class _DotKernel:
 
             def panel_step(kk: str, sums: list[str]) -> list[str]:
                 """GEMM: W lanes at a time from the scratches (A in place where plain f32):
-                mr x NR accumulators, NR + 1 vectors of operands live."""
+                mr x nr accumulators, nr + 1 vectors of operands live."""
                 out = list(sums)
                 for p in range(C // W):
                     kp = t.op(f"{{r}} = arith.addi {kk}, {t.c(p * W)} : index")
                     bvs = []
-                    for j in range(NR):
+                    for j in range(nr):
                         o = t.op(f"{{r}} = arith.muli {colv[j][1]}, {K} : index")
                         o = t.op(f"{{r}} = arith.addi {o}, {kp} : index")
                         bvs.append(t.op(f"{{r}} = vector.load {self.bd}[{o}] : memref<?xf32>, "
@@ -643,38 +657,38 @@ class _DotKernel:
                             mem = self.ad
                         o = t.op(f"{{r}} = arith.addi {o}, {kp} : index")
                         a = t.op(f"{{r}} = vector.load {mem}[{o}] : memref<?xf32>, {vc}")
-                        for j in range(NR):
-                            out[i * NR + j] = t.op(f"{{r}} = vector.fma {a}, {bvs[j]}, "
-                                                   f"{out[i * NR + j]} : {vc}")
+                        for j in range(nr):
+                            out[i * nr + j] = t.op(f"{{r}} = vector.fma {a}, {bvs[j]}, "
+                                                   f"{out[i * nr + j]} : {vc}")
                 return out
 
             def block(blk: str, accs: list[str]) -> list[str]:
                 k0 = t.op(f"{{r}} = arith.muli {blk}, {t.c(kb)} : index")
                 # B's factor for streamed scaled values: once per block and column
-                bfac = [None] * NR
+                bfac = [None] * nr
                 if stream and s.fmt("rhs") is not None and not self.exact:
-                    for j in range(NR):
+                    for j in range(nr):
                         r = t.op(f"{{r}} = arith.addi {brow0}, {colv[j][1]} : index")
                         nb = t.op(f"{{r}} = arith.divui {K}, {t.c(kb)} : index")
                         sb = t.op(f"{{r}} = arith.muli {r}, {nb} : index")
                         si = t.op(f"{{r}} = arith.addi {sb}, {blk} : index")
                         bfac[j] = self.factor("rhs", "%bs", si)
-                sums = ([t.c(0.0, vc) for _ in range(mr * NR)] if self.exact else
+                sums = ([t.c(0.0, vc) for _ in range(mr * nr)] if self.exact else
                         list(accs))
 
                 def chunk_step(kk: str, sums: list[str]) -> list[str]:
                     if not stream:
                         return panel_step(kk, sums)
-                    bvs = [b_vec(j, kk, bfac[j]) for j in range(NR)]
+                    bvs = [b_vec(j, kk, bfac[j]) for j in range(nr)]
                     out = list(sums)
                     for i in range(mr):
                         a = a_vec(i, kk, None)
-                        for j in range(NR):
+                        for j in range(nr):
                             if wide:
-                                out[i * NR + j] = t.op(f"{{r}} = vector.fma {a}, {bvs[j]}, "
-                                                       f"{out[i * NR + j]} : {va}")
+                                out[i * nr + j] = t.op(f"{{r}} = vector.fma {a}, {bvs[j]}, "
+                                                       f"{out[i * nr + j]} : {va}")
                                 continue
-                            (out[i * NR + j],) = fma_into([out[i * NR + j]], a, bvs[j])
+                            (out[i * nr + j],) = fma_into([out[i * nr + j]], a, bvs[j])
                     return out
 
                 if nchunks <= 8:
@@ -691,11 +705,11 @@ class _DotKernel:
                 out = []
                 for i in range(mr):
                     fa = self.block_factor("lhs", i, rows[i], blk, a_local)
-                    for j in range(NR):
+                    for j in range(nr):
                         fb = self.block_factor("rhs", j, colv[j], blk, not stream)
                         f = t.op(f"{{r}} = arith.mulf {fa}, {fb} : f32")
-                        acc = accs[i * NR + j]
-                        sm = sums[i * NR + j]
+                        acc = accs[i * nr + j]
+                        sm = sums[i * nr + j]
                         if acc_t == "f64":
                             f = t.op(f"{{r}} = arith.extf {f} : f32 to f64")
                             sm = t.op(f"{{r}} = arith.extf {sm} : {vc} to {va}")
@@ -708,9 +722,9 @@ class _DotKernel:
             # reduce and store the valid results
             for i in range(mr):
                 mi = rows[i][0]
-                for j in range(NR):
+                for j in range(nr):
                     nj = colv[j][0]
-                    red = t.op(f"{{r}} = vector.reduction <add>, {accs[i * NR + j]} : {va} "
+                    red = t.op(f"{{r}} = vector.reduction <add>, {accs[i * nr + j]} : {va} "
                                f"into {acc_t}")
                     if acc_t == "f64":
                         red = t.op(f"{{r}} = arith.truncf {red} : f64 to f32")
@@ -728,7 +742,7 @@ class _DotKernel:
                     t.do("}")
             return []
 
-        t.for_(c0, ncols, t.c(NR), [], cols)
+        t.for_(c0, ncols, t.c(nr), [], cols)
 
     def block_factor(self, side: str, idx: int, rc: tuple[str, str], blk: str,
                      local: bool) -> str:

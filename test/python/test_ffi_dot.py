@@ -1,7 +1,7 @@
 """The fused block-scaled dot kernel (mxlower.lowering.dot_kernels, run through
 mxlower.execution.ffi_dot) against mxlower.reference.scaled_dot: every MX format pair, plain
 f32/bf16/f16 sides on either side, M / N / K that are no multiple of any tile (K of one and of
-three blocks), batch dimensions, both ways of a unit (streaming for M <= 3, the blocked GEMM
+three blocks), batch dimensions, both ways of a unit (streaming for M <= 16, the blocked GEMM
 above), NaN / Inf codes, every SIMD path this CPU runs (``MXLOWER_DOT_PATH``), the exact
 block sums of the integer-unit formats, handler errors, and the JAX entry's dispatch
 (transposed dimension numbers, jit, vmap, grad) -- the range ends are test_ffi_scaled_dot's
@@ -33,8 +33,9 @@ F32 = np.float32
 MX = list(FORMATS)
 PLAIN = {"f32": np.float32, "bf16": ml_dtypes.bfloat16, "f16": np.float16}
 PATHS = ffi_dot.kernel_paths()
-#: (batch, M, N, K in blocks): one row, the streaming limit, the GEMM with ragged tiles
-SHAPES = [((), 1, 1, 1), ((), 3, 37, 3), ((2,), 7, 33, 2), ((), 13, 70, 3)]
+#: (batch, M, N, K in blocks): the streaming path's one row at a time (M <= 2) and tiles of
+#: rows, the GEMM (M > STREAM_M) with ragged tiles; N across panels of 32 columns
+SHAPES = [((), 1, 1, 1), ((), 2, 37, 3), ((2,), 7, 33, 2), ((), 13, 70, 3), ((), 20, 35, 1)]
 
 
 def _side(rng, name: str, shape, k=None):
@@ -94,7 +95,7 @@ def test_every_simd_path(path):
     rng = np.random.default_rng(5)
     for lf, rf in (("f32", "mxfp4_e2m1"), ("bf16", "nvfp4"), ("mxfp4_e2m1", "mxfp4_e2m1"),
                    ("mxint8", "mxfp6_e3m2"), ("f16", "mxfp8_e4m3")):
-        for shape in SHAPES[1:3]:
+        for shape in SHAPES[1:]:
             _run(lf, rf, shape, rng, path)
 
 
@@ -114,7 +115,7 @@ def test_odd_block_sizes():
     rng = np.random.default_rng(7)
     for lf, rf, k in (("mxfp4_e2m1", "mxfp4_e2m1", 2), ("f32", "mxfp8_e5m2", 12),
                       ("mxint8", "mxfp6_e2m3", 36), ("bf16", "mxfp4_e2m1", 64)):
-        for shape in (SHAPES[1], SHAPES[3]):
+        for shape in (SHAPES[1], SHAPES[3], SHAPES[4]):
             _run(lf, rf, shape, rng, PATHS[0], k=k)
 
 
@@ -129,7 +130,7 @@ def test_exact_block_sums():
     s_a = np.array([[140, 140, 100]], np.uint8).view(ml_dtypes.float8_e8m0fnu)
     ones = np.full((1, 3 * k), 64, np.int8)  # 1.0 in mxint8
     s_b = np.full((1, 3), 127, np.uint8).view(ml_dtypes.float8_e8m0fnu)
-    for M in (1, 5):  # streaming and GEMM
+    for M in (1, 5, dot_kernels.STREAM_M + 1):  # streaming (one row, a tile) and GEMM
         a = np.repeat(e, M, 0)
         sa = np.repeat(s_a, M, 0)
         got = np.asarray(ffi_dot.dot(a, sa, ones, s_b, "mxint8", "mxint8"))
@@ -148,7 +149,7 @@ def test_nan_and_inf_codes():
         e[2, 7] = code
         a = e.view(np.asarray(a).dtype)
         x = rng.standard_normal((2, 64)).astype(F32)
-        for lhs in (x, np.repeat(x, 3, 0)):  # streaming (the weights on the right) and GEMM
+        for lhs in (x, np.repeat(x, 9, 0)):  # streaming (the weights on the right) and GEMM
             got = np.asarray(ffi_dot.dot(lhs, None, a, sa, None, fmt))
             want = R.scaled_dot(lhs, None, R.dequantize(e.view(np.asarray(a).dtype), np.asarray(sa),
                                                         fmt), None)
@@ -188,9 +189,16 @@ def test_scaled_dot_dispatch_layouts_jit_vmap_grad():
     f = jax.jit(lambda x, w: mxj.scaled_dot(x, w, dn))
     assert "mxlower_dot_f32_mxfp4_e2m1k32" in f.lower(x, w).compile().as_text()
     assert_dot_close(f(x, w), x, vw, dn, what="[K, N] weights")
-    # the GEMV written w^T x: the plain side has 2 rows, the kernel streams the weights
+    # the weights on the left: the lhs blocked along its first axis
     g = jax.jit(lambda w, x: mxj.scaled_dot(w, x, (((0,), (1,)), ((), ()))))
     assert_dot_close(g(w, x), vw, x, (((0,), (1,)), ((), ())), what="w^T x")
+    # the GEMV written w x with 40 weight rows: the kernel computes x w^T (the side with few
+    # rows streams the other) and transposes the small result
+    w2 = mxj.quantize(rng.standard_normal((40, 64)).astype(F32), "mxfp4_e2m1", impl="xla")
+    g2 = jax.jit(lambda w, x: mxj.scaled_dot(w, x))
+    assert "mxlower_dot_f32_mxfp4_e2m1k32" in g2.lower(w2, x).compile().as_text()
+    assert_dot_close(g2(w2, x), np.asarray(mxj.dequantize(w2)), x, (((1,), (1,)), ((), ())),
+                     what="w x")
     # batch dimensions not in front
     q = mxj.quantize(rng.standard_normal((3, 4, 64)).astype(F32), "mxfp6_e2m3", impl="xla")
     p = rng.standard_normal((64, 3, 5)).astype(F32)
