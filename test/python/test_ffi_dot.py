@@ -217,3 +217,24 @@ def test_scaled_dot_dispatch_layouts_jit_vmap_grad():
     ct = rng.standard_normal((2, 6)).astype(F32)
     gx = jax.jit(jax.grad(lambda x: jnp.sum(ct * mxj.scaled_dot(x, w, dn))))(x)
     np.testing.assert_allclose(gx, ct @ vw.T, rtol=1e-5, atol=1e-5)
+
+
+def test_installed_scaled_matmul_runs_the_kernel():
+    """``jax.nn.scaled_matmul`` after ``mxlower.jax.install()`` lowers to the kernel too."""
+    rng = np.random.default_rng(19)
+    lhs = jnp.asarray(rng.standard_normal((2, 3, 64)).astype(F32)).astype(jnp.float8_e4m3fn)
+    rhs = jnp.asarray(rng.standard_normal((2, 5, 64)).astype(F32)).astype(jnp.float8_e4m3fn)
+    codes = rng.integers(120, 135, (2, 3, 2)).astype(np.uint8)
+    ls = jnp.asarray(codes.view(ml_dtypes.float8_e8m0fnu))
+    rs = jnp.ones((2, 5, 2), jnp.float8_e8m0fnu)
+    mxj.install()
+    try:
+        f = jax.jit(jax.nn.scaled_matmul)
+        text = f.lower(lhs, rhs, ls, rs).compile().as_text()
+        assert "mxlower_dot_mxfp8_e4m3k32_mxfp8_e4m3k32" in text
+        got = f(lhs, rhs, ls, rs)
+    finally:
+        mxj.uninstall()
+    va = R.dequantize(np.asarray(lhs), codes.view(ml_dtypes.float8_e8m0fnu), "mxfp8_e4m3")
+    vb = np.asarray(rhs).astype(F32)
+    assert_dot_close(got, va, vb, (((2,), (2,)), ((0,), (0,))), what="scaled_matmul")
