@@ -3,13 +3,16 @@
 :mod:`mxlower.execution.ffi` and :mod:`mxlower.execution.ffi_cuda`) instead of expanded
 StableHLO; on the CPU, ``mx_scaled_dot``'s operands prepared by the dequantize kernel.
 
-``mx_scaled_dot`` (CPU only): each MX side is dequantized to f32 by the dequantize kernel
-(nvfp4 without its global scale: docs/semantics.md section 5's exact values, subnormals
-included), a plain side is left as it is, and
-:func:`mxlower.lowering.mx_math.lower_scaled_dot` emits the rest as in the portable lowering --
-the run-time test on the scales, the f32 ``dot_general`` where it is exact and otherwise the
-f64 one on those f32 values read exactly from their bits (XLA:CPU's f32 -> f64 conversion
-flushes subnormals), the global scale, the result type -- so both impls give the same bits.
+``mx_scaled_dot`` (CPU only): :func:`mxlower.lowering.mx_math.lower_scaled_dot` emits the
+run-time test on the scales and a ``stablehlo.if``: where the f32 contraction is provably
+exact, mxlower's fused dot kernel (:mod:`mxlower.execution.ffi_dot`: the packed operands
+read as stored, never dequantized into memory; :func:`dot_plan` says where it applies, each
+side brought to ``[B, rows, K]``); otherwise each MX side dequantized to f32 by the
+dequantize kernel (nvfp4 without its global scale: docs/semantics.md section 5's exact
+values, subnormals included) and the f64 ``dot_general`` on those f32 values read exactly
+from their bits (XLA:CPU's f32 -> f64 conversion flushes subnormals); then the global scale
+and the result type as in the portable lowering.  The f64 branch gives the portable
+lowering's bits; the f32 one agrees with it within docs/semantics.md section 6's bound.
 The kernel calls are emitted inside each branch of the ``stablehlo.if``, so only the branch
 taken runs them (emitted once before it, with the f32 results as the conditional's
 operands, a 1024x1024x1024 dot took 1-2 ms longer: BENCHMARKS.md).
