@@ -281,9 +281,14 @@ def dot_plan(shapes: dict[str, tuple[int, ...]], dimension_numbers: Any,
              params: dict[str, Any]) -> tuple[DotSpec, bool] | None:
     """(kernel, swap) of an ``mx_scaled_dot`` on the CPU (:mod:`mxlower.execution.ffi_dot`),
     or None where the kernel does not apply: an MX side contracted over several dimensions,
-    the dot kernels switched off (``MXLOWER_DOT_KERNEL=0``).  ``swap``: the kernel computes
-    ``rhs x lhs`` (the side with few free rows streams the other: a GEMV written ``w @ x``)."""
-    if os.environ.get("MXLOWER_DOT_KERNEL", "1") == "0":
+    the dot kernel switched off (``MXLOWER_DOT_KERNEL=0``), and a GEMM (more than
+    :data:`~mxlower.lowering.dot_kernels.STREAM_M` free rows on both sides) unless
+    ``MXLOWER_DOT_KERNEL=all``: the kernel's GEMM path measured slower than the dequantize
+    kernels + XLA's f32 dot (BENCHMARKS.md), so GEMMs keep those.  ``swap``: the kernel
+    computes ``rhs x lhs`` (the side with few free rows streams the other: a GEMV written
+    ``w @ x``)."""
+    mode = os.environ.get("MXLOWER_DOT_KERNEL", "1")
+    if mode == "0":
         return None
     (lc, rc), _ = dimension_numbers
     if len(lc) != 1:
@@ -295,6 +300,8 @@ def dot_plan(shapes: dict[str, tuple[int, ...]], dimension_numbers: Any,
             return None
         free[side] = math.prod(d for i, d in enumerate(shapes[side])
                                if i not in c and i not in dimension_numbers[1][side == "rhs"])
+    if min(free.values()) > STREAM_M and mode != "all":
+        return None
     swap = free["lhs"] > STREAM_M >= free["rhs"]
     sides = ("rhs", "lhs") if swap else ("lhs", "rhs")
     try:

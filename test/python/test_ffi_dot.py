@@ -238,3 +238,22 @@ def test_installed_scaled_matmul_runs_the_kernel():
     va = R.dequantize(np.asarray(lhs), codes.view(ml_dtypes.float8_e8m0fnu), "mxfp8_e4m3")
     vb = np.asarray(rhs).astype(F32)
     assert_dot_close(got, va, vb, (((2,), (2,)), ((0,), (0,))), what="scaled_matmul")
+
+
+def test_gemms_keep_the_dequantize_kernels_unless_asked(monkeypatch):
+    """More than STREAM_M rows on both sides: the dequantize kernels + XLA's f32 dot (faster
+    than the kernel's GEMM path here, BENCHMARKS.md) unless MXLOWER_DOT_KERNEL=all."""
+    rng = np.random.default_rng(23)
+    rows = dot_kernels.STREAM_M + 1
+    a = mxj.quantize(rng.standard_normal((rows, 64)).astype(F32), "mxint8", impl="xla")
+    b = mxj.quantize(rng.standard_normal((rows + 3, 64)).astype(F32), "mxfp4_e2m1", impl="xla")
+
+    def compiled():
+        return jax.jit(lambda u, v: mxj.scaled_dot(u, v)).lower(a, b).compile()
+
+    assert "mxlower_dot_" not in compiled().as_text()
+    monkeypatch.setenv("MXLOWER_DOT_KERNEL", "all")
+    c = compiled()
+    assert "mxlower_dot_mxint8k32_mxfp4_e2m1k32" in c.as_text()
+    va, vb = (np.asarray(mxj.dequantize(v)) for v in (a, b))
+    assert_dot_close(c(a, b), va, vb, (((1,), (1,)), ((), ())), what="GEMM")
