@@ -14,7 +14,7 @@
 // GEMV: %[[KD:.*]] = memref.load %[[DIMS]][%c3] : memref<?xi64>
 // GEMV: %[[K:.*]] = arith.index_cast %[[KD]] : i64 to index
 // the two scratches, a few rows by K: nothing shaped like an operand
-// GEMV: %[[R:.*]] = arith.muli %c6{{.*}}, %[[K]] : index
+// GEMV: %[[R:.*]] = arith.muli %c16{{.*}}, %[[K]] : index
 // GEMV-NEXT: memref.alloc(%[[R]]) : memref<?xf32>
 // GEMV: %[[P:.*]] = arith.muli %c32{{.*}}, %[[K]] : index
 // GEMV-NEXT: memref.alloc(%[[P]]) : memref<?xf32>
