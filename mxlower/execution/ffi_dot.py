@@ -121,19 +121,34 @@ def handler_text(spec: DotSpec) -> str:
             d = e.load(b, buf.dtype.offset, "i32")
             f.fail_if(e.icmp("ne", d, e.i32(abi.DTYPES[dt.name]), "i32"),
                       f"{what} {i} ({o}) must have dtype {dt}")
-            r = e.load(b, buf.rank.offset, "i64")
-            f.fail_if(e.icmp("ne", r, e.i64(3)), f"{o} must have rank 3")
             buffers[o] = b
-
-    def dim(o: str, i: int) -> str:
+    # every buffer [..., rows, cols] with the same leading (batch) dimensions as a's
+    rank = e.load(buffers["a"], buf.rank.offset, "i64")
+    f.fail_if(e.icmp("slt", rank, e.i64(3)), "a must have rank 3 or more ([..., M, K])")
+    lead = e.binary("sub", rank, e.i64(2))
+    a_dims = e.load(buffers["a"], buf.dims.offset, "!llvm.ptr")
+    shapes = "a [..., M, K], b [..., N, K], out [..., M, N] (the same leading dimensions)"
+    true = e.emit("{r} = llvm.mlir.constant(true) : i1")
+    for o, _ in ins + outs:
+        if o == "a":
+            continue
+        r = e.load(buffers[o], buf.rank.offset, "i64")
+        f.fail_if(e.icmp("ne", r, rank), f"{o} must have a's rank")
         d = e.load(buffers[o], buf.dims.offset, "!llvm.ptr")
-        return e.load(d, 8 * i, "i64")
+        same = e.emit(f"{{r}} = llvm.call @__mxlower_ffi_same_dims({d}, {a_dims}, {lead}) : "
+                      "(!llvm.ptr, !llvm.ptr, i64) -> i1")
+        f.fail_if(e.emit(f"{{r}} = llvm.xor {same}, {true} : i1"), f"shapes must be {shapes}")
 
-    B, M, K = dim("a", 0), dim("a", 1), dim("a", 2)
-    N = dim("b", 1)
-    shapes = "a [B, M, K], b [B, N, K], out [B, M, N]"
-    for o, i, want in (("b", 0, B), ("b", 2, K), ("out", 0, B), ("out", 1, M),
-                       ("out", 2, N)):
+    def dim(o: str, i: int) -> str:  # i = 0: rows, 1: columns
+        d = e.load(buffers[o], buf.dims.offset, "!llvm.ptr")
+        at = e.binary("add", lead, e.i64(i))
+        return e.emit(f"{{r}} = llvm.load {e.element(d, at, 'i64')} : !llvm.ptr -> i64")
+
+    B = e.emit(f"{{r}} = llvm.call @__mxlower_ffi_product({a_dims}, {lead}) : "
+               "(!llvm.ptr, i64) -> i64")
+    M, K = dim("a", 0), dim("a", 1)
+    N = dim("b", 0)
+    for o, i, want in (("b", 1, K), ("out", 0, M), ("out", 1, N)):
         f.fail_if(e.icmp("ne", dim(o, i), want), f"shapes must be {shapes}")
     for side, nm in (("lhs", "a"), ("rhs", "b")):
         k = spec.k(side)
@@ -142,9 +157,10 @@ def handler_text(spec: DotSpec) -> str:
         f.fail_if(e.icmp("ne", e.binary("urem", K, e.i64(k)), zero),
                   f"the block size {k} must divide K")
         rows = M if nm == "a" else N
-        for i, want in ((0, B), (1, rows), (2, e.binary("udiv", K, e.i64(k)))):
+        for i, want in ((0, rows), (1, e.binary("udiv", K, e.i64(k)))):
             f.fail_if(e.icmp("ne", dim(f"{nm}_scales", i), want),
-                      f"{nm}_scales must have shape [B, {'M' if nm == 'a' else 'N'}, K / {k}]")
+                      f"{nm}_scales must have shape [..., {'M' if nm == 'a' else 'N'}, "
+                      f"K / {k}]")
     # the dims buffer, the (data, size) slots
     dims = e.emit(f"{{r}} = llvm.alloca {e.i64(4)} x i64 : (i64) -> !llvm.ptr")
     for i, v in enumerate((B, M, N, K)):
@@ -154,7 +170,7 @@ def handler_text(spec: DotSpec) -> str:
         b = buffers[o]
         data = e.load(b, buf.data.offset, "!llvm.ptr")
         d = e.load(b, buf.dims.offset, "!llvm.ptr")
-        n = e.emit(f"{{r}} = llvm.call @__mxlower_ffi_product({d}, {e.i64(3)}) : "
+        n = e.emit(f"{{r}} = llvm.call @__mxlower_ffi_product({d}, {rank}) : "
                    "(!llvm.ptr, i64) -> i64")
         slots.append((data, n))
     slots.append((dims, e.i64(4)))
@@ -260,19 +276,17 @@ def dot(a: Any, a_scales: Any, b: Any, b_scales: Any, lhs_format: str | None,
     if a.ndim < 2 or b.ndim < 2 or a.shape[:-2] != b.shape[:-2] or a.shape[-1] != b.shape[-1]:
         raise ValueError(f"dot: shapes must be [..., M, K] and [..., N, K], got {a.shape} and "
                          f"{b.shape}")
-    batch = a.shape[:-2]
-    bn = int(np.prod(batch, dtype=np.int64))
-    M, K, N = a.shape[-2], a.shape[-1], b.shape[-2]
-
-    def flat(x: Any) -> Any:
-        return None if x is None else x.reshape((bn,) + x.shape[-2:])
-
-    operands = [v for v in (flat(a), flat(a_scales), flat(b), flat(b_scales)) if v is not None]
+    batch = tuple(a.shape[:-2])
+    M, N = a.shape[-2], b.shape[-2]
+    if not batch:  # the handler takes [..., rows, K] with at least one leading dimension
+        return dot(*(None if v is None else v[None] for v in (a, a_scales, b, b_scales)),
+                   lhs_format, rhs_format, lhs_block_size=lhs_block_size,
+                   rhs_block_size=rhs_block_size, path=path)[0]
+    operands = [v for v in (a, a_scales, b, b_scales) if v is not None]
     name = register(spec)
-    out = jax.ffi.ffi_call(name, jax.ShapeDtypeStruct((bn, M, N), np.float32),
-                           vmap_method="broadcast_all")(*operands)
-    del K
-    return out.reshape(tuple(batch) + (M, N))
+    # any leading dimensions: vmap adds one in front of every operand
+    return jax.ffi.ffi_call(name, jax.ShapeDtypeStruct(batch + (M, N), np.float32),
+                            vmap_method="broadcast_all")(*operands)
 
 
 def kernel_paths() -> Sequence[str]:

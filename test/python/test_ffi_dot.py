@@ -166,13 +166,16 @@ def test_bad_buffers_are_jax_errors():
     name = ffi_dot.register(spec)
     x = jnp.ones((1, 2, 64), F32)
     call = jax.ffi.ffi_call(name, jax.ShapeDtypeStruct((1, 2, 5), F32))
-    with pytest.raises(Exception, match="shapes must be a \\[B, M, K\\]"):
+    with pytest.raises(Exception, match="shapes must be a \\[..., M, K\\]"):
         jax.block_until_ready(call(x, a, sa))
     call = jax.ffi.ffi_call(name, jax.ShapeDtypeStruct((1, 2, 4), F32))
-    with pytest.raises(Exception, match="b_scales must have shape \\[B, N, K / 32\\]"):
+    with pytest.raises(Exception, match="b_scales must have shape \\[..., N, K / 32\\]"):
         jax.block_until_ready(call(x, a, sa[:, :, :1]))
     with pytest.raises(Exception, match="argument 0 \\(a\\) must have dtype float32"):
         jax.block_until_ready(call(x.astype(jnp.bfloat16), a, sa))
+    call = jax.ffi.ffi_call(name, jax.ShapeDtypeStruct((2, 4), F32))
+    with pytest.raises(Exception, match="a must have rank 3 or more"):
+        jax.block_until_ready(call(x[0], a[0], sa[0]))
     with pytest.raises(TypeError, match="a plain side must be float32"):
         ffi_dot.dot(x.astype(jnp.int32), None, a, sa, None, "mxfp8_e4m3")
 
@@ -208,6 +211,13 @@ def test_scaled_dot_dispatch_layouts_jit_vmap_grad():
     vq = R.dequantize(R.from_bits(np.asarray(q.elements), "f6E2M3FN"), np.asarray(q.scales),
                       "mxfp6_e2m3")
     assert_dot_close(h(q, p), vq, p, dnb, what="batch dims")
+    # vmap of the kernel's entry point itself: one call with the batch as a leading dimension
+    vd = jax.jit(jax.vmap(lambda x: ffi_dot.dot(x, None, w2.elements, w2.scales, None,
+                                                 "mxfp4_e2m1")))(xs := rng.standard_normal(
+                                                     (3, 2, 64)).astype(F32))
+    for i in range(3):
+        np.testing.assert_array_equal(vd[i], ffi_dot.dot(xs[i], None, w2.elements, w2.scales,
+                                                         None, "mxfp4_e2m1"))
     # vmap: the batch goes into the kernel's batch dimension
     xs = rng.standard_normal((4, 2, 64)).astype(F32)
     batched = jax.jit(jax.vmap(lambda x: mxj.scaled_dot(x, w, dn)))(xs)
