@@ -267,3 +267,23 @@ def test_gemms_keep_the_dequantize_kernels_unless_asked(monkeypatch):
     assert "mxlower_dot_mxint8k32_mxfp4_e2m1k32" in c.as_text()
     va, vb = (np.asarray(mxj.dequantize(v)) for v in (a, b))
     assert_dot_close(c(a, b), va, vb, (((1,), (1,)), ((), ())), what="GEMM")
+
+
+def test_zero_and_smallest_scales():
+    """nvfp4's E4M3 scale code 0 (a zero block) and e8m0's code 0 (2^-127) on zero blocks:
+    zeros, no NaN from the scale's decoding (the run-time test sends non-zero data with such
+    scales to the f64 contraction; the kernel still must not poison the other blocks)."""
+    rng = np.random.default_rng(29)
+    x = rng.standard_normal((2, 64)).astype(F32)
+    for fmt, k in (("nvfp4", 16), ("mxfp4_e2m1", 32), ("mxint8", 32)):
+        q = mxj.quantize(rng.standard_normal((5, 64)).astype(F32), fmt, impl="xla")
+        s = np.asarray(q.scales).view(np.uint8).copy()
+        e = np.asarray(q.elements).copy()
+        s[1, 0] = 0
+        if fmt != "nvfp4":  # 2^-127 on a zero block
+            e.view(np.uint8)[1, :k] = 0
+        sd = s.view(np.asarray(q.scales).dtype)
+        got = np.asarray(ffi_dot.dot(x, None, e, sd, None, fmt))
+        vw = R.dequantize(e, sd, fmt)
+        assert not np.isnan(got).any()
+        assert_dot_close(got, x, vw, (((1,), (1,)), ((), ())), what=f"{fmt} zero scale")
