@@ -29,6 +29,7 @@ condition of :func:`mxlower.lowering.mx_math.lower_scaled_dot` (its caller, thro
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 import threading
@@ -298,8 +299,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     """``python -m mxlower.execution.ffi_dot LHS RHS [--lhs-block-size K] [--rhs-block-size
     K] [--path P] [--lowered]``: prints the kernel (upstream MLIR; ``--lowered``: the LLVM
     dialect with its FFI handler).  LHS / RHS: an MX format or f32, bf16, f16."""
-    import argparse
-
     ap = argparse.ArgumentParser(prog="python -m mxlower.execution.ffi_dot",
                                  description=main.__doc__.split("\n")[0])
     ap.add_argument("lhs")
