@@ -543,8 +543,6 @@ class _DotKernel:
 
             t.for_(t.c(0), K, t.c(C), [], ck)
             if self.exact:
-                kb = t.c(self.s.k(side))
-
                 def fk(j: str, _: list[str]) -> list[str]:
                     sb = t.op(f"{{r}} = arith.muli {src}, {self.nblk} : index")
                     si = t.op(f"{{r}} = arith.addi {sb}, {j} : index")
@@ -554,7 +552,6 @@ class _DotKernel:
                     t.do(f"memref.store {f}, {fdst}[{fo}] : memref<?xf32>")
                     return []
 
-                del kb
                 t.for_(t.c(0), self.nblk, c1, [], fk)
             return []
 
@@ -601,7 +598,7 @@ class _DotKernel:
             zero = t.c(0.0, va)
             inits = [(zero, va)] * (mr * nr)
 
-            def a_vec(i: int, kk: str, factor_row: str | None) -> str:
+            def a_vec(i: int, kk: str) -> str:
                 mi, mc = rows[i]
                 if a_direct:
                     r = t.op(f"{{r}} = arith.addi {arow0}, {mc} : index")
@@ -613,16 +610,11 @@ class _DotKernel:
                             f"{_vt(C, 'f32')}")
 
             def b_vec(j: int, kk: str, factor: str | None) -> str:
-                nj, nc = colv[j]
-                if stream:
-                    r = t.op(f"{{r}} = arith.addi {brow0}, {nc} : index")
-                    mem, smem = self.side_mems("rhs")
-                    return self.chunk("rhs", mem, smem, r, kk, K, scaled=not self.exact,
-                                      factor=factor)
-                o = t.op(f"{{r}} = arith.muli {nc}, {K} : index")
-                o = t.op(f"{{r}} = arith.addi {o}, {kk} : index")
-                return t.op(f"{{r}} = vector.load {self.bd}[{o}] : memref<?xf32>, "
-                            f"{_vt(C, 'f32')}")
+                """Streaming: a chunk of column j decoded from B's codes."""
+                r = t.op(f"{{r}} = arith.addi {brow0}, {colv[j][1]} : index")
+                mem, smem = self.side_mems("rhs")
+                return self.chunk("rhs", mem, smem, r, kk, K, scaled=not self.exact,
+                                  factor=factor)
 
             def fma_into(accs: list[str], a: str, bv: str) -> list[str]:
                 out = list(accs)
@@ -682,7 +674,7 @@ class _DotKernel:
                     bvs = [b_vec(j, kk, bfac[j]) for j in range(nr)]
                     out = list(sums)
                     for i in range(mr):
-                        a = a_vec(i, kk, None)
+                        a = a_vec(i, kk)
                         for j in range(nr):
                             if wide:
                                 out[i * nr + j] = t.op(f"{{r}} = vector.fma {a}, {bvs[j]}, "
