@@ -28,8 +28,10 @@ Work units are ``(batch, panel of NP columns of B)``; the caller splits the unit
 threads.  Within a unit two ways, chosen at run time by M:
 
 * **streaming** (``M <= STREAM_M``, the GEMV of inference): B's codes are decoded straight from
-  memory as they are read, once per tile of MR rows of A (A's rows, small, are decoded once per
-  unit into a scratch of ``M x K`` f32, or read in place when they are plain f32);
+  memory as they are read -- for one or two rows of A, one row at a time against two columns
+  with accumulators as wide as a chunk; for more, once per tile of :data:`MR_STREAM` rows
+  against one column -- A's rows (few) decoded once per unit into a scratch of ``M x K``
+  f32, or read in place when they are plain f32;
 * **blocked GEMM**: the unit's B panel is decoded once into a scratch of ``NP x K`` f32 (a
   cache-sized panel, as any GEMM packs its operands), then each tile of MR rows of A into a
   scratch of ``MR x K``, and an MR x NR register tile of accumulators runs over K.

@@ -287,3 +287,14 @@ def test_zero_and_smallest_scales():
         vw = R.dequantize(e, sd, fmt)
         assert not np.isnan(got).any()
         assert_dot_close(got, x, vw, (((1,), (1,)), ((), ())), what=f"{fmt} zero scale")
+
+
+def test_split_across_xla_threads():
+    """Calls from PARALLEL_WORK multiply-adds on are split into units run on XLA's thread
+    pool: the same results as the reference (both ways of a unit)."""
+    rng = np.random.default_rng(31)
+    for shape in (((), 1, 2048, 32), ((2,), 40, 300, 8)):
+        batch, M, N, kb = shape
+        assert (int(np.prod(batch)) * -(-N // dot_kernels.NP) * dot_kernels.NP * M * kb * 32
+                >= ffi_dot.PARALLEL_WORK)
+        _run("bf16", "mxfp4_e2m1", shape, rng, PATHS[0])
