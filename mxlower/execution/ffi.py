@@ -479,23 +479,13 @@ def _run_on_cpu(f: Frame) -> list[str]:
     return _parallel_text(name, len(f.slots))
 
 
-def handler_text(spec: Spec, run: Callable[[Frame], list[str]] = _run_on_cpu, *,
-                 suffix: str = "_ffi", emitter: type[Emitter] = Emitter) -> str:
-    """The LLVM dialect functions of ``spec``'s FFI handler, ``@<name><suffix>(call_frame) ->
-    error`` and ``@<name><suffix>_address() -> ptr`` (its address), plus their helpers and
-    message strings.  The handler answers the metadata query, returns at once outside the
-    execute stage, decodes and checks the frame against ``spec``, then ``run(frame)`` emits the
-    rest (by default: call the lowered kernel ``@<name>`` on the CPU; see the module
-    docstring) with ``frame.e``, an ``emitter``, and returns the module-level functions it
-    needs.  Every platform's handler is this one generator with another ``run``."""
-    name = spec.name
-    ins, outs = spec.operands(), spec.results()
-    frame, args, rets = abi.CallFrame, abi.Args, abi.Rets
-    buf = abi.Buffer
-    e = emitter()
-    f = Frame(spec, e)
-    fail_if = f.fail_if
-
+def open_handler(f: Frame, name: str, suffix: str) -> None:
+    """Opens the handler function ``@<name><suffix>(call_frame) -> error``: answers XLA's
+    metadata query (API 0.3, no traits), returns at once outside the execute stage, and leaves
+    ``f.e`` in the execute stage's block with ``f.null``, ``f.zero``, ``f.one`` and ``f.api``
+    set."""
+    e, fail_if = f.e, f.fail_if
+    frame = abi.CallFrame
     e.lines.append(f"  llvm.func @{name}{suffix}(%frame: !llvm.ptr) -> !llvm.ptr {{")
     f.null = null = e.emit("{r} = llvm.mlir.zero : !llvm.ptr")
     f.zero, f.one = zero, one = e.i64(0), e.i64(1)  # in the entry block: they dominate all
@@ -533,6 +523,26 @@ def handler_text(spec: Spec, run: Callable[[Frame], list[str]] = _run_on_cpu, *,
     e.block("done")
     e.do(f"llvm.return {null} : !llvm.ptr")
     e.block("execute")
+
+
+def handler_text(spec: Spec, run: Callable[[Frame], list[str]] = _run_on_cpu, *,
+                 suffix: str = "_ffi", emitter: type[Emitter] = Emitter) -> str:
+    """The LLVM dialect functions of ``spec``'s FFI handler, ``@<name><suffix>(call_frame) ->
+    error`` and ``@<name><suffix>_address() -> ptr`` (its address), plus their helpers and
+    message strings.  The handler answers the metadata query, returns at once outside the
+    execute stage, decodes and checks the frame against ``spec``, then ``run(frame)`` emits the
+    rest (by default: call the lowered kernel ``@<name>`` on the CPU; see the module
+    docstring) with ``frame.e``, an ``emitter``, and returns the module-level functions it
+    needs.  Every platform's handler is this one generator with another ``run``."""
+    name = spec.name
+    ins, outs = spec.operands(), spec.results()
+    frame, args, rets = abi.CallFrame, abi.Args, abi.Rets
+    buf = abi.Buffer
+    e = emitter()
+    f = Frame(spec, e)
+    fail_if = f.fail_if
+    open_handler(f, name, suffix)
+    null, zero, one = f.null, f.zero, f.one
     # 3. decode the buffers
     buffers: list[str] = []
     for what, group, types_f, ptrs_f, ops in (
@@ -608,6 +618,15 @@ def handler_text(spec: Spec, run: Callable[[Frame], list[str]] = _run_on_cpu, *,
         f.slots.append((data, n))
     f.blocks = e.binary("udiv", e.binary("add", total, e.binary("sub", k, one)), k)
     extra = run(f)
+    return close_handler(f, name, suffix, extra)
+
+
+def close_handler(f: Frame, name: str, suffix: str, extra: list[str]) -> str:
+    """Closes the handler :func:`open_handler` opened: its error blocks
+    (``XLA_FFI_Error_Create(INVALID_ARGUMENT, message)``), ``extra`` (module-level functions
+    it calls), ``@<name><suffix>_address()``, the message strings and helpers; returns the
+    text."""
+    e = f.e
     # 5. errors: XLA_FFI_Error_Create(INVALID_ARGUMENT, message)
     for mi in range(len(f.messages)):
         e.block(f"error{mi}")

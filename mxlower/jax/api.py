@@ -222,10 +222,12 @@ def scaled_dot(lhs: Any, rhs: Any, dimension_numbers: Any = None,
     lhs free, rhs free dimensions.  Two nvfp4 sides with global scales multiply the result by
     both.  Gradient: exact for plain sides, straight-through for quantized ones.
 
-    ``impl``: "auto" dequantizes each MX side with mxlower's fused kernel (an XLA FFI custom
-    call) when lowered for the CPU, then contracts with XLA's dot as "xla" does (f32
-    where provably exact, else f64: docs/semantics.md section 6); "xla" always uses the portable
-    StableHLO (see :mod:`mxlower.jax.kernels`).  Both give the same bits.
+    ``impl``: "auto", lowered for the CPU, runs mxlower's fused dot kernel on the packed
+    operands where an f32 contraction is provably exact, and otherwise dequantizes each MX
+    side with the fused dequantize kernel and contracts in f64 as "xla" does
+    (docs/semantics.md section 6); "xla" always uses the portable StableHLO (see
+    :mod:`mxlower.jax.kernels`).  The two agree within section 6's bound (the same bits where
+    the f64 contraction runs).
     """
     kernels.check_impl(impl, "scaled_dot")
     a, b = _side(lhs, "lhs"), _side(rhs, "rhs")

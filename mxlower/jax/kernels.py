@@ -3,13 +3,16 @@
 :mod:`mxlower.execution.ffi` and :mod:`mxlower.execution.ffi_cuda`) instead of expanded
 StableHLO; on the CPU, ``mx_scaled_dot``'s operands prepared by the dequantize kernel.
 
-``mx_scaled_dot`` (CPU only): each MX side is dequantized to f32 by the dequantize kernel
-(nvfp4 without its global scale: docs/semantics.md section 5's exact values, subnormals
-included), a plain side is left as it is, and
-:func:`mxlower.lowering.mx_math.lower_scaled_dot` emits the rest as in the portable lowering --
-the run-time test on the scales, the f32 ``dot_general`` where it is exact and otherwise the
-f64 one on those f32 values read exactly from their bits (XLA:CPU's f32 -> f64 conversion
-flushes subnormals), the global scale, the result type -- so both impls give the same bits.
+``mx_scaled_dot`` (CPU only): :func:`mxlower.lowering.mx_math.lower_scaled_dot` emits the
+run-time test on the scales and a ``stablehlo.if``: where the f32 contraction is provably
+exact, mxlower's fused dot kernel (:mod:`mxlower.execution.ffi_dot`: the packed operands
+read as stored, never dequantized into memory; :func:`dot_plan` says where it applies, each
+side brought to ``[B, rows, K]``); otherwise each MX side dequantized to f32 by the
+dequantize kernel (nvfp4 without its global scale: docs/semantics.md section 5's exact
+values, subnormals included) and the f64 ``dot_general`` on those f32 values read exactly
+from their bits (XLA:CPU's f32 -> f64 conversion flushes subnormals); then the global scale
+and the result type as in the portable lowering.  The f64 branch gives the portable
+lowering's bits; the f32 one agrees with it within docs/semantics.md section 6's bound.
 The kernel calls are emitted inside each branch of the ``stablehlo.if``, so only the branch
 taken runs them (emitted once before it, with the f32 results as the conditional's
 operands, a 1024x1024x1024 dot took 1-2 ms longer: BENCHMARKS.md).
@@ -40,7 +43,9 @@ the same primitives, and the kernel handles any leading (batch) dimensions.
 from __future__ import annotations
 
 import contextlib
+import math
 import operator
+import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -50,11 +55,12 @@ from jax.interpreters import mlir
 
 from mxlower import types
 from mxlower.bindings.jaxlib import ir
-from mxlower.execution import ffi, ffi_cuda
+from mxlower.execution import ffi, ffi_cuda, ffi_dot
 from mxlower.execution import ffi_abi as abi
 from mxlower.ir.stablehlo_builder import Builder
 from mxlower.jax import primitives, sharding
 from mxlower.lowering import mx_math
+from mxlower.lowering.dot_kernels import STREAM_M, DotSpec
 from mxlower.lowering.mx_kernels import CastSpec, ConvertSpec, KernelSpec
 
 __all__ = ["IMPLS", "cast_rule", "cast_spec", "check_impl", "custom_calls_allowed",
@@ -310,9 +316,109 @@ def _scaled_dot_rule(platform: str):
 
         b = Builder(ir.Location.current, ir.InsertionPoint.current)
         s = primitives.scaled_dot_spec(ctx, args, dimension_numbers, out_dtype, params)
-        return [mx_math.lower_scaled_dot(b, s, "f32", (prepared("lhs"), prepared("rhs")))]
+        f32_dot = _fused_dot(ctx, args, dimension_numbers, params, s)
+        return [mx_math.lower_scaled_dot(b, s, "f32", (prepared("lhs"), prepared("rhs")),
+                                         f32_dot)]
 
     return rule
+
+
+def dot_plan(shapes: dict[str, tuple[int, ...]], dimension_numbers: Any,
+             params: dict[str, Any]) -> tuple[DotSpec, bool] | None:
+    """(kernel, swap) of an ``mx_scaled_dot`` on the CPU (:mod:`mxlower.execution.ffi_dot`),
+    or None where the kernel does not apply: an MX side contracted over several dimensions,
+    the dot kernel switched off (``MXLOWER_DOT_KERNEL=0``), and a GEMM (more than
+    :data:`~mxlower.lowering.dot_kernels.STREAM_M` free rows on both sides) unless
+    ``MXLOWER_DOT_KERNEL=all``: the kernel's GEMM path measured slower than the dequantize
+    kernels + XLA's f32 dot (BENCHMARKS.md), so GEMMs keep those.  ``swap``: the kernel
+    computes ``rhs x lhs`` (the side with few free rows streams the other: a GEMV written
+    ``w @ x``)."""
+    mode = os.environ.get("MXLOWER_DOT_KERNEL", "1")
+    if mode == "0":
+        return None
+    (lc, rc), _ = dimension_numbers
+    if len(lc) != 1:
+        return None
+    free = {}
+    for side, c in (("lhs", lc), ("rhs", rc)):
+        fmt = params[f"{side}_format"]
+        if fmt is not None and params[f"{side}_axis"] != c[0]:
+            return None
+        free[side] = math.prod(d for i, d in enumerate(shapes[side])
+                               if i not in c and i not in dimension_numbers[1][side == "rhs"])
+    if min(free.values()) > STREAM_M and mode != "all":
+        return None
+    swap = free["lhs"] > STREAM_M >= free["rhs"]
+    sides = ("rhs", "lhs") if swap else ("lhs", "rhs")
+    try:
+        spec = ffi_dot.spec_for(params[f"{sides[0]}_format"], params[f"{sides[1]}_format"],
+                                _Dtype(shapes[f"{sides[0]}_dtype"]),
+                                _Dtype(shapes[f"{sides[1]}_dtype"]),
+                                params[f"{sides[0]}_block_size"],
+                                params[f"{sides[1]}_block_size"])
+    except (TypeError, ValueError):
+        return None
+    return spec, swap
+
+
+class _Dtype:
+    def __init__(self, dtype: Any):
+        self.dtype = dtype
+
+
+def _fused_dot(ctx: Any, args: Any, dimension_numbers: Any, params: dict[str, Any],
+               s: Any) -> Any | None:
+    """The function emitting the f32 contraction of an ``mx_scaled_dot`` by the fused dot
+    kernel (for :func:`mxlower.lowering.mx_math.lower_scaled_dot`), or None where
+    :func:`dot_plan` gives no kernel.  Each side is brought to ``[B, rows, K]`` (batch,
+    free, contracting dimensions; a transpose where they are not in that order already, an
+    identity for the usual ``[..., M, K] x [..., N, K]``), the kernel's ``[B, M, N]``
+    reshaped to the result."""
+    ix = primitives._layout(params)
+    shapes = {side: tuple(ctx.avals_in[ix[side]].shape) for side in ("lhs", "rhs")}
+    shapes.update({f"{side}_dtype": ctx.avals_in[ix[side]].dtype for side in ("lhs", "rhs")})
+    plan = dot_plan(shapes, dimension_numbers, params)
+    if plan is None:
+        return None
+    spec, swap = plan
+    (lc, rc), (lb, rb) = dimension_numbers
+    dims = {"lhs": (tuple(lb), tuple(lc)), "rhs": (tuple(rb), tuple(rc))}
+    names = [n for n in ("lhs", "lhs_scales", "rhs", "rhs_scales") if ix[n] is not None]
+    result_shape = tuple(ctx.avals_out[0].shape)
+
+    def normalize(x: Any, side: str) -> Any:
+        batch, contract = dims[side]
+        free = [d for d in range(x.ndim) if d not in batch and d not in contract]
+        order = list(batch) + free + list(contract)
+        if order != list(range(x.ndim)):
+            x = x.transpose(order)
+        bn = math.prod(x.shape[:len(batch)])
+        rows = math.prod(x.shape[len(batch):len(batch) + len(free)])
+        return x.reshape((bn, rows, x.shape[-1]))
+
+    def run(*vals: Any) -> Any:
+        v = dict(zip(names, vals))
+        a, b_ = (("rhs", "lhs") if swap else ("lhs", "rhs"))
+        out = ffi_dot.dot(normalize(v[a], a),
+                          normalize(v[f"{a}_scales"], a) if f"{a}_scales" in v else None,
+                          normalize(v[b_], b_),
+                          normalize(v[f"{b_}_scales"], b_) if f"{b_}_scales" in v else None,
+                          params[f"{a}_format"], params[f"{b_}_format"],
+                          lhs_block_size=params[f"{a}_block_size"],
+                          rhs_block_size=params[f"{b_}_block_size"], path=spec.path)
+        if swap:
+            out = out.transpose(0, 2, 1)
+        return out.reshape(result_shape)
+
+    def emit(sub: Builder) -> Any:
+        sub_ctx = ctx.replace(avals_in=[ctx.avals_in[ix[n]] for n in names], tokens_out=None)
+        with sub.ip:
+            (v,) = mlir.lower_fun(run, multiple_results=False)(sub_ctx,
+                                                                *(args[ix[n]] for n in names))
+        return v
+
+    del s
+    return emit
 
 
 for _platform in _AVAILABLE:

@@ -603,9 +603,11 @@ def _exponent_range(b: Any, o: Any) -> tuple[Any, Any]:
     fmt = o.fmt
     if fmt.is_nvfp4:
         return scalar(-10), scalar(12)
-    c = b.convert(b.bitcast(o.scales, "ui8"), "i32")
-    lo = b.reduce(c, list(range(len(b.shape(c)))), "min", 255)
-    hi = b.reduce(c, list(range(len(b.shape(c)))), "max", 0)
+    # reduced as ui8 codes, the two scalars converted (XLA:CPU materialized an i32 copy of
+    # the scales for each reduction otherwise: milliseconds on a 4096 x 4096 GEMV's scales)
+    c = b.bitcast(o.scales, "ui8")
+    lo = b.convert(b.reduce(c, list(range(len(b.shape(c)))), "min", 255), "i32")
+    hi = b.convert(b.reduce(c, list(range(len(b.shape(c)))), "max", 0), "i32")
     t = FLOAT_TYPES.get(fmt.element)
     smallest = -6 if fmt.is_int else 1 - t.bias - t.man_bits
     return b.add(lo, smallest - 127), b.add(hi, fmt.emax_elem + 1 - 127)
@@ -632,7 +634,8 @@ def _f32_dot_is_exact(b: Any, s: Any) -> Any:
 
 
 def lower_scaled_dot(b: Any, s: Any, compute_type: str,
-                     prepared: tuple[Any, Any] = (None, None)) -> Any:
+                     prepared: tuple[Any, Any] = (None, None),
+                     f32_dot: Any | None = None) -> Any:
     """The result of the parsed ``mx.scaled_dot`` ``s`` (docs/semantics.md section 6): both
     sides dequantized (or converted) to ``compute_type``, contracted, times the global scale,
     converted to the result type.  ``prepared``: for each side (lhs, rhs), None or a function
@@ -651,7 +654,12 @@ def lower_scaled_dot(b: Any, s: Any, compute_type: str,
     exact values of the compute-typed operands, rounded once to f32 (:func:`round_to_f32`):
     every product of two f32 values is exact in f64 and at least 2^-298 (no f64 subnormal),
     and the f64 sum's rounding error (at most K * 2^-53 of sum |a_k b_k|) is far inside
-    section 6's bound."""
+    section 6's bound.
+
+    ``f32_dot``: None, or a function of a :class:`Builder` emitting at its insertion point
+    the f32 contraction (without the global scale, shaped as the result) by other code --
+    mxlower's fused dot kernel (:mod:`mxlower.jax.kernels`) -- used instead of the f32
+    ``dot_general`` in the branch where the run-time test holds."""
     def f32_operand(sub: Any, o: Any, ready: Any | None) -> Any:
         if ready is not None:
             return ready(sub)
@@ -680,7 +688,8 @@ def lower_scaled_dot(b: Any, s: Any, compute_type: str,
 
     f32_type = ir.RankedTensorType.get(list(s.result_shape), ir.F32Type.get())
     (acc,) = b.if_(_f32_dot_is_exact(b, s), [f32_type],
-                   lambda sub: [contract(sub, f32_operand, "f32")],
+                   lambda sub: [f32_dot(sub) if f32_dot is not None
+                                else contract(sub, f32_operand, "f32")],
                    lambda sub: [round_to_f32(sub, contract(sub, f64_operand, "f64"))])
     return scaled_dot_epilogue(b, acc, s.global_scale, s.result_type)
 

@@ -599,8 +599,10 @@ def _mx_array(side, fmt, g=None):
 @pytest.mark.parametrize("impl", ["xla", "auto"])
 def test_scaled_dot_jax(impl):
     """mxlower.jax.scaled_dot (f32 compute; a global scale only on nvfp4).  ``impl="auto"``
-    dequantizes the MX sides with the FFI kernel on the CPU, then contracts as "xla" does:
-    the same bits as "xla"; the last check also makes the operands with quantize."""
+    runs the fused dot kernel on the CPU where the f32 contraction is provably exact (else the
+    dequantize kernels and the f64 contraction "xla" uses): these small cases sum exactly in
+    any order, so the same bits as "xla"; the last check also makes the operands with
+    quantize."""
     for case in _dot_cases():
         lf, rf = case["fmts"]
         if case["compute"] != "f32" or (case["g"] is not None and lf != "nvfp4"):

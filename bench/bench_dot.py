@@ -1,0 +1,177 @@
+"""mxlower's fused block-scaled dot kernel (mxlower.execution.ffi_dot) on the CPU against
+memcpy of the packed weights and XLA's f32 dot of the dequantized operands, in one run;
+prints Markdown for BENCHMARKS.md.
+
+GEMV (``--gemv``: M = 1 and 8, N = K = 4096 by default): plain activations x [M, K] (f32 or
+bf16) against MX weights w [N, K] (mxfp4, mxfp6_e2m3, mxfp8_e4m3, nvfp4, mxint8):
+
+* ``scaled_dot``: ``mxlower.jax.scaled_dot(x, w)`` (``impl="auto"``) under ``jax.jit``: the
+  run-time range test, then the kernel -- what a user runs;
+* ``kernel``: ``ffi_dot.dot`` alone under ``jax.jit`` (no range test);
+* ``before``: the same scaled_dot with the dot kernel switched off (``MXLOWER_DOT_KERNEL=0``:
+  the weights dequantized to f32 by the dequantize kernel, then XLA's dot: what
+  ``impl="auto"`` did before this kernel);
+* ``XLA f32 [N,K]`` / ``XLA f32 [K,N]``: XLA's f32 dot of x with the weights already
+  dequantized to f32 (stored [N, K], the MX layout, and [K, N], XLA's favourite): the dot
+  alone, no dequantization;
+* ``memcpy``: ``numpy.copyto`` of the packed weight bytes (elements + scales) into a buffer
+  already mapped (one thread).  "% memcpy" = memcpy time / scaled_dot time.
+
+GEMM (``--gemm``: 1024^3 by default): both sides MX (the same format), ``scaled_dot`` with
+``MXLOWER_DOT_KERNEL=all`` (GEMMs use the kernel only when asked) and ``kernel`` as above
+against XLA's f32 dot of the dequantized operands (already f32) and ``before`` (what
+``scaled_dot`` runs for a GEMM by default); GFLOP/s = 2 M N K / time.
+
+Every case is timed round-robin in one process (the fastest of ``--reps`` runs after a
+warm-up), so load from other processes hits every case alike.  The SIMD path is
+``ffi_dot.host_path()`` (``MXLOWER_DOT_PATH`` forces one).
+
+    python bench/bench_dot.py                         # GEMV M=1,8 and GEMM 1024^3
+    python bench/bench_dot.py --gemm 1024,2048 --reps 5
+    MXLOWER_DOT_PATH=portable python bench/bench_dot.py --gemv 1 --gemm ""
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from collections.abc import Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import mxlower.jax as mxj
+from mxlower.execution import ffi_dot
+
+FORMATS = ("mxfp4_e2m1", "mxfp6_e2m3", "mxfp8_e4m3", "nvfp4", "mxint8")
+
+
+def _timer(f: Callable[[], object]) -> Callable[[], float]:
+    def run() -> float:
+        t = time.perf_counter()
+        jax.block_until_ready(f())
+        return time.perf_counter() - t
+    return run
+
+
+def _round_robin(cases: dict[str, Callable[[], float]], reps: int) -> dict[str, float]:
+    for run in cases.values():
+        run()
+    best = {k: float("inf") for k in cases}
+    for _ in range(reps):
+        for k, run in cases.items():
+            best[k] = min(best[k], run())
+    return {k: v * 1e3 for k, v in best.items()}
+
+
+def _before(f: Callable, *args: object) -> Callable:
+    """``f`` jitted and compiled with the dot kernel switched off."""
+    os.environ["MXLOWER_DOT_KERNEL"] = "0"
+    try:
+        return jax.jit(f).lower(*args).compile()
+    finally:
+        del os.environ["MXLOWER_DOT_KERNEL"]
+
+
+def gemv(M: int, NK: int, reps: int) -> list[str]:
+    rng = np.random.default_rng(0)
+    rows = []
+    for fmt in FORMATS:
+        w32 = rng.standard_normal((NK, NK)).astype(np.float32)
+        w = mxj.quantize(w32, fmt, impl="xla")
+        wd = np.asarray(mxj.dequantize(w))
+        wd_nk, wd_kn = jnp.asarray(wd), jnp.asarray(np.ascontiguousarray(wd.T))
+        # the bytes XLA holds: f4 two per byte, everything else one per byte
+        ebytes = NK * NK // 2 if fmt in ("mxfp4_e2m1", "nvfp4") else NK * NK
+        packed = np.ones(ebytes + np.asarray(w.scales).nbytes, np.uint8)
+        dst = np.empty_like(packed)
+        for act in ("f32", "bf16"):
+            x = jnp.asarray(rng.standard_normal((M, NK)).astype(np.float32))
+            if act == "bf16":
+                x = x.astype(jnp.bfloat16)
+            sd = jax.jit(lambda x, w: mxj.scaled_dot(x, w))
+            kern = jax.jit(lambda x, e, s, fmt=fmt: ffi_dot.dot(x, None, e, s, None, fmt))
+            before = _before(lambda x, w: mxj.scaled_dot(x, w), x, w)
+            x32 = x.astype(jnp.float32)
+            xnk = jax.jit(lambda x, w: x @ w.T)
+            xkn = jax.jit(lambda x, w: x @ w)
+            t = _round_robin({
+                "scaled_dot": _timer(lambda: sd(x, w)),  # noqa: B023
+                "kernel": _timer(lambda: kern(x, w.elements, w.scales)),  # noqa: B023
+                "before": _timer(lambda: before(x, w)),  # noqa: B023
+                "xla_nk": _timer(lambda: xnk(x32, wd_nk)),  # noqa: B023
+                "xla_kn": _timer(lambda: xkn(x32, wd_kn)),  # noqa: B023
+                "memcpy": lambda: (lambda t0: (np.copyto(dst, packed),  # noqa: B023
+                                               time.perf_counter() - t0)[1])(
+                    time.perf_counter()),
+            }, reps)
+            gbs = packed.nbytes / t["scaled_dot"] / 1e6
+            rows.append(f"| {M} | {fmt} | {act} | {packed.nbytes / 1e6:.2f} | "
+                        f"{t['scaled_dot']:.2f} | {t['kernel']:.2f} | {gbs:.1f} | "
+                        f"{t['memcpy']:.2f} | {100 * t['memcpy'] / t['scaled_dot']:.0f}% | "
+                        f"{t['before']:.2f} | {t['xla_nk']:.2f} | {t['xla_kn']:.2f} | "
+                        f"{min(t['xla_kn'], t['xla_nk']) / t['scaled_dot']:.1f}x | "
+                        f"{t['before'] / t['scaled_dot']:.1f}x |")
+            print(rows[-1], flush=True)
+    return rows
+
+
+def gemm(n: int, reps: int) -> list[str]:
+    rng = np.random.default_rng(1)
+    rows = []
+    for fmt in ("mxfp4_e2m1", "mxfp6_e2m3", "mxint8", "mxfp8_e4m3"):
+        a = mxj.quantize(rng.standard_normal((n, n)).astype(np.float32), fmt, impl="xla")
+        b = mxj.quantize(rng.standard_normal((n, n)).astype(np.float32), fmt, impl="xla")
+        ad, bd = (jnp.asarray(np.asarray(mxj.dequantize(v))) for v in (a, b))
+        os.environ["MXLOWER_DOT_KERNEL"] = "all"  # GEMMs run the kernel only when asked
+        try:
+            sd = jax.jit(lambda a, b: mxj.scaled_dot(a, b)).lower(a, b).compile()
+        finally:
+            del os.environ["MXLOWER_DOT_KERNEL"]
+        kern = jax.jit(lambda a, sa, b, sb, fmt=fmt: ffi_dot.dot(a, sa, b, sb, fmt, fmt))
+        before = _before(lambda a, b: mxj.scaled_dot(a, b), a, b)
+        xla = jax.jit(lambda a, b: a @ b.T)
+        t = _round_robin({
+            "scaled_dot": _timer(lambda: sd(a, b)),  # noqa: B023
+            "kernel": _timer(lambda: kern(a.elements, a.scales, b.elements,  # noqa: B023
+                                          b.scales)),
+            "before": _timer(lambda: before(a, b)),  # noqa: B023
+            "xla": _timer(lambda: xla(ad, bd)),  # noqa: B023
+        }, reps)
+        fl = 2.0 * n ** 3
+        rows.append(f"| {n}^3 | {fmt} | {t['scaled_dot']:.2f} | {fl / t['scaled_dot'] / 1e6:.0f} | "
+                    f"{t['kernel']:.2f} | {t['before']:.2f} | {t['xla']:.2f} | "
+                    f"{fl / t['xla'] / 1e6:.0f} | {t['xla'] / t['scaled_dot']:.2f}x | "
+                    f"{t['before'] / t['scaled_dot']:.2f}x |")
+        print(rows[-1], flush=True)
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--gemv", default="1,8", help="M values of the GEMVs ('' for none)")
+    ap.add_argument("--nk", type=int, default=4096, help="N = K of the GEMVs")
+    ap.add_argument("--gemm", default="1024", help="sizes n of n^3 GEMMs ('' for none)")
+    ap.add_argument("--reps", type=int, default=10)
+    a = ap.parse_args()
+    print(f"SIMD path: {ffi_dot.host_path()}; load average at start: {os.getloadavg()}")
+    if a.gemv:
+        print("\n| M | weights | x | packed MB | scaled_dot ms | kernel ms | GB/s | memcpy ms | "
+              "% memcpy | before ms | XLA f32 [N,K] ms | XLA f32 [K,N] ms | x best XLA | "
+              "x before |")
+        print("|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for m in a.gemv.split(","):
+            gemv(int(m), a.nk, a.reps)
+    if a.gemm:
+        print("\n| size | format | scaled_dot ms | GFLOP/s | kernel ms | before ms | "
+              "XLA f32 dot ms | XLA GFLOP/s | x XLA | x before |")
+        print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for n in a.gemm.split(","):
+            gemm(int(n), a.reps)
+    print(f"\nload average at end: {os.getloadavg()}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,326 @@
+"""mxlower's block-scaled dot kernel (:mod:`mxlower.lowering.dot_kernels`) as an XLA FFI
+custom call on the CPU.
+
+::
+
+    import jax.numpy as jnp
+    from mxlower.execution import ffi_dot
+
+    # x: [M, K] f32, w: MX elements [N, K] with scales [N, K / 32]
+    y = ffi_dot.dot(x, None, w_elements, w_scales, None, "mxfp4_e2m1")   # [M, N] f32
+
+The kernel is built, lowered by :data:`mxlower.execution.ffi.KERNEL_PIPELINE`, given an FFI
+handler (:func:`handler_text`: the frame decoded and checked -- dtypes, ranks, the shapes
+``A [B, M, K]``, ``A scales [B, M, K / ka]``, ``B [B, N, K]``, ``B scales [B, N, K / kb]``,
+``out [B, M, N]``, bad ones an ``INVALID_ARGUMENT`` error JAX raises -- and the work split
+into units of (batch, :data:`~mxlower.lowering.dot_kernels.NP` columns) run on XLA's
+intra-op thread pool with :func:`mxlower.execution.ffi._parallel_text`) and JIT-compiled by
+upstream MLIR's ExecutionEngine for the host CPU, once per process and kernel.
+
+The SIMD path (:data:`~mxlower.lowering.dot_kernels.PATHS`) is the host's best
+(:func:`host_path`: ``avx2`` where ``/proc/cpuinfo`` lists it, else ``portable``), or the one
+the environment variable ``MXLOWER_DOT_PATH`` names (an unknown name, or a path this host
+cannot run, is an error).
+
+The kernel computes the f32 contraction without nvfp4's global scale, under the range
+condition of :func:`mxlower.lowering.mx_math.lower_scaled_dot` (its caller, through
+:mod:`mxlower.jax.kernels`, runs it only in the branch where that holds).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from mxlower.bindings import upstream
+from mxlower.execution import ffi
+from mxlower.execution import ffi_abi as abi
+from mxlower.lowering import dot_kernels
+from mxlower.lowering.dot_kernels import NP, DotSpec
+
+__all__ = ["ENV", "PARALLEL_WORK", "compile_dot", "dot", "handler_text", "host_path",
+           "lower_module", "register"]
+
+#: the environment variable forcing a SIMD path
+ENV = "MXLOWER_DOT_PATH"
+#: multiply-adds (B x M x N x K) from which a call is split across XLA's threads
+PARALLEL_WORK = 1 << 21
+
+
+def _cpu_flags() -> list[str]:
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("flags"):
+                    return line.split(":", 1)[1].split()
+    except OSError:
+        pass
+    return []
+
+
+def host_path() -> str:
+    """The SIMD path kernels are built for: ``$MXLOWER_DOT_PATH`` if set, else the host's
+    best (:func:`mxlower.lowering.dot_kernels.host_paths`)."""
+    paths = dot_kernels.host_paths(_cpu_flags())
+    forced = os.environ.get(ENV)
+    if forced:
+        if forced not in dot_kernels.PATHS:
+            raise ValueError(f"{ENV}={forced!r} is not a dot kernel path (known: "
+                             f"{', '.join(dot_kernels.PATHS)})")
+        if forced not in paths:
+            raise ValueError(f"{ENV}={forced!r}: this CPU cannot run it (it runs: "
+                             f"{', '.join(paths)})")
+        return forced
+    return paths[0]
+
+
+# ============================================================================ handler
+
+
+def _buffers(spec: DotSpec) -> tuple[list[tuple[str, np.dtype]], list[tuple[str, np.dtype]]]:
+    """(arguments, results) as (name, dtype)."""
+    ins = []
+    for side, nm in (("lhs", "a"), ("rhs", "b")):
+        e, s = spec.storage(side)
+        ins.append((nm, e))
+        if s is not None:
+            ins.append((f"{nm}_scales", s))
+    return ins, [("out", np.dtype(np.float32))]
+
+
+def handler_text(spec: DotSpec) -> str:
+    """The FFI handler of ``spec``'s kernel (LLVM dialect), ``@<name>_ffi``."""
+    e = ffi.Emitter()
+    f = ffi.Frame(spec, e)
+    name = spec.name
+    ffi.open_handler(f, name, "_ffi")
+    zero, one = f.zero, f.one
+    frame, args, buf = abi.CallFrame, abi.Args, abi.Buffer
+    ins, outs = _buffers(spec)
+    buffers: dict[str, str] = {}
+    for what, group, types_f, ptrs_f, ops in (
+            ("argument", frame.args.offset, args.types.offset, args.args.offset, ins),
+            ("result", frame.rets.offset, abi.Rets.types.offset, abi.Rets.rets.offset, outs)):
+        n = e.load("%frame", group + args.size.offset, "i64")
+        f.fail_if(e.icmp("ne", n, e.i64(len(ops))),
+                  f"expected {len(ops)} {what}{'s' if len(ops) != 1 else ''} "
+                  f"({', '.join(o for o, _ in ops)})")
+        types = e.load("%frame", group + types_f, "!llvm.ptr")
+        ptrs = e.load("%frame", group + ptrs_f, "!llvm.ptr")
+        for i, (o, dt) in enumerate(ops):
+            t = e.load(types, 4 * i, "i32")
+            f.fail_if(e.icmp("ne", t, e.i32(abi.BUFFER), "i32"),
+                      f"{what} {i} ({o}) must be a buffer")
+            b = e.load(ptrs, 8 * i, "!llvm.ptr")
+            d = e.load(b, buf.dtype.offset, "i32")
+            f.fail_if(e.icmp("ne", d, e.i32(abi.DTYPES[dt.name]), "i32"),
+                      f"{what} {i} ({o}) must have dtype {dt}")
+            buffers[o] = b
+    # every buffer [..., rows, cols] with the same leading (batch) dimensions as a's
+    rank = e.load(buffers["a"], buf.rank.offset, "i64")
+    f.fail_if(e.icmp("slt", rank, e.i64(3)), "a must have rank 3 or more ([..., M, K])")
+    lead = e.binary("sub", rank, e.i64(2))
+    a_dims = e.load(buffers["a"], buf.dims.offset, "!llvm.ptr")
+    shapes = "a [..., M, K], b [..., N, K], out [..., M, N] (the same leading dimensions)"
+    true = e.emit("{r} = llvm.mlir.constant(true) : i1")
+    for o, _ in ins + outs:
+        if o == "a":
+            continue
+        r = e.load(buffers[o], buf.rank.offset, "i64")
+        f.fail_if(e.icmp("ne", r, rank), f"{o} must have a's rank")
+        d = e.load(buffers[o], buf.dims.offset, "!llvm.ptr")
+        same = e.emit(f"{{r}} = llvm.call @__mxlower_ffi_same_dims({d}, {a_dims}, {lead}) : "
+                      "(!llvm.ptr, !llvm.ptr, i64) -> i1")
+        f.fail_if(e.emit(f"{{r}} = llvm.xor {same}, {true} : i1"), f"shapes must be {shapes}")
+
+    def dim(o: str, i: int) -> str:  # i = 0: rows, 1: columns
+        d = e.load(buffers[o], buf.dims.offset, "!llvm.ptr")
+        at = e.binary("add", lead, e.i64(i))
+        return e.emit(f"{{r}} = llvm.load {e.element(d, at, 'i64')} : !llvm.ptr -> i64")
+
+    B = e.emit(f"{{r}} = llvm.call @__mxlower_ffi_product({a_dims}, {lead}) : "
+               "(!llvm.ptr, i64) -> i64")
+    M, K = dim("a", 0), dim("a", 1)
+    N = dim("b", 0)
+    for o, i, want in (("b", 1, K), ("out", 0, M), ("out", 1, N)):
+        f.fail_if(e.icmp("ne", dim(o, i), want), f"shapes must be {shapes}")
+    for side, nm in (("lhs", "a"), ("rhs", "b")):
+        k = spec.k(side)
+        if not k:
+            continue
+        f.fail_if(e.icmp("ne", e.binary("urem", K, e.i64(k)), zero),
+                  f"the block size {k} must divide K")
+        rows = M if nm == "a" else N
+        for i, want in ((0, rows), (1, e.binary("udiv", K, e.i64(k)))):
+            f.fail_if(e.icmp("ne", dim(f"{nm}_scales", i), want),
+                      f"{nm}_scales must have shape [..., {'M' if nm == 'a' else 'N'}, "
+                      f"K / {k}]")
+    # the dims buffer, the (data, size) slots
+    dims = e.emit(f"{{r}} = llvm.alloca {e.i64(4)} x i64 : (i64) -> !llvm.ptr")
+    for i, v in enumerate((B, M, N, K)):
+        e.store(v, dims, 8 * i, "i64")
+    slots = []
+    for o, _ in ins + outs:
+        b = buffers[o]
+        data = e.load(b, buf.data.offset, "!llvm.ptr")
+        d = e.load(b, buf.dims.offset, "!llvm.ptr")
+        n = e.emit(f"{{r}} = llvm.call @__mxlower_ffi_product({d}, {rank}) : "
+                   "(!llvm.ptr, i64) -> i64")
+        slots.append((data, n))
+    slots.append((dims, e.i64(4)))
+    panels = e.binary("udiv", e.binary("add", N, e.i64(NP - 1)), e.i64(NP))
+    units = e.binary("mul", B, panels)
+    work = e.binary("mul", e.binary("mul", units, e.i64(NP)), e.binary("mul", M, K))
+    big = e.icmp("sge", work, e.i64(PARALLEL_WORK))
+    several = e.icmp("sge", units, e.i64(2))
+    api_size = e.load(f.api, abi.Api.struct_size.offset, "i64")
+    has_pool = e.icmp("sge", api_size, e.i64(abi.struct_size(abi.Api,
+                                                          "XLA_FFI_ThreadPool_NumThreads")))
+    go = e.binary("and", e.binary("and", big, several, "i1"), has_pool, "i1")
+    e.do(f"llvm.cond_br {go}, ^pool, ^direct")
+    e.block("direct")
+    ffi._call_kernel(e, name, slots, zero, units)
+    e.do(f"llvm.return {f.null} : !llvm.ptr")
+    e.block("pool")
+    ctx = e.load("%frame", abi.CallFrame.ctx.offset, "!llvm.ptr")
+    e.do(f"llvm.call @__mxlower_ffi_parallel({f.api}, {ctx}, {units}, {units}, "
+         f"{', '.join(v for pair in slots for v in pair)}) : "
+         f"({ffi._parallel_types(len(slots))}) -> ()")
+    e.do(f"llvm.return {f.null} : !llvm.ptr")
+    del one
+    return ffi.close_handler(f, name, "_ffi", ffi._parallel_text(name, len(slots)))
+
+
+# ============================================================================ compile, register
+
+
+def lower_module(spec: DotSpec) -> tuple[Any, Any]:
+    """(context, module): the kernel lowered to the LLVM dialect, with its handler."""
+    ir = upstream.module("ir")
+    pm_mod = upstream.module("passmanager")
+    ctx = upstream.context()
+    with ctx, ir.Location.unknown():
+        module = ir.Module.parse("module {\n" + dot_kernels.kernel_text(spec) + "\n}")
+        pm_mod.PassManager.parse(ffi.KERNEL_PIPELINE).run(module.operation)
+        text = str(module).rstrip()
+        assert text.endswith("}")
+        module = ir.Module.parse(text[:-1] + ffi.externs(text) + handler_text(spec) + "}")
+    return ctx, module
+
+
+_lock = threading.Lock()
+_compiled: dict[DotSpec, ffi.CompiledKernel] = {}
+
+
+def compile_dot(spec: DotSpec) -> ffi.CompiledKernel:
+    """``spec``'s kernel and handler, compiled once per process."""
+    with _lock:
+        if spec in _compiled:
+            return _compiled[spec]
+        t0 = time.perf_counter()
+        try:
+            ctx, module = lower_module(spec)
+        except Exception as err:  # MLIRError from a pass or the verifier: a bug, say which
+            raise ffi.FFIError(f"building kernel {spec.name} failed: {err}") from None
+        t1 = time.perf_counter()
+        engine, address = ffi.jit(ctx, module, f"{spec.name}_ffi_address")
+        ck = ffi.CompiledKernel(spec, (ctx, module, engine), address, t1 - t0,
+                                time.perf_counter() - t1)
+        _compiled[spec] = ck
+        return ck
+
+
+def register(spec: DotSpec) -> str:
+    """Compiles ``spec``'s kernel (once) and registers it as an XLA FFI target for the CPU."""
+    return ffi.register_handler(compile_dot(spec), "cpu")
+
+
+# ============================================================================ JAX entry point
+
+
+def _side_name(fmt: str | None, x: Any) -> str:
+    if fmt is not None:
+        return fmt
+    dt = np.dtype(x.dtype).name
+    names = {"float32": "f32", "bfloat16": "bf16", "float16": "f16"}
+    if dt not in names:
+        raise TypeError(f"dot: a plain side must be float32, bfloat16 or float16, got {dt}")
+    return names[dt]
+
+
+def spec_for(lhs_format: str | None, rhs_format: str | None, lhs: Any, rhs: Any,
+             lhs_block_size: int | None = None, rhs_block_size: int | None = None,
+             path: str | None = None) -> DotSpec:
+    """The kernel of a dot of these sides (``path``: default :func:`host_path`)."""
+    return DotSpec(_side_name(lhs_format, lhs), _side_name(rhs_format, rhs),
+                   lhs_block_size if lhs_format else None,
+                   rhs_block_size if rhs_format else None, path or host_path())
+
+
+def dot(a: Any, a_scales: Any, b: Any, b_scales: Any, lhs_format: str | None,
+        rhs_format: str | None, *, lhs_block_size: int | None = None,
+        rhs_block_size: int | None = None, path: str | None = None) -> Any:
+    """``out[..., m, n] = sum_k A[..., m, k] B[..., n, k]`` (f32) by the kernel, through
+    ``jax.ffi.ffi_call``: ``a`` [..., M, K] and ``b`` [..., N, K] with the same leading
+    (batch) dimensions, each MX (elements and scales [..., rows, K / k]; f6 as uint8 codes)
+    or plain f32 / bf16 / f16 (scales None, format None).  Works under jit and vmap."""
+    import jax  # optional, heavy
+
+    spec = spec_for(lhs_format, rhs_format, a, b, lhs_block_size, rhs_block_size, path)
+    if a.ndim < 2 or b.ndim < 2 or a.shape[:-2] != b.shape[:-2] or a.shape[-1] != b.shape[-1]:
+        raise ValueError(f"dot: shapes must be [..., M, K] and [..., N, K], got {a.shape} and "
+                         f"{b.shape}")
+    batch = tuple(a.shape[:-2])
+    M, N = a.shape[-2], b.shape[-2]
+    if not batch:  # the handler takes [..., rows, K] with at least one leading dimension
+        return dot(*(None if v is None else v[None] for v in (a, a_scales, b, b_scales)),
+                   lhs_format, rhs_format, lhs_block_size=lhs_block_size,
+                   rhs_block_size=rhs_block_size, path=path)[0]
+    operands = [v for v in (a, a_scales, b, b_scales) if v is not None]
+    name = register(spec)
+    # any leading dimensions: vmap adds one in front of every operand
+    return jax.ffi.ffi_call(name, jax.ShapeDtypeStruct(batch + (M, N), np.float32),
+                            vmap_method="broadcast_all")(*operands)
+
+
+def kernel_paths() -> Sequence[str]:
+    """Every path this host can run (what the tests force in turn)."""
+    return dot_kernels.host_paths(_cpu_flags())
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m mxlower.execution.ffi_dot LHS RHS [--lhs-block-size K] [--rhs-block-size
+    K] [--path P] [--lowered]``: prints the kernel (upstream MLIR; ``--lowered``: the LLVM
+    dialect with its FFI handler).  LHS / RHS: an MX format or f32, bf16, f16."""
+    ap = argparse.ArgumentParser(prog="python -m mxlower.execution.ffi_dot",
+                                 description=main.__doc__.split("\n")[0])
+    ap.add_argument("lhs")
+    ap.add_argument("rhs")
+    ap.add_argument("--lhs-block-size", type=int)
+    ap.add_argument("--rhs-block-size", type=int)
+    ap.add_argument("--path", default="portable", choices=dot_kernels.PATHS)
+    ap.add_argument("--lowered", action="store_true")
+    a = ap.parse_args(argv)
+    try:
+        spec = DotSpec(a.lhs, a.rhs, a.lhs_block_size, a.rhs_block_size, a.path)
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    if a.lowered:
+        ctx, module = lower_module(spec)
+        with ctx:
+            print(module)
+    else:
+        print(dot_kernels.build(spec))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,775 @@
+"""The fused block-scaled dot (docs/semantics.md section 6) as a CPU kernel on upstream MLIR.
+
+The recipe behind :mod:`mxlower.execution.ffi_dot`.  A kernel is a ``func.func`` in the
+``scf``/``vector``/``arith``/``memref`` dialects that computes, for a range of work units,
+
+    out[b, m, n] = sum_k A[b, m, k] * B[b, n, k]        (f32, without nvfp4's global scale)
+
+on the operands **as stored** -- f4 codes packed two per byte (low nibble first, as XLA lays
+out ``f4E2M1FN``), f6 codes one per byte, f8 and int8 codes, e8m0 / e4m3 scale codes, or a
+plain f32 / bf16 / f16 side -- normalized to ``[B, M, K] x [B, N, K]`` with the blocked axis K
+contiguous.  No dequantized operand is ever written out: each side's codes are decoded in
+registers, a chunk of ``C`` values at a time (``C`` divides every block size), into
+
+* **integer units** for the formats whose elements are small integers after a fixed power of
+  two (e2m1 x 2 in [-12, 12], e2m3 x 8 in [-60, 60], e3m2 x 16 in [-448, 448], mxint8 codes as
+  they are): with both sides such formats and one block size, each block's sum of products
+  is formed in f32 lanes from integer-valued operands -- exact (every partial sum is an
+  integer below 2^24 while ``k * max|a| * max|b| < 2^24``, which holds for every format pair
+  at block size 32 and up to 83 for e3m2 x e3m2) -- and then scaled by the product of the two
+  blocks' factors (scale x 2^-shift: a power of two, or nvfp4's two E4M3 scales, exact) and
+  accumulated (:data:`EXACT_ACC`: in f64, so the result is the f64 sum of exact block sums,
+  rounded once to f32);
+* **scaled values** (element x scale, exact in f32) otherwise (an f8 side, a plain side, two
+  block sizes): products and sums in f32 FMA lanes, as XLA's f32 dot of the dequantized
+  operands does.
+
+Work units are ``(batch, panel of NP columns of B)``; the caller splits the unit range across
+threads.  Within a unit two ways, chosen at run time by M:
+
+* **streaming** (``M <= STREAM_M``, the GEMV of inference): B's codes are decoded straight from
+  memory as they are read -- for one or two rows of A, one row at a time against two columns
+  with accumulators as wide as a chunk; for more, once per tile of :data:`MR_STREAM` rows
+  against one column -- A's rows (few) decoded once per unit into a scratch of ``M x K``
+  f32, or read in place when they are plain f32;
+* **blocked GEMM**: the unit's B panel is decoded once into a scratch of ``NP x K`` f32 (a
+  cache-sized panel, as any GEMM packs its operands), then each tile of MR rows of A into a
+  scratch of ``MR x K``, and an MR x NR register tile of accumulators runs over K.
+
+A tile that runs past M or past the panel repeats its last row / column (computed, not
+stored), so any M, N and K work.
+
+SIMD: the vector ops are portable (LLVM vectorizes them for the host the ExecutionEngine
+compiles for).  ``path="avx2"`` additionally decodes f4 codes with a byte shuffle
+(``llvm.x86.avx2.pshuf.b`` / ``llvm.x86.ssse3.pshuf.b.128``: one instruction maps 32 codes to
+their integer values); ``path="portable"`` decodes them arithmetically.  See
+:func:`host_paths`.
+
+The decoding of narrow codes is docs/semantics.md sections 1-2's: normal codes
+``(1.m) * 2^(e - bias)``, subnormal ``0.m * 2^(1 - bias)``, e4m3fn's NaN codes, e5m2's Inf
+and NaN; e8m0 scale code c is 2^(c - 127) (c = 255 NaN).  The kernel assumes the caller's
+range condition (:func:`mxlower.lowering.mx_math.lower_scaled_dot`'s run-time test: no value,
+product or partial sum below 2^-126 or overflowing): outside it, the caller uses the exact
+f64 contraction instead.
+
+Signature (all buffers one-dimensional ``memref<?xT>``)::
+
+    @name(%a: memref<?xTA> [, %as: memref<?xi8>], %b: memref<?xTB> [, %bs: memref<?xi8>],
+          %out: memref<?xf32>, %dims: memref<?xi64>, %u0: index, %u1: index)
+
+``dims`` = [B, M, N, K]; a side's scales only where it is MX; ``TA`` / ``TB`` is ``i8`` for
+codes (f4: two per byte), else f32 / bf16 / f16.
+
+Example::
+
+    from mxlower.lowering import dot_kernels
+    spec = dot_kernels.DotSpec("f32", "mxfp4_e2m1", rhs_block_size=32)
+    print(dot_kernels.build(spec))
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from mxlower import types
+from mxlower.bindings import upstream
+from mxlower.formats import FORMATS, WIDE_TYPES, MXFormat
+
+__all__ = ["EXACT_ACC", "NP", "PATHS", "STREAM_M", "DotSpec", "build", "host_paths",
+           "integer_shift"]
+
+#: SIMD paths a kernel can be built for (``portable`` runs everywhere)
+PATHS = ("avx2", "portable")
+#: columns of B per work unit (the GEMM path's packed panel)
+NP = 32
+#: the largest M that takes the streaming path
+STREAM_M = 16
+#: rows x columns of the GEMM's register tile
+MR, NR = 6, 2
+#: rows of a streaming tile (from 3 rows of A on; one or two rows go one at a time)
+MR_STREAM, MR_STREAM_EXACT = 8, 4
+#: f32 lanes of one accumulator
+LANES = 8
+#: how the exact block sums are accumulated: "f64" or "f32"
+EXACT_ACC = "f64"
+
+
+def integer_shift(fmt: MXFormat) -> int | None:
+    """``s`` such that every element of ``fmt`` times 2^s is an integer small enough for the
+    exact block sums (e2m1: 1, e2m3: 3, e3m2: 4, mxint8: 6), or None (the f8 formats)."""
+    if fmt.is_int:
+        return 6
+    t = fmt.element_type
+    if t is None or t.bits > 6:
+        return None
+    return t.bias + t.man_bits - 1
+
+
+def host_paths(features: Sequence[str]) -> list[str]:
+    """The paths a host with CPU ``features`` (``/proc/cpuinfo`` flag names) runs, best
+    first."""
+    return (["avx2"] if "avx2" in features else []) + ["portable"]
+
+
+@dataclasses.dataclass(frozen=True)
+class DotSpec:
+    """One dot kernel.  ``lhs`` / ``rhs``: an MX format name or a plain type (f32, bf16,
+    f16); at least one side is MX.  The block sizes default to the formats'."""
+
+    lhs: str
+    rhs: str
+    lhs_block_size: int | None = None
+    rhs_block_size: int | None = None
+    path: str = "portable"
+
+    def __post_init__(self) -> None:
+        for side in ("lhs", "rhs"):
+            v = getattr(self, side)
+            if v not in FORMATS and v not in WIDE_TYPES:
+                raise ValueError(f"dot kernel: {side} {v!r} is neither an MX format "
+                                 f"({', '.join(FORMATS)}) nor f32, bf16 or f16")
+            k = self.k(side)
+            if v in FORMATS:
+                if k <= 0:
+                    raise ValueError(f"dot kernel: {side} block size must be positive, got {k}")
+                if FORMATS[v].bits == 4 and k % 2:
+                    raise ValueError(f"dot kernel: packed f4 elements need an even block size, "
+                                     f"got {k}")
+        if self.lhs in WIDE_TYPES and self.rhs in WIDE_TYPES:
+            raise ValueError("dot kernel: at least one side must be an MX format")
+        if self.path not in PATHS:
+            raise ValueError(f"dot kernel: unknown path {self.path!r} (known: "
+                             f"{', '.join(PATHS)})")
+
+    def fmt(self, side: str) -> MXFormat | None:
+        return FORMATS.get(getattr(self, side))
+
+    def k(self, side: str) -> int:
+        f = self.fmt(side)
+        if f is None:
+            return 0
+        return getattr(self, f"{side}_block_size") or f.block_size
+
+    @property
+    def chunk(self) -> int:
+        """Values decoded at a time: divides each MX side's block size, at most 32."""
+        c = 32
+        for side in ("lhs", "rhs"):
+            if self.fmt(side) is not None:
+                c = math.gcd(c, self.k(side))
+        return c
+
+    @property
+    def lanes(self) -> int:
+        return math.gcd(self.chunk, LANES)
+
+    @property
+    def exact(self) -> bool:
+        """Whether block sums are formed exactly from integer units (both sides integer-unit
+        formats with one block size)."""
+        fa, fb = self.fmt("lhs"), self.fmt("rhs")
+        return (fa is not None and fb is not None and self.k("lhs") == self.k("rhs")
+                and integer_shift(fa) is not None and integer_shift(fb) is not None)
+
+    @property
+    def name(self) -> str:
+        parts = ["mxlower", "dot"]
+        for side in ("lhs", "rhs"):
+            v = getattr(self, side)
+            parts.append(v if v in WIDE_TYPES else f"{v}k{self.k(side)}")
+        parts.append(self.path)
+        return "_".join(parts)
+
+    def storage(self, side: str) -> tuple[np.dtype, np.dtype | None]:
+        """(element dtype, scale dtype or None) of a side's buffers, as XLA holds them (f6:
+        uint8 codes)."""
+        f = self.fmt(side)
+        if f is None:
+            return types.dtype(getattr(self, side)), None
+        t = f.element_type
+        e = np.dtype(np.uint8) if t is not None and t.bits == 6 else f.element_dtype
+        return e, f.scale_dtype
+
+
+# ============================================================================ the emitter
+
+
+class _Text:
+    """Fresh SSA names and lines of MLIR text."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.n = 0
+        self.indent = 2
+        self.consts: dict[tuple[str, str], str] = {}
+
+    def op(self, text: str) -> str:
+        self.n += 1
+        r = f"%t{self.n}"
+        self.lines.append(" " * self.indent + text.format(r=r))
+        return r
+
+    def do(self, text: str) -> None:
+        self.lines.append(" " * self.indent + text)
+
+    def c(self, v: int | float, t: str = "index") -> str:
+        if t.startswith("vector<"):
+            inner = t[t.rindex("x") + 1:-1]
+            lit = _lit(v, inner)
+            return self.op(f"{{r}} = arith.constant dense<{lit}> : {t}")
+        return self.op(f"{{r}} = arith.constant {_lit(v, t)} : {t}")
+
+    def for_(self, lo: str, hi: str, step: str, inits: Sequence[tuple[str, str]],
+             body: Callable[[str, list[str]], list[str]]) -> list[str]:
+        """``scf.for`` with iter_args ``inits`` ((value, type)); ``body(iv, args)`` returns
+        the yielded values; returns the loop's results."""
+        self.n += 1
+        tag = self.n
+        iv = f"%i{tag}"
+        args = [f"%a{tag}_{j}" for j in range(len(inits))]
+        res = f"%r{tag}"
+        if inits:
+            it = ", ".join(f"{a} = {v}" for a, (v, _) in zip(args, inits))
+            ts = ", ".join(t for _, t in inits)
+            self.do(f"{res}:{len(inits)} = scf.for {iv} = {lo} to {hi} step {step} "
+                    f"iter_args({it}) -> ({ts}) {{")
+        else:
+            self.do(f"scf.for {iv} = {lo} to {hi} step {step} {{")
+        self.indent += 2
+        out = body(iv, args)
+        if inits:
+            self.do(f"scf.yield {', '.join(out)} : {', '.join(t for _, t in inits)}")
+        self.indent -= 2
+        self.do("}")
+        return [f"{res}#{j}" for j in range(len(inits))]
+
+    def if_(self, cond: str, then: Callable[[], None], other: Callable[[], None]) -> None:
+        self.do(f"scf.if {cond} {{")
+        self.indent += 2
+        then()
+        self.indent -= 2
+        self.do("} else {")
+        self.indent += 2
+        other()
+        self.indent -= 2
+        self.do("}")
+
+
+def _lit(v: int | float, t: str) -> str:
+    if t in ("f32", "f64", "f16", "bf16"):
+        if isinstance(v, float) and math.isnan(v):
+            return "0x7FC00000" if t == "f32" else "0x7FF8000000000000"
+        return repr(float(v))
+    if t == "i1":
+        return "true" if v else "false"
+    return str(int(v))
+
+
+def _vt(n: int, t: str) -> str:
+    return f"vector<{n}x{t}>"
+
+
+# ============================================================================ the kernel
+
+
+class _DotKernel:
+    def __init__(self, spec: DotSpec):
+        self.s = spec
+        self.t = _Text()
+        self.C = spec.chunk
+        self.W = spec.lanes
+        self.exact = spec.exact
+        self.acc_t = EXACT_ACC if self.exact else "f32"
+
+    # -- side descriptions ---------------------------------------------------------------
+    def mem_type(self, side: str) -> str:
+        v = getattr(self.s, side)
+        return "i8" if v in FORMATS else v
+
+    def args(self) -> list[tuple[str, str]]:
+        out = []
+        for side, nm in (("lhs", "a"), ("rhs", "b")):
+            out.append((f"%{nm}", f"memref<?x{self.mem_type(side)}>"))
+            if self.s.fmt(side) is not None:
+                out.append((f"%{nm}s", "memref<?xi8>"))
+        return out + [("%out", "memref<?xf32>"), ("%dims", "memref<?xi64>"),
+                      ("%u0", "index"), ("%u1", "index")]
+
+    # -- decoding --------------------------------------------------------------------------
+    def codes(self, side: str, mem: str, at: str) -> str:
+        """vector<C x i32> codes (unsigned) of C elements starting at element index ``at``."""
+        t, C = self.t, self.C
+        f = self.s.fmt(side)
+        if f.bits == 4:
+            byte = t.op(f"{{r}} = arith.divui {at}, {t.c(2)} : index")
+            raw = t.op(f"{{r}} = vector.load {mem}[{byte}] : memref<?xi8>, {_vt(C // 2, 'i8')}")
+            lo = t.op(f"{{r}} = arith.andi {raw}, {t.c(15, _vt(C // 2, 'i8'))} : "
+                      f"{_vt(C // 2, 'i8')}")
+            hi = t.op(f"{{r}} = arith.shrui {raw}, {t.c(4, _vt(C // 2, 'i8'))} : "
+                      f"{_vt(C // 2, 'i8')}")
+            v8 = t.op(f"{{r}} = vector.interleave {lo}, {hi} : {_vt(C // 2, 'i8')} -> "
+                      f"{_vt(C, 'i8')}")
+        else:
+            v8 = t.op(f"{{r}} = vector.load {mem}[{at}] : memref<?xi8>, {_vt(C, 'i8')}")
+        return v8
+
+    def f4_table(self, v8: str) -> str | None:
+        """avx2: the e2m1 codes' values x 2 as i8 by one byte shuffle."""
+        C, t = self.C, self.t
+        if self.s.path != "avx2" or C not in (16, 32):
+            return None
+        vals = [0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12]
+        tbl = t.op(f"{{r}} = arith.constant dense<[{', '.join(map(str, vals * (C // 16)))}]> "
+                   f": {_vt(C, 'i8')}")
+        intr = "llvm.x86.avx2.pshuf.b" if C == 32 else "llvm.x86.ssse3.pshuf.b.128"
+        return t.op(f'{{r}} = llvm.call_intrinsic "{intr}"({tbl}, {v8}) : '
+                    f"({_vt(C, 'i8')}, {_vt(C, 'i8')}) -> {_vt(C, 'i8')}")
+
+    def integer_units(self, side: str, v8: str) -> str:
+        """vector<C x f32>: the elements times 2^integer_shift (exact small integers)."""
+        t, C = self.t, self.C
+        f = self.s.fmt(side)
+        vi = _vt(C, "i32")
+        if f.is_int:
+            w = t.op(f"{{r}} = arith.extsi {v8} : {_vt(C, 'i8')} to {vi}")
+            return t.op(f"{{r}} = arith.sitofp {w} : {vi} to {_vt(C, 'f32')}")
+        if f.bits == 4:
+            sh = self.f4_table(v8)
+            if sh is not None:
+                w = t.op(f"{{r}} = arith.extsi {sh} : {_vt(C, 'i8')} to {vi}")
+                return t.op(f"{{r}} = arith.sitofp {w} : {vi} to {_vt(C, 'f32')}")
+        return self.f16_decode(side, v8, integer_shift(f))
+
+    def f16_decode(self, side: str, v8: str, shift: int) -> str:
+        """vector<C x f32>: float element codes' values times 2^shift, through f16: a
+        code's magnitude shifted into an f16's exponent and mantissa fields is its value
+        times 2^(bias - 15), subnormals included (f16's conversion to f32 is exact and does
+        not depend on the CPU's flush modes; F16C's ``vcvtph2ps`` where the host has it);
+        e5m2's Inf / NaN codes are f16's, e4m3fn's NaN codes are selected."""
+        t, C = self.t, self.C
+        ft = self.s.fmt(side).element_type
+        vh, vf = _vt(C, "i16"), _vt(C, "f32")
+        top = ft.bits - 1  # the sign bit
+        c = t.op(f"{{r}} = arith.extui {v8} : {_vt(C, 'i8')} to {vh}")
+        mag = t.op(f"{{r}} = arith.andi {c}, {t.c((1 << top) - 1, vh)} : {vh}")
+        sg = t.op(f"{{r}} = arith.andi {c}, {t.c(1 << top, vh)} : {vh}")
+        mb = t.op(f"{{r}} = arith.shli {mag}, {t.c(10 - ft.man_bits, vh)} : {vh}")
+        sb = t.op(f"{{r}} = arith.shli {sg}, {t.c(15 - top, vh)} : {vh}")
+        bits = t.op(f"{{r}} = arith.ori {mb}, {sb} : {vh}")
+        if ft.bits == 8 and ft.exp_bits == 4:  # e4m3fn: S.1111.111 is NaN
+            # mag + 1 reaches bit 7 only for 0x7F: that bit moved to bit 14 turns its f16
+            # 0x3F80 into 0x7F80, a NaN (no select: cheaper on every ISA)
+            p1 = t.op(f"{{r}} = arith.addi {mag}, {t.c(1, vh)} : {vh}")
+            hb = t.op(f"{{r}} = arith.andi {p1}, {t.c(0x80, vh)} : {vh}")
+            nb = t.op(f"{{r}} = arith.shli {hb}, {t.c(7, vh)} : {vh}")
+            bits = t.op(f"{{r}} = arith.ori {bits}, {nb} : {vh}")
+        h = t.op(f"{{r}} = arith.bitcast {bits} : {vh} to {_vt(C, 'f16')}")
+        v = t.op(f"{{r}} = arith.extf {h} : {_vt(C, 'f16')} to {vf}")
+        mul = 15 - ft.bias + shift
+        if mul == 0:
+            return v
+        return t.op(f"{{r}} = arith.mulf {v}, {t.c(2.0 ** mul, vf)} : {vf}")
+
+    def factor(self, side: str, smem: str, block: str) -> str:
+        """f32: the block's scale times 2^-integer_shift (f8 formats: the scale)."""
+        t = self.t
+        f = self.s.fmt(side)
+        code = t.op(f"{{r}} = memref.load {smem}[{block}] : memref<?xi8>")
+        c = t.op(f"{{r}} = arith.extui {code} : i8 to i32")
+        shift = integer_shift(f) or 0
+        if f.is_nvfp4:  # an E4M3 scale (never NaN here: the caller checked the range)
+            mag = t.op(f"{{r}} = arith.andi {c}, {t.c(0x7F, 'i32')} : i32")
+            e = t.op(f"{{r}} = arith.shrui {mag}, {t.c(3, 'i32')} : i32")
+            m = t.op(f"{{r}} = arith.andi {mag}, {t.c(7, 'i32')} : i32")
+            nb = t.op(f"{{r}} = arith.shli {mag}, {t.c(20, 'i32')} : i32")
+            normal = t.op(f"{{r}} = arith.addi {nb}, {t.c((120 - shift) << 23, 'i32')} : i32")
+            mf = t.op(f"{{r}} = arith.uitofp {m} : i32 to f32")
+            subf = t.op(f"{{r}} = arith.mulf {mf}, {t.c(2.0 ** (-9 - shift), 'f32')} : f32")
+            subb = t.op(f"{{r}} = arith.bitcast {subf} : f32 to i32")
+            is_sub = t.op(f"{{r}} = arith.cmpi eq, {e}, {t.c(0, 'i32')} : i32")
+            bits = t.op(f"{{r}} = arith.select {is_sub}, {subb}, {normal} : i32")
+            nan = t.op(f"{{r}} = arith.cmpi eq, {mag}, {t.c(0x7F, 'i32')} : i32")
+            bits = t.op(f"{{r}} = arith.select {nan}, {t.c(0x7FC00000, 'i32')}, {bits} : i32")
+            sg = t.op(f"{{r}} = arith.andi {c}, {t.c(0x80, 'i32')} : i32")
+            sg = t.op(f"{{r}} = arith.shli {sg}, {t.c(24, 'i32')} : i32")
+            bits = t.op(f"{{r}} = arith.ori {bits}, {sg} : i32")
+        else:  # e8m0: 2^(c - 127) (code 0: the subnormal 2^-127, 255: NaN), times 2^-shift
+            nb = t.op(f"{{r}} = arith.shli {c}, {t.c(23, 'i32')} : i32")
+            z = t.op(f"{{r}} = arith.cmpi eq, {c}, {t.c(0, 'i32')} : i32")
+            nb = t.op(f"{{r}} = arith.select {z}, {t.c(0x00400000, 'i32')}, {nb} : i32")
+            nan = t.op(f"{{r}} = arith.cmpi eq, {c}, {t.c(255, 'i32')} : i32")
+            bits = t.op(f"{{r}} = arith.select {nan}, {t.c(0x7FC00000, 'i32')}, {nb} : i32")
+            f = t.op(f"{{r}} = arith.bitcast {bits} : i32 to f32")
+            if not shift:
+                return f
+            return t.op(f"{{r}} = arith.mulf {f}, {t.c(2.0 ** -shift, 'f32')} : f32")
+        return t.op(f"{{r}} = arith.bitcast {bits} : i32 to f32")
+
+    def chunk(self, side: str, mem: str, smem: str | None, row: str, kk: str, K: str,
+              scaled: bool, factor: str | None = None) -> str:
+        """vector<C x f32>: C values of a side's row ``row`` (absolute, in units of K) at
+        column ``kk``: plain values, integer units, or scaled values (``scaled``)."""
+        t, C = self.t, self.C
+        f = self.s.fmt(side)
+        vf = _vt(C, "f32")
+        base = t.op(f"{{r}} = arith.muli {row}, {K} : index")
+        at = t.op(f"{{r}} = arith.addi {base}, {kk} : index")
+        if f is None:
+            pt = getattr(self.s, side)
+            v = t.op(f"{{r}} = vector.load {mem}[{at}] : memref<?x{pt}>, {_vt(C, pt)}")
+            if pt != "f32":
+                v = t.op(f"{{r}} = arith.extf {v} : {_vt(C, pt)} to {vf}")
+            return v
+        v8 = self.codes(side, mem, at)
+        if integer_shift(f) is not None:
+            v = self.integer_units(side, v8)
+        else:
+            v = self.f16_decode(side, v8, 0)
+        if not scaled:
+            return v
+        if factor is None:
+            blk = t.op(f"{{r}} = arith.divui {at}, {t.c(self.s.k(side))} : index")
+            factor = self.factor(side, smem, blk)
+        fv = t.op(f"{{r}} = vector.broadcast {factor} : f32 to {vf}")
+        return t.op(f"{{r}} = arith.mulf {v}, {fv} : {vf}")
+
+    # -- the kernel --------------------------------------------------------------------------
+    def function(self) -> str:
+        s, t = self.s, self.t
+        t.do(f"func.func @{s.name}({', '.join(f'{n}: {ty}' for n, ty in self.args())}) "
+             "{")
+        t.indent = 4
+        c0, c1 = t.c(0), t.c(1)
+        dims = [t.op(f"{{r}} = memref.load %dims[{t.c(i)}] : memref<?xi64>") for i in range(4)]
+        Bt, M, N, K = (t.op(f"{{r}} = arith.index_cast {d} : i64 to index") for d in dims)
+        self.M, self.N, self.K = M, N, K
+        cnp = t.c(NP)
+        npan = t.op(f"{{r}} = arith.ceildivui {N}, {cnp} : index")
+        a_mx = s.fmt("lhs") is not None
+        # scratches: A's rows (STREAM_M rows, also the GEMM's MR rows), B's panel, factors
+        mk = t.op(f"{{r}} = arith.muli {t.c(max(STREAM_M, MR))}, {K} : index")
+        self.ad = t.op(f"{{r}} = memref.alloc({mk}) : memref<?xf32>")
+        pk = t.op(f"{{r}} = arith.muli {cnp}, {K} : index")
+        self.bd = t.op(f"{{r}} = memref.alloc({pk}) : memref<?xf32>")
+        if s.exact:  # the streaming path's A factors
+            nblk = t.op(f"{{r}} = arith.divui {K}, {t.c(s.k('rhs'))} : index")
+            self.nblk = nblk
+            mb = t.op(f"{{r}} = arith.muli {t.c(STREAM_M)}, {nblk} : index")
+            self.af = t.op(f"{{r}} = memref.alloc({mb}) : memref<?xf32>")
+
+        def unit(u: str, _: list[str]) -> list[str]:
+            b = t.op(f"{{r}} = arith.divui {u}, {npan} : index")
+            p = t.op(f"{{r}} = arith.remui {u}, {npan} : index")
+            n0 = t.op(f"{{r}} = arith.muli {p}, {cnp} : index")
+            left = t.op(f"{{r}} = arith.subi {N}, {n0} : index")
+            ncols = t.op(f"{{r}} = arith.minui {left}, {cnp} : index")
+            arow0 = t.op(f"{{r}} = arith.muli {b}, {M} : index")  # A's first row
+            bn = t.op(f"{{r}} = arith.muli {b}, {N} : index")
+            brow0 = t.op(f"{{r}} = arith.addi {bn}, {n0} : index")  # B's first row
+            small = t.op(f"{{r}} = arith.cmpi ule, {M}, {t.c(STREAM_M)} : index")
+            self.unit = (b, n0, ncols, arow0, brow0)
+
+            def stream() -> None:
+                self.exact = s.exact
+                self.acc_t = EXACT_ACC if self.exact else "f32"
+                a_direct = not a_mx and s.lhs == "f32"
+                if not a_direct:  # A's M rows (<= STREAM_M) decoded once
+                    self.prepare("lhs", arow0, c0, M, self.ad, getattr(self, "af", None))
+                one = t.op(f"{{r}} = arith.cmpi ule, {M}, {t.c(2)} : index")
+                # one or two rows: one row at a time against two columns, accumulators as
+                # wide as a chunk; more: tiles of MR_STREAM rows against one column (the
+                # column's chunk decoded once per tile)
+                t.if_(one, lambda: self.rows(c0, M, 1, stream=True, a_direct=a_direct),
+                      lambda: self.rows(c0, M, MR_STREAM_EXACT if self.exact else MR_STREAM,
+                                        stream=True, a_direct=a_direct, nr=1))
+
+            def gemm() -> None:
+                self.exact, self.acc_t = False, "f32"  # scaled values in the panels
+                self.prepare("rhs", brow0, c0, ncols, self.bd, getattr(self, "bf", None))
+                a_direct = not a_mx and s.lhs == "f32"
+
+                def tile(m0: str, _: list[str]) -> list[str]:
+                    if not a_direct:
+                        r0 = t.op(f"{{r}} = arith.addi {arow0}, {m0} : index")
+                        rem = t.op(f"{{r}} = arith.subi {M}, {m0} : index")
+                        cnt = t.op(f"{{r}} = arith.minui {rem}, {t.c(MR)} : index")
+                        self.prepare("lhs", r0, c0, cnt, self.ad, getattr(self, "af", None),
+                                     pad_to=MR)
+                    self.tile(m0, MR, stream=False, a_direct=a_direct, a_local=not a_direct)
+                    return []
+
+                t.for_(c0, M, t.c(MR), [], tile)
+
+            t.if_(small, stream, gemm)
+            return []
+
+        t.for_("%u0", "%u1", c1, [], unit)
+        t.do(f"memref.dealloc {self.ad} : memref<?xf32>")
+        t.do(f"memref.dealloc {self.bd} : memref<?xf32>")
+        if s.exact:
+            t.do(f"memref.dealloc {self.af} : memref<?xf32>")
+        t.do("return")
+        t.indent = 2
+        t.do("}")
+        return "\n".join(t.lines)
+
+    def side_mems(self, side: str) -> tuple[str, str | None]:
+        nm = "a" if side == "lhs" else "b"
+        return f"%{nm}", (f"%{nm}s" if self.s.fmt(side) is not None else None)
+
+    def prepare(self, side: str, row0: str, r0: str, count: str, dst: str,
+                fdst: str | None, pad_to: int = 0) -> None:
+        """Decodes rows ``row0 + [r0, r0 + count)`` of a side into ``dst`` (row i at i * K):
+        integer units with their factors in ``fdst`` (exact kernels) or scaled values; with
+        ``pad_to``, rows up to it repeat the last one."""
+        t, K, C = self.t, self.K, self.C
+        mem, smem = self.side_mems(side)
+        c1 = t.c(1)
+        hi = t.c(pad_to) if pad_to else count
+        last = t.op(f"{{r}} = arith.subi {count}, {c1} : index")
+
+        def row(i: str, _: list[str]) -> list[str]:
+            li = t.op(f"{{r}} = arith.minui {i}, {last} : index")
+            src = t.op(f"{{r}} = arith.addi {row0}, {li} : index")
+            ob = t.op(f"{{r}} = arith.muli {i}, {K} : index")
+
+            def ck(kk: str, _: list[str]) -> list[str]:
+                v = self.chunk(side, mem, smem, src, kk, K, scaled=not self.exact)
+                o = t.op(f"{{r}} = arith.addi {ob}, {kk} : index")
+                t.do(f"vector.store {v}, {dst}[{o}] : memref<?xf32>, {_vt(C, 'f32')}")
+                return []
+
+            t.for_(t.c(0), K, t.c(C), [], ck)
+            if self.exact:
+                def fk(j: str, _: list[str]) -> list[str]:
+                    sb = t.op(f"{{r}} = arith.muli {src}, {self.nblk} : index")
+                    si = t.op(f"{{r}} = arith.addi {sb}, {j} : index")
+                    f = self.factor(side, smem, si)
+                    fb = t.op(f"{{r}} = arith.muli {i}, {self.nblk} : index")
+                    fo = t.op(f"{{r}} = arith.addi {fb}, {j} : index")
+                    t.do(f"memref.store {f}, {fdst}[{fo}] : memref<?xf32>")
+                    return []
+
+                t.for_(t.c(0), self.nblk, c1, [], fk)
+            return []
+
+        t.for_(r0, hi, c1, [], row)
+
+    def rows(self, lo: str, hi: str, mr: int, *, stream: bool, a_direct: bool,
+             nr: int = NR) -> None:
+        """Tiles of ``mr`` rows over [lo, hi) (the streaming path)."""
+        t = self.t
+
+        def tile(m0: str, _: list[str]) -> list[str]:
+            self.tile(m0, mr, stream=stream, a_direct=a_direct, a_local=False, nr=nr)
+            return []
+
+        t.for_(lo, hi, t.c(mr), [], tile)
+
+    def tile(self, m0: str, mr: int, *, stream: bool, a_direct: bool, a_local: bool,
+             nr: int = NR) -> None:
+        """Rows m0 .. m0 + mr (clamped to M) of A against the unit's panel, nr columns at a
+        time: a register tile of mr x nr accumulators over K."""
+        t, s, C, W, K, M = self.t, self.s, self.C, self.W, self.K, self.M
+        b, n0, ncols, arow0, brow0 = self.unit
+        c0, c1 = t.c(0), t.c(1)
+        acc_t = self.acc_t
+        # streamed scaled values: accumulators as wide as a chunk (independent FMA chains)
+        wide = stream and not self.exact and mr == 1
+        va, vc = _vt(C if wide else W, acc_t), _vt(W, "f32")
+        mlast = t.op(f"{{r}} = arith.subi {M}, {c1} : index")
+        nlast = t.op(f"{{r}} = arith.subi {ncols}, {c1} : index")
+        rows = []  # (A row index for reading, local row in the scratch, output row or None)
+        for i in range(mr):
+            mi = t.op(f"{{r}} = arith.addi {m0}, {t.c(i)} : index")
+            mc = t.op(f"{{r}} = arith.minui {mi}, {mlast} : index")
+            rows.append((mi, mc))
+        kb = s.k("rhs") if s.fmt("rhs") is not None else C
+        nchunks = kb // C
+
+        def cols(j0: str, _: list[str]) -> list[str]:
+            colv = []
+            for j in range(nr):
+                nj = t.op(f"{{r}} = arith.addi {j0}, {t.c(j)} : index")
+                nc = t.op(f"{{r}} = arith.minui {nj}, {nlast} : index")
+                colv.append((nj, nc))
+            zero = t.c(0.0, va)
+            inits = [(zero, va)] * (mr * nr)
+
+            def a_vec(i: int, kk: str) -> str:
+                mi, mc = rows[i]
+                if a_direct:
+                    r = t.op(f"{{r}} = arith.addi {arow0}, {mc} : index")
+                    return self.chunk("lhs", "%a", None, r, kk, K, scaled=False)
+                local = t.c(i) if a_local else mc
+                o = t.op(f"{{r}} = arith.muli {local}, {K} : index")
+                o = t.op(f"{{r}} = arith.addi {o}, {kk} : index")
+                return t.op(f"{{r}} = vector.load {self.ad}[{o}] : memref<?xf32>, "
+                            f"{_vt(C, 'f32')}")
+
+            def b_vec(j: int, kk: str, factor: str | None) -> str:
+                """Streaming: a chunk of column j decoded from B's codes."""
+                r = t.op(f"{{r}} = arith.addi {brow0}, {colv[j][1]} : index")
+                mem, smem = self.side_mems("rhs")
+                return self.chunk("rhs", mem, smem, r, kk, K, scaled=not self.exact,
+                                  factor=factor)
+
+            def fma_into(accs: list[str], a: str, bv: str) -> list[str]:
+                out = list(accs)
+                for p in range(C // W):
+                    sa = t.op(f"{{r}} = vector.extract_strided_slice {a} {{{{offsets = [{p * W}], "
+                              f"sizes = [{W}], strides = [1]}}}} : {_vt(C, 'f32')} to {vc}")
+                    sb = t.op(f"{{r}} = vector.extract_strided_slice {bv} {{{{offsets = "
+                              f"[{p * W}], sizes = [{W}], strides = [1]}}}} : {_vt(C, 'f32')} "
+                              f"to {vc}")
+                    out = [t.op(f"{{r}} = vector.fma {sa}, {sb}, {x} : {vc}") for x in out]
+                return out
+
+            def panel_step(kk: str, sums: list[str]) -> list[str]:
+                """GEMM: W lanes at a time from the scratches (A in place where plain f32):
+                mr x nr accumulators, nr + 1 vectors of operands live."""
+                out = list(sums)
+                for p in range(C // W):
+                    kp = t.op(f"{{r}} = arith.addi {kk}, {t.c(p * W)} : index")
+                    bvs = []
+                    for j in range(nr):
+                        o = t.op(f"{{r}} = arith.muli {colv[j][1]}, {K} : index")
+                        o = t.op(f"{{r}} = arith.addi {o}, {kp} : index")
+                        bvs.append(t.op(f"{{r}} = vector.load {self.bd}[{o}] : memref<?xf32>, "
+                                        f"{vc}"))
+                    for i in range(mr):
+                        if a_direct:
+                            r = t.op(f"{{r}} = arith.addi {arow0}, {rows[i][1]} : index")
+                            o = t.op(f"{{r}} = arith.muli {r}, {K} : index")
+                            mem = "%a"
+                        else:
+                            o = t.op(f"{{r}} = arith.muli {t.c(i)}, {K} : index")
+                            mem = self.ad
+                        o = t.op(f"{{r}} = arith.addi {o}, {kp} : index")
+                        a = t.op(f"{{r}} = vector.load {mem}[{o}] : memref<?xf32>, {vc}")
+                        for j in range(nr):
+                            out[i * nr + j] = t.op(f"{{r}} = vector.fma {a}, {bvs[j]}, "
+                                                   f"{out[i * nr + j]} : {vc}")
+                return out
+
+            def block(blk: str, accs: list[str]) -> list[str]:
+                k0 = t.op(f"{{r}} = arith.muli {blk}, {t.c(kb)} : index")
+                # B's factor for streamed scaled values: once per block and column
+                bfac = [None] * nr
+                if stream and s.fmt("rhs") is not None and not self.exact:
+                    for j in range(nr):
+                        r = t.op(f"{{r}} = arith.addi {brow0}, {colv[j][1]} : index")
+                        nb = t.op(f"{{r}} = arith.divui {K}, {t.c(kb)} : index")
+                        sb = t.op(f"{{r}} = arith.muli {r}, {nb} : index")
+                        si = t.op(f"{{r}} = arith.addi {sb}, {blk} : index")
+                        bfac[j] = self.factor("rhs", "%bs", si)
+                sums = ([t.c(0.0, vc) for _ in range(mr * nr)] if self.exact else
+                        list(accs))
+
+                def chunk_step(kk: str, sums: list[str]) -> list[str]:
+                    if not stream:
+                        return panel_step(kk, sums)
+                    bvs = [b_vec(j, kk, bfac[j]) for j in range(nr)]
+                    out = list(sums)
+                    for i in range(mr):
+                        a = a_vec(i, kk)
+                        for j in range(nr):
+                            if wide:
+                                out[i * nr + j] = t.op(f"{{r}} = vector.fma {a}, {bvs[j]}, "
+                                                       f"{out[i * nr + j]} : {va}")
+                                continue
+                            (out[i * nr + j],) = fma_into([out[i * nr + j]], a, bvs[j])
+                    return out
+
+                if nchunks <= 8:
+                    for q in range(nchunks):
+                        kk = t.op(f"{{r}} = arith.addi {k0}, {t.c(q * C)} : index")
+                        sums = chunk_step(kk, sums)
+                else:
+                    k1 = t.op(f"{{r}} = arith.addi {k0}, {t.c(kb)} : index")
+                    sums = t.for_(k0, k1, t.c(C), [(x, va if wide else vc) for x in sums],
+                                  chunk_step)
+                if not self.exact:
+                    return sums
+                # exact: the block sums (exact integers) times fa * fb, accumulated
+                out = []
+                for i in range(mr):
+                    fa = self.block_factor("lhs", i, rows[i], blk, a_local)
+                    for j in range(nr):
+                        fb = self.block_factor("rhs", j, colv[j], blk, not stream)
+                        f = t.op(f"{{r}} = arith.mulf {fa}, {fb} : f32")
+                        acc = accs[i * nr + j]
+                        sm = sums[i * nr + j]
+                        if acc_t == "f64":
+                            f = t.op(f"{{r}} = arith.extf {f} : f32 to f64")
+                            sm = t.op(f"{{r}} = arith.extf {sm} : {vc} to {va}")
+                        fv = t.op(f"{{r}} = vector.broadcast {f} : {acc_t} to {va}")
+                        out.append(t.op(f"{{r}} = vector.fma {sm}, {fv}, {acc} : {va}"))
+                return out
+
+            nblocks = t.op(f"{{r}} = arith.divui {K}, {t.c(kb)} : index")
+            accs = t.for_(c0, nblocks, c1, inits, block)
+            # reduce and store the valid results
+            for i in range(mr):
+                mi = rows[i][0]
+                for j in range(nr):
+                    nj = colv[j][0]
+                    red = t.op(f"{{r}} = vector.reduction <add>, {accs[i * nr + j]} : {va} "
+                               f"into {acc_t}")
+                    if acc_t == "f64":
+                        red = t.op(f"{{r}} = arith.truncf {red} : f64 to f32")
+                    okm = t.op(f"{{r}} = arith.cmpi ult, {mi}, {M} : index")
+                    okn = t.op(f"{{r}} = arith.cmpi ult, {nj}, {ncols} : index")
+                    ok = t.op(f"{{r}} = arith.andi {okm}, {okn} : i1")
+                    t.do(f"scf.if {ok} {{")
+                    t.indent += 2
+                    orow = t.op(f"{{r}} = arith.addi {arow0}, {mi} : index")
+                    ob = t.op(f"{{r}} = arith.muli {orow}, {self.N} : index")
+                    oc = t.op(f"{{r}} = arith.addi {n0}, {nj} : index")
+                    o = t.op(f"{{r}} = arith.addi {ob}, {oc} : index")
+                    t.do(f"memref.store {red}, %out[{o}] : memref<?xf32>")
+                    t.indent -= 2
+                    t.do("}")
+            return []
+
+        t.for_(c0, ncols, t.c(nr), [], cols)
+
+    def block_factor(self, side: str, idx: int, rc: tuple[str, str], blk: str,
+                     local: bool) -> str:
+        """The factor of block ``blk`` of a tile row (lhs) or column (rhs): from the scratch
+        where the side was prepared (``local``: at the tile's position ``idx``; the
+        streaming path's A: at the row), else decoded from the scale codes."""
+        t = self.t
+        b, n0, ncols, arow0, brow0 = self.unit
+        _, clamped = rc
+        if side == "lhs":
+            pos = t.c(idx) if local else clamped
+            o = t.op(f"{{r}} = arith.muli {pos}, {self.nblk} : index")
+            o = t.op(f"{{r}} = arith.addi {o}, {blk} : index")
+            return t.op(f"{{r}} = memref.load {self.af}[{o}] : memref<?xf32>")
+        if local:
+            o = t.op(f"{{r}} = arith.muli {clamped}, {self.nblk} : index")
+            o = t.op(f"{{r}} = arith.addi {o}, {blk} : index")
+            return t.op(f"{{r}} = memref.load {self.bf}[{o}] : memref<?xf32>")
+        r = t.op(f"{{r}} = arith.addi {brow0}, {clamped} : index")
+        o = t.op(f"{{r}} = arith.muli {r}, {self.nblk} : index")
+        o = t.op(f"{{r}} = arith.addi {o}, {blk} : index")
+        return self.factor("rhs", "%bs", o)
+
+
+def kernel_text(spec: DotSpec) -> str:
+    """The kernel's ``func.func`` as MLIR text (generic upstream dialects)."""
+    return _DotKernel(spec).function()
+
+
+def build(spec: DotSpec) -> str:
+    """The kernel module of ``spec`` as MLIR text, parsed and verified by upstream MLIR."""
+    ir = upstream.module("ir")
+    with upstream.context():
+        module = ir.Module.parse("module {\n" + kernel_text(spec) + "\n}")
+        module.operation.verify()
+        return str(module)

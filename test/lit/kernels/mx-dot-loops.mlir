@@ -1,0 +1,56 @@
+// The fused block-scaled dot kernel (mxlower.lowering.dot_kernels): the packed operands read
+// once as they are stored (f4 codes two per byte, split and interleaved in registers), decoded
+// in registers (avx2: one byte shuffle maps 32 f4 codes to their integer values), multiplied
+// and accumulated in vector FMAs; the only buffers it allocates are its cache-sized scratches
+// (STREAM/MR rows of A and a panel of 32 columns of B, sized by K), never a dequantized operand.
+// REQUIRES: llvm-tools
+// RUN: %PYTHON -m mxlower.execution.ffi_dot f32 mxfp4_e2m1 --path avx2 | FileCheck %s --check-prefix=GEMV
+// RUN: %PYTHON -m mxlower.execution.ffi_dot mxfp4_e2m1 mxint8 | FileCheck %s --check-prefix=EXACT
+// RUN: %PYTHON -m mxlower.execution.ffi_dot bf16 mxfp8_e4m3 | FileCheck %s --check-prefix=F8
+// RUN: not %PYTHON -m mxlower.execution.ffi_dot f32 bf16 2>&1 | FileCheck %s --check-prefix=BAD
+
+// GEMV-LABEL: func.func @mxlower_dot_f32_mxfp4_e2m1k32_avx2(
+// GEMV-SAME: %[[A:[^:]+]]: memref<?xf32>, %[[B:[^:]+]]: memref<?xi8>, %[[BS:[^:]+]]: memref<?xi8>, %[[OUT:[^:]+]]: memref<?xf32>, %[[DIMS:[^:]+]]: memref<?xi64>, %{{[^:]+}}: index, %{{[^:]+}}: index)
+// GEMV: %[[KD:.*]] = memref.load %[[DIMS]][%c3] : memref<?xi64>
+// GEMV: %[[K:.*]] = arith.index_cast %[[KD]] : i64 to index
+// the two scratches, a few rows by K: nothing shaped like an operand
+// GEMV: %[[R:.*]] = arith.muli %c16{{.*}}, %[[K]] : index
+// GEMV-NEXT: memref.alloc(%[[R]]) : memref<?xf32>
+// GEMV: %[[P:.*]] = arith.muli %c32{{.*}}, %[[K]] : index
+// GEMV-NEXT: memref.alloc(%[[P]]) : memref<?xf32>
+// GEMV-NOT: memref.alloc
+// the streaming path: the weights' scale and 16 bytes of codes per block, straight into FMAs
+// GEMV: scf.if
+// GEMV: memref.load %[[BS]]
+// GEMV: vector.load %[[B]][%{{.*}}] : memref<?xi8>, vector<16xi8>
+// GEMV: vector.interleave %{{.*}}, %{{.*}} : vector<16xi8> -> vector<32xi8>
+// GEMV: llvm.call_intrinsic "llvm.x86.avx2.pshuf.b"
+// GEMV: arith.sitofp %{{.*}} : vector<32xi32> to vector<32xf32>
+// GEMV: vector.load %[[A]][%{{.*}}] : memref<?xf32>, vector<32xf32>
+// GEMV: vector.fma %{{.*}} : vector<32xf32>
+// GEMV-NOT: vector.store %{{.*}}, %[[OUT]]
+// GEMV: vector.reduction <add>
+// GEMV: memref.store %{{.*}}, %[[OUT]][%{{.*}}] : memref<?xf32>
+// GEMV: } else {
+// the GEMM path: the weights' panel decoded once into the scratch, then a 6 x 2 register tile
+// GEMV: vector.store %{{.*}}, %{{.*}}[%{{.*}}] : memref<?xf32>, vector<32xf32>
+// GEMV-COUNT-12: vector.fma %{{.*}} : vector<8xf32>
+
+// Both sides integer-unit formats: block sums of the integer values in f32 lanes, scaled by
+// the two blocks' factors and accumulated in f64.
+// EXACT-LABEL: func.func @mxlower_dot_mxfp4_e2m1k32_mxint8k32_portable(
+// EXACT: arith.extsi %{{.*}} : vector<32xi8> to vector<32xi32>
+// EXACT: vector.fma %{{.*}} : vector<8xf32>
+// EXACT: arith.mulf %{{.*}}, %{{.*}} : f32
+// EXACT: arith.extf %{{.*}} : vector<8xf32> to vector<8xf64>
+// EXACT: vector.fma %{{.*}} : vector<8xf64>
+// EXACT: vector.reduction <add>, %{{.*}} : vector<8xf64> into f64
+// EXACT: arith.truncf %{{.*}} : f64 to f32
+
+// f8 codes decoded through f16 (exact, no flush-mode dependence); bf16 activations widened.
+// F8-LABEL: func.func @mxlower_dot_bf16_mxfp8_e4m3k32_portable(
+// F8: arith.extf %{{.*}} : vector<32xbf16> to vector<32xf32>
+// F8: arith.bitcast %{{.*}} : vector<32xi16> to vector<32xf16>
+// F8: arith.extf %{{.*}} : vector<32xf16> to vector<32xf32>
+
+// BAD: error: dot kernel: at least one side must be an MX format

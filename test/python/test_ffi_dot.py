@@ -1,0 +1,300 @@
+"""The fused block-scaled dot kernel (mxlower.lowering.dot_kernels, run through
+mxlower.execution.ffi_dot) against mxlower.reference.scaled_dot: every MX format pair, plain
+f32/bf16/f16 sides on either side, M / N / K that are no multiple of any tile (K of one and of
+three blocks), batch dimensions, both ways of a unit (streaming for M <= 16, the blocked GEMM
+above), NaN / Inf codes, every SIMD path this CPU runs (``MXLOWER_DOT_PATH``), the exact
+block sums of the integer-unit formats, handler errors, and the JAX entry's dispatch
+(transposed dimension numbers, jit, vmap, grad) -- the range ends are test_ffi_scaled_dot's
+(they take the f64 contraction, not this kernel)."""
+
+from __future__ import annotations
+
+import itertools
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from mxlower import reference as R
+from mxlower.bindings import upstream
+from mxlower.formats import FLOAT_TYPES, FORMATS
+from mxlower.lowering import dot_kernels
+from mxlower.testing import assert_dot_close
+
+pytestmark = pytest.mark.skipif(not upstream.available(), reason="upstream MLIR not installed")
+
+jax = pytest.importorskip("jax")
+jnp = jax.numpy
+
+import mxlower.jax as mxj  # noqa: E402
+from mxlower.execution import ffi_dot  # noqa: E402
+
+F32 = np.float32
+MX = list(FORMATS)
+PLAIN = {"f32": np.float32, "bf16": ml_dtypes.bfloat16, "f16": np.float16}
+PATHS = ffi_dot.kernel_paths()
+#: (batch, M, N, K in blocks): the streaming path's one row at a time (M <= 2) and tiles of
+#: rows, the GEMM (M > STREAM_M) with ragged tiles; N across panels of 32 columns
+SHAPES = [((), 1, 1, 1), ((), 2, 37, 3), ((2,), 7, 33, 2), ((), 13, 70, 3), ((), 20, 35, 1)]
+
+
+def _side(rng, name: str, shape, k=None):
+    """(elements or values, scales or None, f32 values) of random data in ``name``."""
+    x = (rng.standard_normal(shape) * np.exp2(rng.integers(-3, 4, shape))).astype(F32)
+    x[rng.random(shape) < 0.1] = 0
+    if name in PLAIN:
+        v = x.astype(PLAIN[name])
+        return jnp.asarray(v), None, v.astype(F32)
+    q = mxj.quantize(x, name, block_size=k, impl="xla")
+    e = np.asarray(q.elements)
+    t = FLOAT_TYPES.get(FORMATS[name].element)
+    codes = R.from_bits(e, FORMATS[name].element) if t is not None and t.bits == 6 else e
+    v = R.dequantize(codes, np.asarray(q.scales), name, block_size=q.block_size)
+    return q.elements, q.scales, v
+
+
+def _run(lf, rf, shape, rng, path, k=None):
+    batch, M, N, kb = shape
+    kk = k or max(FORMATS[f].block_size for f in (lf, rf) if f in FORMATS)
+    K = kb * kk
+    a, sa, va = _side(rng, lf, batch + (M, K), k if lf in FORMATS else None)
+    b, sb, vb = _side(rng, rf, batch + (N, K), k if rf in FORMATS else None)
+    got = ffi_dot.dot(a, sa, b, sb, lf if sa is not None else None,
+                      rf if sb is not None else None, lhs_block_size=k if sa is not None else None,
+                      rhs_block_size=k if sb is not None else None, path=path)
+    nb = len(batch)
+    dn = (((nb + 1,), (nb + 1,)), (tuple(range(nb)), tuple(range(nb))))
+    assert got.shape == batch + (M, N) and got.dtype == F32
+    assert_dot_close(got, va, vb, dn, what=f"{lf} x {rf} {shape} {path}")
+    return np.asarray(got), va, vb
+
+
+@pytest.mark.parametrize("lf, rf", list(itertools.product(MX, MX)))
+def test_every_mx_pair(lf, rf):
+    """Both sides MX: one kernel per pair (shapes are run-time), every shape; the block sizes
+    differ where the formats' defaults do (nvfp4 16 against 32: scaled values)."""
+    rng = np.random.default_rng(MX.index(lf) * 7 + MX.index(rf))
+    k = 16 if "nvfp4" in (lf, rf) else None
+    for shape in SHAPES:
+        _run(lf, rf, shape, rng, PATHS[0], k=k)
+
+
+@pytest.mark.parametrize("fmt", MX)
+@pytest.mark.parametrize("plain", list(PLAIN))
+def test_plain_activations_against_mx_weights(plain, fmt):
+    rng = np.random.default_rng(3)
+    for shape in SHAPES:
+        _run(plain, fmt, shape, rng, PATHS[0])
+    _run(fmt, plain, SHAPES[1], rng, PATHS[0])  # the plain side on the right
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_every_simd_path(path):
+    """Each path this CPU runs, on the formats whose decoding differs between them (f4 by a
+    byte shuffle on avx2) and one of each other kind."""
+    rng = np.random.default_rng(5)
+    for lf, rf in (("f32", "mxfp4_e2m1"), ("bf16", "nvfp4"), ("mxfp4_e2m1", "mxfp4_e2m1"),
+                   ("mxint8", "mxfp6_e3m2"), ("f16", "mxfp8_e4m3")):
+        for shape in SHAPES[1:]:
+            _run(lf, rf, shape, rng, path)
+
+
+def test_the_environment_forces_a_path(monkeypatch):
+    monkeypatch.setenv(ffi_dot.ENV, "portable")
+    assert ffi_dot.host_path() == "portable"
+    monkeypatch.setenv(ffi_dot.ENV, "sse9")
+    with pytest.raises(ValueError, match="MXLOWER_DOT_PATH='sse9' is not a dot kernel path"):
+        ffi_dot.host_path()
+    monkeypatch.delenv(ffi_dot.ENV)
+    assert ffi_dot.host_path() == PATHS[0]
+    assert dot_kernels.host_paths(["sse2"]) == ["portable"]
+
+
+def test_odd_block_sizes():
+    """Block sizes that are no multiple of the lanes (chunks of 2, 4, 12 values)."""
+    rng = np.random.default_rng(7)
+    for lf, rf, k in (("mxfp4_e2m1", "mxfp4_e2m1", 2), ("f32", "mxfp8_e5m2", 12),
+                      ("mxint8", "mxfp6_e2m3", 36), ("bf16", "mxfp4_e2m1", 64)):
+        for shape in (SHAPES[1], SHAPES[3], SHAPES[4]):
+            _run(lf, rf, shape, rng, PATHS[0], k=k)
+
+
+def test_exact_block_sums():
+    """Both sides integer-unit formats with one block size: each block's sum is exact and the
+    blocks are summed in f64, so a dot whose f32 sums would lose bits (huge and tiny blocks
+    that cancel) comes out as the f64 reference, rounded once."""
+    k = 32
+    e = np.zeros((1, 3 * k), np.int8)
+    e[0, :] = 127
+    e[0, k:2 * k] = -127
+    s_a = np.array([[140, 140, 100]], np.uint8).view(ml_dtypes.float8_e8m0fnu)
+    ones = np.full((1, 3 * k), 64, np.int8)  # 1.0 in mxint8
+    s_b = np.full((1, 3), 127, np.uint8).view(ml_dtypes.float8_e8m0fnu)
+    for M in (1, 5, dot_kernels.STREAM_M + 1):  # streaming (one row, a tile) and GEMM
+        a = np.repeat(e, M, 0)
+        sa = np.repeat(s_a, M, 0)
+        got = np.asarray(ffi_dot.dot(a, sa, ones, s_b, "mxint8", "mxint8"))
+        want = 127 * k * 2.0 ** (100 - 127 - 6)
+        if M <= dot_kernels.STREAM_M:
+            assert np.all(got == F32(want))
+        else:  # the GEMM path: f32 sums of scaled values, within the contract
+            assert np.all(np.abs(got - want) <= 1e-6 * 3 * 127 * k * 2.0 ** (140 - 133))
+
+
+def test_nan_and_inf_codes():
+    rng = np.random.default_rng(11)
+    for fmt, code in (("mxfp8_e4m3", 0x7F), ("mxfp8_e5m2", 0x7C), ("mxfp8_e5m2", 0x7E)):
+        a, sa, va = _side(rng, fmt, (5, 64))
+        e = np.asarray(a).view(np.uint8).copy()
+        e[2, 7] = code
+        a = e.view(np.asarray(a).dtype)
+        x = rng.standard_normal((2, 64)).astype(F32)
+        for lhs in (x, np.repeat(x, 9, 0)):  # streaming (the weights on the right) and GEMM
+            got = np.asarray(ffi_dot.dot(lhs, None, a, sa, None, fmt))
+            want = R.scaled_dot(lhs, None, R.dequantize(e.view(np.asarray(a).dtype), np.asarray(sa),
+                                                        fmt), None)
+            np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+            np.testing.assert_array_equal(np.isinf(got), np.isinf(want))
+            assert np.isnan(got[:, 2]).all() if code != 0x7C else np.isinf(got[:, 2]).all()
+
+
+def test_bad_buffers_are_jax_errors():
+    """The handler checks what it is given (a direct ffi_call past the Python checks)."""
+    rng = np.random.default_rng(13)
+    a, sa, _ = _side(rng, "mxfp8_e4m3", (1, 4, 64))
+    spec = ffi_dot.spec_for(None, "mxfp8_e4m3", np.zeros(1, F32), a)
+    name = ffi_dot.register(spec)
+    x = jnp.ones((1, 2, 64), F32)
+    call = jax.ffi.ffi_call(name, jax.ShapeDtypeStruct((1, 2, 5), F32))
+    with pytest.raises(Exception, match="shapes must be a \\[..., M, K\\]"):
+        jax.block_until_ready(call(x, a, sa))
+    call = jax.ffi.ffi_call(name, jax.ShapeDtypeStruct((1, 2, 4), F32))
+    with pytest.raises(Exception, match="b_scales must have shape \\[..., N, K / 32\\]"):
+        jax.block_until_ready(call(x, a, sa[:, :, :1]))
+    with pytest.raises(Exception, match="argument 0 \\(a\\) must have dtype float32"):
+        jax.block_until_ready(call(x.astype(jnp.bfloat16), a, sa))
+    call = jax.ffi.ffi_call(name, jax.ShapeDtypeStruct((2, 4), F32))
+    with pytest.raises(Exception, match="a must have rank 3 or more"):
+        jax.block_until_ready(call(x[0], a[0], sa[0]))
+    with pytest.raises(TypeError, match="a plain side must be float32"):
+        ffi_dot.dot(x.astype(jnp.int32), None, a, sa, None, "mxfp8_e4m3")
+
+
+def test_scaled_dot_dispatch_layouts_jit_vmap_grad():
+    """mxlower.jax.scaled_dot(impl="auto") runs the kernel for every layout its dimension
+    numbers allow (normalized with a transpose where needed), under jit, vmap and grad."""
+    rng = np.random.default_rng(17)
+    w = mxj.quantize(rng.standard_normal((64, 6)).astype(F32), "mxfp4_e2m1", axis=0,
+                     impl="xla")  # [K, N], blocked along 0
+    x = rng.standard_normal((2, 64)).astype(F32)
+    vw = np.asarray(mxj.dequantize(w))
+    dn = (((1,), (0,)), ((), ()))
+    f = jax.jit(lambda x, w: mxj.scaled_dot(x, w, dn))
+    assert "mxlower_dot_f32_mxfp4_e2m1k32" in f.lower(x, w).compile().as_text()
+    assert_dot_close(f(x, w), x, vw, dn, what="[K, N] weights")
+    # the weights on the left: the lhs blocked along its first axis
+    g = jax.jit(lambda w, x: mxj.scaled_dot(w, x, (((0,), (1,)), ((), ()))))
+    assert_dot_close(g(w, x), vw, x, (((0,), (1,)), ((), ())), what="w^T x")
+    # the GEMV written w x with 40 weight rows: the kernel computes x w^T (the side with few
+    # rows streams the other) and transposes the small result
+    w2 = mxj.quantize(rng.standard_normal((40, 64)).astype(F32), "mxfp4_e2m1", impl="xla")
+    g2 = jax.jit(lambda w, x: mxj.scaled_dot(w, x))
+    assert "mxlower_dot_f32_mxfp4_e2m1k32" in g2.lower(w2, x).compile().as_text()
+    assert_dot_close(g2(w2, x), np.asarray(mxj.dequantize(w2)), x, (((1,), (1,)), ((), ())),
+                     what="w x")
+    # batch dimensions not in front
+    q = mxj.quantize(rng.standard_normal((3, 4, 64)).astype(F32), "mxfp6_e2m3", impl="xla")
+    p = rng.standard_normal((64, 3, 5)).astype(F32)
+    dnb = (((2,), (0,)), ((0,), (1,)))
+    h = jax.jit(lambda q, p: mxj.scaled_dot(q, p, dnb))
+    assert "mxlower_dot_" in h.lower(q, p).compile().as_text()
+    vq = R.dequantize(R.from_bits(np.asarray(q.elements), "f6E2M3FN"), np.asarray(q.scales),
+                      "mxfp6_e2m3")
+    assert_dot_close(h(q, p), vq, p, dnb, what="batch dims")
+    # vmap of the kernel's entry point itself: one call with the batch as a leading dimension
+    vd = jax.jit(jax.vmap(lambda x: ffi_dot.dot(x, None, w2.elements, w2.scales, None,
+                                                 "mxfp4_e2m1")))(xs := rng.standard_normal(
+                                                     (3, 2, 64)).astype(F32))
+    for i in range(3):
+        np.testing.assert_array_equal(vd[i], ffi_dot.dot(xs[i], None, w2.elements, w2.scales,
+                                                         None, "mxfp4_e2m1"))
+    # vmap: the batch goes into the kernel's batch dimension
+    xs = rng.standard_normal((4, 2, 64)).astype(F32)
+    batched = jax.jit(jax.vmap(lambda x: mxj.scaled_dot(x, w, dn)))(xs)
+    for i in range(4):
+        np.testing.assert_array_equal(batched[i], f(xs[i], w))
+    # grad through the plain side: d/dx sum(ct * x @ w) = ct @ w^T
+    ct = rng.standard_normal((2, 6)).astype(F32)
+    gx = jax.jit(jax.grad(lambda x: jnp.sum(ct * mxj.scaled_dot(x, w, dn))))(x)
+    np.testing.assert_allclose(gx, ct @ vw.T, rtol=1e-5, atol=1e-5)
+
+
+def test_installed_scaled_matmul_runs_the_kernel():
+    """``jax.nn.scaled_matmul`` after ``mxlower.jax.install()`` lowers to the kernel too."""
+    rng = np.random.default_rng(19)
+    lhs = jnp.asarray(rng.standard_normal((2, 3, 64)).astype(F32)).astype(jnp.float8_e4m3fn)
+    rhs = jnp.asarray(rng.standard_normal((2, 5, 64)).astype(F32)).astype(jnp.float8_e4m3fn)
+    codes = rng.integers(120, 135, (2, 3, 2)).astype(np.uint8)
+    ls = jnp.asarray(codes.view(ml_dtypes.float8_e8m0fnu))
+    rs = jnp.ones((2, 5, 2), jnp.float8_e8m0fnu)
+    mxj.install()
+    try:
+        f = jax.jit(jax.nn.scaled_matmul)
+        text = f.lower(lhs, rhs, ls, rs).compile().as_text()
+        assert "mxlower_dot_mxfp8_e4m3k32_mxfp8_e4m3k32" in text
+        got = f(lhs, rhs, ls, rs)
+    finally:
+        mxj.uninstall()
+    va = R.dequantize(np.asarray(lhs), codes.view(ml_dtypes.float8_e8m0fnu), "mxfp8_e4m3")
+    vb = np.asarray(rhs).astype(F32)
+    assert_dot_close(got, va, vb, (((2,), (2,)), ((0,), (0,))), what="scaled_matmul")
+
+
+def test_gemms_keep_the_dequantize_kernels_unless_asked(monkeypatch):
+    """More than STREAM_M rows on both sides: the dequantize kernels + XLA's f32 dot (faster
+    than the kernel's GEMM path here, BENCHMARKS.md) unless MXLOWER_DOT_KERNEL=all."""
+    rng = np.random.default_rng(23)
+    rows = dot_kernels.STREAM_M + 1
+    a = mxj.quantize(rng.standard_normal((rows, 64)).astype(F32), "mxint8", impl="xla")
+    b = mxj.quantize(rng.standard_normal((rows + 3, 64)).astype(F32), "mxfp4_e2m1", impl="xla")
+
+    def compiled():
+        return jax.jit(lambda u, v: mxj.scaled_dot(u, v)).lower(a, b).compile()
+
+    assert "mxlower_dot_" not in compiled().as_text()
+    monkeypatch.setenv("MXLOWER_DOT_KERNEL", "all")
+    c = compiled()
+    assert "mxlower_dot_mxint8k32_mxfp4_e2m1k32" in c.as_text()
+    va, vb = (np.asarray(mxj.dequantize(v)) for v in (a, b))
+    assert_dot_close(c(a, b), va, vb, (((1,), (1,)), ((), ())), what="GEMM")
+
+
+def test_zero_and_smallest_scales():
+    """nvfp4's E4M3 scale code 0 (a zero block) and e8m0's code 0 (2^-127) on zero blocks:
+    zeros, no NaN from the scale's decoding (the run-time test sends non-zero data with such
+    scales to the f64 contraction; the kernel still must not poison the other blocks)."""
+    rng = np.random.default_rng(29)
+    x = rng.standard_normal((2, 64)).astype(F32)
+    for fmt, k in (("nvfp4", 16), ("mxfp4_e2m1", 32), ("mxint8", 32)):
+        q = mxj.quantize(rng.standard_normal((5, 64)).astype(F32), fmt, impl="xla")
+        s = np.asarray(q.scales).view(np.uint8).copy()
+        e = np.asarray(q.elements).copy()
+        s[1, 0] = 0
+        if fmt != "nvfp4":  # 2^-127 on a zero block
+            e.view(np.uint8)[1, :k] = 0
+        sd = s.view(np.asarray(q.scales).dtype)
+        got = np.asarray(ffi_dot.dot(x, None, e, sd, None, fmt))
+        vw = R.dequantize(e, sd, fmt)
+        assert not np.isnan(got).any()
+        assert_dot_close(got, x, vw, (((1,), (1,)), ((), ())), what=f"{fmt} zero scale")
+
+
+def test_split_across_xla_threads():
+    """Calls from PARALLEL_WORK multiply-adds on are split into units run on XLA's thread
+    pool: the same results as the reference (both ways of a unit)."""
+    rng = np.random.default_rng(31)
+    for shape in (((), 1, 2048, 32), ((2,), 40, 300, 8)):
+        batch, M, N, kb = shape
+        assert (int(np.prod(batch)) * -(-N // dot_kernels.NP) * dot_kernels.NP * M * kb * 32
+                >= ffi_dot.PARALLEL_WORK)
+        _run("bf16", "mxfp4_e2m1", shape, rng, PATHS[0])
