@@ -106,6 +106,63 @@ def bench_dot(m: int, n: int, k: int, reps: int) -> list[dict]:
             for nm, s in t.items()]
 
 
+def bench_sharded(m: int, n: int, k: int, dot_k: int, reps: int) -> dict[str, list[dict]]:
+    """Quantize of an f32 ``[m, k]`` array and an mxfp8 x mxfp8 ``[m, dot_k] x [n, dot_k]``
+    dot on one device against the same programs with their operands sharded over every
+    host device (``--sharded``): each shard runs mxlower's kernels
+    (:mod:`mxlower.jax.sharding`); ``impl="xla"`` is the StableHLO, which sharded programs
+    used before."""
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    devices = jax.devices()
+    mesh = jax.make_mesh((len(devices),), ("x",))
+    one = jax.sharding.SingleDeviceSharding(devices[0])
+
+    def on(spec):
+        return NamedSharding(mesh, spec)
+
+    rng = np.random.default_rng(0)
+    x = np.asarray(rng.standard_normal((m, k)), np.float32)
+
+    def quant(impl):
+        def f(x):
+            q = mxj.quantize(x, "mxfp8_e4m3", impl=impl)
+            return q.elements, q.scales
+        return f
+
+    qcases = {}
+    for impl in ("auto", "xla"):
+        qcases[f"quantize impl={impl}, one device"] = (quant(impl), (jax.device_put(x, one),))
+        qcases[f"quantize impl={impl}, rows over {len(devices)}"] = (
+            quant(impl), (jax.device_put(x, on(P("x", None))),))
+        qcases[f"quantize impl={impl}, blocked axis over {len(devices)}"] = (
+            quant(impl), (jax.device_put(x, on(P(None, "x"))),))
+    qt = time_group(qcases, reps)
+
+    a = np.asarray(rng.standard_normal((m, dot_k)), np.float32)
+    b = np.asarray(rng.standard_normal((n, dot_k)), np.float32)
+    qa, qb = mxj.quantize(a, "mxfp8_e4m3"), mxj.quantize(b, "mxfp8_e4m3")
+
+    def dot(impl):
+        return lambda qa, qb: mxj.scaled_dot(qa, qb, impl=impl)
+
+    dcases = {}
+    for impl in ("auto", "xla"):
+        dcases[f"scaled_dot impl={impl}, one device"] = (
+            dot(impl), (jax.device_put(qa, one), jax.device_put(qb, one)))
+        dcases[f"scaled_dot impl={impl}, M over {len(devices)}"] = (
+            dot(impl), (jax.device_put(qa, on(P("x", None))), jax.device_put(qb, on(P()))))
+        dcases[f"scaled_dot impl={impl}, K over {len(devices)} (all-reduce)"] = (
+            dot(impl), (jax.device_put(qa, on(P(None, "x"))),
+                        jax.device_put(qb, on(P(None, "x")))))
+    dt = time_group(dcases, reps)
+    return {"quantize": [{"case": c, "ms": s * 1e3, "gb_s": m * k * 4 / s / 1e9}
+                         for c, s in qt.items()],
+            "dot": [{"case": c, "ms": s * 1e3, "gflop_s": 2 * m * n * dot_k / s / 1e9}
+                    for c, s in dt.items()]}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="mxlower.jax CPU benchmark")
     ap.add_argument("--m", type=int, default=1024)
@@ -117,7 +174,14 @@ def main(argv: list[str] | None = None) -> int:
                     help="mxlower.jax.lowering.EXPAND_NARROW_FLOATS (f6: XLA's own "
                     "conversions for the narrow types it has)")
     ap.add_argument("--only", choices=("quantize", "dot"), default=None)
+    ap.add_argument("--sharded", type=int, default=0, metavar="DEVICES",
+                    help="instead: quantize (--m x --k) and a dot (--m x --dot-k x --n) on one "
+                    "of DEVICES host devices and sharded over all of them "
+                    "(--xla_force_host_platform_device_count)")
+    ap.add_argument("--dot-k", type=int, default=1024, help="K of the --sharded dot")
     args = ap.parse_args(argv)
+    if args.sharded:
+        return main_sharded(args)
 
     from mxlower.jax import lowering
 
@@ -142,6 +206,33 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"info": info, "quantize": q, "dot": d}, f, indent=1)
+    return 0
+
+
+def main_sharded(args: argparse.Namespace) -> int:
+    flag = f"--xla_force_host_platform_device_count={args.sharded}"
+    # read when JAX starts its CPU backend, which nothing here has used yet
+    os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {flag}".strip()
+    if len(jax.devices()) != args.sharded:
+        raise SystemExit(f"bench_jax: expected {args.sharded} devices, got {jax.devices()} "
+                         "(was XLA_FLAGS set before JAX started?)")
+    r = bench_sharded(args.m, args.n, args.k, args.dot_k, args.reps)
+    info = {"cpu": cpu_model(), "cores": len(os.sched_getaffinity(0)), "jax": jax.__version__,
+            "devices": args.sharded, "m": args.m, "n": args.n, "k": args.k,
+            "dot_k": args.dot_k, "reps": args.reps, "loadavg": os.getloadavg()[0]}
+    print(f"CPU: {info['cpu']}, {info['cores']} cores shared by {args.sharded} host devices, "
+          f"jax {info['jax']}, median of {args.reps}, load average {info['loadavg']:.1f}")
+    print(f"\nquantize mxfp8_e4m3 of f32 [{args.m}, {args.k}] along K\n")
+    print("| case | ms | input GB/s |\n|---|---:|---:|")
+    for row in r["quantize"]:
+        print(f"| {row['case']} | {row['ms']:.2f} | {row['gb_s']:.2f} |")
+    print(f"\nscaled_dot mxfp8 x mxfp8 [{args.m}, {args.dot_k}] x [{args.n}, {args.dot_k}]\n")
+    print("| case | ms | GFLOP/s |\n|---|---:|---:|")
+    for row in r["dot"]:
+        print(f"| {row['case']} | {row['ms']:.2f} | {row['gflop_s']:.1f} |")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"info": info, **r}, f, indent=1)
     return 0
 
 

@@ -17,6 +17,8 @@ registered, run on StableHLO's interpreter.
 from __future__ import annotations
 
 import dataclasses
+import json
+import os
 import subprocess
 import sys
 from typing import Any
@@ -32,8 +34,8 @@ from mxlower.formats import FORMATS
 from mxlower.ir.signature import tensor_type as _tensor_type
 from mxlower.pipeline.manager import run_pipeline
 
-__all__ = ["MxModule", "Value", "assert_dot_close", "refine_for_inputs", "special_blocks",
-           "tensor_type"]
+__all__ = ["MxModule", "Value", "assert_dot_close", "refine_for_inputs", "run_on_host_devices",
+           "special_blocks", "tensor_type"]
 
 F6 = ("f6E3M2FN", "f6E2M3FN")
 
@@ -316,3 +318,18 @@ def run_without_mlir(code: str, path: str, env: dict[str, str] | None = None):
                f"sys.path.insert(0, {path!r})\n")
     return subprocess.run([sys.executable, "-c", prelude + code], capture_output=True,
                           text=True, env=env, check=False)
+
+
+def run_on_host_devices(script: str, flag: str, devices: int = 8, timeout: float = 600) -> Any:
+    """Runs ``python script flag`` with JAX on ``devices`` virtual CPU devices
+    (``--xla_force_host_platform_device_count``, which must be set before JAX starts: a test
+    session has already started it with one) and returns the JSON value its last line of
+    output holds: how the sharding tests run their multi-device half."""
+    env = dict(os.environ)
+    env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") +
+                        f" --xla_force_host_platform_device_count={devices}").strip()
+    env["JAX_PLATFORMS"] = "cpu"
+    proc = subprocess.run([sys.executable, script, flag], env=env, capture_output=True,
+                          text=True, timeout=timeout, check=False)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])

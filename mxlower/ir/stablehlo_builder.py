@@ -226,6 +226,14 @@ class Builder(Comparisons):
                                               **self._kw()).result
         return stablehlo.ReshapeOp(t, v, **self._kw()).result
 
+    def transpose(self, v: Any, permutation: Sequence[int]) -> Any:
+        """``v`` with its dimensions in the order ``permutation`` (none moved: ``v``)."""
+        if list(permutation) == list(range(len(permutation))):
+            return v
+        s = self.shape(v)
+        t = self.ttype([s[d] for d in permutation], self.etype(v))
+        return stablehlo.TransposeOp(v, list(permutation), results=[t], **self._kw()).result
+
     def broadcast(self, v: Any, shape: Sequence[int | Dyn], dims: Sequence[int]) -> Any:
         t = self.ttype(shape, self.etype(v))
         if is_dynamic(shape):
@@ -263,7 +271,11 @@ class Builder(Comparisons):
         dn = stablehlo.DotDimensionNumbers.get(
             lhs_batching_dimensions=list(lb), rhs_batching_dimensions=list(rb),
             lhs_contracting_dimensions=list(lc), rhs_contracting_dimensions=list(rc))
+        # HIGHEST: the operands' own precision.  DEFAULT lets a backend contract f32 in less
+        # (XLA:GPU takes TF32 on Ampere and later), which docs/semantics.md section 6 forbids.
+        highest = stablehlo.PrecisionAttr.get("HIGHEST")
         return stablehlo.DotGeneralOp(self.ttype(shape, result_elt), lhs, rhs, dn,
+                                      precision_config=ir.ArrayAttr.get([highest, highest]),
                                       **self._kw()).result
 
     def if_(self, pred: Any, types: Sequence[Any], then: Any, else_: Any) -> list[Any]:

@@ -48,26 +48,29 @@ carry no gradient.  See docs/jax.md.
 
 Sharding and scaling past one machine
 -------------------------------------
-The lowering is ordinary StableHLO (reshapes, integer and float elementwise ops, reductions,
-``dot_general``) with no custom call and no host callback, so XLA's SPMD partitioner (Shardy,
-JAX's default) partitions it like any JAX op: ``jax.jit`` with ``NamedSharding`` inputs works
-unchanged.  Shard batch and non-blocked axes freely; shard the blocked axis on block
-boundaries (each shard's length a multiple of the block size), and quantize/dequantize run
-without any communication, every block local to its device.  A ``scaled_dot`` whose
-contracting (blocked) axis is sharded computes partial f32 sums per shard and all-reduces them.
-Blocks that straddle shards are still computed correctly; XLA then moves data first.
-
+``jax.jit`` with ``NamedSharding`` inputs works unchanged.  With ``impl="auto"`` on the CPU each
+shard runs mxlower's kernels on its own blocks (:mod:`mxlower.jax.sharding`: partitioning rules
+through ``jax.experimental.custom_partitioning``); with ``impl="xla"`` the lowering is ordinary
+StableHLO that XLA's SPMD partitioner (Shardy) partitions like any JAX op.  Shard batch and
+non-blocked axes freely; shard the blocked axis on block boundaries (each shard's length a
+multiple of the block size), and quantize/dequantize run without any communication, every
+block local to its device.  A ``scaled_dot`` whose contracting (blocked) axis is sharded
+computes partial f32 sums per shard and all-reduces them.  Blocks that straddle shards are
+still computed correctly; XLA then moves data first.  Bit-identical to one device except the
+K all-reduce's summation order (docs/jax.md, "Sharding").
 Past one machine nothing changes in mxlower: JAX's multi-controller runtime runs the same
 SPMD program in every process.  Call ``jax.distributed.initialize()`` on each host, build the
 mesh over ``jax.devices()`` (all hosts' devices, e.g. ``jax.make_mesh((hosts, local),
 ("data", "model"))`` keeping the "model" axis inside a host so the K all-reduce stays on the
 fast intra-host links), assemble inputs with ``jax.make_array_from_process_local_data``, and
-call the same jitted function.  test/python/test_jax_sharding.py proves the partitioned program
-on one machine (8 virtual CPU devices: results equal to one device, no collectives for
-block-aligned quantize/dequantize, sharding annotations kept in ``lower``'s text); multi-host
-runs were not tested here.
+call the same jitted function.  test/python/test_jax_sharding.py and
+test_jax_sharding_kernels.py prove the partitioned program on one machine (8 virtual CPU
+devices: results equal to one device, the kernels called on each shard's blocks, no
+collectives for block-aligned quantize/dequantize, sharding annotations kept in ``lower``'s
+text); multi-host runs were not tested here.
 """
 
+from mxlower.jax import cuda_dot as _cuda_dot  # noqa: F401 (registers the CUDA scaled_dot rule)
 from mxlower.jax.api import convert, dequantize, lower, quantize, scaled_dot
 from mxlower.jax.array import MXArray
 from mxlower.jax.casts import DatatypeArray, cast, sparse

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 
 from mxlower.execution import ffi
 from mxlower.formats import FORMATS, SCALE_MODES, get_datatype
-from mxlower.jax import kernels
+from mxlower.jax import kernels, sharding
 from mxlower.jax.array import MXArray
 from mxlower.jax.casts import DatatypeArray, quantize_datatype
 from mxlower.jax.checks import (as_array, as_int, check_axis, check_block_size, check_dtype,
@@ -71,7 +71,7 @@ def quantize(x: Any, format: str = "mxfp8_e4m3", *, axis: int = -1,  # noqa: A00
         raise ValueError(f"quantize: unknown argument 'scale_mode' {scale_mode!r} (known: "
                          f"{', '.join(SCALE_MODES)})")
     g = None if global_scale is None else check_global_scale(global_scale, fmt, "quantize")
-    operands = [x] if g is None else [x, g]
+    operands = [sharding.mark(x, impl)] if g is None else [sharding.mark(x, impl), g]
     elements, scales = quantize_p.bind(*operands, format=fmt.name, block_size=k, axis=ax,
                                        scale_mode=None if fmt.is_nvfp4 else scale_mode,
                                        impl=impl)
@@ -145,7 +145,7 @@ def convert(x: Any, dtype: Any, *, source: str | None = None, impl: str = "auto"
         raise TypeError(f"convert: argument 'x' must be an array, got {type(x).__name__}") \
             from None
     spec = ffi.convert_spec(x.dtype, dtype, source=source, fn="convert")
-    return convert_p.bind(x, src=spec.src, dst=spec.dst, impl=impl)
+    return convert_p.bind(sharding.mark(x, impl), src=spec.src, dst=spec.dst, impl=impl)
 
 
 # ----------------------------------------------------------------------------- scaled dot
@@ -266,6 +266,7 @@ def scaled_dot(lhs: Any, rhs: Any, dimension_numbers: Any = None,
     if gs:
         operands.append(gs[0] if len(gs) == 1 else gs[0] * gs[1])
     operands += stes
+    operands[0] = sharding.mark(operands[0], impl)
     return scaled_dot_p.bind(*operands, dimension_numbers=dn, out_dtype=out_dt,
                              has_g=bool(gs), impl=impl, **params)
 

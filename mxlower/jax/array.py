@@ -39,7 +39,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from mxlower.formats import FORMATS, MXFormat
-from mxlower.jax import checks, kernels
+from mxlower.jax import checks, kernels, sharding
 from mxlower.jax.dtypes import element_dtype, scale_dtype
 from mxlower.jax.primitives import dequantize_p
 
@@ -177,7 +177,7 @@ class MXArray(ShapeOfValues):
         dtype, impl=impl)``."""
         dt = checks.check_dtype(dtype, "dequantize", "dtype")
         kernels.check_impl(impl, "dequantize")
-        operands = [self.elements, self.scales]
+        operands = [sharding.mark(self.elements, impl), self.scales]
         if self.global_scale is not None:
             operands.append(self.global_scale)
         if self._ste is not None:

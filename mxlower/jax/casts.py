@@ -45,7 +45,7 @@ from mxlower.cast_reference import resolve
 from mxlower.dialect import mx
 from mxlower.formats import FLOAT_TYPES
 from mxlower.jax.array import ShapeOfValues
-from mxlower.jax import kernels
+from mxlower.jax import kernels, sharding
 from mxlower.jax.checks import as_array, as_int, check_axis, check_dtype, check_wide, traced
 from mxlower.jax.dtypes import held_as_codes, mlir_name, storage_dtype
 from mxlower.jax.lowering import emit, tensor_type
@@ -183,7 +183,7 @@ def cast(x: Any, number: Any, scale: Any = None, *, roundmode: str = "even",
     dt = datatype_of(number, scale, "cast", tuple(x.shape))
     roundmode, scalemode = _modes(dt, roundmode, scalemode, "cast")
     r = _random_bits(x, roundmode, key, rbits, "cast")
-    return cast_p.bind(x, *([] if r is None else [r]), number=dt.number.code,
+    return cast_p.bind(sharding.mark(x, impl), *([] if r is None else [r]), number=dt.number.code,
                        scale=None if dt.scale is None else dt.scale.code, roundmode=roundmode,
                        scalemode=scalemode, impl=impl)
 

@@ -13,7 +13,8 @@ flushes subnormals), the global scale, the result type -- so both impls give the
 The kernel calls are emitted inside each branch of the ``stablehlo.if``, so only the branch
 taken runs them (emitted once before it, with the f32 results as the conditional's
 operands, a 1024x1024x1024 dot took 1-2 ms longer: BENCHMARKS.md).
-CUDA keeps the portable lowering for it (not yet run on a GPU).
+On CUDA, :mod:`mxlower.jax.cuda_dot` emits XLA's block-scaled dot for the pairs cuDNN runs and
+uses this module's rule (with the CUDA dequantize kernels) for the others (not yet run on a GPU).
 
 ``impl`` (a parameter of :func:`mxlower.jax.quantize` / :func:`~mxlower.jax.dequantize` /
 :func:`~mxlower.jax.convert` and of the primitives) chooses:
@@ -24,7 +25,8 @@ CUDA keeps the portable lowering for it (not yet run on a GPU).
   xtc's llc and CUDA's ptxas, and the handler compiled for the host).  The portable StableHLO
   is used instead where no kernel applies: other platforms, a kernel that cannot exist (f4
   elements with an odd block size), symbolic shapes and ``jax.export`` (a custom call is not
-  portable), programs partitioned over several devices (XLA cannot split a custom call),
+  portable), programs partitioned over several CUDA devices, or without a mesh (on the CPU
+  :mod:`mxlower.jax.sharding` runs the kernels per shard),
   inside :func:`mxlower.jax.lower`, and where upstream MLIR (for CUDA also llc) is not
   installed;
 * ``"xla"``: always the portable StableHLO (``mxlower-mx-to-stablehlo``), on every platform.
@@ -50,12 +52,12 @@ from mxlower.bindings import jax_private
 from mxlower.bindings.jaxlib import ir
 from mxlower.execution import ffi, ffi_cuda
 from mxlower.ir.stablehlo_builder import Builder
-from mxlower.jax import primitives
+from mxlower.jax import primitives, sharding
 from mxlower.lowering import mx_math
 from mxlower.lowering.mx_kernels import CastSpec, ConvertSpec, KernelSpec
 
-__all__ = ["IMPLS", "cast_rule", "cast_spec", "check_impl", "dequantize_spec", "portable",
-           "quantize_spec"]
+__all__ = ["IMPLS", "cast_rule", "cast_spec", "check_impl", "custom_calls_allowed",
+           "dequantize_spec", "portable", "quantize_spec"]
 
 IMPLS = ("auto", "xla")
 
@@ -149,17 +151,43 @@ def _per_device(ctx: Any) -> bool:
 _AVAILABLE = {"cpu": ffi.available, "cuda": ffi_cuda.available}
 
 
-def _use_kernel(ctx: Any, impl: str, spec: KernelSpec | ConvertSpec | None,
-                platform: str) -> bool:
+def _kernel_applies(ctx: Any, impl: str, spec: KernelSpec | ConvertSpec | None,
+                    platform: str) -> bool:
     return (impl == "auto" and spec is not None and not _portable.value
             and not ctx.module_context.lowering_parameters.for_export
-            and all(_static(a.shape) for a in ctx.avals_in) and _per_device(ctx)
-            and _AVAILABLE[platform]())
+            and all(_static(a.shape) for a in ctx.avals_in) and _AVAILABLE[platform]())
+
+
+def custom_calls_allowed(ctx: Any, impl: str) -> bool:
+    """Whether a call with ``impl`` may become a custom call other than mxlower's kernels
+    (XLA's block-scaled dot on CUDA, :mod:`mxlower.jax.cuda_dot`): as for the kernels, not
+    for ``impl="xla"``, ``lower``, ``jax.export``, symbolic shapes or partitioned programs."""
+    return (impl == "auto" and not _portable.value
+            and not ctx.module_context.lowering_parameters.for_export
+            and all(_static(a.shape) for a in ctx.avals_in) and _per_device(ctx))
+
+
+def _use_kernel(ctx: Any, impl: str, spec: KernelSpec | ConvertSpec | None,
+                platform: str) -> bool:
+    return _kernel_applies(ctx, impl, spec, platform) and _per_device(ctx)
+
+
+def _sharded(ctx: Any, spec: KernelSpec | ConvertSpec | None, platform: str,
+             params: dict[str, Any]) -> bool:
+    """Whether the call runs its kernel per shard of a partitioned program
+    (:mod:`mxlower.jax.sharding`; on the CPU)."""
+    return (platform == "cpu" and not _per_device(ctx)
+            and _kernel_applies(ctx, params.get("impl", "auto"), spec, platform)
+            and sharding.applies(ctx, params))
 
 
 def _quantize_rule(platform: str):
     def rule(ctx, x, *g, format, block_size, axis, scale_mode, impl="auto"):  # noqa: A002
         spec = quantize_spec(ctx.avals_in[0], format, block_size, scale_mode, bool(g))
+        params = dict(format=format, block_size=block_size, axis=axis, scale_mode=scale_mode,
+                      impl=impl)
+        if _sharded(ctx, spec, platform, params):
+            return sharding.lower(ctx, x, *g, **params)
         if not _use_kernel(ctx, impl, spec, platform):
             return primitives._quantize_lowering(ctx, x, *g, format=format,
                                                  block_size=block_size, axis=axis,
@@ -179,6 +207,10 @@ def _dequantize_rule(platform: str):
     def rule(ctx, e, s, *rest, format, block_size, axis, dtype, has_g,  # noqa: A002
              has_ste, impl="auto"):
         spec = dequantize_spec(format, block_size, dtype, has_g)
+        params = dict(format=format, block_size=block_size, axis=axis, dtype=dtype,
+                      has_g=has_g, has_ste=has_ste, impl=impl)
+        if _sharded(ctx, spec, platform, params):
+            return sharding.lower(ctx, e, s, *rest, **params)
         if not _use_kernel(ctx, impl, spec, platform):
             return primitives._dequantize_lowering(ctx, e, s, *rest, format=format,
                                                    block_size=block_size, axis=axis,
@@ -195,6 +227,8 @@ def _dequantize_rule(platform: str):
 
 def _convert_rule(platform: str):
     def rule(ctx, x, *, src, dst, impl="auto"):
+        if _sharded(ctx, ConvertSpec(src, dst), platform, dict(src=src, dst=dst, impl=impl)):
+            return sharding.lower(ctx, x, src=src, dst=dst, impl=impl)
         if not _use_kernel(ctx, impl, ConvertSpec(src, dst), platform):
             return primitives._convert_lowering(ctx, x, src=src, dst=dst)
 
@@ -213,6 +247,10 @@ def cast_rule(platform: str, portable_rule: Any):
     Registered by :mod:`mxlower.jax.casts`, which owns the primitive."""
     def rule(ctx, x, *r, number, scale, roundmode, scalemode, impl="auto"):
         spec = cast_spec(ctx.avals_in[0], number, scale, roundmode, scalemode, platform)
+        params = dict(number=number, scale=scale, roundmode=roundmode, scalemode=scalemode,
+                      impl=impl)
+        if _sharded(ctx, spec, platform, params):
+            return sharding.lower(ctx, x, *r, **params)
         if not _use_kernel(ctx, impl, spec, platform):
             return portable_rule(ctx, x, *r, number=number, scale=scale, roundmode=roundmode,
                                  scalemode=scalemode)
@@ -237,6 +275,10 @@ def _scaled_dot_rule(platform: str):
     def rule(ctx, *args, dimension_numbers, out_dtype, impl="auto", **params):
         specs = _scaled_dot_specs(params)
         spec = specs[0] if specs and None not in specs else None
+        if _sharded(ctx, spec, platform, dict(params, dimension_numbers=dimension_numbers,
+                                              out_dtype=out_dtype, impl=impl)):
+            return sharding.lower(ctx, *args, dimension_numbers=dimension_numbers,
+                                  out_dtype=out_dtype, impl=impl, **params)
         if not _use_kernel(ctx, impl, spec, platform):
             return primitives._scaled_dot_lowering(ctx, *args, dimension_numbers=dimension_numbers,
                                                    out_dtype=out_dtype, **params)

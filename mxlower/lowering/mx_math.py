@@ -57,6 +57,7 @@ __all__ = [
     "narrow_from_codes",
     "normalize_bits",
     "scale_by_pow2",
+    "scaled_dot_epilogue",
     "shared_exponent",
     "to_f32_bits",
 ]
@@ -681,11 +682,18 @@ def lower_scaled_dot(b: Any, s: Any, compute_type: str,
     (acc,) = b.if_(_f32_dot_is_exact(b, s), [f32_type],
                    lambda sub: [contract(sub, f32_operand, "f32")],
                    lambda sub: [round_to_f32(sub, contract(sub, f64_operand, "f64"))])
-    if s.global_scale is not None:  # the f32 result times g in f32: exact in f64, rounded once
-        g = b.broadcast(s.global_scale, b.shape(acc), [])
+    return scaled_dot_epilogue(b, acc, s.global_scale, s.result_type)
+
+
+def scaled_dot_epilogue(b: Any, acc: Any, global_scale: Any | None, result_type: str) -> Any:
+    """Step 3 of docs/semantics.md section 6: the f32 dot ``acc`` times the f32 scalar
+    ``global_scale`` (None: none) in f32 with subnormal results kept -- exact in f64 from
+    the operands' bits, rounded once -- then rounded RNE to ``result_type``."""
+    if global_scale is not None:
+        g = b.broadcast(global_scale, b.shape(acc), [])
         acc = round_to_f32(b, b.mul(f64_of_f32_bits(b, b.bitcast(acc, "i32")),
                                     f64_of_f32_bits(b, b.bitcast(g, "i32"))))
-    return b.convert(acc, s.result_type)
+    return b.convert(acc, result_type)
 
 
 # ----------------------------------------------------------------------------- pack / unpack

@@ -11,6 +11,10 @@ saying why it cannot), :func:`describe` names it in that error.
   (a JSON string or a dictionary) read field by field, each field's type checked;
 * ``stablehlo.composite "xla.scaled_dot"`` with an MX operand -> ``mx.scaled_dot``.
 
+The other way, :func:`emit_block_scaled_dot` writes a ``__op$block_scaled_dot`` as JAX's
+``jax.nn.scaled_matmul`` does for CUDA (``mxlower.jax``'s CUDA ``scaled_dot`` rule), for the
+format pairs :func:`cudnn_block_scaled_dot` says XLA hands to cuDNN.
+
 The MX format follows from the element and scale types (docs/semantics.md section 7): f8E8M0FNU
 scales give the MX formats, f8E4M3FN scales with f4E2M1FN elements nvfp4.
 """
@@ -20,6 +24,8 @@ from __future__ import annotations
 import json
 import re
 from typing import Any
+
+import numpy as np
 
 from mxlower.bindings.jaxlib import ir, stablehlo
 from mxlower.dialect import mx
@@ -33,7 +39,9 @@ __all__ = [
     "QUANTIZE",
     "TARGETS",
     "XlaMxError",
+    "cudnn_block_scaled_dot",
     "describe",
+    "emit_block_scaled_dot",
     "is_mx_form",
     "rewrite",
 ]
@@ -81,6 +89,46 @@ def rewrite(o: Any, scale_mode: str = "nearest") -> None:
         _dequantize(o)
     else:
         _block_scaled_dot(o)
+
+
+# ----------------------------------------------------------------------------- emitting
+
+#: (lhs format, rhs format) -> block size of the pairs XLA's GPU compiler runs as a cuDNN
+#: block-scaled GEMM (its block-scaling matcher: both sides MXFP8 -- e4m3 or e5m2 elements,
+#: not both e5m2 -- in blocks of 32, or both nvfp4 in blocks of 16).  XLA expands any other
+#: ``__op$block_scaled_dot`` into a dequantize in the result type and a plain dot.
+CUDNN_PAIRS = {("mxfp8_e4m3", "mxfp8_e4m3"): 32, ("mxfp8_e4m3", "mxfp8_e5m2"): 32,
+               ("mxfp8_e5m2", "mxfp8_e4m3"): 32, ("nvfp4", "nvfp4"): 16}
+
+
+def cudnn_block_scaled_dot(lhs_format: str | None, lhs_block_size: int | None,
+                           rhs_format: str | None, rhs_block_size: int | None) -> bool:
+    """Whether XLA runs a block-scaled dot of these sides on cuDNN (:data:`CUDNN_PAIRS`)."""
+    k = CUDNN_PAIRS.get((lhs_format, rhs_format))
+    return k is not None and lhs_block_size == rhs_block_size == k
+
+
+def emit_block_scaled_dot(b: Builder, lhs: Any, rhs: Any, lhs_scales: Any,
+                          rhs_scales: Any) -> Any:
+    """``__op$block_scaled_dot`` of ``lhs [B, M, K]`` and ``rhs [B, N, K]`` with their
+    scales ``[B, M, K/k]`` and ``[B, N, K/k]`` (no global scale: XLA takes four operands)
+    -> ``f32 [B, M, N]``, dequantized in f32: the custom call, backend_config, operand and
+    result layouts that ``jax.nn.scaled_matmul`` emits for CUDA, which :func:`rewrite`
+    reads back."""
+    ls, rs = b.shape(lhs), b.shape(rhs)
+    shape = [ls[0], ls[1], rs[1]]
+    config = {"scaled_dot_backend_config": {"lhs_batch_dimensions": [0],
+                                            "rhs_batch_dimensions": [0],
+                                            "dequantize_type": "F32"}}
+    layout = ir.DenseElementsAttr.get(np.array([2, 1, 0], dtype=np.int64),
+                                      type=ir.IndexType.get())
+    op = stablehlo.CustomCallOp(
+        [b.ttype(shape, "f32")], [lhs, rhs, lhs_scales, rhs_scales], BLOCK_SCALED_DOT,
+        backend_config=ir.StringAttr.get(json.dumps(config)),
+        api_version=ir.IntegerAttr.get(ir.IntegerType.get_signless(32), 2),
+        operand_layouts=ir.ArrayAttr.get([layout] * 4),
+        result_layouts=ir.ArrayAttr.get([layout]), loc=b.loc, ip=b.ip)
+    return op.results[0]
 
 
 # ----------------------------------------------------------------------------- helpers

@@ -22,9 +22,9 @@ What is checked (mesh 2 x 4, axes "data" and "model"):
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
+
+from mxlower.testing import run_on_host_devices
 
 CHILD_FLAG = "--mxlower-jax-sharding-child"
 
@@ -108,14 +108,7 @@ def _child() -> dict:
 
 
 def test_sharded_equals_single_device():
-    env = dict(os.environ)
-    env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") +
-                        " --xla_force_host_platform_device_count=8").strip()
-    env["JAX_PLATFORMS"] = "cpu"
-    proc = subprocess.run([sys.executable, __file__, CHILD_FLAG], env=env, capture_output=True,
-                          text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    res = json.loads(proc.stdout.strip().splitlines()[-1])
+    res = run_on_host_devices(__file__, CHILD_FLAG)
     for name in ("blocked_axis_on_block_boundaries", "non_blocked_axes"):
         assert res[f"qdq_{name}_equal"], name
         assert res[f"qdq_{name}_sharded"], name

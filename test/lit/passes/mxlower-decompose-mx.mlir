@@ -143,16 +143,16 @@ func.func @dequantize(%q: tensor<4x64xf8E5M2>, %s: tensor<4x2xf8E8M0FNU>) -> ten
 // CHECK: applies stablehlo.minimum across dimensions = [0, 1, 2] : (tensor<2x4x2xi32>, tensor<i32>) -> tensor<i32>
 // CHECK: applies stablehlo.maximum across dimensions = [0, 1, 2] : (tensor<2x8x2xi32>, tensor<i32>) -> tensor<i32>
 // CHECK: "stablehlo.if"(%{{.*}}) ({
-// CHECK: stablehlo.dot_general %{{.*}}, %{{.*}}, batching_dims = [0] x [0], contracting_dims = [2] x [2] : (tensor<2x4x64xf32>, tensor<2x8x64xf32>) -> tensor<2x4x8xf32>
+// CHECK: stablehlo.dot_general %{{.*}}, %{{.*}}, batching_dims = [0] x [0], contracting_dims = [2] x [2], precision = [HIGHEST, HIGHEST] : (tensor<2x4x64xf32>, tensor<2x8x64xf32>) -> tensor<2x4x8xf32>
 // CHECK: }, {
-// CHECK: stablehlo.dot_general %{{.*}}, %{{.*}}, batching_dims = [0] x [0], contracting_dims = [2] x [2] : (tensor<2x4x64xf64>, tensor<2x8x64xf64>) -> tensor<2x4x8xf64>
+// CHECK: stablehlo.dot_general %{{.*}}, %{{.*}}, batching_dims = [0] x [0], contracting_dims = [2] x [2], precision = [HIGHEST, HIGHEST] : (tensor<2x4x64xf64>, tensor<2x8x64xf64>) -> tensor<2x4x8xf64>
 // CHECK: stablehlo.return %{{.*}} : tensor<2x4x8xf32>
 // CHECK: }) : (tensor<i1>) -> tensor<2x4x8xf32>
 // CHECK: stablehlo.convert %{{.*}} : (tensor<2x4x8xf32>) -> tensor<2x4x8xf16>
 // CHECK-NOT: mx.
 // OVERRIDE-LABEL: func.func @scaled_dot
-// OVERRIDE: stablehlo.dot_general %{{.*}}, %{{.*}}, batching_dims = [0] x [0], contracting_dims = [2] x [2] : (tensor<2x4x64xbf16>, tensor<2x8x64xbf16>) -> tensor<2x4x8xf32>
-// OVERRIDE: stablehlo.dot_general %{{.*}}, %{{.*}}, batching_dims = [0] x [0], contracting_dims = [2] x [2] : (tensor<2x4x64xf64>, tensor<2x8x64xf64>) -> tensor<2x4x8xf64>
+// OVERRIDE: stablehlo.dot_general %{{.*}}, %{{.*}}, batching_dims = [0] x [0], contracting_dims = [2] x [2], precision = [HIGHEST, HIGHEST] : (tensor<2x4x64xbf16>, tensor<2x8x64xbf16>) -> tensor<2x4x8xf32>
+// OVERRIDE: stablehlo.dot_general %{{.*}}, %{{.*}}, batching_dims = [0] x [0], contracting_dims = [2] x [2], precision = [HIGHEST, HIGHEST] : (tensor<2x4x64xf64>, tensor<2x8x64xf64>) -> tensor<2x4x8xf64>
 func.func @scaled_dot(%a: tensor<2x4x64xf8E4M3FN>, %as: tensor<2x4x2xf8E8M0FNU>, %b: tensor<2x8x64xf4E2M1FN>, %bs: tensor<2x8x2xf8E8M0FNU>, %g: tensor<f32>) -> tensor<2x4x8xf16> {
   %r = "mx.scaled_dot"(%a, %as, %b, %bs, %g) {lhs_format = "mxfp8_e4m3", lhs_block_size = 32 : i64, rhs_format = "mxfp4_e2m1", rhs_block_size = 32 : i64, compute_type = f32, dot_dimension_numbers = #stablehlo.dot<lhs_batching_dimensions = [0], rhs_batching_dimensions = [0], lhs_contracting_dimensions = [2], rhs_contracting_dimensions = [2]>} : (tensor<2x4x64xf8E4M3FN>, tensor<2x4x2xf8E8M0FNU>, tensor<2x8x64xf4E2M1FN>, tensor<2x8x2xf8E8M0FNU>, tensor<f32>) -> tensor<2x4x8xf16>
   return %r : tensor<2x4x8xf16>

@@ -1,0 +1,278 @@
+"""mxlower.jax's kernels in partitioned programs (mxlower.jax.sharding): each shard runs the
+FFI kernel on its own blocks.
+
+Like test_jax_sharding.py, the 8-device part runs in a child Python process (XLA_FLAGS must
+be set before JAX starts); the child prints one JSON line of checks.  Mesh 2 x 4 ("data",
+"model").  For each case the child records whether the sharded result equals the unsharded
+one bit for bit (or, for a dot whose contracting dimension is sharded, whether it is within
+docs/semantics.md section 6's bound of mxlower.reference), which mxlower kernels the compiled
+program calls and on which per-shard operand shapes, and which collectives it has.  A case
+that fell back to the StableHLO lowering calls no kernel; one where XLA gathered the whole
+array onto every device calls it on the global shape.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+
+import pytest
+
+from mxlower.execution import ffi
+from mxlower.testing import run_on_host_devices
+
+CHILD_FLAG = "--mxlower-jax-sharding-kernels-child"
+
+pytestmark = pytest.mark.skipif(not ffi.available(), reason="upstream MLIR is not installed")
+
+
+def _child() -> dict:  # noqa: C901 (one case after another)
+    import jax
+    import jax.numpy as jnp
+    import ml_dtypes
+    import numpy as np
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    import mxlower.jax as mxj
+    from mxlower import reference as R
+    from mxlower.testing import assert_dot_close
+
+    assert len(jax.devices()) == 8, jax.devices()
+    mesh = jax.make_mesh((2, 4), ("data", "model"))
+    rng = np.random.default_rng(1)
+    x = (rng.standard_normal((4, 16, 256)) * np.exp2(rng.integers(-8, 8, (4, 16, 256)))).astype(
+        np.float32)
+    w = (rng.standard_normal((64, 256)) * np.exp2(rng.integers(-4, 4, (64, 256)))).astype(
+        np.float32)
+    res: dict = {}
+
+    def same(a, b) -> bool:
+        a, b = np.asarray(a), np.asarray(b)
+        return a.dtype == b.dtype and a.shape == b.shape and bool(
+            np.array_equal(a.view(np.uint8), b.view(np.uint8)))
+
+    def compiled(f, *args) -> dict:
+        text = f.lower(*args).compile().as_text()
+        calls = {}
+        for line in text.splitlines():
+            m = re.search(r'custom_call_target="([^"]+)"', line)
+            if m:
+                shapes = re.findall(r"custom-call\(([^)]*)\)", line)
+                calls.setdefault(m.group(1), []).append(
+                    re.search(r"operand_layout_constraints=\{([^}]*)\}", line).group(1)
+                    if "operand_layout_constraints" in line else shapes)
+        names = ("all-gather", "all-reduce", "all-to-all", "collective-permute",
+                 "reduce-scatter")
+        return {"calls": calls, "collectives": [n for n in names if n in text]}
+
+    def case(name, fn, args, shardings, *, exact=True):
+        f = jax.jit(fn, in_shardings=tuple(NamedSharding(mesh, s) for s in shardings))
+        placed = [jax.device_put(a, NamedSharding(mesh, s)) for a, s in zip(args, shardings)]
+        got = f(*placed)
+        want = jax.jit(fn)(*args)
+        got = got if isinstance(got, tuple) else (got,)
+        want = want if isinstance(want, tuple) else (want,)
+        entry = compiled(f, *args)
+        if exact:
+            entry["equal"] = all(same(a, b) for a, b in zip(got, want))
+        entry["out_shardings"] = [str(getattr(o.sharding, "spec", None)) for o in got]
+        res[name] = entry
+        return got
+
+    def qdq(fmt, **kw):
+        def f(x):
+            q = mxj.quantize(x, fmt, **kw)
+            return q.elements, q.scales, mxj.dequantize(q, jnp.bfloat16)
+        return f
+
+    # quantize / dequantize: blocked axis on block boundaries, other axes, nvfp4 with g
+    case("qdq_blocked", qdq("mxfp8_e4m3", scale_mode="rceil"), [x], [P("data", None, "model")])
+    case("qdq_rows", qdq("mxfp6_e3m2"), [x], [P("data", "model", None)])
+    case("qdq_axis0", qdq("mxint8", axis=1, block_size=4), [x], [P("data", "model", None)])
+    case("qdq_nvfp4", qdq("nvfp4", global_scale=0.125), [x], [P("data", None, "model")])
+    # blocks of 128 along an axis in shards of 64: the blocks straddle shards
+    case("qdq_split_blocks", qdq("mxfp4_e2m1", block_size=128), [x], [P("data", None, "model")])
+    # a plain conversion and the casts of section 10 (tiles along the last axis, a channel)
+    case("convert", lambda x: mxj.convert(x, jnp.float8_e5m2), [x], [P("data", None, "model")])
+    case("convert_f6", lambda x: mxj.convert(mxj.convert(x, "f6E2M3FN"), jnp.float32,
+                                             source="f6E2M3FN"),
+         [x], [P("data", "model", None)])
+    case("cast_tiles", lambda x: mxj.cast(x, "e2m1", scale="e8m0_t32"), [x],
+         [P("data", None, "model")])
+    case("cast_channel", lambda x: mxj.cast(x, "e4m3", scale="e8m0_t0"), [x],
+         [P("data", "model", None)])
+
+    # the dot: MXFP4 activations [B, M, K] x MXFP8 weights [N, K]
+    dn = (((2,), (1,)), ((), ()))
+
+    def mlp(x, w):
+        return mxj.scaled_dot(mxj.quantize(x, "mxfp4_e2m1"), mxj.quantize(w, "mxfp8_e4m3"), dn)
+
+    case("dot_batch_m", mlp, [x, w], [P("data", "model", None), P(None, None)])
+    case("dot_n", mlp, [x, w], [P(None, None, None), P("model", None)])
+    case("dot_batch_n", mlp, [x, w], [P("data", None, None), P("model", None)])
+
+    def gemv(x, w):  # plain bf16 activations, MX weights
+        return mxj.scaled_dot(x.astype(jnp.bfloat16), mxj.quantize(w, "mxfp6_e2m3"), dn,
+                              jnp.bfloat16)
+
+    case("dot_plain_lhs_n", gemv, [x, w], [P("data", None, None), P("model", None)])
+
+    # batch dimensions on both sides: [B, M, K] x [B, N, K]
+    xb = x[:, :8]
+
+    def bmm(a, b):
+        return mxj.scaled_dot(mxj.quantize(a, "mxfp8_e5m2"), mxj.quantize(b, "mxint8"),
+                              (((2,), (2,)), ((0,), (0,))))
+
+    case("dot_batch_dims", bmm, [x, xb], [P("data", "model", None), P("data", None, None)])
+
+    # K sharded: per-shard partial sums, all-reduced; within the contract
+    def k_check(name, fn, args, shardings, lhs, rhs, out="f32", g=None):
+        (got,) = case(name, fn, args, shardings, exact=False)
+        try:
+            assert_dot_close(np.asarray(got), lhs, rhs, dn, out=out, global_scale=g, what=name)
+            res[name]["within_contract"] = True
+        except AssertionError as err:
+            res[name]["within_contract"] = str(err)
+
+    qx, qw = mxj.quantize(x, "mxfp4_e2m1"), mxj.quantize(w, "mxfp8_e4m3")
+    a = R.dequantize(np.asarray(qx.elements), np.asarray(qx.scales), "mxfp4_e2m1")
+    b = R.dequantize(np.asarray(qw.elements), np.asarray(qw.scales), "mxfp8_e4m3")
+    k_check("dot_k", mlp, [x, w], [P("data", None, "model"), P(None, "model")], a, b)
+
+    # mixed block sizes (nvfp4's 16 against 32) with global scales and a bf16 result
+    def mixed(x, w):
+        return mxj.scaled_dot(mxj.quantize(x, "nvfp4", global_scale=0.5),
+                              mxj.quantize(w, "mxfp6_e3m2"), dn, jnp.bfloat16)
+
+    nx, mw = mxj.quantize(x, "nvfp4", global_scale=0.5), mxj.quantize(w, "mxfp6_e3m2")
+    a = R.dequantize(np.asarray(nx.elements), np.asarray(nx.scales), "nvfp4")
+    b = R.dequantize(np.asarray(mw.elements).view(ml_dtypes.float6_e3m2fn),  # codes as stored
+                     np.asarray(mw.scales), "mxfp6_e3m2")
+    k_check("dot_k_mixed", mixed, [x, w], [P(None, None, ("data", "model")),
+                                          P(None, ("data", "model"))], a, b, "bf16", 0.5)
+
+    # transformations: grad (through the straight-through estimator) and vmap, sharded
+    def loss(x):
+        return jnp.sum(mxj.dequantize(mxj.quantize(x, "mxfp8_e4m3")) * x)
+
+    case("grad", jax.grad(loss), [x], [P("data", None, "model")])
+    case("vmap", jax.vmap(lambda r: mxj.quantize(r, "mxint8").elements), [x],
+         [P("data", None, "model")])
+
+    # jax.export over an AbstractMesh: impl="xla" as before; impl="auto" needs devices
+    from jax.sharding import AbstractMesh
+
+    am = AbstractMesh((2, 4), ("data", "model"))
+    spec = jax.ShapeDtypeStruct(x.shape, x.dtype,
+                                sharding=NamedSharding(am, P("data", None, "model")))
+    for impl in ("xla", "auto"):
+        try:
+            exp = jax.export.export(jax.jit(lambda x: mxj.quantize(x, impl=impl).elements),
+                                    platforms=["cpu"])(spec)
+            res[f"export_abstract_mesh_{impl}"] = "custom_call" not in exp.mlir_module()
+        except ValueError as err:
+            res[f"export_abstract_mesh_{impl}"] = str(err)
+    return res
+
+
+@pytest.fixture(scope="module")
+def res() -> dict:
+    return run_on_host_devices(__file__, CHILD_FLAG)
+
+
+def _kernels(entry: dict, prefix: str) -> dict:
+    return {k: v for k, v in entry["calls"].items() if k.startswith(prefix)}
+
+
+#: case -> (kernel name prefix, the per-shard operand shape its calls must show)
+PER_SHARD = {
+    "qdq_blocked": ("mxlower_quantize_mxfp8_e4m3", "f32[2,16,64]"),
+    "qdq_rows": ("mxlower_quantize_mxfp6_e3m2", "f32[2,4,256]"),
+    "qdq_axis0": ("mxlower_quantize_mxint8", "f32[2,256,4]"),  # the blocked axis moved last
+    "qdq_nvfp4": ("mxlower_quantize_nvfp4", "f32[2,16,64]"),
+    "convert": ("mxlower_convert_f32_f8E5M2", "f32[2,16,64]"),
+    "convert_f6": ("mxlower_convert_f32_f6E2M3FN", "f32[2,4,256]"),
+    "cast_tiles": ("mxlower_cast_e2m1", "f32[2,16,64]"),
+    "cast_channel": ("mxlower_cast_e4m3", "f32[2,4,256]"),
+    "dot_batch_m": ("mxlower_dequantize_mxfp4_e2m1", "f4e2m1fn[2,4,256]"),
+    "dot_n": ("mxlower_dequantize_mxfp8_e4m3", "f8e4m3fn[16,256]"),
+    "dot_batch_n": ("mxlower_dequantize_mxfp8_e4m3", "f8e4m3fn[16,256]"),
+    "dot_plain_lhs_n": ("mxlower_dequantize_mxfp6_e2m3", "u8[16,256]"),
+    "dot_batch_dims": ("mxlower_dequantize_mxfp8_e5m2", "f8e5m2[2,4,256]"),
+    "dot_k": ("mxlower_dequantize_mxfp4_e2m1", "f4e2m1fn[2,16,64]"),
+    "dot_k_mixed": ("mxlower_dequantize_nvfp4", "f4e2m1fn[4,16,32]"),
+}
+
+PER_SHARD.update({"grad": ("mxlower_quantize_mxfp8_e4m3", "f32[2,16,64]"),
+                  "vmap": ("mxlower_quantize_mxint8", "f32[2,16,64]")})
+
+EXACT = [c for c in PER_SHARD if not c.startswith("dot_k")] + ["qdq_split_blocks"]
+
+
+@pytest.mark.parametrize("name", EXACT)
+def test_sharded_is_bit_identical(res, name):
+    assert res[name]["equal"], res[name]
+
+
+@pytest.mark.parametrize("name", sorted(PER_SHARD))
+def test_kernel_runs_per_shard(res, name):
+    """The kernel (not the StableHLO fallback) is in the compiled program, called on one
+    shard's operands."""
+    prefix, shape = PER_SHARD[name]
+    calls = _kernels(res[name], prefix)
+    assert calls, (name, sorted(res[name]["calls"]))
+    operands = " ".join(str(v) for vs in calls.values() for v in vs)
+    assert shape in operands, (name, calls)
+    assert "CustomSPMDPartitioning" not in res[name]["calls"], name
+
+
+@pytest.mark.parametrize("name", ["qdq_blocked", "qdq_rows", "qdq_nvfp4",
+                                  "convert", "convert_f6", "cast_tiles", "dot_batch_m",
+                                  "dot_n", "dot_batch_n", "dot_plain_lhs_n", "dot_batch_dims"])
+def test_no_collectives_where_blocks_are_local(res, name):
+    assert res[name]["collectives"] == [], (name, res[name]["collectives"])
+
+
+def test_few_blocks_gather_only_the_scales(res):
+    """4 blocks along the blocked axis on a mesh of 8: the Shardy rule cannot tie the scales
+    to the elements there (it would split a mesh axis), so XLA gathers the scales after the
+    per-shard kernels; the elements stay sharded."""
+    entry = res["qdq_axis0"]
+    assert entry["out_shardings"][0] == entry["out_shardings"][2] == "P('data', 'model')"
+    assert entry["collectives"] == ["all-gather"], entry
+
+
+def test_results_stay_sharded(res):
+    assert res["qdq_blocked"]["out_shardings"] == ["P('data', None, 'model')"] * 3
+    assert res["dot_batch_m"]["out_shardings"] == ["P('data', 'model')"]
+    assert res["dot_n"]["out_shardings"] == ["P(None, None, 'model')"]
+
+
+def test_blocks_split_by_shards_move_data_first(res):
+    """Blocks of 128 along an axis in shards of 64: XLA gathers that axis, then each device
+    runs the kernel on whole blocks; bit-identical."""
+    entry = res["qdq_split_blocks"]
+    calls = _kernels(entry, "mxlower_quantize_mxfp4_e2m1")
+    assert calls and "f32[2,16,256]" in str(calls), calls
+    assert "all-gather" in entry["collectives"] or "all-to-all" in entry["collectives"]
+
+
+def test_export_over_an_abstract_mesh(res):
+    """impl="xla" exports over an AbstractMesh (the portable StableHLO); impl="auto" needs the
+    devices to run its kernels per shard, and says so (as JAX's own scaled_matmul)."""
+    assert res["export_abstract_mesh_xla"] is True
+    assert "AbstractMesh cannot be used" in res["export_abstract_mesh_auto"]
+
+
+@pytest.mark.parametrize("name", ["dot_k", "dot_k_mixed"])
+def test_k_sharded_dot_all_reduces_within_contract(res, name):
+    assert res[name]["within_contract"] is True, res[name]["within_contract"]
+    assert "all-reduce" in res[name]["collectives"], res[name]
+
+
+if __name__ == "__main__" and CHILD_FLAG in sys.argv:
+    print(json.dumps(_child()))
