@@ -19,6 +19,8 @@ JAX, unchanged from 0.10.2 to 0.12.x unless said:
 
 * ``jax._src.config.bool_state`` -- a config flag that is part of jit's cache keys;
 * ``jax._src.dispatch.apply_primitive`` -- eager evaluation of a primitive;
+* ``jax._src.dispatch.prim_requires_devices_during_lowering`` -- the primitives whose programs
+  jit lowers with their devices (``custom_partitioning`` needs them: mxlower.jax.sharding);
 * ``jax._src.lib.xla_client`` -- ``DeviceList`` and ``CompileOptions`` for compiling StableHLO;
 * ``jax._src.interpreters.mlir.make_ir_context`` -- JAX's own MLIR context (tests compare);
 * ``jax._src.cudnn.scaled_matmul_stablehlo`` -- the ``scaled_matmul`` primitive behind
@@ -40,7 +42,8 @@ from jaxlib.mlir._mlir_libs import _mlir as _mlir_ext
 from jaxlib.mlir._mlir_libs import _stablehlo
 
 __all__ = ["MIN_JAX", "NEXT_JAX", "apply_primitive", "bool_state", "jax_ir_context",
-           "jax_lowers_scaled_matmul", "jax_quantize", "platform_lowering", "register_jax_dialects", "register_stablehlo_passes", "rewrite",
+           "jax_lowers_scaled_matmul", "jax_quantize", "platform_lowering",
+           "require_devices_during_lowering", "register_jax_dialects", "register_stablehlo_passes", "rewrite",
            "scaled_matmul_primitive", "set_platform_lowering", "xla_client"]
 
 #: The supported range, MIN_JAX <= jax < NEXT_JAX: pyproject.toml's (a test checks they agree).
@@ -80,6 +83,15 @@ def apply_primitive(prim: Any, *args: Any, **params: Any) -> Any:
     from jax._src import dispatch  # heavy: JAX (private: a primitive's standard impl)
 
     return dispatch.apply_primitive(prim, *args, **params)
+
+
+def require_devices_during_lowering(prim: Any) -> None:
+    """Make jit lower every program holding ``prim`` with its concrete device assignment
+    (``jax._src.dispatch.prim_requires_devices_during_lowering``, as JAX's ``scaled_matmul``
+    does); ``custom_partitioning`` needs it."""
+    from jax._src import dispatch  # heavy: JAX (private: no public way to ask for devices)
+
+    dispatch.prim_requires_devices_during_lowering.add(prim)
 
 
 def xla_client() -> Any:
