@@ -43,8 +43,8 @@ from jaxlib.mlir._mlir_libs import _stablehlo
 
 __all__ = ["MIN_JAX", "NEXT_JAX", "apply_primitive", "bool_state", "jax_ir_context",
            "jax_lowers_scaled_matmul", "jax_quantize", "platform_lowering",
-           "require_devices_during_lowering", "register_jax_dialects", "register_stablehlo_passes", "rewrite",
-           "scaled_matmul_primitive", "set_platform_lowering", "xla_client"]
+           "register_jax_dialects", "register_stablehlo_passes", "require_devices_during_lowering",
+           "rewrite", "scaled_matmul_primitive", "set_platform_lowering", "xla_client"]
 
 #: The supported range, MIN_JAX <= jax < NEXT_JAX: pyproject.toml's (a test checks they agree).
 MIN_JAX = (0, 10, 2)
