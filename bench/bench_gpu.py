@@ -9,8 +9,8 @@ the stacks are (``python test/python/test_gpu_kernels.py build .gpu-kernels``) a
     ... --part jax ...   # JAX's quantize and scaled_matmul, mxlower.jax impl="auto" / "xla"
 
 ``--part kernels`` launches each carried handler through its XLA FFI C ABI on a CuPy stream
-(XLA's API stood in for by test_gpu_kernels.FakeApi, the real CUDA driver) and times it with
-CUDA events: bandwidth = bytes read + written per call, against ``cupy.copyto`` of the wide
+(XLA's API stood in for by test_gpu_kernels.FakeApi, the real CUDA driver; the call frame
+built once) and times it with CUDA events: bandwidth = bytes read + written per call, against ``cupy.copyto`` of the wide
 array (bytes read + written) at the same size.  ``--part jax`` times jitted calls on the GPU
 (the median of batches of calls ended by ``block_until_ready``): mxlower.jax.quantize with
 ``impl="auto"`` (the carried handlers, registered for CUDA) and ``impl="xla"`` (the portable
@@ -21,6 +21,7 @@ and mxlower.jax.scaled_dot against ``jax.nn.scaled_matmul`` and plain dots.
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
 import os
 import platform
@@ -61,17 +62,24 @@ def _nbytes(kind: str, dtype: str, n: int, k: int) -> int:
 
 
 def _events(cp, stream, fn, reps: int) -> float:
-    """Seconds per call of ``fn`` (launches on ``stream``), from CUDA events over ``reps``."""
+    """Seconds per call of ``fn`` (launches on ``stream``), from CUDA events over ``reps``:
+    the median of 3 such batches.  The whole device is synchronized first: ``stream`` does
+    not wait for work on the default stream (the inputs' random fill), which would otherwise
+    run during the timing."""
+    cp.cuda.Device().synchronize()
     for _ in range(3):
         fn()
     stream.synchronize()
-    start, end = cp.cuda.Event(), cp.cuda.Event()
-    start.record(stream)
-    for _ in range(reps):
-        fn()
-    end.record(stream)
-    end.synchronize()
-    return cp.cuda.get_elapsed_time(start, end) / 1e3 / reps
+    times = []
+    for _ in range(3):
+        start, end = cp.cuda.Event(), cp.cuda.Event()
+        start.record(stream)
+        for _ in range(reps):
+            fn()
+        end.record(stream)
+        end.synchronize()
+        times.append(cp.cuda.get_elapsed_time(start, end) / 1e3 / reps)
+    return statistics.median(times)
 
 
 def part_kernels(root: str, logs: list[int], reps: int) -> dict:
@@ -114,10 +122,12 @@ def part_kernels(root: str, logs: list[int], reps: int) -> dict:
             moved = sum(a.nbytes for a in ins) + sum(a.nbytes for a in outs)
             errs: list = []
 
-            def launch():
-                r = G.call(handler, api, e["operands"], e["results"],
-                           [a.data.ptr for a in ins], [a.data.ptr for a in outs], k, shape)
-                if r is not None:
+            fr, _keep = G.frame(api, e["operands"], e["results"], [a.data.ptr for a in ins],
+                                [a.data.ptr for a in outs], k, shape)
+            at = ctypes.addressof(fr)
+
+            def launch():  # the frame built once: the host's share of a call is the handler's
+                if handler(at) is not None:
                     errs.append(api.errors[-1:])
 
             try:

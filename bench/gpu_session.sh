@@ -21,6 +21,9 @@ timeout "${TEST_TIMEOUT:-300}" $py -m pytest -q -m gpu -p no:cacheprovider $xdis
   test/python/test_gpu_jax.py >"$OUT/gpu-tests.log" 2>&1
 echo "pytest exit $?" >>"$OUT/gpu-tests.log"
 tail -40 "$OUT/gpu-tests.log"
+# which custom calls XLA:GPU compiled mxlower.jax.scaled_dot(impl="auto") into, per pair
+timeout 120 $py -m pytest -q -s -m gpu -p no:cacheprovider -k scaled_dot_auto \
+  test/python/test_gpu_jax.py 2>&1 | grep -E "compiled custom calls|passed|failed" | tee "$OUT/gpu-dot-calls.log"
 timeout "${BENCH_TIMEOUT:-150}" $py bench/bench_gpu.py --part kernels --kernels .gpu-kernels \
   --out "$OUT/bench-kernels.json" >"$OUT/bench-kernels.log" 2>&1
 echo "bench kernels exit $?"; tail -5 "$OUT/bench-kernels.log"

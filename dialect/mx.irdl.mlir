@@ -78,8 +78,9 @@ irdl.dialect @mx {
     %even = irdl.is "even"
     %nearest_r = irdl.is "nearest"
     %zero = irdl.is "zero"
+    %half_down = irdl.is "half_down"
     %stochastic = irdl.is "stochastic"
-    %roundmode = irdl.any_of(%even, %nearest_r, %zero, %stochastic)
+    %roundmode = irdl.any_of(%even, %nearest_r, %zero, %half_down, %stochastic)
         {mx.optional_attribute = "roundmode"}
     %max = irdl.is "max"
     %midmax = irdl.is "midmax"
@@ -189,8 +190,9 @@ irdl.dialect @mx {
     %even = irdl.is "even"
     %nearest_r = irdl.is "nearest"
     %zero = irdl.is "zero"
+    %half_down = irdl.is "half_down"
     %stochastic = irdl.is "stochastic"
-    %roundmode = irdl.any_of(%even, %nearest_r, %zero, %stochastic)
+    %roundmode = irdl.any_of(%even, %nearest_r, %zero, %half_down, %stochastic)
         {mx.optional_attribute = "roundmode"}
     %max = irdl.is "max"
     %midmax = irdl.is "midmax"

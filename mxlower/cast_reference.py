@@ -128,6 +128,8 @@ def _round_int(t: np.ndarray, mode: str, r: np.ndarray | None) -> np.ndarray:
         return T
     if mode == "nearest":
         return T + (frac >= 0.5)
+    if mode == "half_down":
+        return T + (frac > 0.5)
     if mode == "even":
         odd = np.fmod(T, 2) == 1
         return T + ((frac > 0.5) | ((frac == 0.5) & odd))

@@ -1,4 +1,5 @@
-"""Number specs, scale specs and datatypes: the TensorCast model (docs/semantics.md section 10).
+"""Number specs, scale specs and datatypes of docs/semantics.md section 10 (TensorCast's grammar;
+where TensorCast's results differ from mxlower's: docs/compat.md).
 
 A **number spec** says how one value is coded; a **scale spec** how values share scales; a
 **datatype** pairs them.  Everything here is parsed from the string codes numerics
@@ -72,7 +73,7 @@ __all__ = [
 ]
 
 #: Element rounding modes (section 10.2).
-ROUND_MODES = ("even", "nearest", "zero", "stochastic")
+ROUND_MODES = ("even", "nearest", "zero", "half_down", "stochastic")
 #: Exponent-scale selection rules (section 10.3; ``max`` is section 3's ``floor``).
 SCALE_MODES = ("max", "midmax", "rceil", "nearest")
 

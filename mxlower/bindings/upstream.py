@@ -64,6 +64,13 @@ def runtime_library(name: str) -> str | None:
     return None
 
 
+def jit_libraries() -> list[str]:
+    """The runtime libraries every ExecutionEngine of mxlower loads: upstream's C runner utils,
+    with the soft-float builtins LLVM may call (``__truncsfbf2`` for an f32 -> bf16
+    conversion on a CPU without AVX512-BF16, which libgcc before GCC 13 lacks)."""
+    return [p for p in (runtime_library("libmlir_c_runner_utils.so"),) if p]
+
+
 def context():
     """A new upstream MLIR context with every upstream dialect and pass registered."""
     from mlir import ir  # noqa: PLC0415  (imported lazily: the stack is optional at import time)

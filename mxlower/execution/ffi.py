@@ -688,7 +688,8 @@ def jit(ctx: Any, module: Any, address_fn: str, *, opt_level: int = 3) -> tuple[
     address comes out through one)."""
     ee_mod = upstream.module("execution_engine")
     with ctx:
-        engine = ee_mod.ExecutionEngine(module, opt_level=opt_level)
+        engine = ee_mod.ExecutionEngine(module, opt_level=opt_level,
+                                        shared_libs=upstream.jit_libraries())
     getter = engine.raw_lookup(address_fn)
     if not getter:
         raise FFIError(f"compiled module has no function {address_fn}")

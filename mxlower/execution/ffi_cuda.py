@@ -90,7 +90,9 @@ IMAGE_CHIPS = ("sm_90a", "sm_100a")
 #: the chip of the portable PTX image (no hardware cvt), JIT-compiled by the driver for others
 PORTABLE_CHIP = "sm_80"
 #: threads per block of a launch (one block or unit of values per thread)
-THREADS = 128
+THREADS = mx_kernels.GPU_THREADS
+#: the byte alignment the handler requires of every buffer (the kernels' vector accesses)
+ALIGNMENT = 16
 #: the environment variable naming the CUDA driver library to load instead of libcuda.so.1
 DRIVER_ENV = "MXLOWER_CUDA_DRIVER"
 _DEFAULT_DRIVER = "libcuda.so.1"
@@ -454,9 +456,19 @@ def _run_on_cuda(imgs: Sequence[Image]):
     def run(f: Frame) -> list[str]:
         e = f.e  # a _Code (handler_text's emitter)
         nothing = e.icmp("eq", f.blocks, f.zero)
-        e.do(f"llvm.cond_br {nothing}, ^empty, ^stream")
+        e.do(f"llvm.cond_br {nothing}, ^empty, ^aligned")
         e.block("empty")
         e.do(f"llvm.return {f.null} : !llvm.ptr")
+        # 0. the kernels' whole-vector accesses (ld/st.v4) need 16-byte aligned buffers,
+        # which XLA:GPU's are (mxlower.lowering.mx_kernels: _Kernel.alignment)
+        e.block("aligned")
+        for (data, _), o in zip(f.slots, [*f.spec.operands(), *f.spec.results()]):
+            if o.kind != "scalar":
+                low = e.binary("and", e.emit(f"{{r}} = llvm.ptrtoint {data} : !llvm.ptr to i64"),
+                               e.i64(ALIGNMENT - 1))
+                f.fail_if(e.icmp("ne", low, f.zero),
+                          f"buffer '{o.name}' is not {ALIGNMENT}-byte aligned")
+        e.do("llvm.br ^stream")
         # 1. XLA's stream
         e.block("stream")
         sa = abi.StreamGetArgs

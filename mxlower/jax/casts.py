@@ -162,7 +162,7 @@ def cast(x: Any, number: Any, scale: Any = None, *, roundmode: str = "even",
     type name such as ``"f8E4M3FN"``), a predefined datatype (``"mxfp8_e4m3"``, ``"nvfp4"``,
     ``"mxint4"``, ``"bfp16"``, ...) or ``"number:scale"``; ``scale``: a scale spec
     (``"e8m0_t32"``, ``"e4m3fn_t16"``, ``"e8m0_t32x32"``, ``"float32_uint8_t0"``) or None.
-    ``roundmode``: even, nearest, zero or stochastic; ``scalemode`` (exponent scales): max,
+    ``roundmode``: even, nearest, zero, half_down or stochastic; ``scalemode`` (exponent scales): max,
     midmax, rceil or nearest.  Stochastic rounding takes exactly one of ``key`` (a
     ``jax.random`` key; one uint32 per element is drawn with ``jax.random.bits(key,
     x.shape, jnp.uint32)``) and ``rbits`` (those bits, uint32 of ``x``'s shape); the other

@@ -21,10 +21,11 @@ code_bits=None, fixed=False)``
     (default: the spec's storage width, 8, 16 or 32), float and exponent codes in the low
     bits (upper bits zero), int codes in two's complement.  ``shift``: optional i32 integers
     of ``value``'s shape (any value: beyond +-2000 they act as +-2000, which saturates or
-    flushes every spec).  ``roundmode``: ``even``, ``nearest`` (ties away), ``zero`` or
-    ``stochastic``, which takes ``rbits``: 32-bit integers (uint32 random bits, one per
-    element) and rounds to ``floor(t + r 2^-32)`` exactly.  ``fixed``: read an ``intK`` as
-    fixed point with K-2 fraction bits (the scaled view of mxint8), i.e. ``shift - (K-2)``.
+    flushes every spec).  ``roundmode``: ``even``, ``nearest`` (ties away), ``zero``,
+    ``half_down`` (ties toward zero) or ``stochastic``, which takes ``rbits``: 32-bit integers
+    (uint32 random bits, one per element) and rounds to ``floor(t + r 2^-32)`` exactly.
+    ``fixed``: read an ``intK`` as fixed point with K-2 fraction bits (the scaled view of
+    mxint8), i.e. ``shift - (K-2)``.
     On the StableHLO builder the result has the storage type :func:`storage_type` names
     (``ui8`` for f8/f6/f4 and exponent codes, ``i8`` for int8, ``ui16`` for e5m6...).
 
@@ -41,13 +42,13 @@ Every path is: **unpack** (sign, a significand ``sig`` with its leading one at b
 normalized by a shift ladder where subnormal inputs need it -- and the exponent ``L`` of that
 bit, the value being ``sig * 2^(L - M)``), **round** (drop ``d`` bits: ``d = M - Y + max(emin
 - L, 0)`` for a float target, ``M`` for an exponent type, ``M - L`` for an integer; the kept
-part is ``(sig + inc) >> d`` with ``inc`` = 0 (zero), half (nearest), half - 1 + lsb (even),
-and for stochastic the carry of ``r + floor(frac * 2^32)`` past 2^32, with ``frac`` the exact
-dropped fraction), **assemble** (``(max(L + bias - 1, 0) << Y) + n``: a carry out of the
-significand moves to the next binade by itself) and **finish** (saturate with ``min``, then
-the zero, Inf, NaN and sign rules with selects).  ``L`` is clamped just past the target's
-range and ``d`` just past the point where every input rounds to 0, so the working width is
-32 bits except for 32-bit targets, ``intK`` with K > 28 and f64 sources (64).
+part is ``(sig + inc) >> d`` with ``inc`` = 0 (zero), half (nearest), half - 1 (half_down),
+half - 1 + lsb (even), and for stochastic the carry of ``r + floor(frac * 2^32)`` past 2^32,
+with ``frac`` the exact dropped fraction), **assemble** (``(max(L + bias - 1, 0) << Y) + n``:
+a carry out of the significand moves to the next binade by itself) and **finish** (saturate
+with ``min``, then the zero, Inf, NaN and sign rules with selects).  ``L`` is clamped just past
+the target's range and ``d`` just past the point where every input rounds to 0, so the
+working width is 32 bits except for 32-bit targets, ``intK`` with K > 28 and f64 sources (64).
 """
 
 from __future__ import annotations
@@ -217,20 +218,24 @@ def _round(b: IntBuilder, sig: Any, d: Any, mode: str, r: Any, W: int, d_min: in
     const = isinstance(d, int)
     if mode == "zero":
         return b.shr(sig, d) if not (const and d == 0) else sig
-    if mode in ("even", "nearest"):
+    if mode in ("even", "nearest", "half_down"):
         if const:
             if d == 0:
                 return sig
             half = 1 << (d - 1)
             if mode == "nearest":
                 return b.shr(b.add(sig, half), d)
+            if mode == "half_down":  # a tie (sig's dropped bits exactly half) stays down
+                return b.shr(b.add(sig, half - 1), d)
             lsb = b.and_(b.shr(sig, d), 1)
             return b.shr(b.add(sig, b.add(lsb, half - 1)), d)
         half = b.shr(b.shl(b.constant(1, W), d), 1)
         if mode == "nearest":
             return b.shr(b.add(sig, half), d)
-        inc = b.add(b.sub(half, 1), b.and_(b.shr(sig, d), 1))
-        if d_min == 0:  # d == 0: half - 1 + lsb is -1 or 0; nothing to add
+        inc = b.sub(half, 1)
+        if mode == "even":
+            inc = b.add(inc, b.and_(b.shr(sig, d), 1))
+        if d_min == 0:  # d == 0: half - 1 (+ lsb) is -1 or 0; nothing to add
             inc = b.max(inc, 0)
         return b.shr(b.add(sig, inc), d)
     # stochastic: floor(t + r 2^-32) = T + [r + floor(frac 2^32) >= 2^32]

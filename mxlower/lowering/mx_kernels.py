@@ -77,7 +77,7 @@ from mxlower.formats import FORMATS, SCALE_MODES, WIDE_TYPES, MXFormat
 from mxlower.ir.stablehlo_builder import Comparisons
 from mxlower.lowering import cast_math, codec, codec_spec, mx_math
 
-__all__ = ["CONVERT_LANES", "TARGETS", "ArithOps", "CastSpec", "ConvertSpec", "KernelSpec",
+__all__ = ["CONVERT_LANES", "GPU_THREADS", "TARGETS", "ArithOps", "CastSpec", "ConvertSpec", "KernelSpec",
            "Operand", "build", "emit_kernel", "gpu_module_name"]
 
 _MAG = 0x7FFFFFFF
@@ -91,6 +91,10 @@ _GROUP_VALUES = 256
 _REDUCE_LANES = 16
 #: values per vector (and per unit of the block range) of a conversion kernel
 CONVERT_LANES = 32
+#: threads per CTA of a GPU kernel's launch (the CUDA handler launches ceil(units / this))
+GPU_THREADS = 128
+#: bytes of shared memory a widening GPU kernel stages a CTA's output in (at most)
+GPU_STAGE_BYTES = 16384
 #: values per vector of a cast kernel: its codec keeps many values live, and on AVX2 a
 #: vector of 8 i32 (one register) ran 2x faster than 16 or 32 lanes (register spills)
 _CAST_LANES = 8
@@ -671,11 +675,29 @@ class _Kernel:
         c = a.IndexCastOp(i32, count).result
         return self.b.lt(lanes, c)
 
+    def alignment(self, vtype: Any) -> int | None:
+        """GPU: the byte alignment of a whole-vector access of ``vtype`` (the largest power of
+        two dividing its size, at most 16: one ``ld/st.v4.b32``), which every vector access of
+        a kernel has -- each is at a multiple of its own length from a buffer's start (a block,
+        a unit, a group of blocks' scales), and XLA:GPU aligns every buffer to 16 bytes or
+        more (the CUDA handler checks it: ``mxlower.execution.ffi_cuda.ALIGNMENT``).  Without
+        it LLVM splits a vector access into one scalar access a lane.  CPU: None (the
+        element's alignment)."""
+        if self.target != "gpu":
+            return None
+        vt = self.ir.VectorType(vtype)
+        nbytes = vt.shape[0] * types.scalar(str(vt.element_type)).bits // 8
+        return min(16, nbytes & -nbytes) if nbytes else None
+
+    def _align_attr(self, vtype: Any) -> dict[str, Any]:
+        n = self.alignment(vtype)
+        return {} if n is None else {"alignment": n}
+
     def load(self, mem: Any, at: Any, vtype: Any, count: Any = None) -> Any:
         """``vtype`` values at ``mem[at]``; with ``count``, only that many (the rest zero)."""
         vector = self.m["vector"]
         if count is None:
-            return vector.LoadOp(vtype, mem, [at]).result
+            return vector.LoadOp(vtype, mem, [at], **self._align_attr(vtype)).result
         n = self.ir.VectorType(vtype).shape[0]
         zero = self.b.const(0, self.ir.VectorType(vtype).element_type, (n,))
         return vector.MaskedLoadOp(vtype, mem, [at], self.mask(count, n), zero).result
@@ -684,7 +706,7 @@ class _Kernel:
         """``value`` to ``mem[at]``; with ``count``, only its first ``count`` lanes."""
         vector = self.m["vector"]
         if count is None:
-            vector.StoreOp(value, mem, [at])
+            vector.StoreOp(value, mem, [at], **self._align_attr(value.type))
         else:
             n = self.b.shape(value)[0]
             vector.MaskedStoreOp(mem, [at], self.mask(count, n), value)
@@ -864,6 +886,15 @@ class _Kernel:
             f = self.m["func"].FuncOp(spec.name, ftype)
             entry = f.add_entry_block()
         else:
+            stage = self.staged_output()
+            if stage is not None:  # the CTA's stage, a shared-memory global of the gpu.module
+                space = ir.Attribute.parse("#gpu.address_space<workgroup>")
+                wide = self.spec.results()[0]
+                t = ir.MemRefType.get([GPU_THREADS * stage[1]],
+                                      ir.Type.parse(types.of_dtype(wide.dtype).mlir),
+                                      memory_space=space)
+                self.m["memref"].GlobalOp(self.stage_symbol(), t, sym_visibility="private",
+                                          alignment=16)
             f = self.m["gpu"].GPUFuncOp(ftype, sym_name=spec.name, kernel=True)
             entry = f.add_entry_block()
         with ir.InsertionPoint(entry):
@@ -882,9 +913,87 @@ class _Kernel:
                                         gpu.BlockDimOp(dim).result).result,
                               gpu.ThreadIdOp(dim).result).result
                 i = ar.AddIOp(b0, t).result
-                self.when(self.b.lt(i, b1), lambda: self.run_unit(bufs, i))
+                if stage is None:
+                    self.when(self.b.lt(i, b1), lambda: self.run_unit(bufs, i))
+                else:
+                    self.run_staged(bufs, b0, b1, i, stage)
                 gpu.ReturnOp([])
         return f
+
+    # -- GPU: widening kernels' stores through shared memory --------------------------------
+    def staged_output(self) -> tuple[int, int] | None:
+        """GPU: (index of the output buffer, values per unit) when the kernel's one output is
+        wide values written a whole unit per thread (dequantize, narrow -> wide converts) and
+        a CTA's units fit :data:`GPU_STAGE_BYTES`; else None.  A thread writing its own 64-128
+        contiguous bytes makes every warp store 32 separate L2 transactions (stores are not
+        cached in L1: the H200 ran such kernels at 15-25% of a copy); staged, the CTA's units
+        land in shared memory and consecutive threads write them back 16 bytes each."""
+        if self.target != "gpu":
+            return None
+        outs = self.spec.results()
+        if len(outs) != 1 or outs[0].kind != "values" or outs[0].dtype.itemsize < 2:
+            return None
+        if isinstance(self.spec, ConvertSpec) and not self.spec.truncates:
+            unit = self.lanes
+        elif isinstance(self.spec, KernelSpec) and self.spec.op == "dequantize":
+            unit = self.spec.k
+        else:
+            return None
+        if GPU_THREADS * unit * outs[0].dtype.itemsize > GPU_STAGE_BYTES:
+            return None
+        return len(self.spec.operands()), unit
+
+    def run_staged(self, bufs: list[Any], b0: Any, b1: Any, i: Any,
+                   stage: tuple[int, int]) -> None:
+        """GPU: unit ``i`` written into this CTA's shared-memory stage (through a view of the
+        output whose element ``i * U + j`` is the stage's ``tid * U + j``), a barrier, then the
+        CTA's values copied to the output by consecutive threads, 16 bytes each (the last
+        piece masked at the output's size)."""
+        ir, a, gpu, memref = self.ir, self.m["arith"], self.m["gpu"], self.m["memref"]
+        at, unit = stage
+        y = bufs[at]
+        elt = self.spec.results()[0]
+        wide = str(ir.MemRefType(y.type).element_type)
+        space = ir.Attribute.parse("#gpu.address_space<workgroup>")
+        smem = memref.GetGlobalOp(ir.MemRefType.get([GPU_THREADS * unit], ir.Type.parse(wide),
+                                                    memory_space=space),
+                                  self.stage_symbol()).result
+        dim = ir.Attribute.parse("#gpu<dim x>")
+        tid = gpu.ThreadIdOp(dim).result
+        size = self.dim(y)
+        dyn = ir.ShapedType.get_dynamic_size()
+        layout = ir.Attribute.parse("strided<[1], offset: ?>")
+        view_t = ir.MemRefType.get([dyn], ir.Type.parse(wide), layout=layout,
+                                   memory_space=space)
+        u = self.index(unit)
+        offset = a.SubIOp(a.MulIOp(tid, u).result, a.MulIOp(i, u).result).result
+        view = memref.ReinterpretCastOp(view_t, smem, [offset], [size], [], [dyn], [dyn],
+                                        [1]).result
+        staged = list(bufs)
+        staged[at] = view
+        self.when(self.b.lt(i, b1), lambda: self.run_unit(staged, i))
+        gpu.BarrierOp()
+        # the CTA's values [lo, hi): its units, cut at the range's end and the output's size
+        first = a.AddIOp(b0, a.MulIOp(gpu.BlockIdOp(dim).result,
+                                      self.index(GPU_THREADS)).result).result
+        lo = a.MulIOp(first, u).result
+        last = a.MinUIOp(a.AddIOp(first, self.index(GPU_THREADS)).result, b1).result
+        hi = a.MinUIOp(a.MulIOp(last, u).result, size).result
+        count = a.SubIOp(a.MaxUIOp(hi, lo).result, lo).result
+        w = 16 // elt.dtype.itemsize
+        vt = self.vec(wide, w)
+
+        def piece(j: Any) -> None:
+            rest = a.SubIOp(count, j).result
+            out = a.AddIOp(lo, j).result
+            self.when(self.b.ge(rest, self.index(w)),
+                      lambda: self.store(self.load(smem, j, vt), y, out),
+                      lambda: self.store(self.load(smem, j, vt, rest), y, out, rest))
+
+        self.for_each(a.MulIOp(tid, self.index(w)).result, count, piece, step=GPU_THREADS * w)
+
+    def stage_symbol(self) -> str:
+        return f"{self.spec.name}_stage"
 
     def dim(self, mem: Any) -> Any:
         return self.m["memref"].DimOp(mem, self.index(0)).result

@@ -57,7 +57,8 @@ class LegalizeXlaMx(ModulePass):
 
     name: ClassVar[str] = "mxlower-legalize-xla-mx"
     scale_mode: str = option("nearest", "scale_mode given to the mx.quantize that replaces "
-                             "__op$quantize (XLA's own rule is nearest)", choices=SCALE_MODES)
+                             "__op$quantize (XLA's own rule is nearest; docs/compat.md)",
+                             choices=SCALE_MODES)
 
     def run(self, op: Any) -> None:
         legalize(op, scale_mode=self.scale_mode)

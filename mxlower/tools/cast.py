@@ -9,7 +9,9 @@ Every datatype is applied to the input with the exact oracle :func:`mxlower.refe
 statistics of :func:`statistics` are printed, one row per datatype x rounding mode x scale mode,
 as a table or (``--json``) a JSON document.  ``--plot FILE`` draws the error distribution:
 ``.svg`` is written by this module itself (no plotting library needed); other extensions
-(``.png``, ``.pdf``) need matplotlib.
+(``.png``, ``.pdf``) need matplotlib.  Datatypes whose error ranges differ by more than a factor
+of 4 get panels of their own x range (:func:`panels`), so a precise format is not squeezed into
+a few bins by a coarse one; the canvas widens to hold the longest legend label.
 
 Bad input -- a missing or unreadable file, an array that is not float32/bfloat16/float16/float64
 data, an empty array, an unknown spec code, a combination section 10 does not define, a tile
@@ -40,7 +42,8 @@ from mxlower.formats import DATATYPES, Datatype, SpecError, get_datatype
 from mxlower.numbers import ROUND_MODES, SCALE_MODES, datatype
 from mxlower.tools.source import ArgParser, check_output_path, cli_main, write_atomic
 
-__all__ = ["Row", "compare", "load_input", "main", "parse_datatypes", "statistics", "svg_plot"]
+__all__ = ["Row", "compare", "load_input", "main", "panels", "parse_datatypes", "statistics",
+           "svg_plot"]
 
 PROG = "mxlower-cast"
 
@@ -74,9 +77,10 @@ from numpy.random.default_rng(SEED) (the same bits for every datatype)."""
 
 def build_parser() -> argparse.ArgumentParser:
     p = ArgParser(prog=PROG, formatter_class=argparse.RawDescriptionHelpFormatter,
-                  description="Cast a tensor to one or more datatypes of the TensorCast model "
-                  "(docs/semantics.md section 10) with mxlower's exact oracle and print the "
-                  "error statistics side by side.", epilog=STATISTICS_HELP)
+                  description="Cast a tensor to one or more datatypes of docs/semantics.md section "
+                  "10 (TensorCast's grammar; docs/compat.md lists where other libraries' "
+                  "results differ) with mxlower's exact oracle and print the error "
+                  "statistics side by side.", epilog=STATISTICS_HELP)
     p.add_argument("input", nargs="?",
                    help=".npy or .npz file of float32, bfloat16, float16 or float64 data")
     p.add_argument("--key", help="the array of an .npz file (needed when it holds several)")
@@ -376,14 +380,29 @@ def format_json(rows: Sequence[Row], meta: dict) -> str:
 
 _COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2",
            "#17becf", "#7f7f7f", "#bcbd22")
+#: past ten series the colors repeat with another dash pattern (SVG stroke-dasharray)
+_DASHES = ("", "6 3", "2 2", "8 3 2 3")
+
+
+def _style(i: int) -> tuple[str, str]:
+    """(color, dash pattern) of series ``i``: unique for the first 40 series."""
+    return _COLORS[i % len(_COLORS)], _DASHES[(i // len(_COLORS)) % len(_DASHES)]
 BINS = 81
+
+
+#: rows whose error ranges lie within this factor of each other share a panel
+PANEL_SPREAD = 4.0
+
+
+def _error_range(r: Row) -> float:
+    """The 99.9th percentile of a row's |error| (0 for a row without errors)."""
+    return float(np.quantile(np.abs(r.error), 0.999)) if r.error.size else 0.0
 
 
 def histograms(rows: Sequence[Row], bins: int = BINS) -> tuple[np.ndarray, list[np.ndarray]]:
     """Bin edges over [-R, R] (R: the largest 99.9th percentile of |error| over the rows) and
     each row's fraction of elements per bin; errors beyond R count in the edge bins."""
-    tops = [float(np.quantile(np.abs(r.error), 0.999)) for r in rows if r.error.size]
-    R = max([t for t in tops if t > 0], default=1.0)
+    R = max([t for t in map(_error_range, rows) if t > 0], default=1.0)
     edges = np.linspace(-R, R, bins + 1)
     out = []
     for r in rows:
@@ -395,12 +414,69 @@ def histograms(rows: Sequence[Row], bins: int = BINS) -> tuple[np.ndarray, list[
     return edges, out
 
 
+def panels(rows: Sequence[Row], bins: int = BINS,
+           spread: float = PANEL_SPREAD) -> list[tuple[list[int], np.ndarray, list[np.ndarray]]]:
+    """The rows split into panels of similar error range, so that a precise format is not
+    squeezed into a few bins by a coarse one: rows sorted by range go into one panel while the
+    largest range is at most ``spread`` times the smallest (rows without errors join the panel
+    of the smallest range).  Panels are ordered by their first row.  Returns, per panel, the
+    row indices (in the given order) and :func:`histograms` of those rows."""
+    ranges = [_error_range(r) for r in rows]
+    groups: list[list[int]] = []
+    for i in sorted((i for i, t in enumerate(ranges) if t > 0), key=ranges.__getitem__):
+        if groups and ranges[i] <= spread * ranges[groups[-1][0]]:
+            groups[-1].append(i)
+        else:
+            groups.append([i])
+    zero = [i for i, t in enumerate(ranges) if t == 0]
+    if zero:
+        groups = [groups[0] + zero] + groups[1:] if groups else [zero]
+    groups = sorted((sorted(g) for g in groups), key=lambda g: g[0])
+    return [(g, *histograms([rows[i] for i in g], bins)) for g in groups]
+
+
+#: SVG geometry: font size, an upper bound of the width of one character of it (sans-serif),
+#: legend line height, plot width, panel height, margins
+_FONT, _CHAR_W, _LEG_DY, _PW, _PH = 12, 7.6, 18, 480, 240
+_LEFT, _TOP, _GAP, _BOTTOM, _LEG_PAD = 70, 40, 64, 20, 56
+
+
+def text_width(text: str, font_size: float = _FONT) -> float:
+    """A generous estimate of the rendered width of ``text`` in the SVG's sans-serif font."""
+    return len(text) * _CHAR_W * font_size / _FONT
+
+
 def svg_plot(rows: Sequence[Row], title: str, bins: int = BINS) -> str:
-    """A self-contained SVG of the error histograms (:func:`histograms`), one outlined series
-    per row, with axes, ticks and a legend."""
-    edges, hists = histograms(rows, bins)
-    W, H, left, right, top, bottom = 760, 460, 70, 210, 40, 50
-    pw, ph = W - left - right, H - top - bottom
+    """A self-contained SVG of the error histograms, one outlined series per row, with axes,
+    ticks and a legend beside each panel (:func:`panels`: formats of very different precision
+    get panels of their own x range).  The canvas grows to hold the longest label and every
+    legend entry."""
+    groups = panels(rows, bins)
+    labels = [r.label for r in rows]
+    leg_w = _LEG_PAD + max([text_width(t) for t in labels] + [80.0]) + 12
+    W = math.ceil(_LEFT + _PW + leg_w)
+    heights = [max(_PH, _LEG_DY * len(g) + 20) for g, _, _ in groups]
+    H = math.ceil(_TOP + sum(heights) + _GAP * len(groups) + _BOTTOM)
+    W = max(W, math.ceil(text_width(title, 14) + 40))
+    esc = html.escape
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" '
+             f'viewBox="0 0 {W} {H}" font-family="sans-serif" font-size="{_FONT}">',
+             f'<rect width="{W}" height="{H}" fill="white"/>',
+             f'<text x="{W / 2:.1f}" y="22" text-anchor="middle" font-size="14">'
+             f'{esc(title)}</text>']
+    top = _TOP
+    for (idx, edges, hists), ph in zip(groups, heights):
+        parts += _svg_panel([rows[i] for i in idx], idx, edges, hists, top, ph)
+        top += ph + _GAP
+    parts.append("</svg>")
+    return "\n".join(parts) + "\n"
+
+
+def _svg_panel(rows: Sequence[Row], idx: Sequence[int], edges: np.ndarray,
+               hists: Sequence[np.ndarray], top: float, ph: float) -> list[str]:
+    """One panel of :func:`svg_plot` at ``top``, ``ph`` high: frame, ticks, axis labels, the
+    series (colored by their index in the whole plot) and their legend to the right."""
+    left, pw = _LEFT, _PW
     ymax = max([float(h.max()) for h in hists] + [1e-12]) * 1.05
     lo, hi = float(edges[0]), float(edges[-1])
 
@@ -411,12 +487,7 @@ def svg_plot(rows: Sequence[Row], title: str, bins: int = BINS) -> str:
         return top + ph - v / ymax * ph
 
     esc = html.escape
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" '
-             f'viewBox="0 0 {W} {H}" font-family="sans-serif" font-size="12">',
-             f'<rect width="{W}" height="{H}" fill="white"/>',
-             f'<text x="{left + pw / 2:.1f}" y="22" text-anchor="middle" font-size="14">'
-             f'{esc(title)}</text>',
-             f'<rect x="{left}" y="{top}" width="{pw}" height="{ph}" fill="none" '
+    parts = [f'<rect x="{left}" y="{top}" width="{pw}" height="{ph}" fill="none" '
              'stroke="black"/>']
     for v in np.linspace(lo, hi, 5):
         parts.append(f'<line x1="{px(v):.1f}" y1="{top + ph}" x2="{px(v):.1f}" '
@@ -428,25 +499,27 @@ def svg_plot(rows: Sequence[Row], title: str, bins: int = BINS) -> str:
                      'stroke="black"/>')
         parts.append(f'<text x="{left - 8}" y="{py(v) + 4:.1f}" text-anchor="end">'
                      f'{v:.3g}</text>')
-    parts.append(f'<text x="{left + pw / 2:.1f}" y="{H - 10}" text-anchor="middle">error = '
-                 f'cast - input (beyond +-{hi:.3g} counted at the edges)</text>')
-    parts.append(f'<text x="16" y="{top + ph / 2:.1f}" text-anchor="middle" '
-                 f'transform="rotate(-90 16 {top + ph / 2:.1f})">fraction of elements</text>')
-    for i, (r, h) in enumerate(zip(rows, hists)):
-        color = _COLORS[i % len(_COLORS)]
+    parts.append(f'<text x="{left + pw / 2:.1f}" y="{top + ph + 36}" text-anchor="middle">'
+                 f'error = cast - input (beyond +-{hi:.3g} counted at the edges)</text>')
+    mid = top + ph / 2
+    parts.append(f'<text x="16" y="{mid:.1f}" text-anchor="middle" '
+                 f'transform="rotate(-90 16 {mid:.1f})">fraction of elements</text>')
+    for k, (i, r, h) in enumerate(zip(idx, rows, hists)):
+        color, dash = _style(i)
+        dash = f' stroke-dasharray="{dash}"' if dash else ""
         pts = [f"{px(lo):.1f},{py(0):.1f}"]
-        for k, v in enumerate(h):
-            pts.append(f"{px(edges[k]):.1f},{py(v):.1f}")
-            pts.append(f"{px(edges[k + 1]):.1f},{py(v):.1f}")
+        for j, v in enumerate(h):
+            pts.append(f"{px(edges[j]):.1f},{py(v):.1f}")
+            pts.append(f"{px(edges[j + 1]):.1f},{py(v):.1f}")
         pts.append(f"{px(hi):.1f},{py(0):.1f}")
-        parts.append(f'<polyline fill="none" stroke="{color}" stroke-width="1.5" '
+        parts.append(f'<polyline fill="none" stroke="{color}" stroke-width="1.5"{dash} '
                      f'points="{" ".join(pts)}"><title>{esc(r.label)}</title></polyline>')
-        y = top + 10 + 18 * i
-        parts.append(f'<line x1="{W - right + 12}" y1="{y}" x2="{W - right + 36}" y2="{y}" '
-                     f'stroke="{color}" stroke-width="2"/>')
-        parts.append(f'<text x="{W - right + 42}" y="{y + 4}">{esc(r.label)}</text>')
-    parts.append("</svg>")
-    return "\n".join(parts) + "\n"
+        y = top + 10 + _LEG_DY * k
+        x0 = left + pw + 12
+        parts.append(f'<line x1="{x0}" y1="{y}" x2="{x0 + 24}" y2="{y}" '
+                     f'stroke="{color}" stroke-width="2"{dash}/>')
+        parts.append(f'<text x="{x0 + 30}" y="{y + 4}">{esc(r.label)}</text>')
+    return parts
 
 
 def _matplotlib_plot(rows: Sequence[Row], title: str, path: str) -> bytes:
@@ -454,16 +527,19 @@ def _matplotlib_plot(rows: Sequence[Row], title: str, path: str) -> bytes:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt  # lazy: as above
 
-    edges, hists = histograms(rows)
-    fig, ax = plt.subplots(figsize=(9, 5))
-    for r, h in zip(rows, hists):
-        ax.stairs(h, edges, label=r.label)
-    ax.set_xlabel(f"error = cast - input (beyond +-{edges[-1]:.3g} counted at the edges)")
-    ax.set_ylabel("fraction of elements")
-    ax.set_title(title)
-    ax.legend(fontsize="small")
+    groups = panels(rows)
+    fig, axes = plt.subplots(len(groups), 1, figsize=(9, 1 + 3.5 * len(groups)), squeeze=False)
+    for ax, (idx, edges, hists) in zip(axes[:, 0], groups):
+        for i, h in zip(idx, hists):
+            color, dash = _style(i)
+            ax.stairs(h, edges, label=rows[i].label, color=color,
+                      linestyle=(0, tuple(map(float, dash.split()))) if dash else "-")
+        ax.set_xlabel(f"error = cast - input (beyond +-{edges[-1]:.3g} counted at the edges)")
+        ax.set_ylabel("fraction of elements")
+        ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1))
+    fig.suptitle(title)
     buf = io.BytesIO()
-    fig.savefig(buf, format=os.path.splitext(path)[1][1:].lower())
+    fig.savefig(buf, format=os.path.splitext(path)[1][1:].lower(), bbox_inches="tight")
     plt.close(fig)
     return buf.getvalue()
 

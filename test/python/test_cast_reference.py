@@ -28,7 +28,7 @@ from mxlower.numbers import NumberSpec, SpecError
 
 F = fractions.Fraction
 BF16 = np.dtype(ml_dtypes.bfloat16)
-MODES = ("even", "nearest", "zero", "stochastic")
+MODES = ("even", "nearest", "zero", "half_down", "stochastic")
 
 
 def small_specs() -> list[NumberSpec]:
@@ -94,6 +94,8 @@ def neighbour_cast(v: np.ndarray, spec: NumberSpec, mode: str, r=None, *,
         up = np.zeros(a.shape, bool)
     elif mode == "nearest":
         up = (af - lo) >= (hi - af)
+    elif mode == "half_down":
+        up = (af - lo) > (hi - af)
     elif mode == "even":
         # hi - lo is the spacing q at |v|, so lo = T q: a tie goes up when T is odd
         tie_up = np.fmod(lo / (hi - lo), 2) == 1
@@ -245,7 +247,7 @@ def fraction_cast(value: float, spec: NumberSpec, mode: str, r: int, fixed: bool
     t = a / q
     T = math.floor(t)
     frac = t - T
-    n = {"zero": T, "nearest": T + (frac >= F(1, 2)),
+    n = {"zero": T, "nearest": T + (frac >= F(1, 2)), "half_down": T + (frac > F(1, 2)),
          "even": T + (frac > F(1, 2) or (frac == F(1, 2) and T % 2 == 1)),
          "stochastic": math.floor(t + F(r, 2 ** 32))}[mode]
     top = spec.scaled_max_exact if fixed else spec.max_exact

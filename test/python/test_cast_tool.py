@@ -185,6 +185,70 @@ def test_svg_plot(data, tmp_path, capsys):
     assert all(len(p.get("points").split()) == 2 * tool.BINS + 2 for p in lines)
 
 
+def _svg_series(root):
+    """Per polyline: (label, bin heights in pixels above its baseline)."""
+    ns = "{http://www.w3.org/2000/svg}"
+    out = []
+    for p in root.findall(f"{ns}polyline"):
+        pts = [tuple(map(float, q.split(","))) for q in p.get("points").split()]
+        base = pts[0][1]
+        out.append((p.find(f"{ns}title").text, np.array([base - y for _, y in pts[1:-1:2]])))
+    return out
+
+
+def _mass_bins(h, share=0.9):
+    """The fewest bins that hold ``share`` of a series' mass."""
+    c = np.cumsum(np.sort(h)[::-1])
+    return int(np.searchsorted(c, share * c[-1]) + 1)
+
+
+@pytest.mark.parametrize("long_labels", [False, True])
+def test_svg_plot_geometry(tmp_path, capsys, long_labels):
+    """Every text (legend entries with long labels included) lies inside the canvas, and with
+    formats of very different precision (mxfp4 ... float16) every series spreads over a
+    reasonable number of its panel's bins instead of a shared range squeezing the precise ones
+    into two or three."""
+    x = np.random.default_rng(3).standard_normal((32, 256)).astype(np.float32)
+    np.save(tmp_path / "n.npy", x)
+    if long_labels:
+        args = ["-n", "e4m3b8fnuz,e2m1fo", "-s", "e8m0_t32x32,e8m0_t16", "-r", "even,stochastic",
+                "--scalemode", "midmax,rceil"]
+    else:
+        args = ["-d", "mxfp4_e2m1,mxfp6_e2m3,mxfp8_e4m3,bfloat16,float16"]
+    rc, _, err = run(tmp_path / "n.npy", *args, "--plot", tmp_path / "p.svg", capsys=capsys)
+    assert rc == 0, err
+    root = ET.parse(tmp_path / "p.svg").getroot()
+    W, H = float(root.get("width")), float(root.get("height"))
+    ns = "{http://www.w3.org/2000/svg}"
+    series = _svg_series(root)
+    labels = {lab for lab, _ in series}
+    for t in root.iter(f"{ns}text"):
+        x0, y0, w = float(t.get("x")), float(t.get("y")), tool.text_width(t.text)
+        if t.get("transform"):  # the rotated y-axis label: its extent is vertical
+            assert 0 <= y0 - w / 2 and y0 + w / 2 <= H, t.text
+            continue
+        lo = {"middle": x0 - w / 2, "end": x0 - w}.get(t.get("text-anchor"), x0)
+        assert 0 <= lo and lo + w <= W, (t.text, lo, w, W)
+        assert 0 < y0 <= H, t.text
+    assert labels <= {t.text for t in root.iter(f"{ns}text")}
+    for lab, h in series:
+        assert _mass_bins(h) >= 6, (lab, _mass_bins(h))
+    # the legend's estimate of the text width is an upper bound for these labels in
+    # DejaVu Sans / Liberation Sans at 12 px (about 7 px per character on average)
+    assert tool.text_width("e4m3b8fnuz:e8m0_t32x32 stochastic/midmax") >= 41 * 7.0
+
+
+def test_panels_group_similar_ranges():
+    e = np.linspace(-1, 1, 101)
+    rows = [tool.Row(None, "even", None, 8, {}, s * e) for s in (1.0, 0.5, 1e-3, 3e-3, 2.0)]
+    rows.append(tool.Row(None, "even", None, 8, {}, np.zeros(0)))
+    groups = tool.panels(rows, bins=9)
+    assert [g for g, _, _ in groups] == [[0, 1, 4], [2, 3, 5]]
+    for idx, edges, hists in groups:
+        R = max(np.quantile(np.abs(rows[i].error), 0.999) for i in idx if rows[i].error.size)
+        assert edges[-1] == pytest.approx(R) and len(hists) == len(idx)
+
+
 def test_histograms_are_fractions_with_clipped_edges():
     rows = [tool.Row(None, "even", None, 8, {}, np.array([-100.0, -1, 0, 0, 1, 2])),
             tool.Row(None, "even", None, 8, {}, np.zeros(4))]

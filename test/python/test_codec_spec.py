@@ -31,7 +31,7 @@ from mxlower.lowering import codec_spec as CS
 NP = codec.NumpyBuilder()
 pytestmark = [pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning"),
               pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")]
-MODES = ["even", "nearest", "zero", "stochastic"]
+MODES = ["even", "nearest", "zero", "half_down", "stochastic"]
 _X16 = np.arange(1 << 16, dtype=np.uint16)
 SOURCES16 = {"f16": _X16.view(np.float16), "bf16": _X16.view(ml_dtypes.bfloat16)}
 
@@ -158,6 +158,8 @@ def _exact_round(v: float, n: numbers.NumberSpec, mode: str, r: int | None) -> i
         R = T
     elif mode == "nearest":
         R = T + (frac >= fractions.Fraction(1, 2))
+    elif mode == "half_down":
+        R = T + (frac > fractions.Fraction(1, 2))
     elif mode == "even":
         R = T + (frac > fractions.Fraction(1, 2) or (frac == fractions.Fraction(1, 2) and T % 2))
     else:

@@ -31,7 +31,7 @@ import mxlower.jax as mxj  # noqa: E402
 from mxlower.execution import ffi  # noqa: E402
 
 WIDE = {"f32": np.float32, "bf16": jnp.bfloat16, "f16": np.float16}
-ROUND = ["even", "nearest", "zero", "stochastic"]
+ROUND = ["even", "nearest", "zero", "half_down", "stochastic"]
 #: float specs of several widths, biases and special-value rules; ints; an exponent type
 NUMBERS = ["e2m1fn", "e2m1fo", "e3m2fn", "e4m3fn", "e5m2", "e4m3b8fnuz", "e4m3b-2fn",
            "e5m6", "e8m7", "int4", "int8", "uint4", "e8m0"]

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 
 import numpy as np
 import pytest
@@ -197,3 +198,58 @@ def test_kernel_convert_through_xla_on_the_gpu(dst):
     got = np.asarray(f(_on_gpu(x)))
     np.testing.assert_array_equal(R.bits(got), R.bits(R.convert(x, dst)))
     _calls(f, (_on_gpu(x),), f"mxlower_convert_f32_{dst}")
+
+
+def _dot_sides(rng, lf, rf, m=48, n=40, k=256, codes=None):
+    """(MXArray or plain array on the GPU, its exact f32 values) for each side."""
+
+    def side(fmt, rows):
+        x = (rng.standard_normal((rows, k)) * np.exp2(rng.integers(-3, 4, (rows, k)))).astype(
+            np.float32)
+        if fmt is None:
+            return _on_gpu(x), x
+        q, s = R.quantize(x, fmt)
+        if codes is not None:
+            s = R.from_bits(rng.choice(np.asarray(codes, np.uint8), s.shape).astype(np.uint8),
+                            FORMATS[fmt].scale)
+        stored = R.bits(q).astype(np.uint8) if FORMATS[fmt].element.startswith("f6") else q
+        return mxj.MXArray(_on_gpu(stored), _on_gpu(s), fmt), R.dequantize(q, s, fmt)
+
+    return side(lf, m), side(rf, n)
+
+
+@pytest.mark.parametrize("lf,rf,codes", [
+    # pairs XLA runs as __op$block_scaled_dot (cuDNN where the chip has it)
+    ("mxfp8_e4m3", "mxfp8_e4m3", None), ("mxfp8_e5m2", "mxfp8_e4m3", None),
+    ("nvfp4", "nvfp4", None),
+    ("mxfp8_e4m3", "mxfp8_e4m3", (0x60, 0x70, 0x7F, 0x88)),
+    # everything else: the carried dequantize kernels and XLA's dot (f32 or f64 branch)
+    ("mxfp4_e2m1", "mxfp6_e3m2", None), ("mxint8", None, None),
+    ("mxfp8_e5m2", "mxfp4_e2m1", (0x00, 0x01, 0x08, 0x7F))])
+def test_scaled_dot_auto_on_the_gpu(lf, rf, codes):
+    """mxlower.jax.scaled_dot(impl="auto") on CUDA (mxlower.jax.cuda_dot) within
+    docs/semantics.md section 6; prints which custom calls the compiled program makes."""
+    _carried()
+    (a, av), (b, bv) = _dot_sides(np.random.default_rng(11), lf, rf, codes=codes)
+    f = jax.jit(lambda a, b: mxj.scaled_dot(a, b, impl="auto"))
+    hlo = f.lower(a, b).compile().as_text()
+    calls = sorted(set(re.findall(r'custom_call_target="([^"]+)"', hlo)))
+    print(f"{lf} x {rf}: compiled custom calls {calls}")
+    got = np.asarray(f(a, b))
+    assert_dot_close(got, av, bv, (((1,), (1,)), ((), ())), what=f"{lf} x {rf} {calls}")
+
+
+@pytest.mark.parametrize("c", [c for c in G.CAST_CASES if "length" not in c], ids=G.case_id)
+def test_kernel_cast_through_xla_on_the_gpu(c):
+    """mxlower.jax.cast(impl="auto") on CUDA: the carried fused cast kernel (stochastic
+    rounding with explicit bits), bit-exact with mxlower.reference.cast."""
+    _carried()
+    inputs, wants, _ = G.case_data(c)
+    args = [_on_gpu(a) for a in inputs]
+    f = jax.jit(lambda x, *r: mxj.cast(x, c["number"], c.get("scale"),
+                                       roundmode=c.get("roundmode", "even"),
+                                       scalemode=c.get("scalemode", "max"),
+                                       rbits=r[0] if r else None, impl="auto"))
+    same = G._same(np.asarray(f(*args)), wants[0], "values")
+    assert same.all(), np.flatnonzero(~same)[:8]
+    _calls(f, args, "mxlower_cast_")

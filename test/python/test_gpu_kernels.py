@@ -104,6 +104,8 @@ CAST_CASES: list[dict] = [
     _cast("e2m1fn", "e8m0_t32", roundmode="stochastic", scalemode="rceil"),
     _cast("int8", "e8m0_t32", "bf16", "nearest", "rceil"),
     _cast("e4m3fn", "e8m0_t128", "f16", "zero", "midmax"),
+    _cast("e2m1fn", "e8m0_t32", roundmode="half_down"), _cast("e3m2fn", wide="bf16",
+                                                                roundmode="half_down"),
     _cast("e2m1fn", "e4m3fn_t16"), _cast("e2m1fn", "e4m3fn_t16", "bf16", "stochastic"),
     _cast("e4m3fn", "e8m0_t0", scalemode="nearest", length=1000),
     _cast("int8", "e8m0", roundmode="stochastic", scalemode="rceil", length=3001)]
@@ -294,15 +296,22 @@ class FakeApi:
         return None
 
 
-def call(handler, api: FakeApi, operands: list, results: list, inputs: list, outputs: list,
-         k: int, shape: tuple[int, ...]) -> int | None:
-    """Calls ``handler`` (a CFUNCTYPE) on buffers at the data addresses ``inputs`` /
-    ``outputs`` (ints) described by ``operands`` / ``results`` ((name, dtype, kind))."""
+def frame(api: FakeApi, operands: list, results: list, inputs: list, outputs: list, k: int,
+          shape: tuple[int, ...]) -> tuple[object, list]:
+    """The XLA FFI call frame of a handler call on buffers at the data addresses ``inputs`` /
+    ``outputs`` (ints) described by ``operands`` / ``results`` ((name, dtype, kind)), and what
+    must stay alive while it is used."""
     keep: list = []
     args = [abi.buffer_arg(d, o[1], _dims(o, k, shape), keep) for o, d in zip(operands, inputs)]
     rets = [abi.buffer_arg(d, o[1], _dims(o, k, shape), keep) for o, d in zip(results, outputs)]
-    frame = abi.call_frame(ctypes.addressof(api.api), args, rets, keep, ctx=FakeApi.CTX)
-    return handler(ctypes.addressof(frame))
+    return abi.call_frame(ctypes.addressof(api.api), args, rets, keep, ctx=FakeApi.CTX), keep
+
+
+def call(handler, api: FakeApi, operands: list, results: list, inputs: list, outputs: list,
+         k: int, shape: tuple[int, ...]) -> int | None:
+    """Calls ``handler`` (a CFUNCTYPE) once on a fresh :func:`frame`."""
+    f, _ = frame(api, operands, results, inputs, outputs, k, shape)
+    return handler(ctypes.addressof(f))
 
 
 # ============================================================================ without a GPU
@@ -571,6 +580,13 @@ def test_cuda_handler_errors(standin, monkeypatch, tmp_path):
                 [bufs[0].ctypes.data], [bufs[1].ctypes.data], spec.k, shape) == 0xE0
     assert api.errors == [(abi.ERROR_INVALID_ARGUMENT,
                            f"{spec.name}: argument 0 (x) must have dtype float32")]
+    # a buffer off the 16-byte alignment the kernels' vector accesses need
+    api = FakeApi()
+    assert call(ck.handler, api, ops, rets, [bufs[0].ctypes.data],
+                [bufs[1].ctypes.data + 4], spec.k, shape) == 0xE0
+    assert api.errors == [(abi.ERROR_INVALID_ARGUMENT,
+                           f"{spec.name}: buffer 'y' is not 16-byte aligned")]
+    assert _recorded(dll, "launches", ctypes.c_int) == 0
     # an empty array: nothing to launch
     assert call(ck.handler, FakeApi(), ops, rets, [bufs[0].ctypes.data],
                 [bufs[1].ctypes.data], spec.k, (0, 9)) is None

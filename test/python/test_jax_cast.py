@@ -88,7 +88,7 @@ DATATYPES_CASES = [
 
 @pytest.mark.parametrize("number,scale,shape", DATATYPES_CASES,
                          ids=[f"{n}:{s}" if s else n for n, s, _ in DATATYPES_CASES])
-@pytest.mark.parametrize("roundmode", ["even", "nearest", "zero", "stochastic"])
+@pytest.mark.parametrize("roundmode", ["even", "nearest", "zero", "half_down", "stochastic"])
 def test_cast_jit_matches_reference(number, scale, shape, roundmode):
     x = data(shape, seed=zlib.crc32(f"{number}:{scale}".encode()) % 1000)
     r = rbits_for(shape) if roundmode == "stochastic" else None

@@ -40,12 +40,16 @@ CASTS = [
     ("e6m9b40", "e5m0_t16", "even", "max"),  # custom bias, a narrow exponent scale
     ("e4m3b8fnuz", "e8m0_t0", "zero", "max"),  # channels
     ("e5m2", "e8m0", "even", "rceil"),  # one tensor scale
+    ("e2m1fo", "e8m0_t32", "half_down", "max"),  # ties toward zero
+    ("int8", "e8m0_t16", "half_down", "midmax"),
+    ("e3m4", "float16_t0", "half_down", "max"),
     # unscaled
     ("e4m3b8fnuz", None, "even", "max"),
     ("e5m2b16fnuz", None, "stochastic", "max"),
     ("e8m7", None, "zero", "max"),
     ("e3m4fn", None, "nearest", "max"),
     ("e8m0", None, "even", "max"),
+    ("e5m0", None, "half_down", "max"),
     ("e5m0", None, "stochastic", "max"),
     ("int8", None, "even", "max"),
     ("uint6", None, "nearest", "max"),

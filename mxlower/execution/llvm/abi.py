@@ -66,7 +66,7 @@ class Engine:
         ir = upstream.module("ir")
         ee_mod = upstream.module("execution_engine")
         self.ctx = upstream.context()
-        libs = [p for p in (upstream.runtime_library("libmlir_c_runner_utils.so"),) if p]
+        libs = upstream.jit_libraries()
         msgs: list[str] = []
 
         def handler(d: Any) -> bool:

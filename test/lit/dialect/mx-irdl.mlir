@@ -88,13 +88,14 @@ func.func @pack_unpack(%f4: tensor<4x64xf4E2M1FN>, %f6: tensor<8x4xf6E3M2FN>, %i
 
 // The datatype forms (docs/semantics.md section 10).
 // CHECK-LABEL: func.func @datatype_casts
-// CHECK-COUNT-2: "mx.cast"
+// CHECK-COUNT-3: "mx.cast"
 // CHECK: "mx.sparse"
 // CHECK-COUNT-2: "mx.quantize"
 // CHECK-COUNT-2: "mx.dequantize"
 func.func @datatype_casts(%x: tensor<64x64xf32>, %h: tensor<4x64xbf16>, %r: tensor<4x64xui32>) {
   %y = "mx.cast"(%x) {number = "e5m6", scale = "e8m0_t32x32", roundmode = "even", scalemode = "midmax"} : (tensor<64x64xf32>) -> tensor<64x64xf32>
   %y2 = "mx.cast"(%h, %r) {number = "int4", scale = "bfloat16_t0", roundmode = "stochastic"} : (tensor<4x64xbf16>, tensor<4x64xui32>) -> tensor<4x64xbf16>
+  %y3 = "mx.cast"(%x) {number = "e2m1fo", scale = "e8m0_t32", roundmode = "half_down"} : (tensor<64x64xf32>) -> tensor<64x64xf32>
   %z = "mx.sparse"(%x) {n = 4 : i64, m = 2 : i64, dim = 1 : i64} : (tensor<64x64xf32>) -> tensor<64x64xf32>
   %c, %s = "mx.quantize"(%x) {number = "e5m6", scale = "e8m0_t32", roundmode = "nearest", scalemode = "rceil"} : (tensor<64x64xf32>) -> (tensor<64x64xui16>, tensor<64x2xf8E8M0FNU>)
   %c2, %s2, %z2 = "mx.quantize"(%x) {number = "uint4", scale = "float32_uint8_t16"} : (tensor<64x64xf32>) -> (tensor<64x64xui8>, tensor<64x4xf32>, tensor<64x4xui8>)

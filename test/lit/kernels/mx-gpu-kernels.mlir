@@ -2,7 +2,8 @@
 // the block range [b0, b1)), its element conversions as narrow arith.truncf that
 // mxlower-lower-narrow-floats-to-nvvm turns into each chip's cvt (sm_100a has e2m1x2, sm_90a
 // only the f8 ones), and the CUDA FFI handler: XLA's stream, the CUDA driver loaded at run
-// time, one launch of ceil(units / 128) blocks of 128 threads.
+// time, one launch of ceil(units / 128) blocks of 128 threads.  Whole-vector loads and stores
+// carry their alignment, so they are ld/st.v4 rather than one scalar access a lane.
 // REQUIRES: llvm-tools
 // RUN: %PYTHON -m mxlower.execution.ffi_cuda quantize mxfp4_e2m1 --stage gpu | FileCheck %s --check-prefix=GPU
 // RUN: %PYTHON -m mxlower.execution.ffi_cuda quantize mxfp4_e2m1 --stage ptx --chip sm_100a | FileCheck %s --check-prefix=PTX100
@@ -21,14 +22,14 @@
 // GPU: %[[IN:.*]] = arith.cmpi slt, %[[I]], %[[B1]] : index
 // GPU: scf.if %[[IN]]
 // GPU-NOT: scf.for
-// GPU: vector.load %[[X]][%{{.*}}] : memref<?xf32>, vector<32xf32>
+// GPU: vector.load %[[X]][%{{.*}}] {alignment = 16 : i64} : memref<?xf32>, vector<32xf32>
 // GPU-NOT: vector.load
 // GPU: vector.reduction <maxsi>, %{{.*}} : vector<32xi32> into i32
 // GPU: memref.store %{{.*}}, %[[S]][%[[I]]] : memref<?xi8>
 // GPU-NOT: vector.load
 // GPU: arith.truncf %{{.*}} {mxlower.satfinite} : vector<32xf32> to vector<32xf4E2M1FN>
 // GPU: vector.deinterleave
-// GPU: vector.store %{{.*}}, %[[Q]][%{{.*}}] : memref<?xi8>, vector<16xi8>
+// GPU: vector.store %{{.*}}, %[[Q]][%{{.*}}] {alignment = 16 : i64} : memref<?xi8>, vector<16xi8>
 // GPU: gpu.return
 
 // sm_100a: the clamped elements are bare cvt.rn.satfinite.e2m1x2 (32 values: 16 cvts); the
@@ -47,7 +48,11 @@
 // PTX90: ret;
 
 // E4M3-LABEL: .visible .entry mxlower_quantize_mxfp8_e4m3_f32_k32_floor(
+// E4M3-COUNT-8: ld.v4.b32
+// E4M3-NOT: ld.b32
 // E4M3-COUNT-16: cvt.rn.satfinite.e4m3x2.f32
+// E4M3: st.v4.b32
+// E4M3-NEXT: st.v4.b32
 
 // nvfp4 dequantize: the block's E4M3 scale and its f4 elements decoded by cvt to f16x2
 // DQ-LABEL: .visible .entry mxlower_dequantize_nvfp4_f32_k16(
@@ -66,7 +71,12 @@
 // HANDLER: llvm.call @__mxlower_ffi_product(
 // no units, no launch
 // HANDLER: llvm.icmp "eq" %{{.*}}, %{{.*}} : i64
-// HANDLER: llvm.cond_br %{{.*}}, ^empty, ^stream
+// HANDLER: llvm.cond_br %{{.*}}, ^empty, ^aligned
+// every buffer 16-byte aligned (the kernels' ld/st.v4), else INVALID_ARGUMENT
+// HANDLER: ^aligned:
+// HANDLER: llvm.ptrtoint
+// HANDLER: llvm.mlir.constant(15 : i64)
+// HANDLER: llvm.br ^stream
 // XLA_FFI_Stream_Get (offset 80 of XLA_FFI_Api) with the frame's execution context (offset 24)
 // HANDLER: ^stream:
 // HANDLER: llvm.getelementptr %[[FRAME]][24]

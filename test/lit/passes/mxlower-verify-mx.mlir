@@ -234,7 +234,7 @@ func.func @cast_tile_does_not_divide(%x: tensor<4x64xf32>) {
 // -----
 
 func.func @cast_unknown_roundmode(%x: tensor<4x64xf32>) {
-  // expected-error @+1 {{'mx.cast' op unknown roundmode 'up' (known: even, nearest, zero, stochastic)}}
+  // expected-error @+1 {{'mx.cast' op unknown roundmode 'up' (known: even, nearest, zero, half_down, stochastic)}}
   %y = "mx.cast"(%x) {number = "e4m3", roundmode = "up"} : (tensor<4x64xf32>) -> tensor<4x64xf32>
   return
 }
