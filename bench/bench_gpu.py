@@ -168,7 +168,7 @@ def part_jax(root: str | None, logs: list[int], reps: int, platform_name: str,
 
         os.environ[G.KERNELS_ENV] = root
         test_gpu_jax._carried()
-    from jax._src.cudnn import scaled_matmul_stablehlo as sms
+    from mxlower.bindings import jax_private  # JAX's own (private) quantizer
 
     gpu = jax.devices(platform_name)[0]
     out: dict = {"jax": jax.__version__, "device": gpu.device_kind, "quantize": [], "dot": []}
@@ -187,7 +187,7 @@ def part_jax(root: str | None, logs: list[int], reps: int, platform_name: str,
             GBps=2 * n * 4 / t_copy / 1e9)
         for fmt, mode, jaxmode in (("mxfp8_e4m3", "rceil", "mxfp8"), ("nvfp4", "floor", "nvfp4")):
             cfg = jax.nn.get_scaled_dot_general_config(jaxmode)
-            cands = [("jax", jax.jit(lambda x, cfg=cfg: sms.quantize(x, cfg)))]
+            cands = [("jax", jax.jit(lambda x, cfg=cfg: jax_private.jax_quantize(x, cfg)))]
             for impl in (["auto"] if root else []) + ["xla"]:
                 cands.append((f"mxlower {impl}", jax.jit(
                     lambda x, fmt=fmt, mode=mode, impl=impl: mxj.quantize(
@@ -207,8 +207,8 @@ def part_jax(root: str | None, logs: list[int], reps: int, platform_name: str,
         flops = 2 * m * nn * kk
         for fmt, jaxmode in (("mxfp8_e4m3", "mxfp8"), ("nvfp4", "nvfp4")):
             cfg = jax.nn.get_scaled_dot_general_config(jaxmode)
-            qa, sa = jax.jit(lambda x, cfg=cfg: sms.quantize(x, cfg))(a)
-            qb, sb = jax.jit(lambda x, cfg=cfg: sms.quantize(x, cfg))(b)
+            qa, sa = jax.jit(lambda x, cfg=cfg: jax_private.jax_quantize(x, cfg))(a)
+            qb, sb = jax.jit(lambda x, cfg=cfg: jax_private.jax_quantize(x, cfg))(b)
             ma = mxj.MXArray(qa, sa, fmt)
             mb = mxj.MXArray(qb, sb, fmt)
             cands = [("jax.nn.scaled_matmul", jax.jit(

@@ -33,7 +33,7 @@ def _lower(f, *args) -> str:
 
 def _jax_quantize(x: np.ndarray, mode: str):
     """JAX's own block quantizer (jax._src.cudnn.scaled_matmul_stablehlo.quantize) on CPU."""
-    from jax._src.cudnn.scaled_matmul_stablehlo import quantize
+    from mxlower.bindings.jax_private import jax_quantize as quantize  # JAX's own quantizer
 
     cfg = jax.nn.get_scaled_dot_general_config(mode)
     q, s = jax.jit(lambda v: quantize(v, cfg))(x)

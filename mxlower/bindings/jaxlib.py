@@ -6,15 +6,11 @@ and prints StableHLO needs nothing of JAX but jaxlib's MLIR libraries, and ``imp
 costs several times what the rest of such a run does.
 
 :func:`make_context` builds the same context as ``jax._src.interpreters.mlir.make_ir_context``
-(jax 0.10), from jaxlib's extension modules directly: the upstream dialects JAX registers, loaded
+(jax 0.10.2 to 0.12), from jaxlib's extension modules directly: the upstream dialects JAX registers, loaded
 eagerly, then SDY, MPMD, MHLO, CHLO and StableHLO, one thread pool shared by every context.
 ``test/python/test_startup.py`` checks that the two contexts register the same dialects,
-operations and passes, and that the tools' no-JAX paths stay that way.  jaxlib's private APIs used
-(pinned in pyproject.toml):
-
-* ``jaxlib.mlir._mlir_libs._jax_mlir_ext.register_dialects`` -- the upstream dialects JAX uses;
-* ``jaxlib.mlir._mlir_libs._stablehlo.register_stablehlo_passes`` -- StableHLO's passes;
-* ``jaxlib.mlir._mlir_libs._mlir.rewrite`` -- pattern sets and the greedy driver.
+operations and passes, and that the tools' no-JAX paths stay that way.  The private jaxlib APIs
+this needs come from :mod:`mxlower.bindings.jax_private`, the one module that touches them.
 """
 
 from __future__ import annotations
@@ -22,12 +18,10 @@ from __future__ import annotations
 import functools
 
 from jaxlib.mlir import ir, passmanager
-from jaxlib.mlir._mlir_libs import _jax_mlir_ext
-from jaxlib.mlir._mlir_libs import _mlir as _mlir_ext
-from jaxlib.mlir._mlir_libs import _stablehlo
 from jaxlib.mlir.dialects import arith, chlo, func, mhlo, mpmd, sdy, stablehlo
 
-rewrite = _mlir_ext.rewrite
+from mxlower.bindings import jax_private
+from mxlower.bindings.jax_private import rewrite
 PassManager = passmanager.PassManager
 MLIRError = ir.MLIRError
 eval_module = stablehlo.eval_module
@@ -48,14 +42,14 @@ __all__ = [
 
 @functools.cache
 def _register_passes() -> None:
-    _stablehlo.register_stablehlo_passes()
+    jax_private.register_stablehlo_passes()
 
 
 @functools.cache
 def _upstream_dialects() -> ir.DialectRegistry:
     # the upstream dialects (func, arith, tensor, memref, scf, llvm, ...) jaxlib's contexts hold
     registry = ir.DialectRegistry()
-    _jax_mlir_ext.register_dialects(registry)
+    jax_private.register_jax_dialects(registry)
     return registry
 
 

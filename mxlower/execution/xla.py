@@ -28,9 +28,9 @@ from typing import Any
 
 import jax
 import numpy as np
-from jax._src.lib import xla_client as xc
 from jax.extend.backend import get_backend
 
+from mxlower.bindings import jax_private
 from mxlower.execution.errors import RunError
 from mxlower.ir.signature import Signature
 
@@ -70,6 +70,7 @@ def compile(module: Any) -> Executable:  # noqa: A001 - the natural name
     text = module if isinstance(module, str) else (
         module.decode() if isinstance(module, bytes) else str(module))
     be = _backend()
+    xc = jax_private.xla_client()
     loaded = be.compile_and_load(text, xc.DeviceList((_device(),)), xc.CompileOptions())
     return Executable(loaded, text)
 

@@ -176,7 +176,10 @@ def _parse_dimension_numbers(dn: Any, lshape, rshape):
     if dn is None:
         if not lshape or not rshape:
             raise ValueError("scaled_dot: operands must have at least one dimension")
-        dn = ((len(lshape) - 1,), (len(rshape) - 1,)), ((), ())
+        # [..., M, K] x [..., N, K] -> [..., M, N]: same ranks batch the leading dimensions
+        # (XLA's block-scaled-dot layout, matmul's convention); otherwise they are free
+        batch = tuple(range(len(lshape) - 2)) if len(lshape) == len(rshape) else ()
+        dn = ((len(lshape) - 1,), (len(rshape) - 1,)), (batch, batch)
     try:
         (lc, rc), (lb, rb) = dn
     except (TypeError, ValueError):
@@ -217,7 +220,10 @@ def scaled_dot(lhs: Any, rhs: Any, dimension_numbers: Any = None,
     Each side is an :class:`MXArray` or a plain float32/bfloat16/float16 array.
     ``dimension_numbers`` as in :func:`jax.lax.dot_general`
     (``((lhs_contracting, rhs_contracting), (lhs_batch, rhs_batch))``, any positions); the
-    default contracts the last dimension of both (``lhs [..., M, K]``, ``rhs [..., N, K]``).
+    default contracts the last dimension of both and, when both have the same rank, batches
+    their leading dimensions (``[..., M, K] x [..., N, K] -> [..., M, N]``, XLA's
+    block-scaled-dot layout); with different ranks the leading dimensions are free
+    (``[B, M, K] x [N, K] -> [B, M, N]``).
     The contracting dimensions of an MX side must include its blocked axis.  Result: batch,
     lhs free, rhs free dimensions.  Two nvfp4 sides with global scales multiply the result by
     both.  Gradient: exact for plain sides, straight-through for quantized ones.

@@ -50,10 +50,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
-from jax._src import config as jax_config  # private: a flag that is part of jit's cache keys
 from jax.interpreters import mlir
 
 from mxlower import types
+from mxlower.bindings import jax_private
 from mxlower.bindings.jaxlib import ir
 from mxlower.execution import ffi, ffi_cuda, ffi_dot
 from mxlower.execution import ffi_abi as abi
@@ -72,7 +72,7 @@ _F32 = np.dtype(np.float32)
 
 #: While set, every lowering is the portable StableHLO (``mxlower.jax.lower``).  A JAX config
 #: state so that jit's trace and lowering caches tell the two apart.
-_portable = jax_config.bool_state(
+_portable = jax_private.bool_state(
     "mxlower_portable_lowering", False,
     "Lower mxlower.jax's primitives to portable StableHLO even on the CPU (no FFI kernels).",
     include_in_jit_key=True, include_in_trace_context=True)

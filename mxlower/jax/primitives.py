@@ -30,10 +30,10 @@ from typing import Any
 import jax
 import numpy as np
 from jax import lax
-from jax._src import dispatch
 from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
 
+from mxlower.bindings import jax_private
 from mxlower.bindings.jaxlib import ir, stablehlo
 from mxlower.dialect import mx
 from mxlower.formats import FORMATS
@@ -63,9 +63,9 @@ quantize_p.multiple_results = True
 
 def _impl(prim: Primitive):
     """Eager evaluation: the primitive compiled alone, as JAX's own primitives are
-    (``jax._src.dispatch.apply_primitive``, private: jax is pinned; it also works under
+    (:func:`mxlower.bindings.jax_private.apply_primitive`; it also works under
     ``jax.disable_jit()``, which a ``jax.jit`` wrapper would turn into infinite recursion)."""
-    return functools.partial(dispatch.apply_primitive, prim)
+    return functools.partial(jax_private.apply_primitive, prim)
 
 
 def _define(prim: Primitive, abstract, lowering, jvp, batch) -> None:

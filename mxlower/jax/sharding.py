@@ -54,14 +54,15 @@ every value; its StableHLO all-reduces the scale), programs partitioned without 
 
 Devices while lowering: ``custom_partitioning`` needs the program's device assignment, which
 jit gives a lowering only when the program holds a primitive of
-``jax._src.dispatch.prim_requires_devices_during_lowering`` (private; JAX's own
+``jax._src.dispatch.prim_requires_devices_during_lowering`` (private, reached through
+:func:`mxlower.bindings.jax_private.require_devices_during_lowering`; JAX's own
 ``scaled_matmul`` is in it).  Rather than the kernel primitives themselves -- then no program
 using them could be lowered over an ``AbstractMesh`` (``jax.export`` of a program sharded over
 an abstract mesh), with no way out -- the API passes each traced ``impl="auto"`` call's first
 operand through :func:`mark`, an identity primitive (``mx_needs_devices``) in that set:
 ``impl="xla"`` programs lower over an abstract mesh as before, ``impl="auto"`` ones need
-concrete devices, as ``scaled_matmul`` does.  ``jax._src.dispatch`` is this module's only
-private import (``kernels`` reads the lowering context's axis context as before).
+concrete devices, as ``scaled_matmul`` does (``kernels`` reads the lowering context's axis
+context as before).
 """
 
 from __future__ import annotations
@@ -75,7 +76,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
-from jax._src import dispatch  # private: the primitives that need devices while lowering
 from jax.experimental.custom_partitioning import (
     ArrayMapping,
     CompoundFactor,
@@ -87,6 +87,7 @@ from jax.interpreters import ad, batching, mlir
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from mxlower.bindings import jax_private
 from mxlower.bindings.jaxlib import ir
 from mxlower.ir.stablehlo_builder import Builder
 from mxlower.jax import primitives
@@ -401,7 +402,7 @@ devices_p.def_abstract_eval(lambda x: x)
 mlir.register_lowering(devices_p, lambda ctx, x: [x])
 ad.primitive_jvps[devices_p] = lambda primals, tangents: (devices_p.bind(*primals), tangents[0])
 batching.primitive_batchers[devices_p] = lambda args, dims: (devices_p.bind(*args), dims[0])
-dispatch.prim_requires_devices_during_lowering.add(devices_p)
+jax_private.require_devices_during_lowering(devices_p)
 
 
 def mark(x: Any, impl: str) -> Any:

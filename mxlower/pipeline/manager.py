@@ -28,6 +28,7 @@ from mxlower.bindings import jaxlib as J
 from mxlower.bindings import upstream
 from mxlower.diagnostics import Diagnostic, DiagnosticEngine, PassFailure, location_of
 from mxlower.ir.source import check_resources
+from mxlower.lowering import xla_mx
 from mxlower.passes import UPSTREAM_PASS_NAMES
 from mxlower.passes.base import ModulePass, OptionError, Pipeline
 from mxlower.pipeline.parser import Nested, PassRef, PipelineError, parse_elements, parse_pipeline
@@ -42,6 +43,18 @@ _MAX_EXPANSION_DEPTH = 16
 MAX_VECTOR_ELEMENTS = 1 << 24
 
 _VECTOR = re.compile(r"vector<((?:\[?\d+\]?x)+)")
+
+
+def _lowering_hint(op: Any) -> str:
+    """What to run before handing ``op`` to upstream MLIR: MX ops (``mx.*``, XLA's MX custom
+    calls, JAX's ``xla.scaled_dot`` composite) need mxlower-mx-to-stablehlo, which no StableHLO
+    lowering replaces; plain StableHLO needs the LLVM pipeline's StableHLO -> linalg step."""
+    mx_ops = collect_ops(op, lambda o: o.name.startswith("mx.") or xla_mx.is_mx_form(o))
+    if mx_ops:
+        return ("it has MX ops: run mxlower-mx-to-stablehlo first, e.g. "
+                "'builtin.module(mxlower-mx-to-stablehlo, mxlower-stablehlo-to-llvm)'")
+    return ("lower them first: use the pipeline mxlower-stablehlo-to-llvm, or put "
+            "stablehlo-legalize-to-linalg before this pass")
 
 
 def _huge_vector(text: str) -> tuple[str, int] | None:
@@ -311,7 +324,7 @@ class PassPipeline:
                 r"^\s*(?:%[^=]*=\s*)?\"?([a-z_][\w]*\.[\w.]+)", text, re.M)
                 if m.group(1).split(".")[0] in ("stablehlo", "chlo", "mhlo", "sdy", "mx")})
             detail = (f"it still holds ops upstream MLIR does not know ({', '.join(foreign[:4])}); "
-                      "lower them first (e.g. with stablehlo-legalize-to-linalg)"
+                      f"{_lowering_hint(op)}"
                       if foreign else "; ".join(d.message for d in
                                                 map(engine.from_mlir, err.error_diagnostics)))
             engine.record(Diagnostic(

@@ -12,11 +12,9 @@ whole run succeeds.
 from __future__ import annotations
 
 import argparse
-import importlib.metadata
 import sys
 from typing import Any
 
-import mxlower
 from mxlower import passes as registry
 from mxlower.bindings import jaxlib as J
 from mxlower.diagnostics import Diagnostic, DiagnosticEngine
@@ -59,20 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="print operations in their generic form")
     p.add_argument("--allow-unregistered-dialect", action="store_true",
                    help="accept ops of dialects that are not registered")
-    p.add_argument("--version", action="store_true", help="print version information and exit")
     return p
-
-
-def version_string() -> str:
-    def v(pkg: str) -> str:
-        try:
-            return importlib.metadata.version(pkg)
-        except importlib.metadata.PackageNotFoundError:
-            return "not installed"
-
-    return (f"{PROG} {mxlower.__version__}\n"
-            f"  jax {v('jax')}, jaxlib {v('jaxlib')} (StableHLO stack)\n"
-            f"  xtc-mlir-python-bindings {v('xtc-mlir-python-bindings')} (upstream MLIR stack)")
 
 
 def list_passes(out: Any) -> None:
@@ -143,9 +128,6 @@ def _main(argv: list[str]) -> int:
                        f"{registry.registry_unknown_flag_hint(name)}")
     args = parser.parse_args(rest)
 
-    if args.version:
-        sys.stdout.write(version_string() + "\n")
-        return 0
     if args.list_passes:
         list_passes(sys.stdout)
         return 0

@@ -1,5 +1,6 @@
-"""What the command-line tools share: argument parsing with their exit-code convention, the
-error boundary of ``main``, output files (:func:`write_output`) and diagnostic printing.
+"""What the command-line tools share: argument parsing with their exit-code convention and
+``--version``, the error boundary of ``main``, output files (:func:`write_output`) and
+diagnostic printing.
 
 Reading and parsing sources is :mod:`mxlower.ir.source` (re-exported here for old imports).
 """
@@ -7,27 +8,61 @@ Reading and parsing sources is :mod:`mxlower.ir.source` (re-exported here for ol
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import os
+import platform
 import stat
 import sys
 import tempfile
 from collections.abc import Callable
 from typing import Any, NoReturn
 
+import mxlower
 from mxlower.diagnostics import Diagnostic, InputError, condense
 from mxlower.ir.source import Chunk, check_dialects, parse_module, read_source, split_input
 
 __all__ = ["ArgParser", "Chunk", "CliError", "check_dialects", "check_output_path", "cli_main",
-           "parse_module", "print_diagnostics", "read_source", "split_input", "write_atomic",
-           "write_output"]
+           "parse_module", "print_diagnostics", "read_source", "split_input", "version_string",
+           "write_atomic", "write_output"]
 
 #: A usage or I/O error: printed as ``tool: error: message``, exit 1 (every :class:`InputError`
 #: is one: the library's bad-input errors end the same way).
 CliError = InputError
 
 
+def version_string(prog: str) -> str:
+    """What ``--version`` prints: the tool, mxlower, and the versions of the two MLIR stacks and
+    of Python it runs on (from the installed distributions' metadata: no stack is imported)."""
+    def v(pkg: str) -> str:
+        try:
+            return importlib.metadata.version(pkg)
+        except importlib.metadata.PackageNotFoundError:
+            return "not installed"
+
+    return (f"{prog} {mxlower.__version__}\n"
+            f"  jax {v('jax')}, jaxlib {v('jaxlib')} (StableHLO stack)\n"
+            f"  xtc-mlir-python-bindings {v('xtc-mlir-python-bindings')} (upstream MLIR stack)\n"
+            f"  Python {platform.python_version()}")
+
+
+class _VersionAction(argparse.Action):
+    def __init__(self, option_strings: list[str], dest: str, **kwargs: Any):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS,
+                         help="print the versions of mxlower, JAX, the MLIR stacks and Python, "
+                         "then exit")
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        sys.stdout.write(version_string(parser.prog) + "\n")
+        parser.exit(0)
+
+
 class ArgParser(argparse.ArgumentParser):
-    """argparse with the tools' convention: a usage error exits 1, like every other error."""
+    """argparse with the tools' convention: a usage error exits 1, like every other error; every
+    tool has ``--version``."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.add_argument("--version", action=_VersionAction)
 
     def error(self, message: str) -> NoReturn:
         self.print_usage(sys.stderr)

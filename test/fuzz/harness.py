@@ -21,6 +21,7 @@ the message with numbers and names taken out); each group keeps its smallest rep
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import json
 import os
 import random
@@ -43,6 +44,15 @@ ROOT = C.ROOT
 INPUT = "{input}"  # placeholder for the input file in an invocation's arguments
 TOOLS = {"opt": "mxlower.tools.opt:main", "run": "mxlower.tools.run:main",
          "translate": "mxlower.tools.translate:main", "cast": "mxlower.tools.cast:main"}
+#: The mxlower package's own directory.  A traceback's mxlower frames are the files under it, not
+#: every path with "/mxlower/" in it: a checkout named ``mxlower`` (git's default) puts that into
+#: the harness's, the stand-in tools' and the tests' paths too.
+PACKAGE_DIR = os.path.realpath(os.path.dirname(importlib.util.find_spec("mxlower").origin))
+
+
+def in_package(path: str) -> bool:
+    """Whether a traceback frame's file lies in the mxlower package."""
+    return os.path.realpath(path).startswith(PACKAGE_DIR + os.sep)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -153,11 +163,11 @@ def judge(inv: Invocation, out: Outcome) -> tuple[str, str] | None:
             return "crash", f"killed by {_signal_name(-out.rc)} ({_native(native.group())})"
         # faulthandler lists the crashing thread's stack innermost first
         frames = [f for f in _FAULT_FRAME_RE.findall(err) if Path(f[0]).name != "worker.py"]
-        frames = [f for f in frames if "/mxlower/" in f[0]] or frames
+        frames = [f for f in frames if in_package(f[0])] or frames
         where = f" in {Path(frames[0][0]).name}:{frames[0][1]}" if frames else ""
         return "crash", f"killed by {_signal_name(-out.rc)}{where} ({last})"
     if _TRACEBACK in err:
-        frames = [f for f in _FRAME_RE.findall(err) if "/mxlower/" in f[0]]
+        frames = [f for f in _FRAME_RE.findall(err) if in_package(f[0])]
         where = (f" in {Path(frames[-1][0]).name}:{frames[-1][1]}" if frames else "")
         last = err.rstrip().splitlines()[-1] if err.strip() else ""
         return "traceback", f"{last.split(':')[0]}{where}"

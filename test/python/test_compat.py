@@ -12,6 +12,7 @@ tests run the real thing (jax 0.10.2 and 0.12.0.1 give the same results).
 
 from __future__ import annotations
 
+import dataclasses
 import ml_dtypes
 import numpy as np
 import pytest
@@ -551,17 +552,15 @@ def test_tensorcast_away_f32_half():
 def _jax_quantize(x, mode, fmt="mxfp8_e4m3"):
     jax = pytest.importorskip("jax")
     jnp = jax.numpy
-    sm = pytest.importorskip("jax._src.cudnn.scaled_matmul_stablehlo")
-    if mode == "mxfp8":
-        cfg = sm.BlockScaleConfig(mode="mxfp8", block_size=32,
-                                  data_type=get_format(fmt).element_dtype,
-                                  scale_type=jnp.float8_e8m0fnu, global_scale=None,
-                                  infer_only=False)
-    else:
-        cfg = sm.BlockScaleConfig(mode="nvfp4", block_size=16, data_type=jnp.float4_e2m1fn,
-                                  scale_type=jnp.float8_e4m3fn, global_scale=jnp.float32(1),
-                                  infer_only=False)
-    e, s = jax.jit(lambda v: sm.quantize(v, cfg))(jnp.asarray(x))
+    # JAX's own quantizer is private: mxlower.bindings.jax_private reaches it
+    from mxlower.bindings.jax_private import jax_quantize
+
+    if mode == "mxfp8":  # blocks of 32, e8m0 scales; e4m3 or e5m2 elements
+        cfg = dataclasses.replace(jax.nn.get_scaled_dot_general_config("mxfp8"),
+                                  data_type=get_format(fmt).element_dtype)
+    else:  # blocks of 16 of e2m1 with e4m3 scales, global scale 1
+        cfg = jax.nn.get_scaled_dot_general_config("nvfp4", global_scale=jnp.float32(1))
+    e, s = jax.jit(lambda v: jax_quantize(v, cfg))(jnp.asarray(x))
     return np.asarray(e).view(U8), np.asarray(s).view(U8)[:, 0]
 
 

@@ -61,6 +61,17 @@ def test_oracle_flags(rc, stderr, kind):
     assert verdict is not None and verdict[0] == kind, verdict
 
 
+def test_traceback_frames_are_the_packages_own():
+    """A checkout named ``mxlower`` (git's default) puts "/mxlower/" into every path; only files
+    of the package itself are mxlower frames in a traceback's signature."""
+    err = ("Traceback (most recent call last):\n"
+           f'  File "{H.PACKAGE_DIR}/tools/opt.py", line 7, in main\n'
+           '  File "/tmp/x/mxlower/test/fuzz/selftest.py", line 3, in traceback\n'
+           "ValueError: bad\n")
+    assert H.judge(_OPT, _outcome(1, err)) == ("traceback", "ValueError in opt.py:main")
+    assert H.in_package(f"{H.PACKAGE_DIR}/x.py") and not H.in_package("/tmp/x/mxlower/t.py")
+
+
 def test_oracle_flags_output_on_failure():
     verdict = H.judge(_OPT, _outcome(1, "x.mlir:1:1: error: bad\n", stdout_bytes=10))
     assert verdict is not None and verdict[0] == "output-on-failure"

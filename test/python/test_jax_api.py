@@ -242,6 +242,34 @@ def _einsum_spec(ndim_a, ndim_b, dn):
     return f"{''.join(ls)},{''.join(rs)}->{res}"
 
 
+def _default_dn(ndim_a, ndim_b):
+    """scaled_dot's documented default (docs/jax.md): contract the last dimensions; the same
+    rank batches the leading ones, different ranks leave them free."""
+    batch = tuple(range(ndim_a - 2)) if ndim_a == ndim_b else ()
+    return ((ndim_a - 1,), (ndim_b - 1,)), (batch, batch)
+
+
+def test_default_dimension_numbers():
+    """[..., M, K] x [..., N, K] -> [..., M, N] with the same ranks (XLA's layout: leading
+    dimensions are batch), [B, M, K] x [N, K] -> [B, M, N] otherwise."""
+    rng = np.random.default_rng(5)
+    a, b = rng.standard_normal((2, 3, 4, 64), np.float32), rng.standard_normal((2, 3, 5, 64),
+                                                                               np.float32)
+    mx8 = {"format": "mxfp8_e4m3"}
+    out = mxj.scaled_dot(mxj.quantize(a, **mx8), mxj.quantize(b, **mx8))
+    assert out.shape == (2, 3, 4, 5)
+    fa, fb = _f64_operand(a, mx8), _f64_operand(b, mx8)
+    np.testing.assert_allclose(np.asarray(out, np.float64),
+                               np.einsum("xymk,xynk->xymn", fa, fb), rtol=1e-6, atol=1e-5)
+    w = rng.standard_normal((5, 64), np.float32)
+    assert mxj.scaled_dot(mxj.quantize(a, **mx8), w).shape == (2, 3, 4, 5)
+    assert mxj.scaled_dot(a[0, 0], mxj.quantize(b, **mx8)).shape == (4, 2, 3, 5)
+    with pytest.raises(ValueError, match="batch dimension sizes differ"):
+        mxj.scaled_dot(mxj.quantize(a, **mx8), mxj.quantize(b[:1], **mx8))
+    for dn in (None, _default_dn(4, 4)):  # the documented default, spelled out
+        check_dot(a, b, mx8, None, dn)
+
+
 def check_dot(a, b, lspec, rspec, dn=None, out_dtype=jnp.float32):
     """quantize both sides (per spec; None = plain) and scaled_dot them under one jit; compare
     with the float64 dot of the reference's dequantized values: |error| <= 1e-6 * sum |a||b|
@@ -253,7 +281,7 @@ def check_dot(a, b, lspec, rspec, dn=None, out_dtype=jnp.float32):
     out = jax.jit(lambda a, b: mxj.scaled_dot(side(a, lspec), side(b, rspec), dn,
                                               out_dtype))(a, b)
     fa, fb = _f64_operand(a, lspec), _f64_operand(b, rspec)
-    spec = _einsum_spec(fa.ndim, fb.ndim, dn or (((fa.ndim - 1,), (fb.ndim - 1,)), ((), ())))
+    spec = _einsum_spec(fa.ndim, fb.ndim, dn or _default_dn(fa.ndim, fb.ndim))
     ref, mag = np.einsum(spec, fa, fb), np.einsum(spec, np.abs(fa), np.abs(fb))
     assert out.dtype == out_dtype and out.shape == ref.shape
     out = np.asarray(out).astype(np.float64)

@@ -1,9 +1,11 @@
 """mxlower.jax.install(): JAX's own jax.nn.scaled_matmul / scaled_dot_general on the CPU.
 
-Without it they fail on the CPU ("MLIR translation rule for primitive 'scaled_matmul' not
-found for platform cpu"); with it their ``scaled_matmul`` primitive lowers through mxlower's
-``mx.scaled_dot``.  Results are compared with ``mxlower.reference.scaled_dot`` of the same
-quantized operands (for scaled_dot_general: quantized by JAX's own quantize).
+Without it they fail on the CPU with JAX 0.10 ("MLIR translation rule for primitive
+'scaled_matmul' not found for platform cpu") and run JAX's own CPU rule from JAX 0.11 on; with
+it their ``scaled_matmul`` primitive lowers through mxlower's ``mx.scaled_dot`` on every
+version.  Results are compared with ``mxlower.reference.scaled_dot`` of the same quantized
+operands (for scaled_dot_general: quantized by JAX's own quantize).  CI runs this file on the
+oldest and the newest JAX mxlower supports.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import pytest
 
 import mxlower.jax as mxj
 from mxlower import reference as R
+from mxlower.bindings import jax_private
 
 RNG = np.random.default_rng(11)
 DN = (((2,), (2,)), ((0,), (0,)))
@@ -38,20 +41,51 @@ def _close(out, ref):
     assert np.max(np.abs(out - ref)) <= 1e-6 * np.max(np.abs(ref))
 
 
-def test_fails_on_cpu_without_install_and_uninstall_restores():
+def _subnormal_scale_case(m):
+    """``m`` rows of 1 x 2^-127 (e8m0 scale code 0) times 1 x 2^127: exactly 1.  JAX's own CPU
+    rule (0.11+) computes in the result type on XLA:CPU, which flushes the subnormal 2^-127 to
+    zero (0); mxlower's is exact (1).  So the result tells which rule a call ran."""
+    a = np.zeros((1, m, 32), jnp.float8_e4m3fn)
+    a[0, :, 0] = 1
+    b = np.ones((1, 1, 32), jnp.float8_e4m3fn)
+    sa = np.full((1, m, 1), 2.0 ** -127, jnp.float8_e8m0fnu)
+    sb = np.full((1, 1, 1), 2.0 ** 127, jnp.float8_e8m0fnu)
+    return a, b, sa, sb
+
+
+def test_jax_cpu_rule_by_version():
+    # the one version difference install() has to know (mxlower.bindings.jax_private)
+    assert jax_private.jax_lowers_scaled_matmul("cpu") == (jax.__version_info__ >= (0, 11))
+
+
+def test_install_and_uninstall_apply_to_what_ran_before():
+    """install() and uninstall() take effect at the next call of shapes already traced,
+    lowered and compiled (jitted and eager), on every JAX version: shapes first run before
+    install() (m=1) and shapes first run while installed (m=2)."""
     mxj.uninstall()
-    e, s = _operand((1, 4, 64), "mxfp8_e4m3", 32)
-    with pytest.raises(NotImplementedError, match="scaled_matmul"):
-        jax.nn.scaled_matmul(e, e, s, s)
+    f = jax.jit(jax.nn.scaled_matmul)
+    calls = {f"{how} m={m}": (lambda m=m, g=g: np.asarray(g(*_subnormal_scale_case(m))).ravel())
+             for m in (1, 2) for how, g in (("jit", f), ("eager", jax.nn.scaled_matmul))}
+
+    def check(names, mxlower_rule):
+        for name in names:
+            if mxlower_rule:
+                assert list(calls[name]()) == [1.0] * int(name[-1]), name
+            elif jax_private.jax_lowers_scaled_matmul("cpu"):  # JAX >= 0.11: its own rule
+                assert not calls[name]().any(), name
+            else:  # JAX 0.10: no CPU rule at all
+                with pytest.raises(NotImplementedError, match="scaled_matmul"):
+                    calls[name]()
+
+    check(["jit m=1", "eager m=1"], mxlower_rule=False)
     mxj.install()
     assert mxj.installed() == ("cpu",)
     mxj.install()  # idempotent
-    assert jax.nn.scaled_matmul(e, e, s, s).shape == (1, 4, 4)
+    check(calls, mxlower_rule=True)
     mxj.uninstall()
     assert mxj.installed() == ()
-    e2, s2 = _operand((1, 8, 64), "mxfp8_e4m3", 32)  # new shapes: nothing cached
-    with pytest.raises(NotImplementedError, match="scaled_matmul"):
-        jax.nn.scaled_matmul(e2, e2, s2, s2)
+    check(calls, mxlower_rule=False)
+    mxj.uninstall()  # nothing installed: nothing to do
 
 
 @pytest.mark.parametrize("lf,rf,k", [("mxfp8_e4m3", "mxfp8_e4m3", 32),
@@ -80,16 +114,14 @@ def test_scaled_matmul_rejects_non_mx_dtypes(installed):
 
 @pytest.mark.parametrize("mode", ["mxfp8", "nvfp4"])
 def test_scaled_dot_general_with_configs(installed, mode):
-    from jax._src.cudnn import scaled_matmul_stablehlo as jax_sm
-
     g = jnp.float32(0.5) if mode == "nvfp4" else None
     cfg = jax.nn.get_scaled_dot_general_config(mode, global_scale=g)
     x = (RNG.standard_normal((2, 32, 64))).astype(np.float32)
     y = (RNG.standard_normal((2, 32, 64))).astype(np.float32)
     out = jax.jit(lambda x, y: jax.nn.scaled_dot_general(x, y, DN, configs=[cfg] * 3))(x, y)
     # the same computation from JAX's own quantize and mxlower's reference scaled dot
-    xq, xs = (np.asarray(v) for v in jax_sm.quantize(jnp.asarray(x), cfg))
-    yq, ys = (np.asarray(v) for v in jax_sm.quantize(jnp.asarray(y), cfg))
+    xq, xs = (np.asarray(v) for v in jax_private.jax_quantize(jnp.asarray(x), cfg))
+    yq, ys = (np.asarray(v) for v in jax_private.jax_quantize(jnp.asarray(y), cfg))
     fmt = "mxfp8_e4m3" if mode == "mxfp8" else "nvfp4"
     ref = R.scaled_dot(xq, xs, yq, ys, lhs_format=fmt, rhs_format=fmt,
                        dimension_numbers=DN).astype(np.float64)

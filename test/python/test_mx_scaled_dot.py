@@ -190,7 +190,7 @@ def _lower_for_cuda(f, *args) -> str:
 
 def _jax_quantize(x, mode):
     import jax
-    from jax._src.cudnn.scaled_matmul_stablehlo import quantize
+    from mxlower.bindings.jax_private import jax_quantize as quantize  # JAX's own quantizer
 
     cfg = jax.nn.get_scaled_dot_general_config(mode)
     q, s = jax.jit(lambda v: quantize(v, cfg))(x)

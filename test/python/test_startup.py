@@ -177,11 +177,10 @@ def _registered_passes(ctx) -> set[str]:
 def test_context_matches_jax():
     """make_context() registers exactly the operations JAX's own context does, the same passes
     parse, and unregistered ops are accepted only when asked."""
-    from jax._src.interpreters import mlir as jax_mlir
-
+    from mxlower.bindings import jax_private
     from mxlower.bindings import jaxlib as J
 
-    ours, theirs = J.make_context(), jax_mlir.make_ir_context()
+    ours, theirs = J.make_context(), jax_private.jax_ir_context()
     # the Python modules have no op classes for some dialects JAX loads: name one op of each
     names = [*_jaxlib_op_names(), "tensor.empty", "shape.shape_of", "vhlo.add_v1", "affine.for",
              "complex.add", "ub.poison"]

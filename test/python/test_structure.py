@@ -264,3 +264,59 @@ def test_compat_modules_only_reexport(module):
         if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("mxlower"):
             target = node.module
             assert target in MODULES, f"{module} re-exports from a missing module {target}"
+
+
+# --- private JAX/jaxlib APIs: one home --------------------------------------------------------
+
+#: The one module that touches private JAX/jaxlib APIs and knows the differences between the JAX
+#: releases mxlower supports.
+JAX_PRIVATE = "mxlower.bindings.jax_private"
+
+
+def _private_jax_uses(tree: ast.Module) -> list[tuple[int, str]]:
+    """Imports of private JAX/jaxlib modules or names, and reads of private attributes of JAX
+    modules (``mlir._lowerings``), as (line, source)."""
+    def private(name: str) -> bool:
+        return any(p.startswith("_") and not p.startswith("__") for p in name.split("."))
+
+    bound, found = set(), []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name.partition(".")[0] in ("jax", "jaxlib"):
+                    bound.add(a.asname or a.name.partition(".")[0])
+                    if private(a.name):
+                        found.append((node.lineno, ast.unparse(node)))
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            if (node.module or "").partition(".")[0] in ("jax", "jaxlib"):
+                bound.update(a.asname or a.name for a in node.names)
+                if private(node.module) or any(private(a.name) for a in node.names):
+                    found.append((node.lineno, ast.unparse(node)))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and private(node.attr):
+            root = node.value
+            while isinstance(root, ast.Attribute):
+                root = root.value
+            if isinstance(root, ast.Name) and root.id in bound:
+                found.append((node.lineno, ast.unparse(node)))
+    return found
+
+
+def test_private_jax_apis_only_in_jax_private():
+    assert _private_jax_uses(TREES[JAX_PRIVATE]), "the checker finds nothing where it must"
+    bad = [f"{MODULES[m].relative_to(ROOT.parent)}:{line}: {src}"
+           for m, tree in TREES.items() if m != JAX_PRIVATE
+           for line, src in _private_jax_uses(tree)]
+    assert not bad, (f"private JAX/jaxlib APIs outside {JAX_PRIVATE} (add a function there):\n"
+                     + "\n".join(bad))
+
+
+def test_supported_jax_range_is_pyprojects():
+    import tomllib
+
+    from mxlower.bindings import jax_private
+
+    deps = tomllib.loads((ROOT.parent / "pyproject.toml").read_text())["project"]["dependencies"]
+    lo, hi = (".".join(map(str, v)) for v in (jax_private.MIN_JAX, jax_private.NEXT_JAX))
+    for pkg in ("jax", "jaxlib"):
+        assert f"{pkg}>={lo},<{hi}" in deps, deps

@@ -32,7 +32,7 @@
 // FLAG: mxlower-opt: error: unknown option or pass '--cannonicalize'; did you mean '--canonicalize'?
 
 // RUN: not mxlower-opt %s -p 'builtin.module(one-shot-bufferize)' 2>&1 | FileCheck %s --check-prefix=HANDOVER
-// HANDOVER: error: cannot hand the module to upstream MLIR for pass 'one-shot-bufferize': it still holds ops upstream MLIR does not know (stablehlo.add); lower them first
+// HANDOVER: error: cannot hand the module to upstream MLIR for pass 'one-shot-bufferize': it still holds ops upstream MLIR does not know (stablehlo.add); lower them first: use the pipeline mxlower-stablehlo-to-llvm, or put stablehlo-legalize-to-linalg before this pass
 
 // RUN: not mxlower-opt %s -p 'builtin.module(convert-to-llvm, stablehlo-legalize-to-linalg)' 2>&1 | FileCheck %s --check-prefix=BACK
 // BACK: error: unknown pass 'stablehlo-legalize-to-linalg' in upstream MLIR (the module was handed over by 'convert-to-llvm')
