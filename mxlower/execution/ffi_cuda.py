@@ -155,12 +155,12 @@ def kernel_llvm(spec: Spec, chip: str, *, hardware: bool = True) -> str:
     with upstream.context(), ir.Location.unknown():
         module = ir.Module.create()
         mx_kernels.emit_kernel(spec, module, target="gpu")
-        text = str(module)
-    ctx = jaxlib.make_context()  # mxlower's pipeline adapter starts on jaxlib's stack
-    with ctx:
-        parsed = jaxlib.ir.Module.parse(text)
+    # the pipeline runs on upstream MLIR only: the adapter hands the upstream module over to its
+    # own upstream context as text (never through jaxlib's MLIR, whose parser may be newer than
+    # upstream 22's printer: jaxlib 0.12 rejects `{alignment = ...}` in an op's attr-dict)
+    ctx = jaxlib.make_context()  # the pipeline is parsed against jaxlib's registry
     hw = "true" if hardware else "false"
-    out = run_pipeline(parsed.operation, f"builtin.module(mxlower-gpu-to-nvvm{{chip={chip} "
+    out = run_pipeline(module.operation, f"builtin.module(mxlower-gpu-to-nvvm{{chip={chip} "
                        f"hardware={hw} bare-ptr=false}})", ctx=ctx)
     return out.get_asm()
 
