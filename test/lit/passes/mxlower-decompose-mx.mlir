@@ -140,8 +140,8 @@ func.func @dequantize(%q: tensor<4x64xf8E5M2>, %s: tensor<4x2xf8E8M0FNU>) -> ten
 // flushes subnormals), else f64 on the exact operand values, rounded once to f32.
 
 // CHECK-LABEL: func.func @scaled_dot
-// CHECK: applies stablehlo.minimum across dimensions = [0, 1, 2] : (tensor<2x4x2xi32>, tensor<i32>) -> tensor<i32>
-// CHECK: applies stablehlo.maximum across dimensions = [0, 1, 2] : (tensor<2x8x2xi32>, tensor<i32>) -> tensor<i32>
+// CHECK: applies stablehlo.minimum across dimensions = [0, 1, 2] : (tensor<2x4x2xui8>, tensor<ui8>) -> tensor<ui8>
+// CHECK: applies stablehlo.maximum across dimensions = [0, 1, 2] : (tensor<2x8x2xui8>, tensor<ui8>) -> tensor<ui8>
 // CHECK: "stablehlo.if"(%{{.*}}) ({
 // CHECK: stablehlo.dot_general %{{.*}}, %{{.*}}, batching_dims = [0] x [0], contracting_dims = [2] x [2], precision = [HIGHEST, HIGHEST] : (tensor<2x4x64xf32>, tensor<2x8x64xf32>) -> tensor<2x4x8xf32>
 // CHECK: }, {
