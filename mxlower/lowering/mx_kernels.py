@@ -888,13 +888,8 @@ class _Kernel:
         else:
             stage = self.staged_output()
             if stage is not None:  # the CTA's stage, a shared-memory global of the gpu.module
-                space = ir.Attribute.parse("#gpu.address_space<workgroup>")
-                wide = self.spec.results()[0]
-                t = ir.MemRefType.get([GPU_THREADS * stage[1]],
-                                      ir.Type.parse(types.of_dtype(wide.dtype).mlir),
-                                      memory_space=space)
-                self.m["memref"].GlobalOp(self.stage_symbol(), t, sym_visibility="private",
-                                          alignment=16)
+                self.m["memref"].GlobalOp(self.stage_symbol(), self.stage_type(stage[1]),
+                                          sym_visibility="private", alignment=16)
             f = self.m["gpu"].GPUFuncOp(ftype, sym_name=spec.name, kernel=True)
             entry = f.add_entry_block()
         with ir.InsertionPoint(entry):
@@ -929,20 +924,22 @@ class _Kernel:
         transactions (stores are not cached in L1: the H200 ran such kernels at 15-25% of a
         copy); staged, the CTA's units land in shared memory and consecutive threads write
         them back 16 bytes each."""
-        if self.target != "gpu":
-            return None
-        outs = self.spec.results()
-        if len(outs) != 1 or outs[0].kind != "values" or outs[0].dtype.itemsize < 2:
-            return None
         widening = (isinstance(self.spec, ConvertSpec) and not self.spec.truncates
                     or isinstance(self.spec, CastSpec)
                     or isinstance(self.spec, KernelSpec) and self.spec.op == "dequantize")
-        if not widening:
+        if self.target != "gpu" or not widening:  # each has one output: wide values
             return None
         unit = self.spec.k  # values a unit (thread) writes: a block, a tile or a vector
-        if GPU_THREADS * unit * outs[0].dtype.itemsize > GPU_STAGE_BYTES:
+        if GPU_THREADS * unit * self.spec.results()[0].dtype.itemsize > GPU_STAGE_BYTES:
             return None
         return len(self.spec.operands()), unit
+
+    def stage_type(self, unit: int) -> Any:
+        """The stage's type: a CTA's ``unit``-value outputs in workgroup (shared) memory."""
+        ir = self.ir
+        wide = types.of_dtype(self.spec.results()[0].dtype).mlir
+        return ir.MemRefType.get([GPU_THREADS * unit], ir.Type.parse(wide),
+                                 memory_space=ir.Attribute.parse("#gpu.address_space<workgroup>"))
 
     def run_staged(self, bufs: list[Any], b0: Any, b1: Any, i: Any,
                    stage: tuple[int, int]) -> None:
@@ -953,19 +950,15 @@ class _Kernel:
         ir, a, gpu, memref = self.ir, self.m["arith"], self.m["gpu"], self.m["memref"]
         at, unit = stage
         y = bufs[at]
-        elt = self.spec.results()[0]
-        wide = str(ir.MemRefType(y.type).element_type)
-        space = ir.Attribute.parse("#gpu.address_space<workgroup>")
-        smem = memref.GetGlobalOp(ir.MemRefType.get([GPU_THREADS * unit], ir.Type.parse(wide),
-                                                    memory_space=space),
-                                  self.stage_symbol()).result
+        stage_t = self.stage_type(unit)
+        wide, space = stage_t.element_type, stage_t.memory_space
+        smem = memref.GetGlobalOp(stage_t, self.stage_symbol()).result
         dim = ir.Attribute.parse("#gpu<dim x>")
         tid = gpu.ThreadIdOp(dim).result
         size = self.dim(y)
         dyn = ir.ShapedType.get_dynamic_size()
         layout = ir.Attribute.parse("strided<[1], offset: ?>")
-        view_t = ir.MemRefType.get([dyn], ir.Type.parse(wide), layout=layout,
-                                   memory_space=space)
+        view_t = ir.MemRefType.get([dyn], wide, layout=layout, memory_space=space)
         u = self.index(unit)
         offset = a.SubIOp(a.MulIOp(tid, u).result, a.MulIOp(i, u).result).result
         view = memref.ReinterpretCastOp(view_t, smem, [offset], [size], [], [dyn], [dyn],
@@ -981,8 +974,8 @@ class _Kernel:
         last = a.MinUIOp(a.AddIOp(first, self.index(GPU_THREADS)).result, b1).result
         hi = a.MinUIOp(a.MulIOp(last, u).result, size).result
         count = a.SubIOp(a.MaxUIOp(hi, lo).result, lo).result
-        w = 16 // elt.dtype.itemsize
-        vt = self.vec(wide, w)
+        w = 16 // self.spec.results()[0].dtype.itemsize
+        vt = ir.VectorType.get([w], wide)
 
         def piece(j: Any) -> None:
             rest = a.SubIOp(count, j).result
