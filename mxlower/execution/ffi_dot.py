@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import threading
 import time
@@ -44,9 +45,10 @@ from mxlower.execution import ffi
 from mxlower.execution import ffi_abi as abi
 from mxlower.lowering import dot_kernels
 from mxlower.lowering.dot_kernels import NP, DotSpec
+from mxlower.passes.lower_dot_kernels import LowerDotKernels
 
 __all__ = ["ENV", "PARALLEL_WORK", "compile_dot", "dot", "handler_text", "host_path",
-           "lower_module", "register"]
+           "lower_module", "register", "register_called"]
 
 #: the environment variable forcing a SIMD path
 ENV = "MXLOWER_DOT_PATH"
@@ -54,21 +56,10 @@ ENV = "MXLOWER_DOT_PATH"
 PARALLEL_WORK = 1 << 21
 
 
-def _cpu_flags() -> list[str]:
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.startswith("flags"):
-                    return line.split(":", 1)[1].split()
-    except OSError:
-        pass
-    return []
-
-
 def host_path() -> str:
     """The SIMD path kernels are built for: ``$MXLOWER_DOT_PATH`` if set, else the host's
     best (:func:`mxlower.lowering.dot_kernels.host_paths`)."""
-    paths = dot_kernels.host_paths(_cpu_flags())
+    paths = dot_kernels.host_paths(dot_kernels.cpu_flags())
     forced = os.environ.get(ENV)
     if forced:
         if forced not in dot_kernels.PATHS:
@@ -207,7 +198,8 @@ def lower_module(spec: DotSpec) -> tuple[Any, Any]:
     pm_mod = upstream.module("passmanager")
     ctx = upstream.context()
     with ctx, ir.Location.unknown():
-        module = ir.Module.parse("module {\n" + dot_kernels.kernel_text(spec) + "\n}")
+        module = ir.Module.parse("module {\n" + dot_kernels.declaration(spec) + "\n}")
+        LowerDotKernels().run(module.operation)  # mxlower-lower-dot-kernels
         pm_mod.PassManager.parse(ffi.KERNEL_PIPELINE).run(module.operation)
         text = str(module).rstrip()
         assert text.endswith("}")
@@ -240,6 +232,15 @@ def compile_dot(spec: DotSpec) -> ffi.CompiledKernel:
 def register(spec: DotSpec) -> str:
     """Compiles ``spec``'s kernel (once) and registers it as an XLA FFI target for the CPU."""
     return ffi.register_handler(compile_dot(spec), "cpu")
+
+
+def register_called(text: str) -> list[str]:
+    """Registers every mxlower dot kernel target the StableHLO ``text`` calls (what
+    ``mxlower-scaled-dot-to-kernel`` emits); the targets, sorted."""
+    names = sorted(set(re.findall(r"\bmxlower_dot_[A-Za-z0-9_]+", text)))
+    for name in names:
+        register(DotSpec.from_name(name))
+    return names
 
 
 # ============================================================================ JAX entry point
@@ -292,7 +293,7 @@ def dot(a: Any, a_scales: Any, b: Any, b_scales: Any, lhs_format: str | None,
 
 def kernel_paths() -> Sequence[str]:
     """Every path this host can run (what the tests force in turn)."""
-    return dot_kernels.host_paths(_cpu_flags())
+    return dot_kernels.host_paths(dot_kernels.cpu_flags())
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -31,6 +31,7 @@ import numpy as np
 from jax.extend.backend import get_backend
 
 from mxlower.bindings import jax_private
+from mxlower.execution import ffi_dot
 from mxlower.execution.errors import RunError
 from mxlower.ir.signature import Signature
 
@@ -69,6 +70,8 @@ def compile(module: Any) -> Executable:  # noqa: A001 - the natural name
     """Compile StableHLO (MLIR text, bytes or an ``ir.Module``) with entry ``@main``."""
     text = module if isinstance(module, str) else (
         module.decode() if isinstance(module, bytes) else str(module))
+    if "mxlower_dot_" in text:  # calls of mxlower's dot kernels (mxlower-scaled-dot-to-kernel)
+        ffi_dot.register_called(text)
     be = _backend()
     xc = jax_private.xla_client()
     loaded = be.compile_and_load(text, xc.DeviceList((_device(),)), xc.CompileOptions())

@@ -59,8 +59,8 @@ from mxlower.execution import ffi, ffi_cuda, ffi_dot
 from mxlower.execution import ffi_abi as abi
 from mxlower.ir.stablehlo_builder import Builder
 from mxlower.jax import primitives, sharding
-from mxlower.lowering import mx_math
-from mxlower.lowering.dot_kernels import STREAM_M, DotSpec
+from mxlower.lowering import dot_call, mx_math
+from mxlower.lowering.dot_kernels import DotSpec
 from mxlower.lowering.mx_kernels import CastSpec, ConvertSpec, KernelSpec
 
 __all__ = ["IMPLS", "cast_rule", "cast_spec", "check_impl", "custom_calls_allowed",
@@ -336,34 +336,16 @@ def dot_plan(shapes: dict[str, tuple[int, ...]], dimension_numbers: Any,
     mode = os.environ.get("MXLOWER_DOT_KERNEL", "1")
     if mode == "0":
         return None
-    (lc, rc), _ = dimension_numbers
-    if len(lc) != 1:
-        return None
-    free = {}
-    for side, c in (("lhs", lc), ("rhs", rc)):
+    sides = []
+    for side in ("lhs", "rhs"):
         fmt = params[f"{side}_format"]
-        if fmt is not None and params[f"{side}_axis"] != c[0]:
-            return None
-        free[side] = math.prod(d for i, d in enumerate(shapes[side])
-                               if i not in c and i not in dimension_numbers[1][side == "rhs"])
-    if min(free.values()) > STREAM_M and mode != "all":
-        return None
-    swap = free["lhs"] > STREAM_M >= free["rhs"]
-    sides = ("rhs", "lhs") if swap else ("lhs", "rhs")
-    try:
-        spec = ffi_dot.spec_for(params[f"{sides[0]}_format"], params[f"{sides[1]}_format"],
-                                _Dtype(shapes[f"{sides[0]}_dtype"]),
-                                _Dtype(shapes[f"{sides[1]}_dtype"]),
-                                params[f"{sides[0]}_block_size"],
-                                params[f"{sides[1]}_block_size"])
-    except (TypeError, ValueError):
-        return None
-    return spec, swap
-
-
-class _Dtype:
-    def __init__(self, dtype: Any):
-        self.dtype = dtype
+        dtype = np.dtype(shapes[f"{side}_dtype"]).name
+        plain = {"float32": "f32", "bfloat16": "bf16", "float16": "f16"}.get(dtype, dtype)
+        sides.append(dot_call.Side(fmt, fmt or plain, params[f"{side}_block_size"],
+                                   params[f"{side}_axis"], tuple(shapes[side])))
+    (lc, rc), (lb, rb) = dimension_numbers
+    return dot_call.plan(*sides, (tuple(lc), tuple(rc)), (tuple(lb), tuple(rb)),
+                         ffi_dot.host_path(), gemm=mode == "all")
 
 
 def _fused_dot(ctx: Any, args: Any, dimension_numbers: Any, params: dict[str, Any],

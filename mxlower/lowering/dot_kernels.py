@@ -72,15 +72,17 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
+from mxlower import diagnostics as diag
 from mxlower import types
-from mxlower.bindings import upstream
+from mxlower.bindings import collect_ops, upstream
 from mxlower.formats import FORMATS, WIDE_TYPES, MXFormat
 
-__all__ = ["EXACT_ACC", "NP", "PATHS", "STREAM_M", "DotSpec", "build", "host_paths",
-           "integer_shift"]
+__all__ = ["ATTR", "EXACT_ACC", "NP", "PATHS", "STREAM_M", "DotSpec", "DotKernelError", "build",
+           "cpu_flags", "declaration", "expand_declarations", "host_paths", "integer_shift"]
 
 #: SIMD paths a kernel can be built for (``portable`` runs everywhere)
 PATHS = ("avx2", "portable")
@@ -107,6 +109,18 @@ def integer_shift(fmt: MXFormat) -> int | None:
     if t is None or t.bits > 6:
         return None
     return t.bias + t.man_bits - 1
+
+
+def cpu_flags() -> list[str]:
+    """This host's CPU feature flags (``/proc/cpuinfo``; none where it cannot be read)."""
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("flags"):
+                    return line.split(":", 1)[1].split()
+    except OSError:
+        pass
+    return []
 
 
 def host_paths(features: Sequence[str]) -> list[str]:
@@ -144,6 +158,29 @@ class DotSpec:
         if self.path not in PATHS:
             raise ValueError(f"dot kernel: unknown path {self.path!r} (known: "
                              f"{', '.join(PATHS)})")
+
+    @classmethod
+    def from_name(cls, name: str) -> DotSpec:
+        """The spec whose :attr:`name` is ``name`` (ValueError if none is)."""
+        rest = name[len("mxlower_dot_"):] if name.startswith("mxlower_dot_") else None
+        for path in PATHS:
+            if rest is None or not rest.endswith("_" + path):
+                continue
+            body = rest[:-len(path) - 1]
+            for i, ch in enumerate(body):
+                if ch != "_":
+                    continue
+                sides = [_side_of_name(body[:i]), _side_of_name(body[i + 1:])]
+                if None in sides:
+                    continue
+                (lhs, kl), (rhs, kr) = sides
+                try:
+                    spec = cls(lhs, rhs, kl, kr, path)
+                except ValueError:
+                    continue
+                if spec.name == name:
+                    return spec
+        raise ValueError(f"{name!r} is not the name of an mxlower dot kernel")
 
     def fmt(self, side: str) -> MXFormat | None:
         return FORMATS.get(getattr(self, side))
@@ -193,6 +230,15 @@ class DotSpec:
         t = f.element_type
         e = np.dtype(np.uint8) if t is not None and t.bits == 6 else f.element_dtype
         return e, f.scale_dtype
+
+
+def _side_of_name(part: str) -> tuple[str, int | None] | None:
+    if part in WIDE_TYPES:
+        return part, None
+    fmt, k, digits = part.rpartition("k")
+    if k and fmt in FORMATS and digits.isdigit():  # the format's own block size as None
+        return fmt, (None if int(digits) == FORMATS[fmt].block_size else int(digits))
+    return None
 
 
 # ============================================================================ the emitter
@@ -767,9 +813,111 @@ def kernel_text(spec: DotSpec) -> str:
 
 
 def build(spec: DotSpec) -> str:
-    """The kernel module of ``spec`` as MLIR text, parsed and verified by upstream MLIR."""
+    """The kernel module of ``spec`` as MLIR text, parsed and verified by upstream MLIR: its
+    declaration (:func:`declaration`) expanded by :func:`expand_declarations`."""
     ir = upstream.module("ir")
     with upstream.context():
-        module = ir.Module.parse("module {\n" + kernel_text(spec) + "\n}")
+        module = ir.Module.parse("module {\n" + declaration(spec) + "\n}")
+        expand_declarations(module.operation)
         module.operation.verify()
         return str(module)
+
+
+# ============================================================================ declarations
+
+#: the attribute marking a kernel declaration: a dictionary of :class:`DotSpec`'s fields
+ATTR = "mxlower.dot_kernel"
+_FIELDS = ("lhs", "rhs", "lhs_block_size", "rhs_block_size", "path")
+
+
+class DotKernelError(ValueError):
+    """A kernel declaration that cannot be expanded (the message says why)."""
+
+
+def declaration(spec: DotSpec, name: str | None = None) -> str:
+    """The private ``func.func`` declaring ``spec``'s kernel (named ``name``, default
+    ``spec.name``), its fields in the :data:`ATTR` dictionary: what
+    :func:`expand_declarations` (the ``mxlower-lower-dot-kernels`` pass) gives a body::
+
+        func.func private @k(memref<?xf32>, memref<?xi8>, memref<?xi8>, memref<?xf32>,
+                             memref<?xi64>, index, index)
+            attributes {mxlower.dot_kernel = {lhs = "f32", rhs = "mxfp4_e2m1",
+                                              rhs_block_size = 32 : i64, path = "avx2"}}
+    """
+    fields = [f'lhs = "{spec.lhs}"', f'rhs = "{spec.rhs}"']
+    for side in ("lhs", "rhs"):
+        if spec.fmt(side) is not None:
+            fields.append(f"{side}_block_size = {spec.k(side)} : i64")
+    fields.append(f'path = "{spec.path}"')
+    arg_types = ", ".join(t for _, t in _DotKernel(spec).args())
+    return (f"func.func private @{name or spec.name}({arg_types}) attributes "
+            f"{{{ATTR} = {{{', '.join(fields)}}}}}")
+
+
+def _spec_of(f: Any, path: str | None) -> DotSpec:
+    """The :class:`DotSpec` a declaration's :data:`ATTR` names (``path`` overrides its)."""
+    ir = upstream.module("ir")
+    attr = f.attributes[ATTR]
+    if not isinstance(attr, ir.DictAttr):
+        raise DotKernelError(f"'{ATTR}' must be a dictionary, got {attr}")
+    values: dict[str, Any] = {}
+    for named in attr:
+        key, v = named.name, named.attr
+        if key not in _FIELDS:
+            raise DotKernelError(f"'{ATTR}' has unknown field '{key}' (known: "
+                                 f"{', '.join(_FIELDS)})")
+        want = ir.IntegerAttr if key.endswith("block_size") else ir.StringAttr
+        if not isinstance(v, want):
+            kind = "an integer" if want is ir.IntegerAttr else "a string"
+            raise DotKernelError(f"'{ATTR}' field '{key}' must be {kind}, got {v}")
+        values[key] = v.value
+    for key in ("lhs", "rhs"):
+        if key not in values:
+            raise DotKernelError(f"'{ATTR}' lacks the field '{key}'")
+    if path:
+        values["path"] = path
+    try:
+        return DotSpec(**values)
+    except ValueError as err:
+        raise DotKernelError(str(err)) from None
+
+
+def expand_declarations(root: Any, path: str | None = None) -> int:
+    """Give every kernel declaration under ``root`` (upstream MLIR: a private ``func.func``
+    without a body carrying :data:`ATTR`) its kernel's body, keeping its symbol name; the
+    number expanded.  ``path``: a SIMD path for every kernel instead of the declarations'.
+
+    A declaration whose fields name no kernel, whose argument types are not the kernel's, or
+    that already has a body is reported at its location (every one is looked at; the first
+    error is raised as :class:`mxlower.diagnostics.PassFailure`)."""
+    ir = upstream.module("ir")
+    decls = collect_ops(root, lambda o: o.name == "func.func" and ATTR in o.attributes)
+    failures = []
+    done = 0
+    for f in decls:
+        name = ir.StringAttr(f.attributes["sym_name"]).value
+        try:
+            spec = _spec_of(f, path)
+            if len(f.regions[0].blocks):
+                raise DotKernelError("a kernel declaration must not have a body")
+            kernel = _DotKernel(spec)
+            want = [t for _, t in kernel.args()]
+            got = [str(t) for t in ir.TypeAttr(f.attributes["function_type"]).value.inputs]
+            results = list(ir.TypeAttr(f.attributes["function_type"]).value.results)
+            if got != want or results:
+                raise DotKernelError(f"kernel {spec.name} takes ({', '.join(want)}) -> (), "
+                                     f"declared ({', '.join(got)}) -> "
+                                     f"({', '.join(map(str, results))})")
+        except DotKernelError as err:
+            failures.append(diag.error(f, f"'func.func' op @{name}: {err}"))
+            continue
+        with f.location:
+            body = ir.Module.parse("module {\n" + kernel.function() + "\n}")
+        new = body.body.operations[0]
+        new.operation.move_before(f)
+        new.operation.attributes["sym_name"] = ir.StringAttr.get(name)
+        f.erase()
+        done += 1
+    if failures:
+        raise failures[0]
+    return done

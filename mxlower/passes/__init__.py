@@ -41,6 +41,8 @@ PASSES: dict[str, str] = {
     "mxlower-verify-mx": "mxlower.passes.verify_mx:VerifyMx",
     "mxlower-lower-narrow-floats-to-llvm": "mxlower.passes.lower_narrow_floats_to_llvm:LowerNarrowFloatsToLLVM",
     "mxlower-widen-bool-memrefs": "mxlower.passes.widen_bool_memrefs:WidenBoolMemrefs",
+    "mxlower-lower-dot-kernels": "mxlower.passes.lower_dot_kernels:LowerDotKernels",
+    "mxlower-scaled-dot-to-kernel": "mxlower.passes.scaled_dot_to_kernel:ScaledDotToKernel",
     "mxlower-unsigned-to-signless": "mxlower.passes.unsigned_to_signless:UnsignedToSignless",
     "mxlower-stablehlo-control-flow-to-scf":
         "mxlower.passes.stablehlo_control_flow_to_scf:StablehloControlFlowToScf",

@@ -75,6 +75,8 @@ _OPT_CASES = {
     "mxlower-test-diagnostics": ["--mxlower-test-diagnostics"],
     "mxlower-verify-mx": ["--mxlower-verify-mx"],
     "mxlower-widen-bool-memrefs": ["--mxlower-widen-bool-memrefs"],
+    "mxlower-lower-dot-kernels": ["--mxlower-lower-dot-kernels"],
+    "mxlower-scaled-dot-to-kernel": ["--mxlower-scaled-dot-to-kernel=path=portable"],
     "mxlower-unsigned-to-signless": ["-p", "builtin.module(stablehlo-legalize-to-linalg, "
                                      "mxlower-unsigned-to-signless)"],
     "mxlower-stablehlo-control-flow-to-scf": ["--mxlower-stablehlo-control-flow-to-scf"],

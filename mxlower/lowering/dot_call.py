@@ -1,0 +1,126 @@
+"""Where the fused dot kernel (:mod:`mxlower.lowering.dot_kernels`) takes an ``mx.scaled_dot``,
+and the StableHLO that calls it.
+
+:func:`plan` decides, from the two sides and the dimension numbers, whether the kernel
+applies and in which order it takes the sides; :func:`emit_call` writes the call -- each side
+brought to ``[B, rows, K]`` (a transpose only where its dimensions are not in that order
+already), a typed-FFI ``stablehlo.custom_call`` to the kernel's target
+(:attr:`DotSpec.name`), and the kernel's ``[B, M, N]`` reshaped to the dot's result.  The
+``mxlower-scaled-dot-to-kernel`` pass and ``mxlower.jax``'s CPU ``scaled_dot`` rule both use
+:func:`plan`; the pass uses :func:`emit_call` (JAX emits the call through ``jax.ffi``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from mxlower.bindings.jaxlib import ir, stablehlo
+from mxlower.lowering.dot_kernels import STREAM_M, DotSpec
+
+__all__ = ["CALLABLE_TYPES", "Side", "callable_side", "emit_call", "plan", "side_of"]
+
+#: element types a kernel call can take on XLA:CPU (f6 has no XLA type there)
+CALLABLE_TYPES = frozenset({"f32", "bf16", "f16", "f4E2M1FN", "f8E4M3FN", "f8E5M2", "i8",
+                            "ui8"})
+
+
+@dataclasses.dataclass(frozen=True)
+class Side:
+    """One side of a scaled dot, as :func:`plan` needs it: its MX format (None: plain), its
+    element type (``f32``, ``bf16``, ``f16`` for a plain side), block size and blocked axis
+    (MX), and its shape."""
+
+    fmt: str | None
+    element_type: str
+    block_size: int | None
+    axis: int | None
+    shape: tuple[int, ...]
+
+
+def plan(lhs: Side, rhs: Side, contracting: tuple[Sequence[int], Sequence[int]],
+         batch: tuple[Sequence[int], Sequence[int]], path: str, *,
+         gemm: bool = False) -> tuple[DotSpec, bool] | None:
+    """``(spec, swap)`` of the kernel computing this dot, or None where none applies: more
+    than one contracting dimension, an MX side not contracted over its blocked axis, a side
+    type the kernel does not read (a plain side other than f32 / bf16 / f16), and -- unless
+    ``gemm`` -- a GEMM (more than :data:`STREAM_M` free rows on both sides; the kernel's GEMM
+    path is slower than the dequantize kernels + XLA's f32 dot, BENCHMARKS.md).  ``swap``:
+    the kernel computes ``rhs x lhs`` (the side with few free rows streams the other: a GEMV
+    written ``w @ x``)."""
+    sides = {"lhs": lhs, "rhs": rhs}
+    free = {}
+    for i, name in enumerate(("lhs", "rhs")):
+        side, c = sides[name], contracting[i]
+        if len(c) != 1:
+            return None
+        if side.fmt is not None and side.axis != c[0]:
+            return None
+        free[name] = math.prod(d for j, d in enumerate(side.shape)
+                               if j not in c and j not in batch[i])
+    if min(free.values()) > STREAM_M and not gemm:
+        return None
+    swap = free["lhs"] > STREAM_M >= free["rhs"]
+    a, b = (rhs, lhs) if swap else (lhs, rhs)
+    try:
+        spec = DotSpec(a.fmt or a.element_type, b.fmt or b.element_type,
+                       a.block_size if a.fmt else None, b.block_size if b.fmt else None, path)
+    except ValueError:
+        return None
+    return spec, swap
+
+
+def side_of(o: Any) -> Side:
+    """The :class:`Side` of a parsed ``mx.scaled_dot`` operand (:class:`mxlower.dialect.mx.Operand`)."""
+    return Side(o.fmt.name if o.fmt is not None else None, o.element_type, o.block_size,
+                o.axis, tuple(o.shape))
+
+
+def callable_side(o: Any) -> bool:
+    """Whether XLA:CPU can hand this operand (and its scales) to a kernel call: a static
+    shape, and element and scale types XLA:CPU has (not f6)."""
+    if o.element_type not in CALLABLE_TYPES or not all(isinstance(d, int) for d in o.shape):
+        return False
+    return o.scales is None or str(ir.RankedTensorType(o.scales.type).element_type) in (
+        "f8E8M0FNU", "f8E4M3FN", "ui8", "i8")
+
+
+def emit_call(b: Any, s: Any, spec: DotSpec, swap: bool) -> Any:
+    """At ``b``'s insertion point: the f32 contraction of the parsed ``mx.scaled_dot`` ``s``
+    (without nvfp4's global scale), shaped as its result, by a call of ``spec``'s kernel
+    target (registered for XLA:CPU by :func:`mxlower.execution.ffi_dot.register`)."""
+    order = ("rhs", "lhs") if swap else ("lhs", "rhs")
+    dims = {"lhs": (s.lhs_batch, s.lhs_contracting), "rhs": (s.rhs_batch, s.rhs_contracting)}
+
+    def normalize(v: Any, side: str) -> Any:
+        bd, cd = dims[side]
+        shape = b.shape(v)
+        freed = [d for d in range(len(shape)) if d not in bd and d not in cd]
+        v = b.transpose(v, list(bd) + freed + list(cd))
+        return b.reshape(v, [math.prod(shape[d] for d in bd), math.prod(shape[d] for d in freed),
+                             shape[cd[0]]])
+
+    operands = []
+    for side in order:
+        o = getattr(s, side)
+        operands.append(normalize(o.value, side))
+        if o.scales is not None:
+            operands.append(normalize(o.scales, side))
+    B, M = b.shape(operands[0])[:2]
+    N = b.shape(operands[2 if getattr(s, order[0]).scales is not None else 1])[1]
+    layout = ir.DenseElementsAttr.get(np.array([2, 1, 0], dtype=np.int64),
+                                      type=ir.IndexType.get())
+    call = stablehlo.CustomCallOp(
+        [b.ttype([B, M, N], "f32")], operands, spec.name,
+        api_version=ir.IntegerAttr.get(ir.IntegerType.get_signless(32), 4),
+        backend_config=ir.DictAttr.get({}),
+        operand_layouts=ir.ArrayAttr.get([layout] * len(operands)),
+        result_layouts=ir.ArrayAttr.get([layout]), loc=b.loc, ip=b.ip)
+    out = call.results[0]
+    if swap:
+        out = b.transpose(out, [0, 2, 1])
+    return b.reshape(out, list(s.result_shape))

@@ -1,0 +1,92 @@
+// RUN: mxlower-opt %s --split-input-file --verify-diagnostics --mxlower-lower-dot-kernels | FileCheck %s
+// RUN: mxlower-opt %s --split-input-file --verify-diagnostics -p 'builtin.module(mxlower-lower-dot-kernels{path=portable})' | FileCheck %s --check-prefix=PORTABLE
+// RUN: mxlower-opt %s --split-input-file --verify-diagnostics -p 'builtin.module(mxlower-lower-dot-kernels, canonicalize, cse, convert-scf-to-cf, convert-vector-to-llvm, convert-math-to-llvm, convert-arith-to-llvm, expand-strided-metadata, finalize-memref-to-llvm, convert-func-to-llvm, convert-cf-to-llvm, reconcile-unrealized-casts)' | FileCheck %s --check-prefix=LLVM
+
+// A kernel declaration gets the fused block-scaled dot kernel as its body, under its own
+// name.  The GEMV of inference (plain f32 activations, MXFP4 weights): the packed weights are
+// read once as stored -- 16 bytes of f4 codes per block of 32, split into nibbles in
+// registers, one byte shuffle (avx2) to their integer values -- and multiplied into vector
+// FMAs; the only allocations are the scratches of a few rows by K, no dequantized operand.
+
+// CHECK-LABEL: func.func @gemv(
+// CHECK-SAME: %[[A:[^:]+]]: memref<?xf32>, %[[B:[^:]+]]: memref<?xi8>, %[[BS:[^:]+]]: memref<?xi8>, %[[OUT:[^:]+]]: memref<?xf32>, %[[DIMS:[^:]+]]: memref<?xi64>, %{{[^:]+}}: index, %{{[^:]+}}: index)
+// CHECK-NOT: mxlower.dot_kernel
+// CHECK: %[[KD:.*]] = memref.load %[[DIMS]][%c3] : memref<?xi64>
+// CHECK: %[[K:.*]] = arith.index_cast %[[KD]] : i64 to index
+// CHECK: %[[R:.*]] = arith.muli %c16{{.*}}, %[[K]] : index
+// CHECK-NEXT: memref.alloc(%[[R]]) : memref<?xf32>
+// CHECK: %[[P:.*]] = arith.muli %c32{{.*}}, %[[K]] : index
+// CHECK-NEXT: memref.alloc(%[[P]]) : memref<?xf32>
+// CHECK-NOT: memref.alloc
+// CHECK: scf.for
+// CHECK: scf.if
+// CHECK: memref.load %[[BS]]
+// CHECK: vector.load %[[B]][%{{.*}}] : memref<?xi8>, vector<16xi8>
+// CHECK: vector.interleave %{{.*}}, %{{.*}} : vector<16xi8> -> vector<32xi8>
+// CHECK: llvm.call_intrinsic "llvm.x86.avx2.pshuf.b"
+// CHECK: arith.sitofp %{{.*}} : vector<32xi32> to vector<32xf32>
+// CHECK: vector.load %[[A]][%{{.*}}] : memref<?xf32>, vector<32xf32>
+// CHECK: vector.fma %{{.*}} : vector<32xf32>
+// CHECK-NOT: vector.store %{{.*}}, %[[OUT]]
+// CHECK: vector.reduction <add>
+// CHECK: memref.store %{{.*}}, %[[OUT]][%{{.*}}] : memref<?xf32>
+// CHECK-LABEL: func.func private @not_a_kernel(i32)
+
+// The portable path decodes the codes arithmetically (no x86 intrinsic).
+// PORTABLE-LABEL: func.func @gemv(
+// PORTABLE-NOT: llvm.call_intrinsic
+// PORTABLE: vector.fma
+
+// LLVM-LABEL: llvm.func @gemv(
+// LLVM: llvm.call_intrinsic "llvm.x86.avx2.pshuf.b"
+// LLVM: llvm.intr.fmuladd
+func.func private @gemv(memref<?xf32>, memref<?xi8>, memref<?xi8>, memref<?xf32>, memref<?xi64>, index, index) attributes {mxlower.dot_kernel = {lhs = "f32", rhs = "mxfp4_e2m1", path = "avx2"}}
+func.func private @not_a_kernel(i32)
+
+// -----
+
+// Both sides integer-unit formats with one block size (MXFP4 x MXINT8): each block's sum of
+// the integer values is exact (f32 lanes holding integers below 2^24), then scaled by the two
+// blocks' factors and accumulated in f64, rounded to f32 once.
+// CHECK-LABEL: func.func @exact(
+// CHECK: arith.extsi %{{.*}} : vector<32xi8> to vector<32xi32>
+// CHECK: vector.fma %{{.*}} : vector<8xf32>
+// CHECK: arith.mulf %{{.*}}, %{{.*}} : f32
+// CHECK: arith.extf %{{.*}} : vector<8xf32> to vector<8xf64>
+// CHECK: vector.fma %{{.*}} : vector<8xf64>
+// CHECK: vector.reduction <add>, %{{.*}} : vector<8xf64> into f64
+// CHECK: arith.truncf %{{.*}} : f64 to f32
+func.func private @exact(memref<?xi8>, memref<?xi8>, memref<?xi8>, memref<?xi8>, memref<?xf32>, memref<?xi64>, index, index) attributes {mxlower.dot_kernel = {lhs = "mxfp4_e2m1", rhs = "mxint8", lhs_block_size = 32 : i64, rhs_block_size = 32 : i64, path = "portable"}}
+
+// -----
+
+// f8 weights decoded through f16 (exact, independent of the CPU's flush modes); bf16
+// activations widened in registers.
+// CHECK-LABEL: func.func @f8(
+// CHECK: arith.extf %{{.*}} : vector<32xbf16> to vector<32xf32>
+// CHECK: arith.bitcast %{{.*}} : vector<32xi16> to vector<32xf16>
+// CHECK: arith.extf %{{.*}} : vector<32xf16> to vector<32xf32>
+func.func private @f8(memref<?xbf16>, memref<?xi8>, memref<?xi8>, memref<?xf32>, memref<?xi64>, index, index) attributes {mxlower.dot_kernel = {lhs = "bf16", rhs = "mxfp8_e4m3"}}
+
+// -----
+
+// expected-error @+1 {{@a: kernel mxlower_dot_f32_mxfp4_e2m1k32_portable takes (memref<?xf32>, memref<?xi8>, memref<?xi8>, memref<?xf32>, memref<?xi64>, index, index) -> (), declared (memref<?xf32>) -> ()}}
+func.func private @a(memref<?xf32>) attributes {mxlower.dot_kernel = {lhs = "f32", rhs = "mxfp4_e2m1"}}
+// expected-error @+1 {{@b: dot kernel: rhs 'mxfp5' is neither an MX format}}
+func.func private @b(memref<?xf32>) attributes {mxlower.dot_kernel = {lhs = "f32", rhs = "mxfp5"}}
+// expected-error @+1 {{@c: 'mxlower.dot_kernel' must be a dictionary, got "x"}}
+func.func private @c(memref<?xf32>) attributes {mxlower.dot_kernel = "x"}
+// expected-error @+1 {{@d: dot kernel: packed f4 elements need an even block size, got 3}}
+func.func private @d(memref<?xf32>) attributes {mxlower.dot_kernel = {lhs = "f32", rhs = "mxfp4_e2m1", rhs_block_size = 3 : i64}}
+// expected-error @+1 {{@e: 'mxlower.dot_kernel' has unknown field 'format'}}
+func.func private @e(memref<?xf32>) attributes {mxlower.dot_kernel = {lhs = "f32", format = "mxfp4_e2m1"}}
+// expected-error @+1 {{@f: dot kernel: at least one side must be an MX format}}
+func.func private @f(memref<?xf32>) attributes {mxlower.dot_kernel = {lhs = "f32", rhs = "bf16"}}
+// expected-error @+1 {{@g: 'mxlower.dot_kernel' field 'rhs_block_size' must be an integer}}
+func.func private @g(memref<?xf32>) attributes {mxlower.dot_kernel = {lhs = "f32", rhs = "mxint8", rhs_block_size = "32"}}
+// expected-error @+1 {{@h: 'mxlower.dot_kernel' lacks the field 'rhs'}}
+func.func private @h(memref<?xf32>) attributes {mxlower.dot_kernel = {lhs = "f32"}}
+// expected-error @+1 {{@i: a kernel declaration must not have a body}}
+func.func @i(%a: memref<?xf32>, %b: memref<?xi8>, %bs: memref<?xi8>, %o: memref<?xf32>, %d: memref<?xi64>, %u0: index, %u1: index) attributes {mxlower.dot_kernel = {lhs = "f32", rhs = "mxfp4_e2m1"}} {
+  return
+}

@@ -1,0 +1,73 @@
+// RUN: mxlower-opt %s --split-input-file --verify-diagnostics --mxlower-scaled-dot-to-kernel='path=portable' | FileCheck %s
+// RUN: mxlower-opt %s --split-input-file --verify-diagnostics -p 'builtin.module(mxlower-scaled-dot-to-kernel{path=avx2 gemm=true})' | FileCheck %s --check-prefix=GEMM
+
+// The GEMV of inference (plain f32 activations x MXFP4 weights [N, K]): the codes and scale
+// codes go to the kernel as stored, reshaped to [B, rows, K]; the call sits in the branch of
+// the run-time range test, the exact f64 contraction in the other.
+// CHECK-LABEL: func.func @gemv(
+// CHECK-SAME: %[[X:.*]]: tensor<1x4096xf32>, %[[W:.*]]: tensor<256x4096xf4E2M1FN>, %[[S:.*]]: tensor<256x128xf8E8M0FNU>)
+// CHECK-NOT: mx.scaled_dot
+// CHECK: %[[Y:.*]] = "stablehlo.if"
+// CHECK: %[[X3:.*]] = stablehlo.reshape %[[X]] : (tensor<1x4096xf32>) -> tensor<1x1x4096xf32>
+// CHECK: %[[W3:.*]] = stablehlo.reshape %[[W]] : (tensor<256x4096xf4E2M1FN>) -> tensor<1x256x4096xf4E2M1FN>
+// CHECK: %[[S3:.*]] = stablehlo.reshape %[[S]] : (tensor<256x128xf8E8M0FNU>) -> tensor<1x256x128xf8E8M0FNU>
+// CHECK: %[[C:.*]] = stablehlo.custom_call @mxlower_dot_f32_mxfp4_e2m1k32_portable(%[[X3]], %[[W3]], %[[S3]]) {api_version = 4 : i32, backend_config = {}
+// CHECK-SAME: -> tensor<1x1x256xf32>
+// CHECK: stablehlo.reshape %[[C]] : (tensor<1x1x256xf32>) -> tensor<1x256xf32>
+// CHECK: }, {
+// CHECK-NOT: custom_call
+// CHECK: stablehlo.dot_general {{.*}} -> tensor<1x256xf64>
+// CHECK: return
+func.func @gemv(%x: tensor<1x4096xf32>, %w: tensor<256x4096xf4E2M1FN>, %s: tensor<256x128xf8E8M0FNU>) -> tensor<1x256xf32> {
+  %0 = "mx.scaled_dot"(%x, %w, %s) {rhs_format = "mxfp4_e2m1", dot_dimension_numbers = #stablehlo.dot<lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [1]>} : (tensor<1x4096xf32>, tensor<256x4096xf4E2M1FN>, tensor<256x128xf8E8M0FNU>) -> tensor<1x256xf32>
+  return %0 : tensor<1x256xf32>
+}
+
+// -----
+
+// Weights stored [K, N] and written w^T @ x: each side is transposed to [B, rows, K]; the MX
+// side has many rows and the plain one few, so the kernel takes them swapped and its
+// [B, M, N] is transposed back.
+// CHECK-LABEL: func.func @swapped(
+// CHECK: stablehlo.transpose %{{.*}}, dims = [1, 0] : (tensor<64x40xf8E4M3FN>) -> tensor<40x64xf8E4M3FN>
+// CHECK: stablehlo.custom_call @mxlower_dot_bf16_mxfp8_e4m3k32_portable(
+// CHECK-SAME: (tensor<1x2x64xbf16>, tensor<1x40x64xf8E4M3FN>, tensor<1x40x2xf8E8M0FNU>) -> tensor<1x2x40xf32>
+// CHECK: stablehlo.transpose %{{.*}}, dims = [0, 2, 1] : (tensor<1x2x40xf32>) -> tensor<1x40x2xf32>
+func.func @swapped(%w: tensor<64x40xf8E4M3FN>, %s: tensor<2x40xf8E8M0FNU>, %x: tensor<2x64xbf16>) -> tensor<40x2xf32> {
+  %0 = "mx.scaled_dot"(%w, %s, %x) {lhs_format = "mxfp8_e4m3", lhs_axis = 0 : i64, dot_dimension_numbers = #stablehlo.dot<lhs_contracting_dimensions = [0], rhs_contracting_dimensions = [1]>} : (tensor<64x40xf8E4M3FN>, tensor<2x40xf8E8M0FNU>, tensor<2x64xbf16>) -> tensor<40x2xf32>
+  return %0 : tensor<40x2xf32>
+}
+
+// -----
+
+// A GEMM (more than 16 free rows on both sides) is left to mxlower-decompose-mx unless
+// gemm=true; a batched one then calls the kernel with its batch dimension in front.
+// CHECK-LABEL: func.func @gemm(
+// CHECK: "mx.scaled_dot"
+// GEMM-LABEL: func.func @gemm(
+// GEMM: stablehlo.custom_call @mxlower_dot_mxint8k32_mxint8k32_avx2(
+// GEMM-SAME: (tensor<2x32x64xi8>, tensor<2x32x2xf8E8M0FNU>, tensor<2x24x64xi8>, tensor<2x24x2xf8E8M0FNU>) -> tensor<2x32x24xf32>
+func.func @gemm(%a: tensor<2x32x64xi8>, %as: tensor<2x32x2xf8E8M0FNU>, %b: tensor<2x24x64xi8>, %bs: tensor<2x24x2xf8E8M0FNU>) -> tensor<2x32x24xf32> {
+  %0 = "mx.scaled_dot"(%a, %as, %b, %bs) {lhs_format = "mxint8", rhs_format = "mxint8", dot_dimension_numbers = #stablehlo.dot<lhs_batching_dimensions = [0], rhs_batching_dimensions = [0], lhs_contracting_dimensions = [2], rhs_contracting_dimensions = [2]>} : (tensor<2x32x64xi8>, tensor<2x32x2xf8E8M0FNU>, tensor<2x24x64xi8>, tensor<2x24x2xf8E8M0FNU>) -> tensor<2x32x24xf32>
+  return %0 : tensor<2x32x24xf32>
+}
+
+// -----
+
+// Left alone: f6 elements (XLA:CPU has no f6 type) and a bf16 compute type.
+// CHECK-LABEL: func.func @left(
+// CHECK-COUNT-2: "mx.scaled_dot"
+// CHECK-NOT: custom_call
+func.func @left(%x: tensor<1x64xf32>, %w: tensor<8x64xf6E2M3FN>, %s: tensor<8x2xf8E8M0FNU>) -> (tensor<1x8xf32>, tensor<1x8xf32>) {
+  %0 = "mx.scaled_dot"(%x, %w, %s) {rhs_format = "mxfp6_e2m3", dot_dimension_numbers = #stablehlo.dot<lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [1]>} : (tensor<1x64xf32>, tensor<8x64xf6E2M3FN>, tensor<8x2xf8E8M0FNU>) -> tensor<1x8xf32>
+  %1 = "mx.scaled_dot"(%x, %w, %s) {rhs_format = "mxfp6_e2m3", compute_type = bf16, dot_dimension_numbers = #stablehlo.dot<lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [1]>} : (tensor<1x64xf32>, tensor<8x64xf6E2M3FN>, tensor<8x2xf8E8M0FNU>) -> tensor<1x8xf32>
+  return %0, %1 : tensor<1x8xf32>, tensor<1x8xf32>
+}
+
+// -----
+
+func.func @bad(%x: tensor<1x64xf32>, %w: tensor<8x64xf4E2M1FN>, %s: tensor<8x3xf8E8M0FNU>) -> tensor<1x8xf32> {
+  // expected-error @+1 {{'mx.scaled_dot' op}}
+  %0 = "mx.scaled_dot"(%x, %w, %s) {rhs_format = "mxfp4_e2m1", dot_dimension_numbers = #stablehlo.dot<lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [1]>} : (tensor<1x64xf32>, tensor<8x64xf4E2M1FN>, tensor<8x3xf8E8M0FNU>) -> tensor<1x8xf32>
+  return %0 : tensor<1x8xf32>
+}

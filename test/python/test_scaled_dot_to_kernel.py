@@ -1,0 +1,180 @@
+"""mxlower-scaled-dot-to-kernel: mx.scaled_dot ops lowered to StableHLO that calls the fused
+dot kernel (a typed-FFI custom call of mxlower_dot_...), run on XLA:CPU (the targets are
+registered by mxlower.execution.xla.compile) and held to docs/semantics.md section 6 against
+mxlower.reference; which ops the pass takes and which it leaves; its errors."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+from mxlower import reference as R
+from mxlower.bindings import jaxlib as J
+from mxlower.execution import ffi_dot
+from mxlower.formats import FORMATS
+from mxlower.pipeline.manager import run_pipeline
+from mxlower.testing import MxModule, assert_dot_close
+
+pytest.importorskip("jax")
+
+F32 = np.float32
+LAST = (((1,), (1,)), ((), ()))
+
+
+class KernelModule(MxModule):
+    """An MxModule lowered with mxlower-scaled-dot-to-kernel before the usual pipeline."""
+
+    def __init__(self, path: str = "", gemm: bool = False):
+        super().__init__()
+        self.options = " ".join(o for o in (f"path={path}" if path else "",
+                                            "gemm=true" if gemm else "") if o)
+
+    def pipeline(self) -> str:
+        opts = "{" + self.options + "}" if self.options else ""
+        return ("builtin.module(mxlower-verify-mx, mxlower-scaled-dot-to-kernel" + opts +
+                ", mxlower-mx-to-stablehlo)")
+
+    def lowered(self) -> str:
+        with J.make_context(allow_unregistered=True):
+            m = J.ir.Module.parse(self.text())
+            run_pipeline(m, self.pipeline())
+            return str(m)
+
+
+def _mx(rng, shape, fmt, axis, k=None, spread=3):
+    x = (rng.standard_normal(shape) * 2.0 ** rng.integers(-spread, spread + 1, shape)).astype(F32)
+    return R.quantize(x, fmt, axis=axis, block_size=k, scale_mode="rceil")
+
+
+def _add_side(m, rng, fmt, shape, axis, k, plain_dtype=F32):
+    if fmt is None:
+        v = rng.standard_normal(shape).astype(plain_dtype)
+        return m.arg(v), None, v.astype(F32)
+    e, s = _mx(rng, shape, fmt, axis, k)
+    return m.arg(e), m.arg(s), R.dequantize(e, s, fmt, axis=axis, block_size=k, dtype="f32")
+
+
+#: (lhs format or None, rhs format or None, lhs shape, rhs shape, dims, block size, plain dtype)
+CASES = [
+    # the GEMV of inference: plain activations, MX weights [N, K]
+    (None, "mxfp4_e2m1", (1, 96), (40, 96), LAST, 32, F32),
+    (None, "mxfp8_e4m3", (8, 64), (33, 64), LAST, 32, "bfloat16"),
+    (None, "nvfp4", (3, 48), (17, 48), LAST, 16, np.float16),
+    (None, "mxint8", (2, 128), (9, 128), LAST, 32, F32),
+    # weights stored [K, N] (rhs contracted over dim 0: a transpose before the call)
+    (None, "mxfp8_e5m2", (2, 64), (64, 12), (((1,), (0,)), ((), ())), 32, F32),
+    # w @ x: the MX side has many rows, the plain one few (the kernel takes them swapped)
+    ("mxfp4_e2m1", None, (40, 64), (2, 64), LAST, 32, F32),
+    # both sides MX, batch dimensions, K = 3 blocks (the exact block sums)
+    ("mxfp4_e2m1", "mxint8", (2, 5, 96), (2, 7, 96), (((2,), (2,)), ((0,), (0,))), 32, F32),
+    ("mxint8", "mxint8", (4, 32), (6, 32), LAST, 32, F32),
+    # another block size
+    (None, "mxfp4_e2m1", (2, 128), (8, 128), LAST, 64, F32),
+]
+
+
+@pytest.mark.parametrize("path", ffi_dot.kernel_paths())
+def test_kernel_calls_within_contract(path):
+    rng = np.random.default_rng(21)
+    m = KernelModule(path)
+    meta = []
+    for lf, rf, lsh, rsh, dims, k, pd in CASES:
+        (lc, rc), _ = dims
+        av, asv, a = _add_side(m, rng, lf, lsh, lc[0], k, pd)
+        bv, bsv, b = _add_side(m, rng, rf, rsh, rc[0], k, pd)
+        m.ret(m.scaled_dot(av, asv, bv, bsv, lhs_format=lf, rhs_format=rf, dims=dims,
+                           block_sizes=(k, k)))
+        meta.append((a, b, dims))
+    text = m.lowered()
+    calls = re.findall(r"stablehlo\.custom_call @(mxlower_dot_\w+)", text)
+    assert len(calls) == len(CASES), calls
+    assert all(c.endswith("_" + path) for c in calls)
+    assert "mx." not in text.replace("mxlower", "")
+    outs = m.run()
+    for i, ((a, b, dims), out) in enumerate(zip(meta, outs)):
+        assert_dot_close(out, a, b, dims, what=f"case {i} {CASES[i][:2]}")
+
+
+def test_scales_at_the_ends_of_the_range_take_the_exact_branch():
+    """Scale 2^-127 blocks (products far below f32's normal range) and 2^113 ones: the run-time
+    test sends the dot to the exact f64 contraction, which still meets section 6."""
+    rng = np.random.default_rng(4)
+    m = KernelModule()
+    e, s = _mx(rng, (24, 64), "mxfp8_e4m3", 1)
+    s = s.copy()
+    s.view(np.uint8)[:12] = 0      # 2^-127
+    s.view(np.uint8)[12:, 0] = 240  # 2^113: the values reach 2^121
+    x = rng.standard_normal((2, 64)).astype(F32) * F32(2.0 ** -100)
+    m.ret(m.scaled_dot(m.arg(x), None, m.arg(e), m.arg(s), lhs_format=None,
+                       rhs_format="mxfp8_e4m3", dims=LAST))
+    assert "mxlower_dot_" in m.lowered()
+    (out,) = m.run()
+    w = R.dequantize(e, s, "mxfp8_e4m3", axis=1, dtype="f32")
+    assert np.any(out != 0)
+    assert_dot_close(out, x, w, LAST, what="range ends")
+
+
+def test_what_the_pass_leaves_to_decompose():
+    """A GEMM (unless gemm=true), a bf16 compute type, f6 elements (XLA:CPU has no f6 type)
+    and a side contracted over another axis than its blocks are lowered without a call."""
+    rng = np.random.default_rng(2)
+
+    def build(gemm=False):
+        m = KernelModule(gemm=gemm)
+        av, asv, _ = _add_side(m, rng, "mxint8", (32, 64), 1, 32)
+        bv, bsv, _ = _add_side(m, rng, "mxint8", (24, 64), 1, 32)
+        m.ret(m.scaled_dot(av, asv, bv, bsv, lhs_format="mxint8", rhs_format="mxint8",
+                           dims=LAST))  # a GEMM: 32 x 24 free rows
+        xv, _, _ = _add_side(m, rng, None, (1, 64), 1, 32)
+        m.ret(m.scaled_dot(xv, None, bv, bsv, lhs_format=None, rhs_format="mxint8", dims=LAST,
+                           compute="bf16"))
+        fv, fsv, _ = _add_side(m, rng, "mxfp6_e2m3", (8, 64), 1, 32)
+        m.ret(m.scaled_dot(xv, None, fv, fsv, lhs_format=None, rhs_format="mxfp6_e2m3",
+                           dims=LAST))
+        return m
+
+    text = build().lowered()
+    assert "custom_call" not in text
+    calls = re.findall(r"custom_call @(mxlower_dot_\w+)", build(gemm=True).lowered())
+    assert len(calls) == 1 and calls[0].startswith("mxlower_dot_mxint8k32_mxint8k32_")
+
+
+def test_gemm_through_the_kernel_within_contract():
+    rng = np.random.default_rng(8)
+    m = KernelModule(gemm=True)
+    av, asv, a = _add_side(m, rng, "mxfp4_e2m1", (20, 64), 1, 32)
+    bv, bsv, b = _add_side(m, rng, "mxfp8_e4m3", (18, 64), 1, 32)
+    m.ret(m.scaled_dot(av, asv, bv, bsv, lhs_format="mxfp4_e2m1", rhs_format="mxfp8_e4m3",
+                       dims=LAST))
+    (out,) = m.run()
+    assert_dot_close(out, a, b, LAST, what="gemm")
+
+
+def test_bad_ops_are_located_errors(tmp_path):
+    from mxlower.diagnostics import PassFailure
+
+    bad = tmp_path / "bad.mlir"
+    bad.write_text(
+        'func.func @main(%x: tensor<1x64xf32>, %w: tensor<8x64xf4E2M1FN>, '
+        '%s: tensor<8x3xf8E8M0FNU>) -> tensor<1x8xf32> {\n'
+        '  %0 = "mx.scaled_dot"(%x, %w, %s) {rhs_format = "mxfp4_e2m1", '
+        'dot_dimension_numbers = #stablehlo.dot<lhs_contracting_dimensions = [1], '
+        'rhs_contracting_dimensions = [1]>} : (tensor<1x64xf32>, tensor<8x64xf4E2M1FN>, '
+        'tensor<8x3xf8E8M0FNU>) -> tensor<1x8xf32>\n'
+        '  return %0 : tensor<1x8xf32>\n}\n')
+    with J.make_context(allow_unregistered=True):
+        m = J.ir.Module.parse(bad.read_text())
+        with pytest.raises(PassFailure, match="scales"):
+            run_pipeline(m, "builtin.module(mxlower-scaled-dot-to-kernel)")
+
+
+def test_the_target_names_round_trip():
+    from mxlower.lowering.dot_kernels import DotSpec
+
+    for fmt in FORMATS:
+        for spec in (DotSpec("f32", fmt), DotSpec(fmt, "bf16", 64, None, "avx2")):
+            assert DotSpec.from_name(spec.name) == spec
+    with pytest.raises(ValueError, match="not the name"):
+        DotSpec.from_name("mxlower_dot_f32_f32_avx2")
