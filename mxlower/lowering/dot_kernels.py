@@ -28,10 +28,15 @@ Work units are ``(batch, panel of NP columns of B)``; the caller splits the unit
 threads.  Within a unit two ways, chosen at run time by M:
 
 * **streaming** (``M <= STREAM_M``, the GEMV of inference): B's codes are decoded straight from
-  memory as they are read -- for one or two rows of A, one row at a time against two columns
-  with accumulators as wide as a chunk; for more, once per tile of :data:`MR_STREAM` rows
-  against one column -- A's rows (few) decoded once per unit into a scratch of ``M x K``
-  f32, or read in place when they are plain f32;
+  memory as they are read -- for one or two rows of A, one row at a time against
+  :data:`NR_STREAM` columns: the unit's block factors decoded first, eight scale codes at a
+  time, into a scratch of ``NP x K / k``, then per column and block a partial sum of the
+  *unscaled* values (integer units or f8 values) in one f32 vector and one FMA by the block's
+  factor (per 32 weights: the decode, four FMAs, and one FMA per block instead of a multiply
+  per value); for more rows, once per tile of :data:`MR_STREAM_EXACT` (up to that many rows)
+  or :data:`MR_STREAM` rows against one column, the chunk scaled once for the tile's rows --
+  A's rows (few) decoded once per unit into a scratch of ``M x K`` f32, or read in place
+  when they are plain f32;
 * **blocked GEMM**: the unit's B panel is decoded once into a scratch of ``NP x K`` f32 (a
   cache-sized panel, as any GEMM packs its operands), then each tile of MR rows of A into a
   scratch of ``MR x K``, and an MR x NR register tile of accumulators runs over K.
@@ -81,7 +86,7 @@ from mxlower import types
 from mxlower.bindings import collect_ops, upstream
 from mxlower.formats import FORMATS, WIDE_TYPES, MXFormat
 
-__all__ = ["ATTR", "EXACT_ACC", "NP", "PATHS", "STREAM_M", "DotSpec", "DotKernelError", "build",
+__all__ = ["ATTR", "EXACT_ACC", "NP", "NR_STREAM", "PATHS", "STREAM_M", "DotSpec", "DotKernelError", "build",
            "cpu_flags", "declaration", "expand_declarations", "host_paths", "integer_shift"]
 
 #: SIMD paths a kernel can be built for (``portable`` runs everywhere)
@@ -94,6 +99,8 @@ STREAM_M = 16
 MR, NR = 6, 2
 #: rows of a streaming tile (from 3 rows of A on; one or two rows go one at a time)
 MR_STREAM, MR_STREAM_EXACT = 8, 4
+#: columns of B one row of A streams at a time (one or two rows of A)
+NR_STREAM = 2
 #: f32 lanes of one accumulator
 LANES = 8
 #: how the exact block sums are accumulated: "f64" or "f32"
@@ -420,40 +427,47 @@ class _DotKernel:
             return v
         return t.op(f"{{r}} = arith.mulf {v}, {t.c(2.0 ** mul, vf)} : {vf}")
 
-    def factor(self, side: str, smem: str, block: str) -> str:
-        """f32: the block's scale times 2^-integer_shift (f8 formats: the scale)."""
+    def factor(self, side: str, smem: str, block: str, n: int = 0) -> str:
+        """f32: the block's scale times 2^-integer_shift (f8 formats: the scale); with ``n``,
+        ``vector<n x f32>``: the factors of the n blocks from ``block`` on."""
         t = self.t
         f = self.s.fmt(side)
-        code = t.op(f"{{r}} = memref.load {smem}[{block}] : memref<?xi8>")
-        c = t.op(f"{{r}} = arith.extui {code} : i8 to i32")
+        i8, i32, f32 = ((_vt(n, "i8"), _vt(n, "i32"), _vt(n, "f32")) if n else
+                        ("i8", "i32", "f32"))
+        sel = f"{_vt(n, 'i1')}, {i32}" if n else i32  # arith.select's types
+        if n:
+            code = t.op(f"{{r}} = vector.load {smem}[{block}] : memref<?xi8>, {i8}")
+        else:
+            code = t.op(f"{{r}} = memref.load {smem}[{block}] : memref<?xi8>")
+        c = t.op(f"{{r}} = arith.extui {code} : {i8} to {i32}")
         shift = integer_shift(f) or 0
         if f.is_nvfp4:  # an E4M3 scale (never NaN here: the caller checked the range)
-            mag = t.op(f"{{r}} = arith.andi {c}, {t.c(0x7F, 'i32')} : i32")
-            e = t.op(f"{{r}} = arith.shrui {mag}, {t.c(3, 'i32')} : i32")
-            m = t.op(f"{{r}} = arith.andi {mag}, {t.c(7, 'i32')} : i32")
-            nb = t.op(f"{{r}} = arith.shli {mag}, {t.c(20, 'i32')} : i32")
-            normal = t.op(f"{{r}} = arith.addi {nb}, {t.c((120 - shift) << 23, 'i32')} : i32")
-            mf = t.op(f"{{r}} = arith.uitofp {m} : i32 to f32")
-            subf = t.op(f"{{r}} = arith.mulf {mf}, {t.c(2.0 ** (-9 - shift), 'f32')} : f32")
-            subb = t.op(f"{{r}} = arith.bitcast {subf} : f32 to i32")
-            is_sub = t.op(f"{{r}} = arith.cmpi eq, {e}, {t.c(0, 'i32')} : i32")
-            bits = t.op(f"{{r}} = arith.select {is_sub}, {subb}, {normal} : i32")
-            nan = t.op(f"{{r}} = arith.cmpi eq, {mag}, {t.c(0x7F, 'i32')} : i32")
-            bits = t.op(f"{{r}} = arith.select {nan}, {t.c(0x7FC00000, 'i32')}, {bits} : i32")
-            sg = t.op(f"{{r}} = arith.andi {c}, {t.c(0x80, 'i32')} : i32")
-            sg = t.op(f"{{r}} = arith.shli {sg}, {t.c(24, 'i32')} : i32")
-            bits = t.op(f"{{r}} = arith.ori {bits}, {sg} : i32")
+            mag = t.op(f"{{r}} = arith.andi {c}, {t.c(0x7F, i32)} : {i32}")
+            e = t.op(f"{{r}} = arith.shrui {mag}, {t.c(3, i32)} : {i32}")
+            m = t.op(f"{{r}} = arith.andi {mag}, {t.c(7, i32)} : {i32}")
+            nb = t.op(f"{{r}} = arith.shli {mag}, {t.c(20, i32)} : {i32}")
+            normal = t.op(f"{{r}} = arith.addi {nb}, {t.c((120 - shift) << 23, i32)} : {i32}")
+            mf = t.op(f"{{r}} = arith.uitofp {m} : {i32} to {f32}")
+            subf = t.op(f"{{r}} = arith.mulf {mf}, {t.c(2.0 ** (-9 - shift), f32)} : {f32}")
+            subb = t.op(f"{{r}} = arith.bitcast {subf} : {f32} to {i32}")
+            is_sub = t.op(f"{{r}} = arith.cmpi eq, {e}, {t.c(0, i32)} : {i32}")
+            bits = t.op(f"{{r}} = arith.select {is_sub}, {subb}, {normal} : {sel}")
+            nan = t.op(f"{{r}} = arith.cmpi eq, {mag}, {t.c(0x7F, i32)} : {i32}")
+            bits = t.op(f"{{r}} = arith.select {nan}, {t.c(0x7FC00000, i32)}, {bits} : {sel}")
+            sg = t.op(f"{{r}} = arith.andi {c}, {t.c(0x80, i32)} : {i32}")
+            sg = t.op(f"{{r}} = arith.shli {sg}, {t.c(24, i32)} : {i32}")
+            bits = t.op(f"{{r}} = arith.ori {bits}, {sg} : {i32}")
         else:  # e8m0: 2^(c - 127) (code 0: the subnormal 2^-127, 255: NaN), times 2^-shift
-            nb = t.op(f"{{r}} = arith.shli {c}, {t.c(23, 'i32')} : i32")
-            z = t.op(f"{{r}} = arith.cmpi eq, {c}, {t.c(0, 'i32')} : i32")
-            nb = t.op(f"{{r}} = arith.select {z}, {t.c(0x00400000, 'i32')}, {nb} : i32")
-            nan = t.op(f"{{r}} = arith.cmpi eq, {c}, {t.c(255, 'i32')} : i32")
-            bits = t.op(f"{{r}} = arith.select {nan}, {t.c(0x7FC00000, 'i32')}, {nb} : i32")
-            f = t.op(f"{{r}} = arith.bitcast {bits} : i32 to f32")
+            nb = t.op(f"{{r}} = arith.shli {c}, {t.c(23, i32)} : {i32}")
+            z = t.op(f"{{r}} = arith.cmpi eq, {c}, {t.c(0, i32)} : {i32}")
+            nb = t.op(f"{{r}} = arith.select {z}, {t.c(0x00400000, i32)}, {nb} : {sel}")
+            nan = t.op(f"{{r}} = arith.cmpi eq, {c}, {t.c(255, i32)} : {i32}")
+            bits = t.op(f"{{r}} = arith.select {nan}, {t.c(0x7FC00000, i32)}, {nb} : {sel}")
+            f = t.op(f"{{r}} = arith.bitcast {bits} : {i32} to {f32}")
             if not shift:
                 return f
-            return t.op(f"{{r}} = arith.mulf {f}, {t.c(2.0 ** -shift, 'f32')} : f32")
-        return t.op(f"{{r}} = arith.bitcast {bits} : i32 to f32")
+            return t.op(f"{{r}} = arith.mulf {f}, {t.c(2.0 ** -shift, f32)} : {f32}")
+        return t.op(f"{{r}} = arith.bitcast {bits} : {i32} to {f32}")
 
     def chunk(self, side: str, mem: str, smem: str | None, row: str, kk: str, K: str,
               scaled: bool, factor: str | None = None) -> str:
@@ -501,6 +515,11 @@ class _DotKernel:
         self.ad = t.op(f"{{r}} = memref.alloc({mk}) : memref<?xf32>")
         pk = t.op(f"{{r}} = arith.muli {cnp}, {K} : index")
         self.bd = t.op(f"{{r}} = memref.alloc({pk}) : memref<?xf32>")
+        self.blockwise = s.fmt("rhs") is not None and not s.exact
+        if self.blockwise:  # the streaming path's B factors: a panel's columns x blocks
+            self.nblk_r = t.op(f"{{r}} = arith.divui {K}, {t.c(s.k('rhs'))} : index")
+            fb = t.op(f"{{r}} = arith.muli {cnp}, {self.nblk_r} : index")
+            self.bfs = t.op(f"{{r}} = memref.alloc({fb}) : memref<?xf32>")
         if s.exact:  # the streaming path's A factors
             nblk = t.op(f"{{r}} = arith.divui {K}, {t.c(s.k('rhs'))} : index")
             self.nblk = nblk
@@ -529,9 +548,24 @@ class _DotKernel:
                 # one or two rows: one row at a time against two columns, accumulators as
                 # wide as a chunk; more: tiles of MR_STREAM rows against one column (the
                 # column's chunk decoded once per tile)
-                t.if_(one, lambda: self.rows(c0, M, 1, stream=True, a_direct=a_direct),
-                      lambda: self.rows(c0, M, MR_STREAM_EXACT if self.exact else MR_STREAM,
-                                        stream=True, a_direct=a_direct, nr=1))
+                def few() -> None:
+                    if self.blockwise:
+                        self.prepare_factors(brow0, ncols)
+                    self.rows(c0, M, 1, stream=True, a_direct=a_direct, nr=NR_STREAM)
+
+                def many() -> None:
+                    if self.exact:
+                        self.rows(c0, M, MR_STREAM_EXACT, stream=True, a_direct=a_direct, nr=1)
+                        return
+                    # up to MR_STREAM_EXACT rows: one tile that size (a tile of MR_STREAM
+                    # would compute its clamped rows for nothing)
+                    le = t.op(f"{{r}} = arith.cmpi ule, {M}, {t.c(MR_STREAM_EXACT)} : index")
+                    t.if_(le, lambda: self.rows(c0, M, MR_STREAM_EXACT, stream=True,
+                                                a_direct=a_direct, nr=1),
+                          lambda: self.rows(c0, M, MR_STREAM, stream=True, a_direct=a_direct,
+                                            nr=1))
+
+                t.if_(one, few, many)
 
             def gemm() -> None:
                 self.exact, self.acc_t = False, "f32"  # scaled values in the panels
@@ -558,6 +592,8 @@ class _DotKernel:
         t.do(f"memref.dealloc {self.bd} : memref<?xf32>")
         if s.exact:
             t.do(f"memref.dealloc {self.af} : memref<?xf32>")
+        if self.blockwise:
+            t.do(f"memref.dealloc {self.bfs} : memref<?xf32>")
         t.do("return")
         t.indent = 2
         t.do("}")
@@ -605,6 +641,41 @@ class _DotKernel:
 
         t.for_(r0, hi, c1, [], row)
 
+    def prepare_factors(self, row0: str, count: str) -> None:
+        """B's block factors of rows ``row0 + [0, count)`` into the scratch ``bfs`` (row i's
+        block j at ``i * nblk_r + j``): eight blocks at a time in vector lanes, the rest one
+        by one."""
+        t, n = self.t, 8
+        c0, c1, cn = t.c(0), t.c(1), t.c(n)
+        nb = self.nblk_r
+        rem = t.op(f"{{r}} = arith.remui {nb}, {cn} : index")
+        nvec = t.op(f"{{r}} = arith.subi {nb}, {rem} : index")
+
+        def row(i: str, _: list[str]) -> list[str]:
+            src = t.op(f"{{r}} = arith.addi {row0}, {i} : index")
+            sb = t.op(f"{{r}} = arith.muli {src}, {nb} : index")
+            db = t.op(f"{{r}} = arith.muli {i}, {nb} : index")
+
+            def vec(j: str, _: list[str]) -> list[str]:
+                si = t.op(f"{{r}} = arith.addi {sb}, {j} : index")
+                f = self.factor("rhs", "%bs", si, n)
+                di = t.op(f"{{r}} = arith.addi {db}, {j} : index")
+                t.do(f"vector.store {f}, {self.bfs}[{di}] : memref<?xf32>, {_vt(n, 'f32')}")
+                return []
+
+            def one(j: str, _: list[str]) -> list[str]:
+                si = t.op(f"{{r}} = arith.addi {sb}, {j} : index")
+                f = self.factor("rhs", "%bs", si)
+                di = t.op(f"{{r}} = arith.addi {db}, {j} : index")
+                t.do(f"memref.store {f}, {self.bfs}[{di}] : memref<?xf32>")
+                return []
+
+            t.for_(c0, nvec, cn, [], vec)
+            t.for_(nvec, nb, c1, [], one)
+            return []
+
+        t.for_(c0, count, c1, [], row)
+
     def rows(self, lo: str, hi: str, mr: int, *, stream: bool, a_direct: bool,
              nr: int = NR) -> None:
         """Tiles of ``mr`` rows over [lo, hi) (the streaming path)."""
@@ -624,8 +695,12 @@ class _DotKernel:
         b, n0, ncols, arow0, brow0 = self.unit
         c0, c1 = t.c(0), t.c(1)
         acc_t = self.acc_t
-        # streamed scaled values: accumulators as wide as a chunk (independent FMA chains)
-        wide = stream and not self.exact and mr == 1
+        # one row of A against MX columns (the GEMV): per column and block, a partial sum
+        # of the unscaled values (integer units or f8 values), then one FMA by the block's
+        # factor from the scratch; against plain columns, accumulators as wide as a chunk
+        # (independent FMA chains)
+        blockwise = stream and not self.exact and mr == 1 and self.blockwise
+        wide = stream and not self.exact and mr == 1 and not blockwise
         va, vc = _vt(C if wide else W, acc_t), _vt(W, "f32")
         mlast = t.op(f"{{r}} = arith.subi {M}, {c1} : index")
         nlast = t.op(f"{{r}} = arith.subi {ncols}, {c1} : index")
@@ -661,8 +736,8 @@ class _DotKernel:
                 """Streaming: a chunk of column j decoded from B's codes."""
                 r = t.op(f"{{r}} = arith.addi {brow0}, {colv[j][1]} : index")
                 mem, smem = self.side_mems("rhs")
-                return self.chunk("rhs", mem, smem, r, kk, K, scaled=not self.exact,
-                                  factor=factor)
+                return self.chunk("rhs", mem, smem, r, kk, K,
+                                  scaled=not self.exact and not blockwise, factor=factor)
 
             def fma_into(accs: list[str], a: str, bv: str) -> list[str]:
                 out = list(accs)
@@ -706,14 +781,14 @@ class _DotKernel:
                 k0 = t.op(f"{{r}} = arith.muli {blk}, {t.c(kb)} : index")
                 # B's factor for streamed scaled values: once per block and column
                 bfac = [None] * nr
-                if stream and s.fmt("rhs") is not None and not self.exact:
+                if stream and s.fmt("rhs") is not None and not self.exact and not blockwise:
                     for j in range(nr):
                         r = t.op(f"{{r}} = arith.addi {brow0}, {colv[j][1]} : index")
                         nb = t.op(f"{{r}} = arith.divui {K}, {t.c(kb)} : index")
                         sb = t.op(f"{{r}} = arith.muli {r}, {nb} : index")
                         si = t.op(f"{{r}} = arith.addi {sb}, {blk} : index")
                         bfac[j] = self.factor("rhs", "%bs", si)
-                sums = ([t.c(0.0, vc) for _ in range(mr * nr)] if self.exact else
+                sums = ([t.c(0.0, vc) for _ in range(mr * nr)] if self.exact or blockwise else
                         list(accs))
 
                 def chunk_step(kk: str, sums: list[str]) -> list[str]:
@@ -739,6 +814,15 @@ class _DotKernel:
                     k1 = t.op(f"{{r}} = arith.addi {k0}, {t.c(kb)} : index")
                     sums = t.for_(k0, k1, t.c(C), [(x, va if wide else vc) for x in sums],
                                   chunk_step)
+                if blockwise:  # the partial sums times the blocks' factors
+                    out = []
+                    for j in range(nr):
+                        o = t.op(f"{{r}} = arith.muli {colv[j][1]}, {self.nblk_r} : index")
+                        o = t.op(f"{{r}} = arith.addi {o}, {blk} : index")
+                        f = t.op(f"{{r}} = memref.load {self.bfs}[{o}] : memref<?xf32>")
+                        fv = t.op(f"{{r}} = vector.broadcast {f} : f32 to {vc}")
+                        out.append(t.op(f"{{r}} = vector.fma {sums[j]}, {fv}, {accs[j]} : {vc}"))
+                    return out
                 if not self.exact:
                     return sums
                 # exact: the block sums (exact integers) times fa * fb, accumulated

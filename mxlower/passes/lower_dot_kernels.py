@@ -36,7 +36,10 @@ class LowerDotKernels(ModulePass):
       codes, e8m0 or e4m3 scale codes decoded per block -- it never writes a dequantized
       operand (its only allocations are a few rows of A and one panel of B, sized by K);
     * small M (at most 16: the GEMV of inference) streams B's codes straight into vector
-      FMAs; larger M decodes B's panel once and runs a 6 x 2 register tile of FMAs;
+      FMAs (one row of A: a partial sum of the unscaled values per column and block, then
+      one FMA by the block's factor, the factors decoded eight scale codes at a time into a
+      small scratch); larger M decodes B's panel once and runs a 6 x 2 register tile of
+      FMAs;
     * where both sides are integer-unit formats (e2m1, e2m3, e3m2, int8) with one block size,
       each block's sum of the integer units is exact and is scaled by the two blocks' factors
       and accumulated in f64 -- the f64 sum of exact block sums, rounded once.

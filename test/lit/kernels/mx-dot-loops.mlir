@@ -18,16 +18,26 @@
 // GEMV-NEXT: memref.alloc(%[[R]]) : memref<?xf32>
 // GEMV: %[[P:.*]] = arith.muli %c32{{.*}}, %[[K]] : index
 // GEMV-NEXT: memref.alloc(%[[P]]) : memref<?xf32>
+// and the panel's block factors: 32 columns x K / 32 blocks
+// GEMV: %[[NB:.*]] = arith.divui %[[K]], %c32{{.*}} : index
+// GEMV-NEXT: %[[NF:.*]] = arith.muli %c32{{.*}}, %[[NB]] : index
+// GEMV-NEXT: %[[FS:.*]] = memref.alloc(%[[NF]]) : memref<?xf32>
 // GEMV-NOT: memref.alloc
 // the streaming path: the weights' scale and 16 bytes of codes per block, straight into FMAs
 // GEMV: scf.if
-// GEMV: memref.load %[[BS]]
+// the unit's weight scales decoded eight at a time into the factor scratch
+// GEMV: vector.load %[[BS]][%{{.*}}] : memref<?xi8>, vector<8xi8>
+// GEMV: vector.store %{{.*}}, %[[FS]][%{{.*}}] : memref<?xf32>, vector<8xf32>
 // GEMV: vector.load %[[B]][%{{.*}}] : memref<?xi8>, vector<16xi8>
 // GEMV: vector.interleave %{{.*}}, %{{.*}} : vector<16xi8> -> vector<32xi8>
 // GEMV: llvm.call_intrinsic "llvm.x86.avx2.pshuf.b"
 // GEMV: arith.sitofp %{{.*}} : vector<32xi32> to vector<32xf32>
 // GEMV: vector.load %[[A]][%{{.*}}] : memref<?xf32>, vector<32xf32>
-// GEMV: vector.fma %{{.*}} : vector<32xf32>
+// a partial sum per column and block of the unscaled (integer) weights, then one FMA by
+// the block's factor
+// GEMV: vector.fma %{{.*}} : vector<8xf32>
+// GEMV: memref.load %[[FS]][%{{.*}}] : memref<?xf32>
+// GEMV: vector.fma %{{.*}} : vector<8xf32>
 // GEMV-NOT: vector.store %{{.*}}, %[[OUT]]
 // GEMV: vector.reduction <add>
 // GEMV: memref.store %{{.*}}, %[[OUT]][%{{.*}}] : memref<?xf32>

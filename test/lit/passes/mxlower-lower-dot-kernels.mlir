@@ -17,16 +17,26 @@
 // CHECK-NEXT: memref.alloc(%[[R]]) : memref<?xf32>
 // CHECK: %[[P:.*]] = arith.muli %c32{{.*}}, %[[K]] : index
 // CHECK-NEXT: memref.alloc(%[[P]]) : memref<?xf32>
+// and the panel's block factors: 32 columns x K / 32 blocks
+// CHECK: %[[NB:.*]] = arith.divui %[[K]], %c32{{.*}} : index
+// CHECK-NEXT: %[[NF:.*]] = arith.muli %c32{{.*}}, %[[NB]] : index
+// CHECK-NEXT: %[[FS:.*]] = memref.alloc(%[[NF]]) : memref<?xf32>
 // CHECK-NOT: memref.alloc
 // CHECK: scf.for
 // CHECK: scf.if
-// CHECK: memref.load %[[BS]]
+// the unit's weight scales decoded eight at a time into the factor scratch
+// CHECK: vector.load %[[BS]][%{{.*}}] : memref<?xi8>, vector<8xi8>
+// CHECK: vector.store %{{.*}}, %[[FS]][%{{.*}}] : memref<?xf32>, vector<8xf32>
 // CHECK: vector.load %[[B]][%{{.*}}] : memref<?xi8>, vector<16xi8>
 // CHECK: vector.interleave %{{.*}}, %{{.*}} : vector<16xi8> -> vector<32xi8>
 // CHECK: llvm.call_intrinsic "llvm.x86.avx2.pshuf.b"
 // CHECK: arith.sitofp %{{.*}} : vector<32xi32> to vector<32xf32>
 // CHECK: vector.load %[[A]][%{{.*}}] : memref<?xf32>, vector<32xf32>
-// CHECK: vector.fma %{{.*}} : vector<32xf32>
+// a partial sum per column and block of the unscaled (integer) weights, then one FMA by
+// the block's factor
+// CHECK: vector.fma %{{.*}} : vector<8xf32>
+// CHECK: memref.load %[[FS]][%{{.*}}] : memref<?xf32>
+// CHECK: vector.fma %{{.*}} : vector<8xf32>
 // CHECK-NOT: vector.store %{{.*}}, %[[OUT]]
 // CHECK: vector.reduction <add>
 // CHECK: memref.store %{{.*}}, %[[OUT]][%{{.*}}] : memref<?xf32>
