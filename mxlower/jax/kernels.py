@@ -316,9 +316,9 @@ def _scaled_dot_rule(platform: str):
 
         b = Builder(ir.Location.current, ir.InsertionPoint.current)
         s = primitives.scaled_dot_spec(ctx, args, dimension_numbers, out_dtype, params)
-        f32_dot = _fused_dot(ctx, args, dimension_numbers, params, s)
+        f32_dot, room = _fused_dot(ctx, args, dimension_numbers, params, s) or (None, (0, 0))
         return [mx_math.lower_scaled_dot(b, s, "f32", (prepared("lhs"), prepared("rhs")),
-                                         f32_dot)]
+                                         f32_dot, room)]
 
     return rule
 
@@ -349,10 +349,11 @@ def dot_plan(shapes: dict[str, tuple[int, ...]], dimension_numbers: Any,
 
 
 def _fused_dot(ctx: Any, args: Any, dimension_numbers: Any, params: dict[str, Any],
-               s: Any) -> Any | None:
-    """The function emitting the f32 contraction of an ``mx_scaled_dot`` by the fused dot
-    kernel (for :func:`mxlower.lowering.mx_math.lower_scaled_dot`), or None where
-    :func:`dot_plan` gives no kernel.  Each side is brought to ``[B, rows, K]`` (batch,
+               s: Any) -> tuple[Any, tuple[int, int]] | None:
+    """(the function emitting the f32 contraction of an ``mx_scaled_dot`` by the fused dot
+    kernel, the kernel's headroom: :func:`mxlower.lowering.dot_call.headroom`) for
+    :func:`mxlower.lowering.mx_math.lower_scaled_dot`, or None where :func:`dot_plan` gives
+    no kernel.  Each side is brought to ``[B, rows, K]`` (batch,
     free, contracting dimensions; a transpose where they are not in that order already, an
     identity for the usual ``[..., M, K] x [..., N, K]``), the kernel's ``[B, M, N]``
     reshaped to the result."""
@@ -400,7 +401,7 @@ def _fused_dot(ctx: Any, args: Any, dimension_numbers: Any, params: dict[str, An
         return v
 
     del s
-    return emit
+    return emit, dot_call.headroom(spec, swap)
 
 
 for _platform in _AVAILABLE:

@@ -86,8 +86,9 @@ from mxlower import types
 from mxlower.bindings import collect_ops, upstream
 from mxlower.formats import FORMATS, WIDE_TYPES, MXFormat
 
-__all__ = ["ATTR", "EXACT_ACC", "NP", "NR_STREAM", "PATHS", "STREAM_M", "DotSpec", "DotKernelError", "build",
-           "cpu_flags", "declaration", "expand_declarations", "host_paths", "integer_shift"]
+__all__ = ["ATTR", "EXACT_ACC", "NP", "NR_STREAM", "PATHS", "STREAM_M", "DotKernelError",
+           "DotSpec", "build", "cpu_flags", "declaration", "expand_declarations", "host_paths",
+           "integer_shift", "unscaled_bits"]
 
 #: SIMD paths a kernel can be built for (``portable`` runs everywhere)
 PATHS = ("avx2", "portable")
@@ -116,6 +117,17 @@ def integer_shift(fmt: MXFormat) -> int | None:
     if t is None or t.bits > 6:
         return None
     return t.bias + t.man_bits - 1
+
+
+def unscaled_bits(fmt: MXFormat, block_size: int) -> int:
+    """``h`` such that a block's sum of ``fmt``'s unscaled values (integer units, or f8
+    values) times values of magnitude at most 2^t is at most 2^(t + h): the kernel's
+    one-row streaming path forms such sums in f32 before applying the block's factor, so the
+    other side's values must stay below 2^(127 - h) there (mx_math's run-time test)."""
+    t = fmt.element_type
+    shift = integer_shift(fmt)
+    top = 128 if fmt.is_int else t.max * 2.0 ** (shift or 0)
+    return math.ceil(math.log2(top * block_size))
 
 
 def cpu_flags() -> list[str]:

@@ -103,7 +103,8 @@ class ScaledDotToKernel(ModulePass):
             with o.location:
                 b = Builder(o.location, ir.InsertionPoint(o))
                 new = lower_scaled_dot(b, s, "f32",
-                                       f32_dot=lambda sub: dot_call.emit_call(sub, s, spec, swap))
+                                       f32_dot=lambda sub: dot_call.emit_call(sub, s, spec, swap),
+                                       headroom=dot_call.headroom(spec, swap))
                 o.results[0].replace_all_uses_with(new)
                 o.erase()
         if failures:

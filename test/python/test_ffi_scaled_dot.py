@@ -181,6 +181,21 @@ def test_f32_sums_that_overflow_and_cancel():
     assert float(_check(a, b, f64=True)[0, 0]) == 32.0
 
 
+@pytest.mark.parametrize("fmt", ["mxfp8_e5m2", "mxfp8_e4m3", "mxint8", "mxfp4_e2m1", "nvfp4"])
+@pytest.mark.parametrize("big", [100, 118])
+def test_huge_activations_against_small_scaled_weights(fmt, big):
+    """x near 2^big against weights scaled by about 2^-40: every product and sum is in f32's
+    range, but the GEMV's block sums of *unscaled* weights (e5m2 values reach 57344 = 2^15.8)
+    times x leave it from 2^(127 - 21) on for e5m2.  The run-time test sends such x to the
+    f64 contraction (x at 2^118); x at 2^100 leaves every format the room the kernel needs."""
+    rng = np.random.default_rng(big)
+    w = (rng.standard_normal((6, 96)) * 2.0 ** -40).astype(F32)
+    b = mxj.quantize(w, fmt, impl="xla")
+    x = (rng.standard_normal((1, 96)) * 2.0 ** big).astype(F32)
+    got = _check(x, b)
+    assert np.all(np.isfinite(np.asarray(got)))
+
+
 def test_nan_scales_and_nonfinite_plain_values():
     rng = np.random.default_rng(9)
     a = _side(rng, "mxfp8_e4m3", (4, 64))

@@ -116,6 +116,28 @@ def test_scales_at_the_ends_of_the_range_take_the_exact_branch():
     assert_dot_close(out, x, w, LAST, what="range ends")
 
 
+def test_headroom_of_the_unscaled_block_sums():
+    """The pass's run-time test leaves the kernel's one-row sums of unscaled weights room:
+    x near 2^118 against e5m2 weights scaled by 2^-40 goes to the f64 branch, within
+    contract (the kernel alone would overflow to NaN)."""
+    from mxlower.lowering import dot_call
+    from mxlower.lowering.dot_kernels import DotSpec
+
+    assert dot_call.headroom(DotSpec("f32", "mxfp8_e5m2"), False) == (21, 0)
+    assert dot_call.headroom(DotSpec("f32", "mxfp8_e5m2"), True) == (0, 21)
+    assert dot_call.headroom(DotSpec("mxint8", "mxfp4_e2m1"), False) == (0, 0)  # exact sums
+    rng = np.random.default_rng(6)
+    m = KernelModule()
+    e, s = R.quantize((rng.standard_normal((8, 64)) * 2.0 ** -40).astype(F32), "mxfp8_e5m2")
+    x = (rng.standard_normal((1, 64)) * 2.0 ** 118).astype(F32)
+    m.ret(m.scaled_dot(m.arg(x), None, m.arg(e), m.arg(s), lhs_format=None,
+                       rhs_format="mxfp8_e5m2", dims=LAST))
+    (out,) = m.run()
+    w = R.dequantize(e, s, "mxfp8_e5m2", axis=1, dtype="f32")
+    assert np.all(np.isfinite(out))
+    assert_dot_close(out, x, w, LAST, what="headroom")
+
+
 def test_what_the_pass_leaves_to_decompose():
     """A GEMM (unless gemm=true), a bf16 compute type, f6 elements (XLA:CPU has no f6 type)
     and a side contracted over another axis than its blocks are lowered without a call."""
