@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import time
 from collections.abc import Callable
 
 import jax
@@ -43,27 +42,20 @@ import jax.numpy as jnp
 import numpy as np
 
 import mxlower.jax as mxj
+from mxlower.benchmarking import round_robin
 from mxlower.execution import ffi_dot
 
 FORMATS = ("mxfp4_e2m1", "mxfp6_e2m3", "mxfp8_e4m3", "nvfp4", "mxint8")
 
 
-def _timer(f: Callable[[], object]) -> Callable[[], float]:
-    def run() -> float:
-        t = time.perf_counter()
-        jax.block_until_ready(f())
-        return time.perf_counter() - t
-    return run
+def _timer(f: Callable[[], object]) -> Callable[[], object]:
+    """``f`` waited for (JAX dispatches asynchronously)."""
+    return lambda: jax.block_until_ready(f())
 
 
-def _round_robin(cases: dict[str, Callable[[], float]], reps: int) -> dict[str, float]:
-    for run in cases.values():
-        run()
-    best = {k: float("inf") for k in cases}
-    for _ in range(reps):
-        for k, run in cases.items():
-            best[k] = min(best[k], run())
-    return {k: v * 1e3 for k, v in best.items()}
+def _round_robin(cases: dict[str, Callable[[], object]], reps: int) -> dict[str, float]:
+    """:func:`mxlower.benchmarking.round_robin`, in milliseconds."""
+    return {k: v * 1e3 for k, v in round_robin(cases, reps).items()}
 
 
 def _before(f: Callable, *args: object) -> Callable:
@@ -103,9 +95,7 @@ def gemv(M: int, NK: int, reps: int) -> list[str]:
                 "before": _timer(lambda: before(x, w)),  # noqa: B023
                 "xla_nk": _timer(lambda: xnk(x32, wd_nk)),  # noqa: B023
                 "xla_kn": _timer(lambda: xkn(x32, wd_kn)),  # noqa: B023
-                "memcpy": lambda: (lambda t0: (np.copyto(dst, packed),  # noqa: B023
-                                               time.perf_counter() - t0)[1])(
-                    time.perf_counter()),
+                "memcpy": lambda: np.copyto(dst, packed),  # noqa: B023
             }, reps)
             gbs = packed.nbytes / t["scaled_dot"] / 1e6
             rows.append(f"| {M} | {fmt} | {act} | {packed.nbytes / 1e6:.2f} | "

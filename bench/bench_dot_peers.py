@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import time
 from collections.abc import Callable
 
 import jax
@@ -38,6 +37,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import mxlower.jax as mxj
+from mxlower.benchmarking import round_robin
 from mxlower.execution import ffi_dot
 
 try:  # an optional benchmark extra, never a dependency
@@ -49,17 +49,14 @@ GEMV_FORMATS = ("mxfp4_e2m1", "mxfp8_e4m3", "nvfp4", "mxint8")
 GEMM_FORMATS = ("mxfp4_e2m1", "mxfp8_e4m3", "mxint8")
 
 
-def _timed(f: Callable[[], object]) -> Callable[[], float]:
-    def run() -> float:
-        t = time.perf_counter()
-        r = f()
-        if hasattr(r, "block_until_ready") or isinstance(r, (list, tuple)):
-            jax.block_until_ready(r)
-        return time.perf_counter() - t
-    return run
+def _timed(f: Callable[[], object]) -> Callable[[], object]:
+    """``f`` waited for (JAX dispatches asynchronously; torch's CPU ops return done)."""
+    return lambda: jax.block_until_ready(f())
 
 
-def _round_robin(cases: dict[str, Callable[[], float] | None], reps: int) -> dict[str, float]:
+def _round_robin(cases: dict[str, Callable[[], object] | None], reps: int) -> dict[str, float]:
+    """:func:`mxlower.benchmarking.round_robin` in milliseconds over the cases a peer runs: one
+    that is missing (None) or rejects its case on a first call reads NaN (``n/a``)."""
     live = {k: v for k, v in cases.items() if v is not None}
     for k, run in list(live.items()):
         try:
@@ -67,10 +64,7 @@ def _round_robin(cases: dict[str, Callable[[], float] | None], reps: int) -> dic
         except Exception as e:  # noqa: BLE001 - a peer rejecting a case reads n/a
             print(f"  ({k}: {type(e).__name__}: {str(e).splitlines()[0][:100]})", flush=True)
             del live[k]
-    best = {k: float("inf") for k in live}
-    for _ in range(reps):
-        for k, run in live.items():
-            best[k] = min(best[k], run())
+    best = round_robin(live, reps)
     return {k: (best[k] * 1e3 if k in best else float("nan")) for k in cases}
 
 

@@ -250,10 +250,9 @@ def _side_name(fmt: str | None, x: Any) -> str:
     if fmt is not None:
         return fmt
     dt = np.dtype(x.dtype).name
-    names = {"float32": "f32", "bfloat16": "bf16", "float16": "f16"}
-    if dt not in names:
+    if dt not in ffi._WIDE:
         raise TypeError(f"dot: a plain side must be float32, bfloat16 or float16, got {dt}")
-    return names[dt]
+    return ffi._WIDE[dt]
 
 
 def spec_for(lhs_format: str | None, rhs_format: str | None, lhs: Any, rhs: Any,

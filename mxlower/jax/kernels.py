@@ -339,9 +339,11 @@ def dot_plan(shapes: dict[str, tuple[int, ...]], dimension_numbers: Any,
     sides = []
     for side in ("lhs", "rhs"):
         fmt = params[f"{side}_format"]
-        dtype = np.dtype(shapes[f"{side}_dtype"]).name
-        plain = {"float32": "f32", "bfloat16": "bf16", "float16": "f16"}.get(dtype, dtype)
-        sides.append(dot_call.Side(fmt, fmt or plain, params[f"{side}_block_size"],
+        try:
+            elt = fmt or _wide(shapes[f"{side}_dtype"])
+        except KeyError:  # no MLIR type: no kernel reads it
+            return None
+        sides.append(dot_call.Side(fmt, elt, params[f"{side}_block_size"],
                                    params[f"{side}_axis"], tuple(shapes[side])))
     (lc, rc), (lb, rb) = dimension_numbers
     return dot_call.plan(*sides, (tuple(lc), tuple(rc)), (tuple(lb), tuple(rb)),

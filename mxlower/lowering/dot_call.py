@@ -81,8 +81,7 @@ def headroom(spec: DotSpec, swap: bool) -> tuple[int, int]:
     times A's before applying the block's factor (:func:`~mxlower.lowering.dot_kernels.
     unscaled_bits`), so A's values must leave that room below f32's range; other paths form
     no such sums."""
-    fb = spec.fmt("rhs")
-    h = unscaled_bits(fb, spec.k("rhs")) if fb is not None and not spec.exact else 0
+    h = unscaled_bits(spec.fmt("rhs"), spec.k("rhs")) if spec.blockwise else 0
     return (0, h) if swap else (h, 0)
 
 
@@ -116,14 +115,14 @@ def emit_call(b: Any, s: Any, spec: DotSpec, swap: bool) -> Any:
         return b.reshape(v, [math.prod(shape[d] for d in bd), math.prod(shape[d] for d in freed),
                              shape[cd[0]]])
 
+    values = {side: normalize(getattr(s, side).value, side) for side in order}
     operands = []
     for side in order:
-        o = getattr(s, side)
-        operands.append(normalize(o.value, side))
-        if o.scales is not None:
-            operands.append(normalize(o.scales, side))
-    B, M = b.shape(operands[0])[:2]
-    N = b.shape(operands[2 if getattr(s, order[0]).scales is not None else 1])[1]
+        operands.append(values[side])
+        if getattr(s, side).scales is not None:
+            operands.append(normalize(getattr(s, side).scales, side))
+    B, M = b.shape(values[order[0]])[:2]
+    N = b.shape(values[order[1]])[1]
     layout = ir.DenseElementsAttr.get(np.array([2, 1, 0], dtype=np.int64),
                                       type=ir.IndexType.get())
     call = stablehlo.CustomCallOp(

@@ -224,6 +224,13 @@ class DotSpec:
         return math.gcd(self.chunk, LANES)
 
     @property
+    def blockwise(self) -> bool:
+        """Whether the one-row streaming path sums each block of B's *unscaled* values times
+        A's before applying the block's factor (B MX, the sums not exact ones): then A's
+        values need :func:`unscaled_bits` of room below f32's range."""
+        return self.fmt("rhs") is not None and not self.exact
+
+    @property
     def exact(self) -> bool:
         """Whether block sums are formed exactly from integer units (both sides integer-unit
         formats with one block size)."""
@@ -527,7 +534,7 @@ class _DotKernel:
         self.ad = t.op(f"{{r}} = memref.alloc({mk}) : memref<?xf32>")
         pk = t.op(f"{{r}} = arith.muli {cnp}, {K} : index")
         self.bd = t.op(f"{{r}} = memref.alloc({pk}) : memref<?xf32>")
-        self.blockwise = s.fmt("rhs") is not None and not s.exact
+        self.blockwise = s.blockwise
         if self.blockwise:  # the streaming path's B factors: a panel's columns x blocks
             self.nblk_r = t.op(f"{{r}} = arith.divui {K}, {t.c(s.k('rhs'))} : index")
             fb = t.op(f"{{r}} = arith.muli {cnp}, {self.nblk_r} : index")
@@ -668,22 +675,21 @@ class _DotKernel:
             sb = t.op(f"{{r}} = arith.muli {src}, {nb} : index")
             db = t.op(f"{{r}} = arith.muli {i}, {nb} : index")
 
-            def vec(j: str, _: list[str]) -> list[str]:
-                si = t.op(f"{{r}} = arith.addi {sb}, {j} : index")
-                f = self.factor("rhs", "%bs", si, n)
-                di = t.op(f"{{r}} = arith.addi {db}, {j} : index")
-                t.do(f"vector.store {f}, {self.bfs}[{di}] : memref<?xf32>, {_vt(n, 'f32')}")
-                return []
+            def factors(lanes: int) -> Callable[[str, list[str]], list[str]]:
+                def body(j: str, _: list[str]) -> list[str]:  # lanes 0: one factor
+                    si = t.op(f"{{r}} = arith.addi {sb}, {j} : index")
+                    f = self.factor("rhs", "%bs", si, lanes)
+                    di = t.op(f"{{r}} = arith.addi {db}, {j} : index")
+                    if lanes:
+                        t.do(f"vector.store {f}, {self.bfs}[{di}] : memref<?xf32>, "
+                             f"{_vt(lanes, 'f32')}")
+                    else:
+                        t.do(f"memref.store {f}, {self.bfs}[{di}] : memref<?xf32>")
+                    return []
+                return body
 
-            def one(j: str, _: list[str]) -> list[str]:
-                si = t.op(f"{{r}} = arith.addi {sb}, {j} : index")
-                f = self.factor("rhs", "%bs", si)
-                di = t.op(f"{{r}} = arith.addi {db}, {j} : index")
-                t.do(f"memref.store {f}, {self.bfs}[{di}] : memref<?xf32>")
-                return []
-
-            t.for_(c0, nvec, cn, [], vec)
-            t.for_(nvec, nb, c1, [], one)
+            t.for_(c0, nvec, cn, [], factors(n))
+            t.for_(nvec, nb, c1, [], factors(0))
             return []
 
         t.for_(c0, count, c1, [], row)
@@ -901,11 +907,6 @@ class _DotKernel:
         o = t.op(f"{{r}} = arith.muli {r}, {self.nblk} : index")
         o = t.op(f"{{r}} = arith.addi {o}, {blk} : index")
         return self.factor("rhs", "%bs", o)
-
-
-def kernel_text(spec: DotSpec) -> str:
-    """The kernel's ``func.func`` as MLIR text (generic upstream dialects)."""
-    return _DotKernel(spec).function()
 
 
 def build(spec: DotSpec) -> str:
