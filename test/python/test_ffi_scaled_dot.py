@@ -196,6 +196,23 @@ def test_huge_activations_against_small_scaled_weights(fmt, big):
     assert np.all(np.isfinite(np.asarray(got)))
 
 
+@pytest.mark.parametrize("n", [4, 1 << 17])  # on XLA's thread, and split over its pool
+def test_gemv_block_sums_keep_subnormal_partial_sums(n):
+    """The one-row GEMV sums a block's unscaled e4m3 values times x before the block's factor:
+    here x = 2^-100 (1 + 2^-23) and -2^-100 against the subnormal code 2^-9 leave 2^-132,
+    a subnormal partial sum, which the factor 2^100 turns into the result 2^-32.  Flushing
+    it (a thread with FTZ/DAZ set) would give 0; the run-time test passes (q = -123), so the
+    kernel runs."""
+    x = np.zeros((1, 32), F32)
+    x[0, 0], x[0, 1] = F32(2.0 ** -100 * (1 + 2.0 ** -23)), F32(-2.0 ** -100)
+    codes = np.zeros((n, 32), np.uint8)
+    codes[:, :2] = 1
+    s = np.full((n, 1), 227, np.uint8).view(ml_dtypes.float8_e8m0fnu)
+    w = mxj.MXArray(codes.view(ml_dtypes.float8_e4m3fn), s, "mxfp8_e4m3")
+    got = np.asarray(_check(x, w))
+    assert np.all(got == F32(2.0 ** -32))
+
+
 def test_nan_scales_and_nonfinite_plain_values():
     rng = np.random.default_rng(9)
     a = _side(rng, "mxfp8_e4m3", (4, 64))
