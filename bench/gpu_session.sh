@@ -12,6 +12,7 @@ export MXLOWER_GPU_IMAGES=.gpu MXLOWER_GPU_KERNELS=.gpu-kernels
 py=${PYTHON:-python3}
 {
   date -u; nvidia-smi; nvcc --version; command -v ptxas
+  lscpu | grep -E 'Model name|^CPU\(s\)|Flags' | sed 's/^Flags:/Flags (AVX-512, VNNI, AMX?):/'
   $py -c "import sys, jax, jaxlib, numpy, ml_dtypes, cupy; print(sys.version); print('jax', jax.__version__, 'jaxlib', jaxlib.__version__, 'numpy', numpy.__version__, 'ml_dtypes', ml_dtypes.__version__, 'cupy', cupy.__version__); print(jax.devices())"
   $py -m pip list 2>/dev/null | grep -i -E '^(jax|cuda|nvidia-cudnn|pytest)'
 } >"$OUT/env.txt" 2>&1

@@ -22,9 +22,13 @@ The SIMD path (:data:`~mxlower.lowering.dot_kernels.PATHS`) is the host's best
 the environment variable ``MXLOWER_DOT_PATH`` names (an unknown name, or a path this host
 cannot run, is an error).
 
-The kernel computes the f32 contraction without nvfp4's global scale, under the range
-condition of :func:`mxlower.lowering.mx_math.lower_scaled_dot` (its caller, through
-:mod:`mxlower.jax.kernels`, runs it only in the branch where that holds).
+The handler computes docs/semantics.md section 6's contraction without nvfp4's global scale
+on any operands: it first runs the kernel's range test (``@<kernel>_range``, once, on the
+calling thread: one pass over the scale codes and the plain sides), which picks for every
+unit the f32 paths or the exact f64 contraction (scales near the ends of the range, huge or
+subnormal plain values, Inf and NaN) -- the run-time test that
+:func:`mxlower.lowering.mx_math.lower_scaled_dot` makes around XLA's dot, with no XLA
+conditional or reduction around the call.
 """
 
 from __future__ import annotations
@@ -153,9 +157,10 @@ def handler_text(spec: DotSpec) -> str:
             f.fail_if(e.icmp("ne", dim(f"{nm}_scales", i), want),
                       f"{nm}_scales must have shape [..., {'M' if nm == 'a' else 'N'}, "
                       f"K / {k}]")
-    # the dims buffer, the (data, size) slots
-    dims = e.emit(f"{{r}} = llvm.alloca {e.i64(4)} x i64 : (i64) -> !llvm.ptr")
-    for i, v in enumerate((B, M, N, K)):
+    # the dims buffer ([B, M, N, K, mode]: the range test stores the mode), the (data, size)
+    # slots
+    dims = e.emit(f"{{r}} = llvm.alloca {e.i64(5)} x i64 : (i64) -> !llvm.ptr")
+    for i, v in enumerate((B, M, N, K, zero)):
         e.store(v, dims, 8 * i, "i64")
     slots = []
     for o, _ in ins + outs:
@@ -165,7 +170,9 @@ def handler_text(spec: DotSpec) -> str:
         n = e.emit(f"{{r}} = llvm.call @__mxlower_ffi_product({d}, {rank}) : "
                    "(!llvm.ptr, i64) -> i64")
         slots.append((data, n))
-    slots.append((dims, e.i64(4)))
+    slots.append((dims, e.i64(5)))
+    # the range test, once: whether the units take the f32 paths or the exact f64 one
+    ffi._call_kernel(e, f"{name}_range", slots, zero, zero)
     panels = e.binary("udiv", e.binary("add", N, e.i64(NP - 1)), e.i64(NP))
     units = e.binary("mul", B, panels)
     work = e.binary("mul", e.binary("mul", units, e.i64(NP)), e.binary("mul", M, K))
@@ -198,7 +205,7 @@ def lower_module(spec: DotSpec) -> tuple[Any, Any]:
     pm_mod = upstream.module("passmanager")
     ctx = upstream.context()
     with ctx, ir.Location.unknown():
-        module = ir.Module.parse("module {\n" + dot_kernels.declaration(spec) + "\n}")
+        module = ir.Module.parse("module {\n" + dot_kernels.declarations(spec) + "\n}")
         LowerDotKernels().run(module.operation)  # mxlower-lower-dot-kernels
         pm_mod.PassManager.parse(ffi.KERNEL_PIPELINE).run(module.operation)
         text = str(module).rstrip()
@@ -270,7 +277,9 @@ def dot(a: Any, a_scales: Any, b: Any, b_scales: Any, lhs_format: str | None,
     """``out[..., m, n] = sum_k A[..., m, k] B[..., n, k]`` (f32) by the kernel, through
     ``jax.ffi.ffi_call``: ``a`` [..., M, K] and ``b`` [..., N, K] with the same leading
     (batch) dimensions, each MX (elements and scales [..., rows, K / k]; f6 as uint8 codes)
-    or plain f32 / bf16 / f16 (scales None, format None).  Works under jit and vmap."""
+    or plain f32 / bf16 / f16 (scales None, format None).  Any values: the kernel takes the
+    exact f64 contraction where the f32 one could flush or overflow (docs/semantics.md
+    section 6).  Works under jit and vmap."""
     import jax  # optional, heavy
 
     spec = spec_for(lhs_format, rhs_format, a, b, lhs_block_size, rhs_block_size, path)

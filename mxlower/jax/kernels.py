@@ -3,18 +3,22 @@
 :mod:`mxlower.execution.ffi` and :mod:`mxlower.execution.ffi_cuda`) instead of expanded
 StableHLO; on the CPU, ``mx_scaled_dot``'s operands prepared by the dequantize kernel.
 
-``mx_scaled_dot`` (CPU only): :func:`mxlower.lowering.mx_math.lower_scaled_dot` emits the
-run-time test on the scales and a ``stablehlo.if``: where the f32 contraction is provably
-exact, mxlower's fused dot kernel (:mod:`mxlower.execution.ffi_dot`: the packed operands
-read as stored, never dequantized into memory; :func:`dot_plan` says where it applies, each
-side brought to ``[B, rows, K]``); otherwise each MX side dequantized to f32 by the
-dequantize kernel (nvfp4 without its global scale: docs/semantics.md section 5's exact
-values, subnormals included) and the f64 ``dot_general`` on those f32 values read exactly
-from their bits (XLA:CPU's f32 -> f64 conversion flushes subnormals); then the global scale
-and the result type as in the portable lowering.  The f64 branch gives the portable
-lowering's bits; the f32 one agrees with it within docs/semantics.md section 6's bound.
-The kernel calls are emitted inside each branch of the ``stablehlo.if``, so only the branch
-taken runs them (emitted once before it, with the f32 results as the conditional's
+``mx_scaled_dot`` (CPU only): where :func:`dot_plan` gives a kernel (a GEMV or small-M
+dot, each side contracted over its blocked axis), mxlower's fused dot kernel
+(:mod:`mxlower.execution.ffi_dot`: the packed operands read as stored, never dequantized
+into memory, each side brought to ``[B, rows, K]``) computes the whole contraction: it makes
+docs/semantics.md section 6's run-time range test itself and takes the exact f64
+contraction where the f32 one could flush or overflow, so no XLA conditional or reduction is
+left around the call.  Otherwise :func:`mxlower.lowering.mx_math.lower_scaled_dot` emits
+the run-time test on the scales and a ``stablehlo.if``: where the f32 contraction is
+provably exact, each MX side dequantized to f32 by the dequantize kernel (nvfp4 without its
+global scale: docs/semantics.md section 5's exact values, subnormals included) and XLA's f32
+``dot_general``; otherwise the f64 ``dot_general`` on those f32 values read exactly from
+their bits (XLA:CPU's f32 -> f64 conversion flushes subnormals); then the global scale and
+the result type as in the portable lowering.  The f64 branch gives the portable lowering's
+bits; the f32 one agrees with it within docs/semantics.md section 6's bound.  The
+dequantize kernel calls are emitted inside each branch of the ``stablehlo.if``, so only the
+branch taken runs them (emitted once before it, with the f32 results as the conditional's
 operands, a 1024x1024x1024 dot took 1-2 ms longer: BENCHMARKS.md).
 On CUDA, :mod:`mxlower.jax.cuda_dot` emits XLA's block-scaled dot for the pairs cuDNN runs and
 uses this module's rule (with the CUDA dequantize kernels) for the others (not yet run on a GPU).
@@ -316,9 +320,8 @@ def _scaled_dot_rule(platform: str):
 
         b = Builder(ir.Location.current, ir.InsertionPoint.current)
         s = primitives.scaled_dot_spec(ctx, args, dimension_numbers, out_dtype, params)
-        f32_dot, room = _fused_dot(ctx, args, dimension_numbers, params, s) or (None, (0, 0))
         return [mx_math.lower_scaled_dot(b, s, "f32", (prepared("lhs"), prepared("rhs")),
-                                         f32_dot, room)]
+                                         _fused_dot(ctx, args, dimension_numbers, params))]
 
     return rule
 
@@ -350,10 +353,10 @@ def dot_plan(shapes: dict[str, tuple[int, ...]], dimension_numbers: Any,
                          ffi_dot.host_path(), gemm=mode == "all")
 
 
-def _fused_dot(ctx: Any, args: Any, dimension_numbers: Any, params: dict[str, Any],
-               s: Any) -> tuple[Any, tuple[int, int]] | None:
-    """(the function emitting the f32 contraction of an ``mx_scaled_dot`` by the fused dot
-    kernel, the kernel's headroom: :func:`mxlower.lowering.dot_call.headroom`) for
+def _fused_dot(ctx: Any, args: Any, dimension_numbers: Any,
+               params: dict[str, Any]) -> Any | None:
+    """The function emitting the contraction of an ``mx_scaled_dot`` by the fused dot kernel
+    (which makes section 6's run-time test and exact f64 contraction itself) for
     :func:`mxlower.lowering.mx_math.lower_scaled_dot`, or None where :func:`dot_plan` gives
     no kernel.  Each side is brought to ``[B, rows, K]`` (batch,
     free, contracting dimensions; a transpose where they are not in that order already, an
@@ -402,8 +405,7 @@ def _fused_dot(ctx: Any, args: Any, dimension_numbers: Any, params: dict[str, An
                                                                 *(args[ix[n]] for n in names))
         return v
 
-    del s
-    return emit, dot_call.headroom(spec, swap)
+    return emit
 
 
 for _platform in _AVAILABLE:

@@ -20,9 +20,9 @@ from typing import Any
 import numpy as np
 
 from mxlower.bindings.jaxlib import ir, stablehlo
-from mxlower.lowering.dot_kernels import STREAM_M, DotSpec, unscaled_bits
+from mxlower.lowering.dot_kernels import STREAM_M, DotSpec
 
-__all__ = ["CALLABLE_TYPES", "Side", "callable_side", "emit_call", "headroom", "plan", "side_of"]
+__all__ = ["CALLABLE_TYPES", "Side", "callable_side", "emit_call", "plan", "side_of"]
 
 #: element types a kernel call can take on XLA:CPU (f6 has no XLA type there)
 CALLABLE_TYPES = frozenset({"f32", "bf16", "f16", "f4E2M1FN", "f8E4M3FN", "f8E5M2", "i8",
@@ -72,17 +72,6 @@ def plan(lhs: Side, rhs: Side, contracting: tuple[Sequence[int], Sequence[int]],
     except ValueError:
         return None
     return spec, swap
-
-
-def headroom(spec: DotSpec, swap: bool) -> tuple[int, int]:
-    """(lhs, rhs) in the dot's order: the bits by which the kernel's sums can exceed a
-    side's largest magnitude (for :func:`mxlower.lowering.mx_math.lower_scaled_dot`'s
-    run-time test).  The one-row streaming path sums each block of B's unscaled values
-    times A's before applying the block's factor (:func:`~mxlower.lowering.dot_kernels.
-    unscaled_bits`), so A's values must leave that room below f32's range; other paths form
-    no such sums."""
-    h = unscaled_bits(spec.fmt("rhs"), spec.k("rhs")) if spec.blockwise else 0
-    return (0, h) if swap else (h, 0)
 
 
 def side_of(o: Any) -> Side:

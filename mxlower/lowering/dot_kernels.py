@@ -52,18 +52,28 @@ their integer values); ``path="portable"`` decodes them arithmetically.  See
 
 The decoding of narrow codes is docs/semantics.md sections 1-2's: normal codes
 ``(1.m) * 2^(e - bias)``, subnormal ``0.m * 2^(1 - bias)``, e4m3fn's NaN codes, e5m2's Inf
-and NaN; e8m0 scale code c is 2^(c - 127) (c = 255 NaN).  The kernel assumes the caller's
-range condition (:func:`mxlower.lowering.mx_math.lower_scaled_dot`'s run-time test: no value,
-product or partial sum below 2^-126 or overflowing): outside it, the caller uses the exact
-f64 contraction instead.
+and NaN; e8m0 scale code c is 2^(c - 127) (c = 255 NaN).
+
+**The range test.**  The f32 paths above meet docs/semantics.md section 6 where no value,
+product or partial sum can fall below 2^-126 or overflow (and, for the one-row path's sums of
+unscaled values, where A's values leave :attr:`DotSpec.headroom` bits of room).  Each kernel
+comes with its range test, ``@<kernel>_range`` (same signature, :func:`declarations`), which a
+caller runs once before the units: one pass over the scale codes and the plain sides'
+exponent fields (:meth:`_DotKernel.range_function`: the test
+:func:`mxlower.lowering.mx_math.lower_scaled_dot` makes around XLA's dot), storing the mode
+into ``dims[4]``.  Where it fails, every unit runs the exact f64 contraction instead
+(:meth:`_DotKernel.f64_unit`: values decoded exactly into f64, subnormal inputs from their
+bits, products and sums in f64, rounded once to f32 with subnormal results kept) -- slow,
+and only for data at the ends of the range, Inf or NaN.
 
 Signature (all buffers one-dimensional ``memref<?xT>``)::
 
     @name(%a: memref<?xTA> [, %as: memref<?xi8>], %b: memref<?xTB> [, %bs: memref<?xi8>],
           %out: memref<?xf32>, %dims: memref<?xi64>, %u0: index, %u1: index)
 
-``dims`` = [B, M, N, K]; a side's scales only where it is MX; ``TA`` / ``TB`` is ``i8`` for
-codes (f4: two per byte), else f32 / bf16 / f16.
+``dims`` = [B, M, N, K, mode] (mode: 0 the f32 paths, else the f64 contraction; the range
+test writes it); a side's scales only where it is MX; ``TA`` / ``TB`` is ``i8`` for codes (f4:
+two per byte), else f32 / bf16 / f16.
 
 Example::
 
@@ -86,8 +96,9 @@ from mxlower import types
 from mxlower.bindings import collect_ops, upstream
 from mxlower.formats import FORMATS, WIDE_TYPES, MXFormat
 
-__all__ = ["ATTR", "EXACT_ACC", "NP", "NR_STREAM", "PATHS", "STREAM_M", "DotKernelError",
-           "DotSpec", "build", "cpu_flags", "declaration", "expand_declarations", "host_paths",
+__all__ = ["ATTR", "EXACT_ACC", "NP", "NR_STREAM", "PARTS", "PATHS", "STREAM_M",
+           "DotKernelError", "DotSpec", "build", "cpu_flags", "declaration", "declarations",
+           "expand_declarations", "host_paths",
            "integer_shift", "unscaled_bits"]
 
 #: SIMD paths a kernel can be built for (``portable`` runs everywhere)
@@ -229,6 +240,15 @@ class DotSpec:
         A's before applying the block's factor (B MX, the sums not exact ones): then A's
         values need :func:`unscaled_bits` of room below f32's range."""
         return self.fmt("rhs") is not None and not self.exact
+
+    @property
+    def headroom(self) -> int:
+        """Bits by which the kernel's sums can exceed A's largest magnitude: the one-row
+        streaming path sums each block of B's unscaled values times A's before applying the
+        block's factor (:attr:`blockwise`, :func:`unscaled_bits`), so the range test
+        (:meth:`_DotKernel.range_function`) wants A's values that far below f32's range;
+        other paths form no such sums (0)."""
+        return unscaled_bits(self.fmt("rhs"), self.k("rhs")) if self.blockwise else 0
 
     @property
     def exact(self) -> bool:
@@ -523,9 +543,11 @@ class _DotKernel:
              "{")
         t.indent = 4
         c0, c1 = t.c(0), t.c(1)
-        dims = [t.op(f"{{r}} = memref.load %dims[{t.c(i)}] : memref<?xi64>") for i in range(4)]
-        Bt, M, N, K = (t.op(f"{{r}} = arith.index_cast {d} : i64 to index") for d in dims)
+        dims = [t.op(f"{{r}} = memref.load %dims[{t.c(i)}] : memref<?xi64>") for i in range(5)]
+        Bt, M, N, K = (t.op(f"{{r}} = arith.index_cast {d} : i64 to index") for d in dims[:4])
         self.M, self.N, self.K = M, N, K
+        # dims[4]: 0 the f32 paths, else the exact f64 contraction (see range_function)
+        in_f64 = t.op(f"{{r}} = arith.cmpi ne, {dims[4]}, {t.c(0, 'i64')} : i64")
         cnp = t.c(NP)
         npan = t.op(f"{{r}} = arith.ceildivui {N}, {cnp} : index")
         a_mx = s.fmt("lhs") is not None
@@ -603,7 +625,7 @@ class _DotKernel:
 
                 t.for_(c0, M, t.c(MR), [], tile)
 
-            t.if_(small, stream, gemm)
+            t.if_(in_f64, self.f64_unit, lambda: t.if_(small, stream, gemm))
             return []
 
         t.for_("%u0", "%u1", c1, [], unit)
@@ -617,6 +639,248 @@ class _DotKernel:
         t.indent = 2
         t.do("}")
         return "\n".join(t.lines)
+
+    # -- the exact f64 contraction (outside the f32 paths' range) ----------------------------
+    def f64_unit(self) -> None:
+        """The unit's results as docs/semantics.md section 6's exact contraction: every
+        value decoded exactly into f64 (subnormal inputs too, whatever the CPU's flush
+        modes), products exact in f64, summed in f64 (C lanes), rounded once to f32
+        (:meth:`round_f32`: subnormal results kept).  One row of A against one column of B
+        at a time: the rare path (:meth:`range_function`), not a fast one."""
+        t, C, K, N = self.t, self.C, self.K, self.N
+        b, n0, ncols, arow0, brow0 = self.unit
+        c0, c1 = t.c(0), t.c(1)
+        vd = _vt(C, "f64")
+
+        def row(m: str, _: list[str]) -> list[str]:
+            ar = t.op(f"{{r}} = arith.addi {arow0}, {m} : index")
+            ob = t.op(f"{{r}} = arith.muli {ar}, {N} : index")
+            ob = t.op(f"{{r}} = arith.addi {ob}, {n0} : index")
+
+            def col(j: str, _: list[str]) -> list[str]:
+                br = t.op(f"{{r}} = arith.addi {brow0}, {j} : index")
+
+                def step(kk: str, acc: list[str]) -> list[str]:
+                    a = self.f64_chunk("lhs", ar, kk)
+                    bv = self.f64_chunk("rhs", br, kk)
+                    p = t.op(f"{{r}} = arith.mulf {a}, {bv} : {vd}")
+                    return [t.op(f"{{r}} = arith.addf {acc[0]}, {p} : {vd}")]
+
+                (acc,) = t.for_(c0, K, t.c(C), [(t.c(0.0, vd), vd)], step)
+                red = t.op(f"{{r}} = vector.reduction <add>, {acc} : {vd} into f64")
+                o = t.op(f"{{r}} = arith.addi {ob}, {j} : index")
+                t.do(f"memref.store {self.round_f32(red)}, %out[{o}] : memref<?xf32>")
+                return []
+
+            t.for_(c0, ncols, c1, [], col)
+            return []
+
+        t.for_(c0, self.M, c1, [], row)
+
+    def f64_chunk(self, side: str, row: str, kk: str) -> str:
+        """vector<C x f64>: the exact values of C elements of a side's row ``row`` at
+        column ``kk``."""
+        t, C, K = self.t, self.C, self.K
+        mem, smem = self.side_mems(side)
+        vd = _vt(C, "f64")
+        v = self.chunk(side, mem, smem, row, kk, K, scaled=False)
+        f = self.s.fmt(side)
+        if f is None:
+            return self.f64_of_f32(v, C)
+        v = t.op(f"{{r}} = arith.extf {v} : {_vt(C, 'f32')} to {vd}")  # normal or 0, Inf, NaN
+        at = t.op(f"{{r}} = arith.muli {row}, {K} : index")
+        at = t.op(f"{{r}} = arith.addi {at}, {kk} : index")
+        blk = t.op(f"{{r}} = arith.divui {at}, {t.c(self.s.k(side))} : index")
+        fv = t.op(f"{{r}} = vector.broadcast {self.f64_factor(side, smem, blk)} : f64 to {vd}")
+        return t.op(f"{{r}} = arith.mulf {v}, {fv} : {vd}")
+
+    def f64_of_f32(self, v: str, n: int) -> str:
+        """vector<n x f64>: the f32 values ``v`` exactly, a subnormal one from its bits (a CPU
+        treating subnormal inputs as zero would convert it to 0)."""
+        t = self.t
+        vi, vd = _vt(n, "i32"), _vt(n, "f64")
+        bits = t.op(f"{{r}} = arith.bitcast {v} : {_vt(n, 'f32')} to {vi}")
+        ex = t.op(f"{{r}} = arith.andi {bits}, {t.c(0x7F800000, vi)} : {vi}")
+        sub = t.op(f"{{r}} = arith.cmpi eq, {ex}, {t.c(0, vi)} : {vi}")
+        m = t.op(f"{{r}} = arith.andi {bits}, {t.c(0x7FFFFF, vi)} : {vi}")
+        neg = t.op(f"{{r}} = arith.cmpi slt, {bits}, {t.c(0, vi)} : {vi}")
+        nm = t.op(f"{{r}} = arith.subi {t.c(0, vi)}, {m} : {vi}")
+        sm = t.op(f"{{r}} = arith.select {neg}, {nm}, {m} : {_vt(n, 'i1')}, {vi}")
+        sf = t.op(f"{{r}} = arith.sitofp {sm} : {vi} to {vd}")
+        sv = t.op(f"{{r}} = arith.mulf {sf}, {t.c(2.0 ** -149, vd)} : {vd}")
+        nv = t.op(f"{{r}} = arith.extf {v} : {_vt(n, 'f32')} to {vd}")
+        return t.op(f"{{r}} = arith.select {sub}, {sv}, {nv} : {_vt(n, 'i1')}, {vd}")
+
+    def f64_factor(self, side: str, smem: str, block: str) -> str:
+        """f64: the block's scale times 2^-integer_shift, exactly (e8m0 from its code's bits:
+        code 0 is 2^-127, 255 NaN; nvfp4's E4M3 scale through :meth:`factor`, whose f32 values
+        are normal there)."""
+        t = self.t
+        f = self.s.fmt(side)
+        if f.is_nvfp4:
+            return t.op(f"{{r}} = arith.extf {self.factor(side, smem, block)} : f32 to f64")
+        code = t.op(f"{{r}} = memref.load {smem}[{block}] : memref<?xi8>")
+        c = t.op(f"{{r}} = arith.extui {code} : i8 to i64")
+        eb = t.op(f"{{r}} = arith.addi {c}, {t.c(1023 - 127 - (integer_shift(f) or 0), 'i64')}"
+                  " : i64")
+        bits = t.op(f"{{r}} = arith.shli {eb}, {t.c(52, 'i64')} : i64")
+        nan = t.op(f"{{r}} = arith.cmpi eq, {c}, {t.c(255, 'i64')} : i64")
+        bits = t.op(f"{{r}} = arith.select {nan}, {t.c(0x7FF8000000000000, 'i64')}, {bits} : i64")
+        return t.op(f"{{r}} = arith.bitcast {bits} : i64 to f64")
+
+    def round_f32(self, r: str) -> str:
+        """f32: the f64 ``r`` rounded to nearest even, a subnormal result computed on the bits
+        (a CPU flushing subnormal results would give 0)."""
+        t = self.t
+        a = t.op(f"{{r}} = math.absf {r} : f64")
+        tiny = t.op(f"{{r}} = arith.cmpf olt, {a}, {t.c(2.0 ** -126, 'f64')} : f64")
+        q = t.op(f"{{r}} = arith.mulf {a}, {t.c(2.0 ** 149, 'f64')} : f64")  # exact, < 2^23
+        big = t.c(2.0 ** 52, "f64")
+        q = t.op(f"{{r}} = arith.addf {q}, {big} : f64")  # rounds to an integer, ties to even
+        q = t.op(f"{{r}} = arith.subf {q}, {big} : f64")
+        m = t.op(f"{{r}} = arith.fptoui {q} : f64 to i32")
+        rb = t.op(f"{{r}} = arith.bitcast {r} : f64 to i64")
+        sg = t.op(f"{{r}} = arith.shrui {rb}, {t.c(32, 'i64')} : i64")
+        sg = t.op(f"{{r}} = arith.trunci {sg} : i64 to i32")
+        sg = t.op(f"{{r}} = arith.andi {sg}, {t.c(-(1 << 31), 'i32')} : i32")
+        sb = t.op(f"{{r}} = arith.ori {sg}, {m} : i32")
+        sub = t.op(f"{{r}} = arith.bitcast {sb} : i32 to f32")
+        nrm = t.op(f"{{r}} = arith.truncf {r} : f64 to f32")
+        return t.op(f"{{r}} = arith.select {tiny}, {sub}, {nrm} : f32")
+
+    # -- the range test -------------------------------------------------------------------
+    def range_function(self, name: str) -> str:
+        """``@name``, with the kernel's signature: stores into ``dims[4]`` 0 where the f32
+        paths meet docs/semantics.md section 6 for these operands, else 1 (the kernel then
+        runs :meth:`f64_unit`).  With q, t of each side (every non-zero value a multiple of
+        2^q, none above 2^t in magnitude: :meth:`exponent_range`, over every value or scale
+        code): no value, product or partial sum below 2^-126 (q_a, q_b, q_a + q_b >= -126),
+        none overflowing (t_a + t_b + ceil(log2 K) <= 127), and A's values leaving the
+        one-row path's room for sums of unscaled values (t_a + :attr:`DotSpec.headroom`
+        <= 127) -- mxlower.lowering.mx_math's run-time test for XLA's dot, computed by the
+        kernel on the operands as stored."""
+        t, s = self.t, self.s
+        t.do(f"func.func @{name}({', '.join(f'{n}: {ty}' for n, ty in self.args())}) {{")
+        t.indent = 4
+        dims = [t.op(f"{{r}} = memref.load %dims[{t.c(i)}] : memref<?xi64>") for i in range(4)]
+        Bt, M, N, K = (t.op(f"{{r}} = arith.index_cast {d} : i64 to index") for d in dims)
+        self.K = K
+        bm = t.op(f"{{r}} = arith.muli {Bt}, {M} : index")
+        bn = t.op(f"{{r}} = arith.muli {Bt}, {N} : index")
+        qa, ta = self.exponent_range("lhs", bm)
+        qb, tb = self.exponent_range("rhs", bn)
+        # ceil(log2 K) = the exponent of K - 1 as an f64, plus one (0 for K <= 1)
+        k1 = t.op(f"{{r}} = arith.subi {dims[3]}, {t.c(1, 'i64')} : i64")
+        k1 = t.op(f"{{r}} = arith.maxsi {k1}, {t.c(0, 'i64')} : i64")
+        kf = t.op(f"{{r}} = arith.uitofp {k1} : i64 to f64")
+        kb = t.op(f"{{r}} = arith.bitcast {kf} : f64 to i64")
+        ke = t.op(f"{{r}} = arith.shrui {kb}, {t.c(52, 'i64')} : i64")
+        lk = t.op(f"{{r}} = arith.subi {ke}, {t.c(1022, 'i64')} : i64")
+        lk = t.op(f"{{r}} = arith.maxsi {lk}, {t.c(0, 'i64')} : i64")
+        lk = t.op(f"{{r}} = arith.trunci {lk} : i64 to i32")
+
+        def ge(x: str, v: int) -> str:
+            return t.op(f"{{r}} = arith.cmpi sge, {x}, {t.c(v, 'i32')} : i32")
+
+        def le(x: str, y: str) -> str:
+            return t.op(f"{{r}} = arith.cmpi sle, {x}, {y} : i32")
+
+        def add(x: str, y: str) -> str:
+            return t.op(f"{{r}} = arith.addi {x}, {y} : i32")
+
+        def both(x: str, y: str) -> str:
+            return t.op(f"{{r}} = arith.andi {x}, {y} : i1")
+
+        c127 = t.c(127, "i32")
+        ok = both(ge(qa, -126), ge(qb, -126))
+        ok = both(ok, ge(add(qa, qb), -126))
+        ok = both(ok, le(add(add(ta, tb), lk), c127))
+        if s.headroom:
+            ok = both(ok, le(add(ta, t.c(s.headroom, "i32")), c127))
+        mode = t.op(f"{{r}} = arith.select {ok}, {t.c(0, 'i64')}, {t.c(1, 'i64')} : i64")
+        t.do(f"memref.store {mode}, %dims[{t.c(4)}] : memref<?xi64>")
+        t.do("return")
+        t.indent = 2
+        t.do("}")
+        return "\n".join(t.lines)
+
+    def exponent_range(self, side: str, rows: str) -> tuple[str, str]:
+        """(q, t), i32: every value of the side's ``rows`` x K (rows counting the batch)
+        is a multiple of 2^q and at most 2^t in magnitude -- MX: from the smallest and
+        largest scale codes (a NaN code 255 gives a t beyond any use; nvfp4: constants, its
+        values being multiples of 2^-10 below 2^12 whatever the scales); plain: from the
+        smallest and largest exponent fields of the non-zero values (Inf and NaN give t =
+        129, an f32 subnormal a q below -149).  One pass, W or 32 lanes at a time."""
+        t, K = self.t, self.K
+        f = self.s.fmt(side)
+        mem, smem = self.side_mems(side)
+        if f is not None and f.is_nvfp4:
+            return t.c(-10, "i32"), t.c(12, "i32")
+        count = t.op(f"{{r}} = arith.muli {rows}, {K} : index")
+        if f is not None:
+            count = t.op(f"{{r}} = arith.divui {count}, {t.c(self.s.k(side))} : index")
+            n, et, buf = 32, "i8", smem
+        else:
+            n, et, buf = LANES, getattr(self.s, side), mem
+        rem = t.op(f"{{r}} = arith.remui {count}, {t.c(n)} : index")
+        nvec = t.op(f"{{r}} = arith.subi {count}, {rem} : index")
+
+        def fields(width: int, at: str) -> tuple[str, str]:
+            """(for the min, for the max) of ``width`` values (0: one scalar) at ``at``."""
+            it = _vt(width, "i32") if width else "i32"
+            if f is not None:
+                if width:
+                    v = t.op(f"{{r}} = vector.load {buf}[{at}] : memref<?xi8>, "
+                             f"{_vt(width, 'i8')}")
+                else:
+                    v = t.op(f"{{r}} = memref.load {buf}[{at}] : memref<?xi8>")
+                return v, v
+            vt = _vt(width, et) if width else et
+            if width:
+                v = t.op(f"{{r}} = vector.load {buf}[{at}] : memref<?x{et}>, {vt}")
+            else:
+                v = t.op(f"{{r}} = memref.load {buf}[{at}] : memref<?x{et}>")
+            ft = _vt(width, "f32") if width else "f32"
+            if et != "f32":  # exact (bf16: a shift; f16: F16C, which ignores flush modes)
+                v = t.op(f"{{r}} = arith.extf {v} : {vt} to {ft}")
+            bits = t.op(f"{{r}} = arith.bitcast {v} : {ft} to {it}")
+            mag = t.op(f"{{r}} = arith.andi {bits}, {t.c(0x7FFFFFFF, it)} : {it}")
+            fld = t.op(f"{{r}} = arith.shrui {mag}, {t.c(23, it)} : {it}")
+            nz = t.op(f"{{r}} = arith.cmpi ne, {mag}, {t.c(0, it)} : {it}")
+            i1 = _vt(width, "i1") if width else "i1"
+            lo = t.op(f"{{r}} = arith.select {nz}, {fld}, {t.c(255, it)} : "
+                      f"{i1 + ', ' if width else ''}{it}")
+            return lo, fld
+
+        lt = "i8" if f is not None else "i32"
+        vt = _vt(n, lt)
+        init_lo, init_hi = t.c(255 if f is None else -1, vt), t.c(0, vt)
+
+        def vec_step(i: str, acc: list[str]) -> list[str]:
+            lo, hi = fields(n, i)
+            return [t.op(f"{{r}} = arith.minui {acc[0]}, {lo} : {vt}"),
+                    t.op(f"{{r}} = arith.maxui {acc[1]}, {hi} : {vt}")]
+
+        vlo, vhi = t.for_(t.c(0), nvec, t.c(n), [(init_lo, vt), (init_hi, vt)], vec_step)
+        slo = t.op(f"{{r}} = vector.reduction <minui>, {vlo} : {vt} into {lt}")
+        shi = t.op(f"{{r}} = vector.reduction <maxui>, {vhi} : {vt} into {lt}")
+
+        def tail_step(i: str, acc: list[str]) -> list[str]:
+            lo, hi = fields(0, i)
+            return [t.op(f"{{r}} = arith.minui {acc[0]}, {lo} : {lt}"),
+                    t.op(f"{{r}} = arith.maxui {acc[1]}, {hi} : {lt}")]
+
+        lo, hi = t.for_(nvec, count, t.c(1), [(slo, lt), (shi, lt)], tail_step)
+        if f is not None:
+            lo = t.op(f"{{r}} = arith.extui {lo} : i8 to i32")
+            hi = t.op(f"{{r}} = arith.extui {hi} : i8 to i32")
+            ft = f.element_type
+            smallest = -6 if f.is_int else 1 - ft.bias - ft.man_bits
+            return (t.op(f"{{r}} = arith.addi {lo}, {t.c(smallest - 127, 'i32')} : i32"),
+                    t.op(f"{{r}} = arith.addi {hi}, {t.c(f.emax_elem + 1 - 127, 'i32')} : i32"))
+        mant = {"f32": 23, "bf16": 7, "f16": 10}[et]
+        return (t.op(f"{{r}} = arith.subi {lo}, {t.c(127 + mant, 'i32')} : i32"),
+                t.op(f"{{r}} = arith.subi {hi}, {t.c(126, 'i32')} : i32"))
 
     def side_mems(self, side: str) -> tuple[str, str | None]:
         nm = "a" if side == "lhs" else "b"
@@ -911,10 +1175,11 @@ class _DotKernel:
 
 def build(spec: DotSpec) -> str:
     """The kernel module of ``spec`` as MLIR text, parsed and verified by upstream MLIR: its
-    declaration (:func:`declaration`) expanded by :func:`expand_declarations`."""
+    declarations (:func:`declarations`: the kernel and its range test) expanded by
+    :func:`expand_declarations`."""
     ir = upstream.module("ir")
     with upstream.context():
-        module = ir.Module.parse("module {\n" + declaration(spec) + "\n}")
+        module = ir.Module.parse("module {\n" + declarations(spec) + "\n}")
         expand_declarations(module.operation)
         module.operation.verify()
         return str(module)
@@ -924,14 +1189,17 @@ def build(spec: DotSpec) -> str:
 
 #: the attribute marking a kernel declaration: a dictionary of :class:`DotSpec`'s fields
 ATTR = "mxlower.dot_kernel"
-_FIELDS = ("lhs", "rhs", "lhs_block_size", "rhs_block_size", "path")
+_FIELDS = ("lhs", "rhs", "lhs_block_size", "rhs_block_size", "path", "part")
+#: what a declaration's ``part`` field names: the kernel, or its range test
+#: (:meth:`_DotKernel.range_function`), ``@<kernel>_range`` by :func:`declarations`
+PARTS = ("dot", "range")
 
 
 class DotKernelError(ValueError):
     """A kernel declaration that cannot be expanded (the message says why)."""
 
 
-def declaration(spec: DotSpec, name: str | None = None) -> str:
+def declaration(spec: DotSpec, name: str | None = None, part: str = "dot") -> str:
     """The private ``func.func`` declaring ``spec``'s kernel (named ``name``, default
     ``spec.name``), its fields in the :data:`ATTR` dictionary: what
     :func:`expand_declarations` (the ``mxlower-lower-dot-kernels`` pass) gives a body::
@@ -940,19 +1208,33 @@ def declaration(spec: DotSpec, name: str | None = None) -> str:
                              memref<?xi64>, index, index)
             attributes {mxlower.dot_kernel = {lhs = "f32", rhs = "mxfp4_e2m1",
                                               rhs_block_size = 32 : i64, path = "avx2"}}
-    """
+
+    ``part = "range"`` declares the kernel's range test instead (the field ``part =
+    "range"``; same signature), which a caller runs once before the kernel's units."""
+    if part not in PARTS:
+        raise ValueError(f"dot kernel: unknown part {part!r} (known: {', '.join(PARTS)})")
     fields = [f'lhs = "{spec.lhs}"', f'rhs = "{spec.rhs}"']
     for side in ("lhs", "rhs"):
         if spec.fmt(side) is not None:
             fields.append(f"{side}_block_size = {spec.k(side)} : i64")
     fields.append(f'path = "{spec.path}"')
+    if part != "dot":
+        fields.append(f'part = "{part}"')
     arg_types = ", ".join(t for _, t in _DotKernel(spec).args())
     return (f"func.func private @{name or spec.name}({arg_types}) attributes "
             f"{{{ATTR} = {{{', '.join(fields)}}}}}")
 
 
-def _spec_of(f: Any, path: str | None) -> DotSpec:
-    """The :class:`DotSpec` a declaration's :data:`ATTR` names (``path`` overrides its)."""
+def declarations(spec: DotSpec, name: str | None = None) -> str:
+    """:func:`declaration` of ``spec``'s kernel ``@name`` and of its range test
+    ``@name_range``: what a caller of the kernel needs (:mod:`mxlower.execution.ffi_dot`)."""
+    name = name or spec.name
+    return declaration(spec, name) + "\n" + declaration(spec, f"{name}_range", "range")
+
+
+def _spec_of(f: Any, path: str | None) -> tuple[DotSpec, str]:
+    """The :class:`DotSpec` and part a declaration's :data:`ATTR` names (``path`` overrides
+    its)."""
     ir = upstream.module("ir")
     attr = f.attributes[ATTR]
     if not isinstance(attr, ir.DictAttr):
@@ -973,8 +1255,12 @@ def _spec_of(f: Any, path: str | None) -> DotSpec:
             raise DotKernelError(f"'{ATTR}' lacks the field '{key}'")
     if path:
         values["path"] = path
+    part = values.pop("part", "dot")
+    if part not in PARTS:
+        raise DotKernelError(f"'{ATTR}' field 'part' must be one of {', '.join(PARTS)}, "
+                             f"got '{part}'")
     try:
-        return DotSpec(**values)
+        return DotSpec(**values), part
     except ValueError as err:
         raise DotKernelError(str(err)) from None
 
@@ -994,7 +1280,7 @@ def expand_declarations(root: Any, path: str | None = None) -> int:
     for f in decls:
         name = ir.StringAttr(f.attributes["sym_name"]).value
         try:
-            spec = _spec_of(f, path)
+            spec, part = _spec_of(f, path)
             if len(f.regions[0].blocks):
                 raise DotKernelError("a kernel declaration must not have a body")
             kernel = _DotKernel(spec)
@@ -1009,7 +1295,8 @@ def expand_declarations(root: Any, path: str | None = None) -> int:
             failures.append(diag.error(f, f"'func.func' op @{name}: {err}"))
             continue
         with f.location:
-            body = ir.Module.parse("module {\n" + kernel.function() + "\n}")
+            text = kernel.function() if part == "dot" else kernel.range_function(name)
+            body = ir.Module.parse("module {\n" + text + "\n}")
         new = body.body.operations[0]
         new.operation.move_before(f)
         new.operation.attributes["sym_name"] = ir.StringAttr.get(name)

@@ -613,7 +613,7 @@ def _exponent_range(b: Any, o: Any) -> tuple[Any, Any]:
     return b.add(lo, smallest - 127), b.add(hi, fmt.emax_elem + 1 - 127)
 
 
-def _f32_dot_is_exact(b: Any, s: Any, headroom: tuple[int, int] = (0, 0)) -> Any:
+def _f32_dot_is_exact(b: Any, s: Any) -> Any:
     """``tensor<i1>``: whether an f32 ``dot_general`` of the compute-typed operands of the
     scaled dot ``s`` meets docs/semantics.md section 6 even on a machine that flushes
     subnormals (XLA:CPU): no operand, product or partial sum can be below 2^-126 unless it is
@@ -621,11 +621,8 @@ def _f32_dot_is_exact(b: Any, s: Any, headroom: tuple[int, int] = (0, 0)) -> Any
     non-zero operand is at least 2^q_side >= 2^-126; every product and every (rounded) partial
     sum is a multiple of 2^(q_lhs + q_rhs) >= 2^-126 (rounding to 24 bits only drops bits below
     its own ulp, which is larger than that quantum whenever it drops any); and every sum is at
-    most K * 2^(t_lhs + t_rhs) <= 2^127 for K contracted values.
-
-    ``headroom`` (lhs, rhs): bits by which a contraction other than XLA's (the fused dot
-    kernel's block sums of unscaled values) can exceed a side's largest magnitude; that
-    side's t plus its headroom must then stay at most 127 too."""
+    most K * 2^(t_lhs + t_rhs) <= 2^127 for K contracted values.  (The fused dot kernel
+    makes the same test itself: :meth:`mxlower.lowering.dot_kernels._DotKernel.range_function`.)"""
     ql, tl = _exponent_range(b, s.lhs)
     qr, tr = _exponent_range(b, s.rhs)
     shape = b.shape(s.lhs.value)
@@ -634,16 +631,12 @@ def _f32_dot_is_exact(b: Any, s: Any, headroom: tuple[int, int] = (0, 0)) -> Any
     log2k = max(k - 1, 0).bit_length()
     ok = b.and_(b.ge(ql, -126), b.ge(qr, -126))
     ok = b.and_(ok, b.ge(b.add(ql, qr), -126))
-    for t, h in zip((tl, tr), headroom):
-        if h:
-            ok = b.and_(ok, b.le(t, 127 - h))
     return b.and_(ok, b.le(b.add(tl, tr), 127 - log2k))
 
 
 def lower_scaled_dot(b: Any, s: Any, compute_type: str,
                      prepared: tuple[Any, Any] = (None, None),
-                     f32_dot: Any | None = None,
-                     headroom: tuple[int, int] = (0, 0)) -> Any:
+                     contraction: Any | None = None) -> Any:
     """The result of the parsed ``mx.scaled_dot`` ``s`` (docs/semantics.md section 6): both
     sides dequantized (or converted) to ``compute_type``, contracted, times the global scale,
     converted to the result type.  ``prepared``: for each side (lhs, rhs), None or a function
@@ -664,11 +657,12 @@ def lower_scaled_dot(b: Any, s: Any, compute_type: str,
     and the f64 sum's rounding error (at most K * 2^-53 of sum |a_k b_k|) is far inside
     section 6's bound.
 
-    ``f32_dot``: None, or a function of a :class:`Builder` emitting at its insertion point
-    the f32 contraction (without the global scale, shaped as the result) by other code --
-    mxlower's fused dot kernel (:mod:`mxlower.jax.kernels`) -- used instead of the f32
-    ``dot_general`` in the branch where the run-time test holds; ``headroom``: what that
-    contraction needs beyond it (:func:`_f32_dot_is_exact`)."""
+    ``contraction``: None, or a function of a :class:`Builder` emitting at its insertion
+    point the whole contraction (f32, without the global scale, shaped as the result) by
+    other code that meets section 6 on any operands -- mxlower's fused dot kernel
+    (:mod:`mxlower.lowering.dot_call`), which makes the run-time test and the exact f64
+    contraction itself -- used instead of the test, the ``stablehlo.if`` and both
+    contractions."""
     def f32_operand(sub: Any, o: Any, ready: Any | None) -> Any:
         if ready is not None:
             return ready(sub)
@@ -695,10 +689,11 @@ def lower_scaled_dot(b: Any, s: Any, compute_type: str,
         return sub.dot_general(lhs, rhs, s.lhs_contracting, s.rhs_contracting, s.lhs_batch,
                                s.rhs_batch, elt)
 
+    if contraction is not None:
+        return scaled_dot_epilogue(b, contraction(b), s.global_scale, s.result_type)
     f32_type = ir.RankedTensorType.get(list(s.result_shape), ir.F32Type.get())
-    (acc,) = b.if_(_f32_dot_is_exact(b, s, headroom), [f32_type],
-                   lambda sub: [f32_dot(sub) if f32_dot is not None
-                                else contract(sub, f32_operand, "f32")],
+    (acc,) = b.if_(_f32_dot_is_exact(b, s), [f32_type],
+                   lambda sub: [contract(sub, f32_operand, "f32")],
                    lambda sub: [round_to_f32(sub, contract(sub, f64_operand, "f64"))])
     return scaled_dot_epilogue(b, acc, s.global_scale, s.result_type)
 

@@ -2,8 +2,8 @@
 
 Runs on jaxlib's MLIR (``stack = "jaxlib"``), before ``mxlower-decompose-mx``.  See
 :class:`ScaledDotToKernel`; the recipes are :mod:`mxlower.lowering.dot_call` (where the kernel
-applies, and the call) and :func:`mxlower.lowering.mx_math.lower_scaled_dot` (the run-time
-range test and the exact f64 contraction around it).
+applies, and the call) and :func:`mxlower.lowering.mx_math.lower_scaled_dot` (the global
+scale and the result type after it).
 """
 
 from __future__ import annotations
@@ -31,16 +31,17 @@ class ScaledDotToKernel(ModulePass):
     :func:`mxlower.lowering.dot_call.plan`: one contracting dimension, each MX side
     contracted over its blocked axis, plain sides f32 / bf16 / f16, no f6 elements, which
     XLA:CPU cannot hold; and, unless ``gemm``, at most 16 free rows on one side: the GEMV
-    of inference) becomes docs/semantics.md section 6 in plain StableHLO whose f32
+    of inference) becomes docs/semantics.md section 6 in plain StableHLO whose
     contraction is a typed-FFI ``stablehlo.custom_call`` of the kernel's target
     (``mxlower_dot_<lhs>_<rhs>_<path>``): each side is brought to ``[B, rows, K]`` (a
     transpose only where the dimension numbers need one), the codes and scale codes are
     passed as they are stored -- the kernel decodes them in registers and never writes a
     dequantized operand -- and the ``[B, M, N]`` result is reshaped to the dot's.  The
-    run-time range test of ``mxlower-decompose-mx``'s lowering stays around it: where scales
-    near the ends of the range could make an f32 contraction flush or overflow, the exact
-    f64 contraction runs instead.  nvfp4's global scale and the result type are applied
-    after the call.
+    kernel makes the run-time range test of ``mxlower-decompose-mx``'s lowering itself,
+    on the operands as stored: where scales near the ends of the range (or huge, subnormal
+    or non-finite plain values) could make an f32 contraction flush or overflow, it runs the
+    exact f64 contraction instead, so no ``stablehlo.if`` or reduction is emitted around the
+    call.  nvfp4's global scale and the result type are applied after the call.
 
     Every other op, and every scaled dot the kernel does not take, is left for
     ``mxlower-decompose-mx``.  The targets are mxlower's own: ``mxlower-run --backend=xla``
@@ -57,16 +58,11 @@ class ScaledDotToKernel(ModulePass):
 
     After (abridged)::
 
-        %ok = ... (reductions over the scales' codes and x's exponents)
-        %y = "stablehlo.if"(%ok) ({
-          %x3 = stablehlo.reshape %x : (tensor<1x4096xf32>) -> tensor<1x1x4096xf32>
-          ...
-          %c = stablehlo.custom_call @mxlower_dot_f32_mxfp4_e2m1k32_avx2(%x3, %w3, %ws3)
-                 {api_version = 4 : i32, backend_config = {}} ... -> tensor<1x1x4096xf32>
-          ...
-        }, {
-          ... the exact f64 contraction ...
-        })
+        %x3 = stablehlo.reshape %x : (tensor<1x4096xf32>) -> tensor<1x1x4096xf32>
+        ...
+        %c = stablehlo.custom_call @mxlower_dot_f32_mxfp4_e2m1k32_avx2(%x3, %w3, %ws3)
+               {api_version = 4 : i32, backend_config = {}} ... -> tensor<1x1x4096xf32>
+        %y = stablehlo.reshape %c : (tensor<1x1x4096xf32>) -> tensor<1x4096xf32>
 
     Example::
 
@@ -102,9 +98,8 @@ class ScaledDotToKernel(ModulePass):
             spec, swap = p
             with o.location:
                 b = Builder(o.location, ir.InsertionPoint(o))
-                new = lower_scaled_dot(b, s, "f32",
-                                       f32_dot=lambda sub: dot_call.emit_call(sub, s, spec, swap),
-                                       headroom=dot_call.headroom(spec, swap))
+                new = lower_scaled_dot(
+                    b, s, "f32", contraction=lambda sub: dot_call.emit_call(sub, s, spec, swap))
                 o.results[0].replace_all_uses_with(new)
                 o.erase()
         if failures:

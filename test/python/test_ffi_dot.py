@@ -4,8 +4,9 @@ f32/bf16/f16 sides on either side, M / N / K that are no multiple of any tile (K
 three blocks), batch dimensions, both ways of a unit (streaming for M <= 16, the blocked GEMM
 above), NaN / Inf codes, every SIMD path this CPU runs (``MXLOWER_DOT_PATH``), the exact
 block sums of the integer-unit formats, handler errors, and the JAX entry's dispatch
-(transposed dimension numbers, jit, vmap, grad) -- the range ends are test_ffi_scaled_dot's
-(they take the f64 contraction, not this kernel)."""
+(transposed dimension numbers, jit, vmap, grad), and the kernel's own range test with its
+exact f64 contraction (scales at both ends of the range, subnormal and huge plain values,
+subnormal results rounded once)."""
 
 from __future__ import annotations
 
@@ -298,3 +299,86 @@ def test_split_across_xla_threads():
         assert (int(np.prod(batch)) * -(-N // dot_kernels.NP) * dot_kernels.NP * M * kb * 32
                 >= ffi_dot.PARALLEL_WORK)
         _run("bf16", "mxfp4_e2m1", shape, rng, PATHS[0])
+
+
+def _with_scales(rng, fmt, shape, codes):
+    """(elements, scales, f32 values) of random data in ``fmt`` whose scale codes are drawn
+    from ``codes`` (e8m0) -- values far outside f32's normal range included (exact in f32:
+    subnormal, at worst a multiple of 2^-136)."""
+    q = mxj.quantize(rng.standard_normal(shape).astype(F32), fmt, impl="xla")
+    e = np.asarray(q.elements)
+    s = rng.choice(np.asarray(list(codes), np.uint8), np.asarray(q.scales).shape)
+    sd = s.view(np.asarray(q.scales).dtype)
+    t = FLOAT_TYPES.get(FORMATS[fmt].element)
+    codes_ = R.from_bits(e, FORMATS[fmt].element) if t is not None and t.bits == 6 else e
+    return e, sd, R.dequantize(codes_, sd, fmt)
+
+
+@pytest.mark.parametrize("fmt", [f for f in MX if f != "nvfp4"])
+@pytest.mark.parametrize("end", ["low", "high"])
+def test_range_ends_take_the_kernels_f64_contraction(fmt, end):
+    """Scale codes near 0 (values, products and sums below 2^-126) or high enough that a sum
+    could overflow f32: the kernel's range test sends every unit to its exact f64
+    contraction, which meets section 6 (subnormal results kept) -- one row, a streaming tile
+    and the GEMM, plain and MX activations."""
+    rng = np.random.default_rng(MX.index(fmt) * 2 + (end == "high"))
+    top = 254 - (FORMATS[fmt].emax_elem + 1) - 6
+    dn = (((1,), (1,)), ((), ()))
+    for activations in ("f32", "mxfp8_e4m3"):
+        shift = 10 if activations != "f32" else 0  # MX activations reach 2^12
+        codes = range(0, 6) if end == "low" else range(top - 4 - shift, top + 1 - shift)
+        e, s, vw = _with_scales(rng, fmt, (37, 96), codes)
+        ex, sx, vx = _with_scales(rng, "mxfp8_e4m3", (20, 96), range(120, 131))
+        for M in (1, 3, 20):  # one row, a streaming tile, the GEMM
+            if activations == "f32":
+                x = rng.standard_normal((M, 96)).astype(F32)
+                got = np.asarray(ffi_dot.dot(x, None, e, s, None, fmt))
+                assert_dot_close(got, x, vw, dn, what=f"f32 x {fmt} {end} M={M}")
+            else:
+                got = np.asarray(ffi_dot.dot(ex[:M], sx[:M], e, s, "mxfp8_e4m3", fmt))
+                assert_dot_close(got, vx[:M], vw, dn, what=f"mxfp8_e4m3 x {fmt} {end} M={M}")
+            assert np.all(np.isfinite(got)) and np.any(got != 0)
+
+
+def test_f64_contraction_rounds_subnormal_results_once():
+    """x (1 + 2^-10) 2^-60 and (1 + 2^-9) 2^-60 against weights 1.0 x 2^-80: exact results
+    (1 + 2^-10) 2^-140, a tie between two f32 subnormals (rounded to even: 2^-140), and
+    (1 + 2^-9) 2^-140 (a subnormal, exact); f64 -> f32 on a flushing CPU would give 0."""
+    x = np.zeros((2, 32), F32)
+    x[0, 0] = F32((1 + 2.0 ** -10) * 2.0 ** -60)
+    x[1, 0] = F32((1 + 2.0 ** -9) * 2.0 ** -60)
+    codes = np.zeros((3, 32), np.uint8)
+    codes[:, 0] = 0x38  # e4m3 1.0
+    s = np.full((3, 1), 127 - 80, np.uint8).view(ml_dtypes.float8_e8m0fnu)
+    e = codes.view(ml_dtypes.float8_e4m3fn)
+    for lhs in (x, np.tile(x, (10, 1))):  # streaming and GEMM
+        got = np.asarray(ffi_dot.dot(lhs, None, e, s, None, "mxfp8_e4m3"))
+        assert np.all(got[0::2] == F32(2.0 ** -140))
+        assert np.all(got[1::2] == F32((1 + 2.0 ** -9) * 2.0 ** -140))
+
+
+@pytest.mark.parametrize("plain", list(PLAIN))
+def test_extreme_plain_values_take_the_f64_contraction(plain):
+    """Plain values the f32 paths cannot take -- subnormal (f32 and bf16 ones below 2^-126;
+    f16's are normal in f32), huge (sums that could overflow), Inf and NaN -- on either side:
+    the range test reads the plain side's exponents, and the f64 contraction decodes subnormal
+    inputs from their bits."""
+    rng = np.random.default_rng(len(plain))
+    e, s, vw = _with_scales(rng, "mxfp4_e2m1", (9, 64), range(120, 128))
+    dt = PLAIN[plain]
+    tiny = float(np.finfo(dt).smallest_subnormal) if plain != "bf16" else 2.0 ** -133
+    dn = (((1,), (1,)), ((), ()))
+    for scale in (tiny * 7, 2.0 ** 117 if plain != "f16" else 20000.0):
+        x = (rng.integers(-3, 4, (2, 64)) * scale).astype(dt)
+        xf = x.astype(F32)
+        got = np.asarray(ffi_dot.dot(jnp.asarray(x), None, e, s, None, "mxfp4_e2m1"))
+        assert_dot_close(got, xf, vw, dn, what=f"{plain} x {scale}")
+        assert np.all(np.isfinite(got)) and np.any(got != 0)
+        got = np.asarray(ffi_dot.dot(e, s, jnp.asarray(x), None, "mxfp4_e2m1", None))
+        assert_dot_close(got, vw, xf, dn, what=f"mxfp4_e2m1 x {plain} {scale}")
+    x = rng.standard_normal((2, 64)).astype(dt)
+    x[0, 5], x[1, 9] = np.inf, np.nan
+    got = np.asarray(ffi_dot.dot(jnp.asarray(x), None, e, s, None, "mxfp4_e2m1"))
+    want = R.scaled_dot(x.astype(F32), None, vw, None)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_array_equal(np.isinf(got), np.isinf(want))

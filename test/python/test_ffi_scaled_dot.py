@@ -296,7 +296,7 @@ def test_vmap_grad_and_eager():
         return mxj.scaled_dot(mxj.quantize(x, "nvfp4", global_scale=g, impl=impl), w, impl=impl)
 
     looped = jax.jit(jax.vmap(lambda x, g: h(x, g, "auto")))
-    assert "mxlower_dequantize_nvfp4" in looped.lower(x, g).as_text()
+    assert "mxlower_quantize_nvfp4" in looped.lower(x, g).as_text()
     assert "mxlower_dot_nvfp4k16_mxfp8_e4m3k32" in looped.lower(x, g).as_text()
     np.testing.assert_allclose(looped(x, g), jax.jit(jax.vmap(lambda x, g: h(x, g, "xla")))(x, g),
                                rtol=1e-5, atol=1e-30)
@@ -318,26 +318,39 @@ def test_vmap_grad_and_eager():
     _same(mxj.scaled_dot(a, w), jax.jit(lambda u, v: mxj.scaled_dot(u, v, impl="xla"))(a, w))
 
 
-def test_the_kernels_run_inside_the_branch_taken():
-    """The lowering: the exactness test, then a ``stablehlo.if`` whose branches call the fused
-    dot kernel on the packed operands (then: f32 provably exact) or the dequantize kernel once
-    per MX side and contract in f64 (else); no kernel call outside it (whose f32 results
-    XLA:CPU would copy into the conditional's operands)."""
+def test_the_dot_kernel_call_stands_alone():
+    """Where the fused dot kernel applies, the lowering is its call alone: the kernel makes
+    section 6's range test and the exact f64 contraction itself, so no reduction over the
+    scales, no ``stablehlo.if`` and no dequantize kernel surround it (they cost a GEMV
+    0.4-1 ms on XLA:CPU: BENCHMARKS.md)."""
     rng = np.random.default_rng(31)
     a = _side(rng, "mxfp8_e4m3", (4, 64))
     b = _side(rng, "nvfp4", (3, 64))
+    text = jax.jit(lambda u, v: mxj.scaled_dot(u, v)).lower(a, b).as_text()
+    assert re.findall(r"custom_call @(\w+)", text) == [
+        f"mxlower_dot_mxfp8_e4m3k32_nvfp4k16_{ffi_dot.host_path()}"]
+    for absent in ("stablehlo.if", "stablehlo.reduce", "dot_general"):
+        assert absent not in text
+
+
+def test_the_dequantize_kernels_run_inside_the_branch_taken():
+    """Where it does not (a GEMM), the lowering is the exactness test, then a
+    ``stablehlo.if`` whose branches dequantize each MX side with the dequantize kernel and
+    contract in f32 (then: provably exact) or f64 (else); no kernel call outside it (whose
+    f32 results XLA:CPU would copy into the conditional's operands)."""
+    rng = np.random.default_rng(31)
+    a = _side(rng, "mxfp8_e4m3", (20, 64))
+    b = _side(rng, "nvfp4", (24, 64))
     text = jax.jit(lambda u, v: mxj.scaled_dot(u, v)).lower(a, b).as_text()
     before, rest = text.split('"stablehlo.if"', 1)
     then, other = rest.split("}, {", 1)
     other = other.split("}) : (tensor<i1>)", 1)[0]
     assert "custom_call" not in before
-    assert re.findall(r"custom_call @(\w+)", then) == [
-        f"mxlower_dot_mxfp8_e4m3k32_nvfp4k16_{ffi_dot.host_path()}"]
-    assert "dot_general" not in then
-    calls = re.findall(r"custom_call @(\w+)", other)
-    assert sorted(calls) == ["mxlower_dequantize_mxfp8_e4m3_f32_k32",
-                             "mxlower_dequantize_nvfp4_f32_k16"]
-    assert re.search(r"dot_general .*-> tensor<4x3xf64>", other)
+    for branch, t in ((then, "f32"), (other, "f64")):
+        calls = re.findall(r"custom_call @(\w+)", branch)
+        assert sorted(calls) == ["mxlower_dequantize_mxfp8_e4m3_f32_k32",
+                                 "mxlower_dequantize_nvfp4_f32_k16"]
+        assert re.search(rf"dot_general .*-> tensor<20x24x{t}>", branch)
 
 
 def test_bad_impl_is_a_clear_error():

@@ -117,15 +117,15 @@ def test_scales_at_the_ends_of_the_range_take_the_exact_branch():
 
 
 def test_headroom_of_the_unscaled_block_sums():
-    """The pass's run-time test leaves the kernel's one-row sums of unscaled weights room:
-    x near 2^118 against e5m2 weights scaled by 2^-40 goes to the f64 branch, within
-    contract (the kernel alone would overflow to NaN)."""
-    from mxlower.lowering import dot_call
+    """The kernel's run-time test leaves its one-row sums of unscaled weights room: x near
+    2^118 against e5m2 weights scaled by 2^-40 takes the kernel's exact f64 contraction,
+    within contract (the f32 path would overflow to NaN)."""
     from mxlower.lowering.dot_kernels import DotSpec
 
-    assert dot_call.headroom(DotSpec("f32", "mxfp8_e5m2"), False) == (21, 0)
-    assert dot_call.headroom(DotSpec("f32", "mxfp8_e5m2"), True) == (0, 21)
-    assert dot_call.headroom(DotSpec("mxint8", "mxfp4_e2m1"), False) == (0, 0)  # exact sums
+    assert DotSpec("f32", "mxfp8_e5m2").headroom == 21
+    assert DotSpec("f32", "mxfp4_e2m1").headroom == 9
+    assert DotSpec("mxfp8_e5m2", "f32").headroom == 0  # plain columns: no unscaled sums
+    assert DotSpec("mxint8", "mxfp4_e2m1").headroom == 0  # exact sums
     rng = np.random.default_rng(6)
     m = KernelModule()
     e, s = R.quantize((rng.standard_normal((8, 64)) * 2.0 ** -40).astype(F32), "mxfp8_e5m2")

@@ -80,6 +80,38 @@ func.func private @f8(memref<?xbf16>, memref<?xi8>, memref<?xi8>, memref<?xf32>,
 
 // -----
 
+// The range test (part = "range"; the kernel's signature): one pass over the plain side's
+// exponent fields (8 lanes) and over the scale codes (32 at a time, unsigned min and max), no
+// scratch, then the mode stored into dims[4].  The kernel reads it and runs, where it is not
+// 0, the exact f64 contraction instead of its f32 paths: values decoded into f64 lanes,
+// products and sums in f64, rounded to f32 once.
+// CHECK-LABEL: func.func @gemv_range(
+// CHECK-SAME: %[[A:[^:]+]]: memref<?xf32>, %[[B:[^:]+]]: memref<?xi8>, %[[BS:[^:]+]]: memref<?xi8>, %[[OUT:[^:]+]]: memref<?xf32>, %[[DIMS:[^:]+]]: memref<?xi64>
+// CHECK-NOT: memref.alloc
+// CHECK: vector.load %[[A]][%{{.*}}] : memref<?xf32>, vector<8xf32>
+// CHECK: arith.shrui %{{.*}}, %{{.*}} : vector<8xi32>
+// CHECK: vector.load %[[BS]][%{{.*}}] : memref<?xi8>, vector<32xi8>
+// CHECK-NEXT: arith.minui %{{.*}} : vector<32xi8>
+// CHECK-NEXT: arith.maxui %{{.*}} : vector<32xi8>
+// CHECK: vector.reduction <minui>, %{{.*}} : vector<32xi8> into i8
+// CHECK: %[[MODE:.*]] = arith.select %{{.*}}, %{{.*}}, %{{.*}} : i64
+// CHECK: memref.store %[[MODE]], %[[DIMS]][%{{.*}}] : memref<?xi64>
+// CHECK-NOT: %[[OUT]]
+// CHECK: return
+// CHECK-LABEL: func.func @gemv_kernel(
+// CHECK: %[[M:.*]] = memref.load %{{.*}}[%c4{{.*}}] : memref<?xi64>
+// CHECK: %[[F64:.*]] = arith.cmpi ne, %[[M]], %{{.*}} : i64
+// CHECK: scf.if %[[F64]] {
+// CHECK: %[[S:.*]] = arith.addf %arg{{[0-9]+}}, %{{[0-9]+}} : vector<32xf64>
+// CHECK-NEXT: scf.yield %[[S]] : vector<32xf64>
+// CHECK: vector.reduction <add>, %{{.*}} : vector<32xf64> into f64
+// CHECK: } else {
+// CHECK: vector.fma %{{.*}} : vector<8xf32>
+func.func private @gemv_range(memref<?xf32>, memref<?xi8>, memref<?xi8>, memref<?xf32>, memref<?xi64>, index, index) attributes {mxlower.dot_kernel = {lhs = "f32", rhs = "mxfp4_e2m1", path = "avx2", part = "range"}}
+func.func private @gemv_kernel(memref<?xf32>, memref<?xi8>, memref<?xi8>, memref<?xf32>, memref<?xi64>, index, index) attributes {mxlower.dot_kernel = {lhs = "f32", rhs = "mxfp4_e2m1", path = "avx2"}}
+
+// -----
+
 // expected-error @+1 {{@a: kernel mxlower_dot_f32_mxfp4_e2m1k32_portable takes (memref<?xf32>, memref<?xi8>, memref<?xi8>, memref<?xf32>, memref<?xi64>, index, index) -> (), declared (memref<?xf32>) -> ()}}
 func.func private @a(memref<?xf32>) attributes {mxlower.dot_kernel = {lhs = "f32", rhs = "mxfp4_e2m1"}}
 // expected-error @+1 {{@b: dot kernel: rhs 'mxfp5' is neither an MX format}}
@@ -96,6 +128,8 @@ func.func private @f(memref<?xf32>) attributes {mxlower.dot_kernel = {lhs = "f32
 func.func private @g(memref<?xf32>) attributes {mxlower.dot_kernel = {lhs = "f32", rhs = "mxint8", rhs_block_size = "32"}}
 // expected-error @+1 {{@h: 'mxlower.dot_kernel' lacks the field 'rhs'}}
 func.func private @h(memref<?xf32>) attributes {mxlower.dot_kernel = {lhs = "f32"}}
+// expected-error @+1 {{@j: 'mxlower.dot_kernel' field 'part' must be one of dot, range, got 'both'}}
+func.func private @j(memref<?xf32>) attributes {mxlower.dot_kernel = {lhs = "f32", rhs = "mxfp4_e2m1", part = "both"}}
 // expected-error @+1 {{@i: a kernel declaration must not have a body}}
 func.func @i(%a: memref<?xf32>, %b: memref<?xi8>, %bs: memref<?xi8>, %o: memref<?xf32>, %d: memref<?xi64>, %u0: index, %u1: index) attributes {mxlower.dot_kernel = {lhs = "f32", rhs = "mxfp4_e2m1"}} {
   return

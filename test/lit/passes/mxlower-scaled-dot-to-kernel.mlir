@@ -2,22 +2,23 @@
 // RUN: mxlower-opt %s --split-input-file --verify-diagnostics -p 'builtin.module(mxlower-scaled-dot-to-kernel{path=avx2 gemm=true})' | FileCheck %s --check-prefix=GEMM
 
 // The GEMV of inference (plain f32 activations x MXFP4 weights [N, K]): the codes and scale
-// codes go to the kernel as stored, reshaped to [B, rows, K]; the call sits in the branch of
-// the run-time range test, the exact f64 contraction in the other.
+// codes go to the kernel as stored, reshaped to [B, rows, K]; the kernel makes the run-time
+// range test and the exact f64 contraction itself, so nothing else surrounds the call: no
+// stablehlo.if, no reduction, no other dot.
 // CHECK-LABEL: func.func @gemv(
 // CHECK-SAME: %[[X:.*]]: tensor<1x4096xf32>, %[[W:.*]]: tensor<256x4096xf4E2M1FN>, %[[S:.*]]: tensor<256x128xf8E8M0FNU>)
 // CHECK-NOT: mx.scaled_dot
-// CHECK: %[[Y:.*]] = "stablehlo.if"
+// CHECK-NOT: stablehlo.if
+// CHECK-NOT: stablehlo.reduce
 // CHECK: %[[X3:.*]] = stablehlo.reshape %[[X]] : (tensor<1x4096xf32>) -> tensor<1x1x4096xf32>
 // CHECK: %[[W3:.*]] = stablehlo.reshape %[[W]] : (tensor<256x4096xf4E2M1FN>) -> tensor<1x256x4096xf4E2M1FN>
 // CHECK: %[[S3:.*]] = stablehlo.reshape %[[S]] : (tensor<256x128xf8E8M0FNU>) -> tensor<1x256x128xf8E8M0FNU>
 // CHECK: %[[C:.*]] = stablehlo.custom_call @mxlower_dot_f32_mxfp4_e2m1k32_portable(%[[X3]], %[[W3]], %[[S3]]) {api_version = 4 : i32, backend_config = {}
 // CHECK-SAME: -> tensor<1x1x256xf32>
-// CHECK: stablehlo.reshape %[[C]] : (tensor<1x1x256xf32>) -> tensor<1x256xf32>
-// CHECK: }, {
-// CHECK-NOT: custom_call
-// CHECK: stablehlo.dot_general {{.*}} -> tensor<1x256xf64>
-// CHECK: return
+// CHECK: %[[Y:.*]] = stablehlo.reshape %[[C]] : (tensor<1x1x256xf32>) -> tensor<1x256xf32>
+// CHECK-NOT: stablehlo.if
+// CHECK-NOT: dot_general
+// CHECK: return %[[Y]]
 func.func @gemv(%x: tensor<1x4096xf32>, %w: tensor<256x4096xf4E2M1FN>, %s: tensor<256x128xf8E8M0FNU>) -> tensor<1x256xf32> {
   %0 = "mx.scaled_dot"(%x, %w, %s) {rhs_format = "mxfp4_e2m1", dot_dimension_numbers = #stablehlo.dot<lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [1]>} : (tensor<1x4096xf32>, tensor<256x4096xf4E2M1FN>, tensor<256x128xf8E8M0FNU>) -> tensor<1x256xf32>
   return %0 : tensor<1x256xf32>
