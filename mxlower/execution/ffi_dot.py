@@ -45,14 +45,14 @@ from typing import Any
 import numpy as np
 
 from mxlower.bindings import upstream
-from mxlower.execution import ffi
+from mxlower.execution import ffi, ptx
 from mxlower.execution import ffi_abi as abi
 from mxlower.lowering import dot_kernels
 from mxlower.lowering.dot_kernels import NP, DotSpec
 from mxlower.passes.lower_dot_kernels import LowerDotKernels
 
 __all__ = ["ENV", "PARALLEL_WORK", "compile_dot", "dot", "handler_text", "host_path",
-           "lower_module", "register", "register_called"]
+           "lower_module", "register", "register_called", "shared_object"]
 
 #: the environment variable forcing a SIMD path
 ENV = "MXLOWER_DOT_PATH"
@@ -234,6 +234,17 @@ def compile_dot(spec: DotSpec) -> ffi.CompiledKernel:
                                 time.perf_counter() - t1)
         _compiled[spec] = ck
         return ck
+
+
+def shared_object(spec: DotSpec, path: str, *, cpu: str, features: str | None = None) -> None:
+    """Writes ``spec``'s kernel, range test and handler as a shared library exporting
+    ``<name>_ffi`` (the XLA FFI handler), compiled ahead of time by xtc's llc for ``cpu``
+    (llc's ``-mcpu``, e.g. ``x86-64-v3`` or ``sapphirerapids``; ``features``: its
+    ``-mattr``): for a machine without mxlower's MLIR stacks, which loads it with ctypes and
+    registers it with ``jax.ffi`` (bench/bench_dot_aot.py)."""
+    _, module = lower_module(spec)
+    ptx.host_shared_object(ptx.translate_to_llvmir(str(module)), path, cpu=cpu,
+                           features=features, opt_level=3, optimize=True)
 
 
 def register(spec: DotSpec) -> str:

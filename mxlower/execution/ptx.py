@@ -195,15 +195,27 @@ def assemble(ptx: str, chip: str) -> bytes:
             return f.read()
 
 
-def host_shared_object(llvm_ir: str, path: str) -> None:
-    """Host LLVM IR -> a shared library at ``path`` (xtc's llc for this machine, position
+def host_shared_object(llvm_ir: str, path: str, *, cpu: str | None = None,
+                       features: str | None = None, opt_level: int = 2,
+                       optimize: bool = False) -> None:
+    """Host LLVM IR -> a shared library at ``path`` (xtc's llc for x86-64, position
     independent; linked by the system's C compiler, ``$CC`` or ``cc``, against libc and
-    libdl)."""
+    libdl).  ``cpu`` / ``features``: llc's ``-mcpu`` / ``-mattr`` (e.g. ``sapphirerapids``,
+    ``-prefer-256-bit``); none: a generic x86-64 that any such machine runs.  ``optimize``:
+    LLVM's IR pipeline first (xtc's ``opt -O<opt_level>``, as upstream MLIR's
+    ExecutionEngine runs it before code generation), for kernels; llc alone otherwise."""
+    if optimize:
+        argv = [_tool("opt"), f"-O{opt_level}", "-S"]
+        argv += [f"-mcpu={cpu}"] if cpu else []
+        argv += [f"-mattr={features}"] if features else []
+        llvm_ir = _run("opt", argv + ["-o", "-", "-"], llvm_ir).stdout
     cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
     if cc is None:
         raise ToolError("cc", "not found (a C compiler links the shared object; set CC)")
     with tempfile.TemporaryDirectory(prefix="mxlower-host-") as d:
         obj = os.path.join(d, "h.o")
-        _run("llc", [_tool("llc"), "-O2", "-filetype=obj", "-relocation-model=pic", "-o", obj,
-                     "-"], llvm_ir)
+        argv = [_tool("llc"), f"-O{opt_level}", "-filetype=obj", "-relocation-model=pic"]
+        argv += [f"-mcpu={cpu}"] if cpu else []
+        argv += [f"-mattr={features}"] if features else []
+        _run("llc", argv + ["-o", obj, "-"], llvm_ir)
         _run("cc", [cc, "-shared", "-o", path, obj, "-ldl"], b"")

@@ -320,8 +320,11 @@ def _scaled_dot_rule(platform: str):
 
         b = Builder(ir.Location.current, ir.InsertionPoint.current)
         s = primitives.scaled_dot_spec(ctx, args, dimension_numbers, out_dtype, params)
+        # the fused dot kernel is a CPU one (CUDA: XLA's block-scaled dot, mxlower.jax.cuda_dot,
+        # or the dequantize kernels below)
+        fused = _fused_dot(ctx, args, dimension_numbers, params) if platform == "cpu" else None
         return [mx_math.lower_scaled_dot(b, s, "f32", (prepared("lhs"), prepared("rhs")),
-                                         _fused_dot(ctx, args, dimension_numbers, params))]
+                                         fused)]
 
     return rule
 

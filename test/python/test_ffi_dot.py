@@ -382,3 +382,36 @@ def test_extreme_plain_values_take_the_f64_contraction(plain):
     want = R.scaled_dot(x.astype(F32), None, vw, None)
     np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
     np.testing.assert_array_equal(np.isinf(got), np.isinf(want))
+
+
+@pytest.mark.skipif(not __import__("shutil").which("cc"), reason="no C compiler to link with")
+def test_ahead_of_time_library_runs_without_the_jit(tmp_path):
+    """ffi_dot.shared_object: the kernel, its range test and its handler compiled by llc for
+    a named CPU (here x86-64-v3, or the generic x86-64 without AVX2) into a library that
+    exports ``<name>_ffi``; loaded with ctypes and registered with jax.ffi under another
+    name (what bench/bench_dot_aot.py does on a machine without the MLIR stacks), it
+    computes what the JIT-compiled kernel does, the f64 contraction included."""
+    import ctypes
+
+    path = "avx2" if "avx2" in PATHS else "portable"
+    spec = dot_kernels.DotSpec("f32", "mxfp4_e2m1", path=path)
+    lib = tmp_path / "k.so"
+    ffi_dot.shared_object(spec, str(lib), cpu="x86-64-v3" if path == "avx2" else "x86-64")
+    handle = ctypes.CDLL(str(lib))
+    target = f"{spec.name}__aot_test"
+    jax.ffi.register_ffi_target(target, jax.ffi.pycapsule(getattr(handle, f"{spec.name}_ffi")),
+                                platform="cpu")
+    rng = np.random.default_rng(41)
+    for codes in (range(120, 134), range(0, 4)):  # the f32 paths, then the f64 contraction
+        e, s, vw = _with_scales(rng, "mxfp4_e2m1", (40, 64), codes)
+        x = rng.standard_normal((3, 64)).astype(F32)
+        got = jax.ffi.ffi_call(target, jax.ShapeDtypeStruct((1, 3, 40), F32))(
+            x[None], e[None], s[None])
+        np.testing.assert_array_equal(np.asarray(got)[0],
+                                      np.asarray(ffi_dot.dot(x, None, e, s, None, "mxfp4_e2m1",
+                                                             path=path)))
+        assert_dot_close(np.asarray(got)[0], x, vw, (((1,), (1,)), ((), ())), what="aot")
+    # a bad buffer is the handler's located error, as from the JIT-compiled one
+    with pytest.raises(Exception, match="must have dtype"):
+        jax.ffi.ffi_call(target, jax.ShapeDtypeStruct((1, 3, 40), F32))(
+            x[None].astype(np.float16), e[None], s[None]).block_until_ready()

@@ -122,6 +122,7 @@ def test_other_pairs_do_not(lf, rf, kw):
                       _mx(a, lf, **(kw if lf != "nvfp4" else {})),
                       _mx(w, rf, **(kw if rf != "nvfp4" else {})))
     assert TARGET not in text
+    assert "mxlower_dot_" not in text  # the fused dot kernel is the CPU's
     if ffi_cuda.available():  # mxlower's CUDA dequantize kernels, then XLA's dot
         kernels = set(re.findall(r"custom_call @(mxlower_dequantize_\w+)", text))
         assert {k.split("_")[2] for k in kernels} == {lf.split("_")[0], rf.split("_")[0]}

@@ -203,7 +203,9 @@ def _kernels(entry: dict, prefix: str) -> dict:
     return {k: v for k, v in entry["calls"].items() if k.startswith(prefix)}
 
 
-#: case -> (kernel name prefix, the per-shard operand shape its calls must show)
+#: case -> (kernel name prefix, the per-shard operand shape its calls must show); a dot whose
+#: shard is a GEMV-sized one (at most 16 free rows on a side) runs the fused dot kernel on
+#: its shard, the others the dequantize kernels + XLA's dot
 PER_SHARD = {
     "qdq_blocked": ("mxlower_quantize_mxfp8_e4m3", "f32[2,16,64]"),
     "qdq_rows": ("mxlower_quantize_mxfp6_e3m2", "f32[2,4,256]"),
@@ -213,11 +215,11 @@ PER_SHARD = {
     "convert_f6": ("mxlower_convert_f32_f6E2M3FN", "f32[2,4,256]"),
     "cast_tiles": ("mxlower_cast_e2m1", "f32[2,16,64]"),
     "cast_channel": ("mxlower_cast_e4m3", "f32[2,4,256]"),
-    "dot_batch_m": ("mxlower_dequantize_mxfp4_e2m1", "f4e2m1fn[2,4,256]"),
-    "dot_n": ("mxlower_dequantize_mxfp8_e4m3", "f8e4m3fn[16,256]"),
-    "dot_batch_n": ("mxlower_dequantize_mxfp8_e4m3", "f8e4m3fn[16,256]"),
-    "dot_plain_lhs_n": ("mxlower_dequantize_mxfp6_e2m3", "u8[16,256]"),
-    "dot_batch_dims": ("mxlower_dequantize_mxfp8_e5m2", "f8e5m2[2,4,256]"),
+    "dot_batch_m": ("mxlower_dot_mxfp4_e2m1k32_mxfp8_e4m3k32", "f4e2m1fn[1,8,256]"),
+    "dot_n": ("mxlower_dot_mxfp8_e4m3k32_mxfp4_e2m1k32", "f8e4m3fn[1,16,256]"),
+    "dot_batch_n": ("mxlower_dot_mxfp8_e4m3k32_mxfp4_e2m1k32", "f8e4m3fn[1,16,256]"),
+    "dot_plain_lhs_n": ("mxlower_dot_mxfp6_e2m3k32_bf16", "u8[1,16,256]"),
+    "dot_batch_dims": ("mxlower_dot_mxfp8_e5m2k32_mxint8k32", "f8e5m2[2,4,256]"),
     "dot_k": ("mxlower_dequantize_mxfp4_e2m1", "f4e2m1fn[2,16,64]"),
     "dot_k_mixed": ("mxlower_dequantize_nvfp4", "f4e2m1fn[4,16,32]"),
     "dot_k_subnormal": ("mxlower_dequantize_mxfp4_e2m1", "f4e2m1fn[2,16,64]"),

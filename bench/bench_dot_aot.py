@@ -1,0 +1,278 @@
+"""mxlower's fused block-scaled dot kernel compiled ahead of time for another x86-64 CPU, run
+there without mxlower's MLIR stacks: correctness against the reference, then GEMV and GEMM
+timings against memory copies and XLA's f32 dot, in one run.
+
+A lent GPU machine's host (16 cores of a Xeon with AVX-512, AVX512-VNNI/BF16 and AMX) has
+JAX but neither upstream MLIR nor the xtc tools, so the kernels are built here (``build``:
+``mxlower.execution.ffi_dot.shared_object`` per kernel and target CPU, a manifest beside
+them) and carried; ``run`` loads each library with ctypes, registers its handler with
+``jax.ffi`` and calls it as ``ffi_dot.dot`` does (the same handler: its own range test,
+XLA's thread pool).  Each kernel is built for several targets (llc's ``-mcpu`` / ``-mattr``)
+so one run compares the instruction sets on the same machine:
+
+* ``avx2``: ``x86-64-v3`` -- what the JIT emits on an AVX2 host;
+* ``spr``: ``sapphirerapids`` with LLVM's default tuning (256-bit vectors preferred);
+* ``spr512``: ``sapphirerapids`` with ``-prefer-256-bit`` off: the kernels' 32-lane f32
+  vectors in zmm registers.
+
+::
+
+    python bench/bench_dot_aot.py build .dot-aot                  # here (the xtc tools)
+    python bench/bench_dot_aot.py run .dot-aot --out results.json # there (JAX, NumPy)
+
+``run`` checks every kernel against the exact dot (docs/semantics.md section 6's bound:
+``1e-6 * sum |a b|``) on ragged shapes and on scales at both ends of the range (the kernel's
+f64 contraction) before timing it, and refuses libraries built from other sources.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import pathlib
+import sys
+import time
+
+import numpy as np
+
+TARGETS = {"avx2": ("x86-64-v3", None), "spr": ("sapphirerapids", None),
+           "spr512": ("sapphirerapids", "-prefer-256-bit")}
+#: (lhs, rhs, what): the GEMV's kernels (plain f32 activations, MX weights) and the GEMM's
+KERNELS = [("f32", f, "gemv") for f in ("mxfp4_e2m1", "mxfp6_e2m3", "mxfp8_e4m3", "nvfp4",
+                                        "mxint8")]
+KERNELS += [(f, f, "gemm") for f in ("mxfp4_e2m1", "mxint8", "mxfp8_e4m3")]
+
+
+def _fingerprint() -> str:
+    """A hash of mxlower's sources and this file: carried libraries must come from these."""
+    import mxlower
+
+    h = hashlib.sha256()
+    files = sorted(pathlib.Path(mxlower.__file__).parent.rglob("*.py")) + [pathlib.Path(__file__)]
+    for path in files:
+        h.update(path.name.encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()
+
+
+def build(root: str) -> None:
+    from mxlower.execution import ffi_dot
+    from mxlower.lowering.dot_kernels import DotSpec
+
+    os.makedirs(root, exist_ok=True)
+    entries = []
+    for lhs, rhs, what in KERNELS:
+        spec = DotSpec(lhs, rhs, path="avx2")
+        for target, (cpu, features) in TARGETS.items():
+            lib = f"{spec.name}__{target}.so"
+            t0 = time.perf_counter()
+            ffi_dot.shared_object(spec, os.path.join(root, lib), cpu=cpu, features=features)
+            print(f"{lib}: {time.perf_counter() - t0:.1f} s", flush=True)
+            entries.append({"lhs": lhs, "rhs": rhs, "what": what, "name": spec.name,
+                            "target": target, "lib": lib})
+    with open(os.path.join(root, "manifest.json"), "w", encoding="utf-8") as f:
+        json.dump({"fingerprint": _fingerprint(), "kernels": entries}, f, indent=1)
+
+
+# ============================================================================ on the target
+
+
+def _load(root: str) -> list[dict]:
+    import ctypes
+
+    import jax
+
+    with open(os.path.join(root, "manifest.json"), encoding="utf-8") as f:
+        m = json.load(f)
+    if m["fingerprint"] != _fingerprint():
+        sys.exit(f"the libraries in {root} were built from other sources; rebuild with: "
+                 f"python bench/bench_dot_aot.py build {root}")
+    kernels = [e for e in m["kernels"] if e["target"] in TARGETS]
+    for e in kernels:
+        lib = ctypes.CDLL(os.path.join(root, e["lib"]))
+        fn = getattr(lib, f"{e['name']}_ffi")
+        e["target_name"] = f"{e['name']}__{e['target']}"
+        e["_lib"] = lib  # kept alive
+        jax.ffi.register_ffi_target(e["target_name"], jax.ffi.pycapsule(fn), platform="cpu")
+    return kernels
+
+
+def _side(rng, fmt: str, rows: int, K: int, codes=None):
+    """(operands for the call, f32 values [rows, K]) of random data: plain f32, or MX
+    quantized by mxlower.reference (elements as XLA holds them, f6 as uint8 codes), its scale
+    codes optionally drawn from ``codes``."""
+    from mxlower import reference as R
+    from mxlower.formats import FLOAT_TYPES, FORMATS
+
+    x = (rng.standard_normal((rows, K)) * np.exp2(rng.integers(-3, 4, (rows, K)))).astype(
+        np.float32)
+    if fmt == "f32":
+        return [x], x
+    e, s = R.quantize(x, fmt)
+    if codes is not None:
+        s = rng.choice(np.asarray(list(codes), np.uint8), s.shape).view(s.dtype)
+    v = R.dequantize(e, s, fmt)
+    t = FLOAT_TYPES.get(FORMATS[fmt].element)
+    if t is not None and t.bits == 6:  # XLA:CPU has no f6 type: the codes, one per byte
+        e = e.view(np.uint8)
+    return [e, s], v
+
+
+def _call(name: str, a: list, b: list, M: int, N: int):
+    import jax
+
+    ops = [jax.device_put(o[None]) for o in a + b]  # [1, rows, K]: one batch, on the device
+    # once (a NumPy argument would be copied, and f4 packed, on every call)
+    f = jax.jit(lambda *o: jax.ffi.ffi_call(name, jax.ShapeDtypeStruct((1, M, N), np.float32))(*o))
+    return f, ops
+
+
+def _check(got, va, vb, what: str) -> str | None:
+    ref = va.astype(np.float64) @ vb.astype(np.float64).T
+    mag = np.abs(va.astype(np.float64)) @ np.abs(vb.astype(np.float64)).T
+    got = np.asarray(got, np.float64)[0]
+    want = ref.astype(np.float32).astype(np.float64)
+    err = np.abs(got - want)
+    bad = ~(err <= 1e-6 * mag)
+    bad &= np.isfinite(want)  # an overflow: the same Inf
+    bad |= ~np.isfinite(want) & (got != want)
+    if bad.any():
+        return f"{what}: {int(bad.sum())} of {bad.size} results off the bound"
+    return None
+
+
+def correctness(kernels: list[dict]) -> list[str]:
+    rng = np.random.default_rng(0)
+    errors = []
+    for e in kernels:
+        for M, N, K in ((1, 37, 64), (3, 70, 96), (13, 33, 128), (20, 35, 64)):
+            # ordinary scales (the f32 paths); the smallest and the largest codes on B (the
+            # kernel's f64 contraction: subnormal products; sums that might overflow)
+            for codes in (None, range(0, 5), range(236, 241)):
+                a, va = _side(rng, e["lhs"], M, K)
+                b, vb = _side(rng, e["rhs"], N, K, codes if e["rhs"] != "nvfp4" else None)
+                f, ops = _call(e["target_name"], a, b, M, N)
+                err = _check(f(*ops), va, vb, f"{e['target_name']} {M}x{N}x{K} {codes}")
+                if err:
+                    errors.append(err)
+    return errors
+
+
+def _best(fn, reps: int) -> float:
+    import jax
+
+    jax.block_until_ready(fn())
+    best = float("inf")
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        jax.block_until_ready(fn())
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def timings(kernels: list[dict], reps: int) -> list[dict]:
+    import jax
+    import jax.numpy as jnp
+
+    rng = np.random.default_rng(1)
+    rows = []
+    NK = 4096
+    cache: dict = {}
+    for e in kernels:
+        if e["what"] == "gemv":
+            key = e["rhs"]
+            if key not in cache:
+                w, vw = _side(rng, e["rhs"], NK, NK)
+                # as XLA holds them: f4 two codes per byte, f6 one
+                packed = sum(o.nbytes // (2 if o.dtype.itemsize == 1 and "float4" in o.dtype.name
+                                           else 1) for o in w)
+                buf = np.zeros(packed, np.uint8)
+                dst = np.empty_like(buf)
+                wf, wt = jnp.asarray(vw), jnp.asarray(np.ascontiguousarray(vw.T))
+                xla_copy = jax.jit(lambda u: u ^ np.uint8(1))
+                ub = jnp.asarray(buf)
+                cache[key] = (w, packed, {
+                    "memcpy 1 thread": _best(lambda: np.copyto(dst, buf), reps),
+                    "XLA read+write of the packed bytes": _best(lambda: xla_copy(ub), reps),
+                }, wf, wt)
+            w, packed, base, wf, wt = cache[key]
+            for M in (1, 8):
+                x = rng.standard_normal((M, NK)).astype(np.float32)
+                f, ops = _call(e["target_name"], [x], w, M, NK)
+                xj = jnp.asarray(x)
+                xla = jax.jit(lambda u, v: jnp.dot(u, v.T, precision="highest"))
+                xla_kn = jax.jit(lambda u, v: jnp.dot(u, v, precision="highest"))
+                t = _best(lambda: f(*ops), reps)
+                rows.append({"case": "gemv", "M": M, "weights": e["rhs"], "target": e["target"],
+                             "kernel_ms": t * 1e3, "packed_MB": packed / 1e6,
+                             "GBps": packed / t / 1e9,
+                             **{f"{k} ms": v * 1e3 for k, v in base.items()},
+                             "XLA f32 GEMV [N,K] ms": _best(lambda: xla(xj, wf), reps) * 1e3,
+                             "XLA f32 GEMV [K,N] ms": _best(lambda: xla_kn(xj, wt), reps) * 1e3})
+                print(json.dumps(rows[-1]), flush=True)
+        else:
+            for n in (1024, 2048):
+                if (e["lhs"], n) not in cache:
+                    cache[(e["lhs"], n)] = (_side(rng, e["lhs"], n, n), _side(rng, e["rhs"], n, n))
+                (a, va), (b, vb) = cache[(e["lhs"], n)]
+                f, ops = _call(e["target_name"], a, b, n, n)
+                ja, jb = jnp.asarray(va), jnp.asarray(vb)
+                xla = jax.jit(lambda u, v: jnp.dot(u, v.T, precision="highest"))
+                t = _best(lambda: f(*ops), max(3, reps // 4))
+                tx = _best(lambda: xla(ja, jb), max(3, reps // 4))
+                rows.append({"case": "gemm", "n": n, "format": e["lhs"], "target": e["target"],
+                             "kernel_ms": t * 1e3, "GFLOPs": 2 * n ** 3 / t / 1e9,
+                             "XLA f32 dot ms": tx * 1e3, "XLA GFLOPs": 2 * n ** 3 / tx / 1e9})
+                print(json.dumps(rows[-1]), flush=True)
+    return rows
+
+
+def run(root: str, out: str | None, reps: int) -> int:
+    import jax
+
+    kernels = _load(root)
+    info = {"jax": jax.__version__, "devices": str(jax.devices("cpu")),
+            "cpu_count": os.cpu_count()}
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            info["cpu"] = next(line.split(":", 1)[1].strip() for line in f
+                               if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    print(json.dumps(info), flush=True)
+    t0 = time.perf_counter()
+    errors = correctness(kernels)
+    print(f"correctness: {len(kernels)} kernels, {len(errors)} errors "
+          f"({time.perf_counter() - t0:.1f} s)", flush=True)
+    for err in errors[:20]:
+        print("  " + err, flush=True)
+    rows = timings(kernels, reps)
+    if out:
+        with open(out, "w", encoding="utf-8") as f:
+            json.dump({"info": info, "errors": errors, "rows": rows}, f, indent=1)
+    return 1 if errors else 0
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    b = sub.add_parser("build", help="build the libraries (needs the xtc tools)")
+    b.add_argument("root")
+    r = sub.add_parser("run", help="check and time the carried libraries (needs JAX)")
+    r.add_argument("root")
+    r.add_argument("--out")
+    r.add_argument("--reps", type=int, default=20)
+    r.add_argument("--targets", default="", help="comma-separated subset of the targets")
+    a = ap.parse_args()
+    if a.cmd == "build":
+        build(a.root)
+        return 0
+    if a.targets:
+        global TARGETS
+        TARGETS = {k: v for k, v in TARGETS.items() if k in a.targets.split(",")}
+    return run(a.root, a.out, a.reps)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
