@@ -28,10 +28,8 @@ f64 contraction) before timing it, and refuses libraries built from other source
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
-import pathlib
 import sys
 import time
 
@@ -46,14 +44,10 @@ KERNELS += [(f, f, "gemm") for f in ("mxfp4_e2m1", "mxint8", "mxfp8_e4m3")]
 
 
 def _fingerprint() -> str:
-    """A hash of mxlower's sources and this file: carried libraries must come from these."""
-    import mxlower
+    """mxlower's sources and this file: what the carried libraries must come from."""
+    from mxlower.benchmarking import source_fingerprint
 
-    h = hashlib.sha256()
-    files = sorted(pathlib.Path(mxlower.__file__).parent.rglob("*.py")) + [pathlib.Path(__file__)]
-    for path in files:
-        h.update(path.name.encode() + b"\0" + path.read_bytes())
-    return h.hexdigest()
+    return source_fingerprint(__file__)
 
 
 def build(root: str) -> None:

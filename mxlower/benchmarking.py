@@ -1,4 +1,5 @@
-"""Shared plumbing of the scripts in ``bench/``: interleaved timing and the machine report.
+"""Shared plumbing of the scripts in ``bench/``: interleaved timing, the machine report, and
+the fingerprint of the sources that builds carried to another machine are checked against.
 
 Benchmarks never run in the test suite as timed assertions; their results, with the machine
 and the date, go to BENCHMARKS.md.
@@ -6,8 +7,10 @@ and the date, go to BENCHMARKS.md.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import pathlib
 import platform
 import subprocess
 import time
@@ -65,3 +68,15 @@ class Session:
             with open(json_path, "w") as f:
                 json.dump({"cpu": self.model, "load": [self.load0, os.getloadavg()[0]],
                            "rows": rows}, f, indent=1)
+
+
+def source_fingerprint(*extra: str) -> str:
+    """A hash of mxlower's Python sources and the files ``extra`` (the script or test that
+    builds and checks a carried build: GPU images, CUDA handlers, ahead-of-time dot kernels):
+    computable without MLIR, so a machine without the MLIR stacks can refuse a build that
+    came from other sources."""
+    h = hashlib.sha256()
+    root = pathlib.Path(__file__).parent  # the mxlower package
+    for path in sorted(root.rglob("*.py")) + [pathlib.Path(p) for p in extra]:
+        h.update(path.name.encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()

@@ -36,10 +36,8 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import hashlib
 import json
 import os
-import pathlib
 import re
 import shutil
 import subprocess
@@ -51,6 +49,7 @@ import numpy as np
 import pytest
 
 import mxlower
+from mxlower.benchmarking import source_fingerprint
 from mxlower import numbers
 from mxlower import reference as R
 from mxlower.bindings import upstream
@@ -699,12 +698,8 @@ def test_jax_lowers_for_cuda_to_the_kernels():
 
 
 def _fingerprint() -> str:
-    """A hash of mxlower's sources and this file: carried handlers must come from these."""
-    h = hashlib.sha256()
-    files = sorted(pathlib.Path(mxlower.__file__).parent.rglob("*.py")) + [pathlib.Path(__file__)]
-    for path in files:
-        h.update(path.name.encode() + b"\0" + path.read_bytes())
-    return h.hexdigest()
+    """mxlower's sources and this file: what carried builds must come from."""
+    return source_fingerprint(__file__)
 
 
 def build_handlers(root: str, cases: list[dict] | None = None) -> list[str]:

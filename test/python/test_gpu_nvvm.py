@@ -28,9 +28,7 @@ uses import no MLIR)::
 from __future__ import annotations
 
 import functools
-import hashlib
 import os
-import pathlib
 import re
 import subprocess
 import sys
@@ -40,6 +38,7 @@ import numpy as np
 import pytest
 
 import mxlower
+from mxlower.benchmarking import source_fingerprint
 from mxlower import ptx
 from mxlower import reference as R
 from mxlower.formats import FLOAT_TYPES
@@ -221,13 +220,8 @@ def build_image(chip: str, hardware: bool) -> tuple[bytes, str]:
 
 
 def _fingerprint() -> str:
-    """A hash of what the images are built from: mxlower's sources and this file (whose
-    kernels they hold).  Computable without MLIR, so the GPU side can check carried images."""
-    h = hashlib.sha256()
-    files = sorted(pathlib.Path(mxlower.__file__).parent.rglob("*.py")) + [pathlib.Path(__file__)]
-    for path in files:
-        h.update(path.name.encode() + b"\0" + path.read_bytes())
-    return h.hexdigest()
+    """mxlower's sources and this file: what carried builds must come from."""
+    return source_fingerprint(__file__)
 
 
 def _manifest() -> str:
