@@ -41,6 +41,10 @@ TARGETS = {"avx2": ("x86-64-v3", None), "spr": ("sapphirerapids", None),
 KERNELS = [("f32", f, "gemv") for f in ("mxfp4_e2m1", "mxfp6_e2m3", "mxfp8_e4m3", "nvfp4",
                                         "mxint8")]
 KERNELS += [(f, f, "gemm") for f in ("mxfp4_e2m1", "mxint8", "mxfp8_e4m3")]
+#: tile shapes of the streaming path's row tiles (M from 5 to 16) to compare at M = 8:
+#: (MR_STREAM, NR_STREAM_TILE) of mxlower.lowering.dot_kernels, the first the default
+TILES = [(8, 1), (8, 2), (4, 2), (4, 4), (6, 2)]
+TILE_FORMATS = ("mxfp4_e2m1", "mxfp8_e4m3", "mxint8")
 
 
 def _fingerprint() -> str:
@@ -54,17 +58,28 @@ def build(root: str) -> None:
     from mxlower.execution import ffi_dot
     from mxlower.lowering.dot_kernels import DotSpec
 
+    from mxlower.lowering import dot_kernels
+
     os.makedirs(root, exist_ok=True)
     entries = []
-    for lhs, rhs, what in KERNELS:
+    jobs = [(lhs, rhs, what, None) for lhs, rhs, what in KERNELS]
+    jobs += [("f32", f, "tile", tile) for f in TILE_FORMATS for tile in TILES[1:]]
+    default = (dot_kernels.MR_STREAM, dot_kernels.NR_STREAM_TILE)
+    for lhs, rhs, what, tile in jobs:
         spec = DotSpec(lhs, rhs, path="avx2")
         for target, (cpu, features) in TARGETS.items():
-            lib = f"{spec.name}__{target}.so"
+            suffix = f"__{target}" + (f"__mr{tile[0]}nr{tile[1]}" if tile else "")
+            lib = f"{spec.name}{suffix}.so"
             t0 = time.perf_counter()
-            ffi_dot.shared_object(spec, os.path.join(root, lib), cpu=cpu, features=features)
+            dot_kernels.MR_STREAM, dot_kernels.NR_STREAM_TILE = tile or default
+            try:
+                ffi_dot.shared_object(spec, os.path.join(root, lib), cpu=cpu, features=features)
+            finally:
+                dot_kernels.MR_STREAM, dot_kernels.NR_STREAM_TILE = default
             print(f"{lib}: {time.perf_counter() - t0:.1f} s", flush=True)
             entries.append({"lhs": lhs, "rhs": rhs, "what": what, "name": spec.name,
-                            "target": target, "lib": lib})
+                            "target": target, "lib": lib, "suffix": suffix,
+                            "tile": list(tile or default)})
     with open(os.path.join(root, "manifest.json"), "w", encoding="utf-8") as f:
         json.dump({"fingerprint": _fingerprint(), "kernels": entries}, f, indent=1)
 
@@ -86,7 +101,7 @@ def _load(root: str) -> list[dict]:
     for e in kernels:
         lib = ctypes.CDLL(os.path.join(root, e["lib"]))
         fn = getattr(lib, f"{e['name']}_ffi")
-        e["target_name"] = f"{e['name']}__{e['target']}"
+        e["target_name"] = e["name"] + e["suffix"]
         e["_lib"] = lib  # kept alive
         jax.ffi.register_ffi_target(e["target_name"], jax.ffi.pycapsule(fn), platform="cpu")
     return kernels
@@ -140,7 +155,8 @@ def correctness(kernels: list[dict]) -> list[str]:
     rng = np.random.default_rng(0)
     errors = []
     for e in kernels:
-        for M, N, K in ((1, 37, 64), (3, 70, 96), (13, 33, 128), (20, 35, 64)):
+        shapes = ((1, 37, 64), (3, 70, 96), (13, 33, 128), (20, 35, 64))
+        for M, N, K in shapes if e["what"] != "tile" else ((8, 37, 96), (13, 70, 64)):
             # ordinary scales (the f32 paths); the smallest and the largest codes on B (the
             # kernel's f64 contraction: subnormal products; sums that might overflow)
             for codes in (None, range(0, 5), range(236, 241)):
@@ -174,7 +190,7 @@ def timings(kernels: list[dict], reps: int) -> list[dict]:
     NK = 4096
     cache: dict = {}
     for e in kernels:
-        if e["what"] == "gemv":
+        if e["what"] in ("gemv", "tile"):
             key = e["rhs"]
             if key not in cache:
                 w, vw = _side(rng, e["rhs"], NK, NK)
@@ -191,7 +207,7 @@ def timings(kernels: list[dict], reps: int) -> list[dict]:
                     "XLA read+write of the packed bytes": _best(lambda: xla_copy(ub), reps),
                 }, wf, wt)
             w, packed, base, wf, wt = cache[key]
-            for M in (1, 8):
+            for M in (1, 8) if e["what"] == "gemv" else (8,):
                 x = rng.standard_normal((M, NK)).astype(np.float32)
                 f, ops = _call(e["target_name"], [x], w, M, NK)
                 xj = jnp.asarray(x)
@@ -199,6 +215,7 @@ def timings(kernels: list[dict], reps: int) -> list[dict]:
                 xla_kn = jax.jit(lambda u, v: jnp.dot(u, v, precision="highest"))
                 t = _best(lambda: f(*ops), reps)
                 rows.append({"case": "gemv", "M": M, "weights": e["rhs"], "target": e["target"],
+                             "tile": e["tile"],
                              "kernel_ms": t * 1e3, "packed_MB": packed / 1e6,
                              "GBps": packed / t / 1e9,
                              **{f"{k} ms": v * 1e3 for k, v in base.items()},

@@ -113,6 +113,8 @@ MR, NR = 6, 2
 MR_STREAM, MR_STREAM_EXACT = 8, 4
 #: columns of B one row of A streams at a time (one or two rows of A)
 NR_STREAM = 2
+#: columns of B a tile of MR_STREAM rows streams at a time
+NR_STREAM_TILE = 1
 #: f32 lanes of one accumulator
 LANES = 8
 #: how the exact block sums are accumulated: "f64" or "f32"
@@ -604,7 +606,7 @@ class _DotKernel:
                     t.if_(le, lambda: self.rows(c0, M, MR_STREAM_EXACT, stream=True,
                                                 a_direct=a_direct, nr=1),
                           lambda: self.rows(c0, M, MR_STREAM, stream=True, a_direct=a_direct,
-                                            nr=1))
+                                            nr=NR_STREAM_TILE))
 
                 t.if_(one, few, many)
 
