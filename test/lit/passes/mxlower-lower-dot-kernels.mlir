@@ -5,8 +5,11 @@
 // A kernel declaration gets the fused block-scaled dot kernel as its body, under its own
 // name.  The GEMV of inference (plain f32 activations, MXFP4 weights): the packed weights are
 // read once as stored -- 16 bytes of f4 codes per block of 32, split into nibbles in
-// registers, one byte shuffle (avx2) to their integer values -- and multiplied into vector
-// FMAs; the only allocations are the scratches of a few rows by K, no dequantized operand.
+// registers (even elements, then odd), two byte shuffles (avx2) to the bf16 bytes of their
+// integer values, unpacked in-lane into f32 lanes (no conversion instruction) -- and
+// multiplied into vector FMAs with the activations, which were permuted once into that
+// element order; the only allocations are the scratches of a few rows by K, no dequantized
+// operand.
 
 // CHECK-LABEL: func.func @gemv(
 // CHECK-SAME: %[[A:[^:]+]]: memref<?xf32>, %[[B:[^:]+]]: memref<?xi8>, %[[BS:[^:]+]]: memref<?xi8>, %[[OUT:[^:]+]]: memref<?xf32>, %[[DIMS:[^:]+]]: memref<?xi64>, %{{[^:]+}}: index, %{{[^:]+}}: index)
@@ -14,7 +17,7 @@
 // CHECK: %[[KD:.*]] = memref.load %[[DIMS]][%c3] : memref<?xi64>
 // CHECK: %[[K:.*]] = arith.index_cast %[[KD]] : i64 to index
 // CHECK: %[[R:.*]] = arith.muli %c16{{.*}}, %[[K]] : index
-// CHECK-NEXT: memref.alloc(%[[R]]) : memref<?xf32>
+// CHECK-NEXT: %[[AD:.*]] = memref.alloc(%[[R]]) : memref<?xf32>
 // CHECK: %[[P:.*]] = arith.muli %c32{{.*}}, %[[K]] : index
 // CHECK-NEXT: memref.alloc(%[[P]]) : memref<?xf32>
 // and the panel's block factors: 32 columns x K / 32 blocks
@@ -24,14 +27,26 @@
 // CHECK-NOT: memref.alloc
 // CHECK: scf.for
 // CHECK: scf.if
+// (the exact f64 contraction where the range test failed; else the f32 paths)
+// CHECK: vector<32xf64>
+// CHECK: } else {
+// one or two rows of A: permuted once into the scratch, each group of eight even-odd
+// CHECK: vector.load %[[A]][%{{.*}}] : memref<?xf32>, vector<32xf32>
+// CHECK-NEXT: vector.shuffle %{{.*}}, %{{.*}} [0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15, 16, 18, 20, 22, 17, 19, 21, 23, 24, 26, 28, 30, 25, 27, 29, 31]
+// CHECK: vector.store %{{.*}}, %[[AD]][%{{.*}}] : memref<?xf32>, vector<32xf32>
 // the unit's weight scales decoded eight at a time into the factor scratch
 // CHECK: vector.load %[[BS]][%{{.*}}] : memref<?xi8>, vector<8xi8>
 // CHECK: vector.store %{{.*}}, %[[FS]][%{{.*}}] : memref<?xf32>, vector<8xf32>
 // CHECK: vector.load %[[B]][%{{.*}}] : memref<?xi8>, vector<16xi8>
-// CHECK: vector.interleave %{{.*}}, %{{.*}} : vector<16xi8> -> vector<32xi8>
-// CHECK: llvm.call_intrinsic "llvm.x86.avx2.pshuf.b"
-// CHECK: arith.sitofp %{{.*}} : vector<32xi32> to vector<32xf32>
-// CHECK: vector.load %[[A]][%{{.*}}] : memref<?xf32>, vector<32xf32>
+// CHECK-NOT: arith.sitofp
+// CHECK: vector.shuffle %{{.*}}, %{{.*}} [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, {{.*}}] : vector<16xi8>, vector<16xi8>
+// CHECK-COUNT-2: llvm.call_intrinsic "llvm.x86.avx2.pshuf.b"
+// CHECK: vector.shuffle %{{.*}}, %{{.*}} [0, 32, 1, 33, {{.*}}] : vector<32xi8>, vector<32xi8>
+// CHECK: vector.bitcast %{{.*}} : vector<32xi8> to vector<16xi16>
+// CHECK: vector.shuffle %{{.*}}, %{{.*}} [0, 16, 1, 17, 2, 18, 3, 19, 8, 24, 9, 25, 10, 26, 11, 27] : vector<16xi16>, vector<16xi16>
+// CHECK-NEXT: vector.bitcast %{{.*}} : vector<16xi16> to vector<8xf32>
+// CHECK-NOT: arith.sitofp
+// CHECK: vector.load %[[AD]][%{{.*}}] : memref<?xf32>, vector<32xf32>
 // a partial sum per column and block of the unscaled (integer) weights, then one FMA by
 // the block's factor
 // CHECK: vector.fma %{{.*}} : vector<8xf32>
@@ -40,6 +55,11 @@
 // CHECK-NOT: vector.store %{{.*}}, %[[OUT]]
 // CHECK: vector.reduction <add>
 // CHECK: memref.store %{{.*}}, %[[OUT]][%{{.*}}] : memref<?xf32>
+// tiles of more rows: the codes interleaved into element order, one byte shuffle to their
+// integer values, converted
+// CHECK: vector.interleave %{{.*}}, %{{.*}} : vector<16xi8> -> vector<32xi8>
+// CHECK: llvm.call_intrinsic "llvm.x86.avx2.pshuf.b"
+// CHECK: arith.sitofp %{{.*}} : vector<32xi32> to vector<32xf32>
 // CHECK-LABEL: func.func private @not_a_kernel(i32)
 
 // The portable path decodes the codes arithmetically (no x86 intrinsic).
