@@ -3,8 +3,8 @@
 For every narrow type and both directions (f32 -> narrow, narrow -> f32), at 2^20 .. 2^26
 elements, ``func @main(%x: tensor<?xSRC>) -> tensor<?xDST>`` holding one ``stablehlo.convert``
 is lowered by ``mxlower-stablehlo-to-llvm{out-params}`` (the conversion is
-``mxlower-lower-narrow-floats-to-llvm``'s code from :mod:`mxlower.codec`; LLVM's loop
-vectorizer vectorizes it), JIT-compiled once per type pair by :mod:`mxlower.llvm_exec`
+``mxlower-lower-narrow-floats-to-llvm``'s code from :mod:`mxlower.lowering.codec`; LLVM's loop
+vectorizer vectorizes it), JIT-compiled once per type pair by :mod:`mxlower.execution.llvm`
 (in-process, ``opt_level=3``) and called on preallocated input and output arrays (steady
 state: no allocation, no first-touch page faults).  Timed against, in the same run:
 
@@ -34,9 +34,9 @@ import time
 
 import numpy as np
 
-from mxlower import llvm_exec
-from mxlower.benchmarking import Session, round_robin
 from mxlower import reference as R
+from mxlower.benchmarking import Session, round_robin
+from mxlower.execution import llvm
 from mxlower.formats import FLOAT_TYPES
 
 
@@ -83,8 +83,8 @@ def inputs(src: str, n: int, rng) -> np.ndarray:
 
 def compile_all(types, vector_width: int = 0) -> dict:
     def comp(text):
-        return llvm_exec.compile(text, out_params=True, isolate=False, opt_level=3,
-                                 vector_width=vector_width)
+        return llvm.compile(text, out_params=True, isolate=False, opt_level=3,
+                            vector_width=vector_width)
 
     out = {("copy", d): comp(copy_text(d)) for d in ("truncf", "extf")}
     for t in types:

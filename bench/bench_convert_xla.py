@@ -36,11 +36,11 @@ import time
 import numpy as np
 
 from mxlower import reference as R
-from mxlower import xla_cpu
 from mxlower.benchmarking import Session, round_robin
 from mxlower.bindings import jaxlib as J
+from mxlower.execution import xla
 from mxlower.formats import FLOAT_TYPES
-from mxlower.passes.manager import run_pipeline
+from mxlower.pipeline.manager import run_pipeline
 
 NATIVE = {"f8E4M3FN", "f8E5M2", "f8E8M0FNU", "f4E2M1FN"}  # XLA:CPU converts these itself
 
@@ -94,9 +94,9 @@ def timeit(fn, reps: int, warmup: int = 1) -> float:
 def xla_runner(text: str, x: np.ndarray, out_dtype):
     """Steady state: each run's output buffer is donated to the next run as its (aliased)
     output, as a pipeline that reuses its buffers runs."""
-    exe = xla_cpu.compile(text)
-    xb = xla_cpu.device_put(x)
-    state = [xla_cpu.device_put(np.zeros(x.shape, out_dtype))]
+    exe = xla.compile(text)
+    xb = xla.device_put(x)
+    state = [xla.device_put(np.zeros(x.shape, out_dtype))]
 
     def once():
         state[0] = exe.execute([xb, state[0]])[0]
@@ -173,7 +173,7 @@ def correctness_spot_check(types) -> None:
     rng = np.random.default_rng(1)
     x = inputs("f32", 4096, rng)
     for t in types:
-        (got,) = xla_cpu.run(module_text("f32", t, x.size), x, np.zeros(x.size, np.uint8))
+        (got,) = xla.run(module_text("f32", t, x.size), x, np.zeros(x.size, np.uint8))
         assert np.array_equal(got, R.bits(R.convert(x, t))), t
 
 

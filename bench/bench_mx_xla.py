@@ -49,12 +49,12 @@ import sys
 
 import numpy as np
 
-from mxlower.benchmarking import Session, round_robin
 from mxlower import reference as R
-from mxlower import xla_cpu
+from mxlower.benchmarking import Session, round_robin
 from mxlower.bindings import jaxlib as J
+from mxlower.execution import xla
 from mxlower.formats import FORMATS
-from mxlower.passes.manager import run_pipeline
+from mxlower.pipeline.manager import run_pipeline
 from mxlower.tools.run import DTYPES, select_function
 
 ROW = 1024
@@ -156,10 +156,10 @@ def lower(text: str, variant: str) -> tuple[str, list[np.dtype]]:
 def runner(text: str, variant: str, data: list[np.ndarray]):
     """A function running the compiled module once; outputs donated to the next run."""
     lowered, dtypes = lower(text, variant)
-    exe = xla_cpu.compile(lowered)
-    ins = [xla_cpu.device_put(_as(a, dt)) for a, dt in zip(data, dtypes)]
+    exe = xla.compile(lowered)
+    ins = [xla.device_put(_as(a, dt)) for a, dt in zip(data, dtypes)]
     n_out = len(dtypes) - len(data)
-    state = [xla_cpu.device_put(np.zeros(shape, dt)) for shape, dt in
+    state = [xla.device_put(np.zeros(shape, dt)) for shape, dt in
              zip(_arg_shapes(lowered)[len(data):], dtypes[len(data):])]
 
     def once():

@@ -20,7 +20,7 @@ import functools
 from jaxlib.mlir import ir, passmanager
 from jaxlib.mlir.dialects import arith, chlo, func, mhlo, mpmd, sdy, stablehlo
 
-from mxlower.bindings import jax_private
+import mxlower.bindings.jax_private as jax_private
 from mxlower.bindings.jax_private import rewrite
 PassManager = passmanager.PassManager
 MLIRError = ir.MLIRError

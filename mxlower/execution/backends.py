@@ -13,7 +13,8 @@ from typing import Any
 import numpy as np
 
 from mxlower.diagnostics import DiagnosticEngine
-from mxlower.execution import interpreter, llvm
+import mxlower.execution.interpreter as interpreter
+import mxlower.execution.llvm as llvm
 from mxlower.execution.errors import RunError
 from mxlower.ir.signature import Signature
 from mxlower.ir.source import check_resources

@@ -67,7 +67,7 @@ import numpy as np
 
 from mxlower import numbers, types
 from mxlower.bindings import jaxlib, upstream
-from mxlower.execution import ffi_abi as abi
+import mxlower.execution.ffi_abi as abi
 from mxlower.formats import FORMATS, SCALE_MODES
 from mxlower.lowering.mx_kernels import (
     CastSpec,

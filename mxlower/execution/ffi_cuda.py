@@ -60,8 +60,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from mxlower.bindings import jaxlib, upstream
-from mxlower.execution import ffi, ptx
-from mxlower.execution import ffi_abi as abi
+import mxlower.execution.ffi as ffi
+import mxlower.execution.ffi_abi as abi
+import mxlower.execution.ptx as ptx
 from mxlower.execution.ffi import CompiledKernel, Emitter, FFIError, Frame, Spec
 from mxlower.lowering import mx_kernels
 from mxlower.lowering.nvvm_model import parse_chip

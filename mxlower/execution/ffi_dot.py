@@ -45,8 +45,9 @@ from typing import Any
 import numpy as np
 
 from mxlower.bindings import upstream
-from mxlower.execution import ffi, ptx
-from mxlower.execution import ffi_abi as abi
+import mxlower.execution.ffi as ffi
+import mxlower.execution.ffi_abi as abi
+import mxlower.execution.ptx as ptx
 from mxlower.lowering import dot_kernels
 from mxlower.lowering.dot_kernels import NP, DotSpec
 from mxlower.passes.lower_dot_kernels import LowerDotKernels

@@ -20,7 +20,7 @@ import numpy as np
 
 from mxlower import types
 from mxlower.bindings import jaxlib as J
-from mxlower.execution import backends
+import mxlower.execution.backends as backends
 from mxlower.execution.arrays import pack, unpack
 from mxlower.execution.child import Child, ChildDied, ChildTimedOut, register_types, serve
 from mxlower.execution.errors import RunError

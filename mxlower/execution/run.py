@@ -21,7 +21,8 @@ from mxlower import types
 from mxlower.bindings import collect_ops
 from mxlower.bindings import jaxlib as J
 from mxlower.diagnostics import DiagnosticEngine, PassFailure
-from mxlower.execution import backends, isolated
+import mxlower.execution.backends as backends
+import mxlower.execution.isolated as isolated
 from mxlower.execution.arrays import check_inputs, random_inputs
 from mxlower.execution.backends import BACKENDS
 from mxlower.execution.errors import RunError

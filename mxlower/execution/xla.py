@@ -31,7 +31,7 @@ import numpy as np
 from jax.extend.backend import get_backend
 
 from mxlower.bindings import jax_private
-from mxlower.execution import ffi_dot
+import mxlower.execution.ffi_dot as ffi_dot
 from mxlower.execution.errors import RunError
 from mxlower.ir.signature import Signature
 

@@ -10,7 +10,8 @@ import jax.numpy as jnp
 
 from mxlower.execution import ffi
 from mxlower.formats import FORMATS, SCALE_MODES, get_datatype
-from mxlower.jax import kernels, sharding
+import mxlower.jax.kernels as kernels
+import mxlower.jax.sharding as sharding
 from mxlower.jax.array import MXArray
 from mxlower.jax.casts import DatatypeArray, quantize_datatype
 from mxlower.jax.checks import (as_array, as_int, check_axis, check_block_size, check_dtype,

@@ -39,7 +39,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from mxlower.formats import FORMATS, MXFormat
-from mxlower.jax import checks, kernels, sharding
+import mxlower.jax.checks as checks
+import mxlower.jax.kernels as kernels
+import mxlower.jax.sharding as sharding
 from mxlower.jax.dtypes import element_dtype, scale_dtype
 from mxlower.jax.primitives import dequantize_p
 

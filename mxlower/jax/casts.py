@@ -45,7 +45,8 @@ from mxlower.cast_reference import resolve
 from mxlower.dialect import mx
 from mxlower.formats import FLOAT_TYPES
 from mxlower.jax.array import ShapeOfValues
-from mxlower.jax import kernels, sharding
+import mxlower.jax.kernels as kernels
+import mxlower.jax.sharding as sharding
 from mxlower.jax.checks import as_array, as_int, check_axis, check_dtype, check_wide, traced
 from mxlower.jax.dtypes import held_as_codes, mlir_name, storage_dtype
 from mxlower.jax.lowering import emit, tensor_type

@@ -36,7 +36,8 @@ from jax.interpreters import mlir
 
 from mxlower.bindings.jaxlib import ir
 from mxlower.ir.stablehlo_builder import Builder
-from mxlower.jax import kernels, primitives
+import mxlower.jax.kernels as kernels
+import mxlower.jax.primitives as primitives
 from mxlower.jax.dtypes import mlir_name
 from mxlower.lowering import mx_math, xla_mx
 

@@ -62,7 +62,8 @@ from mxlower.bindings.jaxlib import ir
 from mxlower.execution import ffi, ffi_cuda, ffi_dot
 from mxlower.execution import ffi_abi as abi
 from mxlower.ir.stablehlo_builder import Builder
-from mxlower.jax import primitives, sharding
+import mxlower.jax.primitives as primitives
+import mxlower.jax.sharding as sharding
 from mxlower.lowering import dot_call, mx_math
 from mxlower.lowering.dot_kernels import DotSpec
 from mxlower.lowering.mx_kernels import CastSpec, ConvertSpec, KernelSpec

@@ -90,7 +90,7 @@ from jax.sharding import PartitionSpec as P
 from mxlower.bindings import jax_private
 from mxlower.bindings.jaxlib import ir
 from mxlower.ir.stablehlo_builder import Builder
-from mxlower.jax import primitives
+import mxlower.jax.primitives as primitives
 from mxlower.jax.dtypes import mlir_name
 from mxlower.lowering import mx_math
 from mxlower.numbers import scale as scale_spec

@@ -46,7 +46,7 @@ import numpy as np
 from mxlower.bindings.jaxlib import ir
 from mxlower.dialect import mx
 from mxlower.ir.stablehlo_builder import Builder
-from mxlower.lowering import codec_spec
+import mxlower.lowering.codec_spec as codec_spec
 from mxlower.lowering.codec_stablehlo import StableHLOBuilder
 from mxlower.lowering.mx_math import narrow_codes, narrow_from_codes
 from mxlower.lowering.mx_math import (

@@ -75,7 +75,10 @@ from mxlower import numbers, types
 from mxlower.bindings import upstream
 from mxlower.formats import FORMATS, SCALE_MODES, WIDE_TYPES, MXFormat
 from mxlower.ir.stablehlo_builder import Comparisons
-from mxlower.lowering import cast_math, codec, codec_spec, mx_math
+import mxlower.lowering.cast_math as cast_math
+import mxlower.lowering.codec as codec
+import mxlower.lowering.codec_spec as codec_spec
+import mxlower.lowering.mx_math as mx_math
 
 __all__ = ["CONVERT_LANES", "GPU_THREADS", "TARGETS", "ArithOps", "CastSpec", "ConvertSpec",
            "KernelSpec", "Operand", "build", "emit_kernel", "gpu_module_name"]

@@ -25,7 +25,8 @@ from mxlower.bindings import collect_ops
 from mxlower.ir.literals import dense_body, element_codes
 from mxlower.ir.typeconv import (element_type, map_function_type, retype_op, verify_retyped,
                                  with_element_type)
-from mxlower.lowering import codec, codec_spec
+import mxlower.lowering.codec as codec
+import mxlower.lowering.codec_spec as codec_spec
 from mxlower.types import FLOAT_TYPES, is_narrow_float, is_wide_float
 
 __all__ = [

@@ -15,7 +15,7 @@ from mxlower.bindings.jaxlib import ir, stablehlo
 from mxlower.ir.literals import dense_body, element_codes
 from mxlower.ir.typeconv import (element_type, function_type, map_function_type, retype_op,
                                  with_element_type)
-from mxlower.lowering import codec
+import mxlower.lowering.codec as codec
 from mxlower.lowering.codec_stablehlo import StableHLOBuilder
 from mxlower.lowering.narrow_floats import emit_conversion
 from mxlower.types import FLOAT_TYPES, is_wide_float

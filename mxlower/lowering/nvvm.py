@@ -67,7 +67,9 @@ import numpy as np
 from mxlower import diagnostics as diag
 from mxlower.bindings import upstream
 from mxlower.ir.typeconv import element_type, with_element_type
-from mxlower.lowering import codec, codec_spec, nvvm_model
+import mxlower.lowering.codec as codec
+import mxlower.lowering.codec_spec as codec_spec
+import mxlower.lowering.nvvm_model as nvvm_model
 from mxlower.lowering.narrow_floats import emit_conversion, rounding_of
 from mxlower.types import (FLOAT_TYPES, WIDE_FLOAT_TYPES, dtype, float_type, is_narrow_float,
                            is_wide_float)

@@ -1,6 +1,6 @@
-"""``python -m mxlower.llvm_exec``: lower a module to LLVM, JIT it and call one function.
+"""``python -m mxlower.tools.llvm_exec``: lower a module to LLVM, JIT it and call one function.
 
-    python -m mxlower.llvm_exec in.mlir --func main --input x.npy --output out.npz
+    python -m mxlower.tools.llvm_exec in.mlir --func main --input x.npy --output out.npz
 
 One shot, in the LLVM engine's isolated worker (:mod:`mxlower.execution.llvm`).  Bad input (a
 missing file, an unreadable .npy, a module that does not lower) is one ``error:`` line and exit
@@ -22,7 +22,7 @@ from mxlower.tools.source import ArgParser, CliError, check_output_path, cli_mai
 
 __all__ = ["format_result", "main"]
 
-PROG = "python -m mxlower.llvm_exec"
+PROG = "python -m mxlower.tools.llvm_exec"
 
 
 def format_result(k: int, r: np.ndarray) -> str:

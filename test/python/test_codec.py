@@ -1,4 +1,4 @@
-"""The codec algorithm (mxlower.codec), executed by its NumPy builder, against the oracle.
+"""The codec algorithm (mxlower.lowering.codec), executed by its NumPy builder, against the oracle.
 
 Exhaustive where the input space allows: every bf16 and f16 bit pattern, every narrow code,
 and > 200k f32 probes (every narrow value, midpoint and their f32 neighbours, subnormals,

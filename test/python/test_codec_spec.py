@@ -462,14 +462,14 @@ def test_stablehlo_builder_on_xla_cpu(spec):
     """Each mode (shifted or not) on XLA:CPU: the same codes and decoded values as NumPy (which
     equals the oracle above).  XLA:CPU flushes f32 subnormals in arithmetic: the codec does
     none, so shifted subnormal results come out exact."""
-    from mxlower import xla_cpu
+    from mxlower.execution import xla
 
     n = 4096
     for i, (mode, shifted) in enumerate([(m, sh) for m in MODES for sh in (False, True)]):
         src = ("f32", "bf16", "f16")[i % 3]
         dst = ("f32", "bf16", "f16")[(i // 3) % 3]
         x, r, s = _inputs(src, n, i)
-        got_c, got_v = xla_cpu.run(_hlo_text(n, spec, src, mode, shifted, dst), x, r, s)
+        got_c, got_v = xla.run(_hlo_text(n, spec, src, mode, shifted, dst), x, r, s)
         exp_c, exp_v = _numpy_pair(x, r, s, src, spec, mode, shifted, dst)
         st = CS.storage_type(spec)
         assert got_c.dtype == np.dtype(st.replace("ui", "uint") if st.startswith("ui")
@@ -532,14 +532,14 @@ def test_arith_builder_on_llvm(spec):
     """The arith builder, lowered to LLVM and run on upstream MLIR's ExecutionEngine: the same
     codes and decoded values as NumPy, every mode, shifted and not."""
     pytest.importorskip("mlir.execution_engine")
-    from mxlower import llvm_exec
+    from mxlower.execution import llvm
 
     n = 4096
     for i, (mode, shifted) in enumerate([(m, sh) for m in MODES for sh in (False, True)]):
         src = ("f32", "bf16", "f16")[(i + 1) % 3]
         dst = ("f32", "bf16", "f16")[(i // 2) % 3]
         x, r, s = _inputs(src, n, 100 + i)
-        with llvm_exec.compile(_arith_text(spec, src, mode, shifted, dst)) as h:
+        with llvm.compile(_arith_text(spec, src, mode, shifted, dst)) as h:
             got_c, got_v = h.run("main", x, r.view(np.int32), s)
         exp_c, exp_v = _numpy_pair(x, r, s, src, spec, mode, shifted, dst)
         assert np.array_equal(_codes(got_c, spec), _codes(exp_c, spec)), (mode, shifted)
@@ -614,9 +614,9 @@ def test_convert_rejects_other_modes():
 def test_stablehlo_builder_dynamic_shapes():
     """A tensor<?x4xf32> input (constants broadcast to its runtime shape): the module verifies,
     and after shape refinement to 8x4 it runs on XLA:CPU with NumPy's bits."""
-    from mxlower import xla_cpu
+    from mxlower.execution import xla
     from mxlower.bindings import jaxlib as J
-    from mxlower.dialect.testing import refine_for_inputs
+    from mxlower.testing import refine_for_inputs
     from mxlower.lowering.codec_stablehlo import StableHLOBuilder
 
     ir = J.ir
@@ -642,7 +642,7 @@ def test_stablehlo_builder_dynamic_shapes():
     x = (rng.standard_normal((8, 4)) * 100).astype(np.float32)
     r = rng.integers(0, 2**32, (8, 4), dtype=np.uint64).astype(np.uint32)
     s = rng.integers(-20, 20, (8, 4)).astype(np.int32)
-    got_c, got_v = xla_cpu.run(refine_for_inputs(text, [x, r, s]), x, r, s)
+    got_c, got_v = xla.run(refine_for_inputs(text, [x, r, s]), x, r, s)
     exp_c = CS.emit_encode(NP, x, "f32", "e5m6", roundmode="stochastic", rbits=r, shift=s)
     assert np.array_equal(got_c, exp_c)
     exp_v = CS.emit_decode(NP, exp_c, "e5m6", "bf16", shift=s)

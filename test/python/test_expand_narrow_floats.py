@@ -17,15 +17,15 @@ import pytest
 
 from mxlower import passes
 from mxlower import reference as R
-from mxlower import xla_cpu
 from mxlower.bindings import jaxlib as J
 from mxlower.diagnostics import DiagnosticEngine, PassFailure
-from mxlower.dialect.testing import refine_for_inputs
+from mxlower.execution import xla
 from mxlower.formats import FLOAT_TYPES, get_format
 from mxlower.lowering import codec
 from mxlower.passes.expand_narrow_floats import ExpandNarrowFloats
-from mxlower.passes.manager import run_pipeline
+from mxlower.pipeline.manager import run_pipeline
 from mxlower.pipeline.parser import PipelineError
+from mxlower.testing import refine_for_inputs
 
 NARROW = list(FLOAT_TYPES)
 WIDE = ["f32", "bf16", "f16", "f64"]
@@ -52,10 +52,10 @@ def probes(name: str) -> np.ndarray:
 
 
 @functools.cache
-def compiled(src: str, dst: str, n: int) -> xla_cpu.Executable:
+def compiled(src: str, dst: str, n: int) -> xla.Executable:
     text = expand(convert_text(src, dst, n))
     assert "f8E" not in text and "f6E" not in text and "f4E" not in text
-    return xla_cpu.compile(text)
+    return xla.compile(text)
 
 
 def _mismatches(x, got, exp, k=5):
@@ -97,7 +97,7 @@ def test_narrow_to_narrow_on_xla_cpu(src):
     text = (f"func.func @main(%x: tensor<{n}x{src}>) -> ({rets}) {{\n{body}\n"
             f"  return {', '.join(f'%{i}' for i in range(len(NARROW)))} : {rets}\n}}\n")
     codes = np.arange(n, dtype=np.uint8)
-    outs = xla_cpu.run(expand(text), codes)
+    outs = xla.run(expand(text), codes)
     for d, got in zip(NARROW, outs):
         # a convert to the same type is the identity (as in XLA), NaN payloads included
         exp = codes if d == src else R.bits(R.convert(R.from_bits(codes, src), d))
@@ -147,7 +147,7 @@ func.func @main(%x: tensor<4xf32>, %y: tensor<2x2xf6E2M3FN>, %p: tensor<i1>, %i:
     x = np.array([0.3, -2.75, 100.0, np.nan], np.float32)
     y = np.array([[3, 4], [0x21, 0x1F]], np.uint8)  # f6E2M3FN codes
     for pred in (True, False):
-        outs = xla_cpu.run(out_text, x, y, np.array(pred), np.array(1, np.int32))
+        outs = xla.run(out_text, x, y, np.array(pred), np.array(1, np.int32))
         c = np.array([[8, 32], [31, 1]], np.uint8)  # 1.0, -0.0, 7.5, 0.125
         stacked = np.concatenate([c, y])[1:3]
         sel = y if pred else c
@@ -184,7 +184,7 @@ func.func @main(%x: tensor<4xf8E4M3FN>, %n: tensor<i32>) -> (tensor<4xi8>, tenso
     out_text = expand(text, "types=f8E4M3FN")
     assert "f8E4M3FN" not in out_text and "f8E5M2" in out_text  # only the selected type
     codes = np.array([0x01, 0x80, 0x7F, 0xC8], np.uint8)
-    b, e, w, r = xla_cpu.run(out_text, codes, np.array(3, np.int32))
+    b, e, w, r = xla.run(out_text, codes, np.array(3, np.int32))
     assert np.array_equal(b, codes.view(np.int8))
     assert np.array_equal(R.bits(e), codes)
     assert w == codes.view(np.int32)[0]
@@ -209,7 +209,7 @@ func.func @main(%i: tensor<256xi8>, %u: tensor<5xui32>, %e: tensor<256xf8E4M3FN>
     u = np.array([0, 3, 27, 30, 4_000_000_000], np.uint32)
     e = np.arange(256, dtype=np.uint8).view(FLOAT_TYPES["f8E4M3FN"].dtype)
     f = np.arange(16, dtype=np.uint8)
-    o0, o1, o2, o3, o4 = xla_cpu.run(out_text, i, u, e, f)
+    o0, o1, o2, o3, o4 = xla.run(out_text, i, u, e, f)
     assert np.array_equal(o0, R.bits(R.convert(i.astype(np.float32), "f4E2M1FN")))
     assert np.array_equal(o1, R.bits(R.convert(u.astype(np.float64), "f6E3M2FN")))
     assert np.array_equal(o2, R.bits(R.convert(e, "f6E2M3FN")))
@@ -264,8 +264,8 @@ func.func @main(%u: tensor<16xui4>, %s: tensor<16xi4>, %x: tensor<16xf32>) -> (t
     table = np.array([0, .5, 1, 1.5, 2, 3, 4, 6, -0., -.5, -1, -1.5, -2, -3, -4, -6],
                      np.float32)  # the value of each f4E2M1FN code
     signed = (((codes.astype(np.int16) + 8) % 16) - 8).astype(ml_dtypes.int4)  # same bits
-    af, bf, cu, cs = xla_cpu.run(out_text, codes.astype(ml_dtypes.uint4), signed,
-                                 table[::-1].copy())
+    af, bf, cu, cs = xla.run(out_text, codes.astype(ml_dtypes.uint4), signed,
+                             table[::-1].copy())
     assert np.array_equal(R.bits(af), R.bits(table))
     assert np.array_equal(R.bits(bf), R.bits(table))
     assert cu.astype(np.uint8).tolist() == codes[::-1].tolist()
@@ -341,7 +341,7 @@ func.func @main(%x: tensor<4x64xf32>) -> (tensor<4x64x{el}>, tensor<4x2x{sc}>, t
     rng = np.random.default_rng(7)
     x = (rng.standard_normal((4, 64)) * np.exp2(rng.integers(-20, 20, (4, 1)))).astype(np.float32)
     x[0, 3] = 0.0
-    q, s, d = xla_cpu.run(out_text, x)
+    q, s, d = xla.run(out_text, x)
     eq, es = R.quantize(x, fmt, axis=1, block_size=32, scale_mode="floor")
     assert np.array_equal(q, R.bits(eq))
     assert np.array_equal(s, R.bits(es))
@@ -367,7 +367,7 @@ def test_constants_reencode_every_code(t):
         text = (f"func.func @main() -> ({', '.join(r[1] for r in rets)}) {{\n"
                 + "\n".join(body) + "\n  return " + ", ".join(r[0] for r in rets) + " : "
                 + ", ".join(r[1] for r in rets) + "\n}\n")
-    outs = xla_cpu.run(expand(text))
+    outs = xla.run(expand(text))
     for c, got in zip(chunks, outs):
         assert np.array_equal(got, c)
 
@@ -398,7 +398,7 @@ def test_dynamic_shapes_expand_and_run_after_refinement():
     h = probes("bf16").reshape(4, -1)
     refined = refine_for_inputs(text, [x, c, h])
     assert "dynamic_broadcast_in_dim" not in refined and "?" not in refined
-    q, back, q4, c32 = xla_cpu.run(refined, x, c, h)
+    q, back, q4, c32 = xla.run(refined, x, c, h)
     cv = c.view(FLOAT_TYPES["f6E2M3FN"].dtype)
     assert np.array_equal(q, R.bits(R.convert(x, "f8E4M3FN")))
     assert np.array_equal(R.bits(back), R.bits(R.convert(cv, "f32")))
@@ -417,7 +417,7 @@ def test_dynamic_shapes_from_jax_export():
     text = expand(exp.mlir_module())
     assert "f8E5M2" not in text and "stablehlo.get_dimension_size" in text
     x = probes("f32")[:8 * 1000].reshape(1000, 8)
-    (got,) = xla_cpu.run(refine_for_inputs(text, [x]), x)
+    (got,) = xla.run(refine_for_inputs(text, [x]), x)
     want = R.convert(R.convert(x, "f8E5M2"), "f32")
     assert np.array_equal(np.isnan(got), np.isnan(want))
     assert np.array_equal(R.bits(got)[~np.isnan(got)], R.bits(want)[~np.isnan(want)])

@@ -2,8 +2,8 @@
 run through CuPy or cuda-python and are bit-exact with mxlower's reference (ml_dtypes plus
 docs/semantics.md section 2) on all inputs -- every bf16/f16 pattern, > 200k f32 probes, every
 narrow code -- for the hardware cvt paths the device's chip has and the integer fallbacks for
-the rest.  This is also the check of :mod:`mxlower.nvvm_model` against hardware (the NaN codes
-and the f4/f6 Inf saturation the ISA text leaves implicit).
+the rest.  This is also the check of :mod:`mxlower.lowering.nvvm_model` against hardware (the
+NaN codes and the f4/f6 Inf saturation the ISA text leaves implicit).
 
 The execution tests are marked ``gpu`` and skip without a CUDA device or without both CuPy
 and cuda-python.  Run::
@@ -38,9 +38,9 @@ import numpy as np
 import pytest
 
 import mxlower
-from mxlower.benchmarking import source_fingerprint
-from mxlower import ptx
 from mxlower import reference as R
+from mxlower.benchmarking import source_fingerprint
+from mxlower.execution import ptx
 from mxlower.formats import FLOAT_TYPES
 from mxlower.lowering import codec, nvvm_model
 
@@ -189,7 +189,7 @@ def _ptx(chip: str, hardware: bool) -> str:
                     "llc; on a GPU machine without them, carry images (MXLOWER_GPU_IMAGES)")
     from mxlower.bindings import jaxlib as J
     from mxlower.diagnostics import DiagnosticEngine
-    from mxlower.passes.manager import PassPipeline
+    from mxlower.pipeline.manager import PassPipeline
 
     fns = [_kernel(name, *spec) for name, spec in KERNELS.items()]
     text = "gpu.module @mx {" + "".join(fns) + "\n}\n"

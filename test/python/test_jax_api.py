@@ -19,9 +19,9 @@ import numpy as np
 import pytest
 
 import mxlower.jax as mxj
-from mxlower import codec
 from mxlower import reference as R
 from mxlower.formats import FORMATS, SCALE_MODES
+from mxlower.lowering import codec
 
 F6 = ("mxfp6_e3m2", "mxfp6_e2m3")
 WIDE = {"f32": np.float32, "bf16": ml_dtypes.bfloat16, "f16": np.float16}
@@ -357,14 +357,14 @@ def test_lower_is_plain_stablehlo_identical_for_every_platform(tmp_path):
     assert "custom_call" not in t and '"mx.' not in t and "f6E2M3FN" not in t
 
     # ready for mxlower-opt: it parses and the MX pipeline leaves it runnable on XLA:CPU
-    from mxlower import xla_cpu
+    from mxlower.execution import xla
     from mxlower.tools import opt
 
     src, dst = tmp_path / "in.mlir", tmp_path / "out.mlir"
     src.write_text(t)
     assert opt.main([str(src), "-p", "builtin.module(mxlower-mx-to-stablehlo)",
                      "-o", str(dst)]) == 0
-    y, d = xla_cpu.run(dst.read_text(), x, w)
+    y, d = xla.run(dst.read_text(), x, w)
     ry, rd = jax.jit(_model)(x, w)
     assert np.array_equal(y, np.asarray(ry)) and same_wide(d, rd)
 

@@ -7,7 +7,7 @@ isolated worker, and run on every input at once:
 
 * to each narrow type: every bf16 and every f16 bit pattern, and > 200k f32 probes (every
   narrow value, every midpoint and its f32 neighbours, subnormals, +-0, +-Inf, NaNs of both
-  signs with payloads, random bit patterns: :func:`mxlower.codec.probe_values`); f64 probes
+  signs with payloads, random bit patterns: :func:`mxlower.lowering.codec.probe_values`); f64 probes
   too (single rounding, no detour through f32);
 * from each narrow type: every code, to f32, bf16, f16 and f64.
 
@@ -21,7 +21,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mxlower import llvm_exec, reference
+from mxlower import reference
+from mxlower.execution import llvm
 from mxlower.formats import FLOAT_TYPES
 from mxlower.lowering import codec
 
@@ -38,7 +39,7 @@ def _convert_module(src: str, dst: str) -> str:
 
 
 def _run(src: str, dst: str, x: np.ndarray) -> np.ndarray:
-    with llvm_exec.compile(_convert_module(src, dst)) as h:
+    with llvm.compile(_convert_module(src, dst)) as h:
         (y,) = h.run("main", x)
     assert y.dtype == reference.convert(x[:1], dst).dtype and y.shape == x.shape
     return y
@@ -118,7 +119,7 @@ def test_truncf_rounding_modes_are_bit_exact(src, rounding):
 
     mode = codec_spec.TRUNCF_MODES[rounding]
     x = codec.probe_values(src)
-    with llvm_exec.compile(_rounding_module(src, rounding)) as h:
+    with llvm.compile(_rounding_module(src, rounding)) as h:
         outs = h.run("main", x)
     for dst, got in zip(NARROW, outs):
         want = codec_spec.emit_convert(codec.NumpyBuilder(), x, src, dst, roundmode=mode)

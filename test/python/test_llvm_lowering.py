@@ -1,4 +1,4 @@
-"""mxlower-lower-narrow-floats-to-llvm, mxlower-stablehlo-to-llvm and mxlower.llvm_exec.
+"""mxlower-lower-narrow-floats-to-llvm, mxlower-stablehlo-to-llvm and mxlower.execution.llvm.
 
 Bit-exactness over every input is test_llvm_exhaustive.py; this file checks the pass on every
 type pair and shape kind, the pipeline's options, why upstream arith-expand is not used, and
@@ -17,12 +17,13 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from mxlower import llvm_exec, reference
+from mxlower import reference
 from mxlower.bindings import jaxlib as J
 from mxlower.diagnostics import PassFailure
+from mxlower.execution import llvm
 from mxlower.formats import FLOAT_TYPES
 from mxlower.passes.llvm_pipelines import StablehloToLLVM
-from mxlower.passes.manager import run_pipeline
+from mxlower.pipeline.manager import run_pipeline
 
 pytest.importorskip("mlir.execution_engine")
 
@@ -76,8 +77,8 @@ def test_pass_reports_computation_on_narrow_types():
 
 def test_pipeline_vector_width_vectorizes_in_mlir_and_agrees():
     x = np.random.default_rng(0).standard_normal(1003).astype(np.float32) * 4
-    with llvm_exec.compile(convert_module("f32", "f4E2M1FN"), vector_width=16,
-                           keep_llvm=True) as h:
+    with llvm.compile(convert_module("f32", "f4E2M1FN"), vector_width=16,
+                      keep_llvm=True) as h:
         assert "vector<16xi32>" in h.llvm_mlir
         (y,) = h.run("main", x)
     assert np.array_equal(y.view(np.uint8), reference.bits(reference.convert(x, "f4E2M1FN")))
@@ -86,8 +87,8 @@ def test_pipeline_vector_width_vectorizes_in_mlir_and_agrees():
 @pytest.mark.parametrize("opt_level", [0, 3])
 def test_opt_levels_agree(opt_level):
     x = codec_probe = np.linspace(-500, 500, 4099, dtype=np.float32)
-    with llvm_exec.compile(convert_module("f32", "f8E4M3FN"), opt_level=opt_level,
-                           isolate=False) as h:
+    with llvm.compile(convert_module("f32", "f8E4M3FN"), opt_level=opt_level,
+                      isolate=False) as h:
         (y,) = h.run("main", x)
     assert np.array_equal(y.view(np.uint8), reference.bits(reference.convert(codec_probe,
                                                                              "f8E4M3FN")))
@@ -101,7 +102,7 @@ def test_fused_chain_and_static_shapes():
             "  return %2 : tensor<2x3xf6E2M3FN>\n}\n")
     s = reference.from_bits(np.array([[120, 127, 128], [129, 130, 0]], np.uint8), "f8E8M0FNU")
     x = np.array([[1.5, -3.25, 0.8], [7.0, 1.9, 1e30]], ml_dtypes.bfloat16)
-    with llvm_exec.compile(text, isolate=False) as h:
+    with llvm.compile(text, isolate=False) as h:
         assert str(h.signatures["main"]) == ("@main(memref<2x3xf8E8M0FNU>, memref<2x3xbf16>) -> "
                                             "(memref<2x3xf6E2M3FN>)")
         (y,) = h.run("main", s, x)
@@ -130,7 +131,7 @@ def test_upstream_arith_expand_differs_on_known_cases(case):
                 "identity-layout-map}, convert-linalg-to-loops, arith-expand{" + flag + "}, "
                 "func.func(llvm-request-c-wrappers), expand-strided-metadata, "
                 "convert-scf-to-cf, convert-to-llvm, reconcile-unrealized-casts)")
-    with llvm_exec.compile(text) as ours, llvm_exec.compile(text, pipeline=upstream) as theirs:
+    with llvm.compile(text) as ours, llvm.compile(text, pipeline=upstream) as theirs:
         (mine,) = ours.run("main", x)
         (other,) = theirs.run("main", x)
     want = reference.convert(x, "f32" if direction == "extf" else t)
@@ -177,7 +178,7 @@ func.func private @hidden(%x: f32) -> f32 {
 
 @pytest.mark.parametrize("isolate", [False, True])
 def test_memref_level_input_scalars_and_buffer_ownership(isolate):
-    with llvm_exec.compile(MEMREF_FUNCS, isolate=isolate) as h:
+    with llvm.compile(MEMREF_FUNCS, isolate=isolate) as h:
         assert set(h.signatures) == {"scale", "identity", "get_table"}
         x = np.array([1.0, -2.5, 300.0, np.nan], np.float32)
         o = np.zeros(4, ml_dtypes.float8_e5m2)
@@ -213,7 +214,7 @@ def test_results_sharing_a_buffer_are_read_before_it_is_freed(isolate):
     allocator's bookkeeping in the first bytes)."""
     x = np.arange(64, dtype=np.float32)
     y = np.full(64, 0.5, np.float32)
-    with llvm_exec.compile(SHARED_RESULT, isolate=isolate) as h:
+    with llvm.compile(SHARED_RESULT, isolate=isolate) as h:
         for _ in range(3):
             a, q, b = h.run("twice", x, y)
             assert np.array_equal(a, x + y) and np.array_equal(b, x + y)
@@ -223,50 +224,50 @@ def test_results_sharing_a_buffer_are_read_before_it_is_freed(isolate):
 
 def test_out_params_dynamic_needs_out_and_reuses_it():
     x = np.array([0.1, 1.0, -448.0, 500.0], np.float32)
-    with llvm_exec.compile(convert_module("f32", "f8E4M3FN"), out_params=True) as h:
+    with llvm.compile(convert_module("f32", "f8E4M3FN"), out_params=True) as h:
         sig = h.signatures["main"]
         assert sig.n_out_params == 1 and sig.results == ()
-        with pytest.raises(llvm_exec.CallError, match="dynamic shape: pass out="):
+        with pytest.raises(llvm.CallError, match="dynamic shape: pass out="):
             h.run("main", x)
         o = np.empty(4, ml_dtypes.float8_e4m3fn)
         (r,) = h.run("main", x, out=[o])
         assert r is o
         assert np.array_equal(o.view(np.uint8), reference.bits(reference.convert(x, "f8E4M3FN")))
-    with llvm_exec.compile(convert_module("f32", "f8E4M3FN", "4"), out_params=True,
-                           isolate=False) as h:
+    with llvm.compile(convert_module("f32", "f8E4M3FN", "4"), out_params=True,
+                      isolate=False) as h:
         (r,) = h.run("main", x)  # static: allocated for us
         assert r.shape == (4,) and r.dtype == ml_dtypes.float8_e4m3fn
 
 
 def test_call_errors():
-    with llvm_exec.compile(convert_module("f32", "f4E2M1FN", "4")) as h:
-        with pytest.raises(llvm_exec.CallError, match=r"no public function @nope \(callable: @main\)"):
+    with llvm.compile(convert_module("f32", "f4E2M1FN", "4")) as h:
+        with pytest.raises(llvm.CallError, match=r"no public function @nope \(callable: @main\)"):
             h.run("nope")
-        with pytest.raises(llvm_exec.CallError, match="takes 1 argument"):
+        with pytest.raises(llvm.CallError, match="takes 1 argument"):
             h.run("main")
-        with pytest.raises(llvm_exec.CallError, match=r"expects memref<4xf32> \(float32\), got float64"):
+        with pytest.raises(llvm.CallError, match=r"expects memref<4xf32> \(float32\), got float64"):
             h.run("main", np.zeros(4))
-        with pytest.raises(llvm_exec.CallError, match=r"expects memref<4xf32>, got shape \(5,\)"):
+        with pytest.raises(llvm.CallError, match=r"expects memref<4xf32>, got shape \(5,\)"):
             h.run("main", np.zeros(5, np.float32))
         # non-contiguous input is copied, not misread
         x = np.arange(8, dtype=np.float32)[::2]
         (y,) = h.run("main", x)
         assert np.array_equal(y.view(np.uint8), reference.bits(reference.convert(x, "f4E2M1FN")))
     h.close()
-    with pytest.raises(llvm_exec.CallError, match="closed"):
+    with pytest.raises(llvm.CallError, match="closed"):
         h.run("main", x)
 
 
 def test_compile_errors_carry_locations():
-    with pytest.raises(llvm_exec.CompileError) as e:
-        llvm_exec.compile("func.func @f(%x: f32) -> f32 {\n  return %y : f32\n}\n",
-                          filename="bad.mlir")
+    with pytest.raises(llvm.CompileError) as e:
+        llvm.compile("func.func @f(%x: f32) -> f32 {\n  return %y : f32\n}\n",
+                     filename="bad.mlir")
     assert "bad.mlir:2:10: error: use of undeclared SSA value name" in str(e.value)
     bad_pass = ("func.func @main(%x: tensor<4xf8E4M3FN>) -> tensor<4xf8E4M3FN> {\n"
                 "  %0 = stablehlo.add %x, %x : tensor<4xf8E4M3FN>\n"
                 "  return %0 : tensor<4xf8E4M3FN>\n}\n")
-    with pytest.raises(llvm_exec.CompileError) as e:
-        llvm_exec.compile(bad_pass, filename="add.mlir")
+    with pytest.raises(llvm.CompileError) as e:
+        llvm.compile(bad_pass, filename="add.mlir")
     assert "add.mlir:2:8: error: 'arith.addf' computes on f8E4M3FN" in str(e.value)
 
 
@@ -284,13 +285,13 @@ func.func @ok() -> i32 {
 
 
 def test_a_crash_in_the_worker_is_an_error_and_the_worker_restarts():
-    h = llvm_exec.compile(CRASH)
+    h = llvm.compile(CRASH)
     assert h.run("ok") == [42]
-    with pytest.raises(llvm_exec.WorkerCrashed, match=r"killed by SIGSEGV .* while running @crash"):
+    with pytest.raises(llvm.WorkerCrashed, match=r"killed by SIGSEGV .* while running @crash"):
         h.run("crash")
-    with pytest.raises(llvm_exec.WorkerCrashed, match="died earlier"):
+    with pytest.raises(llvm.WorkerCrashed, match="died earlier"):
         h.run("ok")
-    with llvm_exec.compile(CRASH) as h2:  # a fresh worker
+    with llvm.compile(CRASH) as h2:  # a fresh worker
         assert h2.run("ok") == [42]
 
 
@@ -308,11 +309,11 @@ def test_an_llvm_assertion_is_an_error_not_a_dead_process():
              if "emulate-unsupported" not in s and "include-bf16" not in s]
     s = reference.from_bits(np.arange(124, 132, dtype=np.uint8), "f8E8M0FNU")
     x = np.linspace(-4, 4, 8).astype(ml_dtypes.bfloat16)
-    with llvm_exec.compile(text, pipeline="builtin.module(" + ", ".join(steps) + ")") as h:
-        with pytest.raises(llvm_exec.WorkerCrashed, match=r"SIGABRT \(an LLVM/MLIR assertion\)"
+    with llvm.compile(text, pipeline="builtin.module(" + ", ".join(steps) + ")") as h:
+        with pytest.raises(llvm.WorkerCrashed, match=r"SIGABRT \(an LLVM/MLIR assertion\)"
                            r"(.|\n)*Assertion .* failed"):
             h.run("main", s, x)
-    with llvm_exec.compile(text) as h:
+    with llvm.compile(text) as h:
         (y,) = h.run("main", s, x)
     want = reference.convert(reference.convert(s, "bf16") * x, "f6E2M3FN")
     assert np.array_equal(y.view(np.uint8), reference.bits(want))
@@ -323,7 +324,7 @@ def test_command_line(tmp_path):
     src.write_text(convert_module("f32", "f6E3M2FN"))
     x = np.array([0.3, -28.0, 100.0, np.nan], np.float32)
     np.save(tmp_path / "x.npy", x)
-    cmd = [sys.executable, "-m", "mxlower.llvm_exec", str(src), "-i", str(tmp_path / "x.npy")]
+    cmd = [sys.executable, "-m", "mxlower.tools.llvm_exec", str(src), "-i", str(tmp_path / "x.npy")]
     r = subprocess.run(cmd, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert "result 0: float6_e3m2fn[4] = " in r.stdout
@@ -333,13 +334,13 @@ def test_command_line(tmp_path):
     y = np.load(tmp_path / "y.npz")["arr_0"]  # ml_dtypes arrays load as raw bytes
     assert np.array_equal(y.view(np.uint8), reference.bits(reference.convert(x, "f6E3M2FN")))
     (tmp_path / "bad.mlir").write_text("func.func @main( {\n")
-    r = subprocess.run([sys.executable, "-m", "mxlower.llvm_exec", str(tmp_path / "bad.mlir")],
-                       capture_output=True, text=True)
+    r = subprocess.run([sys.executable, "-m", "mxlower.tools.llvm_exec",
+                        str(tmp_path / "bad.mlir")], capture_output=True, text=True)
     assert r.returncode == 1 and "bad.mlir:1:" in r.stderr and "error:" in r.stderr
     # bad input is one error line and exit 1, never a traceback; nothing is written
     for extra, msg in (([str(tmp_path / "missing.mlir")], "could not open input file"),
                        ([str(src), "-i", str(tmp_path / "missing.npy")], "as a .npy file")):
-        r = subprocess.run([sys.executable, "-m", "mxlower.llvm_exec", *extra,
+        r = subprocess.run([sys.executable, "-m", "mxlower.tools.llvm_exec", *extra,
                             "-o", str(tmp_path / "z.npz")], capture_output=True, text=True)
         assert r.returncode == 1 and msg in r.stderr and "Traceback" not in r.stderr
         assert not (tmp_path / "z.npz").exists()

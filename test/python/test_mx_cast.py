@@ -14,8 +14,8 @@ import pytest
 
 from mxlower import cast_reference as CR
 from mxlower import reference as R
-from mxlower import xla_cpu
 from mxlower.bindings import jaxlib as J
+from mxlower.execution import xla
 from mxlower.execution.run import run_module
 from mxlower.formats import FORMATS
 from mxlower.numbers import datatype
@@ -421,7 +421,7 @@ func.func @main(%x: tensor<2x64xf32>) -> (tensor<2x64xf4E2M1FN>, tensor<2x2xf8E8
     assert "f4E2M1FN" not in lowered and "f8E8M0FNU" not in lowered
     rng = np.random.default_rng(4)
     x = (rng.standard_normal((2, 64)) * 2.0 ** rng.integers(-8, 8, (2, 64))).astype(np.float32)
-    codes, scales, values = xla_cpu.run(lowered, x)
+    codes, scales, values = xla.run(lowered, x)
     want = R.encode(x, "e2m1fo", "e8m0_t32")
     assert codes.tolist() == want.codes.view(np.uint8).tolist()
     assert scales.tolist() == want.scales.view(np.uint8).tolist()

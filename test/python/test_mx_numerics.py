@@ -25,8 +25,8 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from mxlower import reference as R
-from mxlower.dialect.testing import MxModule, refine_for_inputs, special_blocks
 from mxlower.formats import FORMATS, SCALE_MODES
+from mxlower.testing import MxModule, refine_for_inputs, special_blocks
 
 WIDE = {"f32": np.dtype(np.float32), "bf16": np.dtype(ml_dtypes.bfloat16),
         "f16": np.dtype(np.float16)}
@@ -279,9 +279,9 @@ def test_dynamic_dimensions_bit_exact_after_refinement(fmt, mode):
     the decomposition reshapes and broadcasts through the runtime shape, and once StableHLO's
     shape refinement (as JAX and mxlower-run use it) makes the module static it is bit-exact on
     XLA:CPU (through every expansion)."""
-    from mxlower import xla_cpu
+    from mxlower.execution import xla
     from mxlower.bindings import jaxlib as J
-    from mxlower.passes.manager import run_pipeline
+    from mxlower.pipeline.manager import run_pipeline
 
     with J.make_context(allow_unregistered=True):
         m = J.ir.Module.parse(_dynamic_text(fmt, mode))
@@ -292,7 +292,7 @@ def test_dynamic_dimensions_bit_exact_after_refinement(fmt, mode):
     g = [np.float32(1.5)] if FORMATS[fmt].is_nvfp4 else []
     static = refine_for_inputs(lowered, [x, *g])
     assert "?" not in static
-    q, sc, d = xla_cpu.run(static, x, *g)
+    q, sc, d = xla.run(static, x, *g)
     eq, es = R.quantize(x, fmt, axis=1, scale_mode=mode or "floor",
                         global_scale=g[0] if g else None)
     ed = R.dequantize(eq, es, fmt, axis=1, global_scale=g[0] if g else None)

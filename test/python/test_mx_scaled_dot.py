@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 
 from mxlower import reference as R
-from mxlower.dialect.testing import MxModule
-from mxlower.testing import assert_dot_close
 from mxlower.formats import FORMATS
+from mxlower.testing import MxModule
+from mxlower.testing import assert_dot_close
 from mxlower.tools.run import run_module
 
 F32 = np.float32

@@ -4,7 +4,7 @@
 * End to end on the CPU: the pass's output, with every ``nvvm.convert.*`` op replaced by an
   arith emulation of the PTX instruction (written here from the ISA text, independently of the
   pass: clamp in float, codec rounding, the documented lane layout), is JIT-compiled by
-  :mod:`mxlower.llvm_exec` and run on > 200k probes per conversion, for scalars and for vectors
+  :mod:`mxlower.execution.llvm` and run on > 200k probes per conversion, for scalars and for vectors
   of odd and even lengths and rank 2.  This checks the IR the pass builds -- pairing, lane
   order, splitting and joining, the fix-ups -- not just the NumPy recipe.
 """
@@ -19,9 +19,9 @@ import numpy as np
 import pytest
 
 from mxlower import diagnostics as diag
-from mxlower import llvm_exec
 from mxlower import reference as R
 from mxlower.bindings import upstream
+from mxlower.execution import llvm
 from mxlower.formats import FLOAT_TYPES
 from mxlower.lowering import codec
 from mxlower.lowering import nvvm as L
@@ -268,7 +268,7 @@ def _compiled(chip: str):
         n = emulate_nvvm(m)
         m.operation.verify()
         lowered = str(m)
-    return llvm_exec.compile(lowered, opt_level=0), n
+    return llvm.compile(lowered, opt_level=0), n
 
 
 def _pad(x: np.ndarray, m: int) -> np.ndarray:

@@ -1,6 +1,6 @@
 """The NVVM lowering's numerics without a GPU.
 
-* :mod:`mxlower.nvvm_model` (NumPy models of the PTX cvt instructions) against hand vectors
+* :mod:`mxlower.lowering.nvvm_model` (NumPy models of the PTX cvt instructions) against hand vectors
   taken from the PTX ISA's text: operand order (a -> high half), e2m1x2's nibbles, e2m3/e3m2
   lanes with two zero MSBs, .satfinite, rz/rp to ue8m0, up-conversions;
 * the lowering's recipes -- cvt + fix-up, and the codec fallback -- executed on NumPy by

@@ -10,8 +10,8 @@ import functools
 
 import pytest
 
-from mxlower import ptx
 from mxlower.bindings import upstream
+from mxlower.execution import ptx
 from mxlower.formats import FLOAT_TYPES
 from mxlower.lowering import nvvm_model
 
@@ -67,7 +67,7 @@ def _kernels() -> tuple[str, list[str]]:
 def _ptx(chip: str) -> str:
     from mxlower.bindings import jaxlib as J
     from mxlower.diagnostics import DiagnosticEngine
-    from mxlower.passes.manager import PassPipeline
+    from mxlower.pipeline.manager import PassPipeline
 
     text, _ = _kernels()
     ctx = J.make_context()
@@ -217,7 +217,7 @@ def test_software_stochastic_kernel_assembles(chip):
     through mxlower-gpu-to-nvvm and assembles: integer ops only, no cvt."""
     from mxlower.bindings import jaxlib as J
     from mxlower.diagnostics import DiagnosticEngine
-    from mxlower.passes.manager import PassPipeline
+    from mxlower.pipeline.manager import PassPipeline
 
     for spec in ("e4m3fn", "e5m6"):
         ctx = J.make_context()

@@ -17,11 +17,11 @@ import numpy as np
 import pytest
 
 from mxlower import reference as R
-from mxlower import xla_cpu
 from mxlower.bindings import jaxlib as J
 from mxlower.diagnostics import DiagnosticEngine, PassFailure
+from mxlower.execution import xla
 from mxlower.formats import FLOAT_TYPES, FORMATS
-from mxlower.passes.manager import run_pipeline
+from mxlower.pipeline.manager import run_pipeline
 
 SUB = ["f4E2M1FN", "f6E2M3FN", "f6E3M2FN"]
 
@@ -61,7 +61,7 @@ def test_identity_round_trip(t, shape, axis):
     bits = FLOAT_TYPES[t].bits
     packed = R.pack(_codes(shape, t), bits, axis=axis)
     assert f"(%arg0: {_t(packed.shape, 'ui8')}) -> {_t(packed.shape, 'ui8')}" in out
-    (y,) = xla_cpu.run(out, packed)
+    (y,) = xla.run(out, packed)
     assert y.dtype == np.uint8 and np.array_equal(y, packed)
 
 
@@ -75,7 +75,7 @@ def test_converted_results_are_packed_like_the_reference(t, axis):
     text = (f"func.func @main(%x: {_t(shape, 'f32')}) -> {_t(shape, t)} {{\n"
             f"  %0 = stablehlo.convert %x : ({_t(shape, 'f32')}) -> {_t(shape, t)}\n"
             f"  return %0 : {_t(shape, t)}\n}}\n")
-    (y,) = xla_cpu.run(lower(text, f"axis={axis}"), x)
+    (y,) = xla.run(lower(text, f"axis={axis}"), x)
     want = R.pack(R.bits(R.convert(x, t)), FLOAT_TYPES[t].bits, axis=axis)
     assert np.array_equal(y, want)
 
@@ -88,7 +88,7 @@ def test_packed_arguments_decode_like_the_reference(t):
             f"  %0 = stablehlo.convert %x : ({_t(shape, t)}) -> {_t(shape, 'f32')}\n"
             f"  return %0 : {_t(shape, 'f32')}\n}}\n")
     packed = R.pack(codes, FLOAT_TYPES[t].bits)
-    (y,) = xla_cpu.run(lower(text), packed)
+    (y,) = xla.run(lower(text), packed)
     decoded = R.unpack(packed, FLOAT_TYPES[t].bits)
     assert np.array_equal(decoded, codes)
     want = R.convert(decoded.view(FLOAT_TYPES[t].dtype), "f32")
@@ -113,7 +113,7 @@ func.func @helper(%x: tensor<4x8xf4E2M1FN>) -> tensor<4x8xf6E3M2FN> {
            "tensor<2xf32>)" in out
     codes = _codes((4, 8), "f4E2M1FN", 3)
     w = np.array([1.5, -2.0], np.float32)
-    y, w2 = xla_cpu.run(out, R.pack(codes, 4), w)
+    y, w2 = xla.run(out, R.pack(codes, 4), w)
     want = R.bits(R.convert(codes.view(ml_dtypes.float4_e2m1fn), "f6E3M2FN"))
     assert np.array_equal(y, R.pack(want, 6)) and np.array_equal(w2, w)
 

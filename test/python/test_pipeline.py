@@ -130,17 +130,6 @@ def test_unknown_flag_hint_suggests_mxlower_and_upstream_passes():
     assert registry.registry_unknown_flag_hint("zzzz") == ""
 
 
-def test_old_import_paths_reexport_the_pipeline_layer():
-    from mxlower.passes import manager as old_manager
-    from mxlower.passes import pipeline as old_parser
-    from mxlower.pipeline import manager, parser
-
-    for name in old_manager.__all__:
-        assert getattr(old_manager, name) is getattr(manager, name)
-    for name in old_parser.__all__:
-        assert getattr(old_parser, name) is getattr(parser, name)
-
-
 # ----------------------------------------------------------------------------- the manager
 _MODULE = """
 func.func @f(%a: tensor<4xf32>) -> tensor<4xf32> {

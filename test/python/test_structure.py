@@ -5,8 +5,12 @@
 * no import cycle among module-level imports;
 * no pass module imports another pass module;
 * function-level imports only of heavy optional dependencies, each with a comment saying why;
-* compatibility modules (kept so old import paths work) only re-export, and no library module
-  imports one.
+* no re-export-only module (a module that imports names and defines nothing: the old
+  compatibility modules); a package's ``__init__`` is where a package re-exports;
+* no package cycle through ``__init__``: a module inside a package below ``mxlower`` does not
+  import that package's namespace (``from mxlower.jax import kernels`` in
+  ``mxlower/jax/api.py``), nor an ancestor's whose ``__init__`` imports the module; it imports
+  its siblings as modules (``import mxlower.jax.kernels as kernels``).
 """
 
 from __future__ import annotations
@@ -114,28 +118,6 @@ def _type_checking_only(tree: ast.Module, node: ast.AST) -> bool:
     return False
 
 
-def is_compat(module: str) -> bool:
-    """A compatibility module: a docstring, imports, ``__all__`` and a ``__main__`` guard."""
-    body = TREES[module].body
-    if not body or module in ("mxlower",) or MODULES[module].name == "__init__.py":
-        return False
-    for node in body:
-        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
-            continue
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
-            continue
-        if isinstance(node, ast.Assign) and [ast.unparse(t) for t in node.targets] == ["__all__"]:
-            continue
-        if isinstance(node, ast.If) and ast.unparse(node.test) == "__name__ == '__main__'":
-            continue  # the old module's `python -m` entry point
-        return False
-    return any(isinstance(n, ast.ImportFrom) and (n.module or "").startswith("mxlower")
-               for n in body)
-
-
-COMPAT = {m for m in MODULES if is_compat(m)}
-
-
 def edges() -> dict[str, set[str]]:
     graph: dict[str, set[str]] = {m: set() for m in MODULES}
     for m, tree in TREES.items():
@@ -147,11 +129,7 @@ def edges() -> dict[str, set[str]]:
 def test_layers_import_only_downward():
     bad = []
     for m, targets in edges().items():
-        if m in COMPAT:
-            continue
         for t in targets:
-            if t in COMPAT:
-                continue  # reported by test_library_code_does_not_use_compat_modules
             if layer_of(t) > layer_of(m):
                 bad.append(f"{m} ({LAYER_NAMES[layer_of(m)]}) imports {t} "
                            f"({LAYER_NAMES[layer_of(t)]})")
@@ -159,16 +137,10 @@ def test_layers_import_only_downward():
 
 
 def test_every_module_has_a_layer():
-    unplaced = [m for m in MODULES if m != "mxlower" and m not in COMPAT
+    unplaced = [m for m in MODULES if m != "mxlower"
                 and max((k for k in LAYERS if m == k or m.startswith(k + ".")), key=len)
                 == "mxlower"]
     assert not unplaced, f"modules outside every layer of docs/architecture.md: {unplaced}"
-
-
-def test_library_code_does_not_use_compat_modules():
-    bad = [f"{m} imports {t}" for m, ts in edges().items() if m not in COMPAT
-           for t in ts if t in COMPAT]
-    assert not bad, "library modules importing compatibility re-exports:\n" + "\n".join(bad)
 
 
 def test_no_module_level_import_cycle():
@@ -213,8 +185,7 @@ def test_no_module_level_import_cycle():
 
 
 def _pass_modules() -> list[str]:
-    return [m for m in MODULES if m.startswith("mxlower.passes.") and m not in PASS_INFRA
-            and m not in COMPAT]
+    return [m for m in MODULES if m.startswith("mxlower.passes.") and m not in PASS_INFRA]
 
 
 def test_no_pass_imports_another_pass():
@@ -256,14 +227,100 @@ def test_function_level_imports_are_heavy_and_explained():
     assert not bad, "function-level imports:\n" + "\n".join(bad)
 
 
-@pytest.mark.parametrize("module", sorted(COMPAT) or ["<none>"])
-def test_compat_modules_only_reexport(module):
-    if module == "<none>":
-        pytest.skip("no compatibility modules")
-    for node in TREES[module].body:
-        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("mxlower"):
-            target = node.module
-            assert target in MODULES, f"{module} re-exports from a missing module {target}"
+def _where(module: str, line: int) -> str:
+    return f"{MODULES[module].relative_to(ROOT.parent)}:{line}"
+
+
+def _defines_nothing(node: ast.stmt) -> bool:
+    """A statement of a re-export-only module: the docstring, an import, ``__all__ = ...``, a
+    ``del``, or a ``__main__`` guard (running an imported ``main``)."""
+    if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+        return True
+    if isinstance(node, (ast.Import, ast.ImportFrom, ast.Delete)):
+        return True
+    if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        return [ast.unparse(t) for t in targets] == ["__all__"]
+    return isinstance(node, ast.If) and ast.unparse(node.test) == "__name__ == '__main__'"
+
+
+def test_no_reexport_only_modules():
+    """A module that imports names and defines nothing (no def, class or other statement) is a
+    second path to names that live elsewhere: import the real module instead.  A package's
+    ``__init__`` is exempt (re-exporting its submodules' API is its job)."""
+    bad = []
+    for m, tree in TREES.items():
+        if MODULES[m].name == "__init__.py" or not all(_defines_nothing(n) for n in tree.body):
+            continue
+        imports = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
+        line = imports[0].lineno if imports else 1
+        bad.append(f"{_where(m, line)}: {m} only re-exports (it defines nothing); import "
+                   "the module that defines the names instead")
+    assert not bad, "re-export-only modules:\n" + "\n".join(sorted(bad))
+
+
+def _packages_of(module: str) -> list[str]:
+    """The packages ``module`` lies in, innermost first (its own package, then ancestors)."""
+    parts = module.split(".")
+    if MODULES[module].name == "__init__.py":
+        parts = parts[:-1]
+    return [".".join(parts[:i]) for i in range(len(parts) - 1, 0, -1)]
+
+
+def _imported_at_load(graph: dict[str, set[str]], start: str) -> set[str]:
+    """Every module that importing ``start`` imports (module-level imports, transitively)."""
+    seen, todo = set(), [start]
+    while todo:
+        for t in graph[todo.pop()]:
+            if t not in seen:
+                seen.add(t)
+                todo.append(t)
+    return seen
+
+
+def _namespace_imports(module: str, node: ast.Import | ast.ImportFrom) -> list[str]:
+    """The modules whose namespace ``node`` binds or reads: ``P`` of ``import P`` and ``from P
+    import x`` (relative forms resolved), and ``P.x`` of the latter (``x`` may be a package)."""
+    if isinstance(node, ast.Import):
+        return [a.name for a in node.names]
+    base = node.module or ""
+    if node.level:
+        pkg = module if MODULES[module].name == "__init__.py" else module.rpartition(".")[0]
+        for _ in range(node.level - 1):
+            pkg = pkg.rpartition(".")[0]
+        base = f"{pkg}.{base}" if base else pkg
+    return [base] + [f"{base}.{a.name}" for a in node.names]
+
+
+def test_no_package_cycle_through_init():
+    """A module inside package P imports its siblings as modules (``import P.x as x``, ``from
+    P.x import name``), never P's namespace (``from P import x``, ``import P``): P's
+    ``__init__`` may be importing that very module, and the name is then looked up on a
+    half-initialised package.  Forbidden for the module's own package (any package below
+    ``mxlower``), and for an ancestor package whose ``__init__`` imports the module at load
+    time (``mxlower`` itself, whose ``__init__`` imports nothing, is checked only so)."""
+    graph = edges()
+    loads = {p: _imported_at_load(graph, p) for p in MODULES
+             if MODULES[p].name == "__init__.py"}
+    bad = []
+    for m, tree in TREES.items():
+        packages = _packages_of(m)
+        if MODULES[m].name == "__init__.py" or not packages:
+            continue
+        own = packages[0]
+        for node in ast.walk(tree):
+            if not isinstance(node, (ast.Import, ast.ImportFrom)):
+                continue
+            for p in _namespace_imports(m, node):
+                if p not in packages:
+                    continue
+                own_rule = p == own and p != "mxlower"
+                if own_rule or m in loads[p]:
+                    why = ("its own package" if own_rule else
+                           f"a package whose __init__ imports {m} at load time")
+                    bad.append(f"{_where(m, node.lineno)}: {ast.unparse(node)}  ({p} is {why}; "
+                               f"import the module itself, e.g. `import {p}.NAME as NAME`)")
+    assert not bad, "imports of a package's namespace from inside it:\n" + "\n".join(bad)
 
 
 # --- private JAX/jaxlib APIs: one home --------------------------------------------------------

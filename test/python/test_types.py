@@ -17,16 +17,17 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from mxlower import llvm_exec, types, xla_cpu
 from mxlower import reference as R
+from mxlower import types
 from mxlower.bindings import jaxlib as J
 from mxlower.bindings import upstream
+from mxlower.execution import llvm, xla
 from mxlower.lowering import codec
 from mxlower.lowering import nvvm as NV
 from mxlower.passes import OptionError
 from mxlower.passes.expand_narrow_floats import ExpandNarrowFloats
 from mxlower.passes.lower_narrow_floats_to_nvvm import LowerNarrowFloatsToNVVM
-from mxlower.passes.manager import run_pipeline
+from mxlower.pipeline.manager import run_pipeline
 from mxlower.pipeline.parser import PipelineError
 from mxlower.tools import run as run_tool
 from mxlower.types import FloatType
@@ -199,7 +200,7 @@ def test_expand_narrow_floats_on_xla_cpu(new_type, explicit):
     out = _expand(text, f"types={t}" if explicit else "")
     assert t not in out and "tensor<256xui8>" in out
     codes = np.arange(256, dtype=np.uint8)
-    got, back, const = xla_cpu.run(out, x, codes)
+    got, back, const = xla.run(out, x, codes)
     want = want_codes(x, new_type)
     assert np.array_equal(got, want), mismatches(x, got, want)
     exp = codes.view(new_type.dtype).astype(np.float32)
@@ -237,7 +238,7 @@ def test_lower_to_llvm_runs(new_type):
             f"  return %0, %1 : tensor<?x{t}>, tensor<?xf32>\n}}\n")
     x = codec.probe_values("f32", n_random=1 << 12)
     c = np.arange(256, dtype=np.uint8).view(new_type.dtype)
-    with llvm_exec.compile(text, isolate=False) as h:
+    with llvm.compile(text, isolate=False) as h:
         y, back = h.run("main", x, c)
     assert y.dtype == new_type.dtype and back.dtype == np.float32
     want = want_codes(x, new_type)

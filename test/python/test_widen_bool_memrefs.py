@@ -14,11 +14,11 @@ import pathlib
 import numpy as np
 import pytest
 
-from mxlower import llvm_exec
 from mxlower.bindings import jaxlib as J
 from mxlower.bindings import upstream
 from mxlower.diagnostics import DiagnosticEngine, PassFailure
-from mxlower.passes.manager import run_pipeline
+from mxlower.execution import llvm
+from mxlower.pipeline.manager import run_pipeline
 from mxlower.tools.run import run_module
 
 pytest.importorskip("mlir.execution_engine")
@@ -89,7 +89,7 @@ def test_llvm_backend_lit_module_through_llvm_exec():
         shlo = str(run_pipeline(m, "builtin.module(mxlower-mx-to-stablehlo)"))
     assert "compare" in shlo
     x = np.random.default_rng(5).standard_normal((4, 64)).astype(np.float32) * 8
-    with llvm_exec.compile(shlo, keep_llvm=True) as h:
+    with llvm.compile(shlo, keep_llvm=True) as h:
         assert "i1>" not in h.llvm_mlir.replace("vector<", "")  # no memref of i1 left
         got = h.run("main", x)
     want = run_module(text, [x], pipeline="builtin.module(mxlower-mx-to-stablehlo, "
@@ -103,7 +103,7 @@ def test_materialized_compare_agrees_with_xla(opts):
     rng = np.random.default_rng(1)
     x, y = (rng.standard_normal((6, 33)).astype(np.float32) for _ in range(2))
     y[0, :5] = x[0, :5]  # ties
-    with llvm_exec.compile(COMPARE_TWO_SELECTS, keep_llvm=True, **opts) as h:
+    with llvm.compile(COMPARE_TWO_SELECTS, keep_llvm=True, **opts) as h:
         got = h.run("main", x, y)
     _same(got[:2], run_module(COMPARE_TWO_SELECTS, [x, y]))
     _same(got[:2], [np.where(x > y, x, y), np.where(x > y, y, x)])
@@ -117,7 +117,7 @@ def test_function_returning_bools_matches_numpy(n):
     rng = np.random.default_rng(n)
     x, y = (rng.integers(-3, 3, n).astype(np.float32) for _ in range(2))
     m = rng.integers(0, 2, n).astype(np.bool_)
-    with llvm_exec.compile(BOOL_RESULTS) as h:
+    with llvm.compile(BOOL_RESULTS) as h:
         c, a, s, k = h.run("main", x, y, m)
     assert c.dtype == np.bool_ and a.dtype == np.bool_ and k.dtype == np.bool_
     np.testing.assert_array_equal(c, x < y)
@@ -133,7 +133,7 @@ def test_function_returning_bools_matches_numpy(n):
 def test_static_bools_match_numpy_and_xla(opts):
     rng = np.random.default_rng(7)
     x, y = (rng.integers(-4, 4, 70).astype(np.int32) for _ in range(2))
-    with llvm_exec.compile(STATIC_BOOLS, keep_llvm=True, **opts) as h:
+    with llvm.compile(STATIC_BOOLS, keep_llvm=True, **opts) as h:
         if opts.get("vector_width"):
             assert "vector<16xi8>" in h.llvm_mlir  # the bools moved as bytes
         got = h.run("main", x, y)

@@ -2,7 +2,7 @@
 
 Usage::
 
-    from mxlower.execution import llvm     # also importable as mxlower.llvm_exec
+    from mxlower.execution import llvm
 
     h = llvm.compile(text)                   # StableHLO, or upstream func/memref/linalg/arith IR
     (y,) = h.run("main", x)                  # or llvm.run(h, "main", x)
@@ -44,7 +44,7 @@ ABI of its calls), :mod:`.worker` (the isolated worker), :mod:`.engine` (this AP
 
 Command line (one-shot, isolated; :mod:`mxlower.tools.llvm_exec`)::
 
-    python -m mxlower.llvm_exec in.mlir --func main --input x.npy --output out.npz
+    python -m mxlower.tools.llvm_exec in.mlir --func main --input x.npy --output out.npz
 """
 
 from __future__ import annotations

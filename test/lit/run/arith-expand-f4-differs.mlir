@@ -1,7 +1,7 @@
 // REQUIRES: llvm-tools
 // RUN: %PYTHON -c "import numpy as np; np.save(r'%t.npy', np.array([1.25, 2.5, 5.0, -0.3, np.nan, -np.nan], np.float32))"
-// RUN: %PYTHON -m mxlower.llvm_exec %s -i %t.npy | FileCheck %s --check-prefix=MXLOWER
-// RUN: %PYTHON -m mxlower.llvm_exec %s -i %t.npy --pipeline 'builtin.module(stablehlo-legalize-to-linalg, canonicalize, one-shot-bufferize{bufferize-function-boundaries function-boundary-type-conversion=identity-layout-map}, convert-linalg-to-loops, arith-expand{include-f4e2m1}, func.func(llvm-request-c-wrappers), expand-strided-metadata, convert-scf-to-cf, convert-to-llvm, reconcile-unrealized-casts)' | FileCheck %s --check-prefix=UPSTREAM
+// RUN: %PYTHON -m mxlower.tools.llvm_exec %s -i %t.npy | FileCheck %s --check-prefix=MXLOWER
+// RUN: %PYTHON -m mxlower.tools.llvm_exec %s -i %t.npy --pipeline 'builtin.module(stablehlo-legalize-to-linalg, canonicalize, one-shot-bufferize{bufferize-function-boundaries function-boundary-type-conversion=identity-layout-map}, convert-linalg-to-loops, arith-expand{include-f4e2m1}, func.func(llvm-request-c-wrappers), expand-strided-metadata, convert-scf-to-cf, convert-to-llvm, reconcile-unrealized-casts)' | FileCheck %s --check-prefix=UPSTREAM
 
 // Why mxlower lowers f4E2M1FN conversions itself: upstream MLIR's arith-expand expansion of
 // arith.truncf f32 -> f4E2M1FN is not docs/semantics.md section 2 (= ml_dtypes).  Both pipelines run
