@@ -1,6 +1,7 @@
 // The fused block-scaled dot kernel (mxlower.lowering.dot_kernels): the packed operands read
-// once as they are stored (f4 codes two per byte, split and interleaved in registers), decoded
-// in registers (avx2: one byte shuffle maps 32 f4 codes to their integer values), multiplied
+// once as they are stored (f4 codes two per byte, split in registers), decoded in registers
+// (avx2, one row of A: two byte shuffles map 32 f4 codes to the bf16 bytes of their integer
+// values, unpacked into f32 lanes; more rows: interleaved, one byte shuffle, converted), multiplied
 // and accumulated in vector FMAs; the only buffers it allocates are its cache-sized scratches
 // (STREAM/MR rows of A and a panel of 32 columns of B, sized by K), never a dequantized operand.
 // REQUIRES: llvm-tools
@@ -23,16 +24,25 @@
 // GEMV-NEXT: %[[NF:.*]] = arith.muli %c32{{.*}}, %[[NB]] : index
 // GEMV-NEXT: %[[FS:.*]] = memref.alloc(%[[NF]]) : memref<?xf32>
 // GEMV-NOT: memref.alloc
+// the exact f64 contraction where the range test failed, else the f32 paths
+// GEMV: scf.if
+// GEMV: vector<32xf64>
+// GEMV: } else {
 // the streaming path: the weights' scale and 16 bytes of codes per block, straight into FMAs
 // GEMV: scf.if
+// one row of A permuted once into the scratch, in the order the f4 decode yields
+// GEMV: vector.load %[[A]][%{{.*}}] : memref<?xf32>, vector<32xf32>
+// GEMV-NEXT: vector.shuffle %{{.*}}, %{{.*}} [0, 2, 4, 6, 1, 3, 5, 7, 8, {{.*}}] : vector<32xf32>, vector<32xf32>
 // the unit's weight scales decoded eight at a time into the factor scratch
 // GEMV: vector.load %[[BS]][%{{.*}}] : memref<?xi8>, vector<8xi8>
 // GEMV: vector.store %{{.*}}, %[[FS]][%{{.*}}] : memref<?xf32>, vector<8xf32>
 // GEMV: vector.load %[[B]][%{{.*}}] : memref<?xi8>, vector<16xi8>
-// GEMV: vector.interleave %{{.*}}, %{{.*}} : vector<16xi8> -> vector<32xi8>
-// GEMV: llvm.call_intrinsic "llvm.x86.avx2.pshuf.b"
-// GEMV: arith.sitofp %{{.*}} : vector<32xi32> to vector<32xf32>
-// GEMV: vector.load %[[A]][%{{.*}}] : memref<?xf32>, vector<32xf32>
+// two byte shuffles to the codes' bf16 bytes, unpacked into f32 lanes: no conversion
+// GEMV-NOT: arith.sitofp
+// GEMV-COUNT-2: llvm.call_intrinsic "llvm.x86.avx2.pshuf.b"
+// GEMV-NOT: arith.sitofp
+// GEMV: vector.bitcast %{{.*}} : vector<16xi16> to vector<8xf32>
+// GEMV-NOT: arith.sitofp
 // a partial sum per column and block of the unscaled (integer) weights, then one FMA by
 // the block's factor
 // GEMV: vector.fma %{{.*}} : vector<8xf32>
