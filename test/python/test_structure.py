@@ -69,18 +69,23 @@ def layer_of(module: str) -> int:
     return LAYERS[best]
 
 
+def _namespace_imports(module: str, node: ast.Import | ast.ImportFrom) -> list[str]:
+    """The modules whose namespace ``node`` binds or reads: ``P`` of ``import P`` and ``from P
+    import x`` (relative forms resolved), and ``P.x`` of the latter (``x`` may be a package)."""
+    if isinstance(node, ast.Import):
+        return [a.name for a in node.names]
+    base = node.module or ""
+    if node.level:
+        pkg = module if MODULES[module].name == "__init__.py" else module.rpartition(".")[0]
+        for _ in range(node.level - 1):
+            pkg = pkg.rpartition(".")[0]
+        base = f"{pkg}.{base}" if base else pkg
+    return [base] + [f"{base}.{a.name}" for a in node.names]
+
+
 def _resolve(module: str, node: ast.ImportFrom | ast.Import) -> list[str]:
     """The mxlower modules an import statement loads (package __init__s included)."""
-    if isinstance(node, ast.Import):
-        names = [a.name for a in node.names]
-    else:
-        base = node.module or ""
-        if node.level:
-            pkg = module if MODULES[module].name == "__init__.py" else module.rpartition(".")[0]
-            for _ in range(node.level - 1):
-                pkg = pkg.rpartition(".")[0]
-            base = f"{pkg}.{base}" if base else pkg
-        names = [base] + [f"{base}.{a.name}" for a in node.names]
+    names = _namespace_imports(module, node)
     out = []
     for n in names:
         if not n.startswith("mxlower"):
@@ -276,20 +281,6 @@ def _imported_at_load(graph: dict[str, set[str]], start: str) -> set[str]:
                 seen.add(t)
                 todo.append(t)
     return seen
-
-
-def _namespace_imports(module: str, node: ast.Import | ast.ImportFrom) -> list[str]:
-    """The modules whose namespace ``node`` binds or reads: ``P`` of ``import P`` and ``from P
-    import x`` (relative forms resolved), and ``P.x`` of the latter (``x`` may be a package)."""
-    if isinstance(node, ast.Import):
-        return [a.name for a in node.names]
-    base = node.module or ""
-    if node.level:
-        pkg = module if MODULES[module].name == "__init__.py" else module.rpartition(".")[0]
-        for _ in range(node.level - 1):
-            pkg = pkg.rpartition(".")[0]
-        base = f"{pkg}.{base}" if base else pkg
-    return [base] + [f"{base}.{a.name}" for a in node.names]
 
 
 def test_no_package_cycle_through_init():
