@@ -91,6 +91,20 @@ class MXFormat:
         return types.dtype(self.scale)
 
     @property
+    def value_exponents(self) -> tuple[int, int]:
+        """(q, t): every value of a block whose e8m0 scale code is c is a multiple of
+        2^(q + c) and at most 2^(t + c) in magnitude (the element type's smallest subnormal,
+        mxint8's 2^-6, and 2^(emax_elem + 1), the scale's bias included; code 255, NaN,
+        gives a t beyond any use).  nvfp4, whose scales are not powers of two: c = 0, its
+        values being multiples of 0.5 * 2^-9 below 6 * 448 < 2^12 whatever the scales.  The
+        bounds of the scaled dot's run-time range test (mxlower.lowering.mx_math, and the
+        fused dot kernel's own)."""
+        if self.is_nvfp4:
+            return -10, 12
+        t = self.element_type
+        return (-6 if self.is_int else 1 - t.bias - t.man_bits) - 127, self.emax_elem + 1 - 127
+
+    @property
     def is_int(self) -> bool:
         """mxint8: i8 codes meaning code * 2^-6."""
         return self.element == "i8"

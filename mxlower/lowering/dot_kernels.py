@@ -895,7 +895,8 @@ class _DotKernel:
         f = self.s.fmt(side)
         mem, smem = self.side_mems(side)
         if f is not None and f.is_nvfp4:
-            return t.c(-10, "i32"), t.c(12, "i32")
+            q, top = f.value_exponents
+            return t.c(q, "i32"), t.c(top, "i32")
         count = t.op(f"{{r}} = arith.muli {rows}, {K} : index")
         if f is not None:
             count = t.op(f"{{r}} = arith.divui {count}, {t.c(self.s.k(side))} : index")
@@ -954,11 +955,10 @@ class _DotKernel:
         if f is not None:
             lo = t.op(f"{{r}} = arith.extui {lo} : i8 to i32")
             hi = t.op(f"{{r}} = arith.extui {hi} : i8 to i32")
-            ft = f.element_type
-            smallest = -6 if f.is_int else 1 - ft.bias - ft.man_bits
-            return (t.op(f"{{r}} = arith.addi {lo}, {t.c(smallest - 127, 'i32')} : i32"),
-                    t.op(f"{{r}} = arith.addi {hi}, {t.c(f.emax_elem + 1 - 127, 'i32')} : i32"))
-        mant = {"f32": 23, "bf16": 7, "f16": 10}[et]
+            q, top = f.value_exponents
+            return (t.op(f"{{r}} = arith.addi {lo}, {t.c(q, 'i32')} : i32"),
+                    t.op(f"{{r}} = arith.addi {hi}, {t.c(top, 'i32')} : i32"))
+        mant = types.WIDE_FLOAT_TYPES[et].man_bits
         return (t.op(f"{{r}} = arith.subi {lo}, {t.c(127 + mant, 'i32')} : i32"),
                 t.op(f"{{r}} = arith.subi {hi}, {t.c(126, 'i32')} : i32"))
 

@@ -40,6 +40,7 @@ import numpy as np
 from mxlower.bindings.jaxlib import ir
 from mxlower.dialect import mx
 from mxlower.formats import FLOAT_TYPES, MXFormat
+from mxlower.types import WIDE_FLOAT_TYPES
 from mxlower.ir.stablehlo_builder import Builder
 
 __all__ = [
@@ -580,10 +581,9 @@ def _exponent_range(b: Any, o: Any) -> tuple[Any, Any]:
     """(q, t), ``tensor<i32>``: every value of the operand ``o`` of a scaled dot, dequantized
     (or converted) to its compute type, is a multiple of 2^q and at most 2^t in magnitude.
 
-    A scaled operand's values are element * 2^(c - 127): multiples of the element type's
-    smallest subnormal (mxint8: 2^-6) times the smallest scale, below 2^(emax_elem + 1) times
-    the largest (a NaN scale, code 255, gives a t beyond any use); nvfp4's are multiples of
-    0.5 * 2^-9 below 6 * 448 < 2^12 whatever the scales.  A plain operand's non-zero values x
+    A scaled operand's values are element * 2^(c - 127): from the smallest and the largest
+    scale code c, by :attr:`MXFormat.value_exponents` (nvfp4's whatever the scales).  A plain
+    operand's non-zero values x
     are multiples of 2^(floor(log2 |x|) - mantissa bits) (an f32 or bf16 subnormal gives a q
     below -149, Inf and NaN a t of 129).  Rounding to a bf16 or f16 compute type keeps both
     bounds (it rounds to coarser multiples, and never above the next power of two)."""
@@ -598,19 +598,18 @@ def _exponent_range(b: Any, o: Any) -> tuple[Any, Any]:
         nonzero = b.ne(mag, 0)
         lo = b.reduce(b.select(nonzero, field, b.like(field, 255)), dims, "min", 255)
         hi = b.reduce(b.select(nonzero, field, b.like(field, 0)), dims, "max", 0)
-        mantissa = {"f32": 23, "bf16": 7, "f16": 10}[b.etype(v)]
+        mantissa = WIDE_FLOAT_TYPES[b.etype(v)].man_bits
         return b.sub(lo, 127 + mantissa), b.sub(hi, 126)
     fmt = o.fmt
+    q, t = fmt.value_exponents
     if fmt.is_nvfp4:
-        return scalar(-10), scalar(12)
+        return scalar(q), scalar(t)
     # reduced as ui8 codes, the two scalars converted (XLA:CPU materialized an i32 copy of
     # the scales for each reduction otherwise: milliseconds on a 4096 x 4096 GEMV's scales)
     c = b.bitcast(o.scales, "ui8")
     lo = b.convert(b.reduce(c, list(range(len(b.shape(c)))), "min", 255), "i32")
     hi = b.convert(b.reduce(c, list(range(len(b.shape(c)))), "max", 0), "i32")
-    t = FLOAT_TYPES.get(fmt.element)
-    smallest = -6 if fmt.is_int else 1 - t.bias - t.man_bits
-    return b.add(lo, smallest - 127), b.add(hi, fmt.emax_elem + 1 - 127)
+    return b.add(lo, q), b.add(hi, t)
 
 
 def _f32_dot_is_exact(b: Any, s: Any) -> Any:
