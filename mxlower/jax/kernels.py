@@ -21,7 +21,8 @@ dequantize kernel calls are emitted inside each branch of the ``stablehlo.if``, 
 branch taken runs them (emitted once before it, with the f32 results as the conditional's
 operands, a 1024x1024x1024 dot took 1-2 ms longer: BENCHMARKS.md).
 On CUDA, :mod:`mxlower.jax.cuda_dot` emits XLA's block-scaled dot for the pairs cuDNN runs and
-uses this module's rule (with the CUDA dequantize kernels) for the others (not yet run on a GPU).
+uses this module's rule (with the CUDA dequantize kernels) for the others (run on an H200 and
+an H100: test_gpu_jax.py, BENCHMARKS.md).
 
 ``impl`` (a parameter of :func:`mxlower.jax.quantize` / :func:`~mxlower.jax.dequantize` /
 :func:`~mxlower.jax.convert` and of the primitives) chooses:
