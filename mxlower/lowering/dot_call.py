@@ -48,10 +48,11 @@ def plan(lhs: Side, rhs: Side, contracting: tuple[Sequence[int], Sequence[int]],
     """``(spec, swap)`` of the kernel computing this dot, or None where none applies: more
     than one contracting dimension, an MX side not contracted over its blocked axis, a side
     type the kernel does not read (a plain side other than f32 / bf16 / f16), and -- unless
-    ``gemm`` -- a GEMM (more than :data:`STREAM_M` free rows on both sides; the kernel's GEMM
-    path is slower than the dequantize kernels + XLA's f32 dot, BENCHMARKS.md).  ``swap``:
-    the kernel computes ``rhs x lhs`` (the side with few free rows streams the other: a GEMV
-    written ``w @ x``)."""
+    ``gemm`` -- a GEMM (more than :data:`STREAM_M` free rows on both sides) other than one
+    of the byte dot products (:attr:`DotSpec.byte_dot`: e2m1 / nvfp4 / e2m3 pairs on avx2):
+    the kernel's f32 GEMM path is slower than the dequantize kernels + XLA's f32 dot, its
+    byte dot products faster (BENCHMARKS.md).  ``swap``: the kernel computes ``rhs x lhs``
+    (the side with few free rows streams the other: a GEMV written ``w @ x``)."""
     sides = {"lhs": lhs, "rhs": rhs}
     free = {}
     for i, name in enumerate(("lhs", "rhs")):
@@ -62,14 +63,14 @@ def plan(lhs: Side, rhs: Side, contracting: tuple[Sequence[int], Sequence[int]],
             return None
         free[name] = math.prod(d for j, d in enumerate(side.shape)
                                if j not in c and j not in batch[i])
-    if min(free.values()) > STREAM_M and not gemm:
-        return None
     swap = free["lhs"] > STREAM_M >= free["rhs"]
     a, b = (rhs, lhs) if swap else (lhs, rhs)
     try:
         spec = DotSpec(a.fmt or a.element_type, b.fmt or b.element_type,
                        a.block_size if a.fmt else None, b.block_size if b.fmt else None, path)
     except ValueError:
+        return None
+    if min(free.values()) > STREAM_M and not gemm and not spec.byte_dot:
         return None
     return spec, swap
 

@@ -142,6 +142,64 @@ def test_exact_block_sums():
             assert np.all(np.abs(got - want) <= 1e-6 * 3 * 127 * k * 2.0 ** (140 - 133))
 
 
+BYTE_PAIRS = [("mxfp4_e2m1", "mxfp4_e2m1", None), ("nvfp4", "nvfp4", None),
+              ("mxfp4_e2m1", "nvfp4", 16), ("mxfp4_e2m1", "mxfp6_e2m3", None),
+              ("mxfp6_e2m3", "mxfp4_e2m1", None), ("mxfp4_e2m1", "mxfp4_e2m1", 2),
+              ("nvfp4", "mxfp4_e2m1", 64), ("mxfp4_e2m1", "mxfp4_e2m1", 226)]
+
+
+def test_which_kernels_take_byte_dot_products():
+    """vpmaddubsw's pairs of u8 x s8 products must not saturate i16 and each block's sum must
+    fit it: e2m1 / nvfp4 with each other up to k = 226, with e2m3 up to 45; never e2m3 x
+    e2m3, e3m2, mxint8, an f8 or plain side, two block sizes or the portable path."""
+    def byte(lf, rf, k=None, path="avx2"):
+        return dot_kernels.DotSpec(lf, rf, k, k, path).byte_dot
+
+    assert byte("mxfp4_e2m1", "mxfp4_e2m1") and byte("nvfp4", "nvfp4")
+    assert byte("mxfp4_e2m1", "mxfp4_e2m1", 226) and not byte("mxfp4_e2m1", "mxfp4_e2m1", 228)
+    assert byte("mxfp6_e2m3", "nvfp4", 44) and not byte("mxfp6_e2m3", "nvfp4", 46)
+    assert not byte("mxfp6_e2m3", "mxfp6_e2m3") and not byte("mxfp4_e2m1", "mxfp6_e3m2")
+    assert not byte("mxint8", "mxfp4_e2m1") and not byte("mxfp4_e2m1", "mxfp8_e4m3")
+    assert not byte("f32", "mxfp4_e2m1") and not byte("mxfp4_e2m1", "mxfp4_e2m1", path="portable")
+    assert not dot_kernels.DotSpec("mxfp4_e2m1", "nvfp4", 32, 16, "avx2").byte_dot
+
+
+@pytest.mark.skipif("avx2" not in PATHS, reason="this CPU has no AVX2")
+@pytest.mark.parametrize("lf, rf, k", BYTE_PAIRS)
+def test_byte_dot_products_gemm(lf, rf, k):
+    """The GEMM's byte dot products (M > STREAM_M) against the reference: ragged tiles of
+    rows and groups of columns, N across panels, K of one to five blocks, batches."""
+    rng = np.random.default_rng(BYTE_PAIRS.index((lf, rf, k)))
+    assert dot_kernels.DotSpec(lf, rf, k, k, "avx2").byte_dot
+    for shape in (((), 17, 1, 1), ((), 20, 35, 1), ((), 23, 70, 3), ((2,), 18, 16, 2),
+                  ((), 41, 33, 5)):
+        if k == 226 and shape[3] > 2:
+            continue
+        _run(lf, rf, shape, rng, "avx2", k=k)
+
+
+@pytest.mark.skipif("avx2" not in PATHS, reason="this CPU has no AVX2")
+@pytest.mark.parametrize("k", [32, 226])
+def test_byte_dot_products_at_their_bounds(k):
+    """Every element +-6 (the largest e2m1 magnitude), so every block sums to +-36 k (8136 at
+    k = 226: the i16 sums' largest magnitude, 32544 in units) or cancels to 0, all exact:
+    the results equal the f64 reference bit for bit."""
+    rows, cols = dot_kernels.STREAM_M + 3, 21
+    sign_a = np.random.default_rng(k).random((rows, 2 * k)) < 0.5
+    sign_a[:, :k] = (np.arange(rows) % 2)[:, None] == 1  # block 0: one sign per row
+    sign_b = np.random.default_rng(k + 1).random((cols, 2 * k)) < 0.5
+    sign_b[:, :k] = (np.arange(cols) % 3 == 0)[:, None]  # and per column
+    va, vb = (np.where(sg, -6.0, 6.0).astype(F32) for sg in (sign_a, sign_b))
+    one = np.full((max(rows, cols), 2), 127, np.uint8).view(ml_dtypes.float8_e8m0fnu)
+    got = np.asarray(ffi_dot.dot(jnp.asarray(va.astype(ml_dtypes.float4_e2m1fn)), one[:rows],
+                                 jnp.asarray(vb.astype(ml_dtypes.float4_e2m1fn)), one[:cols],
+                                 "mxfp4_e2m1", "mxfp4_e2m1", lhs_block_size=k,
+                                 rhs_block_size=k, path="avx2"))
+    assert np.abs(va[:, :k] @ vb[:, :k].T).max() == 36 * k
+    want = (va.astype(np.float64) @ vb.astype(np.float64).T).astype(F32)
+    assert np.array_equal(got, want)
+
+
 def test_nan_and_inf_codes():
     rng = np.random.default_rng(11)
     for fmt, code in (("mxfp8_e4m3", 0x7F), ("mxfp8_e5m2", 0x7C), ("mxfp8_e5m2", 0x7E)):
