@@ -328,6 +328,25 @@ def test_gemms_keep_the_dequantize_kernels_unless_asked(monkeypatch):
     assert_dot_close(c(a, b), va, vb, (((1,), (1,)), ((), ())), what="GEMM")
 
 
+@pytest.mark.skipif("avx2" not in PATHS, reason="this CPU has no AVX2")
+def test_fp4_gemms_take_the_byte_dot_products_by_default(monkeypatch):
+    """A GEMM of e2m1 / nvfp4 pairs runs the kernel's byte dot products without
+    MXLOWER_DOT_KERNEL=all (they are faster than the dequantize kernels + XLA's dot), under
+    jit and vmap; the portable path keeps the dequantize kernels."""
+    rng = np.random.default_rng(29)
+    rows = dot_kernels.STREAM_M + 5
+    a = mxj.quantize(rng.standard_normal((3, rows, 96)).astype(F32), "mxfp4_e2m1", impl="xla")
+    b = mxj.quantize(rng.standard_normal((3, rows + 7, 96)).astype(F32), "mxfp4_e2m1",
+                     impl="xla")
+    va, vb = (np.asarray(mxj.dequantize(v)) for v in (a, b))
+    f = jax.jit(jax.vmap(lambda u, v: mxj.scaled_dot(u, v)))
+    assert "mxlower_dot_mxfp4_e2m1k32_mxfp4_e2m1k32_avx2" in f.lower(a, b).compile().as_text()
+    assert_dot_close(f(a, b), va, vb, (((2,), (2,)), ((0,), (0,))), what="vmapped GEMM")
+    monkeypatch.setenv(ffi_dot.ENV, "portable")
+    g = jax.jit(lambda u, v: mxj.scaled_dot(u, v))
+    assert "mxlower_dot_" not in g.lower(a, b).compile().as_text()
+
+
 def test_zero_and_smallest_scales():
     """nvfp4's E4M3 scale code 0 (a zero block) and e8m0's code 0 (2^-127) on zero blocks:
     zeros, no NaN from the scale's decoding (the run-time test sends non-zero data with such

@@ -100,6 +100,51 @@ func.func private @f8(memref<?xbf16>, memref<?xi8>, memref<?xi8>, memref<?xf32>,
 
 // -----
 
+// MXFP4 x MXFP4 on avx2: the GEMM (more than 16 rows) by byte dot products.  A's rows are
+// decoded once per call by a byte shuffle, offset by 12 to unsigned bytes and stored as
+// pairs of K positions (one vector store per chunk); B's panel pair-major (16 columns per
+// 32-byte load).  Per block, i16 accumulators start at B's block sums times -12 and take one
+// vpmaddubsw (A's pair broadcast) and one saturating add per pair of K positions -- the
+// block's exact sums, no f32 operand; vpmaddwd by (1, 0) and (0, 1) widens the even and the
+// odd columns to i32, converted exactly and multiplied into f32 FMA lanes with the blocks'
+// factors; the results stored under a mask (the columns past N).
+// CHECK-LABEL: func.func @bytes(
+// CHECK: %[[BQ:.*]] = memref.alloc(%{{.*}}) : memref<?xi16>
+// CHECK: %[[AQ:.*]] = memref.alloc(%{{.*}}) : memref<?xi16>
+// CHECK: %[[BSUM:.*]] = memref.alloc(%{{.*}}) : memref<?xi16>
+// CHECK: vector.reduction <add>, %{{.*}} : vector<32xi16> into i16
+// CHECK: memref.store %{{.*}}, %[[BQ]][%{{.*}}] : memref<?xi16>
+// CHECK: arith.muli %{{.*}}, %c-12_i16 : i16
+// CHECK: %[[U:.*]] = llvm.call_intrinsic "llvm.x86.avx2.pshuf.b"
+// CHECK: %[[O:.*]] = arith.addi %[[U]], %{{.*}} : vector<32xi8>
+// CHECK-NEXT: %[[P:.*]] = vector.bitcast %[[O]] : vector<32xi8> to vector<16xi16>
+// CHECK: vector.store %[[P]], %[[AQ]][%{{.*}}] : memref<?xi16>, vector<16xi16>
+// CHECK: %[[I0:.*]] = vector.load %[[BSUM]][%{{.*}}] : memref<?xi16>, vector<16xi16>
+// CHECK: scf.for %{{.*}} = %{{.*}} to %c16{{.*}} step %{{.*}} iter_args(%{{.*}} = %[[I0]],
+// CHECK: vector.load %[[BQ]][%{{.*}}] : memref<?xi16>, vector<16xi16>
+// CHECK: memref.load %[[AQ]][%{{.*}}] : memref<?xi16>
+// CHECK-NEXT: vector.broadcast %{{.*}} : i16 to vector<16xi16>
+// CHECK: llvm.call_intrinsic "llvm.x86.avx2.pmadd.ub.sw"(%{{.*}}, %{{.*}}) : (vector<32xi8>, vector<32xi8>) -> vector<16xi16>
+// CHECK-NEXT: llvm.call_intrinsic "llvm.sadd.sat.v16i16"
+// CHECK-NOT: arith.sitofp
+// CHECK: scf.yield %{{.*}} : vector<16xi16>,
+// CHECK: llvm.call_intrinsic "llvm.x86.avx2.pmadd.wd"(%{{.*}}, %{{.*}}) : (vector<16xi16>, vector<16xi16>) -> vector<8xi32>
+// CHECK-NEXT: arith.sitofp %{{.*}} : vector<8xi32> to vector<8xf32>
+// CHECK-NEXT: arith.mulf %{{.*}} : vector<8xf32>
+// CHECK-NEXT: vector.fma %{{.*}} : vector<8xf32>
+// CHECK: vector.shuffle %{{.*}}, %{{.*}} [0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15] : vector<8xf32>, vector<8xf32>
+// CHECK: vector.maskedstore %{{.*}}[%{{.*}}], %{{.*}}, %{{.*}} : memref<?xf32>, vector<16xi1>, vector<16xf32>
+// The portable path has no byte dot products (its GEMM: f32 panels of scaled values).
+// PORTABLE-LABEL: func.func @bytes(
+// PORTABLE-NOT: pmadd
+// PORTABLE: return
+// LLVM-LABEL: llvm.func @bytes(
+// LLVM: llvm.call_intrinsic "llvm.x86.avx2.pmadd.ub.sw"
+// LLVM: llvm.call_intrinsic "llvm.x86.avx2.pmadd.wd"
+func.func private @bytes(memref<?xi8>, memref<?xi8>, memref<?xi8>, memref<?xi8>, memref<?xf32>, memref<?xi64>, index, index) attributes {mxlower.dot_kernel = {lhs = "mxfp4_e2m1", rhs = "mxfp4_e2m1", path = "avx2"}}
+
+// -----
+
 // The range test (part = "range"; the kernel's signature): one pass over the plain side's
 // exponent fields (8 lanes) and over the scale codes (32 at a time, unsigned min and max), no
 // scratch, then the mode stored into dims[4].  The kernel reads it and runs, where it is not

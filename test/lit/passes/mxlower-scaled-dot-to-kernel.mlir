@@ -1,5 +1,6 @@
 // RUN: mxlower-opt %s --split-input-file --verify-diagnostics --mxlower-scaled-dot-to-kernel='path=portable' | FileCheck %s
 // RUN: mxlower-opt %s --split-input-file --verify-diagnostics -p 'builtin.module(mxlower-scaled-dot-to-kernel{path=avx2 gemm=true})' | FileCheck %s --check-prefix=GEMM
+// RUN: mxlower-opt %s --split-input-file --verify-diagnostics -p 'builtin.module(mxlower-scaled-dot-to-kernel{path=avx2})' | FileCheck %s --check-prefix=AVX2
 
 // The GEMV of inference (plain f32 activations x MXFP4 weights [N, K]): the codes and scale
 // codes go to the kernel as stored, reshaped to [B, rows, K]; the kernel makes the run-time
@@ -51,6 +52,27 @@ func.func @swapped(%w: tensor<64x40xf8E4M3FN>, %s: tensor<2x40xf8E8M0FNU>, %x: t
 func.func @gemm(%a: tensor<2x32x64xi8>, %as: tensor<2x32x2xf8E8M0FNU>, %b: tensor<2x24x64xi8>, %bs: tensor<2x24x2xf8E8M0FNU>) -> tensor<2x32x24xf32> {
   %0 = "mx.scaled_dot"(%a, %as, %b, %bs) {lhs_format = "mxint8", rhs_format = "mxint8", dot_dimension_numbers = #stablehlo.dot<lhs_batching_dimensions = [0], rhs_batching_dimensions = [0], lhs_contracting_dimensions = [2], rhs_contracting_dimensions = [2]>} : (tensor<2x32x64xi8>, tensor<2x32x2xf8E8M0FNU>, tensor<2x24x64xi8>, tensor<2x24x2xf8E8M0FNU>) -> tensor<2x32x24xf32>
   return %0 : tensor<2x32x24xf32>
+}
+
+// -----
+
+// A GEMM of e2m1 (or nvfp4, e2m3) pairs on avx2 calls the kernel without gemm=true: its byte
+// dot products run faster than the dequantize kernels + XLA's f32 dot; on the portable path
+// it is left to mxlower-decompose-mx.
+// CHECK-LABEL: func.func @fp4_gemm(
+// CHECK: "mx.scaled_dot"
+// AVX2-LABEL: func.func @fp4_gemm(
+// AVX2: stablehlo.custom_call @mxlower_dot_mxfp4_e2m1k32_mxfp4_e2m1k32_avx2(
+// AVX2-LABEL: func.func @int8_gemm(
+// AVX2-NOT: stablehlo.custom_call
+// AVX2: "mx.scaled_dot"
+func.func @fp4_gemm(%a: tensor<32x64xf4E2M1FN>, %as: tensor<32x2xf8E8M0FNU>, %b: tensor<24x64xf4E2M1FN>, %bs: tensor<24x2xf8E8M0FNU>) -> tensor<32x24xf32> {
+  %0 = "mx.scaled_dot"(%a, %as, %b, %bs) {lhs_format = "mxfp4_e2m1", rhs_format = "mxfp4_e2m1", dot_dimension_numbers = #stablehlo.dot<lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [1]>} : (tensor<32x64xf4E2M1FN>, tensor<32x2xf8E8M0FNU>, tensor<24x64xf4E2M1FN>, tensor<24x2xf8E8M0FNU>) -> tensor<32x24xf32>
+  return %0 : tensor<32x24xf32>
+}
+func.func @int8_gemm(%a: tensor<32x64xi8>, %as: tensor<32x2xf8E8M0FNU>, %b: tensor<24x64xi8>, %bs: tensor<24x2xf8E8M0FNU>) -> tensor<32x24xf32> {
+  %0 = "mx.scaled_dot"(%a, %as, %b, %bs) {lhs_format = "mxint8", rhs_format = "mxint8", dot_dimension_numbers = #stablehlo.dot<lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [1]>} : (tensor<32x64xi8>, tensor<32x2xf8E8M0FNU>, tensor<24x64xi8>, tensor<24x2xf8E8M0FNU>) -> tensor<32x24xf32>
+  return %0 : tensor<32x24xf32>
 }
 
 // -----
