@@ -59,7 +59,7 @@ __all__ = ["ENV", "PARALLEL_WORK", "compile_dot", "dot", "handler_text", "host_p
 ENV = "MXLOWER_DOT_PATH"
 #: multiply-adds (B x M x N x K) from which a call is split across XLA's threads
 PARALLEL_WORK = 1 << 21
-#: a GEMM of the byte dot products (:attr:`DotSpec.byte_dot`) is split into chunks of at
+#: a GEMM of the integer dot products (:attr:`DotSpec.int_dot`) is split into chunks of at
 #: least GEMM_UNITS units (each call packs A once), as many as GEMM_CHUNKS at least
 GEMM_UNITS, GEMM_CHUNKS = 4, 8
 
@@ -193,7 +193,7 @@ def handler_text(spec: DotSpec) -> str:
     e.block("pool")
     ctx = e.load("%frame", abi.CallFrame.ctx.offset, "!llvm.ptr")
     most = units
-    if spec.byte_dot:  # a GEMM packs A once per call: chunks of several units, as many
+    if spec.int_dot:  # a GEMM packs A once per call: chunks of several units, as many
         # as GEMM_CHUNKS at least
         gemm = e.icmp("sgt", M, e.i64(STREAM_M))
         per = e.binary("udiv", e.binary("add", units, e.i64(GEMM_UNITS - 1)), e.i64(GEMM_UNITS))

@@ -126,11 +126,10 @@ LANES = 8
 F4_ORDER = [g * 8 + j for g in range(4) for j in (0, 2, 4, 6, 1, 3, 5, 7)]
 #: how the exact block sums are accumulated: "f64" or "f32"
 EXACT_ACC = "f64"
-#: rows of A per tile of the GEMM's byte dot products (:attr:`DotSpec.byte_dot`); the columns
-#: come sixteen at a time (one 32-byte vector holds 16 columns x 2 values of K)
-MR_BYTE = 4
-#: groups of 16 columns per tile of the byte dot products
-NG_BYTE = 2
+#: rows of A x vectors of columns of a tile of the GEMM's integer dot products
+#: (:attr:`DotSpec.int_dot`: one 32-byte vector of B holds 16 columns' pair of bytes or 8
+#: columns' pair of i16)
+MR_INT, NV_INT = 4, 2
 
 
 def integer_shift(fmt: MXFormat) -> int | None:
@@ -296,6 +295,24 @@ class DotSpec:
         ua, ub = unit_max(fa), unit_max(fb)
         return 2 * ua <= 255 and ub <= 127 and 2 * (2 * ua) * ub < 2 ** 15 and \
             self.k("lhs") * ua * ub < 2 ** 15 and self.k("lhs") % 2 == 0
+
+    @property
+    def word_dot(self) -> bool:
+        """Whether the GEMM path forms each block's sum with AVX2's word dot product
+        (``vpmaddwd``: pairs of i16 products summed into i32; path avx2, an :attr:`exact`
+        kernel without :attr:`byte_dot`): both sides' integer units as i16, exact in i32,
+        and converted to f32 exactly where k x max|a| x max|b| < 2^24 (every pairing of
+        e2m1, e2m3, e3m2, mxint8 at k = 32; e3m2 x e3m2 up to k = 83)."""
+        if self.path != "avx2" or not self.exact or self.byte_dot:
+            return False
+        ua, ub = unit_max(self.fmt("lhs")), unit_max(self.fmt("rhs"))
+        return self.k("lhs") * ua * ub < 2 ** 24 and self.k("lhs") % 2 == 0
+
+    @property
+    def int_dot(self) -> bool:
+        """Whether the GEMM path runs on integer dot products (:attr:`byte_dot`,
+        :attr:`word_dot`)."""
+        return self.byte_dot or self.word_dot
 
     @property
     def name(self) -> str:
@@ -670,15 +687,17 @@ class _DotKernel:
             self.nblk = nblk
             mb = t.op(f"{{r}} = arith.muli {t.c(STREAM_M)}, {nblk} : index")
             self.af = t.op(f"{{r}} = memref.alloc({mb}) : memref<?xf32>")
-        if s.byte_dot:  # the GEMM's byte panels (:meth:`byte_gemm`)
+        self.word = s.word_dot
+        pt = "i32" if self.word else "i16"
+        if s.int_dot:  # the GEMM's packed pairs (:meth:`int_gemm`)
             half = t.op(f"{{r}} = arith.divui {K}, {t.c(2)} : index")
             n = t.op(f"{{r}} = arith.muli {cnp}, {half} : index")
-            self.bq = t.op(f"{{r}} = memref.alloc({n}) : memref<?xi16>")
+            self.bq = t.op(f"{{r}} = memref.alloc({n}) : memref<?x{pt}>")
             # A's rows, every tile of the batch packed once per call (rows padded to tiles)
-            mp = t.op(f"{{r}} = arith.ceildivui {M}, {t.c(MR_BYTE)} : index")
-            mp = t.op(f"{{r}} = arith.muli {mp}, {t.c(MR_BYTE)} : index")
+            mp = t.op(f"{{r}} = arith.ceildivui {M}, {t.c(MR_INT)} : index")
+            mp = t.op(f"{{r}} = arith.muli {mp}, {t.c(MR_INT)} : index")
             n = t.op(f"{{r}} = arith.muli {mp}, {half} : index")
-            self.aq = t.op(f"{{r}} = memref.alloc({n}) : memref<?xi16>")
+            self.aq = t.op(f"{{r}} = memref.alloc({n}) : memref<?x{pt}>")
             n = t.op(f"{{r}} = arith.muli {mp}, {self.nblk} : index")
             self.aqf = t.op(f"{{r}} = memref.alloc({n}) : memref<?xf32>")
             self.abatch = t.op("{r} = memref.alloca() : memref<1xindex>")
@@ -735,8 +754,8 @@ class _DotKernel:
                 t.if_(one, few, many)
 
             def gemm() -> None:
-                if s.byte_dot:
-                    self.byte_gemm()
+                if s.int_dot:
+                    self.int_gemm()
                     return
                 self.exact, self.acc_t = False, "f32"  # scaled values in the panels
                 self.prepare("rhs", brow0, c0, ncols, self.bd, getattr(self, "bf", None))
@@ -762,8 +781,8 @@ class _DotKernel:
         t.do(f"memref.dealloc {self.bd} : memref<?xf32>")
         if s.exact:
             t.do(f"memref.dealloc {self.af} : memref<?xf32>")
-        if s.byte_dot:
-            for buf, ty in ((self.bq, "i16"), (self.aq, "i16"), (self.bsum, "i16"),
+        if s.int_dot:
+            for buf, ty in ((self.bq, pt), (self.aq, pt), (self.bsum, "i16"),
                             (self.bfq, "f32"), (self.aqf, "f32")):
                 t.do(f"memref.dealloc {buf} : memref<?x{ty}>")
         if self.blockwise:
@@ -774,52 +793,58 @@ class _DotKernel:
         return "\n".join(t.lines)
 
     # -- the GEMM's byte dot products ------------------------------------------------------
-    def byte_units(self, side: str, row: str, kk: str) -> str:
-        """vector<C x i8>: the integer units of C elements of a side's row ``row`` at
-        column ``kk`` (e2m1: one byte shuffle)."""
+    def packed_units(self, side: str, row: str, kk: str) -> str:
+        """vector<C x i8> (byte dot products) or vector<C x i16> (word dot products): the
+        integer units of C elements of a side's row ``row`` at column ``kk`` (e2m1: one
+        byte shuffle; mxint8: the codes)."""
         t, C = self.t, self.C
         mem, _ = self.side_mems(side)
+        f = self.s.fmt(side)
+        ut = "i16" if self.word else "i8"
         base = t.op(f"{{r}} = arith.muli {row}, {self.K} : index")
         at = t.op(f"{{r}} = arith.addi {base}, {kk} : index")
         v8 = self.codes(side, mem, at)
-        if self.s.fmt(side).bits == 4:
-            u = self.f4_table(v8)
-            if u is not None:
-                return u
-        v = self.integer_units(side, v8)
-        return t.op(f"{{r}} = arith.fptosi {v} : {_vt(C, 'f32')} to {_vt(C, 'i8')}")
+        u = self.f4_table(v8) if f.bits == 4 else (v8 if f.is_int else None)
+        if u is None:
+            v = self.integer_units(side, v8)
+            return t.op(f"{{r}} = arith.fptosi {v} : {_vt(C, 'f32')} to {_vt(C, ut)}")
+        if self.word:
+            return t.op(f"{{r}} = arith.extsi {u} : {_vt(C, 'i8')} to {_vt(C, 'i16')}")
+        return u
 
-    def byte_pack(self, side: str, row0: str, count: str, rows: str, dst: str, fdst: str,
-                  sdst: str | None = None) -> None:
+    def int_pack(self, side: str, row0: str, count: str, rows: str, dst: str, fdst: str,
+                 sdst: str | None = None) -> None:
         """Packs rows ``row0 + i`` (i < ``rows``, clamped below ``count``) of a side for
-        :meth:`byte_gemm` into ``dst`` as byte pairs of integer units (the pair of K positions
-        2p, 2p + 1 one i16):
+        :meth:`int_gemm` into ``dst`` as pairs of integer units (the pair of K positions 2p,
+        2p + 1: an i16 of two bytes, or an i32 of two i16 for the word dot products):
 
-        * A (lhs): row-major, row i's pair p at ``dst[i * K / 2 + p]``, the units offset by
-          their largest magnitude o to unsigned bytes (one vector store per chunk); the block
+        * A (lhs): row-major, row i's pair p at ``dst[i * K / 2 + p]`` (one vector store per
+          chunk), bytes offset by their largest magnitude o to unsigned ones; the block
           factors at ``fdst[i * nblk + blk]``;
         * B (rhs, the unit's :data:`NP` columns): pair-major, column i's pair p at
-          ``dst[p * NP + i]`` (one 32-byte load gives 16 columns' pair); the block factors at
-          ``fdst[blk * NP + pos]``, pos ordering each group of 16 columns as
-          :meth:`byte_gemm`'s accumulators do (the even columns, then the odd ones); the
-          block's sums of units times -o at ``sdst[blk * NP + i]``."""
+          ``dst[p * NP + i]`` (one 32-byte load gives 16 or 8 columns' pair); the block
+          factors at ``fdst[blk * NP + pos]`` (pos: bytes order each group of 16 columns as
+          :meth:`int_gemm`'s accumulators do, the even columns then the odd ones; words
+          keep i); bytes: the block's sums of units times -o at ``sdst[blk * NP + i]``."""
         t, C, K, s = self.t, self.C, self.K, self.s
         _, smem = self.side_mems(side)
         kb = s.k(side)
         c0, c1 = t.c(0), t.c(1)
         last = t.op(f"{{r}} = arith.subi {count}, {c1} : index")
         off = unit_max(s.fmt("lhs"))
-        vb, vp = _vt(C, "i8"), _vt(C // 2, "i16")
+        ut, pt = ("i16", "i32") if self.word else ("i8", "i16")
+        vu, vp = _vt(C, ut), _vt(C // 2, pt)
         a_side = side == "lhs"
 
         def row(i: str, _: list[str]) -> list[str]:
             li = t.op(f"{{r}} = arith.minui {i}, {last} : index")
             src = t.op(f"{{r}} = arith.addi {row0}, {li} : index")
+            pos = i
             if a_side:
                 fo = t.op(f"{{r}} = arith.muli {i}, {self.nblk} : index")
                 half = t.op(f"{{r}} = arith.divui {K}, {t.c(2)} : index")
                 do = t.op(f"{{r}} = arith.muli {i}, {half} : index")
-            else:  # the accumulators' order: per 16 columns, the even ones, then the odd
+            elif not self.word:  # the accumulators' order: per 16 columns, even then odd
                 lane = t.op(f"{{r}} = arith.remui {i}, {t.c(16)} : index")
                 grp = t.op(f"{{r}} = arith.subi {i}, {lane} : index")
                 odd = t.op(f"{{r}} = arith.remui {lane}, {t.c(2)} : index")
@@ -839,34 +864,40 @@ class _DotKernel:
                     o = t.op(f"{{r}} = arith.addi {bo}, {pos} : index")
                 t.do(f"memref.store {f}, {fdst}[{o}] : memref<?xf32>")
                 k0 = t.op(f"{{r}} = arith.muli {blk}, {t.c(kb)} : index")
+                byte_sums = not a_side and not self.word
 
                 def chunk(q: str, acc: list[str]) -> list[str]:
                     kk = t.op(f"{{r}} = arith.addi {k0}, {q} : index")
-                    u = self.byte_units(side, src, kk)
+                    u = self.packed_units(side, src, kk)
                     p0 = t.op(f"{{r}} = arith.divui {kk}, {t.c(2)} : index")
                     if a_side:
-                        u = t.op(f"{{r}} = arith.addi {u}, {t.c(off, vb)} : {vb}")
-                        pairs = t.op(f"{{r}} = vector.bitcast {u} : {vb} to {vp}")
+                        if not self.word:
+                            u = t.op(f"{{r}} = arith.addi {u}, {t.c(off, vu)} : {vu}")
+                        pairs = t.op(f"{{r}} = vector.bitcast {u} : {vu} to {vp}")
                         o = t.op(f"{{r}} = arith.addi {do}, {p0} : index")
-                        t.do(f"vector.store {pairs}, {dst}[{o}] : memref<?xi16>, {vp}")
+                        t.do(f"vector.store {pairs}, {dst}[{o}] : memref<?x{pt}>, {vp}")
                         return []
-                    w = t.op(f"{{r}} = arith.extsi {u} : {vb} to {_vt(C, 'i16')}")
-                    r = t.op(f"{{r}} = vector.reduction <add>, {w} : {_vt(C, 'i16')} into i16")
-                    pairs = t.op(f"{{r}} = vector.bitcast {u} : {vb} to {vp}")
+                    out = []
+                    if byte_sums:
+                        w = t.op(f"{{r}} = arith.extsi {u} : {vu} to {_vt(C, 'i16')}")
+                        r = t.op(f"{{r}} = vector.reduction <add>, {w} : {_vt(C, 'i16')} "
+                                 "into i16")
+                        out = [t.op(f"{{r}} = arith.addi {acc[0]}, {r} : i16")]
+                    pairs = t.op(f"{{r}} = vector.bitcast {u} : {vu} to {vp}")
                     for p in range(C // 2):
-                        e = t.op(f"{{r}} = vector.extract {pairs}[{p}] : i16 from {vp}")
+                        e = t.op(f"{{r}} = vector.extract {pairs}[{p}] : {pt} from {vp}")
                         o = t.op(f"{{r}} = arith.addi {p0}, {t.c(p)} : index")
                         o = t.op(f"{{r}} = arith.muli {o}, {t.c(NP)} : index")
                         o = t.op(f"{{r}} = arith.addi {o}, {i} : index")
-                        t.do(f"memref.store {e}, {dst}[{o}] : memref<?xi16>")
-                    return [t.op(f"{{r}} = arith.addi {acc[0]}, {r} : i16")]
+                        t.do(f"memref.store {e}, {dst}[{o}] : memref<?x{pt}>")
+                    return out
 
-                inits = [] if a_side else [(t.c(0, "i16"), "i16")]
+                inits = [(t.c(0, "i16"), "i16")] if byte_sums else []
                 if kb == C:
                     res = chunk(c0, [x for x, _ in inits])
                 else:
                     res = t.for_(c0, t.c(kb), t.c(C), inits, chunk)
-                if not a_side:
+                if byte_sums:
                     neg = t.op(f"{{r}} = arith.muli {res[0]}, {t.c(-off, 'i16')} : i16")
                     o = t.op(f"{{r}} = arith.addi {bo}, {i} : index")
                     t.do(f"memref.store {neg}, {sdst}[{o}] : memref<?xi16>")
@@ -877,35 +908,44 @@ class _DotKernel:
 
         t.for_(c0, rows, c1, [], row)
 
-    def byte_gemm(self) -> None:
-        """The unit's GEMM with AVX2's byte dot product (:attr:`DotSpec.byte_dot`).  B's
-        panel packed once (:meth:`byte_pack`: 16 columns x a pair of K positions per 32-byte
-        vector), then per tile of :data:`MR_BYTE` rows of A (packed likewise) and 16
-        columns, per block: i16 accumulators start at -o x B's block sums, take one
-        ``vpmaddubsw`` (A's pair broadcast, unsigned, against B's 16 columns, signed) and
-        one add per pair of K positions, and end as the block's exact sums; ``vpmaddwd`` by
-        (1, 0) and (0, 1) widens the even and the odd columns to i32, which convert to f32
-        exactly and are multiplied by the two blocks' factors (exact) and accumulated in f32
-        FMA lanes.  No scaled operand is formed."""
+    def int_gemm(self) -> None:
+        """The unit's GEMM by AVX2's integer dot products (:attr:`DotSpec.int_dot`).  B's
+        panel packed once (:meth:`int_pack`), A's rows once per call; then per tile of
+        :data:`MR_INT` rows and :data:`NV_INT` vectors of columns, per block:
+
+        * **bytes** (:attr:`DotSpec.byte_dot`, 16 columns a vector): i16 accumulators
+          start at -o x B's block sums and take one ``vpmaddubsw`` (A's pair broadcast,
+          unsigned, against B's 16 columns, signed) and one add per pair of K positions,
+          ending as the block's exact sums; ``vpmaddwd`` by (1, 0) and (0, 1) widens the
+          even and the odd columns to i32;
+        * **words** (8 columns a vector): i32 accumulators take one ``vpmaddwd`` (A's pair
+          of i16 broadcast against B's 8 columns) and one add per pair, exact;
+
+        then the sums convert to f32 exactly (below 2^24) and are multiplied by the two
+        blocks' factors (exact) and accumulated in f32 FMA lanes.  No scaled operand is
+        formed."""
         t, s, K, M, N = self.t, self.s, self.K, self.M, self.N
         b, n0, ncols, arow0, brow0 = self.unit
         c0, c1 = t.c(0), t.c(1)
         kb = s.k("lhs")
-        NG = NG_BYTE
-        self.byte_pack("rhs", brow0, ncols, t.c(NP), self.bq, self.bfq, self.bsum)
+        word, NV = self.word, NV_INT
+        cv = 8 if word else 16  # columns per vector
+        pt = "i32" if word else "i16"
+        self.int_pack("rhs", brow0, ncols, t.c(NP), self.bq, self.bfq, self.bsum)
         v8, v16, w8, f8 = _vt(32, "i8"), _vt(16, "i16"), _vt(8, "i32"), _vt(8, "f32")
+        vacc = w8 if word else v16  # an accumulator (and a load of B: cv columns' pairs)
+        vb = _vt(8, "i32") if word else v16
         ones = [t.op(f"{{r}} = arith.constant dense<[{', '.join([pair] * 8)}]> : {v16}")
                 for pair in ("1, 0", "0, 1")]
         mlast = t.op(f"{{r}} = arith.subi {M}, {c1} : index")
-
         half = t.op(f"{{r}} = arith.divui {K}, {t.c(2)} : index")
         packed = t.op(f"{{r}} = memref.load {self.abatch}[{c0}] : memref<1xindex>")
         fresh = t.op(f"{{r}} = arith.cmpi ne, {packed}, {b} : index")
 
         def pack_a() -> None:  # the batch's rows of A (padded to tiles), once per call
-            mp = t.op(f"{{r}} = arith.ceildivui {M}, {t.c(MR_BYTE)} : index")
-            mp = t.op(f"{{r}} = arith.muli {mp}, {t.c(MR_BYTE)} : index")
-            self.byte_pack("lhs", arow0, M, mp, self.aq, self.aqf)
+            mp = t.op(f"{{r}} = arith.ceildivui {M}, {t.c(MR_INT)} : index")
+            mp = t.op(f"{{r}} = arith.muli {mp}, {t.c(MR_INT)} : index")
+            self.int_pack("lhs", arow0, M, mp, self.aq, self.aqf)
             t.do(f"memref.store {b}, {self.abatch}[{c0}] : memref<1xindex>")
 
         t.do(f"scf.if {fresh} {{")
@@ -916,19 +956,23 @@ class _DotKernel:
 
         def tile(m0: str, _: list[str]) -> list[str]:
             arows = []  # where the tile's rows of A start in the packed A
-            for i in range(MR_BYTE):
+            for i in range(MR_INT):
                 mi = t.op(f"{{r}} = arith.addi {m0}, {t.c(i)} : index")
                 arows.append(t.op(f"{{r}} = arith.muli {mi}, {half} : index"))
 
             def group(j0: str, _: list[str]) -> list[str]:
                 zero = t.c(0.0, f8)
-                jg = [t.op(f"{{r}} = arith.addi {j0}, {t.c(16 * g)} : index") for g in range(NG)]
+                jg = [t.op(f"{{r}} = arith.addi {j0}, {t.c(cv * g)} : index") for g in range(NV)]
+                nf = 1 if word else 2  # f32 vectors per accumulator
 
                 def block(blk: str, accs: list[str]) -> list[str]:
                     so = t.op(f"{{r}} = arith.muli {blk}, {t.c(NP)} : index")
                     so = [t.op(f"{{r}} = arith.addi {so}, {j} : index") for j in jg]
-                    inits = [t.op(f"{{r}} = vector.load {self.bsum}[{o}] : memref<?xi16>, {v16}")
-                             for o in so]
+                    if word:
+                        inits = [t.c(0, vacc)] * NV
+                    else:
+                        inits = [t.op(f"{{r}} = vector.load {self.bsum}[{o}] : memref<?xi16>, "
+                                      f"{v16}") for o in so]
                     p0 = t.op(f"{{r}} = arith.muli {blk}, {t.c(kb // 2)} : index")
 
                     def pair(p: str, sums: list[str]) -> list[str]:
@@ -937,83 +981,101 @@ class _DotKernel:
                         bvs = []
                         for j in jg:
                             bo = t.op(f"{{r}} = arith.addi {bb}, {j} : index")
-                            bw = t.op(f"{{r}} = vector.load {self.bq}[{bo}] : memref<?xi16>, "
-                                      f"{v16}")
-                            bvs.append(t.op(f"{{r}} = vector.bitcast {bw} : {v16} to {v8}"))
+                            bw = t.op(f"{{r}} = vector.load {self.bq}[{bo}] : memref<?x{pt}>, "
+                                      f"{vb}")
+                            bvs.append(bw if not word else
+                                       t.op(f"{{r}} = vector.bitcast {bw} : {vb} to {v16}"))
                         out = list(sums)
-                        for i in range(MR_BYTE):
+                        for i in range(MR_INT):
                             o = t.op(f"{{r}} = arith.addi {arows[i]}, {kp} : index")
-                            a = t.op(f"{{r}} = memref.load {self.aq}[{o}] : memref<?xi16>")
-                            av = t.op(f"{{r}} = vector.broadcast {a} : i16 to {v16}")
-                            av = t.op(f"{{r}} = vector.bitcast {av} : {v16} to {v8}")
-                            for g in range(NG):
+                            a = t.op(f"{{r}} = memref.load {self.aq}[{o}] : memref<?x{pt}>")
+                            av = t.op(f"{{r}} = vector.broadcast {a} : {pt} to {vb}")
+                            for g in range(NV):
+                                x = i * NV + g
+                                if word:
+                                    a16 = t.op(f"{{r}} = vector.bitcast {av} : {vb} to {v16}")
+                                    pr = t.op(f'{{r}} = llvm.call_intrinsic '
+                                              f'"llvm.x86.avx2.pmadd.wd"({a16}, {bvs[g]}) : '
+                                              f"({v16}, {v16}) -> {w8}")
+                                    out[x] = t.op(f"{{r}} = arith.addi {out[x]}, {pr} : {w8}")
+                                    continue
+                                a8 = t.op(f"{{r}} = vector.bitcast {av} : {v16} to {v8}")
+                                b8 = t.op(f"{{r}} = vector.bitcast {bvs[g]} : {v16} to {v8}")
                                 pr = t.op(f'{{r}} = llvm.call_intrinsic '
-                                          f'"llvm.x86.avx2.pmadd.ub.sw"({av}, {bvs[g]}) : '
+                                          f'"llvm.x86.avx2.pmadd.ub.sw"({a8}, {b8}) : '
                                           f"({v8}, {v8}) -> {v16}")
                                 # saturating, never saturated (every partial sum is below
                                 # k x max|a| x max|b|): no reassociation into trees
-                                out[i * NG + g] = t.op(
+                                out[x] = t.op(
                                     f'{{r}} = llvm.call_intrinsic "llvm.sadd.sat.v16i16"'
-                                    f"({out[i * NG + g]}, {pr}) : ({v16}, {v16}) -> {v16}")
+                                    f"({out[x]}, {pr}) : ({v16}, {v16}) -> {v16}")
                         return out
 
                     sums = t.for_(c0, t.c(kb // 2), c1,
-                                  [(inits[g], v16) for _ in range(MR_BYTE) for g in range(NG)],
+                                  [(inits[g], vacc) for _ in range(MR_INT) for g in range(NV)],
                                   pair)
                     fb = []
                     for o in so:
-                        for q in (0, 1):
+                        for q in range(nf):
                             oq = t.op(f"{{r}} = arith.addi {o}, {t.c(8 * q)} : index")
                             fb.append(t.op(f"{{r}} = vector.load {self.bfq}[{oq}] : "
                                            f"memref<?xf32>, {f8}"))
                     out = []
-                    for i in range(MR_BYTE):
+                    for i in range(MR_INT):
                         o = t.op(f"{{r}} = arith.addi {m0}, {t.c(i)} : index")
                         o = t.op(f"{{r}} = arith.muli {o}, {self.nblk} : index")
                         o = t.op(f"{{r}} = arith.addi {o}, {blk} : index")
                         fa = t.op(f"{{r}} = memref.load {self.aqf}[{o}] : memref<?xf32>")
                         fav = t.op(f"{{r}} = vector.broadcast {fa} : f32 to {f8}")
-                        for g in range(NG):
-                            for q in (0, 1):
-                                w = t.op(f'{{r}} = llvm.call_intrinsic "llvm.x86.avx2.pmadd.wd"'
-                                         f"({sums[i * NG + g]}, {ones[q]}) : ({v16}, {v16}) "
-                                         f"-> {w8}")
+                        for g in range(NV):
+                            for q in range(nf):
+                                w = sums[i * NV + g]
+                                if not word:
+                                    w = t.op(f'{{r}} = llvm.call_intrinsic '
+                                             f'"llvm.x86.avx2.pmadd.wd"({w}, {ones[q]}) : '
+                                             f"({v16}, {v16}) -> {w8}")
                                 wf = t.op(f"{{r}} = arith.sitofp {w} : {w8} to {f8}")
-                                f = t.op(f"{{r}} = arith.mulf {fav}, {fb[2 * g + q]} : {f8}")
-                                x = (i * NG + g) * 2 + q
+                                f = t.op(f"{{r}} = arith.mulf {fav}, {fb[nf * g + q]} : {f8}")
+                                x = (i * NV + g) * nf + q
                                 out.append(t.op(f"{{r}} = vector.fma {wf}, {f}, {accs[x]} : "
                                                 f"{f8}"))
                     return out
 
-                accs = t.for_(c0, self.nblk, c1, [(zero, f8)] * (2 * MR_BYTE * NG), block)
-                inter = ", ".join(f"{j}, {j + 8}" for j in range(8))
-                for g in range(NG):
-                    left = t.op(f"{{r}} = arith.subi {ncols}, {jg[g]} : index")
+                nacc = MR_INT * NV * nf
+                accs = t.for_(c0, self.nblk, c1, [(zero, f8)] * nacc, block)
+                # 16 results at a time: bytes, one accumulator's even and odd columns;
+                # words, two accumulators
+                order = (", ".join(f"{j}, {j + 8}" for j in range(8)) if not word else
+                         ", ".join(str(j) for j in range(16)))
+                per = NV * nf // 2  # stores of 16 per row
+                for g in range(per):
+                    j16 = t.op(f"{{r}} = arith.addi {j0}, {t.c(16 * g)} : index")
+                    left = t.op(f"{{r}} = arith.subi {ncols}, {j16} : index")
                     left = t.op(f"{{r}} = arith.maxsi {left}, {c0} : index")
                     left = t.op(f"{{r}} = arith.minui {left}, {t.c(16)} : index")
                     mask = t.op(f"{{r}} = vector.create_mask {left} : {_vt(16, 'i1')}")
-                    for i in range(MR_BYTE):
+                    for i in range(MR_INT):
                         mi = t.op(f"{{r}} = arith.addi {m0}, {t.c(i)} : index")
                         ok = t.op(f"{{r}} = arith.cmpi ule, {mi}, {mlast} : index")
-                        x = (i * NG + g) * 2
+                        x = i * NV * nf + 2 * g
                         v = t.op(f"{{r}} = vector.shuffle {accs[x]}, {accs[x + 1]} "
-                                 f"[{inter}] : {f8}, {f8}")
+                                 f"[{order}] : {f8}, {f8}")
                         t.do(f"scf.if {ok} {{")
                         t.indent += 2
                         orow = t.op(f"{{r}} = arith.addi {arow0}, {mi} : index")
                         o = t.op(f"{{r}} = arith.muli {orow}, {N} : index")
                         o = t.op(f"{{r}} = arith.addi {o}, {n0} : index")
-                        o = t.op(f"{{r}} = arith.addi {o}, {jg[g]} : index")
+                        o = t.op(f"{{r}} = arith.addi {o}, {j16} : index")
                         t.do(f"vector.maskedstore %out[{o}], {mask}, {v} : memref<?xf32>, "
                              f"{_vt(16, 'i1')}, {_vt(16, 'f32')}")
                         t.indent -= 2
                         t.do("}")
                 return []
 
-            t.for_(c0, ncols, t.c(16 * NG), [], group)
+            t.for_(c0, ncols, t.c(cv * NV), [], group)
             return []
 
-        t.for_(c0, M, t.c(MR_BYTE), [], tile)
+        t.for_(c0, M, t.c(MR_INT), [], tile)
 
     # -- the exact f64 contraction (outside the f32 paths' range) ----------------------------
     def f64_unit(self) -> None:

@@ -142,18 +142,35 @@ def test_exact_block_sums():
             assert np.all(np.abs(got - want) <= 1e-6 * 3 * 127 * k * 2.0 ** (140 - 133))
 
 
-BYTE_PAIRS = [("mxfp4_e2m1", "mxfp4_e2m1", None), ("nvfp4", "nvfp4", None),
-              ("mxfp4_e2m1", "nvfp4", 16), ("mxfp4_e2m1", "mxfp6_e2m3", None),
-              ("mxfp6_e2m3", "mxfp4_e2m1", None), ("mxfp4_e2m1", "mxfp4_e2m1", 2),
-              ("nvfp4", "mxfp4_e2m1", 64), ("mxfp4_e2m1", "mxfp4_e2m1", 226)]
+#: pairings of the GEMM's integer dot products: bytes (e2m1 / nvfp4 with each other or e2m3),
+#: then words (the other integer-unit pairings, and e2m1 past the bytes' bound)
+INT_PAIRS = [("mxfp4_e2m1", "mxfp4_e2m1", None), ("nvfp4", "nvfp4", None),
+             ("mxfp4_e2m1", "nvfp4", 16), ("mxfp4_e2m1", "mxfp6_e2m3", None),
+             ("mxfp6_e2m3", "mxfp4_e2m1", None), ("mxfp4_e2m1", "mxfp4_e2m1", 2),
+             ("nvfp4", "mxfp4_e2m1", 64), ("mxfp4_e2m1", "mxfp4_e2m1", 226),
+             ("mxint8", "mxint8", None), ("mxfp6_e3m2", "mxfp6_e3m2", None),
+             ("mxfp6_e2m3", "mxfp6_e2m3", None), ("mxint8", "nvfp4", 16),
+             ("mxfp6_e3m2", "mxint8", 2), ("mxfp6_e3m2", "mxfp6_e3m2", 82),
+             ("mxfp4_e2m1", "mxfp4_e2m1", 228)]
 
 
-def test_which_kernels_take_byte_dot_products():
-    """vpmaddubsw's pairs of u8 x s8 products must not saturate i16 and each block's sum must
-    fit it: e2m1 / nvfp4 with each other up to k = 226, with e2m3 up to 45; never e2m3 x
-    e2m3, e3m2, mxint8, an f8 or plain side, two block sizes or the portable path."""
+def test_which_kernels_take_integer_dot_products():
+    """Bytes (vpmaddubsw): its pairs of u8 x s8 products must not saturate i16 and each
+    block's sum must fit it -- e2m1 / nvfp4 with each other up to k = 226, with e2m3 up to
+    45; never e2m3 x e2m3, e3m2, mxint8.  Words (vpmaddwd) for the other pairings of
+    integer-unit formats, while a block's sum converts to f32 exactly (e3m2 x e3m2 up to
+    k = 83).  Neither for an f8 or plain side, two block sizes or the portable path."""
     def byte(lf, rf, k=None, path="avx2"):
         return dot_kernels.DotSpec(lf, rf, k, k, path).byte_dot
+
+    def word(lf, rf, k=None, path="avx2"):
+        return dot_kernels.DotSpec(lf, rf, k, k, path).word_dot
+
+    assert word("mxint8", "mxint8") and word("mxfp6_e2m3", "mxfp6_e2m3")
+    assert word("mxfp6_e3m2", "mxfp6_e3m2", 82) and not word("mxfp6_e3m2", "mxfp6_e3m2", 84)
+    assert word("mxint8", "nvfp4", 16) and word("mxfp4_e2m1", "mxfp4_e2m1", 228)
+    assert not word("mxfp4_e2m1", "mxfp4_e2m1") and not word("mxint8", "mxfp8_e4m3")
+    assert not word("mxint8", "mxint8", path="portable") and not word("f16", "mxint8")
 
     assert byte("mxfp4_e2m1", "mxfp4_e2m1") and byte("nvfp4", "nvfp4")
     assert byte("mxfp4_e2m1", "mxfp4_e2m1", 226) and not byte("mxfp4_e2m1", "mxfp4_e2m1", 228)
@@ -165,37 +182,38 @@ def test_which_kernels_take_byte_dot_products():
 
 
 @pytest.mark.skipif("avx2" not in PATHS, reason="this CPU has no AVX2")
-@pytest.mark.parametrize("lf, rf, k", BYTE_PAIRS)
-def test_byte_dot_products_gemm(lf, rf, k):
-    """The GEMM's byte dot products (M > STREAM_M) against the reference: ragged tiles of
+@pytest.mark.parametrize("lf, rf, k", INT_PAIRS)
+def test_integer_dot_products_gemm(lf, rf, k):
+    """The GEMM's integer dot products (M > STREAM_M) against the reference: ragged tiles of
     rows and groups of columns, N across panels, K of one to five blocks, batches."""
-    rng = np.random.default_rng(BYTE_PAIRS.index((lf, rf, k)))
-    assert dot_kernels.DotSpec(lf, rf, k, k, "avx2").byte_dot
+    rng = np.random.default_rng(INT_PAIRS.index((lf, rf, k)))
+    assert dot_kernels.DotSpec(lf, rf, k, k, "avx2").int_dot
     for shape in (((), 17, 1, 1), ((), 20, 35, 1), ((), 23, 70, 3), ((2,), 18, 16, 2),
                   ((), 41, 33, 5)):
-        if k == 226 and shape[3] > 2:
+        if (k or 0) > 64 and shape[3] > 2:
             continue
         _run(lf, rf, shape, rng, "avx2", k=k)
 
 
 @pytest.mark.skipif("avx2" not in PATHS, reason="this CPU has no AVX2")
-@pytest.mark.parametrize("k", [32, 226])
-def test_byte_dot_products_at_their_bounds(k):
-    """Every element +-6 (the largest e2m1 magnitude), so every block sums to +-36 k (8136 at
-    k = 226: the i16 sums' largest magnitude, 32544 in units) or cancels to 0, all exact:
-    the results equal the f64 reference bit for bit."""
+@pytest.mark.parametrize("fmt, top, k", [("mxfp4_e2m1", 6.0, 32), ("mxfp4_e2m1", 6.0, 226),
+                                         ("mxfp6_e3m2", 28.0, 82), ("mxint8", 127 / 64, 32)])
+def test_integer_dot_products_at_their_bounds(fmt, top, k):
+    """Every element +-top (the format's largest magnitude), so every block sums to
+    +-top^2 k or cancels, all exact: at the bounds of the integer sums (e2m1 at k = 226:
+    32544 in i16 units, 32767 the most; e3m2 at k = 82: 2^24 - 3.2e5 in i32 units, the most
+    that converts to f32 exactly), the results equal the f64 reference bit for bit."""
     rows, cols = dot_kernels.STREAM_M + 3, 21
     sign_a = np.random.default_rng(k).random((rows, 2 * k)) < 0.5
     sign_a[:, :k] = (np.arange(rows) % 2)[:, None] == 1  # block 0: one sign per row
     sign_b = np.random.default_rng(k + 1).random((cols, 2 * k)) < 0.5
     sign_b[:, :k] = (np.arange(cols) % 3 == 0)[:, None]  # and per column
-    va, vb = (np.where(sg, -6.0, 6.0).astype(F32) for sg in (sign_a, sign_b))
-    one = np.full((max(rows, cols), 2), 127, np.uint8).view(ml_dtypes.float8_e8m0fnu)
-    got = np.asarray(ffi_dot.dot(jnp.asarray(va.astype(ml_dtypes.float4_e2m1fn)), one[:rows],
-                                 jnp.asarray(vb.astype(ml_dtypes.float4_e2m1fn)), one[:cols],
-                                 "mxfp4_e2m1", "mxfp4_e2m1", lhs_block_size=k,
-                                 rhs_block_size=k, path="avx2"))
-    assert np.abs(va[:, :k] @ vb[:, :k].T).max() == 36 * k
+    va, vb = (np.where(sg, -top, top).astype(F32) for sg in (sign_a, sign_b))
+    qa, qb = (mxj.quantize(v, fmt, block_size=k, impl="xla") for v in (va, vb))
+    assert np.array_equal(np.asarray(mxj.dequantize(qa)), va)  # scales of 1: exact
+    got = np.asarray(ffi_dot.dot(qa.elements, qa.scales, qb.elements, qb.scales, fmt, fmt,
+                                 lhs_block_size=k, rhs_block_size=k, path="avx2"))
+    assert np.abs(va[:, :k].astype(np.float64) @ vb[:, :k].T).max() == top * top * k
     want = (va.astype(np.float64) @ vb.astype(np.float64).T).astype(F32)
     assert np.array_equal(got, want)
 
@@ -310,11 +328,12 @@ def test_installed_scaled_matmul_runs_the_kernel():
 
 
 def test_gemms_keep_the_dequantize_kernels_unless_asked(monkeypatch):
-    """More than STREAM_M rows on both sides: the dequantize kernels + XLA's f32 dot (faster
-    than the kernel's GEMM path here, BENCHMARKS.md) unless MXLOWER_DOT_KERNEL=all."""
+    """More than STREAM_M rows on both sides, an f8 side: the dequantize kernels + XLA's f32
+    dot (faster than the kernel's f32 GEMM path here, BENCHMARKS.md) unless
+    MXLOWER_DOT_KERNEL=all."""
     rng = np.random.default_rng(23)
     rows = dot_kernels.STREAM_M + 1
-    a = mxj.quantize(rng.standard_normal((rows, 64)).astype(F32), "mxint8", impl="xla")
+    a = mxj.quantize(rng.standard_normal((rows, 64)).astype(F32), "mxfp8_e5m2", impl="xla")
     b = mxj.quantize(rng.standard_normal((rows + 3, 64)).astype(F32), "mxfp4_e2m1", impl="xla")
 
     def compiled():
@@ -323,13 +342,13 @@ def test_gemms_keep_the_dequantize_kernels_unless_asked(monkeypatch):
     assert "mxlower_dot_" not in compiled().as_text()
     monkeypatch.setenv("MXLOWER_DOT_KERNEL", "all")
     c = compiled()
-    assert "mxlower_dot_mxint8k32_mxfp4_e2m1k32" in c.as_text()
+    assert "mxlower_dot_mxfp8_e5m2k32_mxfp4_e2m1k32" in c.as_text()
     va, vb = (np.asarray(mxj.dequantize(v)) for v in (a, b))
     assert_dot_close(c(a, b), va, vb, (((1,), (1,)), ((), ())), what="GEMM")
 
 
 @pytest.mark.skipif("avx2" not in PATHS, reason="this CPU has no AVX2")
-def test_fp4_gemms_take_the_byte_dot_products_by_default(monkeypatch):
+def test_fp4_gemms_take_the_integer_dot_products_by_default(monkeypatch):
     """A GEMM of e2m1 / nvfp4 pairs runs the kernel's byte dot products without
     MXLOWER_DOT_KERNEL=all (they are faster than the dequantize kernels + XLA's dot), under
     jit and vmap; the portable path keeps the dequantize kernels."""

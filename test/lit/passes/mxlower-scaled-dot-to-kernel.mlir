@@ -56,14 +56,17 @@ func.func @gemm(%a: tensor<2x32x64xi8>, %as: tensor<2x32x2xf8E8M0FNU>, %b: tenso
 
 // -----
 
-// A GEMM of e2m1 (or nvfp4, e2m3) pairs on avx2 calls the kernel without gemm=true: its byte
-// dot products run faster than the dequantize kernels + XLA's f32 dot; on the portable path
-// it is left to mxlower-decompose-mx.
+// A GEMM whose sides are both integer-unit formats (e2m1 / nvfp4, e2m3, e3m2, mxint8) with
+// one block size calls the kernel on avx2 without gemm=true: its integer dot products run
+// faster than the dequantize kernels + XLA's f32 dot.  An f8 GEMM (the kernel's f32 path) and
+// every GEMM on the portable path are left to mxlower-decompose-mx.
 // CHECK-LABEL: func.func @fp4_gemm(
 // CHECK: "mx.scaled_dot"
 // AVX2-LABEL: func.func @fp4_gemm(
 // AVX2: stablehlo.custom_call @mxlower_dot_mxfp4_e2m1k32_mxfp4_e2m1k32_avx2(
 // AVX2-LABEL: func.func @int8_gemm(
+// AVX2: stablehlo.custom_call @mxlower_dot_mxint8k32_mxint8k32_avx2(
+// AVX2-LABEL: func.func @f8_gemm(
 // AVX2-NOT: stablehlo.custom_call
 // AVX2: "mx.scaled_dot"
 func.func @fp4_gemm(%a: tensor<32x64xf4E2M1FN>, %as: tensor<32x2xf8E8M0FNU>, %b: tensor<24x64xf4E2M1FN>, %bs: tensor<24x2xf8E8M0FNU>) -> tensor<32x24xf32> {
@@ -72,6 +75,10 @@ func.func @fp4_gemm(%a: tensor<32x64xf4E2M1FN>, %as: tensor<32x2xf8E8M0FNU>, %b:
 }
 func.func @int8_gemm(%a: tensor<32x64xi8>, %as: tensor<32x2xf8E8M0FNU>, %b: tensor<24x64xi8>, %bs: tensor<24x2xf8E8M0FNU>) -> tensor<32x24xf32> {
   %0 = "mx.scaled_dot"(%a, %as, %b, %bs) {lhs_format = "mxint8", rhs_format = "mxint8", dot_dimension_numbers = #stablehlo.dot<lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [1]>} : (tensor<32x64xi8>, tensor<32x2xf8E8M0FNU>, tensor<24x64xi8>, tensor<24x2xf8E8M0FNU>) -> tensor<32x24xf32>
+  return %0 : tensor<32x24xf32>
+}
+func.func @f8_gemm(%a: tensor<32x64xf8E4M3FN>, %as: tensor<32x2xf8E8M0FNU>, %b: tensor<24x64xf8E4M3FN>, %bs: tensor<24x2xf8E8M0FNU>) -> tensor<32x24xf32> {
+  %0 = "mx.scaled_dot"(%a, %as, %b, %bs) {lhs_format = "mxfp8_e4m3", rhs_format = "mxfp8_e4m3", dot_dimension_numbers = #stablehlo.dot<lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [1]>} : (tensor<32x64xf8E4M3FN>, tensor<32x2xf8E8M0FNU>, tensor<24x64xf8E4M3FN>, tensor<24x2xf8E8M0FNU>) -> tensor<32x24xf32>
   return %0 : tensor<32x24xf32>
 }
 
