@@ -18,9 +18,10 @@ bf16) against MX weights w [N, K] (mxfp4, mxfp6_e2m3, mxfp8_e4m3, nvfp4, mxint8)
   already mapped (one thread).  "% memcpy" = memcpy time / scaled_dot time.
 
 GEMM (``--gemm``: 1024^3 by default): both sides MX (the same format), ``scaled_dot`` with
-``MXLOWER_DOT_KERNEL=all`` (GEMMs use the kernel only when asked) and ``kernel`` as above
-against XLA's f32 dot of the dequantized operands (already f32) and ``before`` (what
-``scaled_dot`` runs for a GEMM by default); GFLOP/s = 2 M N K / time.
+``MXLOWER_DOT_KERNEL=all`` (the kernel: by default for the integer-unit formats, whose GEMM
+runs on integer dot products on avx2; only when asked for mxfp8) and ``kernel`` as above
+against XLA's f32 dot of the dequantized operands (already f32) and ``before`` (the
+dequantize kernels + XLA's dot: ``MXLOWER_DOT_KERNEL=0``); GFLOP/s = 2 M N K / time.
 
 Every case is timed round-robin in one process (the fastest of ``--reps`` runs after a
 warm-up), so load from other processes hits every case alike.  The SIMD path is
@@ -111,7 +112,7 @@ def gemv(M: int, NK: int, reps: int) -> list[str]:
 def gemm(n: int, reps: int) -> list[str]:
     rng = np.random.default_rng(1)
     rows = []
-    for fmt in ("mxfp4_e2m1", "mxfp6_e2m3", "mxint8", "mxfp8_e4m3"):
+    for fmt in ("mxfp4_e2m1", "nvfp4", "mxfp6_e2m3", "mxfp6_e3m2", "mxint8", "mxfp8_e4m3"):
         a = mxj.quantize(rng.standard_normal((n, n)).astype(np.float32), fmt, impl="xla")
         b = mxj.quantize(rng.standard_normal((n, n)).astype(np.float32), fmt, impl="xla")
         ad, bd = (jnp.asarray(np.asarray(mxj.dequantize(v))) for v in (a, b))

@@ -49,7 +49,7 @@ import mxlower.execution.ffi as ffi
 import mxlower.execution.ffi_abi as abi
 import mxlower.execution.ptx as ptx
 from mxlower.lowering import dot_kernels
-from mxlower.lowering.dot_kernels import NP, STREAM_M, DotSpec
+from mxlower.lowering.dot_kernels import NP, DotSpec
 from mxlower.passes.lower_dot_kernels import LowerDotKernels
 
 __all__ = ["ENV", "PARALLEL_WORK", "compile_dot", "dot", "handler_text", "host_path",
@@ -59,9 +59,6 @@ __all__ = ["ENV", "PARALLEL_WORK", "compile_dot", "dot", "handler_text", "host_p
 ENV = "MXLOWER_DOT_PATH"
 #: multiply-adds (B x M x N x K) from which a call is split across XLA's threads
 PARALLEL_WORK = 1 << 21
-#: a GEMM of the integer dot products (:attr:`DotSpec.int_dot`) is split into chunks of at
-#: least GEMM_UNITS units (each call packs A once), as many as GEMM_CHUNKS at least
-GEMM_UNITS, GEMM_CHUNKS = 4, 8
 
 
 def host_path() -> str:
@@ -192,16 +189,7 @@ def handler_text(spec: DotSpec) -> str:
     e.do(f"llvm.return {f.null} : !llvm.ptr")
     e.block("pool")
     ctx = e.load("%frame", abi.CallFrame.ctx.offset, "!llvm.ptr")
-    most = units
-    if spec.int_dot:  # a GEMM packs A once per call: chunks of several units, as many
-        # as GEMM_CHUNKS at least
-        gemm = e.icmp("sgt", M, e.i64(STREAM_M))
-        per = e.binary("udiv", e.binary("add", units, e.i64(GEMM_UNITS - 1)), e.i64(GEMM_UNITS))
-        few = e.emit(f"{{r}} = llvm.intr.umin({units}, {e.i64(GEMM_CHUNKS)}) : "
-                     "(i64, i64) -> i64")
-        per = e.emit(f"{{r}} = llvm.intr.umax({per}, {few}) : (i64, i64) -> i64")
-        most = e.emit(f"{{r}} = llvm.select {gemm}, {per}, {units} : i1, i64")
-    e.do(f"llvm.call @__mxlower_ffi_parallel({f.api}, {ctx}, {units}, {most}, "
+    e.do(f"llvm.call @__mxlower_ffi_parallel({f.api}, {ctx}, {units}, {units}, "
          f"{', '.join(v for pair in slots for v in pair)}) : "
          f"({ffi._parallel_types(len(slots))}) -> ()")
     e.do(f"llvm.return {f.null} : !llvm.ptr")

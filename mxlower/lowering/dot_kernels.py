@@ -39,7 +39,15 @@ threads.  Within a unit two ways, chosen at run time by M:
   when they are plain f32;
 * **blocked GEMM**: the unit's B panel is decoded once into a scratch of ``NP x K`` f32 (a
   cache-sized panel, as any GEMM packs its operands), then each tile of MR rows of A into a
-  scratch of ``MR x K``, and an MR x NR register tile of accumulators runs over K.
+  scratch of ``MR x K``, and an MR x NR register tile of accumulators runs over K;
+* **integer GEMM** (path avx2, both sides integer-unit formats with one block size:
+  :attr:`DotSpec.int_dot`): B's panel and A's rows packed once as pairs of integer units,
+  then per tile of :data:`MR_INT` rows and 32 (bytes) or 16 (words) columns, per block,
+  the block's sums formed exactly by AVX2's integer dot products -- ``vpmaddubsw`` into
+  i16 for e2m1 / nvfp4 with each other or e2m3 (:attr:`DotSpec.byte_dot`), ``vpmaddwd``
+  into i32 otherwise (:attr:`DotSpec.word_dot`) -- converted to f32 exactly, multiplied by
+  the two blocks' factors and accumulated in f32 FMA lanes (:meth:`_DotKernel.int_gemm`):
+  four to eight times the multiply-adds of an f32 FMA per instruction.
 
 A tile that runs past M or past the panel repeats its last row / column (computed, not
 stored), so any M, N and K work.
