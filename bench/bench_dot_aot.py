@@ -19,6 +19,7 @@ so one run compares the instruction sets on the same machine:
 
     python bench/bench_dot_aot.py build .dot-aot                  # here (the xtc tools)
     python bench/bench_dot_aot.py run .dot-aot --out results.json # there (JAX, NumPy)
+    python bench/bench_dot_aot.py build .dot-aot --what gemm --targets avx2,spr  # a subset
 
 ``run`` checks every kernel against the exact dot (docs/semantics.md section 6's bound:
 ``1e-6 * sum |a b|``) on ragged shapes and on scales at both ends of the range (the kernel's
@@ -40,7 +41,8 @@ TARGETS = {"avx2": ("x86-64-v3", None), "spr": ("sapphirerapids", None),
 #: (lhs, rhs, what): the GEMV's kernels (plain f32 activations, MX weights) and the GEMM's
 KERNELS = [("f32", f, "gemv") for f in ("mxfp4_e2m1", "mxfp6_e2m3", "mxfp8_e4m3", "nvfp4",
                                         "mxint8")]
-KERNELS += [(f, f, "gemm") for f in ("mxfp4_e2m1", "mxint8", "mxfp8_e4m3")]
+KERNELS += [(f, f, "gemm") for f in ("mxfp4_e2m1", "nvfp4", "mxfp6_e2m3", "mxfp6_e3m2",
+                                    "mxint8", "mxfp8_e4m3")]
 #: tile shapes of the streaming path's row tiles (M from 5 to 16) to compare at M = 8:
 #: (MR_STREAM, NR_STREAM_TILE) of mxlower.lowering.dot_kernels, the first the default
 TILES = [(8, 1), (8, 2), (4, 2), (4, 4), (6, 2)]
@@ -54,7 +56,7 @@ def _fingerprint() -> str:
     return source_fingerprint(__file__)
 
 
-def build(root: str) -> None:
+def build(root: str, whats: set[str] | None = None) -> None:
     from mxlower.execution import ffi_dot
     from mxlower.lowering.dot_kernels import DotSpec
 
@@ -64,6 +66,7 @@ def build(root: str) -> None:
     entries = []
     jobs = [(lhs, rhs, what, None) for lhs, rhs, what in KERNELS]
     jobs += [("f32", f, "tile", tile) for f in TILE_FORMATS for tile in TILES[1:]]
+    jobs = [j for j in jobs if whats is None or j[2] in whats]
     default = (dot_kernels.MR_STREAM, dot_kernels.NR_STREAM_TILE)
     for lhs, rhs, what, tile in jobs:
         spec = DotSpec(lhs, rhs, path="avx2")
@@ -155,7 +158,7 @@ def correctness(kernels: list[dict]) -> list[str]:
     rng = np.random.default_rng(0)
     errors = []
     for e in kernels:
-        shapes = ((1, 37, 64), (3, 70, 96), (13, 33, 128), (20, 35, 64))
+        shapes = ((1, 37, 64), (3, 70, 96), (13, 33, 128), (20, 35, 64), (41, 70, 160))
         for M, N, K in shapes if e["what"] != "tile" else ((8, 37, 96), (13, 70, 64)):
             # ordinary scales (the f32 paths); the smallest and the largest codes on B (the
             # kernel's f64 contraction: subnormal products; sums that might overflow)
@@ -239,10 +242,10 @@ def timings(kernels: list[dict], reps: int) -> list[dict]:
     return rows
 
 
-def run(root: str, out: str | None, reps: int) -> int:
+def run(root: str, out: str | None, reps: int, whats: set[str] | None = None) -> int:
     import jax
 
-    kernels = _load(root)
+    kernels = [e for e in _load(root) if whats is None or e["what"] in whats]
     info = {"jax": jax.__version__, "devices": str(jax.devices("cpu")),
             "cpu_count": os.cpu_count()}
     try:
@@ -274,15 +277,18 @@ def main() -> int:
     r.add_argument("root")
     r.add_argument("--out")
     r.add_argument("--reps", type=int, default=20)
-    r.add_argument("--targets", default="", help="comma-separated subset of the targets")
+    for p in (b, r):
+        p.add_argument("--targets", default="", help="comma-separated subset of the targets")
+        p.add_argument("--what", default="", help="comma-separated subset of gemv, gemm, tile")
     a = ap.parse_args()
-    if a.cmd == "build":
-        build(a.root)
-        return 0
     if a.targets:
         global TARGETS
         TARGETS = {k: v for k, v in TARGETS.items() if k in a.targets.split(",")}
-    return run(a.root, a.out, a.reps)
+    whats = set(a.what.split(",")) if a.what else None
+    if a.cmd == "build":
+        build(a.root, whats)
+        return 0
+    return run(a.root, a.out, a.reps, whats)
 
 
 if __name__ == "__main__":
