@@ -104,7 +104,7 @@ func.func private @f8(memref<?xbf16>, memref<?xi8>, memref<?xi8>, memref<?xf32>,
 // decoded once per call by a byte shuffle, offset by 12 to unsigned bytes and stored as
 // pairs of K positions (one vector store per chunk); B's panel pair-major (16 columns per
 // 32-byte load).  Per block, i16 accumulators start at B's block sums times -12 and take one
-// vpmaddubsw (A's pair broadcast) and one saturating add per pair of K positions -- the
+// vpmaddubsw (A's pair broadcast) and one (wrapping) add per pair of K positions -- the
 // block's exact sums, no f32 operand; vpmaddwd by (1, 0) and (0, 1) widens the even and the
 // odd columns to i32, converted exactly and multiplied into f32 FMA lanes with the blocks'
 // factors; the results stored under a mask (the columns past N).
@@ -125,7 +125,7 @@ func.func private @f8(memref<?xbf16>, memref<?xi8>, memref<?xi8>, memref<?xf32>,
 // CHECK: memref.load %[[AQ]][%{{.*}}] : memref<?xi16>
 // CHECK-NEXT: vector.broadcast %{{.*}} : i16 to vector<16xi16>
 // CHECK: llvm.call_intrinsic "llvm.x86.avx2.pmadd.ub.sw"(%{{.*}}, %{{.*}}) : (vector<32xi8>, vector<32xi8>) -> vector<16xi16>
-// CHECK-NEXT: llvm.call_intrinsic "llvm.sadd.sat.v16i16"
+// CHECK-NEXT: arith.addi %{{.*}} : vector<16xi16>
 // CHECK-NOT: arith.sitofp
 // CHECK: scf.yield %{{.*}} : vector<16xi16>,
 // CHECK: llvm.call_intrinsic "llvm.x86.avx2.pmadd.wd"(%{{.*}}, %{{.*}}) : (vector<16xi16>, vector<16xi16>) -> vector<8xi32>
