@@ -258,9 +258,11 @@ def _parallel_types(nslots: int) -> str:
     return ", ".join(["!llvm.ptr", "!llvm.ptr", "i64", "i64"] + ["!llvm.ptr", "i64"] * nslots)
 
 
-def _parallel_text(name: str, nslots: int) -> list[str]:
+def _parallel_text(name: str, nslots: int, least: int = 1) -> list[str]:
     """``@__mxlower_ffi_parallel(api, ctx, blocks, max_chunks, buffers...)``: the kernel on
-    ``min(max_chunks, threads x CHUNKS_PER_THREAD)`` chunks of the block range run by
+    ``min(max_chunks, threads x CHUNKS_PER_THREAD)`` chunks of the block range -- with
+    ``least``, at most ``ceil(max_chunks / least)`` but at least one per thread: for a kernel
+    with a cost per call (the dot kernel's integer GEMM packs A once per call) -- run by
     ``threads = min(max_chunks, XLA's thread count)`` threads, chunks claimed one at a time
     with an atomic counter by the calling thread and by tasks given to
     ``XLA_FFI_ThreadPool_Schedule`` (so nothing waits on a task that never starts or starts
@@ -347,7 +349,12 @@ def _parallel_text(name: str, nslots: int) -> list[str]:
     threads = e.load(nt, 0, "i64")
     workers = e.emit(f"{{r}} = llvm.intr.smin({threads}, %most) : (i64, i64) -> i64")
     most = e.binary("mul", workers, e.i64(CHUNKS_PER_THREAD))
-    chunks = e.emit(f"{{r}} = llvm.intr.smin({most}, %most) : (i64, i64) -> i64")
+    cap = "%most"
+    if least > 1:
+        cap = e.binary("udiv", e.binary("add", cap, e.i64(least - 1)), e.i64(least))
+    chunks = e.emit(f"{{r}} = llvm.intr.smin({most}, {cap}) : (i64, i64) -> i64")
+    if least > 1:
+        chunks = e.emit(f"{{r}} = llvm.intr.smax({chunks}, {workers}) : (i64, i64) -> i64")
     e.do(f"llvm.cond_br {e.icmp('slt', workers, e.i64(2))}, ^alone, ^split")
     e.block("alone")
     _call_kernel(e, name, [(f"%d{i}", f"%n{i}") for i in range(nslots)], zero, "%blocks")

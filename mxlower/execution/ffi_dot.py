@@ -59,6 +59,9 @@ __all__ = ["ENV", "PARALLEL_WORK", "compile_dot", "dot", "handler_text", "host_p
 ENV = "MXLOWER_DOT_PATH"
 #: multiply-adds (B x M x N x K) from which a call is split across XLA's threads
 PARALLEL_WORK = 1 << 21
+#: units per chunk of a call split across XLA's threads, for kernels whose GEMM runs on
+#: integer dot products (:attr:`DotSpec.int_dot`: A packed once per call)
+GEMM_UNITS = 8
 
 
 def host_path() -> str:
@@ -194,7 +197,10 @@ def handler_text(spec: DotSpec) -> str:
          f"({ffi._parallel_types(len(slots))}) -> ()")
     e.do(f"llvm.return {f.null} : !llvm.ptr")
     del one
-    return ffi.close_handler(f, name, "_ffi", ffi._parallel_text(name, len(slots)))
+    # the integer GEMM packs A once per call: chunks of GEMM_UNITS units (one per thread at
+    # least); other kernels have no cost per call
+    least = GEMM_UNITS if spec.int_dot else 1
+    return ffi.close_handler(f, name, "_ffi", ffi._parallel_text(name, len(slots), least))
 
 
 # ============================================================================ compile, register

@@ -395,6 +395,10 @@ def test_split_across_xla_threads():
         assert (int(np.prod(batch)) * -(-N // dot_kernels.NP) * dot_kernels.NP * M * kb * 32
                 >= ffi_dot.PARALLEL_WORK)
         _run("bf16", "mxfp4_e2m1", shape, rng, PATHS[0])
+    if "avx2" in PATHS:  # the integer GEMM, in chunks of GEMM_UNITS units (A packed per call),
+        # across batches (a chunk may start mid-batch and cross into the next)
+        for lf, rf in (("mxfp4_e2m1", "mxfp4_e2m1"), ("mxint8", "mxfp6_e3m2")):
+            _run(lf, rf, ((3,), 37, 19 * dot_kernels.NP + 5, 4), rng, "avx2")
 
 
 def _with_scales(rng, fmt, shape, codes):
