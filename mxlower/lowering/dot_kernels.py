@@ -41,8 +41,10 @@ threads.  Within a unit two ways, chosen at run time by M:
   cache-sized panel, as any GEMM packs its operands), then each tile of MR rows of A into a
   scratch of ``MR x K``, and an MR x NR register tile of accumulators runs over K;
 * **integer GEMM** (path avx2, both sides integer-unit formats with one block size:
-  :attr:`DotSpec.int_dot`): B's panel and A's rows packed once as pairs of integer units,
-  then per tile of :data:`MR_INT` rows and 32 (bytes) or 16 (words) columns, per block,
+  :attr:`DotSpec.int_dot`): per block of :data:`MB_INT` rows of A (packed once per call as
+  pairs of integer units; the scratch stays bounded whatever M) and per unit (B's panel
+  packed likewise), per tile of :data:`MR_INT` rows and 32 (bytes) or 16 (words) columns,
+  per block of K,
   the block's sums formed exactly by AVX2's integer dot products -- ``vpmaddubsw`` into
   i16 for e2m1 / nvfp4 with each other or e2m3 (:attr:`DotSpec.byte_dot`), ``vpmaddwd``
   into i32 otherwise (:attr:`DotSpec.word_dot`) -- converted to f32 exactly, multiplied by
@@ -138,6 +140,9 @@ EXACT_ACC = "f64"
 #: (:attr:`DotSpec.int_dot`: one 32-byte vector of B holds 16 columns' pair of bytes or 8
 #: columns' pair of i16)
 MR_INT, NV_INT = 4, 2
+#: rows of A packed at a time by the integer GEMM (a multiple of MR_INT): a call's scratch
+#: for A is at most MB_INT x K values, whatever M (B's panels are packed once per block)
+MB_INT = 1024
 
 
 def integer_shift(fmt: MXFormat) -> int | None:
@@ -704,17 +709,20 @@ class _DotKernel:
             # A's rows, every tile of the batch packed once per call (rows padded to tiles)
             mp = t.op(f"{{r}} = arith.ceildivui {M}, {t.c(MR_INT)} : index")
             mp = t.op(f"{{r}} = arith.muli {mp}, {t.c(MR_INT)} : index")
+            mp = t.op(f"{{r}} = arith.minui {mp}, {t.c(MB_INT)} : index")
             n = t.op(f"{{r}} = arith.muli {mp}, {half} : index")
             self.aq = t.op(f"{{r}} = memref.alloc({n}) : memref<?x{pt}>")
             n = t.op(f"{{r}} = arith.muli {mp}, {self.nblk} : index")
             self.aqf = t.op(f"{{r}} = memref.alloc({n}) : memref<?xf32>")
-            self.abatch = t.op("{r} = memref.alloca() : memref<1xindex>")
-            t.do(f"memref.store {Bt}, {self.abatch}[{c0}] : memref<1xindex>")  # none yet
+            # the batch and first row of the rows packed (none yet)
+            self.abatch = t.op("{r} = memref.alloca() : memref<2xindex>")
+            t.do(f"memref.store {Bt}, {self.abatch}[{c0}] : memref<2xindex>")
+            t.do(f"memref.store {c0}, {self.abatch}[{t.c(1)}] : memref<2xindex>")
             n = t.op(f"{{r}} = arith.muli {cnp}, {self.nblk} : index")
             self.bsum = t.op(f"{{r}} = memref.alloc({n}) : memref<?xi16>")
             self.bfq = t.op(f"{{r}} = memref.alloc({n}) : memref<?xf32>")
 
-        def unit(u: str, _: list[str]) -> list[str]:
+        def unit_of(u: str) -> None:
             b = t.op(f"{{r}} = arith.divui {u}, {npan} : index")
             p = t.op(f"{{r}} = arith.remui {u}, {npan} : index")
             n0 = t.op(f"{{r}} = arith.muli {p}, {cnp} : index")
@@ -723,8 +731,12 @@ class _DotKernel:
             arow0 = t.op(f"{{r}} = arith.muli {b}, {M} : index")  # A's first row
             bn = t.op(f"{{r}} = arith.muli {b}, {N} : index")
             brow0 = t.op(f"{{r}} = arith.addi {bn}, {n0} : index")  # B's first row
-            small = t.op(f"{{r}} = arith.cmpi ule, {M}, {t.c(STREAM_M)} : index")
             self.unit = (b, n0, ncols, arow0, brow0)
+
+        def unit(u: str, _: list[str]) -> list[str]:
+            unit_of(u)
+            b, n0, ncols, arow0, brow0 = self.unit
+            small = t.op(f"{{r}} = arith.cmpi ule, {M}, {t.c(STREAM_M)} : index")
 
             def stream() -> None:
                 self.exact = s.exact
@@ -762,8 +774,7 @@ class _DotKernel:
                 t.if_(one, few, many)
 
             def gemm() -> None:
-                if s.int_dot:
-                    self.int_gemm()
+                if s.int_dot:  # never taken: the integer GEMM runs outside the unit loop
                     return
                 self.exact, self.acc_t = False, "f32"  # scaled values in the panels
                 self.prepare("rhs", brow0, c0, ncols, self.bd, getattr(self, "bf", None))
@@ -784,7 +795,26 @@ class _DotKernel:
             t.if_(in_f64, self.f64_unit, lambda: t.if_(small, stream, gemm))
             return []
 
-        t.for_("%u0", "%u1", c1, [], unit)
+        if not s.int_dot:
+            t.for_("%u0", "%u1", c1, [], unit)
+        else:  # the integer GEMM: blocks of MB_INT rows of A, each against the call's units
+            big = t.op(f"{{r}} = arith.cmpi ugt, {M}, {t.c(STREAM_M)} : index")
+            f32 = t.op(f"{{r}} = arith.cmpi eq, {dims[4]}, {t.c(0, 'i64')} : i64")
+            go = t.op(f"{{r}} = arith.andi {big}, {f32} : i1")
+
+            def blocks() -> None:
+                def block(r0: str, _: list[str]) -> list[str]:
+                    def each(u: str, _: list[str]) -> list[str]:
+                        unit_of(u)
+                        self.int_gemm(r0)
+                        return []
+
+                    t.for_("%u0", "%u1", c1, [], each)
+                    return []
+
+                t.for_(c0, M, t.c(MB_INT), [], block)
+
+            t.if_(go, blocks, lambda: t.for_("%u0", "%u1", c1, [], unit))
         t.do(f"memref.dealloc {self.ad} : memref<?xf32>")
         t.do(f"memref.dealloc {self.bd} : memref<?xf32>")
         if s.exact:
@@ -916,9 +946,10 @@ class _DotKernel:
 
         t.for_(c0, rows, c1, [], row)
 
-    def int_gemm(self) -> None:
+    def int_gemm(self, r0: str) -> None:
         """The unit's GEMM by AVX2's integer dot products (:attr:`DotSpec.int_dot`).  B's
-        panel packed once (:meth:`int_pack`), A's rows once per call; then per tile of
+        panel packed (:meth:`int_pack`), and A's rows ``r0 + [0, MB_INT)`` once per call
+        (they stay packed while the call's next unit is in the same batch); then per tile of
         :data:`MR_INT` rows and :data:`NV_INT` vectors of columns, per block:
 
         * **bytes** (:attr:`DotSpec.byte_dot`, 16 columns a vector): i16 accumulators
@@ -949,14 +980,22 @@ class _DotKernel:
                 for pair in ("1, 0", "0, 1")]
         mlast = t.op(f"{{r}} = arith.subi {M}, {c1} : index")
         half = t.op(f"{{r}} = arith.divui {K}, {t.c(2)} : index")
-        packed = t.op(f"{{r}} = memref.load {self.abatch}[{c0}] : memref<1xindex>")
-        fresh = t.op(f"{{r}} = arith.cmpi ne, {packed}, {b} : index")
+        pb = t.op(f"{{r}} = memref.load {self.abatch}[{c0}] : memref<2xindex>")
+        pr = t.op(f"{{r}} = memref.load {self.abatch}[{c1}] : memref<2xindex>")
+        fresh = t.op(f"{{r}} = arith.cmpi ne, {pb}, {b} : index")
+        moved = t.op(f"{{r}} = arith.cmpi ne, {pr}, {r0} : index")
+        fresh = t.op(f"{{r}} = arith.ori {fresh}, {moved} : i1")
+        rem = t.op(f"{{r}} = arith.subi {M}, {r0} : index")
+        rows = t.op(f"{{r}} = arith.minui {rem}, {t.c(MB_INT)} : index")  # of this block
+        r1 = t.op(f"{{r}} = arith.addi {r0}, {rows} : index")
 
-        def pack_a() -> None:  # the batch's rows of A (padded to tiles), once per call
-            mp = t.op(f"{{r}} = arith.ceildivui {M}, {t.c(MR_INT)} : index")
+        def pack_a() -> None:  # the block's rows of A (padded to tiles), once per call
+            mp = t.op(f"{{r}} = arith.ceildivui {rows}, {t.c(MR_INT)} : index")
             mp = t.op(f"{{r}} = arith.muli {mp}, {t.c(MR_INT)} : index")
-            self.int_pack("lhs", arow0, M, mp, self.aq, self.aqf)
-            t.do(f"memref.store {b}, {self.abatch}[{c0}] : memref<1xindex>")
+            first = t.op(f"{{r}} = arith.addi {arow0}, {r0} : index")
+            self.int_pack("lhs", first, rows, mp, self.aq, self.aqf)
+            t.do(f"memref.store {b}, {self.abatch}[{c0}] : memref<2xindex>")
+            t.do(f"memref.store {r0}, {self.abatch}[{c1}] : memref<2xindex>")
 
         t.do(f"scf.if {fresh} {{")
         t.indent += 2
@@ -965,10 +1004,11 @@ class _DotKernel:
         t.do("}")
 
         def tile(m0: str, _: list[str]) -> list[str]:
+            l0 = t.op(f"{{r}} = arith.subi {m0}, {r0} : index")  # in the packed block
             arows = []  # where the tile's rows of A start in the packed A
             for i in range(MR_INT):
-                mi = t.op(f"{{r}} = arith.addi {m0}, {t.c(i)} : index")
-                arows.append(t.op(f"{{r}} = arith.muli {mi}, {half} : index"))
+                li = t.op(f"{{r}} = arith.addi {l0}, {t.c(i)} : index")
+                arows.append(t.op(f"{{r}} = arith.muli {li}, {half} : index"))
 
             def group(j0: str, _: list[str]) -> list[str]:
                 zero = t.c(0.0, f8)
@@ -1031,7 +1071,7 @@ class _DotKernel:
                                            f"memref<?xf32>, {f8}"))
                     out = []
                     for i in range(MR_INT):
-                        o = t.op(f"{{r}} = arith.addi {m0}, {t.c(i)} : index")
+                        o = t.op(f"{{r}} = arith.addi {l0}, {t.c(i)} : index")
                         o = t.op(f"{{r}} = arith.muli {o}, {self.nblk} : index")
                         o = t.op(f"{{r}} = arith.addi {o}, {blk} : index")
                         fa = t.op(f"{{r}} = memref.load {self.aqf}[{o}] : memref<?xf32>")
@@ -1084,7 +1124,7 @@ class _DotKernel:
             t.for_(c0, ncols, t.c(cv * NV), [], group)
             return []
 
-        t.for_(c0, M, t.c(MR_INT), [], tile)
+        t.for_(r0, r1, t.c(MR_INT), [], tile)
 
     # -- the exact f64 contraction (outside the f32 paths' range) ----------------------------
     def f64_unit(self) -> None:

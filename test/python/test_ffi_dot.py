@@ -188,8 +188,9 @@ def test_integer_dot_products_gemm(lf, rf, k):
     rows and groups of columns, N across panels, K of one to five blocks, batches."""
     rng = np.random.default_rng(INT_PAIRS.index((lf, rf, k)))
     assert dot_kernels.DotSpec(lf, rf, k, k, "avx2").int_dot
+    big = dot_kernels.MB_INT + 13  # A packed in blocks of MB_INT rows: two, the last ragged
     for shape in (((), 17, 1, 1), ((), 20, 35, 1), ((), 23, 70, 3), ((2,), 18, 16, 2),
-                  ((), 41, 33, 5)):
+                  ((), 41, 33, 5), ((2,), big, 37, 1)):
         if (k or 0) > 64 and shape[3] > 2:
             continue
         _run(lf, rf, shape, rng, "avx2", k=k)
@@ -399,6 +400,9 @@ def test_split_across_xla_threads():
         # across batches (a chunk may start mid-batch and cross into the next)
         for lf, rf in (("mxfp4_e2m1", "mxfp4_e2m1"), ("mxint8", "mxfp6_e3m2")):
             _run(lf, rf, ((3,), 37, 19 * dot_kernels.NP + 5, 4), rng, "avx2")
+            # and blocks of MB_INT rows, each against every unit of a call
+            _run(lf, rf, ((2,), dot_kernels.MB_INT + 40, 3 * dot_kernels.NP + 1, 2), rng,
+                 "avx2")
 
 
 def _with_scales(rng, fmt, shape, codes):
