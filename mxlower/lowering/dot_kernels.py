@@ -124,8 +124,9 @@ STREAM_M = 16
 MR, NR = 6, 2
 #: rows of a streaming tile (from 3 rows of A on; one or two rows go one at a time)
 MR_STREAM, MR_STREAM_EXACT = 8, 4
-#: columns of B one row of A streams at a time (one or two rows of A)
-NR_STREAM = 2
+#: columns of B one row of A streams at a time (one or two rows of A): one measured 7-25%
+#: faster than two for every format at M = 1 and 2 (BENCHMARKS.md, fourth session)
+NR_STREAM = 1
 #: columns of B a tile of MR_STREAM rows streams at a time
 NR_STREAM_TILE = 1
 #: f32 lanes of one accumulator
