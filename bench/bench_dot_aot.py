@@ -173,15 +173,12 @@ def correctness(kernels: list[dict]) -> list[str]:
 
 
 def _best(fn, reps: int) -> float:
+    """The fastest of ``reps`` runs of ``fn`` (waited for), in seconds."""
     import jax
 
-    jax.block_until_ready(fn())
-    best = float("inf")
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        jax.block_until_ready(fn())
-        best = min(best, time.perf_counter() - t0)
-    return best
+    from mxlower.benchmarking import round_robin
+
+    return round_robin({"f": lambda: jax.block_until_ready(fn())}, reps)["f"]
 
 
 def timings(kernels: list[dict], reps: int) -> list[dict]:

@@ -111,23 +111,6 @@ def _ggml(exe: str, typ: str, w: np.ndarray, x: np.ndarray, reps: int,
         return float(out.stdout.split()[-1]), np.fromfile(paths[2], np.float32).reshape(M, N)
 
 
-def _best(fn, reps: int, cold: bool) -> float:
-    """The fastest of ``reps`` calls of ``fn`` (after one), ms; ``cold``: FLUSH_MB written
-    before each, untimed."""
-    import time
-
-    junk = np.zeros(FLUSH_MB << 18, np.float32) if cold else None
-    fn()
-    best = float("inf")
-    for r in range(reps):
-        if junk is not None:
-            junk.fill(r)
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return best * 1e3
-
-
 def _err(y, x, wd) -> float:
     exact = x.astype(np.float64) @ wd.astype(np.float64).T
     mag = np.abs(x.astype(np.float64)) @ np.abs(wd.astype(np.float64)).T
@@ -139,6 +122,7 @@ def run(root: str, reps: int, gemv: list[int], nk: int, gemm: list[int]) -> None
     import jax.numpy as jnp
 
     import mxlower.jax as mxj
+    from mxlower.benchmarking import round_robin
 
     exe = os.path.join(os.path.abspath(root), "ggml_matmul")
     if not os.path.exists(exe):
@@ -148,6 +132,7 @@ def run(root: str, reps: int, gemv: list[int], nk: int, gemm: list[int]) -> None
           "ggml / mxlower | ggml err | mxlower err |")
     print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|")
     rng = np.random.default_rng(0)
+    junk = np.zeros(FLUSH_MB << 18, np.float32)  # FLUSH_MB of f32, written before cold runs
     cases = [(m, nk, nk) for m in gemv] + [(n, n, n) for n in gemm]
     for M, N, K in cases:
         w = rng.standard_normal((N, K)).astype(np.float32)
@@ -162,7 +147,10 @@ def run(root: str, reps: int, gemv: list[int], nk: int, gemm: list[int]) -> None
             theirs = lambda: jax.block_until_ready(xla(xj, wdj))  # noqa: B023, E731
             for cold in (False, True):
                 g1, yg = _ggml(exe, typ, w, x, reps, cold)
-                tm, tx = _best(ours, reps, cold), _best(theirs, max(3, reps // 2), cold)
+                # each alone, so that "hot" repeats are back to back
+                flush = (lambda: junk.fill(1.0)) if cold else None
+                tm, tx = (round_robin({"f": f}, n, flush)["f"] * 1e3
+                          for f, n in ((ours, reps), (theirs, max(3, reps // 2))))
                 g2, _ = _ggml(exe, typ, w, x, reps, cold)
                 gf, _ = _ggml(exe, "f32", wd, x, max(3, reps // 2), cold)
                 tg = min(g1, g2)

@@ -31,15 +31,19 @@ def cpu_model() -> str:
     return platform.processor() or "unknown"
 
 
-def round_robin(fns: dict[str, Callable[[], object]], reps: int) -> dict[str, float]:
+def round_robin(fns: dict[str, Callable[[], object]], reps: int,
+                before: Callable[[], object] | None = None) -> dict[str, float]:
     """The fastest of ``reps`` runs of each candidate, timed interleaved so that load from other
-    processes spreads over all of them alike (after two warm-up calls each)."""
+    processes spreads over all of them alike (after two warm-up calls each); ``before``, if
+    given, runs untimed before each timed run (e.g. to evict the operands from the caches)."""
     best = {k: float("inf") for k in fns}
     for fn in fns.values():
         fn()
         fn()
     for _ in range(reps):
         for k, fn in fns.items():
+            if before is not None:
+                before()
             t0 = time.perf_counter()
             fn()
             best[k] = min(best[k], time.perf_counter() - t0)

@@ -409,15 +409,18 @@ class _Text:
         self.do("}")
         return [f"{res}#{j}" for j in range(len(inits))]
 
-    def if_(self, cond: str, then: Callable[[], None], other: Callable[[], None]) -> None:
+    def if_(self, cond: str, then: Callable[[], None],
+            other: Callable[[], None] | None = None) -> None:
+        """``scf.if`` without results (no ``else`` region without ``other``)."""
         self.do(f"scf.if {cond} {{")
         self.indent += 2
         then()
         self.indent -= 2
-        self.do("} else {")
-        self.indent += 2
-        other()
-        self.indent -= 2
+        if other is not None:
+            self.do("} else {")
+            self.indent += 2
+            other()
+            self.indent -= 2
         self.do("}")
 
 
@@ -449,6 +452,10 @@ class _DotKernel:
         # the one-row path's f4 weights decoded to bf16 bytes by two byte shuffles (avx2,
         # mxfp4's chunks of 32): A's rows then held in F4_ORDER
         fb = spec.fmt("rhs")
+        # the integer GEMM's pairs of K positions: two i16 units in an i32 (words) or two
+        # bytes in an i16
+        self.word = spec.word_dot
+        self.pt = "i32" if self.word else "i16"
         self.f4_fast = (spec.path == "avx2" and spec.blockwise and fb is not None
                         and fb.bits == 4 and not fb.is_nvfp4 and self.C == 32)
 
@@ -701,8 +708,7 @@ class _DotKernel:
             self.nblk = nblk
             mb = t.op(f"{{r}} = arith.muli {t.c(STREAM_M)}, {nblk} : index")
             self.af = t.op(f"{{r}} = memref.alloc({mb}) : memref<?xf32>")
-        self.word = s.word_dot
-        pt = "i32" if self.word else "i16"
+        pt = self.pt
         if s.int_dot:  # the GEMM's packed pairs (:meth:`int_gemm`)
             half = t.op(f"{{r}} = arith.divui {K}, {t.c(2)} : index")
             n = t.op(f"{{r}} = arith.muli {cnp}, {half} : index")
@@ -871,7 +877,7 @@ class _DotKernel:
         c0, c1 = t.c(0), t.c(1)
         last = t.op(f"{{r}} = arith.subi {count}, {c1} : index")
         off = unit_max(s.fmt("lhs"))
-        ut, pt = ("i16", "i32") if self.word else ("i8", "i16")
+        ut, pt = ("i16" if self.word else "i8"), self.pt
         vu, vp = _vt(C, ut), _vt(C // 2, pt)
         a_side = side == "lhs"
 
@@ -972,11 +978,10 @@ class _DotKernel:
         if NV % 2:  # the results leave 16 columns at a time: two word vectors
             raise ValueError(f"NV_INT must be even, got {NV}")
         cv = 8 if word else 16  # columns per vector
-        pt = "i32" if word else "i16"
+        pt = self.pt
         self.int_pack("rhs", brow0, ncols, t.c(NP), self.bq, self.bfq, self.bsum)
         v8, v16, w8, f8 = _vt(32, "i8"), _vt(16, "i16"), _vt(8, "i32"), _vt(8, "f32")
         vacc = w8 if word else v16  # an accumulator (and a load of B: cv columns' pairs)
-        vb = _vt(8, "i32") if word else v16
         ones = [t.op(f"{{r}} = arith.constant dense<[{', '.join([pair] * 8)}]> : {v16}")
                 for pair in ("1, 0", "0, 1")]
         mlast = t.op(f"{{r}} = arith.subi {M}, {c1} : index")
@@ -998,11 +1003,7 @@ class _DotKernel:
             t.do(f"memref.store {b}, {self.abatch}[{c0}] : memref<2xindex>")
             t.do(f"memref.store {r0}, {self.abatch}[{c1}] : memref<2xindex>")
 
-        t.do(f"scf.if {fresh} {{")
-        t.indent += 2
-        pack_a()
-        t.indent -= 2
-        t.do("}")
+        t.if_(fresh, pack_a)
 
         def tile(m0: str, _: list[str]) -> list[str]:
             l0 = t.op(f"{{r}} = arith.subi {m0}, {r0} : index")  # in the packed block
@@ -1033,18 +1034,18 @@ class _DotKernel:
                         for j in jg:
                             bo = t.op(f"{{r}} = arith.addi {bb}, {j} : index")
                             bw = t.op(f"{{r}} = vector.load {self.bq}[{bo}] : memref<?x{pt}>, "
-                                      f"{vb}")
+                                      f"{vacc}")
                             bvs.append(bw if not word else
-                                       t.op(f"{{r}} = vector.bitcast {bw} : {vb} to {v16}"))
+                                       t.op(f"{{r}} = vector.bitcast {bw} : {vacc} to {v16}"))
                         out = list(sums)
                         for i in range(MR_INT):
                             o = t.op(f"{{r}} = arith.addi {arows[i]}, {kp} : index")
                             a = t.op(f"{{r}} = memref.load {self.aq}[{o}] : memref<?x{pt}>")
-                            av = t.op(f"{{r}} = vector.broadcast {a} : {pt} to {vb}")
+                            av = t.op(f"{{r}} = vector.broadcast {a} : {pt} to {vacc}")
                             for g in range(NV):
                                 x = i * NV + g
                                 if word:
-                                    a16 = t.op(f"{{r}} = vector.bitcast {av} : {vb} to {v16}")
+                                    a16 = t.op(f"{{r}} = vector.bitcast {av} : {vacc} to {v16}")
                                     pr = t.op(f'{{r}} = llvm.call_intrinsic '
                                               f'"llvm.x86.avx2.pmadd.wd"({a16}, {bvs[g]}) : '
                                               f"({v16}, {v16}) -> {w8}")
@@ -1110,16 +1111,15 @@ class _DotKernel:
                         x = i * NV * nf + 2 * g
                         v = t.op(f"{{r}} = vector.shuffle {accs[x]}, {accs[x + 1]} "
                                  f"[{order}] : {f8}, {f8}")
-                        t.do(f"scf.if {ok} {{")
-                        t.indent += 2
-                        orow = t.op(f"{{r}} = arith.addi {arow0}, {mi} : index")
-                        o = t.op(f"{{r}} = arith.muli {orow}, {N} : index")
-                        o = t.op(f"{{r}} = arith.addi {o}, {n0} : index")
-                        o = t.op(f"{{r}} = arith.addi {o}, {j16} : index")
-                        t.do(f"vector.maskedstore %out[{o}], {mask}, {v} : memref<?xf32>, "
-                             f"{_vt(16, 'i1')}, {_vt(16, 'f32')}")
-                        t.indent -= 2
-                        t.do("}")
+                        def store(mi=mi, v=v, j16=j16, mask=mask) -> None:
+                            orow = t.op(f"{{r}} = arith.addi {arow0}, {mi} : index")
+                            o = t.op(f"{{r}} = arith.muli {orow}, {N} : index")
+                            o = t.op(f"{{r}} = arith.addi {o}, {n0} : index")
+                            o = t.op(f"{{r}} = arith.addi {o}, {j16} : index")
+                            t.do(f"vector.maskedstore %out[{o}], {mask}, {v} : memref<?xf32>, "
+                                 f"{_vt(16, 'i1')}, {_vt(16, 'f32')}")
+
+                        t.if_(ok, store)
                 return []
 
             t.for_(c0, ncols, t.c(cv * NV), [], group)
@@ -1626,15 +1626,14 @@ class _DotKernel:
                     okm = t.op(f"{{r}} = arith.cmpi ult, {mi}, {M} : index")
                     okn = t.op(f"{{r}} = arith.cmpi ult, {nj}, {ncols} : index")
                     ok = t.op(f"{{r}} = arith.andi {okm}, {okn} : i1")
-                    t.do(f"scf.if {ok} {{")
-                    t.indent += 2
-                    orow = t.op(f"{{r}} = arith.addi {arow0}, {mi} : index")
-                    ob = t.op(f"{{r}} = arith.muli {orow}, {self.N} : index")
-                    oc = t.op(f"{{r}} = arith.addi {n0}, {nj} : index")
-                    o = t.op(f"{{r}} = arith.addi {ob}, {oc} : index")
-                    t.do(f"memref.store {red}, %out[{o}] : memref<?xf32>")
-                    t.indent -= 2
-                    t.do("}")
+                    def store(mi=mi, nj=nj, red=red) -> None:
+                        orow = t.op(f"{{r}} = arith.addi {arow0}, {mi} : index")
+                        ob = t.op(f"{{r}} = arith.muli {orow}, {self.N} : index")
+                        oc = t.op(f"{{r}} = arith.addi {n0}, {nj} : index")
+                        o = t.op(f"{{r}} = arith.addi {ob}, {oc} : index")
+                        t.do(f"memref.store {red}, %out[{o}] : memref<?xf32>")
+
+                    t.if_(ok, store)
             return []
 
         t.for_(c0, ncols, t.c(nr), [], cols)
