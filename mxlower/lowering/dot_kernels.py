@@ -743,7 +743,6 @@ class _DotKernel:
         def unit(u: str, _: list[str]) -> list[str]:
             unit_of(u)
             b, n0, ncols, arow0, brow0 = self.unit
-            small = t.op(f"{{r}} = arith.cmpi ule, {M}, {t.c(STREAM_M)} : index")
 
             def stream() -> None:
                 self.exact = s.exact
@@ -781,8 +780,6 @@ class _DotKernel:
                 t.if_(one, few, many)
 
             def gemm() -> None:
-                if s.int_dot:  # never taken: the integer GEMM runs outside the unit loop
-                    return
                 self.exact, self.acc_t = False, "f32"  # scaled values in the panels
                 self.prepare("rhs", brow0, c0, ncols, self.bd, getattr(self, "bf", None))
                 a_direct = not a_mx and s.lhs == "f32"
@@ -799,7 +796,11 @@ class _DotKernel:
 
                 t.for_(c0, M, t.c(MR), [], tile)
 
-            t.if_(in_f64, self.f64_unit, lambda: t.if_(small, stream, gemm))
+            if s.int_dot:  # the unit loop's f32 units stream: GEMMs run outside it
+                t.if_(in_f64, self.f64_unit, stream)
+            else:
+                small = t.op(f"{{r}} = arith.cmpi ule, {M}, {t.c(STREAM_M)} : index")
+                t.if_(in_f64, self.f64_unit, lambda: t.if_(small, stream, gemm))
             return []
 
         if not s.int_dot:
