@@ -122,6 +122,8 @@ def _modes(roundmode: str, scalemode: str, rbits, shape) -> np.ndarray | None:
 
 def _round_int(t: np.ndarray, mode: str, r: np.ndarray | None) -> np.ndarray:
     """R(t) of section 10.2 for t >= 0 (f64, exact): an f64 holding an integer."""
+    if mode == "even":  # NumPy's rint is round-half-even (and exact: t is an f64)
+        return np.rint(t)
     T = np.floor(t)
     frac = t - T  # exact
     if mode == "zero":
@@ -141,6 +143,44 @@ def _floor_log2(a: np.ndarray) -> np.ndarray:
     """floor(log2(a)) for a > 0 (f64; exact through frexp)."""
     _, e = np.frexp(a)
     return e.astype(np.int64) - 1
+
+
+def round_to_odd_f32(v: np.ndarray) -> np.ndarray:
+    """f64 -> f32 with round-to-odd: exact values are kept, inexact ones are truncated toward
+    zero and get their last significand bit set.  A following RNE to any type with at most 22
+    significand bits (and an exponent range inside f32's) is then a correct single rounding of
+    the f64 value (Boldo & Melquiond).  Finite values beyond f32 range become +-f32 max|1,
+    which still overflows every narrower type correctly."""
+    v = np.asarray(v, dtype=_F64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        t = v.astype(_F32)
+    t64 = t.astype(_F64)
+    inexact = np.isfinite(v) & (t64 != v)
+    toward_zero = inexact & (np.abs(t64) > np.abs(v))
+    u = t.view(np.uint32)
+    u = np.where(toward_zero, u - np.uint32(1), u)
+    u = np.where(inexact, u | np.uint32(1), u).astype(np.uint32)
+    return u.view(_F32)
+
+
+@functools.lru_cache(maxsize=None)
+def _assisting_dtype(spec: NumberSpec) -> np.dtype | None:
+    """The NumPy / ml_dtypes float type with exactly ``spec``'s codes and values (MLIR has
+    the type), whose conversion from f32 (f32 itself: from f64) is a correct round to
+    nearest even; None for the other specs.  :func:`round_codes`' float-assisted path."""
+    if spec.kind != "float" or spec.mlir is None or spec.mlir == "f64":
+        return None
+    return spec.dtype
+
+
+def _magnitude_codes_even(a: np.ndarray, spec: NumberSpec, dt: np.dtype) -> np.ndarray:
+    """The magnitude codes of finite ``a`` >= 0 (f64, exact) rounded to nearest even and
+    saturated, by the float type ``dt`` (clip, then one correct rounding: the saturated RNE,
+    ``max`` being representable)."""
+    c = np.minimum(a, spec.max)
+    with np.errstate(over="ignore", invalid="ignore"):
+        m = c.astype(_F32) if dt == _F32 else round_to_odd_f32(c).astype(dt)
+    return m.view(types.code_dtype(dt)).astype(np.int64) & ((1 << spec.bits) - 1)
 
 
 def round_codes(v, spec: NumberSpec | str, roundmode: str = "even", rbits=None, *,
@@ -179,13 +219,17 @@ def round_codes(v, spec: NumberSpec | str, roundmode: str = "even", rbits=None, 
             return np.where(nan, 0, np.where(neg, -n, n))
         if spec.kind == "exp":
             return _round_exp(a_fin, neg, nan, inf, spec, roundmode, r)
-        Y, emin = spec.man_bits, spec.emin
-        e = np.maximum(np.where(a_fin > 0, _floor_log2(np.where(a_fin > 0, a_fin, 1.0)), emin),
-                       emin)
-        q = np.ldexp(1.0, (e - Y).astype(np.int32))
-        mag = _round_int(a_fin / q, roundmode, r) * q  # exact
-        mag = np.minimum(mag, spec.max)
-        codes = _encode_magnitude(mag, spec)
+        dt = _assisting_dtype(spec) if roundmode == "even" else None
+        if dt is not None:  # float-assisted: the same codes as below, 5-10x faster
+            codes = _magnitude_codes_even(a_fin, spec, dt)
+        else:
+            Y, emin = spec.man_bits, spec.emin
+            e = np.maximum(np.where(a_fin > 0, _floor_log2(np.where(a_fin > 0, a_fin, 1.0)),
+                                    emin), emin)
+            q = np.ldexp(1.0, (e - Y).astype(np.int32))
+            mag = _round_int(a_fin / q, roundmode, r) * q  # exact
+            mag = np.minimum(mag, spec.max)
+            codes = _encode_magnitude(mag, spec)
         codes = np.where(inf, spec.inf_code if spec.has_inf else spec.max_code, codes)
         sign = neg & ((codes != 0) | spec.has_negative_zero)
         codes = np.where(sign, codes | spec.sign_mask, codes)

@@ -45,6 +45,7 @@ __all__ = [
     "MXFormat",
     "SCALE_MODES",
     "WIDE_TYPES",
+    "block_datatype",
     "float_type",
     "formats_for_element",
     "get_format",
@@ -175,6 +176,17 @@ def formats_for_element(element: str, scale: str | None = None) -> list[MXFormat
 def _format_datatype(f: MXFormat) -> Datatype:
     scale_code = f"{number(f.scale).code}_t{f.block_size}"
     return datatype(number(f.element if not f.is_int else "int8"), scale_code, f.name)
+
+
+def block_datatype(f: MXFormat, block_size: int | None = None, axis: int = -1) -> Datatype:
+    """``f`` as a section-10 datatype with blocks of ``block_size`` (default the format's)
+    along ``axis``: the datatype the oracle, the quantize ops and the kernels compute with.
+    Any block size the MX ops accept (1 to :data:`MAX_BLOCK_SIZE`), not only the powers of
+    two a parsed tile code may name (``e8m0_t32``)."""
+    base = DATATYPES[f.name] if f.name in DATATYPES else _format_datatype(f)
+    k = f.block_size if block_size is None else int(block_size)
+    tiles = dataclasses.replace(base.scale, kind="tile", tile=(k,), dims=(axis,))
+    return dataclasses.replace(base, scale=tiles)
 
 
 #: The predefined datatypes of docs/semantics.md section 10.4, by name.

@@ -8,7 +8,11 @@ Public API
 ----------
 * :func:`convert` -- section 2 plain conversion (``stablehlo.convert`` / ``arith.truncf``).
 * :func:`bits`, :func:`from_bits` -- raw codes <-> typed arrays.
-* :func:`quantize`, :func:`dequantize` -- sections 3, 4 and 5.
+* :func:`quantize`, :func:`dequantize` -- sections 3, 4 and 5, computed by the section-10
+  model (:func:`encode` / :func:`decode` of :mod:`mxlower.cast_reference`) with the format's
+  datatype (:func:`mxlower.formats.block_datatype`: floor is the ``max`` scale mode; nvfp4's
+  global scale divides the input first and multiplies the decoded values after): one oracle
+  for both vocabularies.
 * :func:`scaled_dot` -- section 6.
 * :func:`pack`, :func:`unpack` -- section 8 sub-byte packing.
 * :func:`cast` (virtual cast), :func:`encode` / :func:`decode` (actual cast), :func:`sparse`,
@@ -49,13 +53,13 @@ What ml_dtypes (0.5/0.6) actually does, checked against an exact round-to-neares
 
 Resolutions of points the OCP MX specification leaves open
 ----------------------------------------------
-* ``nearest`` scale mode: E is literally the section-2 conversion of the f32 value
-  ``amax / 2^emax_elem`` (one f32 operation, exact unless the result is an f32 subnormal) to
-  f8E8M0FNU, so a lowering that emits ``stablehlo.convert`` to f8E8M0FNU matches bit for bit.
-  For normal quotients that is the "significand >= 1.5 rounds up" rule; for subnormal quotients
-  it inherits the ml_dtypes behaviour above (e.g. mxint8 with amax = 1.25 * 2^-127 gets
-  E = -126, not -127).  A quotient that underflows to 0 gives E = -127; one that overflows
-  e8m0 (>= 1.5 * 2^127) gives E = 128, clamped to 127.
+* ``nearest`` scale mode: E is f8E8M0FNU's rounding (section 2.5) of v = amax * 2^-emax_elem
+  taken exactly (never a rounded f32 quotient): for v >= 2^-126 the "significand >= 1.5 rounds
+  up" rule; below, -126 for 2^-127 < v < 2^-126 (e.g. mxint8 with amax = 1.25 * 2^-127) and
+  -127 for v <= 2^-127 (v = 0 included).  An f32 division would round the one quotient
+  2^-127 + 2^-150 (amax = 2^(emax_elem - 127) * (1 + 2^-23)) to 2^-127 and give -127; the
+  exact v gives -126, as docs/semantics.md section 3 says.  A v that overflows e8m0
+  (>= 1.5 * 2^127) gives E = 128, clamped to 127.
 * ``rceil``: q = amax / max_elem is one f32 division (RNE); q == 0 (amax == 0 or an underflowed
   quotient) gives E = -127.  The f32 rounding of q is observable only at the E = -127/-126
   boundary (pinned by a test).
@@ -106,7 +110,15 @@ from __future__ import annotations
 import numpy as np
 
 from mxlower import types
-from mxlower.cast_reference import Encoded, cast, decode, encode, round_codes, sparse
+from mxlower.cast_reference import (
+    Encoded,
+    cast,
+    decode,
+    encode,
+    round_codes,
+    round_to_odd_f32,
+    sparse,
+)
 from mxlower.formats import (
     FLOAT_TYPES,
     MAX_BLOCK_SIZE,
@@ -114,6 +126,7 @@ from mxlower.formats import (
     WIDE_TYPES,
     MXFormat,
     UnknownNameError,
+    block_datatype,
     get_format,
 )
 
@@ -138,12 +151,6 @@ _F32 = types.dtype("f32")
 _F64 = types.dtype("f64")
 _I8 = types.dtype("i8")
 _U8 = types.dtype("ui8")
-_E8M0 = types.dtype("f8E8M0FNU")
-_E4M3 = types.dtype("f8E4M3FN")
-_F4 = types.dtype("f4E2M1FN")
-
-_NVFP4_NAN_SCALE = 0x7F
-_MX_NAN_SCALE = 0xFF
 
 
 # ----------------------------------------------------------------------------- type helpers
@@ -221,24 +228,6 @@ def _norm_axis(axis: int, ndim: int) -> int:
     return int(axis) % ndim
 
 
-def _round_to_odd_f32(v: np.ndarray) -> np.ndarray:
-    """f64 -> f32 with round-to-odd: exact values are kept, inexact ones are truncated toward
-    zero and get their last significand bit set.  A following RNE to any type with at most 22
-    significand bits (and an exponent range inside f32's) is then a correct single rounding of
-    the f64 value (Boldo & Melquiond).  Finite values beyond f32 range become +-f32 max|1,
-    which still overflows every narrower type correctly."""
-    v = np.asarray(v, dtype=_F64)
-    with np.errstate(over="ignore", invalid="ignore"):
-        t = v.astype(_F32)
-    t64 = t.astype(_F64)
-    inexact = np.isfinite(v) & (t64 != v)
-    toward_zero = inexact & (np.abs(t64) > np.abs(v))
-    u = t.view(np.uint32)
-    u = np.where(toward_zero, u - np.uint32(1), u)
-    u = np.where(inexact, u | np.uint32(1), u).astype(np.uint32)
-    return u.view(_F32)
-
-
 def _from_f64(v: np.ndarray, dt: np.dtype) -> np.ndarray:
     """Correct single RNE rounding of f64 values to ``dt`` (ml_dtypes rules for overflow)."""
     if dt == _F64:
@@ -247,7 +236,7 @@ def _from_f64(v: np.ndarray, dt: np.dtype) -> np.ndarray:
         with np.errstate(over="ignore"):
             return np.asarray(v, dtype=_F64).astype(_F32)
     with np.errstate(over="ignore", invalid="ignore"):
-        return _round_to_odd_f32(v).astype(dt)
+        return round_to_odd_f32(v).astype(dt)
 
 
 # ----------------------------------------------------------------------------- section 2
@@ -274,7 +263,7 @@ def convert(x: np.ndarray, to: str | np.dtype) -> np.ndarray:
         if src.dtype == _F64:
             if dt in (_F64, _F32):
                 return _from_f64(src, dt)
-            mid = _round_to_odd_f32(src)
+            mid = round_to_odd_f32(src)
         else:
             mid = src.astype(_F32)  # exact for every supported source
         out = mid.astype(dt)
@@ -347,72 +336,6 @@ def _global_scale(fmt: MXFormat, global_scale) -> np.float32 | None:
     return _f32_arg(global_scale, "global_scale", nonzero=True)
 
 
-def _shared_exponent(amax: np.ndarray, fmt: MXFormat, mode: str) -> np.ndarray:
-    """Section 3 step 3: the shared exponent per block, clamped to [-127, 127] (int32).
-    ``amax`` is f32, finite, >= 0."""
-    emax = fmt.emax_elem
-    with np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
-        if mode == "floor":
-            # frexp on f64 is exact, and every f32 subnormal is an f64 normal:
-            # amax = m * 2^e, m in [0.5, 1) -> floor(log2(amax)) = e - 1.
-            _, e = np.frexp(amax.astype(_F64))
-            E = e.astype(np.int32) - 1 - emax
-        elif mode == "rceil":
-            q = amax / np.float32(fmt.max_elem)  # one f32 division, RNE
-            m, e = np.frexp(q.astype(_F64))
-            E = np.where(m == 0.5, e - 1, e).astype(np.int32)  # ceil(log2(q)) exactly
-            E = np.where(q == 0, -127, E)
-        elif mode == "nearest":
-            v = amax / np.float32(2.0 ** emax)  # f32; exact unless the result is subnormal
-            code = v.astype(_E8M0).view(_U8).astype(np.int32)
-            E = np.where(code == 0xFF, 128, code - 127)  # finite v >= 1.5 * 2^127 overflows
-            E = np.where(v == 0, -127, E)
-        else:  # pragma: no cover - validated by the caller
-            raise ValueError(mode)
-    E = np.where(amax == 0, -127, E)
-    return np.clip(E, -127, 127).astype(np.int32)
-
-
-def _quantize_mx(xb: np.ndarray, fmt: MXFormat, mode: str) -> tuple[np.ndarray, np.ndarray]:
-    """xb: f32 [..., nblocks, k] -> (element codes typed, scales typed), same leading shape."""
-    finite = np.isfinite(xb).all(axis=-1)
-    xb = np.where(finite[..., None], xb, np.float32(0))
-    amax = np.max(np.abs(xb), axis=-1, initial=np.float32(0))
-    E = _shared_exponent(amax, fmt, mode)
-    E = np.where(finite, E, 0)
-    v = np.ldexp(xb.astype(_F64), (-E)[..., None])  # exact: only the exponent changes
-    if fmt.is_int:
-        with np.errstate(invalid="ignore"):
-            elems = np.clip(np.rint(v * 64.0), -127, 127).astype(_I8)
-        elems[~finite] = 0
-    else:
-        v = np.clip(v, -fmt.max_elem, fmt.max_elem)
-        elems = _from_f64(v, fmt.element_dtype)
-        codes = elems.view(_U8)
-        codes[~finite] = 0
-    scale_codes = np.where(finite, E + 127, _MX_NAN_SCALE).astype(_U8)
-    return elems, scale_codes.view(fmt.scale_dtype)
-
-
-def _quantize_nvfp4(xb: np.ndarray, g: np.float32 | None) -> tuple[np.ndarray, np.ndarray]:
-    with np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
-        y = xb / (np.float32(1) if g is None else g)  # f32 division
-        finite = np.isfinite(y).all(axis=-1)
-        y = np.where(finite[..., None], y, np.float32(0))
-        amax = np.max(np.abs(y), axis=-1, initial=np.float32(0))
-        s = np.minimum(amax / np.float32(6), np.float32(448)).astype(_E4M3)  # RNE, never NaN
-        sd = s.astype(_F32)
-        zero = sd == 0
-        q = y / np.where(zero, np.float32(1), sd)[..., None]  # f32 division
-        q = np.clip(q, np.float32(-6), np.float32(6))
-        elems = q.astype(_F4)
-    codes = elems.view(_U8)
-    codes[~finite | zero] = 0
-    scode = s.view(_U8).copy()
-    scode[~finite] = _NVFP4_NAN_SCALE
-    return elems, scode.view(_E4M3)
-
-
 def quantize(x, format: str, *, axis: int = -1, block_size: int | None = None,
              scale_mode: str = "floor",
              global_scale: float | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -437,16 +360,14 @@ def quantize(x, format: str, *, axis: int = -1, block_size: int | None = None,
     if n % k:
         raise ValueError(f"quantize: blocked dimension {ax} has size {n}, which block size "
                          f"{k} does not divide")
-    moved = np.moveaxis(a, ax, -1)
-    lead = moved.shape[:-1]
-    xb = moved.reshape(*lead, n // k, k)
-    if fmt.is_nvfp4:
-        elems, scales = _quantize_nvfp4(xb, g)
-    else:
-        elems, scales = _quantize_mx(xb, fmt, scale_mode)
-    elems = np.ascontiguousarray(np.moveaxis(elems.reshape(*lead, n), -1, ax))
-    scales = np.ascontiguousarray(np.moveaxis(scales, -1, ax))
-    return elems, scales
+    if g is not None:  # nvfp4's two levels: the blocks scale y = x / g (one f32 division)
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
+            a = (a / g).astype(_F32)
+    # the format as the section-10 datatype it is (floor is the 'max' scale mode; nvfp4's
+    # float scales take 'max' whatever scale_mode says)
+    scalemode = "max" if fmt.is_nvfp4 or scale_mode == "floor" else scale_mode
+    enc = encode(a, block_datatype(fmt, k, ax), scalemode=scalemode)
+    return enc.codes, enc.scales
 
 
 # ----------------------------------------------------------------------------- section 5
@@ -511,13 +432,10 @@ def dequantize(elements, scales, format: str, *, axis: int = -1,
         raise ValueError("dequantize: elements must have at least one dimension")
     ax = _norm_axis(axis, e.ndim)
     k = _blocked_shapes(e.shape, s.shape, ax, block_size, fmt, "dequantize")
-    ev = e.astype(_F32)
-    if fmt.is_int:
-        ev = ev * np.float32(2.0 ** -6)  # exact
-    sv = np.repeat(s.astype(_F32), k, axis=ax)
-    with np.errstate(over="ignore", invalid="ignore"):
-        out = ev * sv  # exact (or +-Inf on f32 overflow)
-        if g is not None:
+    # the section-10 decode: code x scale, exact, rounded once to f32 (+-Inf on overflow)
+    out = decode(e, block_datatype(fmt, k, ax), scales=s, dtype=_F32)
+    if g is not None:
+        with np.errstate(over="ignore", invalid="ignore"):
             out = out * g
     return convert(out, out_dt)
 

@@ -274,13 +274,13 @@ def shared_exponent(b: Any, amax: Any, fmt: MXFormat, mode: str) -> Any:
     """docs/semantics.md section 3.3: the unclamped shared exponent E from the i32 bits of a finite amax."""
     emax = fmt.emax_elem
     two = fractions.Fraction(2)
-    # amax*2^-k for the f32 value just above 2^-127 after rounding: both non-floor modes turn a
-    # quotient in (2^-127, 2^-126) into E = -126 and anything at or below 2^-127 into -127
     if mode == "floor":
         return b.sub(frexp_bits(b, amax), emax)
     if mode == "rceil":
         m = fractions.Fraction(fmt.max_elem)
         low = b.lt(amax, _bits_floor(m * two ** -126))  # q = amax / M would be subnormal
+        # q is the f32 quotient (rounded): E = -126 when it rounds above 2^-127, -127 at or
+        # below (the largest amax whose q rounds to 2^-127 or less)
         thr = _bits_floor(m * two ** -127 * (1 + two ** -23))
         e_low = b.select(b.gt(amax, thr), b.like(amax, -126), b.like(amax, -127))
         # q normal: no division (XLA:CPU would multiply by a rounded 1 / M instead).  With
@@ -298,7 +298,10 @@ def shared_exponent(b: Any, amax: Any, fmt: MXFormat, mode: str) -> Any:
         ex = b.shr(amax, 23)
         up = b.select(b.ge(b.and_(amax, 0x7FFFFF), 0x400000), b.like(ex, 1), b.like(ex, 0))
         e_hi = b.add(b.sub(ex, emax + 127), up)  # amax / 2^emax is normal: e8m0 rounding
-        thr = _bits_floor(two ** (emax - 127) * (1 + two ** -23))
+        # below 2^-126, v = amax 2^-emax taken exactly (never an f32 quotient, which would
+        # round v in (2^-127, 2^-127 + 2^-150] down to 2^-127): E = -126 when v > 2^-127,
+        # -127 at or below
+        thr = _bits_floor(two ** (emax - 127))
         e_low = b.select(b.gt(amax, thr), b.like(amax, -126), b.like(amax, -127))
         return b.select(b.gt(ex, emax), e_hi, e_low)
     raise ValueError(f"unknown scale mode {mode!r}")

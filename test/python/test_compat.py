@@ -639,20 +639,31 @@ def xla_quantize(x, fmt):
 def test_xla_quantize_is_nearest(fmt):
     """`nearest` is XLA's rule: same scale and element codes for every finite block whose amax /
     2^emax_elem is not 0 in f32 (no clamp is needed: after `nearest`'s scale every element is at
-    most max_elem).  Where it is 0 (an all-zero block, or amax below 2^(emax_elem - 150)) XLA
-    converts 0 to f8E8M0FNU, which is NaN (0xFF); mxlower gives 0x00.  A non-finite block gets
-    scale 0xFF in both, but XLA's elements are x / NaN (NaN codes, or the -0 code for f4/f6)
-    where mxlower writes +0."""
+    most max_elem), except one amax: 2^(emax_elem - 127) * (1 + 2^-23), whose quotient
+    2^-127 + 2^-150 XLA's f32 division rounds (a tie, to even) to 2^-127, giving scale 0x00,
+    where `nearest` takes the quotient exactly (above 2^-127: 0x01).  Where the quotient is 0
+    in f32 (an all-zero block, or amax below 2^(emax_elem - 150)) XLA converts 0 to
+    f8E8M0FNU, which is NaN (0xFF); mxlower gives 0x00.  A non-finite block gets scale 0xFF in
+    both, but XLA's elements are x / NaN (NaN codes, or the -0 code for f4/f6) where mxlower
+    writes +0."""
     rng = np.random.default_rng(8)
+    emax = get_format(fmt).emax_elem
     x = blocks(binade_sweep(rng, n=1500, lo=-126, hi=126))
     x[:, 1:] = (x[:, :1] * rng.uniform(-1, 1, (x.shape[0], 31))).astype(F32)
-    x = np.concatenate([x, blocks(from_bits(np.arange(1, 1 << 23, 4099)), fill=0.0)])
+    tie = F32(2.0 ** (emax - 127) * (1 + 2.0 ** -23))  # exact: a normal f32 (emax >= 1)
+    x = np.concatenate([x, blocks(from_bits(np.arange(1, 1 << 23, 4099)), fill=0.0),
+                        blocks(np.float32([tie, -tie]), fill=0.0)])
     xe, xs = xla_quantize(x, fmt)
     me, ms = mx_codes(x, fmt, "nearest")
-    under = np.max(np.abs(x), -1) / F32(2.0 ** get_format(fmt).emax_elem) == 0
-    assert under.any()
-    assert np.array_equal(xs[~under], ms[~under]) and np.array_equal(xe[~under], me[~under])
+    amax = np.max(np.abs(x), -1)
+    with np.errstate(under="ignore"):
+        under = amax / F32(2.0 ** emax) == 0
+    at_tie = amax == tie
+    assert under.any() and at_tie.sum() >= 2
+    same = ~under & ~at_tie
+    assert np.array_equal(xs[same], ms[same]) and np.array_equal(xe[same], me[same])
     assert np.all(xs[under] == 0xFF) and np.all(ms[under] == 0)
+    assert np.all(xs[at_tie] == 0x00) and np.all(ms[at_tie] == 0x01)
     n = blocks(np.float32([np.nan, np.inf]), fill=1.0)
     xe, xs = xla_quantize(n, fmt)
     me, ms = mx_codes(n, fmt, "nearest")
