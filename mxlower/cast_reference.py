@@ -54,7 +54,8 @@ from mxlower.numbers import (
     datatype,
 )
 
-__all__ = ["Encoded", "cast", "decode", "encode", "resolve", "round_codes", "sparse"]
+__all__ = ["Encoded", "cast", "decode", "encode", "f32_arg", "one_level", "resolve",
+           "round_codes", "round_to_odd_f32", "sparse"]
 
 _F64 = np.dtype(np.float64)
 _F32 = np.dtype(np.float32)
@@ -91,6 +92,19 @@ def resolve(number, scale=None) -> Datatype:
     return datatype(number, scale)
 
 
+def one_level(dt: Datatype) -> Datatype:
+    """``dt``, when its scaling has one level: SpecError for a two-level datatype (a scale
+    spec ending in ``_gf32``), which only this module computes so far (``encode`` / ``decode``
+    / ``cast`` with ``tensor_scale=``; nvfp4's global scale has its own operand in the ops,
+    the JAX API and the kernels)."""
+    if dt.scale is not None and dt.scale.tensor is not None:
+        raise SpecError(f"{dt.code}: two-level scaling (a tensor scale, '_gf32'"
+                        f") is computed by mxlower.reference only so far (encode / decode / "
+                        f"cast with tensor_scale=); for nvfp4 with a global scale use the "
+                        f"nvfp4 format and its global scale")
+    return dt
+
+
 def _wide(x) -> tuple[np.ndarray, np.dtype]:
     a = np.asarray(x)
     if a.dtype not in _WIDE:
@@ -115,6 +129,50 @@ def _modes(roundmode: str, scalemode: str, rbits, shape) -> np.ndarray | None:
     if r.shape != tuple(shape):
         raise ValueError(f"rbits must have the input's shape {tuple(shape)}, got {r.shape}")
     return r.astype(np.int64)
+
+
+def f32_arg(value, what: str, *, nonzero: bool = False) -> np.float32:
+    """``value`` as a finite (non-zero) f32; a ValueError naming ``what`` otherwise (a number
+    too large for a float, 10**400, included)."""
+    try:
+        with np.errstate(over="ignore"):
+            g = np.float32(value)
+    except OverflowError:
+        g = np.float32(np.inf)
+    except (TypeError, ValueError):
+        raise TypeError(f"{what} must be a number, got {value!r}") from None
+    if g.shape != () or not np.isfinite(g) or (nonzero and g == 0):
+        shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:24] + "..."
+        raise ValueError(f"{what} must be a finite{' non-zero' if nonzero else ''} f32, got "
+                         f"{shown}")
+    return g
+
+
+def _tensor_scale(dt: Datatype, tensor_scale, fn: str) -> np.float32 | None:
+    """The tensor level's value (two-level scaling, :attr:`ScaleSpec.tensor`): the caller's
+    finite non-zero f32, None when not given (then 1: no second level applied)."""
+    if tensor_scale is None:
+        return None
+    if dt.scale is None or dt.scale.tensor is None:
+        raise ValueError(f"{fn}: {dt} has no tensor scale level (a scale spec ending in "
+                         f"'_gf32'); do not pass tensor_scale")
+    return f32_arg(tensor_scale, f"{fn}: tensor_scale", nonzero=True)
+
+
+def _divided(xf: np.ndarray, g: np.float32 | None) -> np.ndarray:
+    """x / g, one f32 division per value (the tile level then scales y = x / g)."""
+    if g is None:
+        return xf
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
+        return (xf / g).astype(_F32)
+
+
+def _times(v: np.ndarray, g: np.float32 | None) -> np.ndarray:
+    """The tile level's f32 values times the tensor scale, in f32."""
+    if g is None:
+        return v
+    with np.errstate(over="ignore", invalid="ignore"):
+        return (np.asarray(v, _F32) * g).astype(_F32)
 
 
 # ============================================================================== rounding
@@ -348,13 +406,16 @@ def _per_tile(v: np.ndarray, ndim: int) -> np.ndarray:
 
 
 def encode(x, number, scale=None, roundmode: str = "even", scalemode: str = "max",
-           rbits=None) -> Encoded:
+           rbits=None, *, tensor_scale=None) -> Encoded:
     """The actual cast of ``x`` (f32/bf16/f16) to a datatype (see :func:`resolve`): codes,
-    scales and zero points, as docs/semantics.md section 10 defines them."""
+    scales and zero points, as docs/semantics.md section 10 defines them.  ``tensor_scale``:
+    the value g of a two-level datatype's tensor scale (``..._gf32``): the tiles then scale
+    y = x / g (default: no second level, g = 1)."""
     xf, _ = _wide(x)
     dt = resolve(number, scale)
     r = _modes(roundmode, scalemode, rbits, xf.shape)
-    codes, scales, zps = _encode(xf, dt, roundmode, scalemode, r)
+    g = _tensor_scale(dt, tensor_scale, "encode")
+    codes, scales, zps = _encode(_divided(xf, g), dt, roundmode, scalemode, r)
     n, s = dt.number, dt.scale
     return Encoded(_store(codes, n),
                    None if scales is None else _store(scales, s.number),
@@ -521,10 +582,11 @@ def _round_signed(q: np.ndarray, mode: str, r) -> np.ndarray:
 
 
 def decode(encoded, number=None, scale=None, *, scales=None, zero_points=None,
-           dtype=np.float32) -> np.ndarray:
+           dtype=np.float32, tensor_scale=None) -> np.ndarray:
     """Values of an actual cast: ``decode(encode(x, dt), dt)`` (or codes with ``scales=`` and
     ``zero_points=``) in ``dtype`` (f32, bf16 or f16): each value computed in f32 and rounded
-    once to ``dtype``."""
+    once to ``dtype``; a two-level datatype's tile-level value times ``tensor_scale`` in f32
+    first (default 1)."""
     out = np.dtype(dtype)
     if out not in _WIDE:
         raise ValueError(f"decode: dtype must be float32, bfloat16 or float16, got {out}")
@@ -538,6 +600,7 @@ def decode(encoded, number=None, scale=None, *, scales=None, zero_points=None,
     n, s = dt.number, dt.scale
     c = _load(codes, n, "codes")
     if s is None:
+        _tensor_scale(dt, tensor_scale, "decode")  # (rejects one)
         if scales is not None or zero_points is not None:
             raise ValueError(f"decode: {dt} is unscaled; it takes no scales or zero points")
         return _to_out(_decode(c, n), out)
@@ -554,7 +617,8 @@ def decode(encoded, number=None, scale=None, *, scales=None, zero_points=None,
     zp = None if zero_points is None else _load(zero_points, s.zero_point, "zero points")
     if zp is not None and zp.shape != want:
         raise ValueError(f"decode: zero points must have shape {want}, got {zp.shape}")
-    return _to_out(_decode_scaled(c, n, s, sc, zp), out)
+    g = _tensor_scale(dt, tensor_scale, "decode")
+    return _to_out(_times(_decode_scaled(c, n, s, sc, zp), g), out)
 
 
 def _decode_scaled(c, n: NumberSpec, s: ScaleSpec, sc, zp) -> np.ndarray:
@@ -589,18 +653,19 @@ def _to_out(v: np.ndarray, out: np.dtype) -> np.ndarray:
 
 
 def cast(x, number, scale=None, roundmode: str = "even", scalemode: str = "max",
-         rbits=None) -> np.ndarray:
+         rbits=None, *, tensor_scale=None) -> np.ndarray:
     """The virtual cast of ``x`` (f32/bf16/f16) to a datatype: ``x``'s shape and dtype, each
     value the dequantized quantized value computed in f32 and rounded once to ``x``'s dtype
-    (docs/semantics.md section 10.4)."""
+    (docs/semantics.md section 10.4); ``tensor_scale`` as for :func:`encode`."""
     xf, out = _wide(x)
     dt = resolve(number, scale)
     r = _modes(roundmode, scalemode, rbits, xf.shape)
-    codes, scales, zps = _encode(xf, dt, roundmode, scalemode, r)
+    g = _tensor_scale(dt, tensor_scale, "cast")
+    codes, scales, zps = _encode(_divided(xf, g), dt, roundmode, scalemode, r)
     n, s = dt.number, dt.scale
     if s is None:
         return _to_out(_decode(codes, n), out)
-    return _to_out(_decode_scaled(codes, n, s, scales, zps), out)
+    return _to_out(_times(_decode_scaled(codes, n, s, scales, zps), g), out)
 
 
 # ============================================================================== sparsity

@@ -178,14 +178,19 @@ def _format_datatype(f: MXFormat) -> Datatype:
     return datatype(number(f.element if not f.is_int else "int8"), scale_code, f.name)
 
 
-def block_datatype(f: MXFormat, block_size: int | None = None, axis: int = -1) -> Datatype:
+def block_datatype(f: MXFormat, block_size: int | None = None, axis: int = -1, *,
+                   global_scale: bool = False) -> Datatype:
     """``f`` as a section-10 datatype with blocks of ``block_size`` (default the format's)
-    along ``axis``: the datatype the oracle, the quantize ops and the kernels compute with.
-    Any block size the MX ops accept (1 to :data:`MAX_BLOCK_SIZE`), not only the powers of
-    two a parsed tile code may name (``e8m0_t32``)."""
+    along ``axis``: the datatype the oracle computes with.  Any block size the MX ops accept
+    (1 to :data:`MAX_BLOCK_SIZE`), not only the powers of two a parsed tile code may name
+    (``e8m0_t32``).  ``global_scale`` (nvfp4): two-level scaling, an f32 tensor scale over the
+    block scales (``e2m1fo:e4m3fn_t16_gf32``)."""
     base = DATATYPES[f.name] if f.name in DATATYPES else _format_datatype(f)
     k = f.block_size if block_size is None else int(block_size)
-    tiles = dataclasses.replace(base.scale, kind="tile", tile=(k,), dims=(axis,))
+    if global_scale and not f.global_scale:
+        raise ValueError(f"format '{f.name}' takes no global scale (only nvfp4 does)")
+    tiles = dataclasses.replace(base.scale, kind="tile", tile=(k,), dims=(axis,),
+                                tensor=number("f32") if global_scale else None)
     return dataclasses.replace(base, scale=tiles)
 
 

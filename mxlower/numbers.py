@@ -37,10 +37,12 @@ Number specs (section 10.1):
 Every spec's values must lie within f32's (the model computes in f32): its largest value at
 most f32's, its smallest subnormal at least 2^-149.
 
-Scale specs (section 10.3): ``<scale number>[_<zero-point number>][_t<tile>]`` with tile
-``t0`` / ``t0dY`` (one scale per channel of dimension Y), ``tXdY`` (1D tiles of X consecutive
-values along Y) and ``tAxB[dYdZ]`` (2D tiles over dimensions Y and Z); no tile: one scale for
-the tensor.
+Scale specs (section 10.3): ``<scale number>[_<zero-point number>][_t<tile>][_g<tensor
+number>]`` with tile ``t0`` / ``t0dY`` (one scale per channel of dimension Y), ``tXdY`` (1D
+tiles of X consecutive values along Y) and ``tAxB[dYdZ]`` (2D tiles over dimensions Y and Z);
+no tile: one scale for the tensor.  ``_gf32`` adds a second level, one f32 scale for the
+whole tensor over the tile scales (two-level scaling: nvfp4 with its global scale is
+``e2m1fo:e4m3fn_t16_gf32``).
 
 The MX formats of section 1 and the other predefined datatypes of section 10.4 are in
 :mod:`mxlower.formats` (:data:`mxlower.formats.DATATYPES`), which re-exports :func:`number`,
@@ -520,6 +522,8 @@ class ScaleSpec:
     spanning all of ``dims[0]``), "tile" (``tile[0]`` consecutive values along ``dims[0]``) or
     "tile2d" (``tile[0]`` x ``tile[1]`` over ``dims[0]``, ``dims[1]``).  Dimensions may be
     negative (counted from the last).
+    ``tensor``: two-level scaling: the spec of one tensor scale over the tile scales (the
+    caller's value, e.g. nvfp4's global scale; only f32 so far), or None.
     """
 
     number: NumberSpec
@@ -527,6 +531,7 @@ class ScaleSpec:
     kind: ScaleKind = "tensor"
     tile: tuple[int, ...] = ()
     dims: tuple[int, ...] = ()
+    tensor: NumberSpec | None = None
 
     @property
     def code(self) -> str:
@@ -540,7 +545,14 @@ class ScaleSpec:
         elif self.kind == "tile2d":
             dims = "" if self.dims == (-2, -1) else f"d{self.dims[0]}d{self.dims[1]}"
             parts.append(f"t{self.tile[0]}x{self.tile[1]}{dims}")
+        if self.tensor is not None:
+            parts.append(f"g{self.tensor.code}")
         return "_".join(parts)
+
+    @property
+    def tile_level(self) -> ScaleSpec:
+        """The spec without its tensor level (:attr:`tensor`): the tile scales alone."""
+        return dataclasses.replace(self, tensor=None) if self.tensor is not None else self
 
     def __str__(self) -> str:
         return self.code
@@ -599,8 +611,12 @@ def scale(code: str | ScaleSpec) -> ScaleSpec:
     if not isinstance(code, str):
         raise SpecError(f"a scale spec is a string such as 'e8m0_t32', got {code!r}")
     text = _short(code.strip(), "scale")
-    m = _TILE.search(text)
-    head = text[:m.start()] if m else text
+    body, tensor = text, None
+    g = _TENSOR.search(text)
+    if g:
+        body, tensor = text[:g.start()], _tensor_scale(text, g["g"])
+    m = _TILE.search(body)
+    head = body[:m.start()] if m else body
     if not head:
         raise SpecError(f"scale spec '{text}' names no scale number spec")
     num, zp = _scale_numbers(text, head)
@@ -628,7 +644,28 @@ def scale(code: str | ScaleSpec) -> ScaleSpec:
             dims = dims or (-2, -1)
             if dims[0] == dims[1]:
                 raise SpecError(f"scale '{text}': the two tile dimensions must differ")
-    return ScaleSpec(num, zp, kind, tile, dims)
+    if tensor is not None:
+        if kind == "tensor":
+            raise SpecError(f"scale '{text}': a tensor scale ('_g...') goes over tile or "
+                            "channel scales (give a tile, e.g. 'e4m3fn_t16_gf32')")
+        if zp is not None:
+            raise SpecError(f"scale '{text}': a tensor scale ('_g...') does not go with a "
+                            "zero point")
+    return ScaleSpec(num, zp, kind, tile, dims, tensor)
+
+
+_TENSOR = re.compile(r"_g(?P<g>[A-Za-z0-9.]+)$")
+
+
+def _tensor_scale(text: str, code: str) -> NumberSpec:
+    """The tensor level of a two-level scale spec: f32 (the only one defined so far)."""
+    try:
+        n = number(code)
+    except SpecError as e:
+        raise SpecError(f"scale '{text}': its tensor scale: {e}") from None
+    if n.code != "e8m23":
+        raise SpecError(f"scale '{text}': a tensor scale is f32 (float32), got {n.code}")
+    return n
 
 
 #: the largest tile size and the largest |dimension| a scale spec may name

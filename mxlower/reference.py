@@ -11,8 +11,8 @@ Public API
 * :func:`quantize`, :func:`dequantize` -- sections 3, 4 and 5, computed by the section-10
   model (:func:`encode` / :func:`decode` of :mod:`mxlower.cast_reference`) with the format's
   datatype (:func:`mxlower.formats.block_datatype`: floor is the ``max`` scale mode; nvfp4's
-  global scale divides the input first and multiplies the decoded values after): one oracle
-  for both vocabularies.
+  global scale is the tensor level of two-level scaling, ``e2m1fo:e4m3fn_t16_gf32``): one
+  oracle for both vocabularies.
 * :func:`scaled_dot` -- section 6.
 * :func:`pack`, :func:`unpack` -- section 8 sub-byte packing.
 * :func:`cast` (virtual cast), :func:`encode` / :func:`decode` (actual cast), :func:`sparse`,
@@ -115,6 +115,7 @@ from mxlower.cast_reference import (
     cast,
     decode,
     encode,
+    f32_arg,
     round_codes,
     round_to_odd_f32,
     sparse,
@@ -201,23 +202,6 @@ def _resolve_type(spec, what: str) -> tuple[str, np.dtype]:
         raise ValueError(f"{what}: unsupported dtype {dt} (supported: "
                          f"{', '.join(_known_names())})")
     return name, dt
-
-
-def _f32_arg(value, what: str, *, nonzero: bool = False) -> np.float32:
-    """``value`` as a finite (non-zero) f32; a ValueError naming ``what`` otherwise (a number
-    too large for a float, 10**400, included)."""
-    try:
-        with np.errstate(over="ignore"):
-            g = np.float32(value)
-    except OverflowError:
-        g = np.float32(np.inf)
-    except (TypeError, ValueError):
-        raise TypeError(f"{what} must be a number, got {value!r}") from None
-    if g.shape != () or not np.isfinite(g) or (nonzero and g == 0):
-        shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:24] + "..."
-        raise ValueError(f"{what} must be a finite{' non-zero' if nonzero else ''} f32, got "
-                         f"{shown}")
-    return g
 
 
 def _norm_axis(axis: int, ndim: int) -> int:
@@ -333,7 +317,7 @@ def _global_scale(fmt: MXFormat, global_scale) -> np.float32 | None:
         return None
     if not fmt.global_scale:
         raise ValueError(f"format '{fmt.name}' takes no global scale (only nvfp4 does)")
-    return _f32_arg(global_scale, "global_scale", nonzero=True)
+    return f32_arg(global_scale, "global_scale", nonzero=True)
 
 
 def quantize(x, format: str, *, axis: int = -1, block_size: int | None = None,
@@ -360,13 +344,12 @@ def quantize(x, format: str, *, axis: int = -1, block_size: int | None = None,
     if n % k:
         raise ValueError(f"quantize: blocked dimension {ax} has size {n}, which block size "
                          f"{k} does not divide")
-    if g is not None:  # nvfp4's two levels: the blocks scale y = x / g (one f32 division)
-        with np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
-            a = (a / g).astype(_F32)
     # the format as the section-10 datatype it is (floor is the 'max' scale mode; nvfp4's
-    # float scales take 'max' whatever scale_mode says)
+    # float scales take 'max' whatever scale_mode says; its global scale is the tensor level
+    # of two-level scaling: the blocks scale y = x / g)
     scalemode = "max" if fmt.is_nvfp4 or scale_mode == "floor" else scale_mode
-    enc = encode(a, block_datatype(fmt, k, ax), scalemode=scalemode)
+    dt = block_datatype(fmt, k, ax, global_scale=g is not None)
+    enc = encode(a, dt, scalemode=scalemode, tensor_scale=g)
     return enc.codes, enc.scales
 
 
@@ -432,12 +415,10 @@ def dequantize(elements, scales, format: str, *, axis: int = -1,
         raise ValueError("dequantize: elements must have at least one dimension")
     ax = _norm_axis(axis, e.ndim)
     k = _blocked_shapes(e.shape, s.shape, ax, block_size, fmt, "dequantize")
-    # the section-10 decode: code x scale, exact, rounded once to f32 (+-Inf on overflow)
-    out = decode(e, block_datatype(fmt, k, ax), scales=s, dtype=_F32)
-    if g is not None:
-        with np.errstate(over="ignore", invalid="ignore"):
-            out = out * g
-    return convert(out, out_dt)
+    # the section-10 decode: code x scale, exact, rounded once to f32 (+-Inf on overflow),
+    # nvfp4's then times g in f32 (the tensor level)
+    dt = block_datatype(fmt, k, ax, global_scale=g is not None)
+    return convert(decode(e, dt, scales=s, dtype=_F32, tensor_scale=g), out_dt)
 
 
 # ----------------------------------------------------------------------------- section 6
@@ -526,7 +507,7 @@ def scaled_dot(lhs, lhs_scales, rhs, rhs_scales, *,
     lc, lb = (tuple(_norm_axis(d, lhs.ndim) for d in dims) for dims in (lc, lb))
     rc, rb = (tuple(_norm_axis(d, rhs.ndim) for d in dims) for dims in (rc, rb))
     _, out_dt = _wide_output(out_dtype, "scaled_dot: argument 'out_dtype'")
-    g = None if global_scale is None else _f32_arg(global_scale, "scaled_dot: global_scale")
+    g = None if global_scale is None else f32_arg(global_scale, "scaled_dot: global_scale")
     a = _operand(lhs, lhs_scales, lhs_format, lhs_axis, lhs_block_size, lc, "lhs")
     b = _operand(rhs, rhs_scales, rhs_format, rhs_axis, rhs_block_size, rc, "rhs")
     acc = _dot_general(a, b, lc, rc, lb, rb)

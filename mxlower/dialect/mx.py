@@ -50,7 +50,7 @@ from typing import Any
 from mxlower import diagnostics as diag
 from mxlower.bindings import collect_ops
 from mxlower.bindings.jaxlib import ir, stablehlo
-from mxlower.cast_reference import resolve
+from mxlower.cast_reference import one_level, resolve
 from mxlower.formats import FLOAT_TYPES, FORMATS, MAX_BLOCK_SIZE, SCALE_MODES, WIDE_TYPES, MXFormat
 from mxlower.numbers import ROUND_MODES, Datatype, SpecError
 from mxlower.numbers import SCALE_MODES as CAST_SCALE_MODES
@@ -577,10 +577,7 @@ def _datatype(attrs) -> Datatype:
         raise MXError("missing attribute 'number' (a number spec such as 'e5m6', 'int4', "
                       "'e2m1fo', or a datatype name such as 'mxfp8_e4m3')")
     scale = _attr_str(attrs, "scale", "a scale spec such as 'e8m0_t32'")
-    try:
-        return resolve(number, scale)
-    except SpecError as e:
-        raise MXError(f"bad datatype: {e}") from None
+    return _checked_datatype(number, scale)
 
 
 def _modes(attrs, dt: Datatype, with_round: bool = True) -> tuple[str, str]:
@@ -856,7 +853,7 @@ def _general_attrs(number: str, scale: str | None, roundmode: str | None,
 
 def _checked_datatype(number: str, scale: str | None) -> Datatype:
     try:
-        return resolve(number, scale)
+        return one_level(resolve(number, scale))
     except SpecError as e:
         raise MXError(f"bad datatype: {e}") from None
 

@@ -41,7 +41,7 @@ from jax import lax
 from jax.extend.core import Primitive
 from jax.interpreters import batching, mlir
 
-from mxlower.cast_reference import resolve
+from mxlower.cast_reference import one_level, resolve
 from mxlower.dialect import mx
 from mxlower.formats import FLOAT_TYPES
 from mxlower.jax.array import ShapeOfValues
@@ -75,7 +75,7 @@ def datatype_of(number: Any, scale: Any, fn: str, shape: tuple[Any, ...] | None 
         raise TypeError(f"{fn}: argument 'scale' must be a scale spec code ('e8m0_t32', ...) "
                         f"or None, got {scale!r}")
     try:
-        dt = resolve(number, scale)
+        dt = one_level(resolve(number, scale))
     except SpecError as e:
         where = f"argument '{arg}'" + (" / 'scale'" if scale is not None else "")
         raise ValueError(f"{fn}: {where}: {e}") from None

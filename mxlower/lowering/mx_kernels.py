@@ -369,6 +369,9 @@ class CastSpec:
             object.__setattr__(self, "scalemode", "max")
             return
         s = numbers.scale(self.scale)
+        if s.tensor is not None:
+            raise ValueError(f"scale '{s.code}': two-level scaling (a tensor scale) is not in "
+                             "the cast kernels yet")
         if self.scalemode not in numbers.SCALE_MODES:
             raise ValueError(f"unknown scalemode '{self.scalemode}' (known: "
                              f"{', '.join(numbers.SCALE_MODES)})")

@@ -692,3 +692,94 @@ def test_zero_point_quotients_beyond_int64_saturate():
         enc = R.encode(np.array([0, 1e30, -1e30, 0], np.float32), "uint8", sc)
         assert enc.scales.tolist() == [65504, 65504], sc
         assert enc.codes[1] == 255 and enc.codes[2] == 0, (sc, enc)
+
+
+# ----------------------------------------------------------------------------- two levels
+
+TWO_LEVEL = [("e2m1fo", "e4m3fn_t16_gf32"), ("e4m3fn", "e8m0_t32_gf32"),
+             ("int8", "e8m0_t0_gf32"), ("e5m6", "e4m3fn_t8x8_gf32")]
+
+
+@pytest.mark.parametrize("number,scale", TWO_LEVEL)
+def test_two_level_is_the_tile_level_of_x_over_g(number, scale):
+    """A two-level datatype with tensor scale g: the codes and scales of its tile level (the
+    same spec without '_gf32') applied to y = x / g, one f32 division per value (a finite x
+    whose y overflows makes its tile NaN); values = the tile level's value times g, in f32,
+    rounded once to the output type; no tensor_scale = g of 1."""
+    rng = np.random.default_rng(11)
+    one = scale[:scale.rindex("_g")]
+    for g in (np.float32(0.0123), np.float32(-3.0), np.float32(2.0 ** -140), np.float32(1e30)):
+        for wide in (np.float32, BF16, np.float16):
+            with np.errstate(over="ignore"):
+                x = _tensor(rng, (16, 64)).astype(wide)
+            x32 = x.astype(np.float32)
+            with np.errstate(over="ignore", under="ignore"):
+                y = np.array([np.float32(v) / g for v in x32.ravel()], np.float32).reshape(x.shape)
+            enc = R.encode(x, number, scale, tensor_scale=g)
+            want = R.encode(y, number, one)
+            assert np.array_equal(R.bits(enc.codes), R.bits(want.codes)), (number, scale, g)
+            assert np.array_equal(R.bits(enc.scales), R.bits(want.scales)), (number, scale, g)
+            got = R.decode(enc, number, scale, tensor_scale=g, dtype=wide)
+            with np.errstate(over="ignore", invalid="ignore"):
+                tile = R.decode(want, number, one, dtype=np.float32)
+                ref = np.array([np.float32(v) * g for v in tile.ravel()],
+                               np.float32).reshape(x.shape).astype(wide)
+            same = (R.bits(got) == R.bits(ref)) | (np.isnan(got.astype(np.float32))
+                                                     & np.isnan(ref.astype(np.float32)))
+            assert same.all(), (number, scale, g, wide)
+            v = R.cast(x, number, scale, tensor_scale=g)
+            assert v.dtype == x.dtype
+            assert np.array_equal(R.bits(v), R.bits(got)) or np.array_equal(
+                np.isnan(v.astype(np.float32)), np.isnan(got.astype(np.float32)))
+        x = _tensor(rng, (16, 64))
+        plain = R.encode(x, number, one)
+        none = R.encode(x, number, scale)  # no tensor scale given: g = 1
+        assert np.array_equal(R.bits(plain.codes), R.bits(none.codes))
+        assert np.array_equal(R.bits(plain.scales), R.bits(none.scales))
+
+
+def test_two_level_overflowing_quotient_makes_a_nan_tile():
+    x = np.ones((1, 32), np.float32)
+    x[0, 5] = np.float32(3e38)  # finite, but x / g overflows
+    enc = R.encode(x, "e2m1fo", "e4m3fn_t16_gf32", tensor_scale=np.float32(0.5))
+    assert int(R.bits(enc.scales)[0, 0]) == 0x7F and int(R.bits(enc.scales)[0, 1]) != 0x7F
+    assert not R.bits(enc.codes)[0, :16].any()
+    v = R.decode(enc, "e2m1fo", "e4m3fn_t16_gf32", tensor_scale=np.float32(0.5))
+    assert np.isnan(v[0, :16]).all() and np.isfinite(v[0, 16:]).all()
+
+
+def test_nvfp4_global_scale_is_the_two_level_datatype():
+    """Section 4 is two-level scaling: quantize / dequantize of nvfp4 with a global scale
+    equal encode / decode of e2m1fo:e4m3fn_t16_gf32, bit for bit."""
+    rng = np.random.default_rng(12)
+    x = _tensor(rng, (8, 64))
+    for g in (0.003, -7.5, 2.0 ** -130):
+        e, s = R.quantize(x, "nvfp4", global_scale=g)
+        enc = R.encode(x, "e2m1fo:e4m3fn_t16_gf32", tensor_scale=g)
+        assert np.array_equal(R.bits(e), R.bits(enc.codes))
+        assert np.array_equal(R.bits(s), R.bits(enc.scales))
+        for out in (np.float32, BF16, np.float16):
+            d = R.dequantize(e, s, "nvfp4", global_scale=g, dtype=out)
+            v = R.decode(enc, "e2m1fo:e4m3fn_t16_gf32", tensor_scale=g, dtype=out)
+            nan = np.isnan(d.astype(np.float32)) & np.isnan(v.astype(np.float32))
+            assert ((R.bits(d) == R.bits(v)) | nan).all()
+
+
+def test_tensor_scale_errors():
+    x = np.ones((2, 32), np.float32)
+    with pytest.raises(ValueError, match="encode: mxfp8_e4m3 has no tensor scale level"):
+        R.encode(x, "mxfp8_e4m3", tensor_scale=2.0)
+    with pytest.raises(ValueError, match="cast: e5m2 has no tensor scale level"):
+        R.cast(x, "e5m2", tensor_scale=2.0)
+    enc = R.encode(x, "e2m1fo", "e4m3fn_t16_gf32", tensor_scale=2.0)
+    with pytest.raises(ValueError, match="decode: e2m1fo:e4m3fn_t16 has no tensor scale"):
+        R.decode(enc, "e2m1fo", "e4m3fn_t16", tensor_scale=2.0)
+    with pytest.raises(ValueError, match="decode: f8E4M3FN has no tensor scale"):
+        R.decode(R.encode(x, "f8E4M3FN").codes, "f8E4M3FN", tensor_scale=2.0)
+    for bad in (0.0, np.inf, np.nan, 1e39):
+        with pytest.raises(ValueError, match="tensor_scale must be a finite non-zero f32"):
+            R.encode(x, "e2m1fo", "e4m3fn_t16_gf32", tensor_scale=bad)
+    with pytest.raises(TypeError, match="tensor_scale must be a number"):
+        R.cast(x, "e2m1fo", "e4m3fn_t16_gf32", tensor_scale="two")
+    with pytest.raises(ValueError, match="tensor_scale must be a finite"):
+        R.encode(x, "e2m1fo", "e4m3fn_t16_gf32", tensor_scale=np.ones(2, np.float32))

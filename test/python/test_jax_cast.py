@@ -305,6 +305,8 @@ BAD_CAST = [
     (dict(number="e3m4", roundmode="stochastic", rbits=np.zeros((4, 32), np.uint32)),
      ValueError, "shape of 'x'"),
     (dict(number="e3m4", roundmode="stochastic", key="seed"), TypeError, "argument 'key'"),
+    (dict(number="e2m1fo", scale="e4m3fn_t16_gf32"), ValueError,
+     "two-level scaling (a tensor scale, '_gf32') is computed by mxlower.reference only"),
 ]
 
 

@@ -255,6 +255,35 @@ def test_tiles_and_scale_shapes():
         numbers.scale("e8m0_t2x2d0d-2").tile_shape((4, 4))
 
 
+def test_two_level_scale_specs():
+    """``_g<f32>`` after a tile or channel part: one f32 tensor scale over the tiles (nvfp4
+    with its global scale); the canonical code spells the level with f32's number code."""
+    for text, kind in [("e4m3fn_t16_gf32", "tile"), ("e8m0_t32_gfloat32", "tile"),
+                       ("e8m0_t32x32d0d1_ge8m23", "tile2d"), ("e8m0_t0d0_gf32", "channel")]:
+        s = numbers.scale(text)
+        assert s.kind == kind and s.tensor == numbers.number("f32")
+        assert s.code.endswith("_ge8m23") and numbers.scale(s.code) == s
+        assert s.tile_level == numbers.scale(text[:text.rindex("_g")])
+        t = s.tile_level
+        assert t.tensor is None and t.tile_level is t
+        assert s.scales_shape((64, 64)) == s.tile_level.scales_shape((64, 64))
+    dt = numbers.datatype("e2m1fo", "e4m3fn_t16_gf32")
+    assert dt.code == "e2m1fo:e4m3fn_t16_ge8m23"
+    assert formats.get_datatype("e2m1fo:e4m3fn_t16_gf32") == dt
+    nv = formats.block_datatype(formats.FORMATS["nvfp4"], global_scale=True)
+    assert nv.number == dt.number and nv.scale.tensor == dt.scale.tensor
+    with pytest.raises(ValueError, match="takes no global scale"):
+        formats.block_datatype(formats.FORMATS["mxfp8_e4m3"], global_scale=True)
+    for text, msg in [("e4m3fn_gf32", "goes over tile or channel scales"),
+                      ("float32_uint8_t0_gf32", "does not go with a zero point"),
+                      ("e4m3fn_t16_gbf16", "a tensor scale is f32"),
+                      ("e4m3fn_t16_ge8m0", "a tensor scale is f32"),
+                      ("e4m3fn_t16_gnope", "its tensor scale: unknown number spec"),
+                      ("e4m3fn_t3_gf32", "power of two")]:
+        with pytest.raises(SpecError, match=msg):
+            numbers.scale(text)
+
+
 # ----------------------------------------------------------------------------- datatypes
 
 

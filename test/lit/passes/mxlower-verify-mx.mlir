@@ -217,6 +217,15 @@ func.func @cast_bad_scale(%x: tensor<4x64xf32>) {
 
 // -----
 
+// Two-level scaling (a tensor scale over the tiles) is in mxlower.reference only so far.
+func.func @cast_two_level(%x: tensor<4x64xf32>) {
+  // expected-error @+1 {{'mx.cast' op bad datatype: e2m1fo:e4m3fn_t16_ge8m23: two-level scaling (a tensor scale, '_gf32') is computed by mxlower.reference only so far}}
+  %y = "mx.cast"(%x) {number = "e2m1fo", scale = "e4m3fn_t16_gf32"} : (tensor<4x64xf32>) -> tensor<4x64xf32>
+  return
+}
+
+// -----
+
 // Every spec parameter is bounded before any arithmetic with it: a huge bias, width, tile
 // size or dimension is one error naming the limit, at once (a 17-digit bias used to hang).
 func.func @cast_huge_spec_parameters(%x: tensor<4x64xf32>) {
