@@ -45,6 +45,8 @@ irdl.dialect @mx {
   //   %q, %s = "mx.quantize"(%x[, %global_scale]) {format, block_size, axis, scale_mode}
   // Datatype form (section 10):
   //   %c, %s[, %z] = "mx.quantize"(%x[, %rbits]) {number, scale, roundmode, scalemode}
+  //   (an MX format's datatype is that format's op; nvfp4's two-level datatype
+  //   e2m1fo:e4m3fn_t16_gf32 takes its global scale where %rbits would be)
   // Exactly one of `format` and `number` (tagged mx.alternative_attribute; IRDL cannot say
   // "one of").  An unscaled datatype quantize has one result, which IRDL rejects (see the
   // header).
@@ -93,6 +95,7 @@ irdl.dialect @mx {
   // Named form:    %y = "mx.dequantize"(%elements, %scales[, %global_scale])
   //                     {format, block_size, axis}
   // Datatype form: %y = "mx.dequantize"(%codes[, %scales[, %zero_points]]) {number, scale}
+  //                (nvfp4's two-level datatype: the global scale where %zero_points would be)
   // An unscaled datatype dequantize has one operand, which IRDL rejects (see the header).
   irdl.operation @dequantize {
     %elements = irdl.base "!builtin.tensor"

@@ -47,6 +47,7 @@ __all__ = [
     "WIDE_TYPES",
     "block_datatype",
     "float_type",
+    "format_of",
     "formats_for_element",
     "get_format",
 ]
@@ -192,6 +193,23 @@ def block_datatype(f: MXFormat, block_size: int | None = None, axis: int = -1, *
     tiles = dataclasses.replace(base.scale, kind="tile", tile=(k,), dims=(axis,),
                                 tensor=number("f32") if global_scale else None)
     return dataclasses.replace(base, scale=tiles)
+
+
+def format_of(dt: Datatype) -> tuple[MXFormat, int, int] | None:
+    """``(format, block size, blocked dimension)`` when ``dt`` is an MX format's datatype
+    (:func:`block_datatype`'s inverse): the format's element and scale number specs, 1D tiles
+    of any size, no zero point, and a tensor level only where the format has a global scale
+    (nvfp4).  ``bfp16`` (int8 with ``e8m0_t8``) is mxint8 with blocks of 8.  None otherwise."""
+    s = dt.scale
+    if s is None or s.kind != "tile" or s.zero_point is not None:
+        return None
+    for f in FORMATS.values():
+        base = DATATYPES[f.name]
+        if dt.number == base.number and s.number == base.scale.number:
+            if s.tensor is not None and not f.global_scale:
+                return None
+            return f, s.tile[0], s.dims[0]
+    return None
 
 
 #: The predefined datatypes of docs/semantics.md section 10.4, by name.

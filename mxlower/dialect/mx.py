@@ -51,7 +51,15 @@ from mxlower import diagnostics as diag
 from mxlower.bindings import collect_ops
 from mxlower.bindings.jaxlib import ir, stablehlo
 from mxlower.cast_reference import one_level, resolve
-from mxlower.formats import FLOAT_TYPES, FORMATS, MAX_BLOCK_SIZE, SCALE_MODES, WIDE_TYPES, MXFormat
+from mxlower.formats import (
+    FLOAT_TYPES,
+    FORMATS,
+    MAX_BLOCK_SIZE,
+    SCALE_MODES,
+    WIDE_TYPES,
+    MXFormat,
+    format_of,
+)
 from mxlower.numbers import ROUND_MODES, Datatype, SpecError
 from mxlower.numbers import SCALE_MODES as CAST_SCALE_MODES
 
@@ -417,14 +425,19 @@ def _wide(elt: str, what: str) -> None:
 # ----------------------------------------------------------------------------- parsing
 
 
-def _parse_quantize(op) -> QuantizeOp:
-    a = op.attributes
-    fmt = _format(a, "format")
-    _counts(op, (1, 2) if fmt.global_scale else (1,), 2)
+def _quantize_input(op, operands: tuple[int, ...]) -> tuple[tuple[int, ...], str]:
+    _counts(op, operands, 2)
     shape, elt = _tensor(op.operands[0], "the input")
     _wide(elt, "the input")
     if not shape:
         raise MXError("the input must have at least one dimension")
+    return shape, elt
+
+
+def _parse_quantize(op) -> QuantizeOp:
+    a = op.attributes
+    fmt = _format(a, "format")
+    shape, elt = _quantize_input(op, (1, 2) if fmt.global_scale else (1,))
     k = _block_size(a, "block_size", fmt)
     axis = _axis(a, "axis", len(shape))
     mode = _attr_str(a, "scale_mode", f"one of {', '.join(SCALE_MODES)}")
@@ -433,6 +446,11 @@ def _parse_quantize(op) -> QuantizeOp:
     mode = mode or DEFAULT_SCALE_MODE
     if mode not in SCALE_MODES:
         raise MXError(f"unknown scale mode '{mode}' (known: {', '.join(SCALE_MODES)})")
+    return _quantize_op(op, fmt, k, axis, mode, shape, elt)
+
+
+def _quantize_op(op, fmt: MXFormat, k: int, axis: int, mode: str, shape, elt: str) -> QuantizeOp:
+    """The checks after the attributes, whichever spelling named the format."""
     _check_blocked(shape, axis, k, "the input")
     e = _tensor(op.results[0], "result #0 (elements)")
     if e[0] != shape:
@@ -444,17 +462,25 @@ def _parse_quantize(op) -> QuantizeOp:
     return QuantizeOp(op, op.operands[0], g, fmt, k, axis, mode, shape, elt)
 
 
+def _dequantize_input(op, fmt: MXFormat, operands: tuple[int, ...]):
+    _counts(op, operands, 1)
+    e = _tensor(op.operands[0], "operand #0 (elements)")
+    if not e[0]:
+        raise MXError("the elements must have at least one dimension")
+    _check_elements(e, fmt, "operand #0 (elements)")
+    return e[0]
+
+
 def _parse_dequantize(op) -> DequantizeOp:
     a = op.attributes
     fmt = _format(a, "format")
-    _counts(op, (2, 3) if fmt.global_scale else (2,), 1)
-    e = _tensor(op.operands[0], "operand #0 (elements)")
-    shape = e[0]
-    if not shape:
-        raise MXError("the elements must have at least one dimension")
-    _check_elements(e, fmt, "operand #0 (elements)")
+    shape = _dequantize_input(op, fmt, (2, 3) if fmt.global_scale else (2,))
     k = _block_size(a, "block_size", fmt)
-    axis = _axis(a, "axis", len(shape))
+    return _dequantize_op(op, fmt, k, _axis(a, "axis", len(shape)), shape)
+
+
+def _dequantize_op(op, fmt: MXFormat, k: int, axis: int, shape) -> DequantizeOp:
+    """The checks after the attributes, whichever spelling named the format."""
     _check_blocked(shape, axis, k, "the elements")
     _check_scales(op.operands[1], shape, axis, k, fmt, "operand #1 (scales)")
     r_shape, r_elt = _tensor(op.results[0], "the result")
@@ -568,7 +594,7 @@ def _parse_scaled_dot(op) -> ScaledDotOp:
 # ----------------------------------------------------------------------------- section 10 forms
 
 
-def _datatype(attrs) -> Datatype:
+def _datatype(attrs, two_level: bool = False) -> Datatype:
     """The datatype of the ``number`` / ``scale`` attributes (``number`` may also be a
     predefined datatype name or a ``number:scale`` code, as :func:`mxlower.reference.cast`
     takes them)."""
@@ -577,7 +603,14 @@ def _datatype(attrs) -> Datatype:
         raise MXError("missing attribute 'number' (a number spec such as 'e5m6', 'int4', "
                       "'e2m1fo', or a datatype name such as 'mxfp8_e4m3')")
     scale = _attr_str(attrs, "scale", "a scale spec such as 'e8m0_t32'")
-    return _checked_datatype(number, scale)
+    return _checked_datatype(number, scale, two_level)
+
+
+def _one_level(dt: Datatype) -> Datatype:
+    try:
+        return one_level(dt)
+    except SpecError as e:
+        raise MXError(f"bad datatype: {e}") from None
 
 
 def _modes(attrs, dt: Datatype, with_round: bool = True) -> tuple[str, str]:
@@ -660,10 +693,45 @@ def _result_types(dt: Datatype, shape) -> list[tuple[str, tuple[int, ...], str]]
     return out
 
 
-def _parse_general_quantize(op) -> GeneralQuantizeOp:
+#: section 10's exponent scale modes -> section 3's (midmax has none)
+_MX_SCALE_MODES = {"max": "floor", "rceil": "rceil", "nearest": "nearest"}
+
+
+def _mx_form(dt: Datatype, rm: str | None = None, sm: str | None = None):
+    """``(format, block size, tile dimension, scale mode)`` when a datatype quantize (with
+    ``rm`` / ``sm``) or dequantize (None) names an MX format's datatype
+    (:func:`mxlower.formats.format_of`) with the format's own rules (round to nearest even;
+    floor, rceil or nearest exponent scales; nvfp4 its float scales): that op *is* the
+    format's quantize / dequantize, parsed as the named form is.  None otherwise."""
+    m = format_of(dt)
+    if m is None:
+        return None
+    fmt, k, dim = m
+    if rm is None:
+        return fmt, k, dim, None
+    if rm != "even":
+        return None
+    if fmt.is_nvfp4:
+        return (fmt, k, dim, DEFAULT_SCALE_MODE) if sm == DEFAULT_CAST_SCALE_MODE else None
+    return (fmt, k, dim, _MX_SCALE_MODES[sm]) if sm in _MX_SCALE_MODES else None
+
+
+def _mx_axis(dt: Datatype, dim: int, shape, what: str) -> int:
+    _scale_layout(dt, shape, what)  # the tiles divide their dimension, which exists
+    return dim % len(shape)
+
+
+def _parse_general_quantize(op) -> GeneralQuantizeOp | QuantizeOp:
     a = op.attributes
-    dt = _datatype(a)
+    dt = _datatype(a, two_level=True)
     rm, sm = _modes(a, dt)
+    form = _mx_form(dt, rm, sm)
+    if form is not None:  # an MX format's datatype: the format's quantize
+        fmt, k, dim, mode = form
+        shape, elt = _quantize_input(op, (1, 2) if dt.scale.tensor is not None else (1,))
+        return _quantize_op(op, fmt, k, _mx_axis(dt, dim, shape, "the input"), mode, shape,
+                            elt)
+    _one_level(dt)
     if not 1 <= len(op.operands) <= 2:
         raise MXError(f"expects 1 or 2 operands (the input [, random bits]), got "
                       f"{len(op.operands)}")
@@ -681,9 +749,16 @@ def _parse_general_quantize(op) -> GeneralQuantizeOp:
     return GeneralQuantizeOp(op, op.operands[0], rbits, dt, rm, sm, shape, elt)
 
 
-def _parse_general_dequantize(op) -> GeneralDequantizeOp:
+def _parse_general_dequantize(op) -> GeneralDequantizeOp | DequantizeOp:
     a = op.attributes
-    dt = _datatype(a)
+    dt = _datatype(a, two_level=True)
+    form = _mx_form(dt)
+    if form is not None:  # an MX format's datatype: the format's dequantize
+        fmt, k, dim, _ = form
+        shape = _dequantize_input(op, fmt, (3,) if dt.scale.tensor is not None else (2,))
+        return _dequantize_op(op, fmt, k, _mx_axis(dt, dim, shape, "operand #0 (elements)"),
+                              shape)
+    _one_level(dt)
     _counts(op, (1 + (dt.scale is not None) + (dt.scale is not None
                                                and dt.scale.zero_point is not None),), 1)
     shape, elt = _tensor(op.operands[0], "operand #0 (codes)")
@@ -851,9 +926,12 @@ def _general_attrs(number: str, scale: str | None, roundmode: str | None,
     return attrs
 
 
-def _checked_datatype(number: str, scale: str | None) -> Datatype:
+def _checked_datatype(number: str, scale: str | None, two_level: bool = False) -> Datatype:
+    """The datatype of the attributes; two-level ones (a tensor scale) only with
+    ``two_level`` (a quantize / dequantize that may name nvfp4 with its global scale)."""
     try:
-        return one_level(resolve(number, scale))
+        dt = resolve(number, scale)
+        return dt if two_level else one_level(dt)
     except SpecError as e:
         raise MXError(f"bad datatype: {e}") from None
 
@@ -867,18 +945,20 @@ def quantize(x: Any, format: str | None = None, *, block_size: int | None = None
 
     A named ``format`` (sections 3-4; results: elements, scales) or a datatype: ``number``
     [+ ``scale``] with ``roundmode`` / ``scalemode`` and, for stochastic rounding, ``rbits``
-    (section 10; results: codes [, scales [, zero points]])."""
+    (section 10; results: codes [, scales [, zero points]]).  A datatype that is an MX
+    format's (``e4m3fn`` + ``e8m0_t32``, ``nvfp4``, ``e2m1fo`` + ``e4m3fn_t16_gf32`` with
+    ``global_scale``...) makes the format's op, which :func:`parse` reads as the named form."""
     shape, _ = _tensor(x, "the input")
     if number is not None:
         if format is not None:
             raise MXError("give a named 'format' or a datatype 'number', not both")
-        dt = _checked_datatype(number, scale)
+        dt = _checked_datatype(number, scale, two_level=True)
         try:
             results = [_type(rs, relt, loc) for _, rs, relt in _result_types(dt, shape)]
         except SpecError as e:
             raise MXError(str(e)) from None
         attrs = _general_attrs(number, scale, roundmode, scalemode)
-        operands = [x] + ([rbits] if rbits is not None else [])
+        operands = [x] + [v for v in (rbits, global_scale) if v is not None]
         return _create("mx.quantize", results, operands, attrs, loc, ip)
     fmt = FORMATS[format]
     axis %= len(shape)
@@ -903,8 +983,8 @@ def dequantize(elements: Any, scales: Any | None, format: str | None = None, *,
     if number is not None:
         if format is not None:
             raise MXError("give a named 'format' or a datatype 'number', not both")
-        _checked_datatype(number, scale)
-        operands = [v for v in (elements, scales, zero_points) if v is not None]
+        _checked_datatype(number, scale, two_level=True)
+        operands = [v for v in (elements, scales, zero_points, global_scale) if v is not None]
         return _create("mx.dequantize", [_type(shape, result_type, loc)], operands,
                        _general_attrs(number, scale, None, None), loc, ip)
     fmt = FORMATS[format]

@@ -426,3 +426,62 @@ func.func @main(%x: tensor<2x64xf32>) -> (tensor<2x64xf4E2M1FN>, tensor<2x2xf8E8
     assert codes.tolist() == want.codes.view(np.uint8).tolist()
     assert scales.tolist() == want.scales.view(np.uint8).tolist()
     assert np.array_equal(values, R.cast(x, "e2m1fo", "e8m0_t32"))
+
+
+def test_two_level_nvfp4_datatype_runs_as_nvfp4_with_its_global_scale():
+    """The two-level datatype e2m1fo:e4m3fn_t16_gf32 with a global scale operand, lowered and
+    run on XLA:CPU, against the oracle's encode / decode with tensor_scale (and the named
+    nvfp4 with the same global scale, in the same module): bit for bit, for the input types,
+    subnormal and overflowing quotients x / g included."""
+    rng = np.random.default_rng(21)
+    m, checks = MxModule(), []
+    for wide, g in (("f32", 0.0123), ("bf16", 2.0 ** -140), ("f16", -3.5)):
+        x = special_blocks(rng, (24, 64), 1, 16, WIDE[wide])
+        xv, gv = m.arg(x), m.arg(np.array(g, np.float32))
+        name, scale = "e2m1fo", "e4m3fn_t16_gf32"
+        types = "tensor<24x64xf4E2M1FN>, tensor<24x4xf8E4M3FN>"
+        q = m.raw(f'{{r}}:2 = "mx.quantize"({xv.name}, {gv.name}) {{number = "{name}", scale '
+                  f'= "{scale}"}} : ({xv.type}, {gv.type}) -> ({types})', x.shape, "f32")
+        c, s = Value(f"{q.name}#0", x.shape, "f4E2M1FN"), Value(f"{q.name}#1", (24, 4),
+                                                                "f8E4M3FN")
+        d = m.raw(f'{{r}} = "mx.dequantize"({c.name}, {s.name}, {gv.name}) {{number = '
+                  f'"{name}", scale = "{scale}"}} : ({c.type}, {s.type}, {gv.type}) -> '
+                  f'{Value("", x.shape, wide).type}', x.shape, wide)
+        nq, ns = m.quantize(xv, "nvfp4", scale_mode=None, global_scale=gv)
+        m.ret(c, s, d, nq, ns)
+        checks.append((x, g, wide))
+    got = iter(m.run())
+    for x, g, wide in checks:
+        c, s, d, nq, ns = (next(got) for _ in range(5))
+        enc = R.encode(x, "e2m1fo", "e4m3fn_t16_gf32", tensor_scale=g)
+        _check(c, enc.codes, (wide, g, "codes"))
+        _check(s, enc.scales, (wide, g, "scales"))
+        _check(d, R.decode(enc, "e2m1fo", "e4m3fn_t16_gf32", tensor_scale=g,
+                           dtype=WIDE[wide]), (wide, g, "values"))
+        _check(nq, c, (wide, g, "named codes"))
+        _check(ns, s, (wide, g, "named scales"))
+
+
+@pytest.mark.parametrize("elt,sshape,named,datatype", [
+    ("f8E4M3FN", "2x64", ('format = "mxfp8_e4m3", block_size = 32 : i64, axis = 0 : i64',
+                          ', scale_mode = "rceil"'),
+     ('number = "e4m3fn", scale = "e8m0_t32d0"', ', scalemode = "rceil"')),
+    ("i8", "64x8", ('format = "mxint8", block_size = 8 : i64, axis = 1 : i64', ""),
+     ('number = "bfp16"', "")),
+])
+def test_an_mx_datatype_lowers_as_its_format(elt, sshape, named, datatype):
+    """One vocabulary: the datatype spelling of an MX format's quantize / dequantize lowers to
+    the same StableHLO as the named spelling (the format's recipe)."""
+    out = []
+    for attrs, mode in (named, datatype):
+        q = f"tensor<64x64x{elt}>, tensor<{sshape}xf8E8M0FNU>"
+        text = (f"func.func @main(%x: tensor<64x64xf32>) -> tensor<64x64xf32> {{\n"
+                f'  %c, %s = "mx.quantize"(%x) {{{attrs}{mode}}} : (tensor<64x64xf32>) -> '
+                f"({q})\n"
+                f'  %d = "mx.dequantize"(%c, %s) {{{attrs}}} : ({q}) -> tensor<64x64xf32>\n'
+                f"  return %d : tensor<64x64xf32>\n}}\n")
+        with J.make_context(allow_unregistered=True):
+            m = J.ir.Module.parse(text)
+            run_pipeline(m, PIPE)
+            out.append(str(m))
+    assert "mx." not in out[0] and out[0] == out[1]

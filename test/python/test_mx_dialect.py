@@ -146,3 +146,54 @@ def test_datatype_builders_make_verified_ops(ctx):
         mx.cast(x, "e9m3", ip=ip)
     with pytest.raises(mx.MXError, match="not both"):
         mx.quantize(x, "mxfp8_e4m3", number="e4m3fn", ip=ip)
+
+
+def test_an_mx_datatype_is_the_format_op(ctx):
+    """One vocabulary: a datatype quantize / dequantize naming an MX format's datatype (by
+    name or as codes, any tile size and dimension, its own rules) parses as the format's op,
+    the named form's record: the same format, block size, axis and scale mode; nvfp4 with its
+    global scale is the two-level datatype with the scale as an extra operand.  Other rules
+    (ties away, midmax, 2D tiles) stay datatype ops; a two-level datatype that is not nvfp4's
+    is a located error."""
+    m, block, ip = _func(ctx, ["tensor<64x64xf32>", "tensor<f32>"])
+    x, g = block.arguments
+    pairs = [
+        (dict(format="mxfp8_e4m3"), dict(number="mxfp8_e4m3")),
+        (dict(format="mxfp8_e4m3", axis=0, scale_mode="rceil"),
+         dict(number="e4m3fn", scale="e8m0_t32d0", scalemode="rceil")),
+        (dict(format="mxfp4_e2m1", block_size=16, scale_mode="nearest"),
+         dict(number="e2m1fo", scale="e8m0_t16", scalemode="nearest")),
+        (dict(format="mxint8", block_size=8), dict(number="bfp16")),
+        (dict(format="nvfp4"), dict(number="nvfp4")),
+        (dict(format="nvfp4", global_scale=g),
+         dict(number="e2m1fo", scale="e4m3fn_t16_gf32", global_scale=g)),
+    ]
+    built = []
+    for named, general in pairs:
+        a, b = mx.quantize(x, ip=ip, **named), mx.quantize(x, ip=ip, **general)
+        da = mx.dequantize(a.results[0], a.results[1], named["format"], ip=ip,
+                           block_size=named.get("block_size"), axis=named.get("axis", -1),
+                           global_scale=named.get("global_scale"))
+        db = mx.dequantize(b.results[0], b.results[1], ip=ip, number=general["number"],
+                           scale=general.get("scale"),
+                           global_scale=general.get("global_scale"))
+        built.append((a, b, da, db))
+    others = [mx.quantize(x, number="e4m3fn", scale="e8m0_t32", roundmode="nearest", ip=ip),
+              mx.quantize(x, number="e4m3fn", scale="e8m0_t32", scalemode="midmax", ip=ip),
+              mx.quantize(x, number="e4m3fn", scale="e8m0_t32x32", ip=ip)]
+    assert mx.verify(m) == []
+    for a, b, da, db in built:
+        va, vb, wa, wb = (mx.parse(o) for o in (a, b, da, db))
+        assert type(va) is type(vb) is mx.QuantizeOp
+        assert type(wa) is type(wb) is mx.DequantizeOp
+        assert (va.fmt, va.block_size, va.axis, va.scale_mode, va.global_scale is None) == \
+            (vb.fmt, vb.block_size, vb.axis, vb.scale_mode, vb.global_scale is None)
+        assert (wa.fmt, wa.block_size, wa.axis, wa.global_scale is None) == \
+            (wb.fmt, wb.block_size, wb.axis, wb.global_scale is None)
+        assert [str(r.type) for r in a.results] == [str(r.type) for r in b.results]
+    assert [type(mx.parse(o)).__name__ for o in others] == ["GeneralQuantizeOp"] * 3
+    with pytest.raises(mx.MXError, match="two-level scaling .* computed by mxlower.reference"):
+        mx.parse(mx.quantize(x, number="e4m3fn", scale="e8m0_t32_gf32", ip=ip))
+    bad = mx.quantize(x, number="nvfp4", global_scale=g, ip=ip)  # one level: no g operand
+    with pytest.raises(mx.MXError, match="expects 1 operand"):
+        mx.parse(bad)

@@ -246,7 +246,9 @@ func.func @cast_2d_tiles(%x: tensor<64x64xbf16>) -> tensor<64x64xbf16> {
 
 // -----
 
-// Float scales (nvfp4's rule as a datatype): amax / 6 and x / s are exact f32 quotients:
+// Float scales (nvfp4's rule as a datatype, with elements rounded ties away: with `even`
+// this datatype is nvfp4 itself, which the MX recipe lowers): amax / 6 and x / s are exact
+// f32 quotients:
 // RNE(x * RN(1 / d)) in f64 (XLA:CPU would multiply by an f32 reciprocal), and an integer
 // division of the significands where the quotient is an f32 subnormal (XLA:CPU flushes them)
 // and the spec could tell: for the scale, not for e2m1 elements (spacing 0.5: any quotient
@@ -262,7 +264,7 @@ func.func @cast_2d_tiles(%x: tensor<64x64xbf16>) -> tensor<64x64xbf16> {
 // CHECK: stablehlo.bitcast_convert %{{.*}} : (tensor<4x4xui8>) -> tensor<4x4xf8E4M3FN>
 // CHECK-NOT: mx.
 func.func @quantize_float_scale(%x: tensor<4x64xf32>) -> (tensor<4x64xf4E2M1FN>, tensor<4x4xf8E4M3FN>) {
-  %c, %s = "mx.quantize"(%x) {number = "e2m1fo", scale = "e4m3fn_t16"} : (tensor<4x64xf32>) -> (tensor<4x64xf4E2M1FN>, tensor<4x4xf8E4M3FN>)
+  %c, %s = "mx.quantize"(%x) {number = "e2m1fo", scale = "e4m3fn_t16", roundmode = "nearest"} : (tensor<4x64xf32>) -> (tensor<4x64xf4E2M1FN>, tensor<4x4xf8E4M3FN>)
   return %c, %s : tensor<4x64xf4E2M1FN>, tensor<4x4xf8E4M3FN>
 }
 
