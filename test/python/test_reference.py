@@ -358,7 +358,7 @@ def test_bits_and_from_bits():
 
 
 def _nearest_e(amax: float, emax: int) -> int:
-    v = float(F32(amax) / F32(2.0**emax))
+    v = float(F32(amax)) / 2.0**emax  # taken exactly (f64), never an f32 quotient
     if v == 0:
         return -127
     code = int(e8m0_codes(np.array([v]))[0])
@@ -552,6 +552,15 @@ def test_nearest_edge_cases():
     assert codes_of(s).tolist() == [1] and e[0] == 40
     e, s = R.quantize(one_block("mxint8", [2.0**-127]), "mxint8", scale_mode="nearest")
     assert codes_of(s).tolist() == [0] and e[0] == 64
+    # v = amax * 2^-emax taken exactly: 2^-127 + 2^-150 is above 2^-127 (E = -126), though an
+    # f32 quotient would round it to 2^-127 (E = -127)
+    for fmt in ("mxfp4_e2m1", "mxfp8_e4m3", "mxfp8_e5m2"):
+        emax = get_format(fmt).emax_elem
+        amax = F32(2.0 ** (emax - 127) * (1 + 2.0**-23))
+        assert float(amax) == 2.0 ** (emax - 127) * (1 + 2.0**-23)
+        e, s = R.quantize(one_block(fmt, [amax]), fmt, scale_mode="nearest")
+        assert codes_of(s).tolist() == [1], fmt
+        assert _nearest_e(float(amax), emax) == -126
     # e8m0 overflow of the quotient -> E = 128 -> clamped to 127
     e, s = R.quantize(one_block("mxint8", [-F32_MAX]), "mxint8", scale_mode="nearest")
     assert codes_of(s).tolist() == [254] and e[0] == -127
