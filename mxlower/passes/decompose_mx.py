@@ -36,13 +36,16 @@ class DecomposeMx(ModulePass):
     ``scf.if``).  ``mx.pack``/``mx.unpack`` become shifts
     and masks.  The recipe is :mod:`mxlower.lowering.mx_math`.
 
-    The datatype ops of docs/semantics.md section 10 (``mx.cast``, ``mx.sparse``, and
-    ``mx.quantize`` / ``mx.dequantize`` with a ``number``) follow
+    An ``mx.quantize`` / ``mx.dequantize`` whose datatype is an MX format's (``number =
+    "e4m3fn", scale = "e8m0_t32"``) is that format's op and lowers as above.  The other
+    datatype ops of docs/semantics.md section 10 (``mx.cast``, ``mx.sparse``, and
+    ``mx.quantize`` / ``mx.dequantize`` with any other ``number``) follow
     :mod:`mxlower.lowering.cast_math`: one reduction per tile (tensor, channel, 1D or 2D
     tile) of the magnitude bits, the scale chosen in integers (max / midmax / rceil /
     nearest) or as an exactly rounded f32 quotient (float scales, zero points), the elements
     rounded by the codec's encoder with the scale's exponent as a shift, and sparsity as a
-    rank within each group.  The ``scale-mode`` option applies to the named formats only.
+    rank within each group.  The ``scale-mode`` option applies to the MX formats' quantize
+    ops (in either spelling) only.
 
     Only ``mx`` ops are lowered.  XLA's ``__op$quantize`` / ``__op$dequantize`` /
     ``__op$block_scaled_dot`` custom calls and the ``xla.scaled_dot`` composite are

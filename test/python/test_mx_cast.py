@@ -471,17 +471,24 @@ def test_two_level_nvfp4_datatype_runs_as_nvfp4_with_its_global_scale():
 ])
 def test_an_mx_datatype_lowers_as_its_format(elt, sshape, named, datatype):
     """One vocabulary: the datatype spelling of an MX format's quantize / dequantize lowers to
-    the same StableHLO as the named spelling (the format's recipe)."""
-    out = []
-    for attrs, mode in (named, datatype):
-        q = f"tensor<64x64x{elt}>, tensor<{sshape}xf8E8M0FNU>"
-        text = (f"func.func @main(%x: tensor<64x64xf32>) -> tensor<64x64xf32> {{\n"
-                f'  %c, %s = "mx.quantize"(%x) {{{attrs}{mode}}} : (tensor<64x64xf32>) -> '
-                f"({q})\n"
-                f'  %d = "mx.dequantize"(%c, %s) {{{attrs}}} : ({q}) -> tensor<64x64xf32>\n'
-                f"  return %d : tensor<64x64xf32>\n}}\n")
-        with J.make_context(allow_unregistered=True):
-            m = J.ir.Module.parse(text)
-            run_pipeline(m, PIPE)
-            out.append(str(m))
-    assert "mx." not in out[0] and out[0] == out[1]
+    the same StableHLO as the named spelling (the format's recipe), also under
+    mxlower-decompose-mx's scale-mode override (which applies to MX formats' quantize ops in
+    either spelling)."""
+    override = "builtin.module(mxlower-verify-mx, mxlower-decompose-mx{scale-mode=nearest})"
+    out = {PIPE: [], override: []}
+    for pipe in out:
+        for attrs, mode in (named, datatype):
+            q = f"tensor<64x64x{elt}>, tensor<{sshape}xf8E8M0FNU>"
+            text = (f"func.func @main(%x: tensor<64x64xf32>) -> tensor<64x64xf32> {{\n"
+                    f'  %c, %s = "mx.quantize"(%x) {{{attrs}{mode}}} : (tensor<64x64xf32>) -> '
+                    f"({q})\n"
+                    f'  %d = "mx.dequantize"(%c, %s) {{{attrs}}} : ({q}) -> '
+                    f"tensor<64x64xf32>\n"
+                    f"  return %d : tensor<64x64xf32>\n}}\n")
+            with J.make_context(allow_unregistered=True):
+                m = J.ir.Module.parse(text)
+                run_pipeline(m, pipe)
+                out[pipe].append(str(m))
+    for pipe, (a, b) in out.items():
+        assert "mx." not in a and a == b, pipe
+    assert out[PIPE][0] != out[override][0]  # the override changed the scale rule
