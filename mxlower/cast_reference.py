@@ -599,8 +599,8 @@ def decode(encoded, number=None, scale=None, *, scales=None, zero_points=None,
     dt = resolve(number, scale)
     n, s = dt.number, dt.scale
     c = _load(codes, n, "codes")
+    g = _tensor_scale(dt, tensor_scale, "decode")
     if s is None:
-        _tensor_scale(dt, tensor_scale, "decode")  # (rejects one)
         if scales is not None or zero_points is not None:
             raise ValueError(f"decode: {dt} is unscaled; it takes no scales or zero points")
         return _to_out(_decode(c, n), out)
@@ -617,7 +617,6 @@ def decode(encoded, number=None, scale=None, *, scales=None, zero_points=None,
     zp = None if zero_points is None else _load(zero_points, s.zero_point, "zero points")
     if zp is not None and zp.shape != want:
         raise ValueError(f"decode: zero points must have shape {want}, got {zp.shape}")
-    g = _tensor_scale(dt, tensor_scale, "decode")
     return _to_out(_times(_decode_scaled(c, n, s, sc, zp), g), out)
 
 

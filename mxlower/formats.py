@@ -43,6 +43,7 @@ __all__ = [
     "scale",
     "FloatType",
     "MXFormat",
+    "SCALEMODE_OF",
     "SCALE_MODES",
     "WIDE_TYPES",
     "block_datatype",
@@ -53,6 +54,8 @@ __all__ = [
 ]
 
 SCALE_MODES = ("floor", "rceil", "nearest")
+#: each section-3 scale mode as section 10's (docs/semantics.md 10.3: floor is max)
+SCALEMODE_OF = {"floor": "max", "rceil": "rceil", "nearest": "nearest"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -186,7 +189,7 @@ def block_datatype(f: MXFormat, block_size: int | None = None, axis: int = -1, *
     (1 to :data:`MAX_BLOCK_SIZE`), not only the powers of two a parsed tile code may name
     (``e8m0_t32``).  ``global_scale`` (nvfp4): two-level scaling, an f32 tensor scale over the
     block scales (``e2m1fo:e4m3fn_t16_gf32``)."""
-    base = DATATYPES[f.name] if f.name in DATATYPES else _format_datatype(f)
+    base = DATATYPES[f.name]
     k = f.block_size if block_size is None else int(block_size)
     if global_scale and not f.global_scale:
         raise ValueError(f"format '{f.name}' takes no global scale (only nvfp4 does)")

@@ -614,7 +614,7 @@ def scale(code: str | ScaleSpec) -> ScaleSpec:
     body, tensor = text, None
     g = _TENSOR.search(text)
     if g:
-        body, tensor = text[:g.start()], _tensor_scale(text, g["g"])
+        body, tensor = text[:g.start()], _tensor_spec(text, g["g"])
     m = _TILE.search(body)
     head = body[:m.start()] if m else body
     if not head:
@@ -657,7 +657,7 @@ def scale(code: str | ScaleSpec) -> ScaleSpec:
 _TENSOR = re.compile(r"_g(?P<g>[A-Za-z0-9.]+)$")
 
 
-def _tensor_scale(text: str, code: str) -> NumberSpec:
+def _tensor_spec(text: str, code: str) -> NumberSpec:
     """The tensor level of a two-level scale spec: f32 (the only one defined so far)."""
     try:
         n = number(code)

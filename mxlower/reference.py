@@ -124,6 +124,7 @@ from mxlower.formats import (
     FLOAT_TYPES,
     MAX_BLOCK_SIZE,
     SCALE_MODES,
+    SCALEMODE_OF,
     WIDE_TYPES,
     MXFormat,
     UnknownNameError,
@@ -347,7 +348,7 @@ def quantize(x, format: str, *, axis: int = -1, block_size: int | None = None,
     # the format as the section-10 datatype it is (floor is the 'max' scale mode; nvfp4's
     # float scales take 'max' whatever scale_mode says; its global scale is the tensor level
     # of two-level scaling: the blocks scale y = x / g)
-    scalemode = "max" if fmt.is_nvfp4 or scale_mode == "floor" else scale_mode
+    scalemode = "max" if fmt.is_nvfp4 else SCALEMODE_OF[scale_mode]
     dt = block_datatype(fmt, k, ax, global_scale=g is not None)
     enc = encode(a, dt, scalemode=scalemode, tensor_scale=g)
     return enc.codes, enc.scales

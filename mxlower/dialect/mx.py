@@ -56,6 +56,7 @@ from mxlower.formats import (
     FORMATS,
     MAX_BLOCK_SIZE,
     SCALE_MODES,
+    SCALEMODE_OF,
     WIDE_TYPES,
     MXFormat,
     format_of,
@@ -694,7 +695,7 @@ def _result_types(dt: Datatype, shape) -> list[tuple[str, tuple[int, ...], str]]
 
 
 #: section 10's exponent scale modes -> section 3's (midmax has none)
-_MX_SCALE_MODES = {"max": "floor", "rceil": "rceil", "nearest": "nearest"}
+_MX_SCALE_MODES = {v: k for k, v in SCALEMODE_OF.items()}
 
 
 def _mx_form(dt: Datatype, rm: str | None = None, sm: str | None = None):
@@ -931,9 +932,9 @@ def _checked_datatype(number: str, scale: str | None, two_level: bool = False) -
     ``two_level`` (a quantize / dequantize that may name nvfp4 with its global scale)."""
     try:
         dt = resolve(number, scale)
-        return dt if two_level else one_level(dt)
     except SpecError as e:
         raise MXError(f"bad datatype: {e}") from None
+    return dt if two_level else _one_level(dt)
 
 
 def quantize(x: Any, format: str | None = None, *, block_size: int | None = None,

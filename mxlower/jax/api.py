@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 
 from mxlower.execution import ffi
-from mxlower.formats import FORMATS, SCALE_MODES, get_datatype
+from mxlower.formats import FORMATS, SCALE_MODES, SCALEMODE_OF, get_datatype
 import mxlower.jax.kernels as kernels
 import mxlower.jax.sharding as sharding
 from mxlower.jax.array import MXArray
@@ -91,7 +91,7 @@ def _quantize_datatype(x, number, scale, axis, block_size, scale_mode, global_sc
                              "takes its tiles from the scale spec (e.g. 'e8m0_t32d0' for tiles "
                              "of 32 along dimension 0)")
     return quantize_datatype(x, number, scale, roundmode=roundmode,
-                             scalemode="max" if scale_mode == "floor" else scale_mode,
+                             scalemode=SCALEMODE_OF.get(scale_mode, scale_mode),
                              key=key, rbits=rbits)
 
 
