@@ -21,7 +21,9 @@ GEMM (``--gemm``: 1024^3 by default): both sides MX (the same format), ``scaled_
 ``MXLOWER_DOT_KERNEL=all`` (the kernel: by default for the integer-unit formats, whose GEMM
 runs on integer dot products on avx2; only when asked for mxfp8) and ``kernel`` as above
 against XLA's f32 dot of the dequantized operands (already f32) and ``before`` (the
-dequantize kernels + XLA's dot: ``MXLOWER_DOT_KERNEL=0``); GFLOP/s = 2 M N K / time.
+dequantize kernels + XLA's dot: ``MXLOWER_DOT_KERNEL=0``); GFLOP/s = 2 M N K / time.  Where
+the host runs several x86 paths (``vnni`` and ``avx2``), the kernel on each other one is a
+column too (``kernel <path>``), timed in the same round robin.
 
 Every case is timed round-robin in one process (the fastest of ``--reps`` runs after a
 warm-up), so load from other processes hits every case alike.  The SIMD path is
@@ -109,6 +111,11 @@ def gemv(M: int, NK: int, reps: int) -> list[str]:
     return rows
 
 
+def _other_paths() -> list[str]:
+    """The x86 paths this host runs besides the one the kernels take."""
+    return [p for p in ffi_dot.kernel_paths() if p != ffi_dot.host_path() and p != "portable"]
+
+
 def gemm(n: int, reps: int) -> list[str]:
     rng = np.random.default_rng(1)
     rows = []
@@ -124,7 +131,12 @@ def gemm(n: int, reps: int) -> list[str]:
         kern = jax.jit(lambda a, sa, b, sb, fmt=fmt: ffi_dot.dot(a, sa, b, sb, fmt, fmt))
         before = _before(lambda a, b: mxj.scaled_dot(a, b), a, b)
         xla = jax.jit(lambda a, b: a @ b.T)
+        others = {p: jax.jit(lambda a, sa, b, sb, fmt=fmt, p=p: ffi_dot.dot(a, sa, b, sb, fmt, fmt,
+                                                                        path=p))
+                  for p in _other_paths()}
         t = _round_robin({
+            **{p: _timer(lambda k=k: k(a.elements, a.scales, b.elements, b.scales))  # noqa: B023
+               for p, k in others.items()},
             "scaled_dot": _timer(lambda: sd(a, b)),  # noqa: B023
             "kernel": _timer(lambda: kern(a.elements, a.scales, b.elements,  # noqa: B023
                                           b.scales)),
@@ -133,7 +145,9 @@ def gemm(n: int, reps: int) -> list[str]:
         }, reps)
         fl = 2.0 * n ** 3
         rows.append(f"| {n}^3 | {fmt} | {t['scaled_dot']:.2f} | {fl / t['scaled_dot'] / 1e6:.0f} | "
-                    f"{t['kernel']:.2f} | {t['before']:.2f} | {t['xla']:.2f} | "
+                    f"{t['kernel']:.2f} | "
+                    + "".join(f"{t[p]:.2f} | " for p in others)
+                    + f"{t['before']:.2f} | {t['xla']:.2f} | "
                     f"{fl / t['xla'] / 1e6:.0f} | {t['xla'] / t['scaled_dot']:.2f}x | "
                     f"{t['before'] / t['scaled_dot']:.2f}x |")
         print(rows[-1], flush=True)
@@ -156,9 +170,11 @@ def main() -> None:
         for m in a.gemv.split(","):
             gemv(int(m), a.nk, a.reps)
     if a.gemm:
-        print("\n| size | format | scaled_dot ms | GFLOP/s | kernel ms | before ms | "
-              "XLA f32 dot ms | XLA GFLOP/s | x XLA | x before |")
-        print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+        others = _other_paths()
+        print("\n| size | format | scaled_dot ms | GFLOP/s | kernel ms | "
+              + "".join(f"kernel {p} ms | " for p in others)
+              + "before ms | XLA f32 dot ms | XLA GFLOP/s | x XLA | x before |")
+        print("|---|---|---:|---:|---:|" + "---:|" * len(others) + "---:|---:|---:|---:|---:|")
         for n in a.gemm.split(","):
             gemm(int(n), a.reps)
     print(f"\nload average at end: {os.getloadavg()}")

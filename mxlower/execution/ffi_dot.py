@@ -18,7 +18,8 @@ intra-op thread pool with :func:`mxlower.execution.ffi._parallel_text`) and JIT-
 upstream MLIR's ExecutionEngine for the host CPU, once per process and kernel.
 
 The SIMD path (:data:`~mxlower.lowering.dot_kernels.PATHS`) is the host's best
-(:func:`host_path`: ``avx2`` where ``/proc/cpuinfo`` lists it, else ``portable``), or the one
+(:func:`host_path`: ``vnni`` where ``/proc/cpuinfo`` lists AVX2 and the 256-bit VNNI forms,
+``avx2`` where it lists AVX2, else ``portable``), or the one
 the environment variable ``MXLOWER_DOT_PATH`` names (an unknown name, or a path this host
 cannot run, is an error).
 

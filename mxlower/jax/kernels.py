@@ -338,7 +338,7 @@ def dot_plan(shapes: dict[str, tuple[int, ...]], dimension_numbers: Any,
     the dot kernel switched off (``MXLOWER_DOT_KERNEL=0``), and a GEMM (more than
     :data:`~mxlower.lowering.dot_kernels.STREAM_M` free rows on both sides) unless
     ``MXLOWER_DOT_KERNEL=all`` or the kernel's integer dot products apply (both sides
-    e2m1 / nvfp4, e2m3, e3m2 or mxint8 with one block size, avx2): the kernel's f32 GEMM
+    e2m1 / nvfp4, e2m3, e3m2 or mxint8 with one block size, avx2 or vnni): the kernel's f32 GEMM
     path measured slower than the dequantize kernels + XLA's f32 dot (BENCHMARKS.md), so
     those GEMMs keep them.  ``swap``: the kernel
     computes ``rhs x lhs`` (the side with few free rows streams the other: a GEMV written

@@ -40,22 +40,25 @@ threads.  Within a unit two ways, chosen at run time by M:
 * **blocked GEMM**: the unit's B panel is decoded once into a scratch of ``NP x K`` f32 (a
   cache-sized panel, as any GEMM packs its operands), then each tile of MR rows of A into a
   scratch of ``MR x K``, and an MR x NR register tile of accumulators runs over K;
-* **integer GEMM** (path avx2, both sides integer-unit formats with one block size:
-  :attr:`DotSpec.int_dot`): per block of :data:`MB_INT` rows of A (packed once per call as
-  pairs of integer units; the scratch stays bounded whatever M) and per unit (B's panel
-  packed likewise), per tile of :data:`MR_INT` rows and 32 (bytes) or 16 (words) columns,
-  per block of K,
-  the block's sums formed exactly by AVX2's integer dot products -- ``vpmaddubsw`` into
-  i16 for e2m1 / nvfp4 with each other or e2m3 (:attr:`DotSpec.byte_dot`), ``vpmaddwd``
-  into i32 otherwise (:attr:`DotSpec.word_dot`) -- converted to f32 exactly, multiplied by
-  the two blocks' factors and accumulated in f32 FMA lanes (:meth:`_DotKernel.int_gemm`):
-  four to eight times the multiply-adds of an f32 FMA per instruction.
+* **integer GEMM** (paths avx2 and vnni, both sides integer-unit formats with one block
+  size: :attr:`DotSpec.int_dot`): per block of :data:`MB_INT` rows of A (packed once per
+  call as pairs or quads of integer units; the scratch stays bounded whatever M) and per
+  unit (B's panel packed likewise), per tile of :data:`MR_INT` rows and 32 (pairs of
+  bytes) or 16 (words, quads of bytes) columns, per block of K, the block's sums formed
+  exactly by integer dot products -- on avx2, ``vpmaddubsw`` into i16 for e2m1 / nvfp4
+  with each other or e2m3 (:attr:`DotSpec.byte_dot`), ``vpmaddwd`` into i32 otherwise
+  (:attr:`DotSpec.word_dot`); on vnni, ``vpdpbusd`` (four byte products summed into i32,
+  :attr:`DotSpec.quad_dot`) for every pairing of e2m1, nvfp4, e2m3 and mxint8, ``vpdpwssd``
+  for e3m2 -- converted to f32 exactly, multiplied by the two blocks' factors and
+  accumulated in f32 FMA lanes (:meth:`_DotKernel.int_gemm`): two to four times the
+  multiply-adds of an f32 FMA per instruction.
 
 A tile that runs past M or past the panel repeats its last row / column (computed, not
 stored), so any M, N and K work.
 
 SIMD: the vector ops are portable (LLVM vectorizes them for the host the ExecutionEngine
-compiles for).  ``path="avx2"`` additionally decodes f4 codes with a byte shuffle
+compiles for).  ``path="avx2"`` (and ``"vnni"``, which is avx2 plus the VNNI dot products of
+the integer GEMM) additionally decodes f4 codes with a byte shuffle
 (``llvm.x86.avx2.pshuf.b`` / ``llvm.x86.ssse3.pshuf.b.128``: one instruction maps 32 codes to
 their integer values); on the one-row path, mxfp4's 32 codes take two byte shuffles to the
 bf16 bytes of their integer values and in-lane unpacks into f32 lanes
@@ -114,8 +117,11 @@ __all__ = ["ATTR", "EXACT_ACC", "NP", "NR_STREAM", "PARTS", "PATHS", "STREAM_M",
            "expand_declarations", "host_paths",
            "integer_shift", "unscaled_bits"]
 
-#: SIMD paths a kernel can be built for (``portable`` runs everywhere)
-PATHS = ("avx2", "portable")
+#: SIMD paths a kernel can be built for, best first (``portable`` runs everywhere; ``vnni``
+#: is ``avx2`` plus the VNNI dot products of AVX512-VNNI (with AVX512VL) or AVX-VNNI)
+PATHS = ("vnni", "avx2", "portable")
+#: the paths that decode and multiply with x86 intrinsics
+X86_PATHS = ("vnni", "avx2")
 #: columns of B per work unit (the GEMM path's packed panel)
 NP = 32
 #: the largest M that takes the streaming path
@@ -189,8 +195,23 @@ def cpu_flags() -> list[str]:
 
 def host_paths(features: Sequence[str]) -> list[str]:
     """The paths a host with CPU ``features`` (``/proc/cpuinfo`` flag names) runs, best
-    first."""
-    return (["avx2"] if "avx2" in features else []) + ["portable"]
+    first: ``vnni`` where it has AVX2 and the 256-bit VNNI forms (``avx512_vnni`` with
+    ``avx512vl``, or ``avx_vnni``), ``avx2`` where it has AVX2, ``portable`` everywhere."""
+    f = set(features)
+    paths = []
+    if "avx2" in f:
+        if {"avx512_vnni", "avx512vl"} <= f or "avx_vnni" in f:
+            paths.append("vnni")
+        paths.append("avx2")
+    return paths + ["portable"]
+
+
+def _unit_range(fmt: MXFormat) -> tuple[int, int]:
+    """The least and the largest of ``fmt``'s integer units (mxint8: its codes)."""
+    if fmt.is_int:
+        return -128, 127
+    u = unit_max(fmt)
+    return -u, u
 
 
 @dataclasses.dataclass(frozen=True)
@@ -294,30 +315,51 @@ class DotSpec:
 
     @property
     def byte_dot(self) -> bool:
-        """Whether the GEMM path forms each block's sum with AVX2's byte dot product
-        (``vpmaddubsw``: unsigned bytes x signed bytes, pairs summed into i16; path avx2, an
-        :attr:`exact` kernel): A's integer units offset by their largest magnitude ``o`` to
-        unsigned bytes, B's as signed bytes, the block sum accumulated in wrapping i16 lanes
-        from ``-o x`` (B's block sum), so it comes out exact where a pair of products fits
-        i16 (no saturation) and the block's true sum does (k x max|a| x max|b| < 2^15):
-        e2m1 / nvfp4 with each other up to k = 226, e2m1 with e2m3 up to k = 45."""
-        if self.path != "avx2" or not self.exact:
+        """Whether the GEMM path forms each block's sum from byte products, A's integer units
+        offset by ``o`` (:attr:`byte_offset`) to unsigned bytes, B's as signed bytes, and
+        the block's sum corrected by -o x (B's block sum) (an :attr:`exact` kernel):
+
+        * path ``avx2``: ``vpmaddubsw`` (pairs of u8 x s8 products summed into i16),
+          accumulated in wrapping i16 lanes, so exact where a pair of products fits i16 (no
+          saturation) and the block's true sum does (k x max|a| x max|b| < 2^15): e2m1 /
+          nvfp4 with each other up to k = 226, e2m1 with e2m3 up to k = 45;
+        * path ``vnni``: ``vpdpbusd`` (quads of u8 x s8 products summed into i32, no
+          saturation), exact for every pairing of e2m1, nvfp4, e2m3 and mxint8 whose block
+          size is a multiple of 4 and whose sums convert to f32 exactly (k x max|a| x
+          max|b| < 2^24)."""
+        if self.path not in X86_PATHS or not self.exact:
             return False
-        fa, fb = self.fmt("lhs"), self.fmt("rhs")
-        if fa.is_int or fb.is_int:
+        (alo, ahi), (blo, bhi) = (_unit_range(self.fmt(side)) for side in ("lhs", "rhs"))
+        k = self.k("lhs")
+        ua, ub = max(-alo, ahi), max(-blo, bhi)
+        if ahi - alo > 255 or blo < -128 or bhi > 127:
             return False
-        ua, ub = unit_max(fa), unit_max(fb)
-        return 2 * ua <= 255 and ub <= 127 and 2 * (2 * ua) * ub < 2 ** 15 and \
-            self.k("lhs") * ua * ub < 2 ** 15 and self.k("lhs") % 2 == 0
+        if self.path == "vnni":
+            return k % 4 == 0 and k * ua * ub < 2 ** 24
+        if self.fmt("lhs").is_int or self.fmt("rhs").is_int:
+            return False
+        return 2 * (2 * ua) * ub < 2 ** 15 and k * ua * ub < 2 ** 15 and k % 2 == 0
+
+    @property
+    def quad_dot(self) -> bool:
+        """Whether the byte products come in quads (``vpdpbusd``, path ``vnni``) rather
+        than pairs (``vpmaddubsw``): :attr:`byte_dot` on path ``vnni``."""
+        return self.byte_dot and self.path == "vnni"
+
+    @property
+    def byte_offset(self) -> int:
+        """``o``: what A's integer units are offset by to unsigned bytes (:attr:`byte_dot`)."""
+        return -_unit_range(self.fmt("lhs"))[0]
 
     @property
     def word_dot(self) -> bool:
-        """Whether the GEMM path forms each block's sum with AVX2's word dot product
-        (``vpmaddwd``: pairs of i16 products summed into i32; path avx2, an :attr:`exact`
-        kernel without :attr:`byte_dot`): both sides' integer units as i16, exact in i32,
-        and converted to f32 exactly where k x max|a| x max|b| < 2^24 (every pairing of
-        e2m1, e2m3, e3m2, mxint8 at k = 32; e3m2 x e3m2 up to k = 83)."""
-        if self.path != "avx2" or not self.exact or self.byte_dot:
+        """Whether the GEMM path forms each block's sum from word products (an :attr:`exact`
+        kernel without :attr:`byte_dot`): both sides' integer units as i16, pairs of
+        products summed into i32 (path ``avx2``: ``vpmaddwd`` and an add; ``vnni``:
+        ``vpdpwssd``), exact, and converted to f32 exactly where k x max|a| x max|b| <
+        2^24 (every pairing of e2m1, e2m3, e3m2, mxint8 at k = 32; e3m2 x e3m2 up to k =
+        83)."""
+        if self.path not in X86_PATHS or not self.exact or self.byte_dot:
             return False
         ua, ub = unit_max(self.fmt("lhs")), unit_max(self.fmt("rhs"))
         return self.k("lhs") * ua * ub < 2 ** 24 and self.k("lhs") % 2 == 0
@@ -455,8 +497,13 @@ class _DotKernel:
         # the integer GEMM's pairs of K positions: two i16 units in an i32 (words) or two
         # bytes in an i16
         self.word = spec.word_dot
-        self.pt = "i32" if self.word else "i16"
-        self.f4_fast = (spec.path == "avx2" and spec.blockwise and fb is not None
+        self.quad = spec.quad_dot
+        # K positions per packed lane (pairs; quads for vpdpbusd) and the lane's type
+        self.G = 4 if self.quad else 2
+        self.pt = "i32" if self.word or self.quad else "i16"
+        # B's block sums (byte products): i16 for vpmaddubsw's lanes, i32 for vpdpbusd's
+        self.st = "i32" if self.quad else "i16"
+        self.f4_fast = (spec.path in X86_PATHS and spec.blockwise and fb is not None
                         and fb.bits == 4 and not fb.is_nvfp4 and self.C == 32)
 
     # -- side descriptions ---------------------------------------------------------------
@@ -499,7 +546,7 @@ class _DotKernel:
     def f4_table(self, v8: str) -> str | None:
         """avx2: the e2m1 codes' values x 2 as i8 by one byte shuffle."""
         C, t = self.C, self.t
-        if self.s.path != "avx2" or C not in (16, 32):
+        if self.s.path not in X86_PATHS or C not in (16, 32):
             return None
         vals = [0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12]
         tbl = t.op(f"{{r}} = arith.constant dense<[{', '.join(map(str, vals * (C // 16)))}]> "
@@ -709,8 +756,8 @@ class _DotKernel:
             mb = t.op(f"{{r}} = arith.muli {t.c(STREAM_M)}, {nblk} : index")
             self.af = t.op(f"{{r}} = memref.alloc({mb}) : memref<?xf32>")
         pt = self.pt
-        if s.int_dot:  # the GEMM's packed pairs (:meth:`int_gemm`)
-            half = t.op(f"{{r}} = arith.divui {K}, {t.c(2)} : index")
+        if s.int_dot:  # the GEMM's packed pairs or quads (:meth:`int_gemm`)
+            half = t.op(f"{{r}} = arith.divui {K}, {t.c(self.G)} : index")
             n = t.op(f"{{r}} = arith.muli {cnp}, {half} : index")
             self.bq = t.op(f"{{r}} = memref.alloc({n}) : memref<?x{pt}>")
             # A's rows, every tile of the batch packed once per call (rows padded to tiles)
@@ -726,7 +773,7 @@ class _DotKernel:
             t.do(f"memref.store {Bt}, {self.abatch}[{c0}] : memref<2xindex>")
             t.do(f"memref.store {c0}, {self.abatch}[{t.c(1)}] : memref<2xindex>")
             n = t.op(f"{{r}} = arith.muli {cnp}, {self.nblk} : index")
-            self.bsum = t.op(f"{{r}} = memref.alloc({n}) : memref<?xi16>")
+            self.bsum = t.op(f"{{r}} = memref.alloc({n}) : memref<?x{self.st}>")
             self.bfq = t.op(f"{{r}} = memref.alloc({n}) : memref<?xf32>")
 
         def unit_of(u: str) -> None:
@@ -828,7 +875,7 @@ class _DotKernel:
         if s.exact:
             t.do(f"memref.dealloc {self.af} : memref<?xf32>")
         if s.int_dot:
-            for buf, ty in ((self.bq, pt), (self.aq, pt), (self.bsum, "i16"),
+            for buf, ty in ((self.bq, pt), (self.aq, pt), (self.bsum, self.st),
                             (self.bfq, "f32"), (self.aqf, "f32")):
                 t.do(f"memref.dealloc {buf} : memref<?x{ty}>")
         if self.blockwise:
@@ -861,25 +908,27 @@ class _DotKernel:
     def int_pack(self, side: str, row0: str, count: str, rows: str, dst: str, fdst: str,
                  sdst: str | None = None) -> None:
         """Packs rows ``row0 + i`` (i < ``rows``, clamped below ``count``) of a side for
-        :meth:`int_gemm` into ``dst`` as pairs of integer units (the pair of K positions 2p,
-        2p + 1: an i16 of two bytes, or an i32 of two i16 for the word dot products):
+        :meth:`int_gemm` into ``dst`` as groups of G integer units (G = 2, the pair of K
+        positions 2p, 2p + 1: an i16 of two bytes, or an i32 of two i16 for the word dot
+        products; G = 4 for ``vpdpbusd``, the quad 4p .. 4p + 3: an i32 of four bytes):
 
-        * A (lhs): row-major, row i's pair p at ``dst[i * K / 2 + p]`` (one vector store per
-          chunk), bytes offset by their largest magnitude o to unsigned ones; the block
-          factors at ``fdst[i * nblk + blk]``;
-        * B (rhs, the unit's :data:`NP` columns): pair-major, column i's pair p at
-          ``dst[p * NP + i]`` (one 32-byte load gives 16 or 8 columns' pair); the block
-          factors at ``fdst[blk * NP + pos]`` (pos: bytes order each group of 16 columns as
-          :meth:`int_gemm`'s accumulators do, the even columns then the odd ones; words
-          keep i); bytes: the block's sums of units times -o at ``sdst[blk * NP + i]``."""
+        * A (lhs): row-major, row i's group p at ``dst[i * K / G + p]`` (one vector store
+          per chunk), bytes offset by :attr:`DotSpec.byte_offset` o to unsigned ones; the
+          block factors at ``fdst[i * nblk + blk]``;
+        * B (rhs, the unit's :data:`NP` columns): group-major, column i's group p at
+          ``dst[p * NP + i]`` (one 32-byte load gives 16 columns' pair of bytes, or 8
+          columns' pair of words or quad of bytes); the block factors at ``fdst[blk * NP +
+          pos]`` (pos: pairs of bytes order each group of 16 columns as :meth:`int_gemm`'s
+          accumulators do, the even columns then the odd ones; otherwise pos = i); bytes:
+          the block's sums of units times -o at ``sdst[blk * NP + i]``."""
         t, C, K, s = self.t, self.C, self.K, self.s
         _, smem = self.side_mems(side)
         kb = s.k(side)
         c0, c1 = t.c(0), t.c(1)
         last = t.op(f"{{r}} = arith.subi {count}, {c1} : index")
-        off = unit_max(s.fmt("lhs"))
+        off, G, st = s.byte_offset, self.G, self.st
         ut, pt = ("i16" if self.word else "i8"), self.pt
-        vu, vp = _vt(C, ut), _vt(C // 2, pt)
+        vu, vp = _vt(C, ut), _vt(C // G, pt)
         a_side = side == "lhs"
 
         def row(i: str, _: list[str]) -> list[str]:
@@ -888,9 +937,10 @@ class _DotKernel:
             pos = i
             if a_side:
                 fo = t.op(f"{{r}} = arith.muli {i}, {self.nblk} : index")
-                half = t.op(f"{{r}} = arith.divui {K}, {t.c(2)} : index")
+                half = t.op(f"{{r}} = arith.divui {K}, {t.c(G)} : index")
                 do = t.op(f"{{r}} = arith.muli {i}, {half} : index")
-            elif not self.word:  # the accumulators' order: per 16 columns, even then odd
+            elif not (self.word or self.quad):  # the accumulators' order: per 16 columns,
+                # even then odd
                 lane = t.op(f"{{r}} = arith.remui {i}, {t.c(16)} : index")
                 grp = t.op(f"{{r}} = arith.subi {i}, {lane} : index")
                 odd = t.op(f"{{r}} = arith.remui {lane}, {t.c(2)} : index")
@@ -915,22 +965,24 @@ class _DotKernel:
                 def chunk(q: str, acc: list[str]) -> list[str]:
                     kk = t.op(f"{{r}} = arith.addi {k0}, {q} : index")
                     u = self.packed_units(side, src, kk)
-                    p0 = t.op(f"{{r}} = arith.divui {kk}, {t.c(2)} : index")
+                    p0 = t.op(f"{{r}} = arith.divui {kk}, {t.c(G)} : index")
                     if a_side:
-                        if not self.word:
-                            u = t.op(f"{{r}} = arith.addi {u}, {t.c(off, vu)} : {vu}")
+                        if not self.word:  # wrapping i8: o = 128 turns mxint8's codes
+                            # into their offset bytes
+                            u = t.op(f"{{r}} = arith.addi {u}, "
+                                     f"{t.c(off if off < 128 else off - 256, vu)} : {vu}")
                         pairs = t.op(f"{{r}} = vector.bitcast {u} : {vu} to {vp}")
                         o = t.op(f"{{r}} = arith.addi {do}, {p0} : index")
                         t.do(f"vector.store {pairs}, {dst}[{o}] : memref<?x{pt}>, {vp}")
                         return []
                     out = []
                     if byte_sums:
-                        w = t.op(f"{{r}} = arith.extsi {u} : {vu} to {_vt(C, 'i16')}")
-                        r = t.op(f"{{r}} = vector.reduction <add>, {w} : {_vt(C, 'i16')} "
-                                 "into i16")
-                        out = [t.op(f"{{r}} = arith.addi {acc[0]}, {r} : i16")]
+                        w = t.op(f"{{r}} = arith.extsi {u} : {vu} to {_vt(C, st)}")
+                        r = t.op(f"{{r}} = vector.reduction <add>, {w} : {_vt(C, st)} "
+                                 f"into {st}")
+                        out = [t.op(f"{{r}} = arith.addi {acc[0]}, {r} : {st}")]
                     pairs = t.op(f"{{r}} = vector.bitcast {u} : {vu} to {vp}")
-                    for p in range(C // 2):
+                    for p in range(C // G):
                         e = t.op(f"{{r}} = vector.extract {pairs}[{p}] : {pt} from {vp}")
                         o = t.op(f"{{r}} = arith.addi {p0}, {t.c(p)} : index")
                         o = t.op(f"{{r}} = arith.muli {o}, {t.c(NP)} : index")
@@ -938,15 +990,15 @@ class _DotKernel:
                         t.do(f"memref.store {e}, {dst}[{o}] : memref<?x{pt}>")
                     return out
 
-                inits = [(t.c(0, "i16"), "i16")] if byte_sums else []
+                inits = [(t.c(0, st), st)] if byte_sums else []
                 if kb == C:
                     res = chunk(c0, [x for x, _ in inits])
                 else:
                     res = t.for_(c0, t.c(kb), t.c(C), inits, chunk)
                 if byte_sums:
-                    neg = t.op(f"{{r}} = arith.muli {res[0]}, {t.c(-off, 'i16')} : i16")
+                    neg = t.op(f"{{r}} = arith.muli {res[0]}, {t.c(-off, st)} : {st}")
                     o = t.op(f"{{r}} = arith.addi {bo}, {i} : index")
-                    t.do(f"memref.store {neg}, {sdst}[{o}] : memref<?xi16>")
+                    t.do(f"memref.store {neg}, {sdst}[{o}] : memref<?x{st}>")
                 return []
 
             t.for_(c0, self.nblk, c1, [], block)
@@ -955,7 +1007,7 @@ class _DotKernel:
         t.for_(c0, rows, c1, [], row)
 
     def int_gemm(self, r0: str) -> None:
-        """The unit's GEMM by AVX2's integer dot products (:attr:`DotSpec.int_dot`).  B's
+        """The unit's GEMM by x86's integer dot products (:attr:`DotSpec.int_dot`).  B's
         panel packed (:meth:`int_pack`), and A's rows ``r0 + [0, MB_INT)`` once per call
         (they stay packed while the call's next unit is in the same batch); then per tile of
         :data:`MR_INT` rows and :data:`NV_INT` vectors of columns, per block:
@@ -965,8 +1017,13 @@ class _DotKernel:
           unsigned, against B's 16 columns, signed) and one add per pair of K positions,
           ending as the block's exact sums; ``vpmaddwd`` by (1, 0) and (0, 1) widens the
           even and the odd columns to i32;
-        * **words** (8 columns a vector): i32 accumulators take one ``vpmaddwd`` (A's pair
-          of i16 broadcast against B's 8 columns) and one add per pair, exact;
+        * **quads** (:attr:`DotSpec.quad_dot`, 8 columns a vector): i32 accumulators start
+          at -o x B's block sums and take one ``vpdpbusd`` (A's quad of unsigned bytes
+          broadcast against B's 8 columns' quads of signed bytes) per quad of K positions,
+          exact;
+        * **words** (8 columns a vector): i32 accumulators take one ``vpmaddwd`` and an add
+          (path avx2) or one ``vpdpwssd`` (path vnni) per pair of K positions (A's pair of
+          i16 broadcast against B's 8 columns), exact;
 
         then the sums convert to f32 exactly (below 2^24) and are multiplied by the two
         blocks' factors (exact) and accumulated in f32 FMA lanes.  No scaled operand is
@@ -975,18 +1032,20 @@ class _DotKernel:
         b, n0, ncols, arow0, brow0 = self.unit
         c0, c1 = t.c(0), t.c(1)
         kb = s.k("lhs")
-        word, NV = self.word, NV_INT
+        word, quad, G, NV = self.word, self.quad, self.G, NV_INT
+        vnni = s.path == "vnni"
+        lanes32 = word or quad  # i32 accumulators, 8 columns each, in order
         if NV % 2:  # the results leave 16 columns at a time: two word vectors
             raise ValueError(f"NV_INT must be even, got {NV}")
-        cv = 8 if word else 16  # columns per vector
+        cv = 8 if lanes32 else 16  # columns per vector
         pt = self.pt
         self.int_pack("rhs", brow0, ncols, t.c(NP), self.bq, self.bfq, self.bsum)
         v8, v16, w8, f8 = _vt(32, "i8"), _vt(16, "i16"), _vt(8, "i32"), _vt(8, "f32")
-        vacc = w8 if word else v16  # an accumulator (and a load of B: cv columns' pairs)
+        vacc = w8 if lanes32 else v16  # an accumulator (and a load of B: cv columns' groups)
         ones = [t.op(f"{{r}} = arith.constant dense<[{', '.join([pair] * 8)}]> : {v16}")
                 for pair in ("1, 0", "0, 1")]
         mlast = t.op(f"{{r}} = arith.subi {M}, {c1} : index")
-        half = t.op(f"{{r}} = arith.divui {K}, {t.c(2)} : index")
+        half = t.op(f"{{r}} = arith.divui {K}, {t.c(G)} : index")
         pb = t.op(f"{{r}} = memref.load {self.abatch}[{c0}] : memref<2xindex>")
         pr = t.op(f"{{r}} = memref.load {self.abatch}[{c1}] : memref<2xindex>")
         fresh = t.op(f"{{r}} = arith.cmpi ne, {pb}, {b} : index")
@@ -1016,7 +1075,7 @@ class _DotKernel:
             def group(j0: str, _: list[str]) -> list[str]:
                 zero = t.c(0.0, f8)
                 jg = [t.op(f"{{r}} = arith.addi {j0}, {t.c(cv * g)} : index") for g in range(NV)]
-                nf = 1 if word else 2  # f32 vectors per accumulator
+                nf = 1 if lanes32 else 2  # f32 vectors per accumulator
 
                 def block(blk: str, accs: list[str]) -> list[str]:
                     so = t.op(f"{{r}} = arith.muli {blk}, {t.c(NP)} : index")
@@ -1024,9 +1083,9 @@ class _DotKernel:
                     if word:
                         inits = [t.c(0, vacc)] * NV
                     else:
-                        inits = [t.op(f"{{r}} = vector.load {self.bsum}[{o}] : memref<?xi16>, "
-                                      f"{v16}") for o in so]
-                    p0 = t.op(f"{{r}} = arith.muli {blk}, {t.c(kb // 2)} : index")
+                        inits = [t.op(f"{{r}} = vector.load {self.bsum}[{o}] : "
+                                      f"memref<?x{self.st}>, {vacc}") for o in so]
+                    p0 = t.op(f"{{r}} = arith.muli {blk}, {t.c(kb // G)} : index")
 
                     def pair(p: str, sums: list[str]) -> list[str]:
                         kp = t.op(f"{{r}} = arith.addi {p0}, {p} : index")
@@ -1036,8 +1095,10 @@ class _DotKernel:
                             bo = t.op(f"{{r}} = arith.addi {bb}, {j} : index")
                             bw = t.op(f"{{r}} = vector.load {self.bq}[{bo}] : memref<?x{pt}>, "
                                       f"{vacc}")
-                            bvs.append(bw if not word else
-                                       t.op(f"{{r}} = vector.bitcast {bw} : {vacc} to {v16}"))
+                            if lanes32:  # the intrinsics' operand types
+                                bw = t.op(f"{{r}} = vector.bitcast {bw} : {vacc} to "
+                                          f"{v8 if quad else v16}")
+                            bvs.append(bw)
                         out = list(sums)
                         for i in range(MR_INT):
                             o = t.op(f"{{r}} = arith.addi {arows[i]}, {kp} : index")
@@ -1045,6 +1106,13 @@ class _DotKernel:
                             av = t.op(f"{{r}} = vector.broadcast {a} : {pt} to {vacc}")
                             for g in range(NV):
                                 x = i * NV + g
+                                if vnni:  # the dot product added into the accumulator
+                                    op, vt = ("vpdpbusd", v8) if quad else ("vpdpwssd", v16)
+                                    ao = t.op(f"{{r}} = vector.bitcast {av} : {vacc} to {vt}")
+                                    out[x] = t.op(f'{{r}} = llvm.call_intrinsic '
+                                                  f'"llvm.x86.avx512.{op}.256"({out[x]}, {ao}, '
+                                                  f"{bvs[g]}) : ({w8}, {vt}, {vt}) -> {w8}")
+                                    continue
                                 if word:
                                     a16 = t.op(f"{{r}} = vector.bitcast {av} : {vacc} to {v16}")
                                     pr = t.op(f'{{r}} = llvm.call_intrinsic '
@@ -1063,7 +1131,7 @@ class _DotKernel:
                                 out[x] = t.op(f"{{r}} = arith.addi {out[x]}, {pr} : {v16}")
                         return out
 
-                    sums = t.for_(c0, t.c(kb // 2), c1,
+                    sums = t.for_(c0, t.c(kb // G), c1,
                                   [(inits[g], vacc) for _ in range(MR_INT) for g in range(NV)],
                                   pair)
                     fb = []
@@ -1082,7 +1150,7 @@ class _DotKernel:
                         for g in range(NV):
                             for q in range(nf):
                                 w = sums[i * NV + g]
-                                if not word:
+                                if not lanes32:
                                     w = t.op(f'{{r}} = llvm.call_intrinsic '
                                              f'"llvm.x86.avx2.pmadd.wd"({w}, {ones[q]}) : '
                                              f"({v16}, {v16}) -> {w8}")
@@ -1097,7 +1165,7 @@ class _DotKernel:
                 accs = t.for_(c0, self.nblk, c1, [(zero, f8)] * nacc, block)
                 # 16 results at a time: bytes, one accumulator's even and odd columns;
                 # words, two accumulators
-                order = (", ".join(f"{j}, {j + 8}" for j in range(8)) if not word else
+                order = (", ".join(f"{j}, {j + 8}" for j in range(8)) if not lanes32 else
                          ", ".join(str(j) for j in range(16)))
                 per = NV * nf // 2  # stores of 16 per row
                 for g in range(per):

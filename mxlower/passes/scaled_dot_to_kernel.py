@@ -32,7 +32,7 @@ class ScaledDotToKernel(ModulePass):
     contracted over its blocked axis, plain sides f32 / bf16 / f16, no f6 elements, which
     XLA:CPU cannot hold; and, unless ``gemm``, at most 16 free rows on one side -- the GEMV
     of inference -- or a GEMM of the integer dot products: both sides e2m1 / nvfp4, e2m3,
-    e3m2 or mxint8 with one block size, on the avx2 path) becomes docs/semantics.md section 6 in plain StableHLO whose
+    e3m2 or mxint8 with one block size, on the avx2 or vnni path) becomes docs/semantics.md section 6 in plain StableHLO whose
     contraction is a typed-FFI ``stablehlo.custom_call`` of the kernel's target
     (``mxlower_dot_<lhs>_<rhs>_<path>``): each side is brought to ``[B, rows, K]`` (a
     transpose only where the dimension numbers need one), the codes and scale codes are
@@ -78,7 +78,7 @@ class ScaledDotToKernel(ModulePass):
                        choices=("",) + dot_kernels.PATHS)
     gemm: bool = option(False, "call the kernel for every GEMM (more than 16 free rows on "
                         "both sides); by default only those of its integer dot products "
-                        "(both sides e2m1 / nvfp4, e2m3, e3m2 or mxint8 on avx2), the "
+                        "(both sides e2m1 / nvfp4, e2m3, e3m2 or mxint8 on avx2 or vnni), the "
                         "others being left to mxlower-decompose-mx")
 
     def run(self, op: Any) -> None:

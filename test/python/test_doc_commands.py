@@ -45,6 +45,20 @@ def _last_line(out: str) -> str:
     return out.rstrip("\n").splitlines()[-1]
 
 
+#: the error figures of a compare line, which follow XLA:CPU's f32 summation order (it
+#: differs between CPUs: AVX2 and AVX-512 kernels add in other orders)
+_ERRS = re.compile(r"max abs err ([-+.e\d]+), max rel err ([-+.e\d]+)")
+
+
+def _same_compare_line(got: str, documented: str) -> None:
+    """``got`` is the documented compare line up to the error figures, which stay within the
+    documented tolerances (f32 summation order: a few units in the last place)."""
+    assert _ERRS.sub("max abs err E, max rel err R", got) == \
+        _ERRS.sub("max abs err E, max rel err R", documented), got
+    abs_err, rel_err = (float(v) for v in _ERRS.search(got).groups())
+    assert abs_err < 1e-5 and rel_err < 1e-6, got
+
+
 def _readme_quick_start() -> tuple[str, str, str]:
     """(install-and-run command, expected compare line, test command) of the README."""
     text = _doc("README.md")
@@ -61,7 +75,7 @@ def test_readme_quick_start_prints_the_documented_line():
     assert install.startswith("python3 -m venv .venv") and main.startswith(".venv/bin/mxlower-run ")
     r = _sh(f"{BIN}/{main.removeprefix('.venv/bin/')}")
     assert r.returncode == 0, r.stderr
-    assert _last_line(r.stdout) == line
+    _same_compare_line(_last_line(r.stdout), line)
 
 
 def test_ci_runs_the_readme_test_command_verbatim():
@@ -76,10 +90,12 @@ def test_examples_readme_command_and_its_line():
     line = _after(text, "## `mxfp8_scaled_matmul.mlir`", "text").strip()
     r = _sh(cmd)
     assert r.returncode == 0, r.stderr
-    assert _last_line(r.stdout) == line
-    # without the tolerances the compare is bit-exact and fails, as the README says
+    _same_compare_line(_last_line(r.stdout), line)
+    # without the tolerances the compare is bit-exact and fails, as the README says (how
+    # many last bits differ follows the CPU's summation order too)
     r = _sh(cmd.replace("--rtol 1e-6 --atol 1e-6", ""))
-    assert r.returncode == 2 and "MISMATCH (bit-exact): 4 of 512 elements differ" in r.stdout
+    m = re.search(r"MISMATCH \(bit-exact\): (\d+) of 512 elements differ", r.stdout)
+    assert r.returncode == 2 and m and 1 <= int(m.group(1)) <= 16, r.stdout
 
 
 def test_tools_readme_run_line():

@@ -34,6 +34,8 @@ F32 = np.float32
 MX = list(FORMATS)
 PLAIN = {"f32": np.float32, "bf16": ml_dtypes.bfloat16, "f16": np.float16}
 PATHS = ffi_dot.kernel_paths()
+#: the paths this CPU runs whose GEMM takes integer dot products
+INT_PATHS = [p for p in dot_kernels.X86_PATHS if p in PATHS]
 #: (batch, M, N, K in blocks): the streaming path's one row at a time (M <= 2) and tiles of
 #: rows, the GEMM (M > STREAM_M) with ragged tiles; N across panels of 32 columns
 SHAPES = [((), 1, 1, 1), ((), 2, 37, 3), ((2,), 7, 33, 2), ((), 13, 70, 3), ((), 20, 35, 1)]
@@ -151,7 +153,8 @@ INT_PAIRS = [("mxfp4_e2m1", "mxfp4_e2m1", None), ("nvfp4", "nvfp4", None),
              ("mxint8", "mxint8", None), ("mxfp6_e3m2", "mxfp6_e3m2", None),
              ("mxfp6_e2m3", "mxfp6_e2m3", None), ("mxint8", "nvfp4", 16),
              ("mxfp6_e3m2", "mxint8", 2), ("mxfp6_e3m2", "mxfp6_e3m2", 82),
-             ("mxfp4_e2m1", "mxfp4_e2m1", 228)]
+             ("mxfp4_e2m1", "mxfp4_e2m1", 228), ("mxint8", "mxint8", 4),
+             ("mxfp6_e2m3", "mxint8", None), ("mxint8", "mxfp4_e2m1", 64)]
 
 
 def test_which_kernels_take_integer_dot_products():
@@ -159,7 +162,10 @@ def test_which_kernels_take_integer_dot_products():
     block's sum must fit it -- e2m1 / nvfp4 with each other up to k = 226, with e2m3 up to
     45; never e2m3 x e2m3, e3m2, mxint8.  Words (vpmaddwd) for the other pairings of
     integer-unit formats, while a block's sum converts to f32 exactly (e3m2 x e3m2 up to
-    k = 83).  Neither for an f8 or plain side, two block sizes or the portable path."""
+    k = 83).  Neither for an f8 or plain side, two block sizes or the portable path.  On
+    the vnni path bytes (vpdpbusd, quads into i32) for every pairing of e2m1, nvfp4, e2m3
+    and mxint8 whose block size is a multiple of 4 (A's units offset to u8: mxint8's by
+    128), words (vpdpwssd) for e3m2 and the other block sizes."""
     def byte(lf, rf, k=None, path="avx2"):
         return dot_kernels.DotSpec(lf, rf, k, k, path).byte_dot
 
@@ -180,41 +186,87 @@ def test_which_kernels_take_integer_dot_products():
     assert not byte("f32", "mxfp4_e2m1") and not byte("mxfp4_e2m1", "mxfp4_e2m1", path="portable")
     assert not dot_kernels.DotSpec("mxfp4_e2m1", "nvfp4", 32, 16, "avx2").byte_dot
 
+    def quad(lf, rf, k=None):
+        spec = dot_kernels.DotSpec(lf, rf, k, k, "vnni")
+        assert spec.quad_dot == spec.byte_dot
+        return spec.quad_dot
 
-@pytest.mark.skipif("avx2" not in PATHS, reason="this CPU has no AVX2")
+    for f, g in itertools.product(("mxfp4_e2m1", "nvfp4", "mxfp6_e2m3", "mxint8"), repeat=2):
+        k = 16 if "nvfp4" in (f, g) else None
+        assert quad(f, g, k) and not word(f, g, k, "vnni"), (f, g)
+    assert quad("mxfp4_e2m1", "mxfp4_e2m1", 228) and quad("mxint8", "mxint8", 4)
+    assert not quad("mxfp4_e2m1", "mxfp4_e2m1", 2) and word("mxfp4_e2m1", "mxfp4_e2m1", 2, "vnni")
+    assert not quad("mxfp6_e3m2", "mxint8") and word("mxfp6_e3m2", "mxint8", path="vnni")
+    assert not quad("mxint8", "mxfp6_e3m2") and not quad("mxfp8_e4m3", "mxint8")
+    assert dot_kernels.DotSpec("mxint8", "mxint8", path="vnni").byte_offset == 128
+    assert dot_kernels.DotSpec("mxfp6_e2m3", "mxint8", path="vnni").byte_offset == 60
+    assert not byte("mxint8", "mxint8") and not byte("mxfp6_e2m3", "mxfp6_e2m3")  # avx2
+
+
+def test_host_paths():
+    """vnni where the CPU has AVX2 and the 256-bit VNNI forms (AVX512-VNNI with AVX512VL, or
+    AVX-VNNI), then avx2, then portable; MXLOWER_DOT_PATH names one of them."""
+    hp = dot_kernels.host_paths
+    assert hp(["avx2", "avx512_vnni", "avx512vl"]) == ["vnni", "avx2", "portable"]
+    assert hp(["avx2", "avx_vnni"]) == ["vnni", "avx2", "portable"]
+    assert hp(["avx2", "avx512_vnni"]) == ["avx2", "portable"]  # no 256-bit forms
+    assert hp(["avx512_vnni", "avx512vl"]) == ["portable"]
+    assert hp([]) == ["portable"]
+    assert ffi_dot.host_path() == PATHS[0]
+
+
+@pytest.mark.parametrize("path", dot_kernels.X86_PATHS)
 @pytest.mark.parametrize("lf, rf, k", INT_PAIRS)
-def test_integer_dot_products_gemm(lf, rf, k):
-    """The GEMM's integer dot products (M > STREAM_M) against the reference: ragged tiles of
-    rows and groups of columns, N across panels, K of one to five blocks, batches."""
+def test_integer_dot_products_gemm(lf, rf, k, path):
+    """The GEMM's integer dot products (M > STREAM_M) against the reference, on each path
+    this CPU runs: ragged tiles of rows and groups of columns, N across panels, K of one to
+    five blocks, batches."""
+    if path not in PATHS:
+        pytest.skip(f"this CPU does not run the {path} path")
     rng = np.random.default_rng(INT_PAIRS.index((lf, rf, k)))
-    assert dot_kernels.DotSpec(lf, rf, k, k, "avx2").int_dot
+    assert dot_kernels.DotSpec(lf, rf, k, k, path).int_dot
     big = dot_kernels.MB_INT + 13  # A packed in blocks of MB_INT rows: two, the last ragged
     for shape in (((), 17, 1, 1), ((), 20, 35, 1), ((), 23, 70, 3), ((2,), 18, 16, 2),
                   ((), 41, 33, 5), ((2,), big, 37, 1)):
         if (k or 0) > 64 and shape[3] > 2:
             continue
-        _run(lf, rf, shape, rng, "avx2", k=k)
+        _run(lf, rf, shape, rng, path, k=k)
 
 
-@pytest.mark.skipif("avx2" not in PATHS, reason="this CPU has no AVX2")
+@pytest.mark.parametrize("path", dot_kernels.X86_PATHS)
 @pytest.mark.parametrize("fmt, top, k", [("mxfp4_e2m1", 6.0, 32), ("mxfp4_e2m1", 6.0, 226),
-                                         ("mxfp6_e3m2", 28.0, 82), ("mxint8", 127 / 64, 32)])
-def test_integer_dot_products_at_their_bounds(fmt, top, k):
+                                         ("mxfp6_e3m2", 28.0, 82), ("mxint8", 127 / 64, 32),
+                                         ("mxint8", -2.0, 32), ("mxfp6_e2m3", 7.5, 32)])
+def test_integer_dot_products_at_their_bounds(fmt, top, k, path):
     """Every element +-top (the format's largest magnitude), so every block sums to
     +-top^2 k or cancels, all exact: at the bounds of the integer sums (e2m1 at k = 226:
     32544 in i16 units, 32767 the most; e3m2 at k = 82: 2^24 - 3.2e5 in i32 units, the most
-    that converts to f32 exactly), the results equal the f64 reference bit for bit."""
+    that converts to f32 exactly; mxint8's code -128, the unsigned bytes' offset), the
+    results equal the f64 reference bit for bit, on each path this CPU runs."""
+    if path not in PATHS:
+        pytest.skip(f"this CPU does not run the {path} path")
     rows, cols = dot_kernels.STREAM_M + 3, 21
     sign_a = np.random.default_rng(k).random((rows, 2 * k)) < 0.5
     sign_a[:, :k] = (np.arange(rows) % 2)[:, None] == 1  # block 0: one sign per row
     sign_b = np.random.default_rng(k + 1).random((cols, 2 * k)) < 0.5
     sign_b[:, :k] = (np.arange(cols) % 3 == 0)[:, None]  # and per column
     va, vb = (np.where(sg, -top, top).astype(F32) for sg in (sign_a, sign_b))
-    qa, qb = (mxj.quantize(v, fmt, block_size=k, impl="xla") for v in (va, vb))
-    assert np.array_equal(np.asarray(mxj.dequantize(qa)), va)  # scales of 1: exact
-    got = np.asarray(ffi_dot.dot(qa.elements, qa.scales, qb.elements, qb.scales, fmt, fmt,
-                                 lhs_block_size=k, rhs_block_size=k, path="avx2"))
-    assert np.abs(va[:, :k].astype(np.float64) @ vb[:, :k].T).max() == top * top * k
+    if top > 0:
+        qa, qb = (mxj.quantize(v, fmt, block_size=k, impl="xla") for v in (va, vb))
+        assert np.array_equal(np.asarray(mxj.dequantize(qa)), va)  # scales of 1: exact
+        ea, sa, eb, sb = qa.elements, qa.scales, qb.elements, qb.scales
+        assert np.abs(va[:, :k].astype(np.float64) @ vb[:, :k].T).max() == top * top * k
+    else:  # mxint8's code -128 (-2 x 2^0, no quantize makes it) against +-127 / 64
+        ea = np.full(va.shape, -128, np.int8)
+        eb = np.where(sign_b, -127, 127).astype(np.int8)
+        sa, sb = (np.full((v.shape[0], v.shape[1] // k), 127, np.uint8).view(
+            ml_dtypes.float8_e8m0fnu) for v in (va, vb))
+        va = R.dequantize(ea, sa, fmt, block_size=k)
+        vb = R.dequantize(eb, sb, fmt, block_size=k)
+        assert (va == -2).all()
+    got = np.asarray(ffi_dot.dot(ea, sa, eb, sb, fmt, fmt,
+                                 lhs_block_size=k, rhs_block_size=k, path=path))
+    assert dot_kernels.DotSpec(fmt, fmt, k, k, path).int_dot
     want = (va.astype(np.float64) @ vb.astype(np.float64).T).astype(F32)
     assert np.array_equal(got, want)
 
@@ -348,7 +400,7 @@ def test_gemms_keep_the_dequantize_kernels_unless_asked(monkeypatch):
     assert_dot_close(c(a, b), va, vb, (((1,), (1,)), ((), ())), what="GEMM")
 
 
-@pytest.mark.skipif("avx2" not in PATHS, reason="this CPU has no AVX2")
+@pytest.mark.skipif(not INT_PATHS, reason="this CPU runs no integer dot products")
 def test_fp4_gemms_take_the_integer_dot_products_by_default(monkeypatch):
     """A GEMM of e2m1 / nvfp4 pairs runs the kernel's byte dot products without
     MXLOWER_DOT_KERNEL=all (they are faster than the dequantize kernels + XLA's dot), under
@@ -360,7 +412,8 @@ def test_fp4_gemms_take_the_integer_dot_products_by_default(monkeypatch):
                      impl="xla")
     va, vb = (np.asarray(mxj.dequantize(v)) for v in (a, b))
     f = jax.jit(jax.vmap(lambda u, v: mxj.scaled_dot(u, v)))
-    assert "mxlower_dot_mxfp4_e2m1k32_mxfp4_e2m1k32_avx2" in f.lower(a, b).compile().as_text()
+    assert (f"mxlower_dot_mxfp4_e2m1k32_mxfp4_e2m1k32_{PATHS[0]}"
+            in f.lower(a, b).compile().as_text())
     assert_dot_close(f(a, b), va, vb, (((2,), (2,)), ((0,), (0,))), what="vmapped GEMM")
     monkeypatch.setenv(ffi_dot.ENV, "portable")
     g = jax.jit(lambda u, v: mxj.scaled_dot(u, v))
@@ -396,13 +449,13 @@ def test_split_across_xla_threads():
         assert (int(np.prod(batch)) * -(-N // dot_kernels.NP) * dot_kernels.NP * M * kb * 32
                 >= ffi_dot.PARALLEL_WORK)
         _run("bf16", "mxfp4_e2m1", shape, rng, PATHS[0])
-    if "avx2" in PATHS:  # the integer GEMM, in chunks of GEMM_UNITS units (A packed per call),
-        # across batches (a chunk may start mid-batch and cross into the next)
-        for lf, rf in (("mxfp4_e2m1", "mxfp4_e2m1"), ("mxint8", "mxfp6_e3m2")):
-            _run(lf, rf, ((3,), 37, 19 * dot_kernels.NP + 5, 4), rng, "avx2")
+    for path in INT_PATHS:  # the integer GEMM, in chunks of GEMM_UNITS units (A packed per
+        # call), across batches (a chunk may start mid-batch and cross into the next)
+        for lf, rf in (("mxfp4_e2m1", "mxfp4_e2m1"), ("mxint8", "mxfp6_e3m2"),
+                       ("mxint8", "mxint8")):
+            _run(lf, rf, ((3,), 37, 19 * dot_kernels.NP + 5, 4), rng, path)
             # and blocks of MB_INT rows, each against every unit of a call
-            _run(lf, rf, ((2,), dot_kernels.MB_INT + 40, 3 * dot_kernels.NP + 1, 2), rng,
-                 "avx2")
+            _run(lf, rf, ((2,), dot_kernels.MB_INT + 40, 3 * dot_kernels.NP + 1, 2), rng, path)
 
 
 def _with_scales(rng, fmt, shape, codes):

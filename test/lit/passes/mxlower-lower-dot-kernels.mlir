@@ -145,6 +145,56 @@ func.func private @bytes(memref<?xi8>, memref<?xi8>, memref<?xi8>, memref<?xi8>,
 
 // -----
 
+// MXINT8 x MXINT8 on vnni: the GEMM by vpdpbusd.  A's codes are offset by 128 (wrapping i8:
+// the sign bit flipped) to unsigned bytes and stored as quads of K positions, one i32 each;
+// B's panel quad-major (8 columns per 32-byte load), its block sums times -128 in i32.  Per
+// block, i32 accumulators start at those sums and take one vpdpbusd per quad of K positions
+// (A's quad broadcast against 8 columns' quads) -- no add, no widening, no f32 operand --
+// then convert exactly and are multiplied into f32 FMA lanes with the blocks' factors; the
+// columns come out in order.  MXFP6 E3M2's integer units (up to 448) do not fit a byte: its
+// word dot products take one vpdpwssd per pair of K positions.
+// CHECK-LABEL: func.func @quads(
+// CHECK: %[[BQ:.*]] = memref.alloc(%{{.*}}) : memref<?xi32>
+// CHECK: %[[AQ:.*]] = memref.alloc(%{{.*}}) : memref<?xi32>
+// CHECK: %[[BSUM:.*]] = memref.alloc(%{{.*}}) : memref<?xi32>
+// CHECK: vector.reduction <add>, %{{.*}} : vector<32xi32> into i32
+// CHECK: arith.muli %{{.*}}, %c-128_i32 : i32
+// CHECK: %[[O:.*]] = arith.addi %{{.*}}, %cst{{.*}} : vector<32xi8>
+// CHECK-NEXT: %[[P:.*]] = vector.bitcast %[[O]] : vector<32xi8> to vector<8xi32>
+// CHECK: vector.store %[[P]], %[[AQ]][%{{.*}}] : memref<?xi32>, vector<8xi32>
+// CHECK: %[[I0:.*]] = vector.load %[[BSUM]][%{{.*}}] : memref<?xi32>, vector<8xi32>
+// CHECK: scf.for %{{.*}} = %{{.*}} to %c8{{.*}} step %{{.*}} iter_args(%{{.*}} = %[[I0]],
+// CHECK: vector.load %[[BQ]][%{{.*}}] : memref<?xi32>, vector<8xi32>
+// CHECK: memref.load %[[AQ]][%{{.*}}] : memref<?xi32>
+// CHECK-NEXT: vector.broadcast %{{.*}} : i32 to vector<8xi32>
+// CHECK: llvm.call_intrinsic "llvm.x86.avx512.vpdpbusd.256"(%{{.*}}, %{{.*}}, %{{.*}}) : (vector<8xi32>, vector<32xi8>, vector<32xi8>) -> vector<8xi32>
+// CHECK-NOT: arith.addi {{.*}} : vector
+// CHECK-NOT: arith.sitofp
+// CHECK: scf.yield %{{.*}} : vector<8xi32>,
+// CHECK-NOT: pmadd
+// CHECK: arith.sitofp %{{.*}} : vector<8xi32> to vector<8xf32>
+// CHECK-NEXT: arith.mulf %{{.*}} : vector<8xf32>
+// CHECK-NEXT: vector.fma %{{.*}} : vector<8xf32>
+// CHECK: vector.shuffle %{{.*}}, %{{.*}} [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15] : vector<8xf32>, vector<8xf32>
+// CHECK: vector.maskedstore %{{.*}}[%{{.*}}], %{{.*}}, %{{.*}} : memref<?xf32>, vector<16xi1>, vector<16xf32>
+// CHECK-LABEL: func.func @words(
+// CHECK-NOT: vpdpbusd
+// CHECK: llvm.call_intrinsic "llvm.x86.avx512.vpdpwssd.256"(%{{.*}}, %{{.*}}, %{{.*}}) : (vector<8xi32>, vector<16xi16>, vector<16xi16>) -> vector<8xi32>
+// CHECK-NOT: pmadd
+// CHECK: return
+// The portable path has neither.
+// PORTABLE-LABEL: func.func @quads(
+// PORTABLE-NOT: vpdp
+// PORTABLE: return
+// LLVM-LABEL: llvm.func @quads(
+// LLVM: llvm.call_intrinsic "llvm.x86.avx512.vpdpbusd.256"
+// LLVM-LABEL: llvm.func @words(
+// LLVM: llvm.call_intrinsic "llvm.x86.avx512.vpdpwssd.256"
+func.func private @quads(memref<?xi8>, memref<?xi8>, memref<?xi8>, memref<?xi8>, memref<?xf32>, memref<?xi64>, index, index) attributes {mxlower.dot_kernel = {lhs = "mxint8", rhs = "mxint8", path = "vnni"}}
+func.func private @words(memref<?xi8>, memref<?xi8>, memref<?xi8>, memref<?xi8>, memref<?xf32>, memref<?xi64>, index, index) attributes {mxlower.dot_kernel = {lhs = "mxfp6_e3m2", rhs = "mxfp6_e3m2", path = "vnni"}}
+
+// -----
+
 // The range test (part = "range"; the kernel's signature): one pass over the plain side's
 // exponent fields (8 lanes) and over the scale codes (32 at a time, unsigned min and max), no
 // scratch, then the mode stored into dims[4].  The kernel reads it and runs, where it is not
