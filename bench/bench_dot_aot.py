@@ -15,6 +15,9 @@ so one run compares the instruction sets on the same machine:
 * ``spr512``: ``sapphirerapids`` with ``-prefer-256-bit`` off: the kernels' 32-lane f32
   vectors in zmm registers.
 
+The GEMM kernels are built for the ``avx2`` path on every target and for the ``vnni`` path
+(the integer GEMM on ``vpdpbusd`` / ``vpdpwssd``) on the targets that have VNNI.
+
 ::
 
     python bench/bench_dot_aot.py build .dot-aot                  # here (the xtc tools)
@@ -38,6 +41,10 @@ import numpy as np
 
 TARGETS = {"avx2": ("x86-64-v3", None), "spr": ("sapphirerapids", None),
            "spr512": ("sapphirerapids", "-prefer-256-bit")}
+#: the targets with VNNI (the vnni path's kernels build for these only)
+VNNI_TARGETS = ("spr", "spr512")
+#: the kernels' SIMD paths, per kind of kernel (the vnni path changes only the integer GEMM)
+PATHS_OF = {"gemv": ("avx2",), "tile": ("avx2",), "gemm": ("avx2", "vnni")}
 #: (lhs, rhs, what): the GEMV's kernels (plain f32 activations, MX weights) and the GEMM's
 KERNELS = [("f32", f, "gemv") for f in ("mxfp4_e2m1", "mxfp6_e2m3", "mxfp8_e4m3", "nvfp4",
                                         "mxint8")]
@@ -68,21 +75,25 @@ def build(root: str, whats: set[str] | None = None) -> None:
     jobs += [("f32", f, "tile", tile) for f in TILE_FORMATS for tile in TILES[1:]]
     jobs = [j for j in jobs if whats is None or j[2] in whats]
     default = (dot_kernels.MR_STREAM, dot_kernels.NR_STREAM_TILE)
-    for lhs, rhs, what, tile in jobs:
-        spec = DotSpec(lhs, rhs, path="avx2")
-        for target, (cpu, features) in TARGETS.items():
-            suffix = f"__{target}" + (f"__mr{tile[0]}nr{tile[1]}" if tile else "")
-            lib = f"{spec.name}{suffix}.so"
-            t0 = time.perf_counter()
-            dot_kernels.MR_STREAM, dot_kernels.NR_STREAM_TILE = tile or default
-            try:
-                ffi_dot.shared_object(spec, os.path.join(root, lib), cpu=cpu, features=features)
-            finally:
-                dot_kernels.MR_STREAM, dot_kernels.NR_STREAM_TILE = default
-            print(f"{lib}: {time.perf_counter() - t0:.1f} s", flush=True)
-            entries.append({"lhs": lhs, "rhs": rhs, "what": what, "name": spec.name,
-                            "target": target, "lib": lib, "suffix": suffix,
-                            "tile": list(tile or default)})
+    builds = [(DotSpec(lhs, rhs, path=path), what, tile, target)
+              for lhs, rhs, what, tile in jobs for path in PATHS_OF[what]
+              for target in TARGETS if path != "vnni" or target in VNNI_TARGETS]
+    for spec, what, tile, target in builds:
+        if spec.path == "vnni" and not spec.int_dot:  # the same kernel as avx2's
+            continue
+        cpu, features = TARGETS[target]
+        suffix = f"__{target}" + (f"__mr{tile[0]}nr{tile[1]}" if tile else "")
+        lib = f"{spec.name}{suffix}.so"
+        t0 = time.perf_counter()
+        dot_kernels.MR_STREAM, dot_kernels.NR_STREAM_TILE = tile or default
+        try:
+            ffi_dot.shared_object(spec, os.path.join(root, lib), cpu=cpu, features=features)
+        finally:
+            dot_kernels.MR_STREAM, dot_kernels.NR_STREAM_TILE = default
+        print(f"{lib}: {time.perf_counter() - t0:.1f} s", flush=True)
+        entries.append({"lhs": spec.lhs, "rhs": spec.rhs, "what": what, "name": spec.name,
+                        "path": spec.path, "target": target, "lib": lib, "suffix": suffix,
+                        "tile": list(tile or default)})
     with open(os.path.join(root, "manifest.json"), "w", encoding="utf-8") as f:
         json.dump({"fingerprint": _fingerprint(), "kernels": entries}, f, indent=1)
 
@@ -233,6 +244,7 @@ def timings(kernels: list[dict], reps: int) -> list[dict]:
                 t = _best(lambda: f(*ops), max(3, reps // 4))
                 tx = _best(lambda: xla(ja, jb), max(3, reps // 4))
                 rows.append({"case": "gemm", "n": n, "format": e["lhs"], "target": e["target"],
+                             "path": e.get("path", "avx2"),
                              "kernel_ms": t * 1e3, "GFLOPs": 2 * n ** 3 / t / 1e9,
                              "XLA f32 dot ms": tx * 1e3, "XLA GFLOPs": 2 * n ** 3 / tx / 1e9})
                 print(json.dumps(rows[-1]), flush=True)

@@ -61,7 +61,7 @@ ENV = "MXLOWER_DOT_PATH"
 #: multiply-adds (B x M x N x K) from which a call is split across XLA's threads
 PARALLEL_WORK = 1 << 21
 #: units per chunk of a call split across XLA's threads, for kernels whose GEMM runs on
-#: integer dot products (:attr:`DotSpec.int_dot`: A packed once per call)
+#: dot products of packed operands (:attr:`DotSpec.packed_gemm`: A packed once per call)
 GEMM_UNITS = 8
 
 
@@ -200,7 +200,7 @@ def handler_text(spec: DotSpec) -> str:
     del one
     # the integer GEMM packs A once per call: chunks of GEMM_UNITS units (one per thread at
     # least); other kernels have no cost per call
-    least = GEMM_UNITS if spec.int_dot else 1
+    least = GEMM_UNITS if spec.packed_gemm else 1
     return ffi.close_handler(f, name, "_ffi", ffi._parallel_text(name, len(slots), least))
 
 

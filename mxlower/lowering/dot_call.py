@@ -49,10 +49,11 @@ def plan(lhs: Side, rhs: Side, contracting: tuple[Sequence[int], Sequence[int]],
     than one contracting dimension, an MX side not contracted over its blocked axis, a side
     type the kernel does not read (a plain side other than f32 / bf16 / f16), and -- unless
     ``gemm`` -- a GEMM (more than :data:`STREAM_M` free rows on both sides) other than one
-    of the integer dot products (:attr:`DotSpec.int_dot`: both sides e2m1 / nvfp4, e2m3,
-    e3m2 or mxint8 with one block size, on avx2): the kernel's f32 GEMM path is slower than
-    the dequantize kernels + XLA's f32 dot, its integer dot products faster
-    (BENCHMARKS.md).  ``swap``: the kernel computes ``rhs x lhs``
+    of the packed dot products (:attr:`DotSpec.packed_gemm`: integer dot products for both
+    sides e2m1 / nvfp4, e2m3, e3m2 or mxint8 with one block size, on avx2, vnni and
+    avx512; bf16 dot products for the other MX pairs with one block size, on avx512): the
+    kernel's f32 GEMM path is slower than the dequantize kernels + XLA's f32 dot, its
+    packed dot products faster (BENCHMARKS.md).  ``swap``: the kernel computes ``rhs x lhs``
     (the side with few free rows streams the other: a GEMV written ``w @ x``)."""
     sides = {"lhs": lhs, "rhs": rhs}
     free = {}
@@ -71,7 +72,7 @@ def plan(lhs: Side, rhs: Side, contracting: tuple[Sequence[int], Sequence[int]],
                        a.block_size if a.fmt else None, b.block_size if b.fmt else None, path)
     except ValueError:
         return None
-    if min(free.values()) > STREAM_M and not gemm and not spec.int_dot:
+    if min(free.values()) > STREAM_M and not gemm and not spec.packed_gemm:
         return None
     return spec, swap
 

@@ -118,10 +118,13 @@ __all__ = ["ATTR", "EXACT_ACC", "NP", "NR_STREAM", "PARTS", "PATHS", "STREAM_M",
            "integer_shift", "unscaled_bits"]
 
 #: SIMD paths a kernel can be built for, best first (``portable`` runs everywhere; ``vnni``
-#: is ``avx2`` plus the VNNI dot products of AVX512-VNNI (with AVX512VL) or AVX-VNNI)
-PATHS = ("vnni", "avx2", "portable")
+#: is ``avx2`` plus the VNNI dot products of AVX512-VNNI (with AVX512VL) or AVX-VNNI;
+#: ``avx512`` is ``vnni`` plus AVX512-BF16's dot products, all in 256-bit vectors)
+PATHS = ("avx512", "vnni", "avx2", "portable")
 #: the paths that decode and multiply with x86 intrinsics
-X86_PATHS = ("vnni", "avx2")
+X86_PATHS = ("avx512", "vnni", "avx2")
+#: the paths with the VNNI dot products
+VNNI_PATHS = ("avx512", "vnni")
 #: columns of B per work unit (the GEMM path's packed panel)
 NP = 32
 #: the largest M that takes the streaming path
@@ -147,9 +150,14 @@ EXACT_ACC = "f64"
 #: (:attr:`DotSpec.int_dot`: one 32-byte vector of B holds 16 columns' pair of bytes or 8
 #: columns' pair of i16)
 MR_INT, NV_INT = 4, 2
-#: rows of A packed at a time by the integer GEMM (a multiple of MR_INT): a call's scratch
-#: for A is at most MB_INT x K values, whatever M (B's panels are packed once per block)
-MB_INT = 1024
+#: rows of A of the tiles on the VNNI paths (whose dot products need no second register:
+#: 6 x 2 accumulators and three operands fit AVX-VNNI's 16 vector registers), measured
+#: 10-20% faster than 4 on a Zen 4 (BENCHMARKS.md, sixth session)
+MR_INT_VNNI = 6
+#: rows of A packed at a time by the packed GEMM (a multiple of MR_INT and MR_INT_VNNI): a
+#: call's scratch for A is at most MB_INT x K values, whatever M (B's panels are packed
+#: once per block)
+MB_INT = 1008
 
 
 def integer_shift(fmt: MXFormat) -> int | None:
@@ -195,11 +203,14 @@ def cpu_flags() -> list[str]:
 
 def host_paths(features: Sequence[str]) -> list[str]:
     """The paths a host with CPU ``features`` (``/proc/cpuinfo`` flag names) runs, best
-    first: ``vnni`` where it has AVX2 and the 256-bit VNNI forms (``avx512_vnni`` with
+    first: ``avx512`` where it has AVX2 and AVX-512's VNNI and BF16 with VL (their 256-bit
+    forms), ``vnni`` where it has AVX2 and the 256-bit VNNI forms (``avx512_vnni`` with
     ``avx512vl``, or ``avx_vnni``), ``avx2`` where it has AVX2, ``portable`` everywhere."""
     f = set(features)
     paths = []
     if "avx2" in f:
+        if {"avx512_vnni", "avx512vl", "avx512_bf16"} <= f:
+            paths.append("avx512")
         if {"avx512_vnni", "avx512vl"} <= f or "avx_vnni" in f:
             paths.append("vnni")
         paths.append("avx2")
@@ -323,7 +334,7 @@ class DotSpec:
           accumulated in wrapping i16 lanes, so exact where a pair of products fits i16 (no
           saturation) and the block's true sum does (k x max|a| x max|b| < 2^15): e2m1 /
           nvfp4 with each other up to k = 226, e2m1 with e2m3 up to k = 45;
-        * path ``vnni``: ``vpdpbusd`` (quads of u8 x s8 products summed into i32, no
+        * paths ``vnni`` and ``avx512``: ``vpdpbusd`` (quads of u8 x s8 products summed into i32, no
           saturation), exact for every pairing of e2m1, nvfp4, e2m3 and mxint8 whose block
           size is a multiple of 4 and whose sums convert to f32 exactly (k x max|a| x
           max|b| < 2^24)."""
@@ -334,7 +345,7 @@ class DotSpec:
         ua, ub = max(-alo, ahi), max(-blo, bhi)
         if ahi - alo > 255 or blo < -128 or bhi > 127:
             return False
-        if self.path == "vnni":
+        if self.path in VNNI_PATHS:
             return k % 4 == 0 and k * ua * ub < 2 ** 24
         if self.fmt("lhs").is_int or self.fmt("rhs").is_int:
             return False
@@ -342,21 +353,22 @@ class DotSpec:
 
     @property
     def quad_dot(self) -> bool:
-        """Whether the byte products come in quads (``vpdpbusd``, path ``vnni``) rather
-        than pairs (``vpmaddubsw``): :attr:`byte_dot` on path ``vnni``."""
-        return self.byte_dot and self.path == "vnni"
+        """Whether the byte products come in quads (``vpdpbusd``, paths ``vnni`` and
+        ``avx512``) rather than pairs (``vpmaddubsw``)."""
+        return self.byte_dot and self.path in VNNI_PATHS
 
     @property
     def byte_offset(self) -> int:
-        """``o``: what A's integer units are offset by to unsigned bytes (:attr:`byte_dot`)."""
-        return -_unit_range(self.fmt("lhs"))[0]
+        """``o``: what A's integer units are offset by to unsigned bytes (:attr:`byte_dot`;
+        0 without it)."""
+        return -_unit_range(self.fmt("lhs"))[0] if self.byte_dot else 0
 
     @property
     def word_dot(self) -> bool:
         """Whether the GEMM path forms each block's sum from word products (an :attr:`exact`
         kernel without :attr:`byte_dot`): both sides' integer units as i16, pairs of
-        products summed into i32 (path ``avx2``: ``vpmaddwd`` and an add; ``vnni``:
-        ``vpdpwssd``), exact, and converted to f32 exactly where k x max|a| x max|b| <
+        products summed into i32 (path ``avx2``: ``vpmaddwd`` and an add; ``vnni`` and
+        ``avx512``: ``vpdpwssd``), exact, and converted to f32 exactly where k x max|a| x max|b| <
         2^24 (every pairing of e2m1, e2m3, e3m2, mxint8 at k = 32; e3m2 x e3m2 up to k =
         83)."""
         if self.path not in X86_PATHS or not self.exact or self.byte_dot:
@@ -369,6 +381,26 @@ class DotSpec:
         """Whether the GEMM path runs on integer dot products (:attr:`byte_dot`,
         :attr:`word_dot`)."""
         return self.byte_dot or self.word_dot
+
+    @property
+    def bf16_dot(self) -> bool:
+        """Whether the GEMM path runs on bf16 dot products (path ``avx512``:
+        ``vdpbf16ps``, pairs of bf16 products added into f32 lanes): both sides MX with one
+        (even) block size and no integer dot products (an f8 side).  Every MX element's
+        value (times 2^:func:`integer_shift` for the integer-unit formats) is exact in bf16
+        and so is every product of two in f32; each block's sum of products is an f32 sum
+        (rounded, as XLA's f32 dot's), then multiplied by the two blocks' factors and
+        accumulated in f32 FMA lanes: the f32 paths' contract (section 6), under the same
+        range test."""
+        return (self.path == "avx512" and self.fmt("lhs") is not None
+                and self.fmt("rhs") is not None and self.k("lhs") == self.k("rhs")
+                and self.k("lhs") % 2 == 0 and not self.int_dot)
+
+    @property
+    def packed_gemm(self) -> bool:
+        """Whether the GEMM path packs both sides for dot-product instructions
+        (:attr:`int_dot` or :attr:`bf16_dot`: :meth:`_DotKernel.int_gemm`)."""
+        return self.int_dot or self.bf16_dot
 
     @property
     def name(self) -> str:
@@ -498,9 +530,11 @@ class _DotKernel:
         # bytes in an i16
         self.word = spec.word_dot
         self.quad = spec.quad_dot
+        self.bf = spec.bf16_dot  # pairs of bf16 values (vdpbf16ps)
         # K positions per packed lane (pairs; quads for vpdpbusd) and the lane's type
         self.G = 4 if self.quad else 2
-        self.pt = "i32" if self.word or self.quad else "i16"
+        self.mr_int = MR_INT_VNNI if spec.path in VNNI_PATHS else MR_INT
+        self.pt = "i32" if self.word or self.quad or self.bf else "i16"
         # B's block sums (byte products): i16 for vpmaddubsw's lanes, i32 for vpdpbusd's
         self.st = "i32" if self.quad else "i16"
         self.f4_fast = (spec.path in X86_PATHS and spec.blockwise and fb is not None
@@ -756,13 +790,15 @@ class _DotKernel:
             mb = t.op(f"{{r}} = arith.muli {t.c(STREAM_M)}, {nblk} : index")
             self.af = t.op(f"{{r}} = memref.alloc({mb}) : memref<?xf32>")
         pt = self.pt
-        if s.int_dot:  # the GEMM's packed pairs or quads (:meth:`int_gemm`)
+        if s.packed_gemm:  # the GEMM's packed pairs or quads (:meth:`int_gemm`)
+            if not s.exact:
+                self.nblk = t.op(f"{{r}} = arith.divui {K}, {t.c(s.k('rhs'))} : index")
             half = t.op(f"{{r}} = arith.divui {K}, {t.c(self.G)} : index")
             n = t.op(f"{{r}} = arith.muli {cnp}, {half} : index")
             self.bq = t.op(f"{{r}} = memref.alloc({n}) : memref<?x{pt}>")
             # A's rows, every tile of the batch packed once per call (rows padded to tiles)
-            mp = t.op(f"{{r}} = arith.ceildivui {M}, {t.c(MR_INT)} : index")
-            mp = t.op(f"{{r}} = arith.muli {mp}, {t.c(MR_INT)} : index")
+            mp = t.op(f"{{r}} = arith.ceildivui {M}, {t.c(self.mr_int)} : index")
+            mp = t.op(f"{{r}} = arith.muli {mp}, {t.c(self.mr_int)} : index")
             mp = t.op(f"{{r}} = arith.minui {mp}, {t.c(MB_INT)} : index")
             n = t.op(f"{{r}} = arith.muli {mp}, {half} : index")
             self.aq = t.op(f"{{r}} = memref.alloc({n}) : memref<?x{pt}>")
@@ -843,14 +879,14 @@ class _DotKernel:
 
                 t.for_(c0, M, t.c(MR), [], tile)
 
-            if s.int_dot:  # the unit loop's f32 units stream: GEMMs run outside it
+            if s.packed_gemm:  # the unit loop's f32 units stream: GEMMs run outside it
                 t.if_(in_f64, self.f64_unit, stream)
             else:
                 small = t.op(f"{{r}} = arith.cmpi ule, {M}, {t.c(STREAM_M)} : index")
                 t.if_(in_f64, self.f64_unit, lambda: t.if_(small, stream, gemm))
             return []
 
-        if not s.int_dot:
+        if not s.packed_gemm:
             t.for_("%u0", "%u1", c1, [], unit)
         else:  # the integer GEMM: blocks of MB_INT rows of A, each against the call's units
             big = t.op(f"{{r}} = arith.cmpi ugt, {M}, {t.c(STREAM_M)} : index")
@@ -874,7 +910,7 @@ class _DotKernel:
         t.do(f"memref.dealloc {self.bd} : memref<?xf32>")
         if s.exact:
             t.do(f"memref.dealloc {self.af} : memref<?xf32>")
-        if s.int_dot:
+        if s.packed_gemm:
             for buf, ty in ((self.bq, pt), (self.aq, pt), (self.bsum, self.st),
                             (self.bfq, "f32"), (self.aqf, "f32")):
                 t.do(f"memref.dealloc {buf} : memref<?x{ty}>")
@@ -889,14 +925,21 @@ class _DotKernel:
     def packed_units(self, side: str, row: str, kk: str) -> str:
         """vector<C x i8> (byte dot products) or vector<C x i16> (word dot products): the
         integer units of C elements of a side's row ``row`` at column ``kk`` (e2m1: one
-        byte shuffle; mxint8: the codes)."""
+        byte shuffle; mxint8: the codes); bf16 dot products: vector<C x i16>, the bf16 bits
+        of the elements' unscaled values (integer units, or f8 values: exact in bf16)."""
         t, C = self.t, self.C
         mem, _ = self.side_mems(side)
         f = self.s.fmt(side)
-        ut = "i16" if self.word else "i8"
+        ut = "i16" if self.word or self.bf else "i8"
         base = t.op(f"{{r}} = arith.muli {row}, {self.K} : index")
         at = t.op(f"{{r}} = arith.addi {base}, {kk} : index")
         v8 = self.codes(side, mem, at)
+        if self.bf:  # the f32 value's high half (its low half is zero: exact)
+            v = (self.integer_units(side, v8) if integer_shift(f) is not None else
+                 self.f16_decode(side, v8, 0))
+            w = t.op(f"{{r}} = arith.bitcast {v} : {_vt(C, 'f32')} to {_vt(C, 'i32')}")
+            w = t.op(f"{{r}} = arith.shrui {w}, {t.c(16, _vt(C, 'i32'))} : {_vt(C, 'i32')}")
+            return t.op(f"{{r}} = arith.trunci {w} : {_vt(C, 'i32')} to {_vt(C, ut)}")
         u = self.f4_table(v8) if f.bits == 4 else (v8 if f.is_int else None)
         if u is None:
             v = self.integer_units(side, v8)
@@ -927,7 +970,7 @@ class _DotKernel:
         c0, c1 = t.c(0), t.c(1)
         last = t.op(f"{{r}} = arith.subi {count}, {c1} : index")
         off, G, st = s.byte_offset, self.G, self.st
-        ut, pt = ("i16" if self.word else "i8"), self.pt
+        ut, pt = ("i16" if self.word or self.bf else "i8"), self.pt
         vu, vp = _vt(C, ut), _vt(C // G, pt)
         a_side = side == "lhs"
 
@@ -939,7 +982,7 @@ class _DotKernel:
                 fo = t.op(f"{{r}} = arith.muli {i}, {self.nblk} : index")
                 half = t.op(f"{{r}} = arith.divui {K}, {t.c(G)} : index")
                 do = t.op(f"{{r}} = arith.muli {i}, {half} : index")
-            elif not (self.word or self.quad):  # the accumulators' order: per 16 columns,
+            elif not (self.word or self.quad or self.bf):  # the accumulators' order: per 16 columns,
                 # even then odd
                 lane = t.op(f"{{r}} = arith.remui {i}, {t.c(16)} : index")
                 grp = t.op(f"{{r}} = arith.subi {i}, {lane} : index")
@@ -960,14 +1003,14 @@ class _DotKernel:
                     o = t.op(f"{{r}} = arith.addi {bo}, {pos} : index")
                 t.do(f"memref.store {f}, {fdst}[{o}] : memref<?xf32>")
                 k0 = t.op(f"{{r}} = arith.muli {blk}, {t.c(kb)} : index")
-                byte_sums = not a_side and not self.word
+                byte_sums = not a_side and not (self.word or self.bf)
 
                 def chunk(q: str, acc: list[str]) -> list[str]:
                     kk = t.op(f"{{r}} = arith.addi {k0}, {q} : index")
                     u = self.packed_units(side, src, kk)
                     p0 = t.op(f"{{r}} = arith.divui {kk}, {t.c(G)} : index")
                     if a_side:
-                        if not self.word:  # wrapping i8: o = 128 turns mxint8's codes
+                        if not (self.word or self.bf):  # wrapping i8: o = 128 turns mxint8's codes
                             # into their offset bytes
                             u = t.op(f"{{r}} = arith.addi {u}, "
                                      f"{t.c(off if off < 128 else off - 256, vu)} : {vu}")
@@ -1010,7 +1053,8 @@ class _DotKernel:
         """The unit's GEMM by x86's integer dot products (:attr:`DotSpec.int_dot`).  B's
         panel packed (:meth:`int_pack`), and A's rows ``r0 + [0, MB_INT)`` once per call
         (they stay packed while the call's next unit is in the same batch); then per tile of
-        :data:`MR_INT` rows and :data:`NV_INT` vectors of columns, per block:
+        :data:`MR_INT` rows (:data:`MR_INT_VNNI` on the VNNI paths) and :data:`NV_INT`
+        vectors of columns, per block:
 
         * **bytes** (:attr:`DotSpec.byte_dot`, 16 columns a vector): i16 accumulators
           start at -o x B's block sums and take one ``vpmaddubsw`` (A's pair broadcast,
@@ -1032,16 +1076,18 @@ class _DotKernel:
         b, n0, ncols, arow0, brow0 = self.unit
         c0, c1 = t.c(0), t.c(1)
         kb = s.k("lhs")
-        word, quad, G, NV = self.word, self.quad, self.G, NV_INT
-        vnni = s.path == "vnni"
-        lanes32 = word or quad  # i32 accumulators, 8 columns each, in order
+        word, quad, bf, G, NV = self.word, self.quad, self.bf, self.G, NV_INT
+        vnni = s.path in VNNI_PATHS
+        lanes32 = word or quad or bf  # 32-bit accumulators, 8 columns each, in order
         if NV % 2:  # the results leave 16 columns at a time: two word vectors
             raise ValueError(f"NV_INT must be even, got {NV}")
         cv = 8 if lanes32 else 16  # columns per vector
         pt = self.pt
         self.int_pack("rhs", brow0, ncols, t.c(NP), self.bq, self.bfq, self.bsum)
         v8, v16, w8, f8 = _vt(32, "i8"), _vt(16, "i16"), _vt(8, "i32"), _vt(8, "f32")
-        vacc = w8 if lanes32 else v16  # an accumulator (and a load of B: cv columns' groups)
+        vbf = _vt(16, "bf16")
+        vacc = w8 if lanes32 else v16  # a load of B: cv columns' groups
+        acc_t = f8 if bf else vacc  # an accumulator
         ones = [t.op(f"{{r}} = arith.constant dense<[{', '.join([pair] * 8)}]> : {v16}")
                 for pair in ("1, 0", "0, 1")]
         mlast = t.op(f"{{r}} = arith.subi {M}, {c1} : index")
@@ -1056,8 +1102,8 @@ class _DotKernel:
         r1 = t.op(f"{{r}} = arith.addi {r0}, {rows} : index")
 
         def pack_a() -> None:  # the block's rows of A (padded to tiles), once per call
-            mp = t.op(f"{{r}} = arith.ceildivui {rows}, {t.c(MR_INT)} : index")
-            mp = t.op(f"{{r}} = arith.muli {mp}, {t.c(MR_INT)} : index")
+            mp = t.op(f"{{r}} = arith.ceildivui {rows}, {t.c(self.mr_int)} : index")
+            mp = t.op(f"{{r}} = arith.muli {mp}, {t.c(self.mr_int)} : index")
             first = t.op(f"{{r}} = arith.addi {arow0}, {r0} : index")
             self.int_pack("lhs", first, rows, mp, self.aq, self.aqf)
             t.do(f"memref.store {b}, {self.abatch}[{c0}] : memref<2xindex>")
@@ -1068,7 +1114,7 @@ class _DotKernel:
         def tile(m0: str, _: list[str]) -> list[str]:
             l0 = t.op(f"{{r}} = arith.subi {m0}, {r0} : index")  # in the packed block
             arows = []  # where the tile's rows of A start in the packed A
-            for i in range(MR_INT):
+            for i in range(self.mr_int):
                 li = t.op(f"{{r}} = arith.addi {l0}, {t.c(i)} : index")
                 arows.append(t.op(f"{{r}} = arith.muli {li}, {half} : index"))
 
@@ -1080,8 +1126,8 @@ class _DotKernel:
                 def block(blk: str, accs: list[str]) -> list[str]:
                     so = t.op(f"{{r}} = arith.muli {blk}, {t.c(NP)} : index")
                     so = [t.op(f"{{r}} = arith.addi {so}, {j} : index") for j in jg]
-                    if word:
-                        inits = [t.c(0, vacc)] * NV
+                    if word or bf:
+                        inits = [t.c(0, acc_t)] * NV
                     else:
                         inits = [t.op(f"{{r}} = vector.load {self.bsum}[{o}] : "
                                       f"memref<?x{self.st}>, {vacc}") for o in so]
@@ -1097,15 +1143,21 @@ class _DotKernel:
                                       f"{vacc}")
                             if lanes32:  # the intrinsics' operand types
                                 bw = t.op(f"{{r}} = vector.bitcast {bw} : {vacc} to "
-                                          f"{v8 if quad else v16}")
+                                          f"{v8 if quad else vbf if bf else v16}")
                             bvs.append(bw)
                         out = list(sums)
-                        for i in range(MR_INT):
+                        for i in range(self.mr_int):
                             o = t.op(f"{{r}} = arith.addi {arows[i]}, {kp} : index")
                             a = t.op(f"{{r}} = memref.load {self.aq}[{o}] : memref<?x{pt}>")
                             av = t.op(f"{{r}} = vector.broadcast {a} : {pt} to {vacc}")
                             for g in range(NV):
                                 x = i * NV + g
+                                if bf:  # pairs of bf16 products added into f32 lanes
+                                    ao = t.op(f"{{r}} = vector.bitcast {av} : {vacc} to {vbf}")
+                                    out[x] = t.op(f'{{r}} = llvm.call_intrinsic '
+                                                  f'"llvm.x86.avx512bf16.dpbf16ps.256"({out[x]}, '
+                                                  f"{ao}, {bvs[g]}) : ({f8}, {vbf}, {vbf}) -> {f8}")
+                                    continue
                                 if vnni:  # the dot product added into the accumulator
                                     op, vt = ("vpdpbusd", v8) if quad else ("vpdpwssd", v16)
                                     ao = t.op(f"{{r}} = vector.bitcast {av} : {vacc} to {vt}")
@@ -1132,7 +1184,7 @@ class _DotKernel:
                         return out
 
                     sums = t.for_(c0, t.c(kb // G), c1,
-                                  [(inits[g], vacc) for _ in range(MR_INT) for g in range(NV)],
+                                  [(inits[g], acc_t) for _ in range(self.mr_int) for g in range(NV)],
                                   pair)
                     fb = []
                     for o in so:
@@ -1141,7 +1193,7 @@ class _DotKernel:
                             fb.append(t.op(f"{{r}} = vector.load {self.bfq}[{oq}] : "
                                            f"memref<?xf32>, {f8}"))
                     out = []
-                    for i in range(MR_INT):
+                    for i in range(self.mr_int):
                         o = t.op(f"{{r}} = arith.addi {l0}, {t.c(i)} : index")
                         o = t.op(f"{{r}} = arith.muli {o}, {self.nblk} : index")
                         o = t.op(f"{{r}} = arith.addi {o}, {blk} : index")
@@ -1154,14 +1206,14 @@ class _DotKernel:
                                     w = t.op(f'{{r}} = llvm.call_intrinsic '
                                              f'"llvm.x86.avx2.pmadd.wd"({w}, {ones[q]}) : '
                                              f"({v16}, {v16}) -> {w8}")
-                                wf = t.op(f"{{r}} = arith.sitofp {w} : {w8} to {f8}")
+                                wf = w if bf else t.op(f"{{r}} = arith.sitofp {w} : {w8} to {f8}")
                                 f = t.op(f"{{r}} = arith.mulf {fav}, {fb[nf * g + q]} : {f8}")
                                 x = (i * NV + g) * nf + q
                                 out.append(t.op(f"{{r}} = vector.fma {wf}, {f}, {accs[x]} : "
                                                 f"{f8}"))
                     return out
 
-                nacc = MR_INT * NV * nf
+                nacc = self.mr_int * NV * nf
                 accs = t.for_(c0, self.nblk, c1, [(zero, f8)] * nacc, block)
                 # 16 results at a time: bytes, one accumulator's even and odd columns;
                 # words, two accumulators
@@ -1174,7 +1226,7 @@ class _DotKernel:
                     left = t.op(f"{{r}} = arith.maxsi {left}, {c0} : index")
                     left = t.op(f"{{r}} = arith.minui {left}, {t.c(16)} : index")
                     mask = t.op(f"{{r}} = vector.create_mask {left} : {_vt(16, 'i1')}")
-                    for i in range(MR_INT):
+                    for i in range(self.mr_int):
                         mi = t.op(f"{{r}} = arith.addi {m0}, {t.c(i)} : index")
                         ok = t.op(f"{{r}} = arith.cmpi ule, {mi}, {mlast} : index")
                         x = i * NV * nf + 2 * g
@@ -1194,7 +1246,7 @@ class _DotKernel:
             t.for_(c0, ncols, t.c(cv * NV), [], group)
             return []
 
-        t.for_(r0, r1, t.c(MR_INT), [], tile)
+        t.for_(r0, r1, t.c(self.mr_int), [], tile)
 
     # -- the exact f64 contraction (outside the f32 paths' range) ----------------------------
     def f64_unit(self) -> None:

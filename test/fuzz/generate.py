@@ -358,13 +358,20 @@ def api_cases(seed: int, np, jnp, R, mj) -> Iterator[APICase]:
                           f"{x.dtype}{x.shape}, n={n}, m={m}, dim={dim}")
         elif which == "scaled_dot":
             y = _array(rng, np)
+            # the dimension numbers spelled out: the two defaults differ by design (JAX's
+            # batches the leading dimensions of operands of equal rank, the reference's
+            # never batches), and a case must ask both for the same contraction
+            dn = (((max(x.ndim - 1, 0),), (max(y.ndim - 1, 0),)), ((), ()))
 
-            def bound(x=x, y=y):  # 1e-6 * sum |a_i b_i| (docs/semantics.md section 6)
+            def bound(x=x, y=y, dn=dn):  # 1e-6 * sum |a_i b_i| (docs/semantics.md section 6)
                 ax, ay = np.abs(x.astype(np.float32)), np.abs(y.astype(np.float32))
-                return 1e-6 * np.asarray(R.scaled_dot(ax, None, ay, None), np.float64)
+                return 1e-6 * np.asarray(R.scaled_dot(ax, None, ay, None, dimension_numbers=dn),
+                                         np.float64)
             yield APICase("scaled_dot",
-                          lambda x=x, y=y: np.asarray(mj.scaled_dot(x, y, impl="xla")),
-                          lambda x=x, y=y: R.scaled_dot(x, None, y, None),
+                          lambda x=x, y=y, dn=dn: np.asarray(mj.scaled_dot(x, y, dn,
+                                                                           impl="xla")),
+                          lambda x=x, y=y, dn=dn: R.scaled_dot(x, None, y, None,
+                                                               dimension_numbers=dn),
                           f"{x.dtype}{x.shape} x {y.dtype}{y.shape}", bound)
         else:
             fn = rng.choice(("quantize", "dequantize", "convert", "cast", "sparse"))

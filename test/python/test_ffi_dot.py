@@ -201,12 +201,27 @@ def test_which_kernels_take_integer_dot_products():
     assert dot_kernels.DotSpec("mxint8", "mxint8", path="vnni").byte_offset == 128
     assert dot_kernels.DotSpec("mxfp6_e2m3", "mxint8", path="vnni").byte_offset == 60
     assert not byte("mxint8", "mxint8") and not byte("mxfp6_e2m3", "mxfp6_e2m3")  # avx2
+    # avx512: vnni's integer dot products, and bf16 ones for the other MX pairs with one
+    # (even) block size
+    def bf16(lf, rf, kl=None, kr=None):
+        return dot_kernels.DotSpec(lf, rf, kl, kr or kl, "avx512").bf16_dot
+
+    assert dot_kernels.DotSpec("mxint8", "mxint8", path="avx512").quad_dot
+    assert bf16("mxfp8_e4m3", "mxfp8_e4m3") and bf16("mxfp8_e5m2", "mxint8")
+    assert bf16("nvfp4", "mxfp8_e4m3", 16) and bf16("mxfp6_e3m2", "mxfp6_e3m2", 96)
+    assert not bf16("mxfp6_e3m2", "mxfp6_e3m2") and not bf16("mxint8", "mxint8")  # integer
+    assert not bf16("mxfp8_e4m3", "nvfp4") and not bf16("mxfp8_e4m3", "mxfp8_e4m3", 32, 64)
+    assert not bf16("f32", "mxfp8_e4m3") and not bf16("mxfp8_e4m3", "bf16")
+    assert not dot_kernels.DotSpec("mxfp8_e4m3", "mxfp8_e4m3", path="vnni").packed_gemm
 
 
 def test_host_paths():
-    """vnni where the CPU has AVX2 and the 256-bit VNNI forms (AVX512-VNNI with AVX512VL, or
-    AVX-VNNI), then avx2, then portable; MXLOWER_DOT_PATH names one of them."""
+    """avx512 where the CPU has AVX2 and AVX-512's VNNI and BF16 with VL, vnni where it has
+    AVX2 and the 256-bit VNNI forms (AVX512-VNNI with AVX512VL, or AVX-VNNI), then avx2,
+    then portable; MXLOWER_DOT_PATH names one of them."""
     hp = dot_kernels.host_paths
+    assert hp(["avx2", "avx512_vnni", "avx512vl", "avx512_bf16"]) == \
+        ["avx512", "vnni", "avx2", "portable"]
     assert hp(["avx2", "avx512_vnni", "avx512vl"]) == ["vnni", "avx2", "portable"]
     assert hp(["avx2", "avx_vnni"]) == ["vnni", "avx2", "portable"]
     assert hp(["avx2", "avx512_vnni"]) == ["avx2", "portable"]  # no 256-bit forms
@@ -231,6 +246,53 @@ def test_integer_dot_products_gemm(lf, rf, k, path):
         if (k or 0) > 64 and shape[3] > 2:
             continue
         _run(lf, rf, shape, rng, path, k=k)
+
+
+#: pairings of the GEMM's bf16 dot products (path avx512): an f8 side, one block size
+BF16_PAIRS = [("mxfp8_e4m3", "mxfp8_e4m3", None), ("mxfp8_e5m2", "mxfp8_e5m2", None),
+              ("mxfp8_e4m3", "mxfp8_e5m2", None), ("mxfp8_e4m3", "mxint8", None),
+              ("mxfp4_e2m1", "mxfp8_e5m2", None), ("mxfp6_e3m2", "mxfp8_e4m3", None),
+              ("nvfp4", "mxfp8_e4m3", 16), ("mxfp8_e5m2", "mxfp6_e2m3", 2),
+              ("mxfp6_e3m2", "mxfp6_e3m2", 96)]
+
+
+@pytest.mark.skipif("avx512" not in PATHS, reason="this CPU has no AVX512-BF16 / VNNI")
+@pytest.mark.parametrize("lf, rf, k", BF16_PAIRS)
+def test_bf16_dot_products_gemm(lf, rf, k):
+    """The GEMM's bf16 dot products (path avx512, M > STREAM_M) against the reference:
+    ragged tiles, N across panels, K of one to five blocks, batches, two blocks of MB_INT
+    rows of A."""
+    rng = np.random.default_rng(BF16_PAIRS.index((lf, rf, k)))
+    assert dot_kernels.DotSpec(lf, rf, k, k, "avx512").bf16_dot
+    for shape in (((), 17, 1, 1), ((), 20, 35, 1), ((), 23, 70, 3), ((2,), 18, 16, 2),
+                  ((), 41, 33, 5), ((2,), dot_kernels.MB_INT + 13, 37, 1)):
+        _run(lf, rf, shape, rng, "avx512", k=k)
+
+
+@pytest.mark.skipif("avx512" not in PATHS, reason="this CPU has no AVX512-BF16 / VNNI")
+def test_bf16_dot_products_extremes():
+    """e5m2's largest and smallest (subnormal) magnitudes, unscaled products from 2^-32 to
+    2^31.8: vdpbf16ps flushes subnormal bf16 inputs and outputs, which none of these are;
+    the sums are exact here (every block's products share a few binades), so the results
+    equal the f64 reference bit for bit; and the scales' range test still sends blocks with
+    scales at the ends of the range to the f64 contraction."""
+    fmt, k = "mxfp8_e5m2", 32
+    rows, cols = dot_kernels.STREAM_M + 5, 19
+    codes = np.zeros((rows, 2 * k), np.uint8)
+    codes[:, :k] = 0x7B  # 57344
+    codes[:, k:] = 0x01  # 2^-16
+    codes[1::2] |= 0x80
+    bc = np.where(np.arange(cols)[:, None] % 2 == 0, 0x7B, 0x01).astype(np.uint8) + \
+        np.zeros((1, 2 * k), np.uint8)
+    ea = codes.view(ml_dtypes.float8_e5m2)
+    eb = bc.view(ml_dtypes.float8_e5m2)
+    for scale in (127, 3):  # 2^0: the f32 paths; 2^-124: the f64 contraction
+        sa = np.full((rows, 2), scale, np.uint8).view(ml_dtypes.float8_e8m0fnu)
+        sb = np.full((cols, 2), 127, np.uint8).view(ml_dtypes.float8_e8m0fnu)
+        va, vb = R.dequantize(ea, sa, fmt), R.dequantize(eb, sb, fmt)
+        got = np.asarray(ffi_dot.dot(ea, sa, eb, sb, fmt, fmt, path="avx512"))
+        want = (va.astype(np.float64) @ vb.astype(np.float64).T).astype(F32)
+        assert np.array_equal(got, want), scale
 
 
 @pytest.mark.parametrize("path", dot_kernels.X86_PATHS)

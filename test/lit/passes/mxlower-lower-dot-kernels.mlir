@@ -195,6 +195,34 @@ func.func private @words(memref<?xi8>, memref<?xi8>, memref<?xi8>, memref<?xi8>,
 
 // -----
 
+// MXFP8 x MXFP8 on avx512: the GEMM by vdpbf16ps.  Each side's codes decoded once per call
+// (A) or unit (B) to their unscaled values, exact in bf16: the f32's high half, stored as
+// pairs of K positions (one i32 each).  Per block, f32 accumulators from zero take one
+// vdpbf16ps per pair (A's pair broadcast against 8 columns' pairs: two exact products added
+// into each lane), then one FMA by the product of the two blocks' scales into the running
+// f32 sums -- no conversion of the block sums, no scaled operand.
+// CHECK-LABEL: func.func @bf16s(
+// CHECK: %[[AQ:.*]] = memref.alloc(%{{.*}}) : memref<?xi32>
+// CHECK: arith.extf %{{.*}} : vector<32xf16> to vector<32xf32>
+// CHECK: arith.bitcast %{{.*}} : vector<32xf32> to vector<32xi32>
+// CHECK: arith.shrui %{{.*}} : vector<32xi32>
+// CHECK-NEXT: arith.trunci %{{.*}} : vector<32xi32> to vector<32xi16>
+// CHECK: vector.bitcast %{{.*}} : vector<32xi16> to vector<16xi32>
+// CHECK: scf.for %{{.*}} = %{{.*}} to %c16{{.*}} step %{{.*}} iter_args(%{{.*}} = %cst{{.*}}, 
+// CHECK: llvm.call_intrinsic "llvm.x86.avx512bf16.dpbf16ps.256"(%{{.*}}, %{{.*}}, %{{.*}}) : (vector<8xf32>, vector<16xbf16>, vector<16xbf16>) -> vector<8xf32>
+// CHECK: scf.yield %{{.*}} : vector<8xf32>,
+// CHECK-NOT: arith.sitofp
+// CHECK: arith.mulf %{{.*}} : vector<8xf32>
+// CHECK-NEXT: vector.fma %{{.*}} : vector<8xf32>
+// PORTABLE-LABEL: func.func @bf16s(
+// PORTABLE-NOT: dpbf16ps
+// PORTABLE: return
+// LLVM-LABEL: llvm.func @bf16s(
+// LLVM: llvm.call_intrinsic "llvm.x86.avx512bf16.dpbf16ps.256"
+func.func private @bf16s(memref<?xi8>, memref<?xi8>, memref<?xi8>, memref<?xi8>, memref<?xf32>, memref<?xi64>, index, index) attributes {mxlower.dot_kernel = {lhs = "mxfp8_e4m3", rhs = "mxfp8_e4m3", path = "avx512"}}
+
+// -----
+
 // The range test (part = "range"; the kernel's signature): one pass over the plain side's
 // exponent fields (8 lanes) and over the scale codes (32 at a time, unsigned min and max), no
 // scratch, then the mode stored into dims[4].  The kernel reads it and runs, where it is not
