@@ -443,21 +443,28 @@ def test_installed_scaled_matmul_runs_the_kernel():
 
 
 def test_gemms_keep_the_dequantize_kernels_unless_asked(monkeypatch):
-    """More than STREAM_M rows on both sides, an f8 side: the dequantize kernels + XLA's f32
-    dot (faster than the kernel's f32 GEMM path here, BENCHMARKS.md) unless
-    MXLOWER_DOT_KERNEL=all."""
+    """More than STREAM_M rows on both sides, an f8 side and two block sizes (no packed dot
+    products on any path): the dequantize kernels + XLA's f32 dot (faster than the kernel's
+    f32 GEMM path, BENCHMARKS.md) unless MXLOWER_DOT_KERNEL=all.  With one block size the
+    avx512 path's bf16 dot products take it by default; the other paths keep the dequantize
+    kernels."""
     rng = np.random.default_rng(23)
     rows = dot_kernels.STREAM_M + 1
     a = mxj.quantize(rng.standard_normal((rows, 64)).astype(F32), "mxfp8_e5m2", impl="xla")
-    b = mxj.quantize(rng.standard_normal((rows + 3, 64)).astype(F32), "mxfp4_e2m1", impl="xla")
+    b = mxj.quantize(rng.standard_normal((rows + 3, 64)).astype(F32), "mxfp4_e2m1",
+                     block_size=64, impl="xla")
+    b32 = mxj.quantize(rng.standard_normal((rows + 3, 64)).astype(F32), "mxfp4_e2m1",
+                       impl="xla")
 
-    def compiled():
-        return jax.jit(lambda u, v: mxj.scaled_dot(u, v)).lower(a, b).compile()
+    def compiled(v=b):
+        return jax.jit(lambda u, v: mxj.scaled_dot(u, v)).lower(a, v).compile()
 
     assert "mxlower_dot_" not in compiled().as_text()
+    one_size = "mxlower_dot_mxfp8_e5m2k32_mxfp4_e2m1k32_avx512" in compiled(b32).as_text()
+    assert one_size == (PATHS[0] == "avx512")
     monkeypatch.setenv("MXLOWER_DOT_KERNEL", "all")
     c = compiled()
-    assert "mxlower_dot_mxfp8_e5m2k32_mxfp4_e2m1k32" in c.as_text()
+    assert "mxlower_dot_mxfp8_e5m2k32_mxfp4_e2m1k64" in c.as_text()
     va, vb = (np.asarray(mxj.dequantize(v)) for v in (a, b))
     assert_dot_close(c(a, b), va, vb, (((1,), (1,)), ((), ())), what="GEMM")
 
