@@ -15,8 +15,10 @@ so one run compares the instruction sets on the same machine:
 * ``spr512``: ``sapphirerapids`` with ``-prefer-256-bit`` off: the kernels' 32-lane f32
   vectors in zmm registers.
 
-The GEMM kernels are built for the ``avx2`` path on every target and for the ``vnni`` path
-(the integer GEMM on ``vpdpbusd`` / ``vpdpwssd``) on the targets that have VNNI.
+The GEMM kernels are built for the ``avx2`` path on every target, and on the targets that
+have VNNI and AVX512-BF16 for the ``vnni`` path (the integer GEMM on ``vpdpbusd`` /
+``vpdpwssd``) and the ``avx512`` path (the bf16 GEMM on ``vdpbf16ps``), where they differ
+from avx2's.
 
 ::
 
@@ -41,10 +43,11 @@ import numpy as np
 
 TARGETS = {"avx2": ("x86-64-v3", None), "spr": ("sapphirerapids", None),
            "spr512": ("sapphirerapids", "-prefer-256-bit")}
-#: the targets with VNNI (the vnni path's kernels build for these only)
+#: the targets with VNNI and AVX512-BF16 (the vnni and avx512 paths build for these only)
 VNNI_TARGETS = ("spr", "spr512")
-#: the kernels' SIMD paths, per kind of kernel (the vnni path changes only the integer GEMM)
-PATHS_OF = {"gemv": ("avx2",), "tile": ("avx2",), "gemm": ("avx2", "vnni")}
+#: the kernels' SIMD paths, per kind of kernel (vnni changes only the integer GEMM, avx512
+#: adds the bf16 GEMM)
+PATHS_OF = {"gemv": ("avx2",), "tile": ("avx2",), "gemm": ("avx2", "vnni", "avx512")}
 #: (lhs, rhs, what): the GEMV's kernels (plain f32 activations, MX weights) and the GEMM's
 KERNELS = [("f32", f, "gemv") for f in ("mxfp4_e2m1", "mxfp6_e2m3", "mxfp8_e4m3", "nvfp4",
                                         "mxint8")]
@@ -77,9 +80,10 @@ def build(root: str, whats: set[str] | None = None) -> None:
     default = (dot_kernels.MR_STREAM, dot_kernels.NR_STREAM_TILE)
     builds = [(DotSpec(lhs, rhs, path=path), what, tile, target)
               for lhs, rhs, what, tile in jobs for path in PATHS_OF[what]
-              for target in TARGETS if path != "vnni" or target in VNNI_TARGETS]
+              for target in TARGETS if path == "avx2" or target in VNNI_TARGETS]
     for spec, what, tile, target in builds:
-        if spec.path == "vnni" and not spec.int_dot:  # the same kernel as avx2's
+        if (spec.path == "vnni" and not spec.int_dot  # the same kernel as avx2's
+                or spec.path == "avx512" and not spec.bf16_dot):  # as vnni's
             continue
         cpu, features = TARGETS[target]
         suffix = f"__{target}" + (f"__mr{tile[0]}nr{tile[1]}" if tile else "")

@@ -3,7 +3,8 @@
 # carried builds .gpu (test_gpu_nvvm.py build) and .gpu-kernels (test_gpu_kernels.py build):
 # the GPU tests (NVVM conversions, the fused CUDA kernels through their FFI handlers, mxlower.jax
 # on XLA:GPU with impl="xla" and with the carried kernels), then bench/bench_gpu.py.  Everything
-# goes to $OUT (the device tool's result folder; /tmp/gpu-out elsewhere).
+# goes to $OUT (the device tool's result folder; /tmp/gpu-out elsewhere).  GPU_BENCH=0: the
+# tests only.
 set -u
 OUT=${OUT:-/tmp/gpu-out}
 mkdir -p "$OUT"
@@ -25,6 +26,7 @@ tail -40 "$OUT/gpu-tests.log"
 # which custom calls XLA:GPU compiled mxlower.jax.scaled_dot(impl="auto") into, per pair
 timeout 120 $py -m pytest -q -s -m gpu -p no:cacheprovider -k scaled_dot_auto \
   test/python/test_gpu_jax.py 2>&1 | grep -E "compiled custom calls|passed|failed" | tee "$OUT/gpu-dot-calls.log"
+if [ "${GPU_BENCH:-1}" = 0 ]; then exit 0; fi  # the tests only
 timeout "${BENCH_TIMEOUT:-150}" $py bench/bench_gpu.py --part kernels --kernels .gpu-kernels \
   --out "$OUT/bench-kernels.json" >"$OUT/bench-kernels.log" 2>&1
 echo "bench kernels exit $?"; tail -5 "$OUT/bench-kernels.log"

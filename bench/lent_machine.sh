@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# One call on a lent GPU machine (16-core Sapphire Rapids host), from the checkout's root, with
+# the carried builds .gpu, .gpu-kernels (bench/gpu_session.sh) and .dot-aot
+# (bench/bench_dot_aot.py build .dot-aot --what gemm --targets avx2,spr,spr512):
+#   1. the dot kernel's GEMMs ahead of time on the host CPU (avx2, and the vnni path's VNNI
+#      dot products): correctness against the exact dot, then 1024^3 / 2048^3 against XLA's
+#      f32 dot on 16 cores;
+#   2. the GPU tests (bench/gpu_session.sh with GPU_BENCH=0).
+# Everything goes to $OUT (/tmp/lent-out elsewhere).
+set -u
+OUT=${OUT:-/tmp/lent-out}
+export OUT
+mkdir -p "$OUT"
+py=${PYTHON:-python3}
+lscpu >"$OUT/lscpu.txt" 2>&1
+JAX_PLATFORMS=cpu PYTHONPATH=. timeout "${AOT_TIMEOUT:-240}" $py bench/bench_dot_aot.py run .dot-aot \
+  --what gemm --out "$OUT/gemm.json" >"$OUT/aot.log" 2>&1
+echo "aot exit $?"; grep -E "correctness|errors|^  " "$OUT/aot.log" | head -20
+GPU_BENCH=0 TEST_TIMEOUT=${TEST_TIMEOUT:-240} bash bench/gpu_session.sh
