@@ -17,8 +17,9 @@ so one run compares the instruction sets on the same machine:
 
 The GEMM kernels are built for the ``avx2`` path on every target, and on the targets that
 have VNNI and AVX512-BF16 for the ``vnni`` path (the integer GEMM on ``vpdpbusd`` /
-``vpdpwssd``) and the ``avx512`` path (the bf16 GEMM on ``vdpbf16ps``), where they differ
-from avx2's.
+``vpdpwssd`` in 256-bit vectors) and the ``avx512`` path (those and the bf16 GEMM on
+``vdpbf16ps``, in 512-bit vectors), where they differ from avx2's; ``gemmtile`` builds the
+avx512 path's with other tile heights (:data:`GEMM_TILES`).
 
 ::
 
@@ -47,7 +48,8 @@ TARGETS = {"avx2": ("x86-64-v3", None), "spr": ("sapphirerapids", None),
 VNNI_TARGETS = ("spr", "spr512")
 #: the kernels' SIMD paths, per kind of kernel (vnni changes only the integer GEMM, avx512
 #: adds the bf16 GEMM)
-PATHS_OF = {"gemv": ("avx2",), "tile": ("avx2",), "gemm": ("avx2", "vnni", "avx512")}
+PATHS_OF = {"gemv": ("avx2",), "tile": ("avx2",), "gemm": ("avx2", "vnni", "avx512"),
+            "gemmtile": ("avx512",)}
 #: (lhs, rhs, what): the GEMV's kernels (plain f32 activations, MX weights) and the GEMM's
 KERNELS = [("f32", f, "gemv") for f in ("mxfp4_e2m1", "mxfp6_e2m3", "mxfp8_e4m3", "nvfp4",
                                         "mxint8")]
@@ -57,6 +59,9 @@ KERNELS += [(f, f, "gemm") for f in ("mxfp4_e2m1", "nvfp4", "mxfp6_e2m3", "mxfp6
 #: (MR_STREAM, NR_STREAM_TILE) of mxlower.lowering.dot_kernels, the first the default
 TILES = [(8, 1), (8, 2), (4, 2), (4, 4), (6, 2)]
 TILE_FORMATS = ("mxfp4_e2m1", "mxfp8_e4m3", "mxint8")
+#: rows of the packed GEMM's tiles on the VNNI paths (dot_kernels.MR_INT_VNNI) to compare
+#: ("gemmtile": the avx512 path, 512-bit vectors with 32 registers), besides the default
+GEMM_TILES = (4, 8, 12)
 
 
 def _fingerprint() -> str:
@@ -76,6 +81,7 @@ def build(root: str, whats: set[str] | None = None) -> None:
     entries = []
     jobs = [(lhs, rhs, what, None) for lhs, rhs, what in KERNELS]
     jobs += [("f32", f, "tile", tile) for f in TILE_FORMATS for tile in TILES[1:]]
+    jobs += [(f, f, "gemmtile", (mr,)) for f in TILE_FORMATS for mr in GEMM_TILES]
     jobs = [j for j in jobs if whats is None or j[2] in whats]
     default = (dot_kernels.MR_STREAM, dot_kernels.NR_STREAM_TILE)
     builds = [(DotSpec(lhs, rhs, path=path), what, tile, target)
@@ -83,21 +89,28 @@ def build(root: str, whats: set[str] | None = None) -> None:
               for target in TARGETS if path == "avx2" or target in VNNI_TARGETS]
     for spec, what, tile, target in builds:
         if (spec.path == "vnni" and not spec.int_dot  # the same kernel as avx2's
-                or spec.path == "avx512" and not spec.bf16_dot):  # as vnni's
+                or spec.path == "avx512" and not spec.packed_gemm):
             continue
         cpu, features = TARGETS[target]
-        suffix = f"__{target}" + (f"__mr{tile[0]}nr{tile[1]}" if tile else "")
+        suffix = f"__{target}" + (f"__mr{tile[0]}" if what == "gemmtile" else
+                                  f"__mr{tile[0]}nr{tile[1]}" if tile else "")
         lib = f"{spec.name}{suffix}.so"
         t0 = time.perf_counter()
-        dot_kernels.MR_STREAM, dot_kernels.NR_STREAM_TILE = tile or default
+        mr_vnni = dot_kernels.MR_INT_VNNI
+        if what == "gemmtile":
+            dot_kernels.MR_INT_VNNI = tile[0]
+        else:
+            dot_kernels.MR_STREAM, dot_kernels.NR_STREAM_TILE = tile or default
         try:
             ffi_dot.shared_object(spec, os.path.join(root, lib), cpu=cpu, features=features)
         finally:
             dot_kernels.MR_STREAM, dot_kernels.NR_STREAM_TILE = default
+            dot_kernels.MR_INT_VNNI = mr_vnni
         print(f"{lib}: {time.perf_counter() - t0:.1f} s", flush=True)
         entries.append({"lhs": spec.lhs, "rhs": spec.rhs, "what": what, "name": spec.name,
                         "path": spec.path, "target": target, "lib": lib, "suffix": suffix,
-                        "tile": list(tile or default)})
+                        "tile": list(tile or default) if what != "gemmtile" else
+                        [tile[0]]})
     with open(os.path.join(root, "manifest.json"), "w", encoding="utf-8") as f:
         json.dump({"fingerprint": _fingerprint(), "kernels": entries}, f, indent=1)
 
@@ -247,8 +260,8 @@ def timings(kernels: list[dict], reps: int) -> list[dict]:
                 xla = jax.jit(lambda u, v: jnp.dot(u, v.T, precision="highest"))
                 t = _best(lambda: f(*ops), max(3, reps // 4))
                 tx = _best(lambda: xla(ja, jb), max(3, reps // 4))
-                rows.append({"case": "gemm", "n": n, "format": e["lhs"], "target": e["target"],
-                             "path": e.get("path", "avx2"),
+                rows.append({"case": e["what"], "n": n, "format": e["lhs"], "target": e["target"],
+                             "path": e.get("path", "avx2"), "tile": e["tile"],
                              "kernel_ms": t * 1e3, "GFLOPs": 2 * n ** 3 / t / 1e9,
                              "XLA f32 dot ms": tx * 1e3, "XLA GFLOPs": 2 * n ** 3 / tx / 1e9})
                 print(json.dumps(rows[-1]), flush=True)

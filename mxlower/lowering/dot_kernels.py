@@ -1078,18 +1078,21 @@ class _DotKernel:
         kb = s.k("lhs")
         word, quad, bf, G, NV = self.word, self.quad, self.bf, self.G, NV_INT
         vnni = s.path in VNNI_PATHS
-        lanes32 = word or quad or bf  # 32-bit accumulators, 8 columns each, in order
+        lanes32 = word or quad or bf  # 32-bit accumulators, L columns each, in order
         if NV % 2:  # the results leave 16 columns at a time: two word vectors
             raise ValueError(f"NV_INT must be even, got {NV}")
-        cv = 8 if lanes32 else 16  # columns per vector
+        zmm = s.path == "avx512"  # 512-bit vectors (every kernel of the path is lanes32)
+        L, bits = (16, 512) if zmm else (8, 256)  # 32-bit lanes per vector
+        cv = L if lanes32 else 16  # columns per vector
         pt = self.pt
         self.int_pack("rhs", brow0, ncols, t.c(NP), self.bq, self.bfq, self.bsum)
-        v8, v16, w8, f8 = _vt(32, "i8"), _vt(16, "i16"), _vt(8, "i32"), _vt(8, "f32")
-        vbf = _vt(16, "bf16")
+        v8, v16, w8, f8 = _vt(4 * L, "i8"), _vt(2 * L, "i16"), _vt(L, "i32"), _vt(L, "f32")
+        vbf = _vt(2 * L, "bf16")
         vacc = w8 if lanes32 else v16  # a load of B: cv columns' groups
         acc_t = f8 if bf else vacc  # an accumulator
-        ones = [t.op(f"{{r}} = arith.constant dense<[{', '.join([pair] * 8)}]> : {v16}")
-                for pair in ("1, 0", "0, 1")]
+        ones = [] if lanes32 else [
+            t.op(f"{{r}} = arith.constant dense<[{', '.join([pair] * 8)}]> : {v16}")
+            for pair in ("1, 0", "0, 1")]
         mlast = t.op(f"{{r}} = arith.subi {M}, {c1} : index")
         half = t.op(f"{{r}} = arith.divui {K}, {t.c(G)} : index")
         pb = t.op(f"{{r}} = memref.load {self.abatch}[{c0}] : memref<2xindex>")
@@ -1155,14 +1158,14 @@ class _DotKernel:
                                 if bf:  # pairs of bf16 products added into f32 lanes
                                     ao = t.op(f"{{r}} = vector.bitcast {av} : {vacc} to {vbf}")
                                     out[x] = t.op(f'{{r}} = llvm.call_intrinsic '
-                                                  f'"llvm.x86.avx512bf16.dpbf16ps.256"({out[x]}, '
+                                                  f'"llvm.x86.avx512bf16.dpbf16ps.{bits}"({out[x]}, '
                                                   f"{ao}, {bvs[g]}) : ({f8}, {vbf}, {vbf}) -> {f8}")
                                     continue
                                 if vnni:  # the dot product added into the accumulator
                                     op, vt = ("vpdpbusd", v8) if quad else ("vpdpwssd", v16)
                                     ao = t.op(f"{{r}} = vector.bitcast {av} : {vacc} to {vt}")
                                     out[x] = t.op(f'{{r}} = llvm.call_intrinsic '
-                                                  f'"llvm.x86.avx512.{op}.256"({out[x]}, {ao}, '
+                                                  f'"llvm.x86.avx512.{op}.{bits}"({out[x]}, {ao}, '
                                                   f"{bvs[g]}) : ({w8}, {vt}, {vt}) -> {w8}")
                                     continue
                                 if word:
@@ -1216,10 +1219,10 @@ class _DotKernel:
                 nacc = self.mr_int * NV * nf
                 accs = t.for_(c0, self.nblk, c1, [(zero, f8)] * nacc, block)
                 # 16 results at a time: bytes, one accumulator's even and odd columns;
-                # words, two accumulators
+                # 8-lane words, two accumulators; 16-lane ones, one
                 order = (", ".join(f"{j}, {j + 8}" for j in range(8)) if not lanes32 else
                          ", ".join(str(j) for j in range(16)))
-                per = NV * nf // 2  # stores of 16 per row
+                per = NV * nf * L // 16  # stores of 16 per row
                 for g in range(per):
                     j16 = t.op(f"{{r}} = arith.addi {j0}, {t.c(16 * g)} : index")
                     left = t.op(f"{{r}} = arith.subi {ncols}, {j16} : index")
@@ -1229,9 +1232,12 @@ class _DotKernel:
                     for i in range(self.mr_int):
                         mi = t.op(f"{{r}} = arith.addi {m0}, {t.c(i)} : index")
                         ok = t.op(f"{{r}} = arith.cmpi ule, {mi}, {mlast} : index")
-                        x = i * NV * nf + 2 * g
-                        v = t.op(f"{{r}} = vector.shuffle {accs[x]}, {accs[x + 1]} "
-                                 f"[{order}] : {f8}, {f8}")
+                        if L == 16:
+                            v = accs[i * NV * nf + g]
+                        else:
+                            x = i * NV * nf + 2 * g
+                            v = t.op(f"{{r}} = vector.shuffle {accs[x]}, {accs[x + 1]} "
+                                     f"[{order}] : {f8}, {f8}")
                         def store(mi=mi, v=v, j16=j16, mask=mask) -> None:
                             orow = t.op(f"{{r}} = arith.addi {arow0}, {mi} : index")
                             o = t.op(f"{{r}} = arith.muli {orow}, {N} : index")
