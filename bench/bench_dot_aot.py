@@ -59,9 +59,9 @@ KERNELS += [(f, f, "gemm") for f in ("mxfp4_e2m1", "nvfp4", "mxfp6_e2m3", "mxfp6
 #: (MR_STREAM, NR_STREAM_TILE) of mxlower.lowering.dot_kernels, the first the default
 TILES = [(8, 1), (8, 2), (4, 2), (4, 4), (6, 2)]
 TILE_FORMATS = ("mxfp4_e2m1", "mxfp8_e4m3", "mxint8")
-#: rows of the packed GEMM's tiles on the VNNI paths (dot_kernels.MR_INT_VNNI) to compare
-#: ("gemmtile": the avx512 path, 512-bit vectors with 32 registers), besides the default
-GEMM_TILES = (4, 8, 12)
+#: rows of the avx512 path's packed GEMM tiles (dot_kernels.MR_INT["avx512"]) to compare
+#: ("gemmtile": 512-bit vectors with 32 registers), besides the default
+GEMM_TILES = (6, 8, 12)
 
 
 def _fingerprint() -> str:
@@ -96,16 +96,16 @@ def build(root: str, whats: set[str] | None = None) -> None:
                                   f"__mr{tile[0]}nr{tile[1]}" if tile else "")
         lib = f"{spec.name}{suffix}.so"
         t0 = time.perf_counter()
-        mr_vnni = dot_kernels.MR_INT_VNNI
+        mr_default = dict(dot_kernels.MR_INT)
         if what == "gemmtile":
-            dot_kernels.MR_INT_VNNI = tile[0]
+            dot_kernels.MR_INT["avx512"] = tile[0]
         else:
             dot_kernels.MR_STREAM, dot_kernels.NR_STREAM_TILE = tile or default
         try:
             ffi_dot.shared_object(spec, os.path.join(root, lib), cpu=cpu, features=features)
         finally:
             dot_kernels.MR_STREAM, dot_kernels.NR_STREAM_TILE = default
-            dot_kernels.MR_INT_VNNI = mr_vnni
+            dot_kernels.MR_INT.update(mr_default)
         print(f"{lib}: {time.perf_counter() - t0:.1f} s", flush=True)
         entries.append({"lhs": spec.lhs, "rhs": spec.rhs, "what": what, "name": spec.name,
                         "path": spec.path, "target": target, "lib": lib, "suffix": suffix,

@@ -65,7 +65,7 @@ from mxlower.execution import ffi_abi as abi
 from mxlower.ir.stablehlo_builder import Builder
 import mxlower.jax.primitives as primitives
 import mxlower.jax.sharding as sharding
-from mxlower.lowering import dot_call, mx_math
+from mxlower.lowering import dot_call, dot_kernels, mx_math
 from mxlower.lowering.dot_kernels import DotSpec
 from mxlower.lowering.mx_kernels import CastSpec, ConvertSpec, KernelSpec
 
@@ -338,7 +338,9 @@ def dot_plan(shapes: dict[str, tuple[int, ...]], dimension_numbers: Any,
     the dot kernel switched off (``MXLOWER_DOT_KERNEL=0``), and a GEMM (more than
     :data:`~mxlower.lowering.dot_kernels.STREAM_M` free rows on both sides) unless
     ``MXLOWER_DOT_KERNEL=all`` or the kernel's integer dot products apply (both sides
-    e2m1 / nvfp4, e2m3, e3m2 or mxint8 with one block size, avx2 or vnni): the kernel's f32 GEMM
+    e2m1 / nvfp4, e2m3, e3m2 or mxint8 with one block size on avx2, vnni or avx512; the
+    other MX pairs with one block size on avx512 where the CPU's vendor runs its bf16 dot
+    products faster: :func:`mxlower.lowering.dot_kernels.gemm_by_default`): the kernel's f32 GEMM
     path measured slower than the dequantize kernels + XLA's f32 dot (BENCHMARKS.md), so
     those GEMMs keep them.  ``swap``: the kernel
     computes ``rhs x lhs`` (the side with few free rows streams the other: a GEMV written
@@ -357,7 +359,8 @@ def dot_plan(shapes: dict[str, tuple[int, ...]], dimension_numbers: Any,
                                    params[f"{side}_axis"], tuple(shapes[side])))
     (lc, rc), (lb, rb) = dimension_numbers
     return dot_call.plan(*sides, (tuple(lc), tuple(rc)), (tuple(lb), tuple(rb)),
-                         ffi_dot.host_path(), gemm=mode == "all")
+                         ffi_dot.host_path(), gemm=mode == "all",
+                         vendor=dot_kernels.cpu_vendor())
 
 
 def _fused_dot(ctx: Any, args: Any, dimension_numbers: Any,

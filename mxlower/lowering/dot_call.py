@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from mxlower.bindings.jaxlib import ir, stablehlo
-from mxlower.lowering.dot_kernels import STREAM_M, DotSpec
+from mxlower.lowering.dot_kernels import STREAM_M, DotSpec, gemm_by_default
 
 __all__ = ["CALLABLE_TYPES", "Side", "callable_side", "emit_call", "plan", "side_of"]
 
@@ -44,16 +44,17 @@ class Side:
 
 def plan(lhs: Side, rhs: Side, contracting: tuple[Sequence[int], Sequence[int]],
          batch: tuple[Sequence[int], Sequence[int]], path: str, *,
-         gemm: bool = False) -> tuple[DotSpec, bool] | None:
+         gemm: bool = False, vendor: str = "") -> tuple[DotSpec, bool] | None:
     """``(spec, swap)`` of the kernel computing this dot, or None where none applies: more
     than one contracting dimension, an MX side not contracted over its blocked axis, a side
     type the kernel does not read (a plain side other than f32 / bf16 / f16), and -- unless
-    ``gemm`` -- a GEMM (more than :data:`STREAM_M` free rows on both sides) other than one
-    of the packed dot products (:attr:`DotSpec.packed_gemm`: integer dot products for both
-    sides e2m1 / nvfp4, e2m3, e3m2 or mxint8 with one block size, on avx2, vnni and
-    avx512; bf16 dot products for the other MX pairs with one block size, on avx512): the
-    kernel's f32 GEMM path is slower than the dequantize kernels + XLA's f32 dot, its
-    packed dot products faster (BENCHMARKS.md).  ``swap``: the kernel computes ``rhs x lhs``
+    ``gemm`` -- a GEMM (more than :data:`STREAM_M` free rows on both sides) that does not
+    take the kernel by default (:func:`mxlower.lowering.dot_kernels.gemm_by_default` on the
+    CPU ``vendor``: the integer dot products for both sides e2m1 / nvfp4, e2m3, e3m2 or
+    mxint8 with one block size, on avx2, vnni and avx512; the bf16 dot products for the
+    other MX pairs with one block size, on avx512, where the vendor's CPUs run them faster
+    than XLA's dot): the kernel's f32 GEMM path is slower than the dequantize kernels +
+    XLA's f32 dot, its packed dot products faster (BENCHMARKS.md).  ``swap``: the kernel computes ``rhs x lhs``
     (the side with few free rows streams the other: a GEMV written ``w @ x``)."""
     sides = {"lhs": lhs, "rhs": rhs}
     free = {}
@@ -72,7 +73,7 @@ def plan(lhs: Side, rhs: Side, contracting: tuple[Sequence[int], Sequence[int]],
                        a.block_size if a.fmt else None, b.block_size if b.fmt else None, path)
     except ValueError:
         return None
-    if min(free.values()) > STREAM_M and not gemm and not spec.packed_gemm:
+    if min(free.values()) > STREAM_M and not gemm and not gemm_by_default(spec, vendor):
         return None
     return spec, swap
 

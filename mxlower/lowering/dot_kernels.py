@@ -146,17 +146,18 @@ LANES = 8
 F4_ORDER = [g * 8 + j for g in range(4) for j in (0, 2, 4, 6, 1, 3, 5, 7)]
 #: how the exact block sums are accumulated: "f64" or "f32"
 EXACT_ACC = "f64"
-#: rows of A x vectors of columns of a tile of the GEMM's integer dot products
-#: (:attr:`DotSpec.int_dot`: one 32-byte vector of B holds 16 columns' pair of bytes or 8
-#: columns' pair of i16)
-MR_INT, NV_INT = 4, 2
-#: rows of A of the tiles on the VNNI paths (whose dot products need no second register:
-#: 6 x 2 accumulators and three operands fit AVX-VNNI's 16 vector registers), measured
-#: 10-20% faster than 4 on a Zen 4 (BENCHMARKS.md, sixth session)
-MR_INT_VNNI = 6
-#: rows of A packed at a time by the packed GEMM (a multiple of MR_INT and MR_INT_VNNI): a
-#: call's scratch for A is at most MB_INT x K values, whatever M (B's panels are packed
-#: once per block)
+#: vectors of columns of a tile of the packed GEMM (:attr:`DotSpec.packed_gemm`: one
+#: 32-byte vector of B holds 16 columns' pair of bytes or 8 columns' pair of i16 or quad of
+#: bytes; a 64-byte one, avx512's, 16 columns' i32 groups)
+NV_INT = 2
+#: rows of A of a tile of the packed GEMM, per path (BENCHMARKS.md, sixth session): 6 on
+#: vnni (its dot products need no second register: 6 x 2 accumulators and three operands
+#: fit AVX-VNNI's 16 vector registers; 10-20% faster than 4 on a Zen 4), 4 on avx512 (zmm:
+#: 20-25% faster than 6 for mxfp4 on a Sapphire Rapids, even on a Zen 4)
+MR_INT = {"avx2": 4, "vnni": 6, "avx512": 4, "portable": 4}
+#: rows of A packed at a time by the packed GEMM (a multiple of every MR_INT): a call's
+#: scratch for A is at most MB_INT x K values, whatever M (B's panels are packed once per
+#: block)
 MB_INT = 1008
 
 
@@ -199,6 +200,34 @@ def cpu_flags() -> list[str]:
     except OSError:
         pass
     return []
+
+
+def cpu_vendor() -> str:
+    """This host's CPU vendor (``/proc/cpuinfo``'s ``vendor_id``: ``GenuineIntel``,
+    ``AuthenticAMD``; empty where it cannot be read)."""
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("vendor_id"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return ""
+
+
+#: CPU vendors whose avx512 path's bf16 GEMM beats the dequantize kernels + XLA's f32 dot,
+#: so that GEMMs of the bf16 dot products take the kernel by default: measured 1.4-1.5x
+#: XLA's dot on a Zen 4 (whose FMA units are 256 bits wide), 0.4-0.6x on a Sapphire Rapids
+#: (whose two 512-bit FMA units XLA's dot keeps busy) (BENCHMARKS.md, sixth session)
+BF16_GEMM_VENDORS = ("AuthenticAMD",)
+
+
+def gemm_by_default(spec: DotSpec, vendor: str) -> bool:
+    """Whether a GEMM (more than :data:`STREAM_M` rows on both sides) of ``spec`` takes the
+    kernel without being asked: its integer dot products everywhere, its bf16 dot products
+    on :data:`BF16_GEMM_VENDORS`' CPUs; its f32 GEMM path never (slower than the dequantize
+    kernels + XLA's f32 dot)."""
+    return spec.int_dot or (spec.bf16_dot and vendor in BF16_GEMM_VENDORS)
 
 
 def host_paths(features: Sequence[str]) -> list[str]:
@@ -533,7 +562,7 @@ class _DotKernel:
         self.bf = spec.bf16_dot  # pairs of bf16 values (vdpbf16ps)
         # K positions per packed lane (pairs; quads for vpdpbusd) and the lane's type
         self.G = 4 if self.quad else 2
-        self.mr_int = MR_INT_VNNI if spec.path in VNNI_PATHS else MR_INT
+        self.mr_int = MR_INT[spec.path]
         self.pt = "i32" if self.word or self.quad or self.bf else "i16"
         # B's block sums (byte products): i16 for vpmaddubsw's lanes, i32 for vpdpbusd's
         self.st = "i32" if self.quad else "i16"
@@ -1053,8 +1082,7 @@ class _DotKernel:
         """The unit's GEMM by x86's integer dot products (:attr:`DotSpec.int_dot`).  B's
         panel packed (:meth:`int_pack`), and A's rows ``r0 + [0, MB_INT)`` once per call
         (they stay packed while the call's next unit is in the same batch); then per tile of
-        :data:`MR_INT` rows (:data:`MR_INT_VNNI` on the VNNI paths) and :data:`NV_INT`
-        vectors of columns, per block:
+        :data:`MR_INT` rows (per path) and :data:`NV_INT` vectors of columns, per block:
 
         * **bytes** (:attr:`DotSpec.byte_dot`, 16 columns a vector): i16 accumulators
           start at -o x B's block sums and take one ``vpmaddubsw`` (A's pair broadcast,

@@ -23,8 +23,8 @@ class LowerDotKernels(ModulePass):
     The declaration names the kernel in its ``mxlower.dot_kernel`` dictionary -- ``lhs`` and
     ``rhs`` (an MX format, or ``f32`` / ``bf16`` / ``f16`` for a plain side; at least one
     MX), the MX sides' ``lhs_block_size`` / ``rhs_block_size`` (default: the format's) and the
-    SIMD ``path`` (``vnni``, ``avx2`` or ``portable``) -- and its argument types must be the
-    kernel's:
+    SIMD ``path`` (``avx512``, ``vnni``, ``avx2`` or ``portable``) -- and its argument
+    types must be the kernel's:
     ``A`` (``memref<?xi8>`` codes, f4 two per byte, or the plain type), A's scale codes where
     A is MX, the same for ``B``, ``out: memref<?xf32>``, ``dims: memref<?xi64>`` = [batch, M,
     N, K] and the work-unit range ``u0, u1: index``.  The body written in its place computes
@@ -46,7 +46,10 @@ class LowerDotKernels(ModulePass):
       (streaming: accumulated in f64 -- the f64 sum of exact block sums, rounded once); the
       GEMM of such pairs forms the block sums with integer dot products (``avx2``:
       ``vpmaddubsw`` / ``vpmaddwd``; ``vnni``: ``vpdpbusd`` on quads of bytes, mxint8
-      included, and ``vpdpwssd`` for e3m2) and accumulates the scaled sums in f32.
+      included, and ``vpdpwssd`` for e3m2; ``avx512``: the same in 512-bit vectors) and
+      accumulates the scaled sums in f32; on ``avx512`` the GEMM of the other MX pairs
+      with one block size runs on bf16 dot products (``vdpbf16ps``: the unscaled values
+      are exact in bf16, their products in f32).
 
     The kernel keeps the declaration's symbol name, so calls to it stay valid.  A
     declaration whose dictionary names no kernel (unknown fields or formats, a bad block

@@ -32,7 +32,10 @@ class ScaledDotToKernel(ModulePass):
     contracted over its blocked axis, plain sides f32 / bf16 / f16, no f6 elements, which
     XLA:CPU cannot hold; and, unless ``gemm``, at most 16 free rows on one side -- the GEMV
     of inference -- or a GEMM of the integer dot products: both sides e2m1 / nvfp4, e2m3,
-    e3m2 or mxint8 with one block size, on the avx2 or vnni path) becomes docs/semantics.md section 6 in plain StableHLO whose
+    e3m2 or mxint8 with one block size, on the avx2, vnni or avx512 path, or the other MX
+    pairs with one block size on avx512 where this host's CPU vendor runs the bf16 dot
+    products faster: :func:`mxlower.lowering.dot_kernels.gemm_by_default`) becomes
+    docs/semantics.md section 6 in plain StableHLO whose
     contraction is a typed-FFI ``stablehlo.custom_call`` of the kernel's target
     (``mxlower_dot_<lhs>_<rhs>_<path>``): each side is brought to ``[B, rows, K]`` (a
     transpose only where the dimension numbers need one), the codes and scale codes are
@@ -77,8 +80,9 @@ class ScaledDotToKernel(ModulePass):
     path: str = option("", "SIMD path of the kernels (empty: the best this host runs)",
                        choices=("",) + dot_kernels.PATHS)
     gemm: bool = option(False, "call the kernel for every GEMM (more than 16 free rows on "
-                        "both sides); by default only those of its integer dot products "
-                        "(both sides e2m1 / nvfp4, e2m3, e3m2 or mxint8 on avx2 or vnni), the "
+                        "both sides); by default only those of its packed dot products "
+                        "(both sides e2m1 / nvfp4, e2m3, e3m2 or mxint8; on avx512 and an AMD "
+                        "CPU, the other MX pairs with one block size), the "
                         "others being left to mxlower-decompose-mx")
 
     def run(self, op: Any) -> None:
@@ -95,7 +99,8 @@ class ScaledDotToKernel(ModulePass):
                 continue
             p = dot_call.plan(dot_call.side_of(s.lhs), dot_call.side_of(s.rhs),
                               (s.lhs_contracting, s.rhs_contracting),
-                              (s.lhs_batch, s.rhs_batch), path, gemm=self.gemm)
+                              (s.lhs_batch, s.rhs_batch), path, gemm=self.gemm,
+                              vendor=dot_kernels.cpu_vendor())
             if p is None:
                 continue
             spec, swap = p

@@ -139,19 +139,22 @@ def test_headroom_of_the_unscaled_block_sums():
 
 
 def test_what_the_pass_leaves_to_decompose():
-    """A GEMM of the kernel's f32 path (an f8 side; unless gemm=true), a bf16 compute type, f6 elements (XLA:CPU has no f6 type)
-    and a side contracted over another axis than its blocks are lowered without a call."""
+    """A GEMM of the kernel's f32 path (an f8 side and two block sizes: no packed dot
+    products on any path; unless gemm=true), a bf16 compute type, f6 elements (XLA:CPU has
+    no f6 type) and a side contracted over another axis than its blocks are lowered without
+    a call."""
     rng = np.random.default_rng(2)
 
     def build(gemm=False):
         m = KernelModule(gemm=gemm)
         av, asv, _ = _add_side(m, rng, "mxfp8_e4m3", (32, 64), 1, 32)
-        bv, bsv, _ = _add_side(m, rng, "mxint8", (24, 64), 1, 32)
+        bv, bsv, _ = _add_side(m, rng, "mxint8", (24, 64), 1, 64)
         m.ret(m.scaled_dot(av, asv, bv, bsv, lhs_format="mxfp8_e4m3", rhs_format="mxint8",
-                           dims=LAST))  # a GEMM (32 x 24 free rows) of the f32 path
+                           dims=LAST, block_sizes=(None, 64)))  # a GEMM (32 x 24 free
+        # rows) of the f32 path
         xv, _, _ = _add_side(m, rng, None, (1, 64), 1, 32)
         m.ret(m.scaled_dot(xv, None, bv, bsv, lhs_format=None, rhs_format="mxint8", dims=LAST,
-                           compute="bf16"))
+                           compute="bf16", block_sizes=(None, 64)))
         fv, fsv, _ = _add_side(m, rng, "mxfp6_e2m3", (8, 64), 1, 32)
         m.ret(m.scaled_dot(xv, None, fv, fsv, lhs_format=None, rhs_format="mxfp6_e2m3",
                            dims=LAST))
@@ -160,7 +163,7 @@ def test_what_the_pass_leaves_to_decompose():
     text = build().lowered()
     assert "custom_call" not in text
     calls = re.findall(r"custom_call @(mxlower_dot_\w+)", build(gemm=True).lowered())
-    assert len(calls) == 1 and calls[0].startswith("mxlower_dot_mxfp8_e4m3k32_mxint8k32_")
+    assert len(calls) == 1 and calls[0].startswith("mxlower_dot_mxfp8_e4m3k32_mxint8k64_")
 
 
 def test_gemm_through_the_kernel_within_contract():

@@ -195,12 +195,13 @@ func.func private @words(memref<?xi8>, memref<?xi8>, memref<?xi8>, memref<?xi8>,
 
 // -----
 
-// MXFP8 x MXFP8 on avx512: the GEMM by vdpbf16ps.  Each side's codes decoded once per call
-// (A) or unit (B) to their unscaled values, exact in bf16: the f32's high half, stored as
-// pairs of K positions (one i32 each).  Per block, f32 accumulators from zero take one
-// vdpbf16ps per pair (A's pair broadcast against 8 columns' pairs: two exact products added
-// into each lane), then one FMA by the product of the two blocks' scales into the running
-// f32 sums -- no conversion of the block sums, no scaled operand.
+// MXFP8 x MXFP8 on avx512: the GEMM by vdpbf16ps, in 512-bit vectors.  Each side's codes
+// decoded once per call (A) or unit (B) to their unscaled values, exact in bf16: the f32's
+// high half, stored as pairs of K positions (one i32 each).  Per block, f32 accumulators
+// from zero take one vdpbf16ps per pair (A's pair broadcast against 16 columns' pairs: two
+// exact products added into each lane), then one FMA by the product of the two blocks'
+// scales into the running f32 sums -- no conversion of the block sums, no scaled operand;
+// each accumulator is 16 columns, stored as it is.
 // CHECK-LABEL: func.func @bf16s(
 // CHECK: %[[AQ:.*]] = memref.alloc(%{{.*}}) : memref<?xi32>
 // CHECK: arith.extf %{{.*}} : vector<32xf16> to vector<32xf32>
@@ -209,16 +210,19 @@ func.func private @words(memref<?xi8>, memref<?xi8>, memref<?xi8>, memref<?xi8>,
 // CHECK-NEXT: arith.trunci %{{.*}} : vector<32xi32> to vector<32xi16>
 // CHECK: vector.bitcast %{{.*}} : vector<32xi16> to vector<16xi32>
 // CHECK: scf.for %{{.*}} = %{{.*}} to %c16{{.*}} step %{{.*}} iter_args(%{{.*}} = %cst{{.*}}, 
-// CHECK: llvm.call_intrinsic "llvm.x86.avx512bf16.dpbf16ps.256"(%{{.*}}, %{{.*}}, %{{.*}}) : (vector<8xf32>, vector<16xbf16>, vector<16xbf16>) -> vector<8xf32>
-// CHECK: scf.yield %{{.*}} : vector<8xf32>,
+// CHECK: vector.load %{{.*}}[%{{.*}}] : memref<?xi32>, vector<16xi32>
+// CHECK: llvm.call_intrinsic "llvm.x86.avx512bf16.dpbf16ps.512"(%{{.*}}, %{{.*}}, %{{.*}}) : (vector<16xf32>, vector<32xbf16>, vector<32xbf16>) -> vector<16xf32>
+// CHECK: scf.yield %{{.*}} : vector<16xf32>,
 // CHECK-NOT: arith.sitofp
-// CHECK: arith.mulf %{{.*}} : vector<8xf32>
-// CHECK-NEXT: vector.fma %{{.*}} : vector<8xf32>
+// CHECK: arith.mulf %{{.*}} : vector<16xf32>
+// CHECK-NEXT: vector.fma %{{.*}} : vector<16xf32>
+// CHECK-NOT: vector.shuffle
+// CHECK: vector.maskedstore %{{.*}}[%{{.*}}], %{{.*}}, %{{.*}} : memref<?xf32>, vector<16xi1>, vector<16xf32>
 // PORTABLE-LABEL: func.func @bf16s(
 // PORTABLE-NOT: dpbf16ps
 // PORTABLE: return
 // LLVM-LABEL: llvm.func @bf16s(
-// LLVM: llvm.call_intrinsic "llvm.x86.avx512bf16.dpbf16ps.256"
+// LLVM: llvm.call_intrinsic "llvm.x86.avx512bf16.dpbf16ps.512"
 func.func private @bf16s(memref<?xi8>, memref<?xi8>, memref<?xi8>, memref<?xi8>, memref<?xf32>, memref<?xi64>, index, index) attributes {mxlower.dot_kernel = {lhs = "mxfp8_e4m3", rhs = "mxfp8_e4m3", path = "avx512"}}
 
 // -----
