@@ -190,29 +190,28 @@ def unscaled_bits(fmt: MXFormat, block_size: int) -> int:
     return math.ceil(math.log2(top * block_size))
 
 
-def cpu_flags() -> list[str]:
-    """This host's CPU feature flags (``/proc/cpuinfo``; none where it cannot be read)."""
+def _cpuinfo(field: str) -> str:
+    """The first ``field`` line's value in ``/proc/cpuinfo`` (empty where it cannot be
+    read)."""
     try:
         with open("/proc/cpuinfo") as fh:
             for line in fh:
-                if line.startswith("flags"):
-                    return line.split(":", 1)[1].split()
+                if line.startswith(field):
+                    return line.split(":", 1)[1].strip()
     except OSError:
         pass
-    return []
+    return ""
+
+
+def cpu_flags() -> list[str]:
+    """This host's CPU feature flags (``/proc/cpuinfo``; none where it cannot be read)."""
+    return _cpuinfo("flags").split()
 
 
 def cpu_vendor() -> str:
     """This host's CPU vendor (``/proc/cpuinfo``'s ``vendor_id``: ``GenuineIntel``,
     ``AuthenticAMD``; empty where it cannot be read)."""
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.startswith("vendor_id"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return ""
+    return _cpuinfo("vendor_id")
 
 
 #: CPU vendors whose avx512 path's bf16 GEMM beats the dequantize kernels + XLA's f32 dot,
