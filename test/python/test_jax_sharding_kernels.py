@@ -20,6 +20,7 @@ import sys
 import pytest
 
 from mxlower.execution import ffi
+from mxlower.lowering import dot_kernels
 from mxlower.testing import run_on_host_devices
 
 CHILD_FLAG = "--mxlower-jax-sharding-kernels-child"
@@ -206,6 +207,15 @@ def _kernels(entry: dict, prefix: str) -> dict:
 #: case -> (kernel name prefix, the per-shard operand shape its calls must show); a dot whose
 #: shard is a GEMV-sized one (at most 16 free rows on a side) runs the fused dot kernel on
 #: its shard, the others the dequantize kernels + XLA's dot
+#: the K-sharded mxfp4 x mxfp8 GEMM: the dot kernel's bf16 dot products where they take
+#: GEMMs by default (dot_kernels.gemm_by_default: the avx512 path on an AMD CPU), else the
+#: dequantize kernels (+ XLA's dot)
+_DOT_K = (("mxlower_dot_mxfp4_e2m1k32_mxfp8_e4m3k32", "f4e2m1fn[1,32,64]")
+          if dot_kernels.gemm_by_default(
+              dot_kernels.DotSpec("mxfp4_e2m1", "mxfp8_e4m3",
+                                  path=dot_kernels.host_paths(dot_kernels.cpu_flags())[0]),
+              dot_kernels.cpu_vendor())
+          else ("mxlower_dequantize_mxfp4_e2m1", "f4e2m1fn[2,16,64]"))
 PER_SHARD = {
     "qdq_blocked": ("mxlower_quantize_mxfp8_e4m3", "f32[2,16,64]"),
     "qdq_rows": ("mxlower_quantize_mxfp6_e3m2", "f32[2,4,256]"),
@@ -220,9 +230,9 @@ PER_SHARD = {
     "dot_batch_n": ("mxlower_dot_mxfp8_e4m3k32_mxfp4_e2m1k32", "f8e4m3fn[1,16,256]"),
     "dot_plain_lhs_n": ("mxlower_dot_mxfp6_e2m3k32_bf16", "u8[1,16,256]"),
     "dot_batch_dims": ("mxlower_dot_mxfp8_e5m2k32_mxint8k32", "f8e5m2[2,4,256]"),
-    "dot_k": ("mxlower_dequantize_mxfp4_e2m1", "f4e2m1fn[2,16,64]"),
+    "dot_k": _DOT_K,
     "dot_k_mixed": ("mxlower_dequantize_nvfp4", "f4e2m1fn[4,16,32]"),
-    "dot_k_subnormal": ("mxlower_dequantize_mxfp4_e2m1", "f4e2m1fn[2,16,64]"),
+    "dot_k_subnormal": _DOT_K,
 }
 
 PER_SHARD.update({"grad": ("mxlower_quantize_mxfp8_e4m3", "f32[2,16,64]"),
