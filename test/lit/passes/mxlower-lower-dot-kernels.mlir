@@ -37,6 +37,10 @@
 // the unit's weight scales decoded eight at a time into the factor scratch
 // CHECK: vector.load %[[BS]][%{{.*}}] : memref<?xi8>, vector<8xi8>
 // CHECK: vector.store %{{.*}}, %[[FS]][%{{.*}}] : memref<?xf32>, vector<8xf32>
+// each chunk of weight codes prefetches the same chunk of the next weight row (column)
+// CHECK: %[[NEXT:.*]] = arith.addi %{{.*}}, %[[K]] : index
+// CHECK: %[[NB:.*]] = arith.divui %[[NEXT]], %c2{{.*}} : index
+// CHECK-NEXT: memref.prefetch %[[B]][%[[NB]]], read, locality<0>, data : memref<?xi8>
 // CHECK: vector.load %[[B]][%{{.*}}] : memref<?xi8>, vector<16xi8>
 // CHECK-NOT: arith.sitofp
 // CHECK: vector.shuffle %{{.*}}, %{{.*}} [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, {{.*}}] : vector<16xi8>, vector<16xi8>
@@ -68,6 +72,7 @@
 // PORTABLE: vector.fma
 
 // LLVM-LABEL: llvm.func @gemv(
+// LLVM: llvm.intr.prefetch
 // LLVM: llvm.call_intrinsic "llvm.x86.avx2.pshuf.b"
 // LLVM: llvm.intr.fmuladd
 func.func private @gemv(memref<?xf32>, memref<?xi8>, memref<?xi8>, memref<?xf32>, memref<?xi64>, index, index) attributes {mxlower.dot_kernel = {lhs = "f32", rhs = "mxfp4_e2m1", path = "avx2"}}
