@@ -56,7 +56,7 @@ KERNELS = [("f32", f, "gemv") for f in ("mxfp4_e2m1", "mxfp6_e2m3", "mxfp8_e4m3"
 KERNELS += [(f, f, "gemm") for f in ("mxfp4_e2m1", "nvfp4", "mxfp6_e2m3", "mxfp6_e3m2",
                                     "mxint8", "mxfp8_e4m3")]
 #: tile shapes of the streaming path's row tiles (M from 5 to 16) to compare at M = 8:
-#: (MR_STREAM, NR_STREAM_TILE) of mxlower.lowering.dot_kernels, the first the default
+#: (MR_STREAM, NR_STREAM_TILE["avx2"]) of mxlower.lowering.dot_kernels, the first the default
 TILES = [(8, 1), (8, 2), (4, 2), (4, 4), (6, 2)]
 TILE_FORMATS = ("mxfp4_e2m1", "mxfp8_e4m3", "mxint8")
 #: rows of the avx512 path's packed GEMM tiles (dot_kernels.MR_INT["avx512"]) to compare
@@ -83,7 +83,7 @@ def build(root: str, whats: set[str] | None = None) -> None:
     jobs += [("f32", f, "tile", tile) for f in TILE_FORMATS for tile in TILES[1:]]
     jobs += [(f, f, "gemmtile", (mr,)) for f in TILE_FORMATS for mr in GEMM_TILES]
     jobs = [j for j in jobs if whats is None or j[2] in whats]
-    default = (dot_kernels.MR_STREAM, dot_kernels.NR_STREAM_TILE)
+    default = (dot_kernels.MR_STREAM, dot_kernels.NR_STREAM_TILE["avx2"])
     builds = [(DotSpec(lhs, rhs, path=path), what, tile, target)
               for lhs, rhs, what, tile in jobs for path in PATHS_OF[what]
               for target in TARGETS if path == "avx2" or target in VNNI_TARGETS]
@@ -100,11 +100,11 @@ def build(root: str, whats: set[str] | None = None) -> None:
         if what == "gemmtile":
             dot_kernels.MR_INT["avx512"] = tile[0]
         else:
-            dot_kernels.MR_STREAM, dot_kernels.NR_STREAM_TILE = tile or default
+            dot_kernels.MR_STREAM, dot_kernels.NR_STREAM_TILE["avx2"] = tile or default
         try:
             ffi_dot.shared_object(spec, os.path.join(root, lib), cpu=cpu, features=features)
         finally:
-            dot_kernels.MR_STREAM, dot_kernels.NR_STREAM_TILE = default
+            dot_kernels.MR_STREAM, dot_kernels.NR_STREAM_TILE["avx2"] = default
             dot_kernels.MR_INT.update(mr_default)
         print(f"{lib}: {time.perf_counter() - t0:.1f} s", flush=True)
         entries.append({"lhs": spec.lhs, "rhs": spec.rhs, "what": what, "name": spec.name,

@@ -136,8 +136,11 @@ MR_STREAM, MR_STREAM_EXACT = 8, 4
 #: columns of B one row of A streams at a time (one or two rows of A): one measured 7-25%
 #: faster than two for every format at M = 1 and 2 (BENCHMARKS.md, fourth session)
 NR_STREAM = 1
-#: columns of B a tile of MR_STREAM rows streams at a time
-NR_STREAM_TILE = 1
+#: columns of B a tile of MR_STREAM rows streams at a time, per path: two where AVX-512's 32
+#: vector registers hold the tile (each load of A feeds two FMAs: 10-30% faster at M = 8 on
+#: a Zen 4 and 10-20% on a Sapphire Rapids), one where 16 do (two measured no faster or
+#: slower on AVX2) (BENCHMARKS.md, third and sixth sessions)
+NR_STREAM_TILE = {"avx512": 2, "vnni": 1, "avx2": 1, "portable": 1}
 #: f32 lanes of one accumulator
 LANES = 8
 #: the order in which the avx2 one-row path's f4 decode (:meth:`_DotKernel.f4_bf16_units`)
@@ -897,7 +900,7 @@ class _DotKernel:
                     t.if_(le, lambda: self.rows(c0, M, MR_STREAM_EXACT, stream=True,
                                                 a_direct=a_direct, nr=1),
                           lambda: self.rows(c0, M, MR_STREAM, stream=True, a_direct=a_direct,
-                                            nr=NR_STREAM_TILE))
+                                            nr=NR_STREAM_TILE[s.path]))
 
                 t.if_(one, few, many)
 
