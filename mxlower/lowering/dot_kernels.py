@@ -118,8 +118,9 @@ __all__ = ["ATTR", "EXACT_ACC", "NP", "NR_STREAM", "PARTS", "PATHS", "STREAM_M",
            "integer_shift", "unscaled_bits"]
 
 #: SIMD paths a kernel can be built for, best first (``portable`` runs everywhere; ``vnni``
-#: is ``avx2`` plus the VNNI dot products of AVX512-VNNI (with AVX512VL) or AVX-VNNI;
-#: ``avx512`` is ``vnni`` plus AVX512-BF16's dot products, all in 256-bit vectors)
+#: is ``avx2`` plus the VNNI dot products of AVX512-VNNI (with AVX512VL) or AVX-VNNI, in
+#: 256-bit vectors; ``avx512`` is ``vnni`` plus AVX512-BF16's dot products, the packed GEMMs
+#: in 512-bit vectors)
 PATHS = ("avx512", "vnni", "avx2", "portable")
 #: the paths that decode and multiply with x86 intrinsics
 X86_PATHS = ("avx512", "vnni", "avx2")
@@ -240,13 +241,13 @@ def gemm_by_default(spec: DotSpec, vendor: str) -> bool:
 
 def host_paths(features: Sequence[str]) -> list[str]:
     """The paths a host with CPU ``features`` (``/proc/cpuinfo`` flag names) runs, best
-    first: ``avx512`` where it has AVX2 and AVX-512's VNNI and BF16 with VL (their 256-bit
-    forms), ``vnni`` where it has AVX2 and the 256-bit VNNI forms (``avx512_vnni`` with
-    ``avx512vl``, or ``avx_vnni``), ``avx2`` where it has AVX2, ``portable`` everywhere."""
+    first: ``avx512`` where it has AVX2 and AVX-512 with BW, VL, VNNI and BF16, ``vnni``
+    where it has AVX2 and the 256-bit VNNI forms (``avx512_vnni`` with ``avx512vl``, or
+    ``avx_vnni``), ``avx2`` where it has AVX2, ``portable`` everywhere."""
     f = set(features)
     paths = []
     if "avx2" in f:
-        if {"avx512_vnni", "avx512vl", "avx512_bf16"} <= f:
+        if {"avx512bw", "avx512vl", "avx512_vnni", "avx512_bf16"} <= f:
             paths.append("avx512")
         if {"avx512_vnni", "avx512vl"} <= f or "avx_vnni" in f:
             paths.append("vnni")

@@ -216,12 +216,13 @@ def test_which_kernels_take_integer_dot_products():
 
 
 def test_host_paths():
-    """avx512 where the CPU has AVX2 and AVX-512's VNNI and BF16 with VL, vnni where it has
+    """avx512 where the CPU has AVX2 and AVX-512 with BW, VL, VNNI and BF16, vnni where it has
     AVX2 and the 256-bit VNNI forms (AVX512-VNNI with AVX512VL, or AVX-VNNI), then avx2,
     then portable; MXLOWER_DOT_PATH names one of them."""
     hp = dot_kernels.host_paths
-    assert hp(["avx2", "avx512_vnni", "avx512vl", "avx512_bf16"]) == \
+    assert hp(["avx2", "avx512bw", "avx512_vnni", "avx512vl", "avx512_bf16"]) == \
         ["avx512", "vnni", "avx2", "portable"]
+    assert hp(["avx2", "avx512_vnni", "avx512vl", "avx512_bf16"]) == ["vnni", "avx2", "portable"]
     assert hp(["avx2", "avx512_vnni", "avx512vl"]) == ["vnni", "avx2", "portable"]
     assert hp(["avx2", "avx_vnni"]) == ["vnni", "avx2", "portable"]
     assert hp(["avx2", "avx512_vnni"]) == ["avx2", "portable"]  # no 256-bit forms
