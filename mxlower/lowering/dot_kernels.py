@@ -142,6 +142,9 @@ NR_STREAM = 1
 #: a Zen 4 and 10-20% on a Sapphire Rapids), one where 16 do (two measured no faster or
 #: slower on AVX2) (BENCHMARKS.md, third and sixth sessions)
 NR_STREAM_TILE = {"avx512": 2, "vnni": 1, "avx2": 1, "portable": 1}
+#: whether the avx512 path's streaming tiles (3-16 rows) of bf16 activations run on bf16
+#: dot products (:attr:`_DotKernel.bf_stream`)
+BF16_STREAM = True
 #: f32 lanes of one accumulator
 LANES = 8
 #: the order in which the avx2 one-row path's f4 decode (:meth:`_DotKernel.f4_bf16_units`)
@@ -575,6 +578,11 @@ class _DotKernel:
         self.pt = "i32" if self.word or self.quad or self.bf else "i16"
         # B's block sums (byte products): i16 for vpmaddubsw's lanes, i32 for vpdpbusd's
         self.st = "i32" if self.quad else "i16"
+        # the streaming tiles (3-16 rows) of bf16 activations against MX weights on bf16 dot
+        # products (avx512: A's bf16 values read as stored, B's scaled chunk truncated to
+        # bf16, both exact; vdpbf16ps: pairs of exact products into f32 lanes)
+        self.bf_stream = (BF16_STREAM and spec.path == "avx512" and spec.lhs == "bf16"
+                          and spec.fmt("rhs") is not None and self.C >= 8)
         self.f4_fast = (spec.path in X86_PATHS and spec.blockwise and fb is not None
                         and fb.bits == 4 and not fb.is_nvfp4 and self.C == 32)
 
@@ -890,7 +898,8 @@ class _DotKernel:
                               nr=NR_STREAM)
 
                 def many() -> None:
-                    if not a_direct:  # A's M rows (<= STREAM_M) decoded once
+                    if not a_direct and not self.bf_stream:  # A's M rows (<= STREAM_M)
+                        # decoded once
                         self.prepare("lhs", arow0, c0, M, self.ad, af)
                     if self.exact:
                         self.rows(c0, M, MR_STREAM_EXACT, stream=True, a_direct=a_direct, nr=1)
@@ -1640,7 +1649,11 @@ class _DotKernel:
         # (independent FMA chains)
         blockwise = stream and not self.exact and mr == 1 and self.blockwise
         wide = stream and not self.exact and mr == 1 and not blockwise
-        va, vc = _vt(C if wide else W, acc_t), _vt(W, "f32")
+        # bf16 dot products (:attr:`bf_stream`): an accumulator of C / 2 f32 lanes per row and
+        # column, one vdpbf16ps per chunk
+        bfdot = stream and mr > 1 and self.bf_stream and not self.exact
+        va, vc = _vt(C if wide else C // 2 if bfdot else W, acc_t), _vt(W, "f32")
+        vh = _vt(C, "bf16")
         mlast = t.op(f"{{r}} = arith.subi {M}, {c1} : index")
         nlast = t.op(f"{{r}} = arith.subi {ncols}, {c1} : index")
         rows = []  # (A row index for reading, local row in the scratch, output row or None)
@@ -1717,6 +1730,30 @@ class _DotKernel:
                                                    f"{out[i * nr + j]} : {vc}")
                 return out
 
+            def bf16_step(kk: str, bvs: list[str], out: list[str]) -> list[str]:
+                """bf16 dot products: B's scaled chunks (exact in bf16: a narrow value times a
+                power of two, or nvfp4's E4M3 scale) truncated to bf16, A's chunks read as
+                stored, one ``vdpbf16ps`` per row and column."""
+                vi = _vt(C, "i32")
+                bh = []
+                for bv in bvs:
+                    w = t.op(f"{{r}} = arith.bitcast {bv} : {_vt(C, 'f32')} to {vi}")
+                    w = t.op(f"{{r}} = arith.shrui {w}, {t.c(16, vi)} : {vi}")
+                    w = t.op(f"{{r}} = arith.trunci {w} : {vi} to {_vt(C, 'i16')}")
+                    bh.append(t.op(f"{{r}} = arith.bitcast {w} : {_vt(C, 'i16')} to {vh}"))
+                bits = {8: 128, 16: 256, 32: 512}[C]
+                for i in range(mr):
+                    r = t.op(f"{{r}} = arith.addi {arow0}, {rows[i][1]} : index")
+                    o = t.op(f"{{r}} = arith.muli {r}, {K} : index")
+                    o = t.op(f"{{r}} = arith.addi {o}, {kk} : index")
+                    a = t.op(f"{{r}} = vector.load %a[{o}] : memref<?xbf16>, {vh}")
+                    for j in range(nr):
+                        x = i * nr + j
+                        out[x] = t.op(f'{{r}} = llvm.call_intrinsic '
+                                      f'"llvm.x86.avx512bf16.dpbf16ps.{bits}"({out[x]}, {a}, '
+                                      f"{bh[j]}) : ({va}, {vh}, {vh}) -> {va}")
+                return out
+
             def block(blk: str, accs: list[str]) -> list[str]:
                 k0 = t.op(f"{{r}} = arith.muli {blk}, {t.c(kb)} : index")
                 # B's factor for streamed scaled values: once per block and column
@@ -1736,6 +1773,8 @@ class _DotKernel:
                         return panel_step(kk, sums)
                     bvs = [b_vec(j, kk, bfac[j]) for j in range(nr)]
                     out = list(sums)
+                    if bfdot:
+                        return bf16_step(kk, bvs, out)
                     for i in range(mr):
                         a = a_vec(i, kk)
                         for j in range(nr):
@@ -1752,8 +1791,8 @@ class _DotKernel:
                         sums = chunk_step(kk, sums)
                 else:
                     k1 = t.op(f"{{r}} = arith.addi {k0}, {t.c(kb)} : index")
-                    sums = t.for_(k0, k1, t.c(C), [(x, va if wide else vc) for x in sums],
-                                  chunk_step)
+                    sums = t.for_(k0, k1, t.c(C), [(x, va if wide or bfdot else vc)
+                                                   for x in sums], chunk_step)
                 if blockwise:  # the partial sums times the blocks' factors
                     out = []
                     for j in range(nr):

@@ -232,6 +232,21 @@ func.func private @bf16s(memref<?xi8>, memref<?xi8>, memref<?xi8>, memref<?xi8>,
 
 // -----
 
+// bf16 activations against MXFP8 weights on avx512, 3 to 16 rows (the streaming tiles): A's
+// bf16 values read as stored (no decoded scratch), B's chunk decoded and scaled once per
+// column and truncated to bf16 (exact), then one vdpbf16ps per row and column into 16 f32
+// lanes.
+// CHECK-LABEL: func.func @gemv_bf16(
+// CHECK-SAME: %[[A:[^:]+]]: memref<?xbf16>
+// CHECK: arith.trunci %{{.*}} : vector<32xi32> to vector<32xi16>
+// CHECK-NEXT: arith.bitcast %{{.*}} : vector<32xi16> to vector<32xbf16>
+// CHECK: vector.load %[[A]][%{{.*}}] : memref<?xbf16>, vector<32xbf16>
+// CHECK-NEXT: llvm.call_intrinsic "llvm.x86.avx512bf16.dpbf16ps.512"(%{{.*}}, %{{.*}}, %{{.*}}) : (vector<16xf32>, vector<32xbf16>, vector<32xbf16>) -> vector<16xf32>
+// CHECK: vector.reduction <add>, %{{.*}} : vector<16xf32> into f32
+func.func private @gemv_bf16(memref<?xbf16>, memref<?xi8>, memref<?xi8>, memref<?xf32>, memref<?xi64>, index, index) attributes {mxlower.dot_kernel = {lhs = "bf16", rhs = "mxfp8_e4m3", path = "avx512"}}
+
+// -----
+
 // The range test (part = "range"; the kernel's signature): one pass over the plain side's
 // exponent fields (8 lanes) and over the scale codes (32 at a time, unsigned min and max), no
 // scratch, then the mode stored into dims[4].  The kernel reads it and runs, where it is not
