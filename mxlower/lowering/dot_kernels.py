@@ -34,24 +34,29 @@ threads.  Within a unit two ways, chosen at run time by M:
   *unscaled* values (integer units or f8 values) in one f32 vector and one FMA by the block's
   factor (per 32 weights: the decode, four FMAs, and one FMA per block instead of a multiply
   per value); for more rows, once per tile of :data:`MR_STREAM_EXACT` (up to that many rows)
-  or :data:`MR_STREAM` rows against one column, the chunk scaled once for the tile's rows --
-  A's rows (few) decoded once per unit into a scratch of ``M x K`` f32, or read in place
-  when they are plain f32;
+  or :data:`MR_STREAM` rows against :data:`NR_STREAM_TILE` columns, the chunk scaled once
+  for the tile's rows -- A's rows (few) decoded once per unit into a scratch of ``M x K``
+  f32, or read in place when they are plain f32 (on avx512, bf16 rows are read in place too
+  and the tile runs on bf16 dot products: :attr:`_DotKernel.bf_stream`); each chunk of B's
+  codes prefetches the same chunk of the next column (:data:`PREFETCH_NEXT_ROW`);
 * **blocked GEMM**: the unit's B panel is decoded once into a scratch of ``NP x K`` f32 (a
   cache-sized panel, as any GEMM packs its operands), then each tile of MR rows of A into a
   scratch of ``MR x K``, and an MR x NR register tile of accumulators runs over K;
-* **integer GEMM** (paths avx2 and vnni, both sides integer-unit formats with one block
-  size: :attr:`DotSpec.int_dot`): per block of :data:`MB_INT` rows of A (packed once per
-  call as pairs or quads of integer units; the scratch stays bounded whatever M) and per
-  unit (B's panel packed likewise), per tile of :data:`MR_INT` rows and 32 (pairs of
-  bytes) or 16 (words, quads of bytes) columns, per block of K, the block's sums formed
-  exactly by integer dot products -- on avx2, ``vpmaddubsw`` into i16 for e2m1 / nvfp4
-  with each other or e2m3 (:attr:`DotSpec.byte_dot`), ``vpmaddwd`` into i32 otherwise
-  (:attr:`DotSpec.word_dot`); on vnni, ``vpdpbusd`` (four byte products summed into i32,
-  :attr:`DotSpec.quad_dot`) for every pairing of e2m1, nvfp4, e2m3 and mxint8, ``vpdpwssd``
-  for e3m2 -- converted to f32 exactly, multiplied by the two blocks' factors and
-  accumulated in f32 FMA lanes (:meth:`_DotKernel.int_gemm`): two to four times the
-  multiply-adds of an f32 FMA per instruction.
+* **packed GEMM** (paths avx2, vnni and avx512, both sides integer-unit formats with one
+  block size: :attr:`DotSpec.int_dot`; on avx512 also the other MX pairs with one block
+  size: :attr:`DotSpec.bf16_dot`): per block of :data:`MB_INT` rows of A (packed once per
+  call as pairs or quads of integer units or bf16 values; the scratch stays bounded
+  whatever M) and per unit (B's panel packed likewise), per tile of :data:`MR_INT` rows and
+  32 (pairs of bytes; avx512's 512-bit vectors) or 16 (words, quads of bytes) columns, per
+  block of K, the block's sums formed by dot products -- on avx2, ``vpmaddubsw`` into i16
+  for e2m1 / nvfp4 with each other or e2m3 (:attr:`DotSpec.byte_dot`), ``vpmaddwd`` into
+  i32 otherwise (:attr:`DotSpec.word_dot`); on vnni and avx512, ``vpdpbusd`` (four byte
+  products summed into i32, :attr:`DotSpec.quad_dot`) for every pairing of e2m1, nvfp4,
+  e2m3 and mxint8, ``vpdpwssd`` for e3m2 (all exact), and on avx512 ``vdpbf16ps`` (pairs
+  of exact bf16 products added into f32) for the pairs with an f8 side -- converted to f32
+  (exactly), multiplied by the two blocks' factors and accumulated in f32 FMA lanes
+  (:meth:`_DotKernel.int_gemm`): two to eight times the multiply-adds of an f32 FMA per
+  instruction.
 
 A tile that runs past M or past the panel repeats its last row / column (computed, not
 stored), so any M, N and K work.
