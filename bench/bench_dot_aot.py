@@ -48,11 +48,11 @@ TARGETS = {"avx2": ("x86-64-v3", None), "spr": ("sapphirerapids", None),
 VNNI_TARGETS = ("spr", "spr512")
 #: the kernels' SIMD paths, per kind of kernel (vnni changes only the integer GEMM, avx512
 #: adds the bf16 GEMM)
-PATHS_OF = {"gemv": ("avx2",), "tile": ("avx2",), "gemm": ("avx2", "vnni", "avx512"),
+PATHS_OF = {"gemv": ("avx2", "avx512"), "tile": ("avx2",), "gemm": ("avx2", "vnni", "avx512"),
             "gemmtile": ("avx512",)}
-#: (lhs, rhs, what): the GEMV's kernels (plain f32 activations, MX weights) and the GEMM's
-KERNELS = [("f32", f, "gemv") for f in ("mxfp4_e2m1", "mxfp6_e2m3", "mxfp8_e4m3", "nvfp4",
-                                        "mxint8")]
+#: (lhs, rhs, what): the GEMV's kernels (plain f32 or bf16 activations, MX weights) and the GEMM's
+KERNELS = [(x, f, "gemv") for x in ("f32", "bf16")
+           for f in ("mxfp4_e2m1", "mxfp6_e2m3", "mxfp8_e4m3", "nvfp4", "mxint8")]
 KERNELS += [(f, f, "gemm") for f in ("mxfp4_e2m1", "nvfp4", "mxfp6_e2m3", "mxfp6_e3m2",
                                     "mxint8", "mxfp8_e4m3")]
 #: tile shapes of the streaming path's row tiles (M from 5 to 16) to compare at M = 8:
@@ -89,7 +89,7 @@ def build(root: str, whats: set[str] | None = None) -> None:
               for target in TARGETS if path == "avx2" or target in VNNI_TARGETS]
     for spec, what, tile, target in builds:
         if (spec.path == "vnni" and not spec.int_dot  # the same kernel as avx2's
-                or spec.path == "avx512" and not spec.packed_gemm):
+                or spec.path == "avx512" and what == "gemm" and not spec.packed_gemm):
             continue
         cpu, features = TARGETS[target]
         suffix = f"__{target}" + (f"__mr{tile[0]}" if what == "gemmtile" else
@@ -147,8 +147,11 @@ def _side(rng, fmt: str, rows: int, K: int, codes=None):
 
     x = (rng.standard_normal((rows, K)) * np.exp2(rng.integers(-3, 4, (rows, K)))).astype(
         np.float32)
-    if fmt == "f32":
-        return [x], x
+    if fmt in ("f32", "bf16"):
+        import ml_dtypes
+
+        v = x.astype(ml_dtypes.bfloat16) if fmt == "bf16" else x
+        return [v], v.astype(np.float32)
     e, s = R.quantize(x, fmt)
     if codes is not None:
         s = rng.choice(np.asarray(list(codes), np.uint8), s.shape).view(s.dtype)
@@ -237,12 +240,18 @@ def timings(kernels: list[dict], reps: int) -> list[dict]:
             w, packed, base, wf, wt = cache[key]
             for M in (1, 8) if e["what"] == "gemv" else (8,):
                 x = rng.standard_normal((M, NK)).astype(np.float32)
+                if e["lhs"] == "bf16":
+                    import ml_dtypes
+
+                    x = x.astype(ml_dtypes.bfloat16)
                 f, ops = _call(e["target_name"], [x], w, M, NK)
+                x = x.astype(np.float32)
                 xj = jnp.asarray(x)
                 xla = jax.jit(lambda u, v: jnp.dot(u, v.T, precision="highest"))
                 xla_kn = jax.jit(lambda u, v: jnp.dot(u, v, precision="highest"))
                 t = _best(lambda: f(*ops), reps)
                 rows.append({"case": "gemv", "M": M, "weights": e["rhs"], "target": e["target"],
+                             "x": e["lhs"], "path": e.get("path", "avx2"),
                              "tile": e["tile"],
                              "kernel_ms": t * 1e3, "packed_MB": packed / 1e6,
                              "GBps": packed / t / 1e9,
