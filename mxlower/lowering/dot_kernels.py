@@ -52,9 +52,10 @@ threads.  Within a unit two ways, chosen at run time by M:
   for e2m1 / nvfp4 with each other or e2m3 (:attr:`DotSpec.byte_dot`), ``vpmaddwd`` into
   i32 otherwise (:attr:`DotSpec.word_dot`); on vnni and avx512, ``vpdpbusd`` (four byte
   products summed into i32, :attr:`DotSpec.quad_dot`) for every pairing of e2m1, nvfp4,
-  e2m3 and mxint8, ``vpdpwssd`` for e3m2 (all exact), and on avx512 ``vdpbf16ps`` (pairs
-  of exact bf16 products added into f32) for the pairs with an f8 side -- converted to f32
-  (exactly), multiplied by the two blocks' factors and accumulated in f32 FMA lanes
+  e2m3 and mxint8, ``vpdpwssd`` for e3m2 (all exact) -- converted to f32 (exactly),
+  multiplied by the two blocks' factors and accumulated in f32 FMA lanes; on avx512, for
+  the pairs with an f8 side, ``vdpbf16ps`` on the scaled values (pairs of exact bf16
+  products added into f32 accumulators that run over the whole of K)
   (:meth:`_DotKernel.int_gemm`): two to eight times the multiply-adds of an f32 FMA per
   instruction.
 
@@ -147,6 +148,11 @@ NR_STREAM = 1
 #: a Zen 4 and 10-20% on a Sapphire Rapids), one where 16 do (two measured no faster or
 #: slower on AVX2) (BENCHMARKS.md, third and sixth sessions)
 NR_STREAM_TILE = {"avx512": 2, "vnni": 1, "avx2": 1, "portable": 1}
+#: whether the bf16 GEMM (:attr:`DotSpec.bf16_dot`) packs scaled values (exact in bf16
+#: under the range test, as the f32 GEMM's panels are) and sums every product into one f32
+#: accumulator per lane over K, instead of unscaled values with a sum per block and one FMA
+#: by the blocks' factors
+BF16_SCALED = True
 #: whether the avx512 path's streaming tiles (3-16 rows) of bf16 activations run on bf16
 #: dot products (:attr:`_DotKernel.bf_stream`)
 BF16_STREAM = True
@@ -433,11 +439,11 @@ class DotSpec:
         """Whether the GEMM path runs on bf16 dot products (path ``avx512``:
         ``vdpbf16ps``, pairs of bf16 products added into f32 lanes): both sides MX with one
         (even) block size and no integer dot products (an f8 side).  Every MX element's
-        value (times 2^:func:`integer_shift` for the integer-unit formats) is exact in bf16
-        and so is every product of two in f32; each block's sum of products is an f32 sum
-        (rounded, as XLA's f32 dot's), then multiplied by the two blocks' factors and
-        accumulated in f32 FMA lanes: the f32 paths' contract (section 6), under the same
-        range test."""
+        scaled value (a narrow value times a power of two, or nvfp4's E4M3 scale) is exact
+        in bf16 where the range test passes (no value below 2^-126) and so is every product
+        of two in f32; they are summed in f32 over K (:data:`BF16_SCALED`; rounded, as XLA's
+        f32 dot of the dequantized operands does): the f32 paths' contract (section 6),
+        under the same range test."""
         return (self.path == "avx512" and self.fmt("lhs") is not None
                 and self.fmt("rhs") is not None and self.k("lhs") == self.k("rhs")
                 and self.k("lhs") % 2 == 0 and not self.int_dot)
@@ -979,11 +985,12 @@ class _DotKernel:
         return "\n".join(t.lines)
 
     # -- the GEMM's byte dot products ------------------------------------------------------
-    def packed_units(self, side: str, row: str, kk: str) -> str:
+    def packed_units(self, side: str, row: str, kk: str, factor: str | None = None) -> str:
         """vector<C x i8> (byte dot products) or vector<C x i16> (word dot products): the
         integer units of C elements of a side's row ``row`` at column ``kk`` (e2m1: one
         byte shuffle; mxint8: the codes); bf16 dot products: vector<C x i16>, the bf16 bits
-        of the elements' unscaled values (integer units, or f8 values: exact in bf16)."""
+        of the elements' values (integer units, or f8 values), times ``factor`` where given
+        (exact in bf16)."""
         t, C = self.t, self.C
         mem, _ = self.side_mems(side)
         f = self.s.fmt(side)
@@ -994,6 +1001,9 @@ class _DotKernel:
         if self.bf:  # the f32 value's high half (its low half is zero: exact)
             v = (self.integer_units(side, v8) if integer_shift(f) is not None else
                  self.f16_decode(side, v8, 0))
+            if factor is not None:  # the scaled value (exact: see BF16_SCALED)
+                fv = t.op(f"{{r}} = vector.broadcast {factor} : f32 to {_vt(C, 'f32')}")
+                v = t.op(f"{{r}} = arith.mulf {v}, {fv} : {_vt(C, 'f32')}")
             w = t.op(f"{{r}} = arith.bitcast {v} : {_vt(C, 'f32')} to {_vt(C, 'i32')}")
             w = t.op(f"{{r}} = arith.shrui {w}, {t.c(16, _vt(C, 'i32'))} : {_vt(C, 'i32')}")
             return t.op(f"{{r}} = arith.trunci {w} : {_vt(C, 'i32')} to {_vt(C, ut)}")
@@ -1064,7 +1074,7 @@ class _DotKernel:
 
                 def chunk(q: str, acc: list[str]) -> list[str]:
                     kk = t.op(f"{{r}} = arith.addi {k0}, {q} : index")
-                    u = self.packed_units(side, src, kk)
+                    u = self.packed_units(side, src, kk, f if self.bf and BF16_SCALED else None)
                     p0 = t.op(f"{{r}} = arith.divui {kk}, {t.c(G)} : index")
                     if a_side:
                         if not (self.word or self.bf):  # wrapping i8: o = 128 turns mxint8's codes
@@ -1185,7 +1195,9 @@ class _DotKernel:
                 def block(blk: str, accs: list[str]) -> list[str]:
                     so = t.op(f"{{r}} = arith.muli {blk}, {t.c(NP)} : index")
                     so = [t.op(f"{{r}} = arith.addi {so}, {j} : index") for j in jg]
-                    if word or bf:
+                    if bf and BF16_SCALED:  # scaled values: one running sum over K
+                        inits = None
+                    elif word or bf:
                         inits = [t.c(0, acc_t)] * NV
                     else:
                         inits = [t.op(f"{{r}} = vector.load {self.bsum}[{o}] : "
@@ -1242,6 +1254,8 @@ class _DotKernel:
                                 out[x] = t.op(f"{{r}} = arith.addi {out[x]}, {pr} : {v16}")
                         return out
 
+                    if inits is None:
+                        return t.for_(c0, t.c(kb // G), c1, [(a, acc_t) for a in accs], pair)
                     sums = t.for_(c0, t.c(kb // G), c1,
                                   [(inits[g], acc_t) for _ in range(self.mr_int) for g in range(NV)],
                                   pair)

@@ -48,8 +48,8 @@ class LowerDotKernels(ModulePass):
       ``vpmaddubsw`` / ``vpmaddwd``; ``vnni``: ``vpdpbusd`` on quads of bytes, mxint8
       included, and ``vpdpwssd`` for e3m2; ``avx512``: the same in 512-bit vectors) and
       accumulates the scaled sums in f32; on ``avx512`` the GEMM of the other MX pairs
-      with one block size runs on bf16 dot products (``vdpbf16ps``: the unscaled values
-      are exact in bf16, their products in f32).
+      with one block size runs on bf16 dot products (``vdpbf16ps``: the scaled values are
+      exact in bf16, their products in f32).
 
     The kernel keeps the declaration's symbol name, so calls to it stay valid.  A
     declaration whose dictionary names no kernel (unknown fields or formats, a bad block

@@ -201,28 +201,30 @@ func.func private @words(memref<?xi8>, memref<?xi8>, memref<?xi8>, memref<?xi8>,
 // -----
 
 // MXFP8 x MXFP8 on avx512: the GEMM by vdpbf16ps, in 512-bit vectors.  Each side's codes
-// decoded once per call (A) or unit (B) to their unscaled values, exact in bf16: the f32's
-// high half, stored as pairs of K positions (one i32 each).  Per block, f32 accumulators
-// from zero take one vdpbf16ps per pair (A's pair broadcast against 16 columns' pairs: two
-// exact products added into each lane), then one FMA by the product of the two blocks'
-// scales into the running f32 sums -- no conversion of the block sums, no scaled operand;
-// each accumulator is 16 columns, stored as it is.
+// decoded once per call (A) or unit (B) to their scaled values, exact in bf16: the f32's
+// high half, stored as pairs of K positions (one i32 each).  f32 accumulators run over the
+// whole of K, one vdpbf16ps per pair (A's pair broadcast against 16 columns' pairs: two
+// exact products added into each lane) -- no block ends, no conversion; each accumulator
+// is 16 columns, stored as it is.
 // CHECK-LABEL: func.func @bf16s(
 // CHECK: %[[AQ:.*]] = memref.alloc(%{{.*}}) : memref<?xi32>
 // CHECK: arith.extf %{{.*}} : vector<32xf16> to vector<32xf32>
-// CHECK: arith.bitcast %{{.*}} : vector<32xf32> to vector<32xi32>
+// CHECK: %[[F:.*]] = vector.broadcast %{{.*}} : f32 to vector<32xf32>
+// CHECK-NEXT: %[[SC:.*]] = arith.mulf %{{.*}}, %[[F]] : vector<32xf32>
+// CHECK-NEXT: arith.bitcast %[[SC]] : vector<32xf32> to vector<32xi32>
 // CHECK: arith.shrui %{{.*}} : vector<32xi32>
 // CHECK-NEXT: arith.trunci %{{.*}} : vector<32xi32> to vector<32xi16>
 // CHECK: vector.bitcast %{{.*}} : vector<32xi16> to vector<16xi32>
-// CHECK: scf.for %{{.*}} = %{{.*}} to %c16{{.*}} step %{{.*}} iter_args(%{{.*}} = %cst{{.*}}, 
+// CHECK: %[[T:.*]]:8 = scf.for %{{.*}} iter_args(%{{.*}} = %cst{{.*}}) -> (vector<16xf32>,
+// CHECK: scf.for %{{.*}} = %{{.*}} to %c16{{.*}} step %{{.*}} iter_args(
 // CHECK: vector.load %{{.*}}[%{{.*}}] : memref<?xi32>, vector<16xi32>
 // CHECK: llvm.call_intrinsic "llvm.x86.avx512bf16.dpbf16ps.512"(%{{.*}}, %{{.*}}, %{{.*}}) : (vector<16xf32>, vector<32xbf16>, vector<32xbf16>) -> vector<16xf32>
 // CHECK: scf.yield %{{.*}} : vector<16xf32>,
 // CHECK-NOT: arith.sitofp
-// CHECK: arith.mulf %{{.*}} : vector<16xf32>
-// CHECK-NEXT: vector.fma %{{.*}} : vector<16xf32>
+// CHECK-NOT: vector.fma
+// CHECK: scf.yield %{{.*}} : vector<16xf32>,
 // CHECK-NOT: vector.shuffle
-// CHECK: vector.maskedstore %{{.*}}[%{{.*}}], %{{.*}}, %{{.*}} : memref<?xf32>, vector<16xi1>, vector<16xf32>
+// CHECK: vector.maskedstore %{{.*}}[%{{.*}}], %{{.*}}, %[[T]]#0 : memref<?xf32>, vector<16xi1>, vector<16xf32>
 // PORTABLE-LABEL: func.func @bf16s(
 // PORTABLE-NOT: dpbf16ps
 // PORTABLE: return
