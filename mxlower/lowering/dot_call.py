@@ -54,7 +54,8 @@ def plan(lhs: Side, rhs: Side, contracting: tuple[Sequence[int], Sequence[int]],
     mxint8 with one block size, on avx2, vnni and avx512; the bf16 dot products for the
     other MX pairs with one block size, on avx512, where the vendor's CPUs run them faster
     than XLA's dot): the kernel's f32 GEMM path is slower than the dequantize kernels +
-    XLA's f32 dot, its packed dot products faster (BENCHMARKS.md).  ``swap``: the kernel computes ``rhs x lhs``
+    XLA's f32 dot, its packed dot products faster (BENCHMARKS.md).  ``swap``: the kernel
+    computes ``rhs x lhs``
     (the side with few free rows streams the other: a GEMV written ``w @ x``)."""
     sides = {"lhs": lhs, "rhs": rhs}
     free = {}

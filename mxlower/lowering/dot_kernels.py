@@ -107,6 +107,7 @@ Example::
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -148,11 +149,6 @@ NR_STREAM = 1
 #: a Zen 4 and 10-20% on a Sapphire Rapids), one where 16 do (two measured no faster or
 #: slower on AVX2) (BENCHMARKS.md, third and sixth sessions)
 NR_STREAM_TILE = {"avx512": 2, "vnni": 1, "avx2": 1, "portable": 1}
-#: whether the bf16 GEMM (:attr:`DotSpec.bf16_dot`) packs scaled values (exact in bf16
-#: under the range test, as the f32 GEMM's panels are) and sums every product into one f32
-#: accumulator per lane over K, instead of unscaled values with a sum per block and one FMA
-#: by the blocks' factors
-BF16_SCALED = True
 #: whether the avx512 path's streaming tiles (3-16 rows) of bf16 activations run on bf16
 #: dot products (:attr:`_DotKernel.bf_stream`)
 BF16_STREAM = True
@@ -214,6 +210,7 @@ def unscaled_bits(fmt: MXFormat, block_size: int) -> int:
     return math.ceil(math.log2(top * block_size))
 
 
+@functools.cache
 def _cpuinfo(field: str) -> str:
     """The first ``field`` line's value in ``/proc/cpuinfo`` (empty where it cannot be
     read)."""
@@ -394,7 +391,7 @@ class DotSpec:
             return False
         (alo, ahi), (blo, bhi) = (_unit_range(self.fmt(side)) for side in ("lhs", "rhs"))
         k = self.k("lhs")
-        ua, ub = max(-alo, ahi), max(-blo, bhi)
+        ua, ub = unit_max(self.fmt("lhs")), unit_max(self.fmt("rhs"))
         if ahi - alo > 255 or blo < -128 or bhi > 127:
             return False
         if self.path in VNNI_PATHS:
@@ -441,7 +438,7 @@ class DotSpec:
         (even) block size and no integer dot products (an f8 side).  Every MX element's
         scaled value (a narrow value times a power of two, or nvfp4's E4M3 scale) is exact
         in bf16 where the range test passes (no value below 2^-126) and so is every product
-        of two in f32; they are summed in f32 over K (:data:`BF16_SCALED`; rounded, as XLA's
+        of two in f32; they are summed in f32 over K (rounded, as XLA's
         f32 dot of the dequantized operands does): the f32 paths' contract (section 6),
         under the same range test."""
         return (self.path == "avx512" and self.fmt("lhs") is not None
@@ -587,6 +584,10 @@ class _DotKernel:
         self.G = 4 if self.quad else 2
         self.mr_int = MR_INT[spec.path]
         self.pt = "i32" if self.word or self.quad or self.bf else "i16"
+        # the packed units: bytes (byte dot products, offset on A's side, B's block sums
+        # kept) or i16 (words; bf16 bits)
+        self.byte = spec.byte_dot
+        self.ut = "i8" if self.byte else "i16"
         # B's block sums (byte products): i16 for vpmaddubsw's lanes, i32 for vpdpbusd's
         self.st = "i32" if self.quad else "i16"
         # the streaming tiles (3-16 rows) of bf16 activations against MX weights on bf16 dot
@@ -985,28 +986,33 @@ class _DotKernel:
         return "\n".join(t.lines)
 
     # -- the GEMM's byte dot products ------------------------------------------------------
+    def bf16_bits(self, v: str) -> str:
+        """vector<C x i16>: the high halves of the f32 vector ``v``'s lanes -- their bf16
+        bits, exact where each value has at most 8 significant bits (its low half zero)."""
+        t, C = self.t, self.C
+        vi = _vt(C, "i32")
+        w = t.op(f"{{r}} = arith.bitcast {v} : {_vt(C, 'f32')} to {vi}")
+        w = t.op(f"{{r}} = arith.shrui {w}, {t.c(16, vi)} : {vi}")
+        return t.op(f"{{r}} = arith.trunci {w} : {vi} to {_vt(C, 'i16')}")
+
     def packed_units(self, side: str, row: str, kk: str, factor: str | None = None) -> str:
         """vector<C x i8> (byte dot products) or vector<C x i16> (word dot products): the
         integer units of C elements of a side's row ``row`` at column ``kk`` (e2m1: one
         byte shuffle; mxint8: the codes); bf16 dot products: vector<C x i16>, the bf16 bits
-        of the elements' values (integer units, or f8 values), times ``factor`` where given
-        (exact in bf16)."""
+        of the elements' values (integer units, or f8 values) times ``factor``, the block's
+        factor (:meth:`bf16_bits`)."""
         t, C = self.t, self.C
         mem, _ = self.side_mems(side)
         f = self.s.fmt(side)
-        ut = "i16" if self.word or self.bf else "i8"
+        ut = self.ut
         base = t.op(f"{{r}} = arith.muli {row}, {self.K} : index")
         at = t.op(f"{{r}} = arith.addi {base}, {kk} : index")
         v8 = self.codes(side, mem, at)
-        if self.bf:  # the f32 value's high half (its low half is zero: exact)
+        if self.bf:  # the scaled value (exact in bf16 under the range test)
             v = (self.integer_units(side, v8) if integer_shift(f) is not None else
                  self.f16_decode(side, v8, 0))
-            if factor is not None:  # the scaled value (exact: see BF16_SCALED)
-                fv = t.op(f"{{r}} = vector.broadcast {factor} : f32 to {_vt(C, 'f32')}")
-                v = t.op(f"{{r}} = arith.mulf {v}, {fv} : {_vt(C, 'f32')}")
-            w = t.op(f"{{r}} = arith.bitcast {v} : {_vt(C, 'f32')} to {_vt(C, 'i32')}")
-            w = t.op(f"{{r}} = arith.shrui {w}, {t.c(16, _vt(C, 'i32'))} : {_vt(C, 'i32')}")
-            return t.op(f"{{r}} = arith.trunci {w} : {_vt(C, 'i32')} to {_vt(C, ut)}")
+            fv = t.op(f"{{r}} = vector.broadcast {factor} : f32 to {_vt(C, 'f32')}")
+            return self.bf16_bits(t.op(f"{{r}} = arith.mulf {v}, {fv} : {_vt(C, 'f32')}"))
         u = self.f4_table(v8) if f.bits == 4 else (v8 if f.is_int else None)
         if u is None:
             v = self.integer_units(side, v8)
@@ -1037,7 +1043,7 @@ class _DotKernel:
         c0, c1 = t.c(0), t.c(1)
         last = t.op(f"{{r}} = arith.subi {count}, {c1} : index")
         off, G, st = s.byte_offset, self.G, self.st
-        ut, pt = ("i16" if self.word or self.bf else "i8"), self.pt
+        ut, pt = self.ut, self.pt
         vu, vp = _vt(C, ut), _vt(C // G, pt)
         a_side = side == "lhs"
 
@@ -1049,7 +1055,7 @@ class _DotKernel:
                 fo = t.op(f"{{r}} = arith.muli {i}, {self.nblk} : index")
                 half = t.op(f"{{r}} = arith.divui {K}, {t.c(G)} : index")
                 do = t.op(f"{{r}} = arith.muli {i}, {half} : index")
-            elif not (self.word or self.quad or self.bf):  # the accumulators' order: per 16 columns,
+            elif self.byte and not self.quad:  # the accumulators' order: per 16 columns,
                 # even then odd
                 lane = t.op(f"{{r}} = arith.remui {i}, {t.c(16)} : index")
                 grp = t.op(f"{{r}} = arith.subi {i}, {lane} : index")
@@ -1070,15 +1076,15 @@ class _DotKernel:
                     o = t.op(f"{{r}} = arith.addi {bo}, {pos} : index")
                 t.do(f"memref.store {f}, {fdst}[{o}] : memref<?xf32>")
                 k0 = t.op(f"{{r}} = arith.muli {blk}, {t.c(kb)} : index")
-                byte_sums = not a_side and not (self.word or self.bf)
+                byte_sums = not a_side and self.byte
 
                 def chunk(q: str, acc: list[str]) -> list[str]:
                     kk = t.op(f"{{r}} = arith.addi {k0}, {q} : index")
-                    u = self.packed_units(side, src, kk, f if self.bf and BF16_SCALED else None)
+                    u = self.packed_units(side, src, kk, f if self.bf else None)
                     p0 = t.op(f"{{r}} = arith.divui {kk}, {t.c(G)} : index")
                     if a_side:
-                        if not (self.word or self.bf):  # wrapping i8: o = 128 turns mxint8's codes
-                            # into their offset bytes
+                        if self.byte:  # wrapping i8: o = 128 turns mxint8's codes into
+                            # their offset bytes
                             u = t.op(f"{{r}} = arith.addi {u}, "
                                      f"{t.c(off if off < 128 else off - 256, vu)} : {vu}")
                         pairs = t.op(f"{{r}} = vector.bitcast {u} : {vu} to {vp}")
@@ -1117,7 +1123,7 @@ class _DotKernel:
         t.for_(c0, rows, c1, [], row)
 
     def int_gemm(self, r0: str) -> None:
-        """The unit's GEMM by x86's integer dot products (:attr:`DotSpec.int_dot`).  B's
+        """The unit's GEMM by x86's dot products (:attr:`DotSpec.packed_gemm`).  B's
         panel packed (:meth:`int_pack`), and A's rows ``r0 + [0, MB_INT)`` once per call
         (they stay packed while the call's next unit is in the same batch); then per tile of
         :data:`MR_INT` rows (per path) and :data:`NV_INT` vectors of columns, per block:
@@ -1132,12 +1138,14 @@ class _DotKernel:
           broadcast against B's 8 columns' quads of signed bytes) per quad of K positions,
           exact;
         * **words** (8 columns a vector): i32 accumulators take one ``vpmaddwd`` and an add
-          (path avx2) or one ``vpdpwssd`` (path vnni) per pair of K positions (A's pair of
-          i16 broadcast against B's 8 columns), exact;
+          (path avx2) or one ``vpdpwssd`` (paths vnni, avx512) per pair of K positions (A's
+          pair of i16 broadcast against B's 8 columns), exact;
 
         then the sums convert to f32 exactly (below 2^24) and are multiplied by the two
         blocks' factors (exact) and accumulated in f32 FMA lanes.  No scaled operand is
-        formed."""
+        formed.  On avx512 every vector is 512 bits (16 columns), and the **bf16** pairs
+        (:attr:`DotSpec.bf16_dot`) are packed scaled: one ``vdpbf16ps`` per pair of K
+        positions into f32 accumulators that run over the whole of K, no block ends."""
         t, s, K, M, N = self.t, self.s, self.K, self.M, self.N
         b, n0, ncols, arow0, brow0 = self.unit
         c0, c1 = t.c(0), t.c(1)
@@ -1195,9 +1203,9 @@ class _DotKernel:
                 def block(blk: str, accs: list[str]) -> list[str]:
                     so = t.op(f"{{r}} = arith.muli {blk}, {t.c(NP)} : index")
                     so = [t.op(f"{{r}} = arith.addi {so}, {j} : index") for j in jg]
-                    if bf and BF16_SCALED:  # scaled values: one running sum over K
+                    if bf:  # scaled values: one running sum over K
                         inits = None
-                    elif word or bf:
+                    elif word:
                         inits = [t.c(0, acc_t)] * NV
                     else:
                         inits = [t.op(f"{{r}} = vector.load {self.bsum}[{o}] : "
@@ -1225,9 +1233,10 @@ class _DotKernel:
                                 x = i * NV + g
                                 if bf:  # pairs of bf16 products added into f32 lanes
                                     ao = t.op(f"{{r}} = vector.bitcast {av} : {vacc} to {vbf}")
-                                    out[x] = t.op(f'{{r}} = llvm.call_intrinsic '
-                                                  f'"llvm.x86.avx512bf16.dpbf16ps.{bits}"({out[x]}, '
-                                                  f"{ao}, {bvs[g]}) : ({f8}, {vbf}, {vbf}) -> {f8}")
+                                    intr = f"llvm.x86.avx512bf16.dpbf16ps.{bits}"
+                                    out[x] = t.op(f'{{r}} = llvm.call_intrinsic "{intr}"('
+                                                  f"{out[x]}, {ao}, {bvs[g]}) : "
+                                                  f"({f8}, {vbf}, {vbf}) -> {f8}")
                                     continue
                                 if vnni:  # the dot product added into the accumulator
                                     op, vt = ("vpdpbusd", v8) if quad else ("vpdpwssd", v16)
@@ -1256,9 +1265,9 @@ class _DotKernel:
 
                     if inits is None:
                         return t.for_(c0, t.c(kb // G), c1, [(a, acc_t) for a in accs], pair)
-                    sums = t.for_(c0, t.c(kb // G), c1,
-                                  [(inits[g], acc_t) for _ in range(self.mr_int) for g in range(NV)],
-                                  pair)
+                    sums = t.for_(c0, t.c(kb // G), c1, [(inits[g], acc_t)
+                                                         for _ in range(self.mr_int)
+                                                         for g in range(NV)], pair)
                     fb = []
                     for o in so:
                         for q in range(nf):
@@ -1279,7 +1288,7 @@ class _DotKernel:
                                     w = t.op(f'{{r}} = llvm.call_intrinsic '
                                              f'"llvm.x86.avx2.pmadd.wd"({w}, {ones[q]}) : '
                                              f"({v16}, {v16}) -> {w8}")
-                                wf = w if bf else t.op(f"{{r}} = arith.sitofp {w} : {w8} to {f8}")
+                                wf = t.op(f"{{r}} = arith.sitofp {w} : {w8} to {f8}")
                                 f = t.op(f"{{r}} = arith.mulf {fav}, {fb[nf * g + q]} : {f8}")
                                 x = (i * NV + g) * nf + q
                                 out.append(t.op(f"{{r}} = vector.fma {wf}, {f}, {accs[x]} : "
@@ -1753,14 +1762,9 @@ class _DotKernel:
                 """bf16 dot products: B's scaled chunks (exact in bf16: a narrow value times a
                 power of two, or nvfp4's E4M3 scale) truncated to bf16, A's chunks read as
                 stored, one ``vdpbf16ps`` per row and column."""
-                vi = _vt(C, "i32")
-                bh = []
-                for bv in bvs:
-                    w = t.op(f"{{r}} = arith.bitcast {bv} : {_vt(C, 'f32')} to {vi}")
-                    w = t.op(f"{{r}} = arith.shrui {w}, {t.c(16, vi)} : {vi}")
-                    w = t.op(f"{{r}} = arith.trunci {w} : {vi} to {_vt(C, 'i16')}")
-                    bh.append(t.op(f"{{r}} = arith.bitcast {w} : {_vt(C, 'i16')} to {vh}"))
-                bits = {8: 128, 16: 256, 32: 512}[C]
+                bh = [t.op(f"{{r}} = arith.bitcast {self.bf16_bits(bv)} : {_vt(C, 'i16')} to "
+                           f"{vh}") for bv in bvs]
+                bits = 16 * C  # C bf16 lanes
                 for i in range(mr):
                     r = t.op(f"{{r}} = arith.addi {arow0}, {rows[i][1]} : index")
                     o = t.op(f"{{r}} = arith.muli {r}, {K} : index")

@@ -19,7 +19,7 @@ import sys
 
 import pytest
 
-from mxlower.execution import ffi
+from mxlower.execution import ffi, ffi_dot
 from mxlower.lowering import dot_kernels
 from mxlower.testing import run_on_host_devices
 
@@ -212,8 +212,7 @@ def _kernels(entry: dict, prefix: str) -> dict:
 #: dequantize kernels (+ XLA's dot)
 _DOT_K = (("mxlower_dot_mxfp4_e2m1k32_mxfp8_e4m3k32", "f4e2m1fn[1,32,64]")
           if dot_kernels.gemm_by_default(
-              dot_kernels.DotSpec("mxfp4_e2m1", "mxfp8_e4m3",
-                                  path=dot_kernels.host_paths(dot_kernels.cpu_flags())[0]),
+              dot_kernels.DotSpec("mxfp4_e2m1", "mxfp8_e4m3", path=ffi_dot.host_path()),
               dot_kernels.cpu_vendor())
           else ("mxlower_dequantize_mxfp4_e2m1", "f4e2m1fn[2,16,64]"))
 PER_SHARD = {
