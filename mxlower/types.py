@@ -16,6 +16,9 @@ Views kept for the code that needs only one column: :data:`FLOAT_TYPES` (narrow 
 by MLIR spelling), :data:`WIDE_FLOAT_TYPES` (f64/f32/bf16/f16 codecs) and :data:`WIDE_TYPES`
 (the three types MX values are quantized from and dequantized to).  They are updated in place
 by :func:`register`, so code that looks a name up at call time sees a registered type.
+:func:`probe_values` gives the inputs that test a conversion from a type exhaustively or
+nearly so (NumPy only, like the rest of this module: the GPU side of the tests runs it
+without MLIR).
 """
 
 from __future__ import annotations
@@ -44,9 +47,10 @@ __all__ = [
     "is_subbyte_float",
     "is_wide_float",
     "of_dtype",
+    "probe_values",
     "register",
-    "unregister",
     "scalar",
+    "unregister",
     "withdrawn",
 ]
 
@@ -385,3 +389,76 @@ def is_wide_float(name: str) -> bool:
     """Whether ``name`` is one of the wide float types (f64, f32, bf16, f16)."""
     t = SCALARS.get(name)
     return t is not None and t.kind == "wide"
+
+
+# ---------------------------------------------------------------- conversion test inputs
+
+
+def probe_values(type_name: str, *, n_random: int = 1 << 16, seed: int = 0) -> np.ndarray:
+    """Inputs that exercise a conversion from ``type_name`` exhaustively or near-exhaustively.
+
+    * a narrow type: every code (ml_dtypes array);
+    * bf16, f16: every bit pattern;
+    * f32 (> 200k values): for each narrow type, every value, every midpoint between
+      neighbours (and the overflow midpoint past max) and their f32 neighbours (+-1, +-2 ulp),
+      with both signs; every power of two and 1.5 * 2^k (f8E8M0FNU ties) with neighbours;
+      subnormals around 2^-127 and 2^-126; +-0, +-Inf, quiet and signalling NaNs of both signs
+      with several payloads; ``n_random`` random bit patterns;
+    * f64: the f32 set, plus every narrow midpoint nudged by 1 f64 ulp and by 2^-30 relative
+      (a double rounding through f32 gets these wrong), f64 subnormals, and random values
+      over the whole exponent range.
+    """
+    if type_name in FLOAT_TYPES:
+        t = FLOAT_TYPES[type_name]
+        return np.arange(1 << t.bits, dtype=np.uint8).view(t.dtype)
+    if type_name in ("bf16", "f16"):
+        return np.arange(1 << 16, dtype=np.uint16).view(WIDE_FLOAT_TYPES[type_name].dtype)
+    if type_name == "f64":
+        return _f64_probes(n_random, seed)
+    if type_name != "f32":
+        raise KeyError(f"no probe set for '{type_name}'")
+    f64: list[np.ndarray] = []
+    for t in FLOAT_TYPES.values():
+        v = np.arange(1 << t.bits, dtype=np.uint8).view(t.dtype).astype(np.float64)
+        v = np.unique(np.abs(v[np.isfinite(v)]))
+        ulp_top = v[-1] - v[-2]
+        v = np.concatenate([v, [v[-1] + ulp_top, v[-1] + 2 * ulp_top]])
+        mids = (v[:-1] + v[1:]) / 2  # exact in f64, and exact in f32 (<= 5 significand bits)
+        f64 += [v, mids]
+    k = np.arange(-149, 128)
+    f64 += [np.ldexp(1.0, k), np.ldexp(1.5, k[1:]), np.ldexp(1.25, k[2:]),
+            np.ldexp(1.75, k[2:])]
+    with np.errstate(over="ignore"):  # e8m0's top midpoints overflow f32 to Inf: kept
+        base = np.concatenate(f64).astype(np.float32)  # exact otherwise
+    u = base.view(np.uint32).astype(np.int64)
+    near = np.concatenate([u + d for d in (-2, -1, 0, 1, 2)])
+    sub = np.concatenate([np.arange(1, 64), (1 << 22) + np.arange(-64, 65),
+                          (1 << 23) - np.arange(1, 64), (3 << 21) + np.arange(-8, 9)])
+    special = np.array([0, 0x7F800000, 0x7F800001, 0x7FC00000, 0x7FFFFFFF, 0x7FA00000,
+                        0x7F7FFFFF, 0x00800000, 0x007FFFFF])
+    rng = np.random.default_rng(seed)
+    rand = rng.integers(0, 1 << 31, n_random, dtype=np.int64)
+    # random values inside the narrow types' ranges: |x| in [2^-12, 2^17)
+    rand_small = rng.integers(0x39800000, 0x48000000, n_random, dtype=np.int64)
+    mags = np.concatenate([near, sub, special, rand, rand_small])
+    mags = mags[(mags >= 0) & (mags < (1 << 31))]
+    bits_ = np.concatenate([mags, mags | (1 << 31)]).astype(np.uint32)
+    return np.unique(bits_).view(np.float32)
+
+
+def _f64_probes(n_random: int, seed: int) -> np.ndarray:
+    with np.errstate(invalid="ignore"):
+        x32 = probe_values("f32", n_random=n_random, seed=seed).astype(np.float64)
+    parts = [x32]
+    for t in FLOAT_TYPES.values():
+        v = np.arange(1 << t.bits, dtype=np.uint8).view(t.dtype).astype(np.float64)
+        v = np.unique(np.abs(v[np.isfinite(v)]))
+        m = (v[:-1] + v[1:]) / 2
+        parts += [np.nextafter(m, 0), np.nextafter(m, np.inf), m * (1 + 2.0 ** -30),
+                  m * (1 - 2.0 ** -30)]
+    rng = np.random.default_rng(seed + 1)
+    parts += [np.ldexp(rng.random(n_random), rng.integers(-1080, 1024, n_random)),
+              np.ldexp(1.0, np.arange(-1074, 1024)),
+              np.array([5e-324, 2.2250738585072014e-308, np.inf])]
+    x = np.concatenate(parts)
+    return np.unique(np.concatenate([x, -x]).view(np.uint64)).view(np.float64)

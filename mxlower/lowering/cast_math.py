@@ -27,7 +27,7 @@ The pieces:
   exact values and rounded once (:func:`mxlower.lowering.mx_math.round_to_f32`; f64 holds
   more than 2 x 24 + 2 bits, so the double rounding is innocuous).
 * **Element rounding** is the codec's spec-driven encoder / decoder
-  (:func:`mxlower.lowering.codec_spec.emit_encode`, ``emit_decode``), given the per-element
+  (:func:`mxlower.lowering.codec.emit_encode`, ``emit_decode``), given the per-element
   power-of-two ``shift`` of an exponent scale so that no scaled value is ever formed in f32.
 * **Sparsity** (:func:`lower_sparse`): within each group of n values, the rank of every value
   is the number of values that beat it (a larger magnitude, or an equal one at a lower index;
@@ -46,7 +46,7 @@ import numpy as np
 from mxlower.bindings.jaxlib import ir
 from mxlower.dialect import mx
 from mxlower.ir.stablehlo_builder import Builder
-import mxlower.lowering.codec_spec as codec_spec
+import mxlower.lowering.codec as codec
 from mxlower.lowering.codec_stablehlo import StableHLOBuilder
 from mxlower.lowering.mx_math import narrow_codes, narrow_from_codes
 from mxlower.lowering.mx_math import (
@@ -186,7 +186,7 @@ def encode_values(b: Builder, value_bits: Any, spec: NumberSpec, roundmode: str 
     """The i32 codes of f32 values (given as i32 bits) times 2^-shift, rounded to ``spec``
     with ``roundmode`` (docs/semantics.md 10.2; the codec's encoder)."""
     cb = _int_builder(b, value_bits)
-    codes = codec_spec.emit_encode(cb, b.bitcast(value_bits, "f32"), "f32", spec,
+    codes = codec.emit_encode(cb, b.bitcast(value_bits, "f32"), "f32", spec,
                                    roundmode=roundmode, rbits=rbits, shift=shift,
                                    code_bits=32)
     return _as_i32(b, codes)
@@ -196,7 +196,7 @@ def decode_values(b: Builder, codes: Any, spec: NumberSpec, shift: Any | None = 
     """The f32 bits (i32) of the values of i32 ``codes`` times 2^shift, rounded once (the
     codec's decoder)."""
     cb = _int_builder(b, codes)
-    v = codec_spec.emit_decode(cb, codes, spec, "f32", shift=shift)
+    v = codec.emit_decode(cb, codes, spec, "f32", shift=shift)
     return b.bitcast(v, "i32")
 
 

@@ -1,71 +1,103 @@
-"""Bit-exact narrow-float conversions, generated from the codec descriptions in
-:mod:`mxlower.types` (docs/semantics.md section 2).
+"""The codec: bit-exact encoding and decoding of every number spec (docs/semantics.md
+sections 2 and 10), written once against the integer-op builders of
+:mod:`mxlower.lowering.int_builders`.
 
-The conversion algorithm is written once, against a small abstract integer-op builder
-(:class:`IntBuilder`), and driven by :class:`~mxlower.types.FloatType` descriptions of the
-source and destination formats.  Three builders execute it:
-
-* :class:`~mxlower.lowering.codec_stablehlo.StableHLOBuilder` -- ``stablehlo`` integer ops on
-  ranked tensors (jaxlib stack; in its own module, so that this one imports no MLIR);
-* :class:`ArithBuilder` -- ``arith`` ops on scalars, vectors or tensors, for EITHER binding
-  stack: pass the ``ir`` and ``arith`` modules to use (``jaxlib.mlir.{ir,dialects.arith}`` or
-  upstream ``mlir.ir`` / ``mlir.dialects.arith``);
-* :class:`NumpyBuilder` -- executes the same algorithm on NumPy arrays (fast exhaustive tests).
+One codec serves every format mxlower knows.  A format is a
+:class:`~mxlower.numbers.NumberSpec` -- floats ``eXmY`` with any bias and any of
+``ieee``/``fn``/``fnuz``/``fo``, exponent types ``eXm0``, ``intK``/``uintK``; the MLIR types
+(``f8E4M3FN``, ``f4E2M1FN``, ...) and their codec rows (:class:`~mxlower.types.FloatType`) are
+accepted wherever a spec is, as the specs they are.  The algorithms are branch-free integer
+arithmetic on code bits, so one description runs as NumPy (the exhaustive tests), as
+``arith`` (LLVM, NVVM, the FFI kernels) and as StableHLO (XLA), bit-exact with the oracle
+(:func:`mxlower.reference.convert`, :func:`mxlower.cast_reference.round_codes` and
+:func:`~mxlower.cast_reference.decode`) on every builder.
 
 Entry points
 ------------
-All three take a builder and return the result value (an MLIR ``Value`` or an ndarray).  Type
-arguments are MLIR spellings (``"f32"``, ``"bf16"``, ``"f16"``, ``"f8E4M3FN"``, ...) or
-:class:`FloatType` objects.
+``emit_encode(b, value, src_wide, spec, *, roundmode="even", rbits=None, shift=None,
+code_bits=None, fixed=False)``
+    Section 10's saturating cast.  ``value``: floats of type ``src_wide`` (f32, bf16, f16 or
+    f64).  Returns the codes of ``value * 2^-shift`` (exact; the scaled value is never formed,
+    so it may lie below f32's normal range) rounded to ``spec`` as ``round_codes`` does:
+    ``code_bits``-wide integers (default: the spec's storage width, 8, 16 or 32), float and
+    exponent codes in the low bits (upper bits zero), int codes in two's complement.
+    ``shift``: optional i32 integers of ``value``'s shape (any value: beyond +-2000 they act as
+    +-2000, which saturates or flushes every spec).  ``roundmode``: ``even``, ``nearest``
+    (ties away), ``zero``, ``half_down`` (ties toward zero) or ``stochastic``, which takes
+    ``rbits``: 32-bit integers (uint32 random bits, one per element) and rounds to
+    ``floor(t + r 2^-32)`` exactly.  ``fixed``: read an ``intK`` as fixed point with K-2
+    fraction bits (the scaled view of mxint8), i.e. ``shift - (K-2)``.  On the StableHLO
+    builder the result has the storage type :func:`storage_type` names (``ui8`` for
+    f8/f6/f4 and exponent codes, ``i8`` for int8, ``ui16`` for e5m6...).
 
-``emit_truncf(b, value, src_wide, dst, *, code_bits=8, fpu=True)``
-    ``value``: floats of type ``src_wide`` (f32, bf16 or f16; f64 also works).  Returns the
-    ``dst`` codes as integers of width ``code_bits`` (8: one code per byte, f4/f6 codes in the
-    low bits, upper bits zero; or ``dst.bits``, e.g. 4, so that an ``arith.bitcast`` to
-    ``f4E2M1FN`` follows).  StableHLO: ``tensor<...xui8>`` (``code_bits`` must be 8).
-    Arith: ``i<code_bits>``.
+``emit_decode(b, codes, spec, dst_wide, *, shift=None, fixed=False)``
+    Section 10.4's decode.  ``codes``: integers holding ``spec`` codes in their low bits (bits
+    above are ignored).  Returns floats of type ``dst_wide`` (f32, bf16 or f16):
+    ``value * 2^shift`` rounded to nearest even in f32 (Inf beyond f32's range, f32
+    subnormals kept), then rounded to nearest even to ``dst_wide`` -- what
+    :func:`mxlower.cast_reference.decode` computes ("in f32, then rounded once to the output
+    type").  NaN codes give the quiet NaN with the code's sign.
+
+Section 2's conversions of the MLIR types, named after the ``arith`` ops they implement:
+
+``emit_truncf(b, value, src_wide, dst, *, roundmode="even", code_bits=8, fpu=True)``
+    f32/bf16/f16/f64 ``value`` -> ``dst`` codes with the type's own overflow rule (Inf, NaN --
+    with the sign, or FNUZ's 0x80 -- or max for the finite-only types, 0xFF for f8E8M0FNU),
+    its NaN codes, and ml_dtypes' f8E8M0FNU rounding.  ``roundmode``: ``even``, ``zero`` (a
+    finite value never overflows: it truncates onto max, as IEEE 754's round-toward-zero
+    does) or ``nearest`` (ties away).  Codes as ``code_bits``-wide integers (low bits; upper
+    bits zero; ``dst.bits`` is allowed, e.g. 4, so that an ``arith.bitcast`` to ``f4E2M1FN``
+    follows).  StableHLO: ``tensor<...xui8>`` (``code_bits`` must be 8).
 
 ``emit_extf(b, codes, src, dst_wide, *, fpu=True)``
-    ``codes``: integers of any width >= ``src.bits`` holding ``src`` codes in the low bits (bits
-    above are ignored); returns floats of type ``dst_wide`` (f32, bf16, f16 or f64; exact, or
-    RNE for f16 results of f8E8M0FNU, the only decode that can round).
+    ``src`` codes (low bits of integers of any width; bits above are ignored) -> floats of
+    ``dst_wide`` (f64, f32, bf16 or f16; exact, or RNE for f16 results of f8E8M0FNU, the only
+    one that can round).  For these types and f32/bf16/f16 it is ``emit_decode``.
 
 ``emit_convert_codes(b, codes, src, dst, *, code_bits=8)``
-    narrow -> narrow, codes to codes; the same result as going through f32 (which is exact).
+    Section 2, narrow -> narrow, codes to codes: the same result as going through f32 (which
+    is exact).
 
-``fpu=False`` emits integer ops only (see "Float-assisted steps" below).
+``fpu=False`` emits integer ops only (no float-assisted steps, see below).
 
 Example (upstream stack, a vector of f32 to f4E2M1FN, as ``arith.truncf`` would)::
 
     from mlir import ir
     from mlir.dialects import arith
     from mxlower.lowering import codec
+    from mxlower.lowering.int_builders import ArithBuilder
     with ir.InsertionPoint(block), loc:
-        b = codec.ArithBuilder(ir, arith, x.type)          # x: vector<8xf32>
-        codes = codec.emit_truncf(b, x, "f32", "f4E2M1FN", code_bits=4)   # vector<8xi4>
+        b = ArithBuilder(ir, arith, x.type)                 # x: vector<8xf32>
+        codes = codec.emit_truncf(b, x, "f32", "f4E2M1FN", code_bits=4)    # vector<8xi4>
         y = arith.BitcastOp(ir.VectorType.get([8], ir.Type.parse("f4E2M1FN")), codes).result
 
-Builder interface
------------------
-A builder implements nine primitives (see :class:`IntBuilder`): ``constant(value, bits)``,
-``binary(op, lhs, rhs)`` with ``op`` in ``and or xor add sub shl shrui shrsi minsi maxsi``,
-``compare(pred, lhs, rhs)`` with signed predicates ``eq ne slt sle sgt sge`` (result i1),
-``select(cond, a, b)``, ``bitcast_to_int(x)`` / ``bitcast_to_float(x, wide)`` (same width),
-``resize(x, bits)`` (zero-extend or truncate), ``width(x)``, and ``float_op(op, lhs, rhs,
-wide)`` (``add``/``sub`` of f32 or f64 given and returned as bit patterns; only ``fpu=True``
-plans use it).  Optional ones, used by :mod:`mxlower.lowering.codec_spec`: ``xor`` (a
-binary op), ``int_to_float`` (where ``has_int_to_float``), ``signless`` and ``to_storage``
-(identities except on StableHLO, whose unsigned element types need bitcasts).  Every value of one conversion has the same shape; constants are splats of
-it.  Integer values are two's complement; the algorithm only compares values whose signed
-reading is their true value, so it never needs unsigned predicates (StableHLO ties compare
-signedness to the element type).
+The general algorithm
+---------------------
+Every path is: **unpack** (sign, a significand ``sig`` with its leading one at bit ``M`` --
+normalized by a shift ladder where subnormal inputs need it -- and the exponent ``L`` of that
+bit, the value being ``sig * 2^(L - M)``), **round** (drop ``d`` bits: ``d = M - Y + max(emin
+- L, 0)`` for a float target, ``M`` for an exponent type, ``M - L`` for an integer; the kept
+part is ``(sig + inc) >> d`` with ``inc`` = 0 (zero), half (nearest), half - 1 (half_down),
+half - 1 + lsb (even), and for stochastic the carry of ``r + floor(frac * 2^32)`` past 2^32,
+with ``frac`` the exact dropped fraction), **assemble** (``(max(L + bias - 1, 0) << Y) + n``:
+a carry out of the significand moves to the next binade by itself) and **finish** (saturate
+with ``min``, then the zero, Inf, NaN and sign rules with selects).  ``L`` is clamped just past
+the target's range and ``d`` just past the point where every input rounds to 0, so the
+working width is 32 bits except for 32-bit targets, ``intK`` with K > 28 and f64 sources (64).
 
-The algorithm
--------------
-One function, :func:`convert_codes`, converts an integer-coded value of any described format
-to any other (the wide types are described in :data:`WIDE_FLOAT_TYPES`), branch-free.
-:func:`plan` analyses the two formats statically and picks one of three paths, then a common
-finish:
+The specializations
+-------------------
+Two conversions are so frequent (every ``arith.truncf`` / ``arith.extf`` of a narrow type, the
+MX formats' elements and scales) that the codec plans them statically: section 2's
+round-to-nearest-even narrowing (``emit_truncf`` with ``even``, ``emit_convert_codes``), and
+every decode of a narrow float type (:data:`mxlower.types.FLOAT_TYPES`: f8, f6, f4, e8m0)
+without ``shift`` (``emit_extf``, and ``emit_decode`` of those types).  The decode plan gives
+the general decoder's bits for every code of every such type (test_codec.py compares them
+exhaustively), with fewer and cheaper ops.
+
+:func:`convert_codes` converts an integer-coded value of any described format to any other
+(the wide types are described in :data:`WIDE_FLOAT_TYPES`), branch-free.  :func:`plan`
+analyses the two formats statically and picks one of three paths, then a common finish:
 
 * direct (narrowing without normalization, e.g. f32 -> any narrow type): round the whole
   magnitude in one step, ``(a + (rebias << Ms) + inc) >> (Ms - Md)`` with ``inc`` the
@@ -100,9 +132,9 @@ the generic path is used for those (~25 ops).  Working width: the wide type's wi
 bf16/f16, 32 for f32, 64 for f64), widened to 32 where 16 bits could overflow (f8E8M0FNU ->
 f16).
 
-Semantics: exactly docs/semantics.md section 2 = :func:`mxlower.reference.convert` for every input
-(test/python/test_codec.py checks this exhaustively with :class:`NumpyBuilder`, both with and
-without the float-assisted steps).
+Semantics: exactly docs/semantics.md section 2 = :func:`mxlower.reference.convert` for every
+input (test/python/test_codec.py checks this exhaustively with the NumPy builder, both with
+and without the float-assisted steps).
 """
 
 from __future__ import annotations
@@ -110,32 +142,14 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-import numpy as np
-
+from mxlower import numbers
+from mxlower.lowering.int_builders import IntBuilder
+from mxlower.numbers import ROUND_MODES, NumberSpec
 from mxlower.types import FLOAT_TYPES, WIDE_FLOAT_TYPES, FloatType
 
-__all__ = [
-    "ArithBuilder",
-    "BINARY_OPS",
-    "IntBuilder",
-    "MLIRBuilder",
-    "NumpyBuilder",
-    "PREDICATES",
-    "Plan",
-    "WIDE_FLOAT_TYPES",
-    "codec_type",
-    "convert_codes",
-    "emit_convert_codes",
-    "emit_extf",
-    "emit_truncf",
-    "plan",
-    "probe_values",
-    "signed",
-]
-
-
-BINARY_OPS = ("and", "or", "xor", "add", "sub", "shl", "shrui", "shrsi", "minsi", "maxsi")
-PREDICATES = ("eq", "ne", "slt", "sle", "sgt", "sge")
+__all__ = ["TRUNCF_MODES", "Plan", "Target", "codec_type", "convert_codes", "convert_target",
+           "emit_convert_codes", "emit_decode", "emit_encode", "emit_extf", "emit_truncf", "plan",
+           "storage_type", "target"]
 
 
 def codec_type(t: str | FloatType) -> FloatType:
@@ -150,125 +164,394 @@ def codec_type(t: str | FloatType) -> FloatType:
     raise KeyError(f"unknown float type '{t}' (known: {known})")
 
 
-# ============================================================================ builder interface
+def _spec(spec: NumberSpec | FloatType | str) -> tuple[NumberSpec, FloatType | None]:
+    """A spec given as a NumberSpec, a spec code, an MLIR type name or a codec row: the number
+    spec and, for float and exponent specs, its codec row (what the plans read)."""
+    if isinstance(spec, FloatType):
+        return numbers.of_float_type(spec), spec
+    n = numbers.number(spec)
+    return n, (n.float_type if n.is_float else None)
 
 
-class IntBuilder:
-    """The integer-op interface the conversion algorithm is written against.
+#: |shift| beyond this saturates or flushes every spec from every source (f64 included)
+SHIFT_CLAMP = 2000
 
-    Subclasses implement the primitives; the helpers below them accept a Python ``int`` for
-    either operand and splat it to the other operand's width.
-    """
 
-    # -- primitives ------------------------------------------------------------------------
-    def constant(self, value: int, bits: int) -> Any:
-        """A splat integer constant of width ``bits`` (``value`` taken modulo 2^bits)."""
-        raise NotImplementedError
+# ======================================================= targets (the general algorithm)
 
-    def binary(self, op: str, lhs: Any, rhs: Any) -> Any:
-        """``op`` in :data:`BINARY_OPS`; both operands of the same width.  Shifts are by less
-        than the width; ``shrui`` is logical, ``shrsi`` arithmetic; min/max are signed."""
-        raise NotImplementedError
 
-    def compare(self, pred: str, lhs: Any, rhs: Any) -> Any:
-        """``pred`` in :data:`PREDICATES` (signed); an i1 result."""
-        raise NotImplementedError
+@dataclasses.dataclass(frozen=True)
+class Target:
+    """What the rounding step needs to know about the format it rounds to."""
 
-    def select(self, cond: Any, a: Any, b: Any) -> Any:
-        raise NotImplementedError
+    kind: str  #: "float", "exp", "int", "uint"
+    bits: int
+    man_bits: int  #: Y (0 for exponent types and ints)
+    bias: int
+    emin: int  #: exponent of the smallest normal (floats)
+    emax: int  #: floor(log2(max))
+    max_code: int  #: the largest finite magnitude code (ints: the largest value)
+    cap: int  #: the magnitude a too-large finite value becomes (max_code, or Inf's code)
+    inf: int  #: the magnitude +-Inf becomes
+    spec: NumberSpec | None = None
 
-    def bitcast_to_int(self, x: Any) -> Any:
-        """Floats -> integers of the same width (the bit pattern)."""
-        raise NotImplementedError
+    @property
+    def sign_mask(self) -> int:
+        return 1 << (self.bits - 1)
 
-    def bitcast_to_float(self, x: Any, wide: str) -> Any:
-        """Integers -> floats of type ``wide`` ("f32", "bf16" or "f16") of the same width."""
-        raise NotImplementedError
 
-    def resize(self, x: Any, bits: int) -> Any:
-        """Zero-extend or truncate an integer value to ``bits`` bits."""
-        raise NotImplementedError
+def target(spec: NumberSpec | str) -> Target:
+    """The rounding target of a number spec for a cast (section 10.2): finite values
+    saturate; Inf stays Inf where the spec has it, else becomes max."""
+    n = numbers.number(spec)
+    if n.is_integer:
+        return Target(n.kind, n.bits, 0, 0, 0, n.emax, n.max_code, n.max_code, n.max_code, n)
+    inf = n.inf_code if n.has_inf else n.max_code
+    return Target(n.kind, n.bits, n.man_bits, n.bias, n.emin, n.emax, n.max_code, n.max_code,
+                  inf, n)
 
-    def float_op(self, op: str, lhs: Any, rhs: Any, wide: str) -> Any:
-        """``op`` ("add" or "sub") on the ``wide`` floats (f32 or f64) whose bit patterns
-        ``lhs`` and ``rhs`` hold; returns the bit pattern of the IEEE result (round to
-        nearest even).  Only plans made with ``fpu=True`` use it."""
-        raise NotImplementedError
 
-    def width(self, x: Any) -> int:
-        """The integer width of a value (1 for i1)."""
-        raise NotImplementedError
+def convert_target(t: FloatType, roundmode: str) -> Target:
+    """The rounding target of a section 2 conversion to the narrow type ``t`` with a rounding
+    mode: a value past max becomes the type's overflow code (Inf, NaN -- with the sign, or
+    FNUZ's 0x80 -- or max for the finite-only types, 0xFF for f8E8M0FNU), and so does +-Inf;
+    with ``zero`` a finite value never overflows (it truncates onto max, as IEEE 754's
+    round-toward-zero does)."""
+    n = numbers.of_float_type(t)
+    if n.kind == "exp" or n.special in ("fn", "fnuz"):
+        k = n.max_code + 1  # f8E8M0FNU's and fn's NaN; FNUZ's sign bit alone (its NaN)
+    else:
+        k = n.inf_code if n.has_inf else n.max_code
+    cap = n.max_code if roundmode == "zero" else k
+    return Target(n.kind, n.bits, n.man_bits, n.bias, n.emin, n.emax, n.max_code, cap, k, n)
 
-    #: whether :meth:`int_to_float` is implemented (the spec codec then normalizes with one
-    #: conversion instead of a shift ladder)
-    has_int_to_float = False
 
-    def int_to_float(self, x: Any, wide: str) -> Any:
-        """Non-negative integers (exact in ``wide``: below 2^24 for f32, 2^53 for f64) ->
-        floats of ``wide`` ("f32" or "f64") of the same width; returned as their bit pattern
-        (integers).  The result is a normal float or zero, so flushing modes change nothing."""
-        raise NotImplementedError
+def _ieee_target(t: FloatType) -> Target:
+    """A wide IEEE type as a decode target: overflow goes to Inf."""
+    inf = t.exponent_mask
+    return Target("float", t.bits, t.man_bits, t.bias, 1 - t.bias,
+                  (1 << t.exp_bits) - 2 - t.bias, inf - 1, inf, inf)
 
-    def signless(self, x: Any) -> Any:
-        """An integer value as the builder's working integers of the same width (StableHLO:
-        ``ui32`` random bits or ``ui8`` codes bitcast to signless); the identity elsewhere."""
+
+def storage_type(spec: NumberSpec | str) -> str:
+    """The integer type codes of ``spec`` are returned in by the StableHLO builder: the spec's
+    storage (:attr:`~mxlower.numbers.NumberSpec.storage`) where it is an integer type, else
+    the unsigned integer of its width (``ui8`` for the f8/f6/f4 types, as
+    ``mxlower-expand-narrow-floats`` stores them)."""
+    n = numbers.number(spec)
+    s = n.storage
+    if s.startswith(("i", "ui")) and s[-1].isdigit():
+        return s
+    return f"ui{_storage_bits(n)}"
+
+
+def _storage_bits(n: NumberSpec) -> int:
+    return next(w for w in (8, 16, 32) if w >= n.bits)
+
+
+# ============================================================================ the steps
+
+
+@dataclasses.dataclass
+class _Unpacked:
+    """A value as ``sig * 2^(L - M)`` (``sig`` < 2^(M+1); leading one at bit M where
+    normalized) with its flags (i1 values, or None where statically false)."""
+
+    sig: Any
+    L: Any
+    M: int
+    neg: Any
+    zero: Any
+    inf: Any
+    nan: Any
+
+
+def _ladder(b: IntBuilder, sig: Any, L: Any, M: int) -> tuple[Any, Any]:
+    """Normalize a non-zero ``sig`` < 2^(M+1) so that bit M is set, lowering ``L`` to match
+    (zero stays zero, with ``L`` lowered by some amount).  With the builder's
+    ``int_to_float``: the leading bit's position is the exponent of float(sig) (exact), one
+    variable shift; else a shift ladder (log2(M) compare-and-shift steps)."""
+    W = b.width(sig)
+    wide = "f32" if W == 32 and M < 24 else "f64" if W == 64 and M < 53 else None
+    if b.has_int_to_float and wide is not None:
+        f = WIDE_FLOAT_TYPES[wide]
+        # k = M - floor(log2 sig) = (M + bias) - biased exponent of float(sig); sig = 0 gives
+        # M + bias, clamped to a valid shift
+        k = b.min(b.sub(M + f.bias, b.shr(b.int_to_float(sig, wide), f.man_bits)), W - 1)
+        return b.shl(sig, k), b.sub(L, k)
+    for k in _ladder_steps(M):
+        small = b.cmp("slt", sig, 1 << (M + 1 - k))
+        sig = b.sel(small, b.shl(sig, k), sig)
+        L = b.sel(small, b.sub(L, k), L)
+    return sig, L
+
+
+def _widen_shift(b: IntBuilder, shift: Any, W: int) -> Any:
+    """An i32 shift clamped to +-SHIFT_CLAMP, in W bits (sign kept without a signed
+    extension: biased to non-negative, widened, unbiased)."""
+    s = b.signless(shift)
+    s = b.max(b.min(s, SHIFT_CLAMP), -SHIFT_CLAMP)
+    if b.width(s) == W:
+        return s
+    s = b.resize(b.add(s, SHIFT_CLAMP), W)
+    return b.sub(s, SHIFT_CLAMP)
+
+
+def _unpack_float_bits(b: IntBuilder, u: Any, s: FloatType, W: int, *,
+                       normalize: bool) -> _Unpacked:
+    """An IEEE bit pattern (width ``s.bits``, or W after zero extension) unpacked."""
+    Ms = s.man_bits
+    neg = b.cmp("slt", u, 0) if b.width(u) == s.bits else \
+        b.cmp("ne", b.and_(u, s.sign_mask), 0)
+    if b.width(u) != W:
+        u = b.resize(u, W)
+    a = b.and_(u, s.magnitude_mask)  # (also drops a sign extension)
+    inf_bits = s.exponent_mask
+    e = b.shr(a, Ms)
+    eb = b.max(e, 1)
+    sig = b.sub(a, b.shl(b.sub(eb, 1), Ms))  # (1 << Ms) | m for normals, m for subnormals
+    L = b.sub(eb, s.bias)
+    if normalize:
+        sig, L = _ladder(b, sig, L, Ms)
+    return _Unpacked(sig, L, Ms, neg, b.cmp("eq", a, 0), b.cmp("eq", a, inf_bits),
+                     b.cmp("sgt", a, inf_bits))
+
+
+def _round(b: IntBuilder, sig: Any, d: Any, mode: str, r: Any, W: int, d_min: int) -> Any:
+    """``R(sig / 2^d)`` of section 10.2 for ``0 <= d`` (an int or a value; d <= M + 2, or
+    M + 34 for stochastic, where everything rounds to 0 -- callers clamp)."""
+    const = isinstance(d, int)
+    if mode == "zero":
+        return b.shr(sig, d) if not (const and d == 0) else sig
+    if mode in ("even", "nearest", "half_down"):
+        if const:
+            if d == 0:
+                return sig
+            half = 1 << (d - 1)
+            if mode == "nearest":
+                return b.shr(b.add(sig, half), d)
+            if mode == "half_down":  # a tie (sig's dropped bits exactly half) stays down
+                return b.shr(b.add(sig, half - 1), d)
+            lsb = b.and_(b.shr(sig, d), 1)
+            return b.shr(b.add(sig, b.add(lsb, half - 1)), d)
+        half = b.shr(b.shl(b.constant(1, W), d), 1)
+        if mode == "nearest":
+            return b.shr(b.add(sig, half), d)
+        inc = b.sub(half, 1)
+        if mode == "even":
+            inc = b.add(inc, b.and_(b.shr(sig, d), 1))
+        if d_min == 0:  # d == 0: half - 1 (+ lsb) is -1 or 0; nothing to add
+            inc = b.max(inc, 0)
+        return b.shr(b.add(sig, inc), d)
+    # stochastic: floor(t + r 2^-32) = T + [r + floor(frac 2^32) >= 2^32]
+    if const:
+        if d == 0:
+            return sig
+        T = b.shr(sig, min(d, W - 1))
+        fw = b.shl(sig, W - d) if d < W else b.shr(sig, min(d - W, W - 1))
+    else:
+        T = b.shr(sig, b.min(d, W - 1))
+        lo = b.shl(b.shl(sig, b.max(b.sub(W - 1, d), 0)), 1)  # frac 2^W for d < W
+        hi = b.shr(sig, b.min(b.max(b.sub(d, W), 0), W - 1))  # for d >= W (sig < 2^d)
+        fw = b.sel(b.cmp("slt", d, W), lo, hi)
+    if W == 32:  # F + r >= 2^32  <=>  F >u ~r  (unsigned compare through the sign bit)
+        carry = b.cmp("sgt", b.xor(fw, 1 << 31), b.xor(r, (1 << 31) - 1))
+    else:
+        f32 = b.shr(fw, W - 32)
+        carry = b.cmp("sge", b.add(f32, r), 1 << 32)
+    one = b.sel(carry, b.constant(1, W), b.constant(0, W))
+    return b.add(T, one)
+
+
+def _round_to(b: IntBuilder, x: _Unpacked, t: Target, mode: str, r: Any, W: int) -> Any:
+    """The magnitude code (an integer value; ints: the rounded magnitude) of ``x`` rounded to
+    ``t`` and capped at ``t.cap``.  Requires x.M >= t.man_bits (floats), x.M >= t.bits
+    (ints)."""
+    M = x.M
+    top = M + (34 if mode == "stochastic" else 2)  # d past this rounds everything to 0
+    if t.kind == "float":
+        Y = t.man_bits
+        Lc = b.min(x.L, t.emax + 1)
+        d = b.min(b.add(b.max(b.sub(t.emin, Lc), 0), M - Y), top)
+        n = _round(b, x.sig, d, mode, r, W, M - Y)
+        code = b.add(b.shl(b.max(b.add(Lc, t.bias - 1), 0), Y) if Y else
+                     b.max(b.add(Lc, t.bias - 1), 0), n)
+        return b.min(code, t.cap)
+    if t.kind == "exp":
+        Lc = b.max(b.min(x.L, t.emax + 1), -(t.bias + 2))
+        n = _round(b, x.sig, M, mode, r, W, M)
+        code = b.add(b.add(Lc, t.bias - 1), n)
+        return b.max(b.min(code, t.cap), 0)
+    Lc = b.min(x.L, t.bits)
+    d = b.min(b.max(b.sub(M, Lc), 0), top)
+    n = _round(b, x.sig, d, mode, r, W, 0)
+    return b.min(n, t.max_code)
+
+
+def _finish_encode(b: IntBuilder, x: _Unpacked, mag: Any, t: Target) -> Any:
+    """Zero, Inf, NaN and sign rules of ``round_codes`` on the magnitude code."""
+    n = t.spec
+    if t.kind == "exp":  # NaN, zeros and negatives -> NaN; +Inf -> max (casts)
+        mag = _sel(b, x.inf, t.inf, mag)
+        return _sel(b, _any(b, x.nan, x.zero, x.neg), n.nan_code, mag)
+    if t.kind in ("int", "uint"):
+        mag = _sel(b, x.inf, t.max_code, mag)
+        if t.kind == "uint":
+            return _sel(b, _any(b, x.neg, x.nan), 0, mag)
+        val = _sel(b, x.neg, b.sub(0, mag), mag)
+        return _sel(b, x.nan, 0, val)
+    mag = _sel(b, x.zero, 0, mag)
+    mag = _sel(b, x.inf, t.inf, mag)
+    if n.special in ("ieee", "fn"):
+        mag = _sel(b, x.nan, n.nan_code, mag)
+    if n.has_negative_zero:
+        code = _sel(b, x.neg, b.or_(mag, t.sign_mask), mag)
+    else:  # fnuz: no -0
+        code = b.sel(b.and_(x.neg, b.cmp("ne", mag, 0)), b.or_(mag, t.sign_mask), mag)
+    if n.special == "fnuz":
+        code = _sel(b, x.nan, n.nan_code, code)
+    elif n.special == "fo":
+        code = _sel(b, x.nan, t.sign_mask, code)  # every NaN: the -0 code
+    return code
+
+
+def _sel(b: IntBuilder, cond: Any, a: Any, x: Any) -> Any:
+    """``cond ? a : x``, or ``x`` where ``cond`` is statically false (None)."""
+    return x if cond is None else b.sel(cond, a, x)
+
+
+def _any(b: IntBuilder, *conds: Any) -> Any:
+    """The disjunction of the conditions that are not statically false (None if none is)."""
+    out = None
+    for c in conds:
+        if c is not None:
+            out = c if out is None else b.or_(out, c)
+    return out
+
+
+def _width(M: int, t: Target, s_bits: int) -> int:
+    need = max(M + 4, t.bits + 2, s_bits)
+    return 32 if need <= 32 else 64
+
+
+def _check_mode(roundmode: str, rbits: Any) -> None:
+    if roundmode not in ROUND_MODES:
+        raise ValueError(f"unknown roundmode '{roundmode}' (known: {', '.join(ROUND_MODES)})")
+    if (roundmode == "stochastic") != (rbits is not None):
+        raise ValueError("roundmode='stochastic' needs rbits (one uint32 per element), and "
+                         "only it takes them")
+
+
+def _needs_ladder(src_bias: int, src_offset: int, t: Target, shifted: bool) -> bool:
+    """Whether subnormal sources must be normalized: with a variable shift always; else where
+    an unnormalized subnormal (exponent ``1 - bias``) could be read as the wrong binade."""
+    if shifted:
+        return True
+    L_sub = 1 - src_bias + src_offset
+    if t.kind == "float":
+        return L_sub > t.emin
+    if t.kind == "exp":
+        return L_sub + t.bias > 0
+    return L_sub >= t.bits
+
+
+
+
+def _encode(b: IntBuilder, value: Any, src_wide: str | FloatType, n: NumberSpec, t: Target,
+            roundmode: str, rbits: Any, shift: Any, fixed: bool) -> tuple[Any, int]:
+    """The codes (working integers) and the working width."""
+    s = codec_type(src_wide)
+    if s.mlir not in WIDE_FLOAT_TYPES:
+        raise ValueError(f"emit_encode: source must be one of {', '.join(WIDE_FLOAT_TYPES)}, "
+                         f"got '{s.mlir}'")
+    offset = n.bits - 2 if fixed and n.kind == "int" else 0
+    M = max(s.man_bits, t.man_bits) if t.kind == "float" else \
+        max(s.man_bits, t.bits) if n.is_integer else s.man_bits
+    W = _width(M, t, s.bits)
+    u = b.bitcast_to_int(value)
+    x = _unpack_float_bits(b, u, s, W, normalize=_needs_ladder(s.bias, offset, t,
+                                                                 shift is not None))
+    if M > x.M:
+        x.sig, x.M = b.shl(x.sig, M - x.M), M
+    if offset:
+        x.L = b.add(x.L, offset)
+    if shift is not None:
+        x.L = b.sub(x.L, _widen_shift(b, shift, W))
+    r = None
+    if rbits is not None:
+        r = b.signless(rbits)
+        if b.width(r) != 32:
+            raise ValueError("emit_encode: rbits must be 32-bit integers")
+        if W != 32:
+            r = b.and_(b.resize(r, W), (1 << 32) - 1)
+    mag = _round_to(b, x, t, roundmode, r, W)
+    return _finish_encode(b, x, mag, t), W
+
+
+def _unpack_codes(b: IntBuilder, codes: Any, n: NumberSpec, W: int, shift: Any,
+                  offset: int) -> _Unpacked:
+    """Codes of ``n`` (low bits of integers of any width) unpacked for decoding."""
+    c = b.signless(codes)
+    if b.width(c) != W:
+        c = b.resize(c, W)
+    c = b.and_(c, (1 << n.bits) - 1)
+    false = None
+    if n.is_integer:
+        K = n.bits
+        if n.kind == "int":
+            neg = b.cmp("sge", c, 1 << (K - 1))
+            mag = b.sel(neg, b.sub(1 << K, c), c)
+        else:
+            neg, mag = false, c
+        L = b.constant(K - offset, W)
+        x = _Unpacked(mag, L, K, neg, b.cmp("eq", c, 0), false, false)
+        if shift is not None:
+            x.L = b.add(x.L, _widen_shift(b, shift, W))
+        x.sig, x.L = _ladder(b, x.sig, x.L, K)
         return x
-
-    def to_storage(self, x: Any, storage: str) -> Any:
-        """Working integers as the storage integer type ``storage`` (``"ui8"``, ``"i8"``,
-        ``"ui16"``...) of the same width: StableHLO bitcasts, NumPy views; arith (signless)
-        returns ``x``."""
-        return x
-
-    # -- helpers -----------------------------------------------------------------------------
-    def _pair(self, a: Any, b: Any) -> tuple[Any, Any]:
-        if isinstance(a, int):
-            a = self.constant(a, self.width(b))
-        if isinstance(b, int):
-            b = self.constant(b, self.width(a))
-        return a, b
-
-    def _bin(self, op: str, a: Any, b: Any) -> Any:
-        return self.binary(op, *self._pair(a, b))
-
-    def and_(self, a, b):
-        return self._bin("and", a, b)
-
-    def or_(self, a, b):
-        return self._bin("or", a, b)
-
-    def xor(self, a, b):
-        return self._bin("xor", a, b)
-
-    def add(self, a, b):
-        return self._bin("add", a, b)
-
-    def sub(self, a, b):
-        return self._bin("sub", a, b)
-
-    def shl(self, a, b):
-        return self._bin("shl", a, b)
-
-    def shr(self, a, b):
-        """Logical shift right."""
-        return self._bin("shrui", a, b)
-
-    def min(self, a, b):
-        return self._bin("minsi", a, b)
-
-    def max(self, a, b):
-        return self._bin("maxsi", a, b)
-
-    def cmp(self, pred: str, a, b):
-        return self.compare(pred, *self._pair(a, b))
-
-    def sel(self, cond, a, b):
-        if isinstance(a, int) and isinstance(b, int):
-            raise TypeError("sel needs at least one value operand to take the width from")
-        return self.select(cond, *self._pair(a, b))
+    if n.kind == "exp":
+        L = b.sub(c, n.bias)
+        if shift is not None:
+            L = b.add(L, _widen_shift(b, shift, W))
+        return _Unpacked(b.constant(1, W), L, 0, false, false, false,
+                         b.cmp("eq", c, n.nan_code))
+    Y = n.man_bits
+    neg = b.cmp("ne", b.and_(c, n.sign_mask), 0)
+    a = b.and_(c, n.sign_mask - 1)
+    if Y:
+        e = b.shr(a, Y)
+        eb = b.max(e, 1)
+        sig = b.sub(a, b.shl(b.sub(eb, 1), Y))
+    else:
+        eb = b.max(a, 1)
+        sig = b.sel(b.cmp("eq", a, 0), b.constant(0, W), b.constant(1, W))
+    L = b.sub(eb, n.bias)
+    if shift is not None:
+        L = b.add(L, _widen_shift(b, shift, W))
+    zero = b.cmp("eq", a, 0)
+    inf = nan = false
+    if n.special == "ieee":
+        inf = b.cmp("eq", a, n.inf_code)
+        nan = b.cmp("sgt", a, n.inf_code)
+    elif n.special == "fn":
+        nan = b.cmp("eq", a, n.sign_mask - 1)
+    elif n.special == "fnuz":
+        nan = b.cmp("eq", c, n.sign_mask)
+        zero = b.cmp("eq", c, 0)
+    if Y and (shift is not None or 1 - n.bias > -126):
+        sig, L = _ladder(b, sig, L, Y)
+    return _Unpacked(sig, L, Y, neg, zero, inf, nan)
 
 
-# ============================================================================ the algorithm
+def _finish_ieee(b: IntBuilder, x: _Unpacked, mag: Any, t: FloatType) -> Any:
+    """The bits of an IEEE wide float: zero, Inf, NaN (quiet, signed) and the sign."""
+    mag = _sel(b, x.zero, 0, mag)
+    mag = _sel(b, x.inf, t.exponent_mask, mag)
+    mag = _sel(b, x.nan, t.nan_code, mag)
+    return _sel(b, x.neg, b.or_(mag, t.sign_mask), mag)
+
+
+# ================================================================ the specializations (plans)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -297,7 +580,9 @@ class Plan:
     fpu_normalize: bool = False
 
 
-def _ladder(man_bits: int) -> list[int]:
+def _ladder_steps(man_bits: int) -> list[int]:
+    """The shift ladder's steps for a significand of ``man_bits`` bits: powers of two,
+    largest first."""
     steps, k = [], 1
     while k <= man_bits:
         steps.insert(0, k)
@@ -400,7 +685,7 @@ def plan(src: str | FloatType, dst: str | FloatType, width: int | None = None, *
                 overflow_min, nan_select, inf_select, zero_select, direct, fpu_sub, fpu_norm)
 
 
-def _round(b: IntBuilder, sig, sh, half, ties: str, tie_down=None):
+def _round_plan(b: IntBuilder, sig, sh, half, ties: str, tie_down=None):
     """Shift ``sig`` right by ``sh`` (>= 1, an int or a value) with rounding: "even" (RNE) or
     "up" (ties up; down where ``tie_down`` is true).  ``half`` = 1 << (sh - 1)."""
     if ties == "even":
@@ -490,7 +775,7 @@ def _generic(b: IntBuilder, a: Any, p: Plan, ties: str) -> Any:
         e_eff = e
         sig = b.or_(b.and_(a, (1 << Ms) - 1), 1 << Ms) if Ms else b.constant(1, p.width)
     if p.normalize:
-        for k in _ladder(Ms):
+        for k in _ladder_steps(Ms):
             small = b.cmp("slt", sig, 1 << (Ms + 1 - k))
             sig = b.sel(small, b.shl(sig, k), sig)
             e_eff = b.sel(small, b.sub(e_eff, k), e_eff)
@@ -506,13 +791,13 @@ def _generic(b: IntBuilder, a: Any, p: Plan, ties: str) -> Any:
         extra = b.min(b.max(b.sub(1, e_d), 0), Md + 2)
         sh = b.add(extra, P - Md)
         half = b.shl(1 << (P - Md - 1), extra)
-        r = _round(b, sig, sh, half, ties, is_sub)
+        r = _round_plan(b, sig, sh, half, ties, is_sub)
         # 4. assemble: (max(e_d, 1) - 1) << Md
         mag = b.add(b.shl(b.max(b.sub(e_d, 1), 0), Md), r)
     else:
         sh = P - Md
         if sh > 0:
-            r = _round(b, sig, sh, 1 << (sh - 1), ties, is_sub)
+            r = _round_plan(b, sig, sh, 1 << (sh - 1), ties, is_sub)
         elif sh < 0:
             r = b.shl(sig, -sh)
         else:
@@ -582,30 +867,71 @@ def _code_in(b: IntBuilder, codes: Any, s: FloatType, width: int) -> Any:
     return c
 
 
-def emit_truncf(b: IntBuilder, value: Any, src_wide: str, dst: str | FloatType, *,
-                code_bits: int = 8, fpu: bool = True) -> Any:
-    """f32/bf16/f16 ``value`` -> ``dst`` codes as ``code_bits``-wide integers (see module doc)."""
-    s = codec_type(src_wide)
+
+# ============================================================================ entry points
+
+
+def emit_encode(b: IntBuilder, value: Any, src_wide: str | FloatType,
+                spec: NumberSpec | FloatType | str, *, roundmode: str = "even",
+                rbits: Any = None, shift: Any = None, code_bits: int | None = None,
+                fixed: bool = False) -> Any:
+    """Floats of ``src_wide`` -> ``spec`` codes, section 10's cast (see the module
+    docstring)."""
+    n, _ = _spec(spec)
+    _check_mode(roundmode, rbits)
+    code, W = _encode(b, value, src_wide, n, target(n), roundmode, rbits, shift, fixed)
+    bits = code_bits or _storage_bits(n)
+    if bits < n.bits:
+        raise ValueError(f"emit_encode: code_bits={bits} cannot hold {n.code}'s {n.bits} bits")
+    out = b.resize(code, bits) if bits != W else code
+    return b.to_storage(out, storage_type(n)) if code_bits is None else out
+
+
+#: arith.truncf's ``roundingmode`` names -> the codec's rounding modes (the ones mxlower
+#: lowers; ``upward`` and ``downward`` have no section 2 meaning here)
+TRUNCF_MODES = {"to_nearest_even": "even", "toward_zero": "zero", "to_nearest_away": "nearest"}
+
+
+def emit_truncf(b: IntBuilder, value: Any, src_wide: str | FloatType, dst: str | FloatType,
+                *, roundmode: str = "even", code_bits: int = 8, fpu: bool = True) -> Any:
+    """Section 2's conversion of floats of ``src_wide`` to the narrow type ``dst`` (see the
+    module docstring): ``even`` is the planned specialization; ``zero`` and ``nearest``
+    round the exact value as section 10.2 says and then apply the type's section 2 rules
+    (:func:`convert_target`)."""
+    s, d = codec_type(src_wide), codec_type(dst)
     if s.mlir not in WIDE_FLOAT_TYPES:
         raise ValueError(f"emit_truncf: source must be one of {', '.join(WIDE_FLOAT_TYPES)}, "
                          f"got '{s.mlir}'")
-    d = codec_type(dst)
-    p = plan(s, d, fpu=fpu)
-    u = b.bitcast_to_int(value)
-    if p.width != s.bits:
-        u = b.resize(u, p.width)
-    out = convert_codes(b, u, s, d, p)
-    return b.resize(out, code_bits) if code_bits != p.width else out
+    if roundmode == "even":
+        p = plan(s, d, fpu=fpu)
+        u = b.bitcast_to_int(value)
+        if p.width != s.bits:
+            u = b.resize(u, p.width)
+        out = convert_codes(b, u, s, d, p)
+        return b.resize(out, code_bits) if code_bits != p.width else out
+    if roundmode not in ("zero", "nearest"):
+        raise ValueError(f"emit_truncf: rounding mode '{roundmode}' is not a section 2 "
+                         "conversion mode (even, zero, nearest)")
+    if d.mlir in WIDE_FLOAT_TYPES:
+        raise ValueError(f"emit_truncf: the destination must be a narrow type, got {d.mlir}")
+    n = numbers.of_float_type(d)
+    code, W = _encode(b, value, s, n, convert_target(d, roundmode), roundmode, None, None,
+                      False)
+    return b.resize(code, code_bits) if code_bits != W else code
 
 
 def emit_extf(b: IntBuilder, codes: Any, src: str | FloatType, dst_wide: str, *,
               fpu: bool = True) -> Any:
-    """``src`` codes (low bits of integers of any width) -> floats of ``dst_wide``."""
+    """Section 2's widening of narrow ``src`` codes (low bits of integers of any width) to
+    floats of ``dst_wide`` (f64, f32, bf16 or f16): the planned specialization."""
     s = codec_type(src)
     d = codec_type(dst_wide)
     if d.mlir not in WIDE_FLOAT_TYPES:
         raise ValueError(f"emit_extf: destination must be one of {', '.join(WIDE_FLOAT_TYPES)},"
                          f" got '{d.mlir}'")
+    # float-assisted only where every value is normal in f32: a subnormal result of the float
+    # subtraction would be flushed where f32 arithmetic flushes (XLA:CPU, GPUs)
+    fpu = fpu and not (s.subnormals and 1 - s.bias - s.man_bits < -126)
     p = plan(s, d, fpu=fpu)
     out = convert_codes(b, _code_in(b, codes, s, p.width), s, d, p)
     if p.width != d.bits:
@@ -613,289 +939,41 @@ def emit_extf(b: IntBuilder, codes: Any, src: str | FloatType, dst_wide: str, *,
     return b.bitcast_to_float(out, d.mlir)
 
 
+def emit_decode(b: IntBuilder, codes: Any, spec: NumberSpec | FloatType | str, dst_wide: str,
+                *, shift: Any = None, fixed: bool = False) -> Any:
+    """``spec`` codes -> floats of ``dst_wide``, section 10.4 (see the module docstring): the
+    planned specialization (:func:`emit_extf`) for the narrow float types of
+    :data:`mxlower.types.FLOAT_TYPES` without ``shift``, the general decoder otherwise."""
+    d = codec_type(dst_wide)
+    if d.mlir not in ("f32", "bf16", "f16"):
+        raise ValueError(f"emit_decode: destination must be f32, bf16 or f16, got '{d.mlir}'")
+    n, ft = _spec(spec)
+    if shift is None and ft is not None and (isinstance(spec, FloatType)
+                                             or ft.mlir in FLOAT_TYPES):
+        return emit_extf(b, codes, ft, d.mlir)
+    f32 = WIDE_FLOAT_TYPES["f32"]
+    offset = n.bits - 2 if fixed and n.kind == "int" else 0
+    M_in = n.bits if n.is_integer else n.man_bits
+    M = max(M_in, f32.man_bits)
+    W = 32 if M + 4 <= 32 else 64
+    x = _unpack_codes(b, codes, n, W, shift, offset)
+    if M > x.M:
+        x.sig, x.M = b.shl(x.sig, M - x.M), M
+    bits = _finish_ieee(b, x, _round_to(b, x, _ieee_target(f32), "even", None, W), f32)
+    if W != 32:
+        bits = b.resize(bits, 32)
+    if d.mlir != "f32":  # the second rounding, f32 -> bf16/f16 (as the oracle rounds)
+        y = _unpack_float_bits(b, bits, f32, 32, normalize=False)
+        bits = _finish_ieee(b, y, _round_to(b, y, _ieee_target(d), "even", None, 32), d)
+        bits = b.resize(bits, d.bits)
+    return b.bitcast_to_float(bits, d.mlir)
+
+
 def emit_convert_codes(b: IntBuilder, codes: Any, src: str | FloatType, dst: str | FloatType,
                        *, code_bits: int = 8) -> Any:
-    """Narrow ``src`` codes -> narrow ``dst`` codes (``code_bits``-wide integers; integer
-    ops only)."""
+    """Narrow ``src`` codes -> narrow ``dst`` codes, section 2 (``code_bits``-wide integers;
+    integer ops only)."""
     s, d = codec_type(src), codec_type(dst)
     p = plan(s, d)
     out = convert_codes(b, _code_in(b, codes, s, p.width), s, d, p)
     return b.resize(out, code_bits) if code_bits != p.width else out
-
-
-# ============================================================================ NumPy builder
-
-
-def signed(v: int, bits: int) -> int:
-    """``v`` modulo 2^bits, read as a two's complement ``bits``-bit integer."""
-    v &= (1 << bits) - 1
-    return v - (1 << bits) if v >> (bits - 1) else v
-
-
-class NumpyBuilder(IntBuilder):
-    """Executes the algorithm on NumPy arrays (int16/int32 working values, bool for i1, uint8
-    for 8-bit and narrower codes)."""
-
-    def constant(self, value: int, bits: int) -> np.ndarray:
-        if bits <= 8:
-            return np.array(value & ((1 << bits) - 1), dtype=np.uint8)
-        return np.array(signed(value, bits), dtype=f"int{bits}")
-
-    def width(self, x) -> int:
-        x = np.asarray(x)
-        return 1 if x.dtype == np.bool_ else x.dtype.itemsize * 8
-
-    def binary(self, op: str, lhs, rhs):
-        if op == "shrui":
-            bits = self.width(lhs)
-            u = f"uint{bits}"
-            return (np.asarray(lhs).view(u) >> np.asarray(rhs).astype(u)).view(lhs.dtype)
-        fn = {"and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor,
-              "add": np.add, "sub": np.subtract, "shl": np.left_shift,
-              "shrsi": np.right_shift, "minsi": np.minimum, "maxsi": np.maximum}[op]
-        with np.errstate(over="ignore"):
-            return fn(lhs, rhs).astype(lhs.dtype, copy=False)
-
-    def compare(self, pred: str, lhs, rhs):
-        fn = {"eq": np.equal, "ne": np.not_equal, "slt": np.less, "sle": np.less_equal,
-              "sgt": np.greater, "sge": np.greater_equal}[pred]
-        return fn(lhs, rhs)
-
-    def select(self, cond, a, b):
-        return np.where(cond, a, b).astype(np.result_type(a, b), copy=False)
-
-    def bitcast_to_int(self, x):
-        x = np.asarray(x)
-        return x.view(f"int{x.dtype.itemsize * 8}")
-
-    def bitcast_to_float(self, x, wide: str):
-        return np.asarray(x).view(WIDE_FLOAT_TYPES[wide].dtype)
-
-    has_int_to_float = True
-
-    def int_to_float(self, x, wide: str):
-        dt = WIDE_FLOAT_TYPES[wide].dtype
-        return np.asarray(x).astype(dt).view(f"int{8 * dt.itemsize}")
-
-    def float_op(self, op: str, lhs, rhs, wide: str):
-        dt = WIDE_FLOAT_TYPES[wide].dtype
-        x, y = np.asarray(lhs).view(dt), np.asarray(rhs).view(dt)
-        with np.errstate(all="ignore"):
-            r = x + y if op == "add" else x - y
-        return np.asarray(r, dtype=dt).view(np.asarray(lhs).dtype)
-
-    def signless(self, x):
-        x = np.asarray(x)
-        return x if x.dtype.kind != "u" or x.dtype.itemsize == 1 else \
-            x.view(f"int{8 * x.dtype.itemsize}")
-
-    def to_storage(self, x, storage: str):
-        x = np.asarray(x)
-        dt = np.dtype(f"{'u' if storage.startswith('u') else ''}int{storage.lstrip('ui')}")
-        return x.view(dt) if dt.itemsize == x.dtype.itemsize else x.astype(dt)
-
-    def resize(self, x, bits: int):
-        x = np.asarray(x)
-        w = self.width(x)
-        if bits <= 8:
-            return x.astype(np.uint8) & np.uint8((1 << bits) - 1) if bits < 8 else \
-                x.astype(np.uint8)
-        if bits > w:
-            return x.view(f"uint{w}").astype(f"int{bits}")
-        return x.astype(f"int{bits}")
-
-
-# ============================================================================ MLIR builders
-
-
-class MLIRBuilder(IntBuilder):
-    """Shared parts of the MLIR builders (:class:`ArithBuilder`,
-    :class:`~mxlower.lowering.codec_stablehlo.StableHLOBuilder`): integer types by width,
-    constant caching."""
-
-    def __init__(self, ir: Any, *, loc: Any = None, ip: Any = None):
-        self.ir = ir
-        self.loc = loc
-        self.ip = ip
-        self._consts: dict[tuple[int, int], Any] = {}
-
-    def _shaped(self, elem: Any) -> Any:
-        raise NotImplementedError
-
-    def _int(self, bits: int) -> Any:
-        return self._shaped(self.ir.IntegerType.get_signless(bits))
-
-    def _elem(self, t: Any) -> Any:
-        for cls in ("VectorType", "RankedTensorType"):
-            try:
-                return getattr(self.ir, cls)(t).element_type
-            except ValueError:
-                pass
-        return t
-
-    def width(self, x: Any) -> int:
-        return self.ir.IntegerType(self._elem(x.type)).width
-
-    def _kw(self) -> dict:
-        return {"loc": self.loc, "ip": self.ip}
-
-
-_CMPI = {"eq": 0, "ne": 1, "slt": 2, "sle": 3, "sgt": 4, "sge": 5}
-
-
-class ArithBuilder(MLIRBuilder):
-    """``arith`` ops on scalars, vectors or ranked tensors, for either binding stack.
-
-    ``ir`` and ``arith`` are the modules to build with (``mlir.ir`` and ``mlir.dialects.arith``
-    upstream, or jaxlib's).  ``like``: any type whose shape the values have (``f32``,
-    ``vector<8xf32>``, ``tensor<4x4xbf16>``, ...).  Create under a context (and insertion point
-    and location, or pass ``loc``/``ip``).
-    """
-
-    def __init__(self, ir: Any, arith: Any, like: Any, *, loc: Any = None, ip: Any = None):
-        super().__init__(ir, loc=loc, ip=ip)
-        self.arith = arith
-        self.shape = None
-        self.kind = None
-        for cls in ("VectorType", "RankedTensorType"):
-            try:
-                st = getattr(ir, cls)(like)
-            except ValueError:
-                continue
-            self.kind, self.shape = cls, list(st.shape)
-            self.scalable = (list(st.scalable_dims) if cls == "VectorType"
-                             and hasattr(st, "scalable_dims") else None)
-            break
-
-    def _shaped(self, elem):
-        if self.kind is None:
-            return elem
-        if self.kind == "VectorType":
-            if self.scalable and any(self.scalable):
-                return self.ir.VectorType.get(self.shape, elem, scalable=self.scalable)
-            return self.ir.VectorType.get(self.shape, elem)
-        return self.ir.RankedTensorType.get(self.shape, elem)
-
-    def constant(self, value: int, bits: int):
-        key = (value & ((1 << bits) - 1), bits)
-        if key not in self._consts:
-            t = self._int(bits)
-            et = self.ir.IntegerType.get_signless(bits)
-            ia = self.ir.IntegerAttr.get(et, signed(value, bits))
-            attr = ia if self.kind is None else self.ir.DenseElementsAttr.get_splat(t, ia)
-            self._consts[key] = self.arith.ConstantOp(t, attr, **self._kw()).result
-        return self._consts[key]
-
-    def binary(self, op: str, lhs, rhs):
-        a = self.arith
-        cls = {"and": a.AndIOp, "or": a.OrIOp, "xor": a.XOrIOp, "add": a.AddIOp,
-               "sub": a.SubIOp, "shl": a.ShLIOp, "shrui": a.ShRUIOp, "shrsi": a.ShRSIOp,
-               "minsi": a.MinSIOp, "maxsi": a.MaxSIOp}[op]
-        return cls(lhs, rhs, **self._kw()).result
-
-    def compare(self, pred: str, lhs, rhs):
-        attr = self.ir.IntegerAttr.get(self.ir.IntegerType.get_signless(64), _CMPI[pred])
-        return self.arith.CmpIOp(attr, lhs, rhs, **self._kw()).result
-
-    def select(self, cond, a, b):
-        return self.arith.SelectOp(cond, a, b, **self._kw()).result
-
-    def bitcast_to_int(self, x):
-        w = self.ir.FloatType(self._elem(x.type)).width
-        return self.arith.BitcastOp(self._int(w), x, **self._kw()).result
-
-    def bitcast_to_float(self, x, wide: str):
-        return self.arith.BitcastOp(self._shaped(self.ir.Type.parse(wide)), x,
-                                    **self._kw()).result
-
-    has_int_to_float = True
-
-    def int_to_float(self, x, wide: str):
-        f = self.arith.SIToFPOp(self._shaped(self.ir.Type.parse(wide)), x, **self._kw()).result
-        return self.bitcast_to_int(f)
-
-    def float_op(self, op: str, lhs, rhs, wide: str):
-        cls = {"add": self.arith.AddFOp, "sub": self.arith.SubFOp}[op]
-        r = cls(self.bitcast_to_float(lhs, wide), self.bitcast_to_float(rhs, wide),
-                **self._kw()).result
-        return self.bitcast_to_int(r)
-
-    def resize(self, x, bits: int):
-        w = self.width(x)
-        if bits == w:
-            return x
-        op = self.arith.ExtUIOp if bits > w else self.arith.TruncIOp
-        return op(self._int(bits), x, **self._kw()).result
-
-
-# ============================================================================ test inputs
-
-
-def probe_values(type_name: str, *, n_random: int = 1 << 16, seed: int = 0) -> np.ndarray:
-    """Inputs that exercise a conversion from ``type_name`` exhaustively or near-exhaustively.
-
-    * a narrow type: every code (ml_dtypes array);
-    * bf16, f16: every bit pattern;
-    * f32 (> 200k values): for each narrow type, every value, every midpoint between
-      neighbours (and the overflow midpoint past max) and their f32 neighbours (+-1, +-2 ulp),
-      with both signs; every power of two and 1.5 * 2^k (f8E8M0FNU ties) with neighbours;
-      subnormals around 2^-127 and 2^-126; +-0, +-Inf, quiet and signalling NaNs of both signs
-      with several payloads; ``n_random`` random bit patterns;
-    * f64: the f32 set, plus every narrow midpoint nudged by 1 f64 ulp and by 2^-30 relative
-      (a double rounding through f32 gets these wrong), f64 subnormals, and random values
-      over the whole exponent range.
-    """
-    if type_name in FLOAT_TYPES:
-        t = FLOAT_TYPES[type_name]
-        return np.arange(1 << t.bits, dtype=np.uint8).view(t.dtype)
-    if type_name in ("bf16", "f16"):
-        return np.arange(1 << 16, dtype=np.uint16).view(WIDE_FLOAT_TYPES[type_name].dtype)
-    if type_name == "f64":
-        return _f64_probes(n_random, seed)
-    if type_name != "f32":
-        raise KeyError(f"no probe set for '{type_name}'")
-    f64: list[np.ndarray] = []
-    for t in FLOAT_TYPES.values():
-        v = np.arange(1 << t.bits, dtype=np.uint8).view(t.dtype).astype(np.float64)
-        v = np.unique(np.abs(v[np.isfinite(v)]))
-        ulp_top = v[-1] - v[-2]
-        v = np.concatenate([v, [v[-1] + ulp_top, v[-1] + 2 * ulp_top]])
-        mids = (v[:-1] + v[1:]) / 2  # exact in f64, and exact in f32 (<= 5 significand bits)
-        f64 += [v, mids]
-    k = np.arange(-149, 128)
-    f64 += [np.ldexp(1.0, k), np.ldexp(1.5, k[1:]), np.ldexp(1.25, k[2:]),
-            np.ldexp(1.75, k[2:])]
-    with np.errstate(over="ignore"):  # e8m0's top midpoints overflow f32 to Inf: kept
-        base = np.concatenate(f64).astype(np.float32)  # exact otherwise
-    u = base.view(np.uint32).astype(np.int64)
-    near = np.concatenate([u + d for d in (-2, -1, 0, 1, 2)])
-    sub = np.concatenate([np.arange(1, 64), (1 << 22) + np.arange(-64, 65),
-                          (1 << 23) - np.arange(1, 64), (3 << 21) + np.arange(-8, 9)])
-    special = np.array([0, 0x7F800000, 0x7F800001, 0x7FC00000, 0x7FFFFFFF, 0x7FA00000,
-                        0x7F7FFFFF, 0x00800000, 0x007FFFFF])
-    rng = np.random.default_rng(seed)
-    rand = rng.integers(0, 1 << 31, n_random, dtype=np.int64)
-    # random values inside the narrow types' ranges: |x| in [2^-12, 2^17)
-    rand_small = rng.integers(0x39800000, 0x48000000, n_random, dtype=np.int64)
-    mags = np.concatenate([near, sub, special, rand, rand_small])
-    mags = mags[(mags >= 0) & (mags < (1 << 31))]
-    bits_ = np.concatenate([mags, mags | (1 << 31)]).astype(np.uint32)
-    return np.unique(bits_).view(np.float32)
-
-
-def _f64_probes(n_random: int, seed: int) -> np.ndarray:
-    with np.errstate(invalid="ignore"):
-        x32 = probe_values("f32", n_random=n_random, seed=seed).astype(np.float64)
-    parts = [x32]
-    for t in FLOAT_TYPES.values():
-        v = np.arange(1 << t.bits, dtype=np.uint8).view(t.dtype).astype(np.float64)
-        v = np.unique(np.abs(v[np.isfinite(v)]))
-        m = (v[:-1] + v[1:]) / 2
-        parts += [np.nextafter(m, 0), np.nextafter(m, np.inf), m * (1 + 2.0 ** -30),
-                  m * (1 - 2.0 ** -30)]
-    rng = np.random.default_rng(seed + 1)
-    parts += [np.ldexp(rng.random(n_random), rng.integers(-1080, 1024, n_random)),
-              np.ldexp(1.0, np.arange(-1074, 1024)),
-              np.array([5e-324, 2.2250738585072014e-308, np.inf])]
-    x = np.concatenate(parts)
-    return np.unique(np.concatenate([x, -x]).view(np.uint64)).view(np.float64)

@@ -15,7 +15,7 @@ from typing import Any
 
 from mxlower.bindings.jaxlib import ir, stablehlo
 from mxlower.ir.stablehlo_builder import Builder
-from mxlower.lowering.codec import MLIRBuilder, signed
+from mxlower.lowering.int_builders import MLIRBuilder, signed
 
 __all__ = ["StableHLOBuilder"]
 

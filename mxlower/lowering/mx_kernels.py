@@ -52,7 +52,7 @@ masked loads and stores, so any size works, odd f4 counts included).  A cast
 (:class:`CastSpec`, docs/semantics.md section 10.4: each value the dequantized value of its
 cast to a number spec) has tiles of ``k`` values as its units where it has a scale, vectors
 of 8 values (the last one masked) where it has none; its element rounding is
-:mod:`mxlower.lowering.codec_spec`'s encoder and decoder on ``arith``, its scale choice
+:mod:`mxlower.lowering.codec`'s encoder and decoder on ``arith``, its scale choice
 :func:`mxlower.lowering.cast_math.scale_exponent` on :class:`ArithOps`.
 
 Example::
@@ -77,7 +77,7 @@ from mxlower.formats import FORMATS, SCALE_MODES, WIDE_TYPES, MXFormat
 from mxlower.ir.stablehlo_builder import Comparisons
 import mxlower.lowering.cast_math as cast_math
 import mxlower.lowering.codec as codec
-import mxlower.lowering.codec_spec as codec_spec
+import mxlower.lowering.int_builders as int_builders
 import mxlower.lowering.mx_math as mx_math
 
 __all__ = ["CONVERT_LANES", "GPU_THREADS", "TARGETS", "ArithOps", "CastSpec", "ConvertSpec",
@@ -341,7 +341,7 @@ class CastSpec:
     of the last dimension (``..._t0``) or a tensor scale with the tile ``length`` given (the
     last dimension, or every value of an array the caller flattens; a kernel per length).  Every rounding mode; ``stochastic`` takes the random bits (uint32,
     one per value) as a second operand.  The element rounding is
-    :mod:`mxlower.lowering.codec_spec`'s, the scale choice
+    :mod:`mxlower.lowering.codec`'s, the scale choice
     :func:`mxlower.lowering.cast_math.scale_exponent`, so a kernel gives the bits of the
     StableHLO lowering.  Other datatypes (zero points, 2D tiles) raise ValueError: the
     caller falls back to that lowering."""
@@ -662,7 +662,7 @@ class _Kernel:
         return self.ir.VectorType.get([n or self.lanes], self.ir.Type.parse(elt))
 
     def codec_builder(self, like: Any) -> Any:
-        return codec.ArithBuilder(self.ir, self.m["arith"], like)
+        return int_builders.ArithBuilder(self.ir, self.m["arith"], like)
 
     def scaled_index(self, base: Any, num: int, den: int) -> Any:
         """``base * num / den`` (exact where it is used: units start on whole bytes)."""
@@ -1586,10 +1586,10 @@ class _CastKernel(_ValueUnits):
         spec, b = self.spec, self.b
         cb = self.codec_builder(xb.type)
         shifts = None if shift is None else b.broadcast(shift, b.shape(xb))
-        codes = codec_spec.emit_encode(cb, b.bitcast(xb, "f32"), "f32", self.number,
+        codes = codec.emit_encode(cb, b.bitcast(xb, "f32"), "f32", self.number,
                                        roundmode=spec.roundmode, rbits=r, shift=shifts,
                                        code_bits=32)
-        v = b.bitcast(codec_spec.emit_decode(cb, codes, self.number, "f32", shift=shifts), "i32")
+        v = b.bitcast(codec.emit_decode(cb, codes, self.number, "f32", shift=shifts), "i32")
         return v if nan is None else self.b.select(nan, self.b.like(v, _NAN), v)
 
     def float_scaled(self, amax: Any, nonfinite: Any):
@@ -1603,23 +1603,23 @@ class _CastKernel(_ValueUnits):
         sn = self.spec.scale_spec.number
         sb = self.codec_builder(amax.type)  # scalar codec for the scale
         q = cast_math.quotient(b, amax, n.max)
-        sc = codec_spec.emit_encode(sb, b.bitcast(q, "f32"), "f32", sn, code_bits=32)
-        sval = b.bitcast(codec_spec.emit_decode(sb, sc, sn, "f32"), "i32")
+        sc = codec.emit_encode(sb, b.bitcast(q, "f32"), "f32", sn, code_bits=32)
+        sval = b.bitcast(codec.emit_decode(sb, sc, sn, "f32"), "i32")
         zero = b.eq(b.and_(sval, _MAG), 0)
         sd = b.select(zero, b.like(sval, cast_math.f32_bits_of(1.0)), sval)
         drop = self.m["arith"].OrIOp(nonfinite, zero).result
         stored = b.select(nonfinite, b.like(sc, sn.nan_code), sc)
-        sdec = b.bitcast(codec_spec.emit_decode(sb, stored, sn, "f32"), "i32")
+        sdec = b.bitcast(codec.emit_decode(sb, stored, sn, "f32"), "i32")
         nan = b.gt(b.and_(sdec, _MAG), _INF)
         small = not cast_math.tiny_is_zero(n)
 
         def cast(xb: Any, r: Any) -> Any:
             cb = self.codec_builder(xb.type)
             v = cast_math.quotient(b, xb, sd, small=small)
-            codes = codec_spec.emit_encode(cb, b.bitcast(v, "f32"), "f32", n,
+            codes = codec.emit_encode(cb, b.bitcast(v, "f32"), "f32", n,
                                            roundmode=self.spec.roundmode, rbits=r, code_bits=32)
             codes = b.select(drop, b.like(codes, 0), codes)
-            dv = b.bitcast(codec_spec.emit_decode(cb, codes, n, "f32"), "i32")
+            dv = b.bitcast(codec.emit_decode(cb, codes, n, "f32"), "i32")
             out = cast_math.mul_f32(b, dv, sdec)
             return b.select(nan, b.like(out, _NAN), out)
 

@@ -26,7 +26,7 @@ from mxlower.ir.literals import dense_body, element_codes
 from mxlower.ir.typeconv import (element_type, map_function_type, retype_op, verify_retyped,
                                  with_element_type)
 import mxlower.lowering.codec as codec
-import mxlower.lowering.codec_spec as codec_spec
+import mxlower.lowering.int_builders as int_builders
 from mxlower.types import FLOAT_TYPES, is_narrow_float, is_wide_float
 
 __all__ = [
@@ -59,16 +59,16 @@ def narrow_pattern() -> re.Pattern:
     return _pattern(tuple(sorted(FLOAT_TYPES, key=len, reverse=True)))
 
 
-def emit_conversion(b: codec.IntBuilder, x: Any, src: str, dst: str, *,
+def emit_conversion(b: int_builders.IntBuilder, x: Any, src: str, dst: str, *,
                     code_bits: int = 8, roundmode: str = "even") -> Any:
     """The codec entry point for one conversion between a narrow type and a wide float type or
     another narrow type: narrow -> narrow codes, wide floats -> ``code_bits``-wide codes, or
     codes -> wide floats.  ``roundmode`` (conversions to a narrow type): ``even`` (section 2),
-    ``zero`` or ``nearest`` (:func:`mxlower.lowering.codec_spec.emit_convert`)."""
+    ``zero`` or ``nearest`` (:func:`mxlower.lowering.codec.emit_truncf`)."""
     if roundmode != "even" and is_narrow_float(dst):
         if is_narrow_float(src):  # through f32, which holds every narrow value exactly
             x, src = codec.emit_extf(b, x, src, "f32"), "f32"
-        return codec_spec.emit_convert(b, x, src, dst, roundmode=roundmode,
+        return codec.emit_truncf(b, x, src, dst, roundmode=roundmode,
                                        code_bits=code_bits)
     if is_narrow_float(src) and is_narrow_float(dst):
         return codec.emit_convert_codes(b, x, src, dst, code_bits=code_bits)
@@ -99,11 +99,11 @@ def truncf_roundmode(o: Any, dst: str) -> str:
     """The codec rounding mode of a narrow ``arith.truncf`` (``even``, ``zero``, ``nearest``);
     a located error for ``upward``/``downward``, which have no section 2 meaning here."""
     mode = rounding_of(o)
-    if mode not in codec_spec.TRUNCF_MODES:
+    if mode not in codec.TRUNCF_MODES:
         raise diag.error(o, f"arith.truncf to {dst} with rounding mode '{mode}' is not "
                          "supported (supported: to_nearest_even, toward_zero, "
                          "to_nearest_away)")
-    return codec_spec.TRUNCF_MODES[mode]
+    return codec.TRUNCF_MODES[mode]
 
 
 # ============================================================================ arith / LLVM
@@ -257,7 +257,7 @@ class NarrowFloatLowering:
         ir, arith = self.ir, self.arith
         x = o.operands[0]
         with ir.InsertionPoint(o), o.location:
-            b = codec.ArithBuilder(ir, arith, x.type)
+            b = int_builders.ArithBuilder(ir, arith, x.type)
             if self.via_f32 and src in ("bf16", "f16") and is_narrow_float(dst):  # exact
                 x, src = arith.ExtFOp(with_element_type(ir, x.type, "f32"), x).result, "f32"
             y = emit_conversion(b, x, src, dst, roundmode=roundmode)

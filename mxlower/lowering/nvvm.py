@@ -23,9 +23,9 @@ anything -> f8E8M0FNU           (none: cvt has only rz/rp,   integer expansion
 f8E4M3, f8E3M4, FNUZ types      (none: PTX's e4m3 is         integer expansion
                                 f8E4M3FN)
 truncf toward_zero /            (none: the narrow cvts       integer expansion
-to_nearest_away                 round to nearest)            (codec_spec.emit_convert)
+to_nearest_away                 round to nearest)            (codec.emit_truncf)
 stochastic cast (section 10.2)  (cvt.rs: 8 random bits per   integer expansion
-                                value, see plan_stochastic)  (codec_spec.emit_encode)
+                                value, see plan_stochastic)  (codec.emit_encode)
 ==============================  ===========================  ==================================
 
 bf16 sources are widened to f32 first (exact); f32/bf16 results of the up-conversions are
@@ -68,7 +68,7 @@ from mxlower import diagnostics as diag
 from mxlower.bindings import upstream
 from mxlower.ir.typeconv import element_type, with_element_type
 import mxlower.lowering.codec as codec
-import mxlower.lowering.codec_spec as codec_spec
+import mxlower.lowering.int_builders as int_builders
 import mxlower.lowering.nvvm_model as nvvm_model
 from mxlower.lowering.narrow_floats import emit_conversion, rounding_of
 from mxlower.types import (FLOAT_TYPES, WIDE_FLOAT_TYPES, dtype, float_type, is_narrow_float,
@@ -157,7 +157,7 @@ def plan_truncf(src: str, dst: str, chip: str, *, hardware: bool = True,
         if satfinite:
             raise UnsupportedConversion(f"{SATFINITE_ATTR} with rounding mode '{rounding}' "
                                         f"is only defined for {_SCALE} (the scale selection)")
-        mode = codec_spec.TRUNCF_MODES[rounding]
+        mode = codec.TRUNCF_MODES[rounding]
         return Plan("codec", f"integer expansion (rounding {rounding}: no cvt rounds so)", "",
                     _CODEC_RND[mode])
     if dst == _SCALE:
@@ -201,7 +201,7 @@ def plan_truncf(src: str, dst: str, chip: str, *, hardware: bool = True,
 def plan_stochastic(dst: str, chip: str, *, hardware: bool = True) -> Plan:
     """How docs/semantics.md section 10.2's stochastic cast to ``dst`` (a number spec's MLIR
     type or code) is lowered on ``chip``: always the codec,
-    :func:`mxlower.lowering.codec_spec.emit_encode` with ``roundmode="stochastic"``.
+    :func:`mxlower.lowering.codec.emit_encode` with ``roundmode="stochastic"``.
 
     ``cvt.rs.satfinite.<t>x4.f32`` (:func:`nvvm_model.has_rs_cvt` chips, types
     :data:`nvvm_model.RS_FORMATS`) converts four values with one 32-bit random operand, i.e.
@@ -230,14 +230,14 @@ def plan_extf(src: str, dst: str, chip: str, *, hardware: bool = True) -> Plan:
 # ============================================================================ recipes
 
 
-def _sign(b: codec.IntBuilder, u: Any, dst: str) -> Any:
+def _sign(b: int_builders.IntBuilder, u: Any, dst: str) -> Any:
     """The sign bit of the integer bits ``u`` of a wide float, at ``dst``'s sign position in an
     8-bit value."""
     return b.resize(b.and_(b.shr(u, b.width(u) - float_type(dst).bits),
                            float_type(dst).sign_mask), 8)
 
 
-def _overflows(b: codec.IntBuilder, mag: Any, src: str, dst: str) -> Any:
+def _overflows(b: int_builders.IntBuilder, mag: Any, src: str, dst: str) -> Any:
     """Whether the magnitude bits ``mag`` of ``src`` round past ``dst``'s max: above the
     midpoint, or at it when max's code is odd (the tie goes to even)."""
     d = float_type(dst)
@@ -245,7 +245,7 @@ def _overflows(b: codec.IntBuilder, mag: Any, src: str, dst: str) -> Any:
     return b.cmp(pred, mag, WIDE_FLOAT_TYPES[src].code_of(d.overflow_midpoint))
 
 
-def _fixup_truncf(b: codec.IntBuilder, u: Any, src: str, dst: str, hw: Any) -> Any:
+def _fixup_truncf(b: int_builders.IntBuilder, u: Any, src: str, dst: str, hw: Any) -> Any:
     """docs/semantics.md section 2 from a ``.satfinite`` cvt's codes ``hw`` (u: input bits), which
     saturate overflow and Inf to +-max."""
     w, d = WIDE_FLOAT_TYPES[src], float_type(dst)
@@ -276,7 +276,7 @@ def _satfinite_codec(b: Any, x: Any, src: str, dst: str, codes: Any) -> Any:
     return b.sel(_overflows(b, mag, src, dst), b.or_(_sign(b, u, dst), d.max_code), codes)
 
 
-def _ue8m0_directed(b: codec.IntBuilder, u: Any, rnd: str) -> Any:
+def _ue8m0_directed(b: int_builders.IntBuilder, u: Any, rnd: str) -> Any:
     """The integer form of ``cvt.{rz,rp}.satfinite.ue8m0x2.f32`` (u: f32 bits, value >= 0)."""
     w, d = WIDE_FLOAT_TYPES["f32"], float_type(_SCALE)
     mag = b.and_(u, w.magnitude_mask)
@@ -299,7 +299,7 @@ def emit_truncf(b: Any, x: Any, src: str, dst: str, plan: Plan) -> Any:
             x32 = b.fconv(x, src, "f32")
             return _ue8m0_directed(b, b.bitcast_to_int(x32), plan.rnd)
         if plan.rnd in ("rz", "rna"):
-            return codec_spec.emit_convert(b, x, src, dst, roundmode={"rz": "zero",
+            return codec.emit_truncf(b, x, src, dst, roundmode={"rz": "zero",
                                                                        "rna": "nearest"}[plan.rnd])
         codes = codec.emit_truncf(b, x, src, dst, code_bits=8)
         if plan.saturate:
@@ -322,7 +322,7 @@ def emit_extf(b: Any, codes: Any, src: str, dst: str, plan: Plan) -> Any:
 # ============================================================================ NumPy builder
 
 
-class NumpyCvtBuilder(codec.NumpyBuilder):
+class NumpyCvtBuilder(int_builders.NumpyBuilder):
     """The codec's NumPy builder plus the cvt primitives, computed by
     :mod:`mxlower.lowering.nvvm_model`
     on registers packed and unpacked exactly as :class:`ArithCvtBuilder` packs them.
@@ -388,7 +388,7 @@ class _Lanes:
         return self._cache[i]
 
 
-class ArithCvtBuilder(codec.ArithBuilder):
+class ArithCvtBuilder(int_builders.ArithBuilder):
     """The codec's arith builder (upstream stack) plus the cvt primitives as ``nvvm.convert.*``
     ops on pairs of elements, with ``vector`` ops to split and join vectors (an n-D vector is
     converted one innermost row at a time)."""
@@ -579,12 +579,12 @@ def plan_conversion(o: Any, chip: str, hardware: bool, pass_name: str) -> Plan:
     rounding = rounding_of(o)
     try:
         if is_narrow_float(se) and is_narrow_float(de):
-            if rounding not in codec_spec.TRUNCF_MODES:
+            if rounding not in codec.TRUNCF_MODES:
                 raise UnsupportedConversion(f"rounding mode '{rounding}' is not supported "
                                             "(supported: to_nearest_even, toward_zero, "
                                             "to_nearest_away)")
             return Plan("codec", "integer expansion (narrow to narrow)", "",
-                        _CODEC_RND[codec_spec.TRUNCF_MODES[rounding]])
+                        _CODEC_RND[codec.TRUNCF_MODES[rounding]])
         if o.name == "arith.extf":
             return plan_extf(se, de, chip, hardware=hardware)
         return plan_truncf(se, de, chip, hardware=hardware,

@@ -17,16 +17,18 @@ import pytest
 
 from mxlower import reference as R
 from mxlower.lowering import codec
+from mxlower.lowering import int_builders
+from mxlower.types import probe_values
 from mxlower.types import FLOAT_TYPES, FloatType
 
 NARROW = list(FLOAT_TYPES)
 WIDE = ["f32", "bf16", "f16", "f64"]  # f64: beyond section 2, defined by reference.convert
-NP = codec.NumpyBuilder()
+NP = int_builders.NumpyBuilder()
 
 
 @functools.cache
 def probes(name: str) -> np.ndarray:
-    return codec.probe_values(name)
+    return probe_values(name)
 
 
 def _first_mismatches(x, got, exp, k=5):
@@ -125,7 +127,50 @@ def test_generator_is_format_generic(name, src):
                           ref[~np.isnan(ref)].view(np.uint32))
 
 
-class _Counter(codec.NumpyBuilder):
+@pytest.mark.parametrize("dst", ["f32", "bf16", "f16"])
+@pytest.mark.parametrize("src", NARROW)
+def test_decode_specialization_is_the_general_decoder(src, dst):
+    """One codec: section 10's decode of a narrow type takes the planned (float-assisted)
+    conversion, and gives the general decoder's bits (which a zero shift selects) for every
+    code, NaN payloads included."""
+    t = FLOAT_TYPES[src]
+    codes = np.arange(1 << t.bits, dtype=np.uint8)
+    fast = codec.emit_decode(NP, codes, src, dst)
+    general = codec.emit_decode(NP, codes, src, dst, shift=np.zeros(codes.shape, np.int32))
+    assert np.array_equal(fast.view(np.uint16 if dst != "f32" else np.uint32),
+                          general.view(np.uint16 if dst != "f32" else np.uint32))
+    counted = _Counter()
+    codec.emit_decode(counted, codes, src, dst)
+    general_ops = _Counter()
+    codec.emit_decode(general_ops, codes, src, dst, shift=np.zeros(codes.shape, np.int32))
+    assert counted.ops < general_ops.ops, (counted.ops, general_ops.ops)
+
+
+class _NoFloatOps(int_builders.NumpyBuilder):
+    def float_op(self, op, lhs, rhs, wide):
+        raise AssertionError(f"a float {op} was emitted")
+
+
+def test_float_assisted_decode_only_where_results_are_normal():
+    """The float subtraction that decodes subnormal codes must never produce an f32 subnormal
+    (XLA:CPU and GPUs flush it): a codec row whose subnormals lie below 2^-126 decodes with
+    integer ops only, and still exactly; a narrow MLIR type keeps the float-assisted step."""
+    from mxlower import cast_reference as CR
+    from mxlower import numbers
+
+    spec = numbers.number("e6m9b120")  # subnormals down to 2^-128
+    codes = np.arange(1 << spec.bits, dtype=np.int16)
+    got = codec.emit_extf(_NoFloatOps(), codes, spec.float_type, "f32")
+    want = CR.decode(codes.astype(np.uint16), spec, dtype=np.float32)
+    assert np.array_equal(np.isnan(got), np.isnan(want))
+    ok = ~np.isnan(want)
+    assert np.array_equal(got[ok].view(np.uint32), want[ok].view(np.uint32))
+    assert (got[ok] != 0).sum() == (want[ok] != 0).sum() and (np.abs(want) < 2.0 ** -126).any()
+    with pytest.raises(AssertionError, match="a float sub was emitted"):
+        codec.emit_extf(_NoFloatOps(), np.arange(256, dtype=np.uint8), "f8E4M3FN", "f32")
+
+
+class _Counter(int_builders.NumpyBuilder):
     def __init__(self):
         self.ops = 0
 
@@ -204,7 +249,7 @@ def test_arith_builder_emits_integer_ir(stack, like, fpu):
             f = func.FuncOp("conv", ir.FunctionType.get([t], []))
             blk = f.add_entry_block()
             with ir.InsertionPoint(blk):
-                b = codec.ArithBuilder(ir, arith, t)
+                b = int_builders.ArithBuilder(ir, arith, t)
                 for n in NARROW:
                     t_ = FLOAT_TYPES[n]
                     c = codec.emit_truncf(b, blk.arguments[0], wide, n, code_bits=t_.bits,

@@ -1,4 +1,5 @@
-"""The spec-driven codec (mxlower.lowering.codec_spec) against the section 10 oracle.
+"""The codec's general algorithm (mxlower.lowering.codec: any number spec, every rounding mode,
+exponent shifts) against the section 10 oracle.
 
 * NumPy builder, exhaustive: every number spec of at most 8 bits (floats of every shape, every
   Inf/NaN kind, default and other biases; exponent types; intK/uintK), every f16 and bf16 input,
@@ -26,9 +27,10 @@ import pytest
 from mxlower import cast_reference as CR
 from mxlower import numbers
 from mxlower.lowering import codec
-from mxlower.lowering import codec_spec as CS
+from mxlower.lowering import int_builders
+from mxlower.types import probe_values
 
-NP = codec.NumpyBuilder()
+NP = int_builders.NumpyBuilder()
 pytestmark = [pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning"),
               pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")]
 MODES = ["even", "nearest", "zero", "half_down", "stochastic"]
@@ -92,7 +94,7 @@ def test_encode_every_f16_and_bf16_input(spec):
         v = x.astype(np.float64)
         for mode in MODES:
             for rb in _cases(mode, x.size):
-                got = CS.emit_encode(NP, x, src, n, roundmode=mode, rbits=rb)
+                got = codec.emit_encode(NP, x, src, n, roundmode=mode, rbits=rb)
                 assert got.dtype == n.dtype if n.is_integer else got.dtype == np.uint8
                 exp = CR.round_codes(v, n, mode, rb) & ((1 << n.bits) - 1)
                 g = _codes(got, n)
@@ -119,7 +121,7 @@ def test_decode_every_code(spec):
     for dt, name in ((np.float32, "f32"), (ml_dtypes.bfloat16, "bf16"), (np.float16, "f16")):
         exp = CR.decode(stored, n, dtype=dt)
         # the codes as the StableHLO builder returns them (unsigned for floats)
-        got = CS.emit_decode(NP, _signed_codes(codes, n).astype(np.int32), n, name)
+        got = codec.emit_decode(NP, _signed_codes(codes, n).astype(np.int32), n, name)
         assert got.dtype == np.dtype(dt)
         ok = _same_float(got, exp)
         assert ok.all(), (name, codes[~ok][:4], got[~ok][:4], exp[~ok][:4])
@@ -128,8 +130,8 @@ def test_decode_every_code(spec):
 def test_decode_ignores_bits_above_the_code():
     n = numbers.number("e2m1fo")
     codes = np.arange(256, dtype=np.uint8)
-    got = CS.emit_decode(NP, codes, n, "f32")
-    exp = CS.emit_decode(NP, codes & 0xF, n, "f32")
+    got = codec.emit_decode(NP, codes, n, "f32")
+    exp = codec.emit_decode(NP, codes & 0xF, n, "f32")
     assert np.array_equal(got.view(np.uint32), exp.view(np.uint32))
 
 
@@ -191,7 +193,7 @@ def _flog2(a: fractions.Fraction) -> int:
 
 @functools.cache
 def _f32_probes() -> np.ndarray:
-    return codec.probe_values("f32")
+    return probe_values("f32")
 
 
 @pytest.mark.parametrize("spec", [s for s in WIDE_SPECS if s != "e8m0"])
@@ -220,7 +222,7 @@ def test_wider_specs_against_exact_fractions(spec):
     for mode in MODES:
         rb = (rng.integers(0, 2**32, sample.size, dtype=np.uint64).astype(np.uint32)
               if mode == "stochastic" else None)
-        got = _codes(CS.emit_encode(NP, sample, "f32", n, roundmode=mode, rbits=rb), n)
+        got = _codes(codec.emit_encode(NP, sample, "f32", n, roundmode=mode, rbits=rb), n)
         exp = np.array([_exact_round(float(v), n, mode, None if rb is None else int(rb[i]))
                         for i, v in enumerate(sample)])
         assert np.array_equal(got, exp), (mode, _mismatch(sample, got, exp, rb))
@@ -235,7 +237,7 @@ def test_wider_specs_and_shifts_against_the_oracle(spec, src):
     300 (f64: -75..75), against the oracle on the exactly scaled f64 value."""
     n = numbers.number(spec)
     rng = np.random.default_rng(7)
-    x = codec.probe_values(src) if src == "f64" else _f32_probes()
+    x = probe_values(src) if src == "f64" else _f32_probes()
     for shifted in (False, True):
         sh = None
         v = x.astype(np.float64)
@@ -250,7 +252,7 @@ def test_wider_specs_and_shifts_against_the_oracle(spec, src):
         for mode in MODES:
             rb = (rng.integers(0, 2**32, xs.size, dtype=np.uint64).astype(np.uint32)
                   if mode == "stochastic" else None)
-            got = _codes(CS.emit_encode(NP, xs, src, n, roundmode=mode, rbits=rb, shift=sh), n)
+            got = _codes(codec.emit_encode(NP, xs, src, n, roundmode=mode, rbits=rb, shift=sh), n)
             exp = CR.round_codes(v, n, mode, rb) & ((1 << n.bits) - 1)
             assert np.array_equal(got, exp), (shifted, mode, _mismatch(xs, got, exp, rb))
 
@@ -272,7 +274,7 @@ def test_shift_reaches_subnormal_results_and_saturation(spec):
         # ldexp past f64's range: the value is beyond every spec's range, saturate or flush
         v = np.where(np.isinf(v) & np.isfinite(v0), np.copysign(1e300, v0), v)
         v = np.where((v == 0) & (v0 != 0), np.copysign(1e-300, v0), v)
-        got = _codes(CS.emit_encode(NP, x, "bf16", n, shift=sh), n)
+        got = _codes(codec.emit_encode(NP, x, "bf16", n, shift=sh), n)
         exp = CR.round_codes(v, n, "even") & ((1 << n.bits) - 1)
         assert np.array_equal(got, exp), (s, _mismatch(x, got, exp))
 
@@ -289,7 +291,7 @@ def test_decode_with_shift_matches_the_oracle(spec):
     sh = rng.integers(-300, 300, codes.size).astype(np.int32)
     signed = _signed_codes(codes, n)
     for dt, name in ((np.float32, "f32"), (ml_dtypes.bfloat16, "bf16"), (np.float16, "f16")):
-        got = CS.emit_decode(NP, signed.astype(np.int32), n, name, shift=sh)
+        got = codec.emit_decode(NP, signed.astype(np.int32), n, name, shift=sh)
         with np.errstate(all="ignore"):
             exp = np.ldexp(CR._decode(signed, n), sh).astype(np.float32).astype(dt)
         ok = _same_float(got, exp)
@@ -298,10 +300,10 @@ def test_decode_with_shift_matches_the_oracle(spec):
 
 def test_fixed_point_int_is_a_shift():
     x = SOURCES16["bf16"]
-    got = CS.emit_encode(NP, x, "bf16", "int8", fixed=True)
+    got = codec.emit_encode(NP, x, "bf16", "int8", fixed=True)
     exp = CR.round_codes(x.astype(np.float64), "int8", fixed=True)
     assert np.array_equal(got.astype(np.int64), exp)
-    back = CS.emit_decode(NP, got, "int8", "f32", fixed=True)
+    back = codec.emit_decode(NP, got, "int8", "f32", fixed=True)
     assert np.array_equal(back, CR._decode(exp, numbers.number("int8"), fixed=True)
                           .astype(np.float32))
     # with a per-element exponent, as an e8m0-scaled mxint8 / int4 tile uses it
@@ -309,12 +311,12 @@ def test_fixed_point_int_is_a_shift():
     sh = rng.integers(-130, 130, x.size).astype(np.int32)
     for spec in ("int8", "int4"):
         n = numbers.number(spec)
-        got = CS.emit_encode(NP, x, "bf16", spec, fixed=True, shift=sh)
+        got = codec.emit_encode(NP, x, "bf16", spec, fixed=True, shift=sh)
         with np.errstate(all="ignore"):
             v = np.ldexp(x.astype(np.float64), -sh)
         exp = CR.round_codes(v, n, fixed=True)
         assert np.array_equal(got.astype(np.int64), exp)
-        back = CS.emit_decode(NP, got, spec, "f32", fixed=True, shift=sh)
+        back = codec.emit_decode(NP, got, spec, "f32", fixed=True, shift=sh)
         with np.errstate(all="ignore"):
             want = np.ldexp(CR._decode(exp, n, fixed=True), sh).astype(np.float32)
         assert np.array_equal(back.view(np.uint32), want.view(np.uint32))
@@ -335,8 +337,8 @@ def test_stochastic_rounding_is_unbiased(spec):
     draws = 4096
     x = np.repeat(vals, draws)
     rb = rng.integers(0, 2**32, x.size, dtype=np.uint64).astype(np.uint32)
-    codes = CS.emit_encode(NP, x, "f32", n, roundmode="stochastic", rbits=rb)
-    y = CS.emit_decode(NP, codes, n, "f32").astype(np.float64).reshape(k, draws)
+    codes = codec.emit_encode(NP, x, "f32", n, roundmode="stochastic", rbits=rb)
+    y = codec.emit_decode(NP, codes, n, "f32").astype(np.float64).reshape(k, draws)
     v = vals.astype(np.float64)
     q = np.array([_quantum(n, abs(a)) for a in v])
     err = y.mean(axis=1) - v
@@ -363,7 +365,7 @@ def test_stochastic_is_the_oracle_for_given_bits():
     f = np.floor((frac - np.floor(frac)) * 2**32).astype(np.int64)
     edge = (2**32 - f + rng.integers(-1, 2, x.size)) % 2**32
     rb = edge.astype(np.uint32)
-    got = _codes(CS.emit_encode(NP, x, "f32", n, roundmode="stochastic", rbits=rb), n)
+    got = _codes(codec.emit_encode(NP, x, "f32", n, roundmode="stochastic", rbits=rb), n)
     exp = CR.round_codes(x.astype(np.float64), n, "stochastic", rb) & 0x3F
     assert np.array_equal(got, exp)
 
@@ -374,33 +376,33 @@ def test_stochastic_is_the_oracle_for_given_bits():
 def test_bad_arguments_are_clear_errors():
     x = np.zeros(4, np.float32)
     with pytest.raises(ValueError, match="unknown roundmode 'up'"):
-        CS.emit_encode(NP, x, "f32", "e4m3fn", roundmode="up")
+        codec.emit_encode(NP, x, "f32", "e4m3fn", roundmode="up")
     with pytest.raises(ValueError, match="needs rbits"):
-        CS.emit_encode(NP, x, "f32", "e4m3fn", roundmode="stochastic")
+        codec.emit_encode(NP, x, "f32", "e4m3fn", roundmode="stochastic")
     with pytest.raises(ValueError, match="needs rbits"):
-        CS.emit_encode(NP, x, "f32", "e4m3fn", rbits=np.zeros(4, np.uint32))
+        codec.emit_encode(NP, x, "f32", "e4m3fn", rbits=np.zeros(4, np.uint32))
     with pytest.raises(ValueError, match="rbits must be 32-bit"):
-        CS.emit_encode(NP, x, "f32", "e4m3fn", roundmode="stochastic",
+        codec.emit_encode(NP, x, "f32", "e4m3fn", roundmode="stochastic",
                        rbits=np.zeros(4, np.uint16))
     with pytest.raises(numbers.SpecError, match="exponent bits must be 1..8"):
-        CS.emit_encode(NP, x, "f32", "e9m3")
+        codec.emit_encode(NP, x, "f32", "e9m3")
     with pytest.raises(ValueError, match="source must be one of"):
-        CS.emit_encode(NP, np.zeros(4, np.uint8), "f8E4M3FN", "e4m3fn")
+        codec.emit_encode(NP, np.zeros(4, np.uint8), "f8E4M3FN", "e4m3fn")
     with pytest.raises(ValueError, match="code_bits=8 cannot hold"):
-        CS.emit_encode(NP, x, "f32", "e5m6", code_bits=8)
+        codec.emit_encode(NP, x, "f32", "e5m6", code_bits=8)
     with pytest.raises(ValueError, match="destination must be f32, bf16 or f16"):
-        CS.emit_decode(NP, np.zeros(4, np.uint8), "e4m3fn", "f64")
+        codec.emit_decode(NP, np.zeros(4, np.uint8), "e4m3fn", "f64")
 
 
 def test_storage_types():
-    assert CS.storage_type("e4m3fn") == "ui8"
-    assert CS.storage_type("e2m1fo") == "ui8"
-    assert CS.storage_type("e5m6") == "ui16"
-    assert CS.storage_type("e8m23") == "ui32"
-    assert CS.storage_type("int5") == "i8"
-    assert CS.storage_type("int16") == "i16"
-    assert CS.storage_type("uint3") == "ui8"
-    assert CS.storage_type("e8m0") == "ui8"
+    assert codec.storage_type("e4m3fn") == "ui8"
+    assert codec.storage_type("e2m1fo") == "ui8"
+    assert codec.storage_type("e5m6") == "ui16"
+    assert codec.storage_type("e8m23") == "ui32"
+    assert codec.storage_type("int5") == "i8"
+    assert codec.storage_type("int16") == "i16"
+    assert codec.storage_type("uint3") == "ui8"
+    assert codec.storage_type("e8m0") == "ui8"
 
 
 # ----------------------------------------------------------------------------- MLIR builders
@@ -425,9 +427,9 @@ def _hlo_text(n: int, spec: str, src: str, mode: str, shifted: bool, dst: str) -
             with ir.InsertionPoint(blk):
                 b = StableHLOBuilder([n])
                 sh = s if shifted else None
-                codes = CS.emit_encode(b, x, src, spec, roundmode=mode,
+                codes = codec.emit_encode(b, x, src, spec, roundmode=mode,
                                        rbits=r if mode == "stochastic" else None, shift=sh)
-                back = CS.emit_decode(b, codes, spec, dst, shift=sh)
+                back = codec.emit_decode(b, codes, spec, dst, shift=sh)
                 J.func.ReturnOp([codes, back])
             f.attributes["function_type"] = ir.TypeAttr.get(
                 ir.FunctionType.get(ts, [codes.type, back.type]))
@@ -452,9 +454,9 @@ def _inputs(src: str, n: int, seed: int):
 
 def _numpy_pair(x, r, s, src, spec, mode, shifted, dst):
     sh = s if shifted else None
-    codes = CS.emit_encode(NP, x, src, spec, roundmode=mode,
+    codes = codec.emit_encode(NP, x, src, spec, roundmode=mode,
                            rbits=r if mode == "stochastic" else None, shift=sh)
-    return codes, CS.emit_decode(NP, codes, spec, dst, shift=sh)
+    return codes, codec.emit_decode(NP, codes, spec, dst, shift=sh)
 
 
 @pytest.mark.parametrize("spec", MLIR_SPECS)
@@ -471,7 +473,7 @@ def test_stablehlo_builder_on_xla_cpu(spec):
         x, r, s = _inputs(src, n, i)
         got_c, got_v = xla.run(_hlo_text(n, spec, src, mode, shifted, dst), x, r, s)
         exp_c, exp_v = _numpy_pair(x, r, s, src, spec, mode, shifted, dst)
-        st = CS.storage_type(spec)
+        st = codec.storage_type(spec)
         assert got_c.dtype == np.dtype(st.replace("ui", "uint") if st.startswith("ui")
                                        else st.replace("i", "int"))
         assert np.array_equal(_codes(got_c, spec), _codes(exp_c, spec)), (mode, shifted)
@@ -494,12 +496,12 @@ def _arith_text(spec: str, src: str, mode: str, shifted: bool, dst: str) -> str:
             blk = f.add_entry_block()
             x, r, s = blk.arguments
             with ir.InsertionPoint(blk):
-                b = codec.ArithBuilder(ir, arith, ft)
+                b = int_builders.ArithBuilder(ir, arith, ft)
                 sh = s if shifted else None
-                c = CS.emit_encode(b, x, src, spec, roundmode=mode,
+                c = codec.emit_encode(b, x, src, spec, roundmode=mode,
                                    rbits=r if mode == "stochastic" else None, shift=sh,
                                    code_bits=32)
-                v = CS.emit_decode(b, c, spec, dst, shift=sh)
+                v = codec.emit_decode(b, c, spec, dst, shift=sh)
                 J.func.ReturnOp([c, v])
         assert m.operation.verify()
         enc = str(m).strip()
@@ -583,8 +585,8 @@ def test_convert_with_rounding_mode(dst, mode):
     if t.has_nan:  # the cast oracle's NaN codes are section 2's
         assert numbers.of_float_type(t).nan_code == t.nan_code
     for src, x in [*SOURCES16.items(), ("f32", _f32_probes()),
-                   ("f64", codec.probe_values("f64", n_random=1 << 12))]:
-        got = CS.emit_convert(NP, x, src, dst, roundmode=mode).astype(np.int64)
+                   ("f64", probe_values("f64", n_random=1 << 12))]:
+        got = codec.emit_truncf(NP, x, src, dst, roundmode=mode).astype(np.int64)
         want = _section2_with_mode(x, t, mode)
         assert np.array_equal(got, want), (src, _mismatch(x, got, want))
 
@@ -597,7 +599,7 @@ def test_convert_target_even_is_section_2(dst):
     t = FLOAT_TYPES[dst]
     n = numbers.of_float_type(t)
     for src, x in [*SOURCES16.items(), ("f32", _f32_probes())]:
-        code, _ = CS._encode(NP, x, src, n, CS.convert_target(t, "even"), "even", None, None,
+        code, _ = codec._encode(NP, x, src, n, codec.convert_target(t, "even"), "even", None, None,
                              False)
         want = codec.emit_truncf(NP, x, src, dst)
         got = (code & 0xFF).astype(np.uint8)
@@ -606,9 +608,9 @@ def test_convert_target_even_is_section_2(dst):
 
 def test_convert_rejects_other_modes():
     with pytest.raises(ValueError, match="not a section 2 conversion mode"):
-        CS.emit_convert(NP, np.zeros(2, np.float32), "f32", "f8E4M3FN", roundmode="stochastic")
+        codec.emit_truncf(NP, np.zeros(2, np.float32), "f32", "f8E4M3FN", roundmode="stochastic")
     with pytest.raises(ValueError, match="must be a narrow type"):
-        CS.emit_convert(NP, np.zeros(2, np.float32), "f32", "bf16", roundmode="zero")
+        codec.emit_truncf(NP, np.zeros(2, np.float32), "f32", "bf16", roundmode="zero")
 
 
 def test_stablehlo_builder_dynamic_shapes():
@@ -630,8 +632,8 @@ def test_stablehlo_builder_dynamic_shapes():
             x, r, s = blk.arguments
             with ir.InsertionPoint(blk):
                 b = StableHLOBuilder([dyn, 4], like=x)
-                c = CS.emit_encode(b, x, "f32", "e5m6", roundmode="stochastic", rbits=r, shift=s)
-                v = CS.emit_decode(b, c, "e5m6", "bf16", shift=s)
+                c = codec.emit_encode(b, x, "f32", "e5m6", roundmode="stochastic", rbits=r, shift=s)
+                v = codec.emit_decode(b, c, "e5m6", "bf16", shift=s)
                 J.func.ReturnOp([c, v])
             f.attributes["function_type"] = ir.TypeAttr.get(
                 ir.FunctionType.get(ts, [c.type, v.type]))
@@ -643,13 +645,13 @@ def test_stablehlo_builder_dynamic_shapes():
     r = rng.integers(0, 2**32, (8, 4), dtype=np.uint64).astype(np.uint32)
     s = rng.integers(-20, 20, (8, 4)).astype(np.int32)
     got_c, got_v = xla.run(refine_for_inputs(text, [x, r, s]), x, r, s)
-    exp_c = CS.emit_encode(NP, x, "f32", "e5m6", roundmode="stochastic", rbits=r, shift=s)
+    exp_c = codec.emit_encode(NP, x, "f32", "e5m6", roundmode="stochastic", rbits=r, shift=s)
     assert np.array_equal(got_c, exp_c)
-    exp_v = CS.emit_decode(NP, exp_c, "e5m6", "bf16", shift=s)
+    exp_v = codec.emit_decode(NP, exp_c, "e5m6", "bf16", shift=s)
     assert _same_float(got_v, exp_v).all()
 
 
-class _NoIntToFloat(codec.NumpyBuilder):
+class _NoIntToFloat(int_builders.NumpyBuilder):
     """A builder without int_to_float: normalization falls back to the shift ladder."""
 
     has_int_to_float = False
@@ -662,15 +664,15 @@ def test_ladder_fallback_gives_the_same_bits(spec):
     sh = rng.integers(-200, 200, x.size).astype(np.int32)
     rb = rng.integers(0, 2**32, x.size, dtype=np.uint64).astype(np.uint32)
     for kw in ({"shift": sh}, {"shift": sh, "roundmode": "stochastic", "rbits": rb}):
-        a = CS.emit_encode(NP, x, "bf16", spec, **kw)
-        b = CS.emit_encode(_NoIntToFloat(), x, "bf16", spec, **kw)
+        a = codec.emit_encode(NP, x, "bf16", spec, **kw)
+        b = codec.emit_encode(_NoIntToFloat(), x, "bf16", spec, **kw)
         assert np.array_equal(a, b)
-        da = CS.emit_decode(NP, a, spec, "f32", shift=sh)
-        db = CS.emit_decode(_NoIntToFloat(), a, spec, "f32", shift=sh)
+        da = codec.emit_decode(NP, a, spec, "f32", shift=sh)
+        db = codec.emit_decode(_NoIntToFloat(), a, spec, "f32", shift=sh)
         assert np.array_equal(da.view(np.uint32), db.view(np.uint32))
 
 
-class _Counter(codec.NumpyBuilder):
+class _Counter(int_builders.NumpyBuilder):
     def __init__(self):
         self.ops = 0
 
@@ -695,5 +697,5 @@ def test_emitted_sequence_stays_small(spec, plain, shifted):
     x, sh = np.zeros(4, np.float32), np.zeros(4, np.int32)
     for kw, limit in (({}, plain), ({"shift": sh}, shifted)):
         b = _Counter()
-        CS.emit_encode(b, x, "f32", spec, **kw)
+        codec.emit_encode(b, x, "f32", spec, **kw)
         assert b.ops <= limit, (kw, b.ops)

@@ -21,7 +21,7 @@ from mxlower.bindings import jaxlib as J
 from mxlower.diagnostics import DiagnosticEngine, PassFailure
 from mxlower.execution import xla
 from mxlower.formats import FLOAT_TYPES, get_format
-from mxlower.lowering import codec
+from mxlower.types import probe_values
 from mxlower.passes.expand_narrow_floats import ExpandNarrowFloats
 from mxlower.pipeline.manager import run_pipeline
 from mxlower.pipeline.parser import PipelineError
@@ -48,7 +48,7 @@ def convert_text(src: str, dst: str, n: int) -> str:
 
 @functools.cache
 def probes(name: str) -> np.ndarray:
-    return codec.probe_values(name)
+    return probe_values(name)
 
 
 @functools.cache

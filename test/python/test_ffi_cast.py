@@ -19,7 +19,7 @@ import pytest
 
 from mxlower import reference
 from mxlower.bindings import upstream
-from mxlower.lowering import codec
+from mxlower.types import probe_values
 from mxlower.lowering.mx_kernels import CastSpec
 
 pytestmark = pytest.mark.skipif(not upstream.available(), reason="upstream MLIR not installed")
@@ -100,7 +100,7 @@ def check_cast(x, number, scale=None, roundmode="even", scalemode="max") -> None
 @pytest.mark.parametrize("roundmode", ROUND)
 @pytest.mark.parametrize("number", NUMBERS)
 def test_unscaled_f32_is_bit_exact(number, roundmode):
-    x = codec.probe_values("f32")[:20011]  # the probe set (specials, every binade), odd size
+    x = probe_values("f32")[:20011]  # the probe set (specials, every binade), odd size
     check_cast(x, number, None, roundmode)
 
 
@@ -109,7 +109,7 @@ def test_unscaled_f32_is_bit_exact(number, roundmode):
                                               ("e5m6", "zero"), ("int4", "nearest"),
                                               ("e4m3b8fnuz", "stochastic")])
 def test_unscaled_half_inputs_every_pattern(number, roundmode, wide):
-    x = codec.probe_values(wide).reshape(-1, 16)  # every bf16 / f16 pattern
+    x = probe_values(wide).reshape(-1, 16)  # every bf16 / f16 pattern
     check_cast(x, number, None, roundmode)
 
 

@@ -12,7 +12,7 @@ import pytest
 from mxlower import reference, types
 from mxlower.bindings import upstream
 from mxlower.formats import FLOAT_TYPES
-from mxlower.lowering import codec
+from mxlower.types import probe_values
 from mxlower.lowering.mx_kernels import ConvertSpec
 
 pytestmark = pytest.mark.skipif(not upstream.available(), reason="upstream MLIR not installed")
@@ -41,7 +41,7 @@ def same_values(got, want) -> np.ndarray:
 
 
 def _inputs(src: str) -> np.ndarray:
-    return codec.probe_values(src)  # f32: > 200k probes; bf16, f16: every pattern
+    return probe_values(src)  # f32: > 200k probes; bf16, f16: every pattern
 
 
 @pytest.mark.parametrize("src", WIDE)
@@ -151,7 +151,7 @@ def _compiled(f, *args) -> str:
 
 @pytest.mark.parametrize("dst", NARROW)
 def test_jax_convert_auto_uses_the_kernel_and_matches_xla(dst):
-    x = codec.probe_values("f32")[::7]
+    x = probe_values("f32")[::7]
     src = dst if "f6" in dst else None
 
     def roundtrip(impl):

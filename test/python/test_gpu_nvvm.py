@@ -42,7 +42,8 @@ from mxlower import reference as R
 from mxlower.benchmarking import source_fingerprint
 from mxlower.execution import ptx
 from mxlower.formats import FLOAT_TYPES
-from mxlower.lowering import codec, nvvm_model
+from mxlower.lowering import nvvm_model
+from mxlower.types import probe_values
 
 N = 1 << 19  # elements per launch (probe sets are processed in chunks of N)
 BLOCK = 256
@@ -288,7 +289,7 @@ def _run(kernel: str, x: np.ndarray, dst: str, hardware: bool = True) -> np.ndar
 
 @functools.cache
 def _probes(name: str) -> np.ndarray:
-    return codec.probe_values(name)
+    return probe_values(name)
 
 
 @pytest.mark.gpu

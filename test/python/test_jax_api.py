@@ -21,7 +21,7 @@ import pytest
 import mxlower.jax as mxj
 from mxlower import reference as R
 from mxlower.formats import FORMATS, SCALE_MODES
-from mxlower.lowering import codec
+from mxlower.types import probe_values
 
 F6 = ("mxfp6_e3m2", "mxfp6_e2m3")
 WIDE = {"f32": np.float32, "bf16": ml_dtypes.bfloat16, "f16": np.float16}
@@ -42,9 +42,9 @@ def probe_input(wide: str) -> np.ndarray:
     2^e for e over the whole f32 range; for bf16/f16 every bit pattern, sorted and shuffled."""
     rng = np.random.default_rng(1)
     if wide == "f32":
-        p = codec.probe_values("f32", n_random=1 << 12)
+        p = probe_values("f32", n_random=1 << 12)
     else:
-        p = codec.probe_values(wide).astype(np.float32)
+        p = probe_values(wide).astype(np.float32)
     with np.errstate(invalid="ignore"):
         order = np.argsort(np.abs(p), kind="stable")
     sorted_ = p[order]

@@ -7,7 +7,7 @@ isolated worker, and run on every input at once:
 
 * to each narrow type: every bf16 and every f16 bit pattern, and > 200k f32 probes (every
   narrow value, every midpoint and its f32 neighbours, subnormals, +-0, +-Inf, NaNs of both
-  signs with payloads, random bit patterns: :func:`mxlower.lowering.codec.probe_values`); f64 probes
+  signs with payloads, random bit patterns: :func:`mxlower.types.probe_values`); f64 probes
   too (single rounding, no detour through f32);
 * from each narrow type: every code, to f32, bf16, f16 and f64.
 
@@ -25,6 +25,8 @@ from mxlower import reference
 from mxlower.execution import llvm
 from mxlower.formats import FLOAT_TYPES
 from mxlower.lowering import codec
+from mxlower.lowering import int_builders
+from mxlower.types import probe_values
 
 pytest.importorskip("mlir.execution_engine")
 
@@ -64,7 +66,7 @@ def _same(got: np.ndarray, want: np.ndarray) -> np.ndarray:
 @pytest.mark.parametrize("src", WIDE)
 @pytest.mark.parametrize("dst", NARROW)
 def test_truncf_is_bit_exact(src, dst):
-    x = codec.probe_values(src)
+    x = probe_values(src)
     if src == "f32":
         assert x.size >= 200_000
         assert np.isnan(x).sum() >= 8 and np.isinf(x).sum() == 2 and (x == 0).sum() == 2
@@ -78,7 +80,7 @@ def test_truncf_is_bit_exact(src, dst):
 @pytest.mark.parametrize("dst", WIDE)
 @pytest.mark.parametrize("src", NARROW)
 def test_extf_is_bit_exact(src, dst):
-    x = codec.probe_values(src)
+    x = probe_values(src)
     assert x.size == 1 << FLOAT_TYPES[src].bits
     got = _run(src, dst, x)
     want = reference.convert(x, dst)
@@ -113,15 +115,13 @@ def _rounding_module(src: str, rounding: str) -> str:
 @pytest.mark.parametrize("rounding", ["toward_zero", "to_nearest_away"])
 def test_truncf_rounding_modes_are_bit_exact(src, rounding):
     """arith.truncf toward_zero / to_nearest_away, lowered by mxlower-lower-narrow-floats-to-llvm
-    and run on the ExecutionEngine: the codec's bits (codec_spec.emit_convert, checked against
-    the oracle in test_codec_spec.py) for every narrow type, on the f32 probes / every bf16."""
-    from mxlower.lowering import codec_spec
-
-    mode = codec_spec.TRUNCF_MODES[rounding]
-    x = codec.probe_values(src)
+    and run on the ExecutionEngine: the codec's bits (codec.emit_truncf, checked against
+    the oracle in test_codec.py) for every narrow type, on the f32 probes / every bf16."""
+    mode = codec.TRUNCF_MODES[rounding]
+    x = probe_values(src)
     with llvm.compile(_rounding_module(src, rounding)) as h:
         outs = h.run("main", x)
     for dst, got in zip(NARROW, outs):
-        want = codec_spec.emit_convert(codec.NumpyBuilder(), x, src, dst, roundmode=mode)
+        want = codec.emit_truncf(int_builders.NumpyBuilder(), x, src, dst, roundmode=mode)
         ok = got.view(np.uint8) == want
         assert ok.all(), (dst, int((~ok).sum()))

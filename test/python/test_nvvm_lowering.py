@@ -24,6 +24,8 @@ from mxlower.bindings import upstream
 from mxlower.execution import llvm
 from mxlower.formats import FLOAT_TYPES
 from mxlower.lowering import codec
+from mxlower.lowering import int_builders
+from mxlower.types import probe_values
 from mxlower.lowering import nvvm as L
 from mxlower.lowering import nvvm_model as M
 from mxlower.passes.lower_narrow_floats_to_nvvm import LowerNarrowFloatsToNVVM
@@ -125,7 +127,7 @@ def _c(b, v, bits):
 
 def _emulate_trunc_lane(x: object, wide: str, dst: str, rnd: str) -> object:
     """One lane of a narrowing cvt as the ISA defines it, in arith (scalar ``x``)."""
-    b = codec.ArithBuilder(ir, arith, x.type)
+    b = int_builders.ArithBuilder(ir, arith, x.type)
     if wide != "f32":
         x = arith.ExtFOp(ir.F32Type.get(), x).result
     if dst == "f8E8M0FNU":
@@ -142,7 +144,7 @@ def _emulate_trunc_lane(x: object, wide: str, dst: str, rnd: str) -> object:
 
 
 def _emulate_ext_lane(code: object, src: str) -> object:
-    b = codec.ArithBuilder(ir, arith, code.type)
+    b = int_builders.ArithBuilder(ir, arith, code.type)
     wide = "bf16" if src == "f8E8M0FNU" else "f16"
     return codec.emit_extf(b, code, src, wide)
 
@@ -164,7 +166,7 @@ def emulate_nvvm(module) -> int:
             if ".to.f16x2" in name or ".to.bf16x2" in name:
                 src = str(ir.TypeAttr(attrs["srcType"]).value)
                 if src == "f4E2M1FN":  # .b8: lane 0 in bits 3..0
-                    b = codec.ArithBuilder(ir, arith, i8)
+                    b = int_builders.ArithBuilder(ir, arith, i8)
                     reg = o.operands[0]
                     lanes = [b.and_(reg, 0xF), b.shr(reg, 4)]
                 else:
@@ -185,7 +187,7 @@ def emulate_nvvm(module) -> int:
                 cl = _emulate_trunc_lane(lo, wide, dst, rnd)
                 ch = _emulate_trunc_lane(hi, wide, dst, rnd)
                 if dst == "f4E2M1FN":  # .b8: a in bits 7..4
-                    b = codec.ArithBuilder(ir, arith, i8)
+                    b = int_builders.ArithBuilder(ir, arith, i8)
                     new = b.or_(b.shl(ch, 4), cl)
                 else:
                     new = vector.FromElementsOp(ir.VectorType.get([2], i8), [cl, ch]).result
@@ -278,7 +280,7 @@ def _pad(x: np.ndarray, m: int) -> np.ndarray:
 
 @functools.cache
 def _probes(name: str) -> np.ndarray:
-    return codec.probe_values(name)
+    return probe_values(name)
 
 
 def test_cpu_emulation_truncf():

@@ -23,6 +23,7 @@ import pytest
 from mxlower import reference as R
 from mxlower.formats import FLOAT_TYPES, FORMATS
 from mxlower.lowering import codec
+from mxlower.types import probe_values
 from mxlower.lowering import nvvm as L
 from mxlower.lowering import nvvm_model as M
 
@@ -34,7 +35,7 @@ DT = {"f32": np.float32, "f16": np.float16, "bf16": ml_dtypes.bfloat16}
 
 @functools.cache
 def probes(name: str) -> np.ndarray:
-    return codec.probe_values(name)
+    return probe_values(name)
 
 
 def _mismatch(x, got, want, k=4):
@@ -279,17 +280,15 @@ def test_unsupported_conversions():
 @pytest.mark.parametrize("dst", NARROW)
 def test_truncf_rounding_modes_use_the_codec(dst, rounding, chip):
     """arith.truncf toward_zero / to_nearest_away: no cvt rounds so, so the codec on every chip
-    (codec_spec.emit_convert, which test_codec_spec.py checks against the oracle); f32 and f16
+    (codec.emit_truncf, which test_codec.py checks against the oracle); f32 and f16
     sources (the f16 one also through a narrow -> narrow detour: the same bits)."""
-    from mxlower.lowering import codec_spec
-
-    mode = codec_spec.TRUNCF_MODES[rounding]
+    mode = codec.TRUNCF_MODES[rounding]
     for src in ("f32", "f16"):
         x = probes(src)
         plan = L.plan_truncf(src, dst, chip, rounding=rounding)
         assert plan.path == "codec" and "no cvt" in plan.detail
         got = L.emit_truncf(L.NumpyCvtBuilder(), x, src, dst, plan)
-        want = codec_spec.emit_convert(L.NumpyCvtBuilder(), x, src, dst, roundmode=mode)
+        want = codec.emit_truncf(L.NumpyCvtBuilder(), x, src, dst, roundmode=mode)
         assert np.array_equal(got, want), _mismatch(x, got, want)
 
 

@@ -187,7 +187,8 @@ def _stochastic_kernel(spec: str) -> str:
     """A gpu.module whose kernel casts f32 to ``spec`` with section 10.2's stochastic rounding:
     the codec recipe (what plan_stochastic picks on every chip), built by the arith builder."""
     from mxlower.bindings import jaxlib as J
-    from mxlower.lowering import codec, codec_spec
+    from mxlower.lowering import codec
+    from mxlower.lowering import int_builders
 
     ir = J.ir
     with J.make_context(), ir.Location.unknown():
@@ -197,8 +198,8 @@ def _stochastic_kernel(spec: str) -> str:
             f = J.func.FuncOp("enc", ir.FunctionType.get([f32, i32], [i32]))
             blk = f.add_entry_block()
             with ir.InsertionPoint(blk):
-                b = codec.ArithBuilder(ir, J.arith, f32)
-                c = codec_spec.emit_encode(b, blk.arguments[0], "f32", spec,
+                b = int_builders.ArithBuilder(ir, J.arith, f32)
+                c = codec.emit_encode(b, blk.arguments[0], "f32", spec,
                                            roundmode="stochastic", rbits=blk.arguments[1],
                                            code_bits=32)
                 J.func.ReturnOp([c])

@@ -23,6 +23,8 @@ from mxlower.bindings import jaxlib as J
 from mxlower.bindings import upstream
 from mxlower.execution import llvm, xla
 from mxlower.lowering import codec
+from mxlower.lowering import int_builders
+from mxlower.types import probe_values
 from mxlower.lowering import nvvm as NV
 from mxlower.passes import OptionError
 from mxlower.passes.expand_narrow_floats import ExpandNarrowFloats
@@ -39,7 +41,7 @@ E4M3 = FloatType("f8E4M3", "float8_e4m3", 8, 4, 3, 7, True, "ieee", "inf", 0x7C)
 #: f8E3M4: 3 exponent bits (bias 3), 4 mantissa bits, IEEE specials (0x70 = Inf, NaN 0x78).
 E3M4 = FloatType("f8E3M4", "float8_e3m4", 8, 3, 4, 3, True, "ieee", "inf", 0x78)
 
-NP = codec.NumpyBuilder()
+NP = int_builders.NumpyBuilder()
 
 
 #: An FNUZ type: no Inf, no -0, 0x80 the one NaN (overflow and Inf give it).
@@ -143,7 +145,7 @@ def test_register_and_unregister(new_type):
 def test_codec_truncf(new_type, src, fpu):
     """Every bf16/f16 bit pattern, the f32/f64 probe sets (which include the new type's values,
     midpoints and their neighbours, since they are built from the table when asked for)."""
-    x = codec.probe_values(src, n_random=1 << 12)
+    x = probe_values(src, n_random=1 << 12)
     got = codec.emit_truncf(NP, x, src, new_type.mlir, fpu=fpu)
     want = want_codes(x, new_type)
     assert np.array_equal(got, want), mismatches(x, got, want)
@@ -188,7 +190,7 @@ def test_expand_narrow_floats_on_xla_cpu(new_type, explicit):
     """f32 -> the new type, the new type -> f32 and a constant of it, expanded (with the
     default types and with types=<it>), compiled and run on XLA:CPU, against ml_dtypes."""
     t = new_type.mlir
-    x = codec.probe_values("f32", n_random=1 << 12)
+    x = probe_values("f32", n_random=1 << 12)
     n = x.size
     lit = "[1.5, -2.0, 0x7F, 0.0, -0.0]"
     text = (f"func.func @main(%x: tensor<{n}xf32>, %c: tensor<256x{t}>) -> (tensor<{n}x{t}>, "
@@ -236,7 +238,7 @@ def test_lower_to_llvm_runs(new_type):
             f"  %0 = stablehlo.convert %x : (tensor<?xf32>) -> tensor<?x{t}>\n"
             f"  %1 = stablehlo.convert %c : (tensor<?x{t}>) -> tensor<?xf32>\n"
             f"  return %0, %1 : tensor<?x{t}>, tensor<?xf32>\n}}\n")
-    x = codec.probe_values("f32", n_random=1 << 12)
+    x = probe_values("f32", n_random=1 << 12)
     c = np.arange(256, dtype=np.uint8).view(new_type.dtype)
     with llvm.compile(text, isolate=False) as h:
         y, back = h.run("main", x, c)
@@ -256,7 +258,7 @@ def test_nvvm_lowers_it_with_the_codec(new_type):
     for chip in ("sm_89", "sm_100a"):
         assert NV.plan_truncf("f32", t, chip).path == "codec"
         assert NV.plan_extf(t, "f16", chip).path == "codec"
-    x = codec.probe_values("f16")
+    x = probe_values("f16")
     plan = NV.plan_truncf("f16", t, "sm_100a")
     got = NV.emit_truncf(NV.NumpyCvtBuilder(), x, "f16", t, plan)
     assert np.array_equal(got, want_codes(x, new_type))
