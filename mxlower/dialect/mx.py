@@ -225,7 +225,14 @@ class UnpackOp:
 
 @dataclasses.dataclass(frozen=True)
 class CastOp:
-    """A verified ``mx.cast`` (docs/semantics.md section 10.4: the virtual cast)."""
+    """A verified ``mx.cast`` (docs/semantics.md section 10.4: the virtual cast).
+
+    When the datatype and modes are an MX format's by the rule that makes a datatype
+    ``mx.quantize`` the format's quantize (:func:`mxlower.formats.format_of` names a format,
+    ``roundmode`` is ``even``, ``scalemode`` is max / rceil / nearest, or max for nvfp4),
+    ``fmt`` / ``block_size`` / ``axis`` / ``scale_mode`` (section 3's name: floor / rceil /
+    nearest) are that quantize's, and the cast is that quantize followed by the format's
+    dequantize to ``input_type``.  All four are None for any other datatype."""
 
     op: Any
     input: Any
@@ -235,6 +242,10 @@ class CastOp:
     scalemode: str
     shape: tuple[int, ...]
     input_type: str  #: f32, bf16 or f16 (also the result's)
+    fmt: MXFormat | None = None
+    block_size: int | None = None
+    axis: int | None = None  #: normalized, >= 0
+    scale_mode: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -679,7 +690,12 @@ def _parse_cast(op) -> CastOp:
     _scale_layout(dt, shape, "the input")
     rbits = _rbits(op, rm, 1, shape)
     _expect(op.results[0], shape, elt, "the result (the input's type)")
-    return CastOp(op, op.operands[0], rbits, dt, rm, sm, shape, elt)
+    form = _mx_form(dt, rm, sm)
+    if form is None:
+        return CastOp(op, op.operands[0], rbits, dt, rm, sm, shape, elt)
+    fmt, k, dim, mode = form  # an MX format's datatype: its quantize, then its dequantize
+    return CastOp(op, op.operands[0], rbits, dt, rm, sm, shape, elt, fmt, k,
+                  _mx_axis(dt, dim, shape, "the input"), mode)
 
 
 def _result_types(dt: Datatype, shape) -> list[tuple[str, tuple[int, ...], str]]:

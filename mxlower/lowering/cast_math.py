@@ -1,10 +1,17 @@
 """The datatype-cast recipe: ``mx.cast``, ``mx.sparse`` and the datatype form of
 ``mx.quantize`` / ``mx.dequantize`` as plain StableHLO computing docs/semantics.md section 10
-exactly (bit for bit what :mod:`mxlower.reference` gives).
+exactly (bit for bit what :mod:`mxlower.reference` gives), for every datatype that is no MX
+format's.
 
 ``mxlower-decompose-mx`` calls :func:`lower_op` on each parsed op
-(:class:`~mxlower.dialect.mx.CastOp`, :class:`~mxlower.dialect.mx.SparseOp`,
+(:class:`~mxlower.dialect.mx.CastOp` whose ``fmt`` is None, :class:`~mxlower.dialect.mx.SparseOp`,
 :class:`~mxlower.dialect.mx.GeneralQuantizeOp`, :class:`~mxlower.dialect.mx.GeneralDequantizeOp`).
+An MX format's datatype (:func:`mxlower.formats.format_of`, ties to even, a scale mode of the
+format) has one recipe, :mod:`mxlower.lowering.mx_math`'s: its quantize / dequantize parse as
+the format's ops, and a cast to it is the format's quantize then dequantize
+(:func:`mxlower.lowering.mx_math.lower_cast`).  :func:`lower_op` still computes those
+datatypes exactly too (the tests lower MX casts both ways and compare the bits), but the pass
+does not give it them.
 
 The pieces:
 

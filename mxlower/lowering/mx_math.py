@@ -1,8 +1,12 @@
 """The MX recipe: mx ops as plain StableHLO computing docs/semantics.md exactly.
 
 Every function here emits StableHLO through :class:`mxlower.ir.stablehlo_builder.Builder`;
-``mxlower-decompose-mx`` calls :func:`lower_op` on each parsed ``mx`` op (and
-``mxlower-pack-subbyte-args`` calls :func:`lower_pack` / :func:`lower_unpack`).
+``mxlower-decompose-mx`` calls :func:`lower_op` on each parsed ``mx`` op of an MX format --
+the named ops, the datatype spelling of its quantize / dequantize (which
+:func:`mxlower.dialect.mx.parse` reads as the named op) and ``mx.cast`` to its datatype -- so
+a format's numerics have this one recipe; the other datatypes of docs/semantics.md section
+10 take :mod:`mxlower.lowering.cast_math` (and ``mxlower-pack-subbyte-args`` calls
+:func:`lower_pack` / :func:`lower_unpack`).
 
 * quantize (docs/semantics.md section 3, 4): a block reduction of the magnitude bits, integer exponent
   arithmetic for the shared scale (:func:`shared_exponent`: floor / rceil / nearest), exact
@@ -11,6 +15,10 @@ Every function here emits StableHLO through :class:`mxlower.ir.stablehlo_builder
   optional global scale;
 * dequantize (section 5): :func:`dequantize_values`, an integer ``ldexp`` of the decoded
   elements by the decoded scale;
+* cast to an MX format's datatype (section 10.4, the virtual cast): :func:`lower_cast`, the
+  format's quantize then its dequantize to the input's type, the element and scale codes
+  between them kept as integers (the codec's conversions, as ``mxlower-expand-narrow-floats``
+  writes them: no narrow float type inside a cast);
 * scaled dot (section 6): :func:`lower_scaled_dot`, both operands dequantized to the compute
   type and contracted with ``stablehlo.dot_general``: in f32 where a run-time test proves
   that exact despite flushed subnormals, else in f64 on the exact values;
@@ -42,12 +50,14 @@ from mxlower.dialect import mx
 from mxlower.formats import FLOAT_TYPES, MXFormat
 from mxlower.types import WIDE_FLOAT_TYPES
 from mxlower.ir.stablehlo_builder import Builder
+from mxlower.lowering.narrow_floats_stablehlo import StableHLOExpansion
 
 __all__ = [
     "dequantize_values",
     "f32_bits_floor",
     "frexp_bits",
     "ldexp_bits",
+    "lower_cast",
     "lower_op",
     "lower_pack",
     "lower_quantize",
@@ -76,7 +86,8 @@ _NAN = 0x7FC00000
 def lower_op(spec: Any, scale_mode: str | None, compute_type: str | None) -> None:
     """Replace the parsed mx op ``spec`` (:func:`mxlower.dialect.mx.parse`) by its StableHLO
     lowering, in place.  ``scale_mode`` / ``compute_type`` override the op's own (None: keep;
-    nvfp4's scale rule is fixed)."""
+    nvfp4's scale rule is fixed).  ``scale_mode`` applies to quantize ops only, not to an MX
+    format's ``mx.cast`` (:func:`lower_cast`), whose ``scalemode`` is part of its datatype."""
     op = spec.op
     b = Builder(op.location, ir.InsertionPoint(op))
     if isinstance(spec, mx.QuantizeOp):
@@ -85,6 +96,8 @@ def lower_op(spec: Any, scale_mode: str | None, compute_type: str | None) -> Non
     elif isinstance(spec, mx.DequantizeOp):
         new = (dequantize_values(b, spec.elements, spec.scales, spec.fmt, spec.block_size,
                                  spec.axis, spec.global_scale, spec.result_type),)
+    elif isinstance(spec, mx.CastOp):
+        new = (lower_cast(b, spec),)
     elif isinstance(spec, mx.ScaledDotOp):
         new = (lower_scaled_dot(b, spec, compute_type or spec.compute_type),)
     elif isinstance(spec, mx.PackOp):
@@ -334,6 +347,39 @@ def lower_quantize(b: Any, q: Any, mode: str) -> tuple[Any, Any]:
     else:
         elems = b.convert(y, fmt.element)
     return b.unblock(elems, q.axis), scales
+
+
+def lower_cast(b: Any, c: Any) -> Any:
+    """The result of the parsed ``mx.cast`` ``c`` whose datatype is an MX format's (``c.fmt``
+    set; docs/semantics.md section 10.4, the virtual cast): the format's quantize of the input
+    (:func:`lower_quantize` with the scale rule ``c.scale_mode``; no global scale: ``mx.cast``
+    takes one-level datatypes only) and its dequantize (:func:`dequantize_values`) to the
+    input's type.  That dequantize forms the exact f32 value and rounds it once to the result
+    type, which is the cast's contract (the general recipe,
+    :mod:`mxlower.lowering.cast_math`, decodes to f32 and converts the same way).
+
+    The elements and scales between the two never leave the cast, so their narrow float types
+    (f8 / f6 / f4 elements, f8E8M0FNU / f8E4M3FN scales) are expanded here into ui8 codes and
+    the codec's integer conversions, as ``mxlower-expand-narrow-floats`` would expand them:
+    like the general recipe's, the lowering has no narrow float type, and runs wherever that
+    one did (f6 on XLA:CPU, which has no f6 type, and under mxlower.jax, which expands only
+    the narrow types of a lowering's arguments and results)."""
+    if c.fmt is None:
+        raise ValueError(f"lower_cast: {c.datatype.code} is no MX format's datatype "
+                         "(mxlower.lowering.cast_math lowers it)")
+    q = mx.QuantizeOp(c.op, c.input, None, c.fmt, c.block_size, c.axis, c.scale_mode,
+                      c.shape, c.input_type)
+    elements, scales = lower_quantize(b, q, c.scale_mode)
+    out = dequantize_values(b, elements, scales, c.fmt, c.block_size, c.axis, None,
+                            c.input_type)
+    x = StableHLOExpansion(frozenset(FLOAT_TYPES))
+    with b.loc:
+        ops = x.connected([elements, scales])
+        problems = [why for why in map(x.problem, ops) if why]
+        if problems:  # the MX recipe makes only conversions and data movement of them
+            raise AssertionError(f"lower_cast: {problems[0]}")
+        x.expand(ops)
+    return out
 
 
 def scale_by_pow2(b: Any, xb: Any, s: Any, keep: list[int], limit: int, zero: Any) -> Any:

@@ -7,6 +7,7 @@ rewrite runs.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -207,6 +208,48 @@ class StableHLOExpansion:
                 out = emit_conversion(b, x, src, nd)
         op.results[0].replace_all_uses_with(out)
         op.erase()
+
+    def expand(self, ops: list[Any]) -> None:
+        """Rewrite ``ops``: every op of the IR that :meth:`touches` a selected type (in program
+        order; :meth:`problem` has accepted each).  Constants are re-encoded and the other ops
+        retyped first, then the converts and bitcasts are rewritten."""
+        converts = [o for o in ops if o.name == "stablehlo.convert"]
+        bitcasts = [o for o in ops if o.name == "stablehlo.bitcast_convert"]
+        originals = {id(o): (self.elem(o.operands[0].type), self.elem(o.results[0].type))
+                     for o in converts}
+        for o in ops:
+            if o.name == "stablehlo.constant":
+                self.rewrite_constant(o)
+            else:
+                self.retype(o)
+        for o in converts:
+            self.rewrite_convert(o, *originals[id(o)])
+        for o in bitcasts:
+            self.rewrite_bitcast(o)
+
+    def connected(self, values: list[Any]) -> list[Any]:
+        """The ops that touch the selected-type ``values`` or, transitively, the selected-type
+        values of those ops (their defining ops and their users), in program order (all in
+        one block): what :meth:`expand` must rewrite to expand values that never leave a
+        piece of IR -- no function signature, return or region holds one -- such as the codes
+        between an MX format's quantize and dequantize in the lowering of a cast."""
+        found: set[Any] = set()
+        seen: set[Any] = set()
+        todo = list(values)
+        while todo:
+            v = todo.pop()
+            if v in seen or self.convert_type(v.type) is None:
+                continue
+            seen.add(v)
+            owners = [u.owner for u in v.uses]
+            if not isinstance(v.owner, ir.Block):
+                owners.append(v.owner)
+            for o in (o.operation for o in owners):
+                if o not in found:
+                    found.add(o)
+                    todo += list(o.operands) + list(o.results)
+        return sorted(found, key=functools.cmp_to_key(
+            lambda a, b: 0 if a == b else -1 if a.is_before_in_block(b) else 1))
 
     def rewrite_bitcast(self, op: Any) -> None:
         x = op.operands[0]

@@ -18,6 +18,16 @@ __all__ = ["DecomposeMx", "decompose"]
 _DATATYPE_OPS = (mx.CastOp, mx.SparseOp, mx.GeneralQuantizeOp, mx.GeneralDequantizeOp)
 
 
+def _datatype_recipe(spec: Any) -> bool:
+    """Whether :mod:`mxlower.lowering.cast_math` lowers the parsed op ``spec``: the section 10
+    ops whose datatype is no MX format's.  An MX format's ops -- its quantize / dequantize in
+    either spelling (:func:`mxlower.dialect.mx.parse` reads the datatype spelling as the named
+    op) and an ``mx.cast`` to its datatype (``fmt`` set) -- take the MX recipe."""
+    if isinstance(spec, mx.CastOp):
+        return spec.fmt is None
+    return isinstance(spec, _DATATYPE_OPS)
+
+
 @dataclasses.dataclass(frozen=True)
 class DecomposeMx(ModulePass):
     """Lower mx ops to plain StableHLO, bit-exact with docs/semantics.md.
@@ -37,15 +47,19 @@ class DecomposeMx(ModulePass):
     and masks.  The recipe is :mod:`mxlower.lowering.mx_math`.
 
     An ``mx.quantize`` / ``mx.dequantize`` whose datatype is an MX format's (``number =
-    "e4m3fn", scale = "e8m0_t32"``) is that format's op and lowers as above.  The other
-    datatype ops of docs/semantics.md section 10 (``mx.cast``, ``mx.sparse``, and
-    ``mx.quantize`` / ``mx.dequantize`` with any other ``number``) follow
+    "e4m3fn", scale = "e8m0_t32"``, rounding to nearest even with a scale mode the format
+    has) is that format's op and lowers as above, and an ``mx.cast`` to such a datatype is
+    that quantize followed by the format's dequantize to the input's type: a format's
+    numerics have one recipe whichever op spells them.  The other datatype ops of
+    docs/semantics.md section 10 (``mx.sparse``, and ``mx.cast`` / ``mx.quantize`` /
+    ``mx.dequantize`` of any other datatype or modes) follow
     :mod:`mxlower.lowering.cast_math`: one reduction per tile (tensor, channel, 1D or 2D
     tile) of the magnitude bits, the scale chosen in integers (max / midmax / rceil /
     nearest) or as an exactly rounded f32 quotient (float scales, zero points), the elements
     rounded by the codec's encoder with the scale's exponent as a shift, and sparsity as a
     rank within each group.  The ``scale-mode`` option applies to the MX formats' quantize
-    ops (in either spelling) only.
+    ops (in either spelling) only, not to casts (a cast's ``scalemode`` is part of its
+    datatype).
 
     Only ``mx`` ops are lowered.  XLA's ``__op$quantize`` / ``__op$dequantize`` /
     ``__op$block_scaled_dot`` custom calls and the ``xla.scaled_dot`` composite are
@@ -98,7 +112,7 @@ def decompose(root: Any, *, scale_mode: str | None = None, compute_type: str | N
             failures.append(diag.error(o, f"'{o.name}' op {e}"))
             continue
         with o.location:
-            if isinstance(spec, _DATATYPE_OPS):
+            if _datatype_recipe(spec):
                 try:
                     cast_math.lower_op(spec)
                 except cast_math.CastLoweringError as e:

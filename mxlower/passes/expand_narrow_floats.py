@@ -91,19 +91,7 @@ class ExpandNarrowFloats(ModulePass):
             failures = _check(x, op, [])
             if failures:
                 raise failures[0]
-            converts = [o for o in ops if o.name == "stablehlo.convert"]
-            bitcasts = [o for o in ops if o.name == "stablehlo.bitcast_convert"]
-            originals = {id(o): (x.elem(o.operands[0].type), x.elem(o.results[0].type))
-                         for o in converts}
-            for o in ops:
-                if o.name == "stablehlo.constant":
-                    x.rewrite_constant(o)
-                else:
-                    x.retype(o)
-            for o in converts:
-                x.rewrite_convert(o, *originals[id(o)])
-            for o in bitcasts:
-                x.rewrite_bitcast(o)
+            x.expand(ops)
 
 
 def _check(x: StableHLOExpansion, root: Any, failures: list) -> list[diag.PassFailure]:

@@ -4,23 +4,31 @@ oracle mxlower.reference (cast, encode, decode, sparse): many number specs (floa
 shapes, biases and kinds, exponent types, int/uint), every scale kind (tensor, channel, 1D and
 2D tiles), every scale mode, float scales, integer and float zero points, all four rounding
 modes (stochastic with given random bits), NaN/Inf/zero/subnormal tiles, and the seven OCP
-formats expressed as datatypes against the named formats."""
+formats expressed as datatypes against the named formats.  A cast to an MX format's datatype
+takes the MX recipe: the text of the format's quantize + dequantize, and the bits the general
+recipe (mxlower.lowering.cast_math) gives, on the formats' edges."""
 
 from __future__ import annotations
+
+import re
 
 import ml_dtypes
 import numpy as np
 import pytest
 
 from mxlower import cast_reference as CR
+from mxlower import formats
 from mxlower import reference as R
+from mxlower.bindings import collect_ops
 from mxlower.bindings import jaxlib as J
+from mxlower.dialect import mx
 from mxlower.execution import xla
 from mxlower.execution.run import run_module
 from mxlower.formats import FORMATS
+from mxlower.lowering import cast_math
 from mxlower.numbers import datatype
 from mxlower.pipeline.manager import run_pipeline
-from mxlower.testing import MxModule, Value, special_blocks
+from mxlower.testing import MxModule, Value, special_blocks, tensor_type
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 WIDE = {"f32": np.dtype(np.float32), "bf16": BF16, "f16": np.dtype(np.float16)}
@@ -492,3 +500,135 @@ def test_an_mx_datatype_lowers_as_its_format(elt, sshape, named, datatype):
     for pipe, (a, b) in out.items():
         assert "mx." not in a and a == b, pipe
     assert out[PIPE][0] != out[override][0]  # the override changed the scale rule
+
+
+# ----------------------------------------------------------------------------- an MX format's cast
+
+
+def _lower(text: str, pipe: str) -> str:
+    with J.make_context(allow_unregistered=True):
+        m = J.ir.Module.parse(text)
+        run_pipeline(m, pipe)
+        return str(m)
+
+
+def _general_recipe(text: str) -> str:
+    """``text`` with every mx op lowered by the general datatype recipe (cast_math), as
+    mxlower-decompose-mx lowered every mx.cast before an MX format's cast took the MX one."""
+    with J.make_context(allow_unregistered=True):
+        m = J.ir.Module.parse(text)
+        for o in collect_ops(m.operation, mx.is_mx_op):
+            with o.location:
+                cast_math.lower_op(mx.parse(o))
+        return str(m)
+
+
+@pytest.mark.parametrize("wide, shape, cast, named", [
+    ("bf16", (4, 64), 'number = "e3m2fo", scale = "e8m0_t32", scalemode = "rceil"',
+     ("mxfp6_e3m2", 32, 1, "rceil")),
+    ("f16", (32, 8), 'number = "e2m1fo", scale = "e4m3fn_t16d0"', ("nvfp4", 16, 0, None)),
+    ("f32", (2, 16, 3), 'number = "int8", scale = "e8m0_t8d1", scalemode = "nearest"',
+     ("mxint8", 8, 1, "nearest")),
+    ("f32", (4, 128), 'number = "mxfp4_e2m1"', ("mxfp4_e2m1", 32, 1, "floor")),
+])
+def test_an_mx_datatype_cast_is_its_format_quantize_and_dequantize(wide, shape, cast, named):
+    """One recipe per format: mxlower-decompose-mx lowers an mx.cast to an MX format's
+    datatype to exactly the text of the format's named quantize followed by its dequantize
+    to the input's type, with the narrow values between them (which never leave the cast)
+    expanded as mxlower-expand-narrow-floats expands them -- not to the general recipe's
+    text -- and no narrow float type remains (f6 included, which XLA:CPU lacks)."""
+    name, k, axis, mode = named
+    fmt = FORMATS[name]
+    sshape = list(shape)
+    sshape[axis] //= k
+    t = tensor_type(shape, wide)
+    q = f"{tensor_type(shape, fmt.element)}, {tensor_type(sshape, fmt.scale)}"
+    attrs = f'format = "{name}", block_size = {k} : i64, axis = {axis} : i64'
+    mode = f', scale_mode = "{mode}"' if mode else ""
+    cast_text = (f"func.func @main(%x: {t}) -> {t} {{\n"
+                 f'  %y = "mx.cast"(%x) {{{cast}}} : ({t}) -> {t}\n'
+                 f"  return %y : {t}\n}}\n")
+    named_text = (f"func.func @main(%x: {t}) -> {t} {{\n"
+                  f'  %q, %s = "mx.quantize"(%x) {{{attrs}{mode}}} : ({t}) -> ({q})\n'
+                  f'  %y = "mx.dequantize"(%q, %s) {{{attrs}}} : ({q}) -> {t}\n'
+                  f"  return %y : {t}\n}}\n")
+    got = _lower(cast_text, "builtin.module(mxlower-decompose-mx)")
+    want = _lower(named_text, "builtin.module(mxlower-decompose-mx, "
+                              "mxlower-expand-narrow-floats)")
+    assert "mx." not in got and got == want
+    assert not re.search(r"xf[468]E", got), got
+    assert got != _general_recipe(cast_text)
+
+
+def _mx_edge_blocks(rng, f, k: int, dtype) -> np.ndarray:
+    """Blocks of ``k`` values on the edges of ``f``'s arithmetic: ties on the element grid
+    times a scale, block maxima at and next to the boundaries of floor / rceil / nearest
+    (max_elem 2^e, 1.5 2^e, one ulp either side), scales at both ends of the range, and
+    special blocks (NaN, Inf, zeros of both signs, lone subnormals, the f32 extremes)."""
+    if f.is_int:
+        grid = np.arange(128) / 64.0
+    else:
+        codes = np.arange(1 << f.bits, dtype=np.uint8).view(f.element_dtype)
+        grid = np.unique(codes.astype(np.float64))
+        grid = grid[np.isfinite(grid) & (grid >= 0)]
+    vals = np.concatenate([grid, (grid[1:] + grid[:-1]) / 2])  # the grid and its ties
+    scales = ([2.0 ** e for e in (-140, -127, -126, -9, 0, 100)] + [448.0 * 2.0 ** 100, 1.125]
+              if f.is_nvfp4 else [2.0 ** e for e in (-150, -135, -127, -126, -1, 0, 60, 125,
+                                                      127 - f.emax_elem)])
+    f32 = np.float32
+    blocks = []
+    for s in scales:
+        amax = f.max_elem * s
+        with np.errstate(over="ignore"):  # nvfp4's largest scale times 6 is beyond f32
+            tops = (amax, np.nextafter(f32(amax), f32(np.inf)), np.nextafter(f32(amax), f32(0)),
+                    1.5 * s, np.nextafter(f32(1.5 * s), f32(0)), s)
+        for top in tops:
+            b = rng.choice(vals, k) * s * rng.choice([-1.0, 1.0], k)
+            b[rng.integers(k)] = float(top) * rng.choice([-1.0, 1.0])
+            blocks.append(b)
+    big, sub = float(np.finfo(f32).max), 2.0 ** -149
+    for sp in ([0.0], [-0.0], [sub] + [0.0] * (k - 1), [-sub], [np.nan] + [1.0] * (k - 1),
+               [-np.inf, np.nan, 0.0], [np.inf], [big, -big, 1.0], [2.0 ** -126, sub],
+               [65504.0], [2.0 ** -24, 2.0 ** -25]):
+        blocks.append(np.resize(np.array(sp, np.float64), k))
+    with np.errstate(over="ignore"):
+        return np.stack(blocks).astype(f32).astype(dtype)
+
+
+def _mx_cast_cases():
+    """(format, block size, axis of a rank-3 input, scale mode): every format with each of its
+    scale modes, block sizes and blocked dimensions rotating."""
+    out = []
+    for name, f in FORMATS.items():
+        ks = [16, 8, 32] if f.is_nvfp4 else [32, 8, 64, 16]
+        for i, sm in enumerate(["max"] if f.is_nvfp4 else ["max", "rceil", "nearest"]):
+            for j in range(2 if f.is_nvfp4 else 1):
+                out.append((name, ks[(i + j) % len(ks)], (i + j + len(out)) % 3, sm))
+    return out
+
+
+@pytest.mark.parametrize("wide", list(WIDE))
+def test_mx_datatype_casts_keep_the_general_recipes_bits(wide):
+    """The MX recipe of an MX format's cast gives exactly the bits the general recipe gave
+    (NaN payloads included) and the oracle's, on the format's edges: ties, the boundaries of
+    every scale rule, the scale range's ends, NaN / Inf / zero / subnormal blocks; for every
+    format and scale mode, block sizes 8-64 along the first, a middle and the last
+    dimension."""
+    rng = np.random.default_rng(17 + len(wide))
+    m, cases = MxModule(), []
+    for name, k, axis, sm in _mx_cast_cases():
+        f = FORMATS[name]
+        blocks = np.concatenate([_mx_edge_blocks(rng, f, k, WIDE[wide]),
+                                 special_blocks(rng, (24, k), 1, k, WIDE[wide])])
+        blocks = blocks[: len(blocks) // 2 * 2].reshape(2, -1, k)  # (2, n, k)
+        x = np.ascontiguousarray(np.moveaxis(blocks, 2, axis))
+        dt = formats.block_datatype(f, k, axis)
+        case = (dt.number.code, dt.scale.code, "even", sm)
+        m.ret(_cast(m, m.arg(x), None, case))
+        cases.append((x, case))
+    text = m.text()
+    mx_bits = xla.run(_lower(text, PIPE), *m.inputs)
+    general_bits = xla.run(_general_recipe(text), *m.inputs)
+    for (x, case), got, before in zip(cases, mx_bits, general_bits):
+        assert np.array_equal(R.bits(got), R.bits(before)), case
+        _check(got, _reference_cast(x, None, case), case)

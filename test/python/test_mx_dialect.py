@@ -197,3 +197,40 @@ def test_an_mx_datatype_is_the_format_op(ctx):
     bad = mx.quantize(x, number="nvfp4", global_scale=g, ip=ip)  # one level: no g operand
     with pytest.raises(mx.MXError, match="expects 1 operand"):
         mx.parse(bad)
+
+
+def test_an_mx_datatype_cast_names_the_format_quantize(ctx):
+    """An mx.cast whose datatype and modes are an MX format's (the rule that makes a datatype
+    quantize the format's op) records that quantize -- format, block size, normalized axis,
+    section 3's scale mode -- which mxlower-decompose-mx lowers with the MX recipe; every
+    other cast (ties away, stochastic, midmax, 2D tiles, a tensor scale, a number no format
+    has) records none."""
+    m, block, ip = _func(ctx, ["tensor<4x64x32xf32>", "tensor<4x64x32xui32>"])
+    x, r = block.arguments
+    mxs = [
+        (dict(number="mxfp8_e4m3"), ("mxfp8_e4m3", 32, 2, "floor")),
+        (dict(number="e5m2", scale="e8m0_t16d1", scalemode="rceil"),
+         ("mxfp8_e5m2", 16, 1, "rceil")),
+        (dict(number="e2m3fo", scale="e8m0_t4d0", scalemode="nearest"),
+         ("mxfp6_e2m3", 4, 0, "nearest")),
+        (dict(number="bfp16"), ("mxint8", 8, 2, "floor")),
+        (dict(number="nvfp4"), ("nvfp4", 16, 2, "floor")),
+        (dict(number="e2m1fo", scale="e4m3fn_t32d1"), ("nvfp4", 32, 1, "floor")),
+    ]
+    others = [dict(number="e4m3fn", scale="e8m0_t32", roundmode="nearest"),
+              dict(number="e4m3fn", scale="e8m0_t32", roundmode="stochastic", rbits=r),
+              dict(number="e3m2fo", scale="e8m0_t32", scalemode="midmax"),
+              dict(number="e4m3fn", scale="e8m0_t32x32"),
+              dict(number="e4m3fn", scale="e8m0"),
+              dict(number="e4m3", scale="e8m0_t32"),
+              dict(number="mxint4"),
+              dict(number="e4m3fn")]
+    casts = [mx.cast(x, ip=ip, **kw) for kw, _ in mxs] + [mx.cast(x, ip=ip, **kw)
+                                                           for kw in others]
+    assert mx.verify(m) == []
+    views = [mx.parse(c) for c in casts]
+    assert all(type(v) is mx.CastOp for v in views)
+    got = [(v.fmt.name, v.block_size, v.axis, v.scale_mode) for v in views[:len(mxs)]]
+    assert got == [want for _, want in mxs]
+    for v in views[len(mxs):]:
+        assert (v.fmt, v.block_size, v.axis, v.scale_mode) == (None,) * 4, v.datatype.code

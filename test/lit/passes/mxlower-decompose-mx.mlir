@@ -209,9 +209,9 @@ func.func @malformed(%x: tensor<4x64xf32>, %q: tensor<4x64xf8E4M3FN>, %s: tensor
 // -----
 
 // The datatype ops (docs/semantics.md section 10; mxlower/lowering/cast_math.py).  A cast with
-// exponent scales: the f32 bits reshaped to (n0, t0, n1, t1), one integer maximum of the
-// magnitude bits per tile, the exponent in integers (no float arithmetic, no division), spread
-// back over the tile as the codec's shift.
+// exponent scales (to no MX format's datatype): the f32 bits reshaped to (n0, t0, n1, t1), one
+// integer maximum of the magnitude bits per tile, the exponent in integers (no float
+// arithmetic, no division), spread back over the tile as the codec's shift.
 
 // CHECK-LABEL: func.func @cast_exponent_scale
 // CHECK-NOT: mx.
@@ -227,6 +227,43 @@ func.func @malformed(%x: tensor<4x64xf32>, %q: tensor<4x64xf8E4M3FN>, %s: tensor
 // CHECK: return
 func.func @cast_exponent_scale(%x: tensor<4x64xf32>) -> tensor<4x64xf32> {
   %y = "mx.cast"(%x) {number = "e5m6", scale = "e8m0_t32", roundmode = "even", scalemode = "max"} : (tensor<4x64xf32>) -> tensor<4x64xf32>
+  return %y : tensor<4x64xf32>
+}
+
+// -----
+
+// A cast to an MX format's datatype (mxfp8_e4m3's: e4m3fn with e8m0_t32 scales, ties to even,
+// max = floor) is the format's quantize followed by its dequantize: the MX recipe above, with
+// blocks (4, 2, 32) where the general recipe tiles (4, 1, 2, 32).  The element and scale codes
+// between the two never leave the cast, so they stay integers (the codec's conversions, as
+// mxlower-expand-narrow-floats writes them): no narrow float type.  The scale-mode option does
+// not apply to casts (with it, floor's count_leading_zeros remains).
+
+// CHECK-LABEL: func.func @cast_mx_format
+// CHECK-NOT: tensor<4x1x2x32xi32>
+// CHECK: %[[BITS:.*]] = stablehlo.bitcast_convert %arg0 : (tensor<4x64xf32>) -> tensor<4x64xi32>
+// CHECK: %[[BLOCKS:.*]] = stablehlo.reshape %[[BITS]] : (tensor<4x64xi32>) -> tensor<4x2x32xi32>
+// CHECK: applies stablehlo.maximum across dimensions = [2] : (tensor<4x2x32xi32>, tensor<i32>) -> tensor<4x2xi32>
+// CHECK: stablehlo.count_leading_zeros
+// CHECK: %[[SC:.*]] = stablehlo.convert %{{.*}} : (tensor<4x2xi32>) -> tensor<4x2xui8>
+// CHECK-NOT: f8E
+// CHECK: stablehlo.clamp %{{.*}}, %{{.*}}, %{{.*}} : tensor<4x2x32xi32>
+// CHECK-NOT: f8E
+// CHECK: stablehlo.convert %{{.*}} : (tensor<4x2x32xi32>) -> tensor<4x2x32xui8>
+// CHECK-NEXT: %[[CODES:.*]] = stablehlo.reshape %{{.*}} : (tensor<4x2x32xui8>) -> tensor<4x64xui8>
+// CHECK-NEXT: stablehlo.convert %[[CODES]] : (tensor<4x64xui8>) -> tensor<4x64xi32>
+// CHECK-NOT: f8E
+// CHECK: stablehlo.convert %[[SC]] : (tensor<4x2xui8>) -> tensor<4x2xi32>
+// CHECK: stablehlo.broadcast_in_dim %{{.*}}, dims = [0, 1] : (tensor<4x2xi32>) -> tensor<4x2x32xi32>
+// CHECK-NOT: f8E
+// CHECK: stablehlo.constant dense<2143289344> : tensor<4x64xi32>
+// CHECK-NOT: f8E
+// CHECK: return %{{.*}} : tensor<4x64xf32>
+// OVERRIDE-LABEL: func.func @cast_mx_format
+// OVERRIDE: stablehlo.count_leading_zeros
+// OVERRIDE: return
+func.func @cast_mx_format(%x: tensor<4x64xf32>) -> tensor<4x64xf32> {
+  %y = "mx.cast"(%x) {number = "e4m3fn", scale = "e8m0_t32", roundmode = "even", scalemode = "max"} : (tensor<4x64xf32>) -> tensor<4x64xf32>
   return %y : tensor<4x64xf32>
 }
 
