@@ -32,7 +32,8 @@
 // * "One of two attributes".  `mx.quantize` and `mx.dequantize` take either `format` (a named
 //   MX format, sections 3-5) or `number` (a datatype, section 10).  Both are tagged
 //   `mx.alternative_attribute`: constrained when present, like optional attributes; the sync
-//   test checks that Python requires exactly one of them.
+//   test checks that Python requires exactly one of them.  A scaled_dot side takes
+//   `{side}_format` or `{side}_number` or neither (a plain side): optional attributes.
 // * The one-result / one-operand datatype forms.  quantize's results and dequantize's operands
 //   are declared as two single values and one optional (a scale spec with a zero point adds
 //   the third), so the *unscaled* datatype forms (`number` without `scale`: codes only) are
@@ -124,8 +125,12 @@ irdl.dialect @mx {
 
   // %r = "mx.scaled_dot"(%lhs[, %lhs_scales], %rhs[, %rhs_scales][, %global_scale])
   //          {dot_dimension_numbers, lhs_format, rhs_format, lhs_block_size, rhs_block_size,
-  //           lhs_axis, rhs_axis, compute_type}
-  // The operands after `lhs` depend on which sides carry a format; see the header.
+  //           lhs_axis, rhs_axis, lhs_number, lhs_scale, rhs_number, rhs_scale, compute_type}
+  // The operands after `lhs` depend on which sides are scaled; see the header.  A scaled side
+  // is named by its format (`{side}_format`, `_block_size`, `_axis`) or by its MX format's
+  // datatype (`{side}_number` [+ `{side}_scale`], as dequantize names one; its tiles give the
+  // block size and axis), not both; a plain side by neither.  All are optional (IRDL cannot
+  // say "at most one of").
   irdl.operation @scaled_dot {
     %lhs = irdl.base "!builtin.tensor"
     %operand1 = irdl.base "!builtin.tensor"
@@ -155,6 +160,10 @@ irdl.dialect @mx {
     %rhs_block_size = irdl.base "#builtin.integer" {mx.optional_attribute = "rhs_block_size"}
     %lhs_axis = irdl.base "#builtin.integer" {mx.optional_attribute = "lhs_axis"}
     %rhs_axis = irdl.base "#builtin.integer" {mx.optional_attribute = "rhs_axis"}
+    %lhs_number = irdl.base "#builtin.string" {mx.optional_attribute = "lhs_number"}
+    %lhs_scale = irdl.base "#builtin.string" {mx.optional_attribute = "lhs_scale"}
+    %rhs_number = irdl.base "#builtin.string" {mx.optional_attribute = "rhs_number"}
+    %rhs_scale = irdl.base "#builtin.string" {mx.optional_attribute = "rhs_scale"}
     %f32 = irdl.is f32
     %bf16 = irdl.is bf16
     %f16 = irdl.is f16

@@ -50,6 +50,7 @@ __all__ = [
     "float_type",
     "format_of",
     "formats_for_element",
+    "why_not_format",
     "get_format",
 ]
 
@@ -213,6 +214,33 @@ def format_of(dt: Datatype) -> tuple[MXFormat, int, int] | None:
                 return None
             return f, s.tile[0], s.dims[0]
     return None
+
+
+def why_not_format(dt: Datatype) -> str | None:
+    """Why ``dt`` is no MX format's datatype (where :func:`format_of` gives None), as a
+    phrase for an error message; None when it is one."""
+    s = dt.scale
+    if s is None:
+        return ("it is unscaled (an MX format's datatype has block scales, e.g. "
+                "'e4m3fn:e8m0_t32')")
+    if s.zero_point is not None:
+        return f"its scales have a zero point ({s.zero_point.code}); an MX format's have none"
+    if s.kind != "tile":
+        what = (f"2D tiles ('_t{s.tile[0]}x{s.tile[1]}')" if s.kind == "tile2d" else
+                "a scale per channel ('_t0')" if s.kind == "channel" else
+                "one scale for the whole tensor")
+        return f"it has {what}; an MX format's scales are per 1D block (a tile such as '_t32')"
+    for f in FORMATS.values():
+        base = DATATYPES[f.name]
+        if dt.number == base.number and s.number == base.scale.number:
+            if s.tensor is not None and not f.global_scale:
+                return (f"it has a tensor scale ('_gf32') over {f.name}'s blocks; of the MX "
+                        "formats only nvfp4 has two-level scaling ('e2m1fo:e4m3fn_t16_gf32')")
+            return None
+    pairs = ", ".join(f"{n} = {d.number.code} + {d.scale.number.code}"
+                      for n, d in ((f.name, DATATYPES[f.name]) for f in FORMATS.values()))
+    return (f"no MX format has {dt.number.code} elements with {s.number.code} scales "
+            f"({pairs})")
 
 
 #: The predefined datatypes of docs/semantics.md section 10.4, by name.

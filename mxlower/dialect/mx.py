@@ -38,6 +38,15 @@ general form of quantize / dequantize (a ``number`` attribute instead of ``forma
 of the input's shape; a scale spec with a zero point adds the zero points as a third result
 of quantize (third operand of dequantize).
 
+One vocabulary: a quantize / dequantize whose datatype is an MX format's is that format's op,
+and a scaled_dot side may name its MX format's datatype as dequantize does, prefixed
+(``lhs_number`` [+ ``lhs_scale``], tiles along a contracting dimension) -- the same parsed
+record as ``lhs_format`` (with ``lhs_block_size`` / ``lhs_axis``)::
+
+    %r = "mx.scaled_dot"(%a, %as, %b, %bs) {lhs_number = "e4m3fn", lhs_scale = "e8m0_t32",
+             rhs_number = "mxfp8_e4m3", dot_dimension_numbers = #stablehlo.dot<
+             lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [1]>} : ...
+
 nvfp4 takes its optional per-tensor scale as one extra trailing ``tensor<f32>`` operand of
 quantize, dequantize and scaled_dot.
 """
@@ -59,7 +68,9 @@ from mxlower.formats import (
     SCALEMODE_OF,
     WIDE_TYPES,
     MXFormat,
+    block_datatype,
     format_of,
+    why_not_format,
 )
 from mxlower.numbers import ROUND_MODES, Datatype, SpecError
 from mxlower.numbers import SCALE_MODES as CAST_SCALE_MODES
@@ -111,6 +122,10 @@ _NAMED = {"mx.quantize": ("format", "block_size", "axis", "scale_mode"),
 _GENERAL = {"mx.quantize": ("number", "scale", "roundmode", "scalemode"),
             "mx.dequantize": ("number", "scale"),
             "mx.cast": ("number", "scale", "roundmode", "scalemode")}
+#: the attributes of one side of ``mx.scaled_dot`` (prefixed ``lhs_`` / ``rhs_``): a named
+#: format as quantize / dequantize name one, or a datatype as dequantize names one
+_SIDE_NAMED = ("format", "block_size", "axis")
+_SIDE_GENERAL = ("number", "scale")
 
 ATTRIBUTES = _ATTRS = {
     "mx.quantize": _NAMED["mx.quantize"] + _GENERAL["mx.quantize"],
@@ -118,7 +133,8 @@ ATTRIBUTES = _ATTRS = {
     "mx.cast": _GENERAL["mx.cast"],
     "mx.sparse": ("n", "m", "dim"),
     "mx.scaled_dot": ("lhs_format", "rhs_format", "lhs_block_size", "rhs_block_size",
-                      "lhs_axis", "rhs_axis", "dot_dimension_numbers", "compute_type"),
+                      "lhs_axis", "rhs_axis", "lhs_number", "lhs_scale", "rhs_number",
+                      "rhs_scale", "dot_dimension_numbers", "compute_type"),
     "mx.pack": ("axis",),
     "mx.unpack": ("axis",),
 }
@@ -180,6 +196,16 @@ class Operand:
     axis: int | None
     shape: tuple[int, ...]
     element_type: str
+
+    @property
+    def datatype(self) -> Datatype | None:
+        """The side's section-10 datatype (the format's with blocks of :attr:`block_size`
+        along :attr:`axis`: :func:`mxlower.formats.block_datatype`), whichever spelling the
+        op used; None for a plain side.  nvfp4's global scale is the op's
+        (:attr:`ScaledDotOp.global_scale`), not part of it."""
+        if self.fmt is None:
+            return None
+        return block_datatype(self.fmt, self.block_size, self.axis)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -363,12 +389,24 @@ def _axis(attrs, name: str, rank: int, default: int = -1) -> int:
     return a % rank
 
 
+def _attr_names(op) -> set[str]:
+    return {a if isinstance(a, str) else a.name for a in op.attributes}
+
+
+#: attributes a scaled_dot side might be given by analogy with quantize, which do not apply
+_QUANTIZE_ONLY = ("roundmode", "scalemode", "scale_mode")
+
+
 def _check_attr_names(op) -> None:
     allowed = _ATTRS[op.name]
     for a in op.attributes:
         name = a if isinstance(a, str) else a.name
         if "." in name:  # discardable attributes of other dialects (mhlo.*, jax.*) are kept
             continue
+        side, _, rest = name.partition("_")
+        if op.name == "mx.scaled_dot" and side in ("lhs", "rhs") and rest in _QUANTIZE_ONLY:
+            raise MXError(f"'{name}' does not apply to a scaled_dot side: its operands are "
+                          f"quantized already (rounding and scale modes are mx.quantize's)")
         if name not in allowed:
             raise MXError(f"unknown attribute '{name}' (known for {op.name}: "
                           f"{', '.join(allowed)})")
@@ -515,8 +553,48 @@ def _dot_dims(attrs) -> tuple[tuple[int, ...], ...]:
             tuple(d.lhs_batching_dimensions), tuple(d.rhs_batching_dimensions))
 
 
-def _side(op, attrs, side: str, idx: int, contracting: tuple[int, ...]) -> tuple[Operand, int]:
-    fmt = _format(attrs, f"{side}_format", required=False)
+def _side_spelling(op, side: str) -> tuple[MXFormat | None, Datatype | None]:
+    """The MX format a scaled_dot side names and, in the datatype spelling
+    (``{side}_number`` [+ ``{side}_scale``], as ``mx.dequantize`` names a datatype), its
+    datatype; (None, None) for a plain side.  A datatype that is not an MX format's is an
+    error saying why (:func:`mxlower.formats.why_not_format`)."""
+    names = _attr_names(op)
+    named = names & {f"{side}_{n}" for n in _SIDE_NAMED}
+    general = names & {f"{side}_{n}" for n in _SIDE_GENERAL}
+    if named and general:
+        raise MXError(f"the {side} side mixes a named format ({', '.join(sorted(named))}) "
+                      f"with a datatype ({', '.join(sorted(general))}): give '{side}_format' "
+                      f"(sections 3-5) or '{side}_number' (section 10), not both")
+    if not general:
+        return _format(op.attributes, f"{side}_format", required=False), None
+    dt = _side_datatype(_attr_str(op.attributes, f"{side}_number", "a number spec such as "
+                                  "'e4m3fn' or a datatype name"),
+                        _attr_str(op.attributes, f"{side}_scale", "a scale spec such as "
+                                  "'e8m0_t32'"), side)
+    return format_of(dt)[0], dt
+
+
+def _side_datatype(number: str | None, scale: str | None, side: str) -> Datatype:
+    """The datatype of a scaled_dot side's ``{side}_number`` / ``{side}_scale``, which must be
+    an MX format's (any block size; nvfp4 with or without its tensor scale)."""
+    if number is None:
+        raise MXError(f"missing attribute '{side}_number' (a number spec such as 'e4m3fn' or "
+                      f"a datatype name such as 'mxfp8_e4m3'): '{side}_scale' alone names no "
+                      "datatype")
+    try:
+        dt = resolve(number, scale)
+    except SpecError as e:
+        raise MXError(f"bad {side} datatype: {e}") from None
+    why = why_not_format(dt)
+    if why is not None:
+        plain = (f"; a plain f32, bf16 or f16 {side} side takes no '{side}_number'"
+                 if dt.scale is None else "")
+        raise MXError(f"the {side} datatype {dt.code} is not an MX format's: {why}{plain}")
+    return dt
+
+
+def _side(op, attrs, side: str, idx: int, contracting: tuple[int, ...], fmt: MXFormat | None,
+          dt: Datatype | None) -> tuple[Operand, int]:
     value = op.operands[idx]
     shape, elt = _tensor(value, f"the {side} operand")
     if fmt is None:
@@ -530,14 +608,18 @@ def _side(op, attrs, side: str, idx: int, contracting: tuple[int, ...]) -> tuple
     if elt != fmt.element:
         raise MXError(f"the {side} operand of {fmt.name} must have element type {fmt.element}, "
                       f"got {elt}")
-    k = _block_size(attrs, f"{side}_block_size", fmt)
-    if f"{side}_axis" in attrs:
-        axis = _axis(attrs, f"{side}_axis", len(shape))
-    elif len(contracting) == 1 and 0 <= contracting[0] < len(shape):
-        axis = contracting[0]
+    if dt is not None:  # the datatype spelling: its tiles name the block size and axis
+        _, k, dim = format_of(dt)
+        axis = _datatype_axis(dt, dim, shape, contracting, side)
     else:
-        raise MXError(f"the {side} operand has {len(contracting)} contracting dimensions; "
-                      f"give '{side}_axis' to say which one is blocked")
+        k = _block_size(attrs, f"{side}_block_size", fmt)
+        if f"{side}_axis" in attrs:
+            axis = _axis(attrs, f"{side}_axis", len(shape))
+        elif len(contracting) == 1 and 0 <= contracting[0] < len(shape):
+            axis = contracting[0]
+        else:
+            raise MXError(f"the {side} operand has {len(contracting)} contracting dimensions; "
+                          f"give '{side}_axis' to say which one is blocked")
     _check_blocked(shape, axis, k, f"the {side} operand")
     if idx + 1 >= len(op.operands):
         raise MXError(f"missing the {side} scales operand")
@@ -545,24 +627,55 @@ def _side(op, attrs, side: str, idx: int, contracting: tuple[int, ...]) -> tuple
     return Operand(value, op.operands[idx + 1], fmt, k, axis, shape, elt), idx + 2
 
 
+def _datatype_axis(dt: Datatype, dim: int, shape, contracting: tuple[int, ...],
+                   side: str) -> int:
+    """The blocked dimension of a side given as a datatype: its tiles' dimension (default the
+    last), which must be one of the side's contracting dimensions."""
+    rank = len(shape)
+    if not -rank <= dim < rank:
+        raise MXError(f"the {side} datatype {dt.code} blocks dimension {dim}, which is out of "
+                      f"range for the rank-{rank} {side} operand")
+    axis = dim % rank
+    if axis not in contracting:
+        hint = ""
+        if len(contracting) == 1 and 0 <= contracting[0] < rank:
+            fix = dataclasses.replace(dt.scale, dims=(contracting[0],)).code
+            hint = f" (name it in the scale spec: '{fix}')"
+        raise MXError(f"the {side} datatype {dt.code} blocks dimension {axis}, which is not a "
+                      f"contracting dimension of the {side} operand "
+                      f"({', '.join(map(str, contracting)) or 'none'}): a scaled side's blocks "
+                      f"run along its contracting dimension{hint}")
+    return axis
+
+
 def _parse_scaled_dot(op) -> ScaledDotOp:
     a = op.attributes
     if len(op.results) != 1:
         raise MXError(f"expects 1 result, got {len(op.results)}")
     lc, rc, lb, rb = _dot_dims(a)
-    lf = _format(a, "lhs_format", required=False)
-    rf = _format(a, "rhs_format", required=False)
+    lf, ldt = _side_spelling(op, "lhs")
+    rf, rdt = _side_spelling(op, "rhs")
     base = 2 + (lf is not None) + (rf is not None)
-    allowed = (base, base + 1)
+    # a side whose datatype has nvfp4's tensor level ('_gf32') has it as the global scale
+    two_level = [(side, dt) for side, dt in (("lhs", ldt), ("rhs", rdt))
+                 if dt is not None and dt.scale.tensor is not None]
+    allowed = (base + 1,) if two_level else (base, base + 1)
     if len(op.operands) not in allowed:
         layout = ("lhs" + (", lhs_scales" if lf else "") + ", rhs" + (", rhs_scales" if rf else "")
-                  + " [, global_scale]")
+                  + (", global_scale" if two_level else " [, global_scale]"))
+        why = ""
+        if two_level:
+            named = " and ".join(f"the {side} datatype {dt.code}" for side, dt in two_level)
+            has = "has a tensor scale" if len(two_level) == 1 else "have tensor scales"
+            why = (f": {named} {has} ('_gf32'), the trailing global scale operand"
+                   + (" (their product)" if len(two_level) == 2 else ""))
         raise MXError(f"expects {' or '.join(map(str, allowed))} operands ({layout}), got "
-                      f"{len(op.operands)}")
-    lhs, i = _side(op, a, "lhs", 0, lc)
-    rhs, i = _side(op, a, "rhs", i, rc)
+                      f"{len(op.operands)}{why}")
+    lhs, i = _side(op, a, "lhs", 0, lc, lf, ldt)
+    rhs, i = _side(op, a, "rhs", i, rc, rf, rdt)
     if lf is None and rf is None:
-        raise MXError("neither operand is scaled: give 'lhs_format' and/or 'rhs_format'")
+        raise MXError("neither operand is scaled: give 'lhs_format' and/or 'rhs_format' (or "
+                      "'lhs_number' / 'rhs_number': a datatype)")
     g = op.operands[i] if i < len(op.operands) else None
     if g is not None:
         shape, elt = _tensor(g, "the global scale")
@@ -817,7 +930,7 @@ def _parse_sparse(op) -> SparseOp:
 
 def _form(op) -> str:
     """"named" or "general": which attribute set a quantize / dequantize uses."""
-    names = {a if isinstance(a, str) else a.name for a in op.attributes}
+    names = _attr_names(op)
     named = names & set(_NAMED[op.name])
     general = names & set(_GENERAL[op.name])
     if named and general:
@@ -932,14 +1045,14 @@ def _type(shape, elt: str, loc: Any = None):
 
 
 def _general_attrs(number: str, scale: str | None, roundmode: str | None,
-                   scalemode: str | None) -> dict[str, Any]:
-    attrs = {"number": ir.StringAttr.get(number)}
+                   scalemode: str | None, prefix: str = "") -> dict[str, Any]:
+    attrs = {f"{prefix}number": ir.StringAttr.get(number)}
     if scale is not None:
-        attrs["scale"] = ir.StringAttr.get(scale)
+        attrs[f"{prefix}scale"] = ir.StringAttr.get(scale)
     if roundmode is not None:
-        attrs["roundmode"] = ir.StringAttr.get(roundmode)
+        attrs[f"{prefix}roundmode"] = ir.StringAttr.get(roundmode)
     if scalemode is not None:
-        attrs["scalemode"] = ir.StringAttr.get(scalemode)
+        attrs[f"{prefix}scalemode"] = ir.StringAttr.get(scalemode)
     return attrs
 
 
@@ -1031,22 +1144,37 @@ def sparse(x: Any, n: int, m: int, *, dim: int = -1, loc: Any = None, ip: Any = 
 
 
 def scaled_dot(lhs: Any, lhs_scales: Any | None, rhs: Any, rhs_scales: Any | None, *,
-               lhs_format: str | None, rhs_format: str | None,
+               lhs_format: str | None = None, rhs_format: str | None = None,
                lhs_contracting: tuple[int, ...], rhs_contracting: tuple[int, ...],
                lhs_batch: tuple[int, ...] = (), rhs_batch: tuple[int, ...] = (),
                lhs_block_size: int | None = None, rhs_block_size: int | None = None,
                lhs_axis: int | None = None, rhs_axis: int | None = None,
+               lhs_number: str | None = None, lhs_scale: str | None = None,
+               rhs_number: str | None = None, rhs_scale: str | None = None,
                result_type: str = "f32", compute_type: str = "f32",
                global_scale: Any | None = None, loc: Any = None, ip: Any = None) -> Any:
-    """Build ``mx.scaled_dot`` (a side without a format is a plain wide operand without
-    scales); returns the op."""
+    """Build ``mx.scaled_dot``; returns the op.  Each side is a named ``{side}_format``
+    (with ``{side}_block_size`` / ``{side}_axis``), a datatype ``{side}_number`` [+
+    ``{side}_scale``] that is an MX format's (its tiles along a contracting dimension; nvfp4
+    with ``_gf32`` takes ``global_scale``), or neither: a plain wide operand without
+    scales."""
     attrs: dict[str, Any] = {}
     operands = [lhs]
-    for side, fmt_name, scales, k, axis, value in (
-            ("lhs", lhs_format, lhs_scales, lhs_block_size, lhs_axis, lhs),
-            ("rhs", rhs_format, rhs_scales, rhs_block_size, rhs_axis, rhs)):
+    for side, fmt_name, number, scale, scales, k, axis, value in (
+            ("lhs", lhs_format, lhs_number, lhs_scale, lhs_scales, lhs_block_size, lhs_axis,
+             lhs),
+            ("rhs", rhs_format, rhs_number, rhs_scale, rhs_scales, rhs_block_size, rhs_axis,
+             rhs)):
         if side == "rhs":
             operands.append(rhs)
+        if number is not None or scale is not None:
+            if fmt_name is not None or k is not None or axis is not None:
+                raise MXError(f"give a named '{side}_format' (with its block size and axis) "
+                              f"or a datatype '{side}_number', not both")
+            _side_datatype(number, scale, side)
+            attrs.update(_general_attrs(number, scale, None, None, prefix=f"{side}_"))
+            operands.append(scales)
+            continue
         if fmt_name is None:
             continue
         fmt = FORMATS[fmt_name]

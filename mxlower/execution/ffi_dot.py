@@ -8,6 +8,11 @@ custom call on the CPU.
 
     # x: [M, K] f32, w: MX elements [N, K] with scales [N, K / 32]
     y = ffi_dot.dot(x, None, w_elements, w_scales, None, "mxfp4_e2m1")   # [M, N] f32
+    y = ffi_dot.dot(x, None, w_elements, w_scales, None, "e2m1fo:e8m0_t32")  # the same kernel
+
+A side's format is an MX format's name or its datatype (a :class:`~mxlower.numbers.Datatype`
+or a code, blocks along K; :func:`mxlower.lowering.dot_kernels.kernel_side`): both name one
+kernel (:class:`~mxlower.lowering.dot_kernels.DotSpec` is canonical).
 
 The kernel is built, lowered by :data:`mxlower.execution.ffi.KERNEL_PIPELINE`, given an FFI
 handler (:func:`handler_text`: the frame decoded and checked -- dtypes, ranks, the shapes
@@ -51,6 +56,7 @@ import mxlower.execution.ffi_abi as abi
 import mxlower.execution.ptx as ptx
 from mxlower.lowering import dot_kernels
 from mxlower.lowering.dot_kernels import NP, DotSpec
+from mxlower.numbers import Datatype
 from mxlower.passes.lower_dot_kernels import LowerDotKernels
 
 __all__ = ["ENV", "PARALLEL_WORK", "compile_dot", "dot", "handler_text", "host_path",
@@ -272,7 +278,7 @@ def register_called(text: str) -> list[str]:
 # ============================================================================ JAX entry point
 
 
-def _side_name(fmt: str | None, x: Any) -> str:
+def _side_name(fmt: str | Datatype | None, x: Any) -> str | Datatype:
     if fmt is not None:
         return fmt
     dt = np.dtype(x.dtype).name
@@ -281,22 +287,27 @@ def _side_name(fmt: str | None, x: Any) -> str:
     return ffi._WIDE[dt]
 
 
-def spec_for(lhs_format: str | None, rhs_format: str | None, lhs: Any, rhs: Any,
+def spec_for(lhs_format: str | Datatype | None, rhs_format: str | Datatype | None,
+             lhs: Any, rhs: Any,
              lhs_block_size: int | None = None, rhs_block_size: int | None = None,
              path: str | None = None) -> DotSpec:
-    """The kernel of a dot of these sides (``path``: default :func:`host_path`)."""
+    """The kernel of a dot of these sides (``path``: default :func:`host_path`); a format is
+    an MX format's name or datatype, None for a plain side (its type is ``lhs`` / ``rhs``'s
+    dtype)."""
     return DotSpec(_side_name(lhs_format, lhs), _side_name(rhs_format, rhs),
                    lhs_block_size if lhs_format else None,
                    rhs_block_size if rhs_format else None, path or host_path())
 
 
-def dot(a: Any, a_scales: Any, b: Any, b_scales: Any, lhs_format: str | None,
-        rhs_format: str | None, *, lhs_block_size: int | None = None,
+def dot(a: Any, a_scales: Any, b: Any, b_scales: Any, lhs_format: str | Datatype | None,
+        rhs_format: str | Datatype | None, *, lhs_block_size: int | None = None,
         rhs_block_size: int | None = None, path: str | None = None) -> Any:
     """``out[..., m, n] = sum_k A[..., m, k] B[..., n, k]`` (f32) by the kernel, through
     ``jax.ffi.ffi_call``: ``a`` [..., M, K] and ``b`` [..., N, K] with the same leading
     (batch) dimensions, each MX (elements and scales [..., rows, K / k]; f6 as uint8 codes)
-    or plain f32 / bf16 / f16 (scales None, format None).  Any values: the kernel takes the
+    or plain f32 / bf16 / f16 (scales None, format None); a format is an MX format's name or
+    its datatype (``"e2m1fo:e8m0_t32"``, ``"bfp16"``, a :class:`~mxlower.numbers.Datatype`:
+    blocks along K, the last dimension).  Any values: the kernel takes the
     exact f64 contraction where the f32 one could flush or overflow (docs/semantics.md
     section 6).  Works under jit and vmap."""
     import jax  # optional, heavy
@@ -326,7 +337,8 @@ def kernel_paths() -> Sequence[str]:
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m mxlower.execution.ffi_dot LHS RHS [--lhs-block-size K] [--rhs-block-size
     K] [--path P] [--lowered]``: prints the kernel (upstream MLIR; ``--lowered``: the LLVM
-    dialect with its FFI handler).  LHS / RHS: an MX format or f32, bf16, f16."""
+    dialect with its FFI handler).  LHS / RHS: an MX format, an MX format's datatype
+    (``e2m1fo:e8m0_t32``, ``bfp16``) or f32, bf16, f16."""
     ap = argparse.ArgumentParser(prog="python -m mxlower.execution.ffi_dot",
                                  description=main.__doc__.split("\n")[0])
     ap.add_argument("lhs")

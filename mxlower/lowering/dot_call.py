@@ -8,6 +8,10 @@ already), a typed-FFI ``stablehlo.custom_call`` to the kernel's target
 (:attr:`DotSpec.name`), and the kernel's ``[B, M, N]`` reshaped to the dot's result.  The
 ``mxlower-scaled-dot-to-kernel`` pass and ``mxlower.jax``'s CPU ``scaled_dot`` rule both use
 :func:`plan`; the pass uses :func:`emit_call` (JAX emits the call through ``jax.ffi``).
+
+A side's MX format may be given by name or as its datatype (:class:`Side`); :func:`plan`
+keys the kernel by the datatype the kernel reads (the format's element and scale specs with
+blocks of the side's size along K), which :class:`DotSpec` names by the format.
 """
 
 from __future__ import annotations
@@ -20,7 +24,9 @@ from typing import Any
 import numpy as np
 
 from mxlower.bindings.jaxlib import ir, stablehlo
+from mxlower.formats import FORMATS, block_datatype, format_of, get_datatype, why_not_format
 from mxlower.lowering.dot_kernels import STREAM_M, DotSpec, gemm_by_default
+from mxlower.numbers import Datatype
 
 __all__ = ["CALLABLE_TYPES", "Side", "callable_side", "emit_call", "plan", "side_of"]
 
@@ -33,13 +39,46 @@ CALLABLE_TYPES = frozenset({"f32", "bf16", "f16", "f4E2M1FN", "f8E4M3FN", "f8E5M
 class Side:
     """One side of a scaled dot, as :func:`plan` needs it: its MX format (None: plain), its
     element type (``f32``, ``bf16``, ``f16`` for a plain side), block size and blocked axis
-    (MX), and its shape."""
+    (MX), and its shape.  ``fmt`` is a format name or an MX format's datatype (a
+    :class:`~mxlower.numbers.Datatype` or a code such as ``"e4m3fn:e8m0_t32d0"``), whose
+    tiles give the block size and blocked axis (``block_size`` / ``axis`` None, or the
+    same)."""
 
-    fmt: str | None
+    fmt: str | Datatype | None
     element_type: str
     block_size: int | None
     axis: int | None
     shape: tuple[int, ...]
+
+
+def _named(side: Side) -> Side:
+    """``side`` with its MX format by name, block size and axis given (ValueError for a
+    datatype that is no MX format's, or that contradicts ``block_size`` / ``axis``)."""
+    if side.fmt is None or (isinstance(side.fmt, str) and side.fmt in FORMATS):
+        return side
+    dt = get_datatype(side.fmt)
+    m = format_of(dt)
+    if m is None:
+        raise ValueError(f"dot: datatype {dt.code} is not an MX format's: {why_not_format(dt)}")
+    fmt, k, dim = m
+    rank = len(side.shape)
+    if not -rank <= dim < rank:
+        raise ValueError(f"dot: datatype {dt.code} blocks dimension {dim} of a rank-{rank} "
+                         "side")
+    axis = dim % rank
+    for what, given, want in (("block size", side.block_size, k), ("axis", side.axis, axis)):
+        if given is not None and given != want:
+            raise ValueError(f"dot: datatype {dt.code} has {what} {want}, the side {given}")
+    return dataclasses.replace(side, fmt=fmt.name, block_size=k, axis=axis)
+
+
+def _kernel_side(side: Side) -> str | Datatype:
+    """What :class:`DotSpec` takes for ``side``: its plain type, or the datatype the kernel
+    reads (the format's with the side's blocks along K, the last dimension of the kernel's
+    ``[B, rows, K]``)."""
+    if side.fmt is None:
+        return side.element_type
+    return block_datatype(FORMATS[side.fmt], side.block_size)
 
 
 def plan(lhs: Side, rhs: Side, contracting: tuple[Sequence[int], Sequence[int]],
@@ -56,7 +95,9 @@ def plan(lhs: Side, rhs: Side, contracting: tuple[Sequence[int], Sequence[int]],
     than XLA's dot): the kernel's f32 GEMM path is slower than the dequantize kernels +
     XLA's f32 dot, its packed dot products faster (BENCHMARKS.md).  ``swap``: the kernel
     computes ``rhs x lhs``
-    (the side with few free rows streams the other: a GEMV written ``w @ x``)."""
+    (the side with few free rows streams the other: a GEMV written ``w @ x``).  A side's
+    format may be a datatype (:class:`Side`)."""
+    lhs, rhs = _named(lhs), _named(rhs)
     sides = {"lhs": lhs, "rhs": rhs}
     free = {}
     for i, name in enumerate(("lhs", "rhs")):
@@ -70,8 +111,7 @@ def plan(lhs: Side, rhs: Side, contracting: tuple[Sequence[int], Sequence[int]],
     swap = free["lhs"] > STREAM_M >= free["rhs"]
     a, b = (rhs, lhs) if swap else (lhs, rhs)
     try:
-        spec = DotSpec(a.fmt or a.element_type, b.fmt or b.element_type,
-                       a.block_size if a.fmt else None, b.block_size if b.fmt else None, path)
+        spec = DotSpec(_kernel_side(a), _kernel_side(b), path=path)
     except ValueError:
         return None
     if min(free.values()) > STREAM_M and not gemm and not gemm_by_default(spec, vendor):
@@ -80,9 +120,10 @@ def plan(lhs: Side, rhs: Side, contracting: tuple[Sequence[int], Sequence[int]],
 
 
 def side_of(o: Any) -> Side:
-    """The :class:`Side` of a parsed ``mx.scaled_dot`` operand (:class:`mxlower.dialect.mx.Operand`)."""
-    return Side(o.fmt.name if o.fmt is not None else None, o.element_type, o.block_size,
-                o.axis, tuple(o.shape))
+    """The :class:`Side` of a parsed ``mx.scaled_dot`` operand
+    (:class:`mxlower.dialect.mx.Operand`), an MX side by its datatype (whichever spelling the
+    op used: both parse to one record)."""
+    return Side(o.datatype, o.element_type, o.block_size, o.axis, tuple(o.shape))
 
 
 def callable_side(o: Any) -> bool:

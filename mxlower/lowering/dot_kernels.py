@@ -117,12 +117,13 @@ import numpy as np
 from mxlower import diagnostics as diag
 from mxlower import types
 from mxlower.bindings import collect_ops, upstream
-from mxlower.formats import FORMATS, WIDE_TYPES, MXFormat
+from mxlower.formats import FORMATS, WIDE_TYPES, MXFormat, format_of, get_datatype, why_not_format
+from mxlower.numbers import Datatype, SpecError
 
 __all__ = ["ATTR", "EXACT_ACC", "NP", "NR_STREAM", "PARTS", "PATHS", "STREAM_M",
            "DotKernelError", "DotSpec", "build", "cpu_flags", "declaration", "declarations",
            "expand_declarations", "host_paths",
-           "integer_shift", "unscaled_bits"]
+           "integer_shift", "kernel_side", "unscaled_bits"]
 
 #: SIMD paths a kernel can be built for, best first (``portable`` runs everywhere; ``vnni``
 #: is ``avx2`` plus the VNNI dot products of AVX512-VNNI (with AVX512VL) or AVX-VNNI, in
@@ -274,10 +275,47 @@ def _unit_range(fmt: MXFormat) -> tuple[int, int]:
     return -u, u
 
 
+def kernel_side(v: str | Datatype, what: str = "side") -> tuple[str, int | None]:
+    """``(name, block size)`` of a dot kernel's side given as an MX format name or a plain
+    type (f32, bf16, f16; block size None), or as a datatype -- a
+    :class:`~mxlower.numbers.Datatype` or a datatype code (``"e4m3fn:e8m0_t32"``, a
+    predefined name such as ``"bfp16"``): an MX format's (:func:`mxlower.formats.format_of`,
+    its block size the tiles'; nvfp4's tensor level ``_gf32`` is the caller's global scale,
+    applied after the kernel as for ``"nvfp4"``), or an unscaled f32, bf16 or f16.  The
+    kernel's sides are ``[B, rows, K]`` with the blocks along K, so a datatype's tiles run
+    along the last dimension (no ``dY`` but ``d-1``).  ValueError otherwise."""
+    if isinstance(v, str) and (v in FORMATS or v in WIDE_TYPES):
+        return v, None
+    try:
+        dt = get_datatype(v)
+    except (SpecError, TypeError, AttributeError) as err:
+        raise ValueError(f"dot kernel: {what} {v!r} is neither an MX format "
+                         f"({', '.join(FORMATS)}), f32, bf16 or f16, nor a datatype ({err})") \
+            from None
+    if dt.scale is None and dt.number.mlir in WIDE_TYPES:
+        return dt.number.mlir, None
+    m = format_of(dt)
+    if m is None:
+        raise ValueError(f"dot kernel: {what} datatype {dt.code} is not an MX format's: "
+                         f"{why_not_format(dt)}")
+    fmt, k, dim = m
+    if dim != -1:
+        raise ValueError(f"dot kernel: {what} datatype {dt.code} blocks dimension {dim}; the "
+                         "kernel's sides are [B, rows, K] with the blocks along K, the last "
+                         "dimension (a scale spec without 'dY')")
+    return fmt.name, k
+
+
 @dataclasses.dataclass(frozen=True)
 class DotSpec:
     """One dot kernel.  ``lhs`` / ``rhs``: an MX format name or a plain type (f32, bf16,
-    f16); at least one side is MX.  The block sizes default to the formats'."""
+    f16), or a datatype (:func:`kernel_side`: a :class:`~mxlower.numbers.Datatype` or a code
+    such as ``"e2m1fo:e8m0_t32"``, which gives its block size); at least one side is MX.
+    The block sizes default to the formats'.
+
+    The fields are canonical, whichever spelling made the spec: each side the format's name
+    (or the plain type), each block size None where it is the format's (and on a plain side),
+    so the specs of one kernel are equal, hash alike and have one :attr:`name`."""
 
     lhs: str
     rhs: str
@@ -287,10 +325,18 @@ class DotSpec:
 
     def __post_init__(self) -> None:
         for side in ("lhs", "rhs"):
+            name, dk = kernel_side(getattr(self, side), side)
+            given = getattr(self, f"{side}_block_size")
+            if dk is not None and given is not None and given != dk:
+                raise ValueError(f"dot kernel: {side} datatype {getattr(self, side)!r} has "
+                                 f"blocks of {dk}, but {side}_block_size is {given}")
+            k = dk if given is None else given
+            if name not in FORMATS or k == FORMATS[name].block_size:
+                k = None
+            object.__setattr__(self, side, name)
+            object.__setattr__(self, f"{side}_block_size", k)
+        for side in ("lhs", "rhs"):
             v = getattr(self, side)
-            if v not in FORMATS and v not in WIDE_TYPES:
-                raise ValueError(f"dot kernel: {side} {v!r} is neither an MX format "
-                                 f"({', '.join(FORMATS)}) nor f32, bf16 or f16")
             k = self.k(side)
             if v in FORMATS:
                 if k <= 0:

@@ -45,7 +45,10 @@ class ScaledDotToKernel(ModulePass):
     on the operands as stored: where scales near the ends of the range (or huge, subnormal
     or non-finite plain values) could make an f32 contraction flush or overflow, it runs the
     exact f64 contraction instead, so no ``stablehlo.if`` or reduction is emitted around the
-    call.  nvfp4's global scale and the result type are applied after the call.
+    call.  nvfp4's global scale and the result type are applied after the call.  A side
+    named by its datatype (``rhs_number = "e2m1fo", rhs_scale = "e8m0_t32"``) is the same
+    side as by its format (``rhs_format = "mxfp4_e2m1"``): one parsed op, one kernel, keyed
+    by the datatype it reads (:func:`mxlower.lowering.dot_call.plan`).
 
     Every other op, and every scaled dot the kernel does not take, is left for
     ``mxlower-decompose-mx``.  The targets are mxlower's own: ``mxlower-run --backend=xla``

@@ -30,7 +30,7 @@ def _tool(name):
 
 # Pass the environment that matters through to tests.
 for var in ("HOME", "TMPDIR", "XLA_FLAGS", "JAX_PLATFORMS", "MXLOWER_DEBUG", "CUDA_HOME",
-            "PATH", "CI"):
+            "PATH", "CI", "PYTHONPATH"):
     if var in os.environ:
         config.environment[var] = os.environ[var]
 config.environment["PYTHONUNBUFFERED"] = "1"

@@ -56,8 +56,8 @@ PY_VALUES = {
     "roundmode": set(ROUND_MODES),
     "scalemode": set(CAST_SCALE_MODES),
 }
-#: string attributes whose values are open (number and scale specs)
-STRING_ATTRIBUTES = {"number", "scale"}
+#: string attributes whose values are open (number and scale specs; a scaled_dot side's too)
+STRING_ATTRIBUTES = {"number", "scale", "lhs_number", "lhs_scale", "rhs_number", "rhs_scale"}
 
 # ----------------------------------------------------------------------------- the definition
 
@@ -317,6 +317,27 @@ def builder_corpus(jctx) -> list[tuple[str, str, int]]:
                           global_scale=a[-1] if glob else None, ip=ip)
 
         add(f"scaled_dot {lf} x {rf} global={glob}", types, make)
+    # sides named by their MX format's datatype (at most four operands: IRDL's forms)
+    for label, types, sides, glob in [
+            ("specs x name", [_t((4, 64), "f8E4M3FN"), _t((4, 2), "f8E8M0FNU"),
+                              _t((8, 64), "i8"), _t((8, 8), "f8E8M0FNU")],
+             dict(lhs_number="e4m3fn", lhs_scale="e8m0_t32", rhs_number="bfp16"), False),
+            ("code x plain", [_t((4, 64), "f4E2M1FN"), _t((4, 2), "f8E8M0FNU"),
+                              _t((8, 64), "bf16")],
+             dict(lhs_number="e2m1fo:e8m0_t32d1"), False),
+            ("plain x nvfp4 two-level", [_t((4, 64), "f16"), _t((8, 64), "f4E2M1FN"),
+                                         _t((8, 4), "f8E4M3FN"), "tensor<f32>"],
+             dict(rhs_number="e2m1fo", rhs_scale="e4m3fn_t16_gf32"), True)]:
+        def make(a, ip, sides=sides, glob=glob):
+            scaled = [s for s in ("lhs", "rhs") if f"{s}_number" in sides]
+            li = 0
+            ri = 2 if "lhs" in scaled else 1
+            mx.scaled_dot(a[li], a[li + 1] if "lhs" in scaled else None, a[ri],
+                          a[ri + 1] if "rhs" in scaled else None, lhs_contracting=(1,),
+                          rhs_contracting=(1,), global_scale=a[-1] if glob else None, ip=ip,
+                          **sides)
+
+        add(f"scaled_dot datatype {label}", types, make)
     for elt, bits in mx.PACKABLE.items():
         n = 8 * 3  # fills whole bytes for every width
         add(f"pack {elt}", [_t((2, n), elt)],

@@ -678,3 +678,32 @@ def test_ahead_of_time_library_runs_without_the_jit(tmp_path):
     with pytest.raises(Exception, match="must have dtype"):
         jax.ffi.ffi_call(target, jax.ShapeDtypeStruct((1, 3, 40), F32))(
             x[None].astype(np.float16), e[None], s[None]).block_until_ready()
+
+
+def test_sides_given_as_datatypes_run_the_formats_kernels(capsys):
+    """ffi_dot takes a side's format as an MX format's datatype (a code, a predefined name, a
+    Datatype): the spec, and so the registered target and its results, are the format's;
+    the command line prints the same kernel for either spelling."""
+    from mxlower.formats import block_datatype
+
+    rng = np.random.default_rng(43)
+    a, sa, va = _side(rng, "mxint8", (3, 64), 8)
+    b, sb, vb = _side(rng, "mxfp4_e2m1", (5, 64))
+    path = PATHS[-1]
+    named = ffi_dot.spec_for("mxint8", "mxfp4_e2m1", a, b, 8, None, path)
+    for lf, rf in (("bfp16", "e2m1fo:e8m0_t32"),
+                   (block_datatype(FORMATS["mxint8"], 8), "mxfp4e2")):
+        spec = ffi_dot.spec_for(lf, rf, a, b, None, None, path)
+        assert spec == named and ffi_dot.register(spec) == ffi_dot.register(named)
+        got = np.asarray(ffi_dot.dot(a, sa, b, sb, lf, rf, path=path))
+        want = np.asarray(ffi_dot.dot(a, sa, b, sb, "mxint8", "mxfp4_e2m1", lhs_block_size=8,
+                                      path=path))
+        assert got.tobytes() == want.tobytes()
+        assert_dot_close(got, va, vb, (((1,), (1,)), ((), ())), what=f"{lf} x {rf}")
+    texts = []
+    for argv in (["mxint8", "f32", "--lhs-block-size", "8"], ["int8:e8m0_t8", "float32"]):
+        assert ffi_dot.main(argv) == 0
+        texts.append(capsys.readouterr().out)
+    assert texts[0] == texts[1] and "mxlower_dot_mxint8k8_f32_portable" in texts[0]
+    assert ffi_dot.main(["e5m6:e8m0_t32", "f32"]) == 1
+    assert "not an MX format's" in capsys.readouterr().err

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import fractions
+import re
 
 import numpy as np
 import pytest
 
 from mxlower.bindings import jaxlib as J
 from mxlower.dialect import mx
+from mxlower.formats import format_of
 from mxlower.lowering.mx_math import f32_bits_floor
 
 ir = J.ir
@@ -234,3 +236,101 @@ def test_an_mx_datatype_cast_names_the_format_quantize(ctx):
     assert got == [want for _, want in mxs]
     for v in views[len(mxs):]:
         assert (v.fmt, v.block_size, v.axis, v.scale_mode) == (None,) * 4, v.datatype.code
+
+
+def _side_record(o):
+    return (o.value, o.scales, o.fmt, o.block_size, o.axis, o.shape, o.element_type)
+
+
+def _dot_record(s):
+    return (_side_record(s.lhs), _side_record(s.rhs), s.global_scale, s.lhs_contracting,
+            s.rhs_contracting, s.lhs_batch, s.rhs_batch, s.compute_type, s.result_type,
+            s.result_shape)
+
+
+def test_a_scaled_dot_side_as_a_datatype_is_the_format_side(ctx):
+    """One vocabulary for mx.scaled_dot: a side named by its MX format's datatype, spelt as
+    mx.dequantize spells one (``lhs_number`` [+ ``lhs_scale``]: specs, a predefined name, a
+    ``number:scale`` code; nvfp4's two-level datatype with the global scale operand), parses
+    into the record of the side its format names (``lhs_format`` with block size and axis):
+    the same format, block size, axis, operands; ``Operand.datatype`` is the side's datatype
+    in either spelling."""
+    m, block, ip = _func(ctx, ["tensor<4x64xf8E4M3FN>", "tensor<4x2xf8E8M0FNU>",
+                               "tensor<64x8xf4E2M1FN>", "tensor<2x8xf8E8M0FNU>",
+                               "tensor<8x64xi8>", "tensor<8x8xf8E8M0FNU>",
+                               "tensor<8x64xf4E2M1FN>", "tensor<8x4xf8E4M3FN>", "tensor<f32>",
+                               "tensor<4x64xbf16>"])
+    a, as_, w, ws, i8, is8, n, ns, g, x = block.arguments
+    nt = dict(lhs_contracting=(1,), rhs_contracting=(1,))
+    tn = dict(lhs_contracting=(1,), rhs_contracting=(0,))
+    pairs = [  # operands, dims, named spelling, datatype spelling
+        ((a, as_, w, ws), tn, dict(lhs_format="mxfp8_e4m3", rhs_format="mxfp4_e2m1", rhs_axis=0),
+         dict(lhs_number="e4m3fn", lhs_scale="e8m0_t32", rhs_number="e2m1fo:e8m0_t32d0")),
+        ((a, as_, i8, is8), nt, dict(lhs_format="mxfp8_e4m3", rhs_format="mxint8",
+                                     rhs_block_size=8),
+         dict(lhs_number="mxfp8e4", rhs_number="bfp16")),
+        ((x, None, n, ns), nt, dict(rhs_format="nvfp4"), dict(rhs_number="nvfp4")),
+        ((x, None, n, ns), nt, dict(rhs_format="nvfp4", global_scale=g),
+         dict(rhs_number="e2m1fo", rhs_scale="e4m3fn_t16_gf32", global_scale=g)),
+        ((a, as_, x, None), nt, dict(lhs_format="mxfp8_e4m3", global_scale=g),
+         dict(lhs_number="e4m3fn", lhs_scale="e8m0_t32d1", global_scale=g)),
+    ]
+    built = [(mx.scaled_dot(*ops, **dims, **named, ip=ip),
+              mx.scaled_dot(*ops, **dims, **general, ip=ip)) for ops, dims, named, general in pairs]
+    assert mx.verify(m) == []
+    for named, general in built:
+        va, vb = mx.parse(named), mx.parse(general)
+        assert type(va) is type(vb) is mx.ScaledDotOp
+        assert _dot_record(va) == _dot_record(vb)
+        for sa, sb in ((va.lhs, vb.lhs), (va.rhs, vb.rhs)):
+            assert sa.datatype == sb.datatype
+            if sa.fmt is not None:
+                assert format_of(sa.datatype) == (sa.fmt, sa.block_size, sa.axis)
+        assert str(named.results[0].type) == str(general.results[0].type)
+    text = str(m)
+    assert ('lhs_number = "e4m3fn", lhs_scale = "e8m0_t32", rhs_number = "e2m1fo:e8m0_t32d0"'
+            in text)
+    assert mx.verify(ir.Module.parse(text)) == []
+    # the builder: one spelling per side, and only an MX format's datatype
+    with pytest.raises(mx.MXError, match="'lhs_format' .* or a datatype 'lhs_number', not both"):
+        mx.scaled_dot(a, as_, x, None, lhs_format="mxfp8_e4m3", lhs_number="e4m3fn", **nt,
+                      ip=ip)
+    with pytest.raises(mx.MXError, match="not both"):
+        mx.scaled_dot(a, as_, x, None, lhs_axis=1, lhs_number="mxfp8_e4m3", **nt, ip=ip)
+    with pytest.raises(mx.MXError, match="the lhs datatype e5m6:e8m0_t32 is not an MX "
+                                         "format's: no MX format has e5m6 elements"):
+        mx.scaled_dot(a, as_, x, None, lhs_number="e5m6", lhs_scale="e8m0_t32", **nt, ip=ip)
+    with pytest.raises(mx.MXError, match="bad rhs datatype: 'e9m3'"):
+        mx.scaled_dot(x, None, a, as_, rhs_number="e9m3", **nt, ip=ip)
+
+
+@pytest.mark.parametrize("attrs, message", [
+    ('lhs_number = "uint4", lhs_scale = "float32_uint8_t16"', "its scales have a zero point"),
+    ('lhs_number = "e4m3fn", lhs_scale = "e8m0_t32x32"', r"2D tiles \('_t32x32'\)"),
+    ('lhs_number = "e4m3fn", lhs_scale = "e8m0"', "one scale for the whole tensor"),
+    ('lhs_number = "e4m3fn", lhs_scale = "e8m0_t0"', "a scale per channel"),
+    ('lhs_number = "e4m3fn", lhs_scale = "e8m0_t32_gf32"',
+     "only nvfp4 has two-level scaling"),
+    ('lhs_number = "mxint4"', "no MX format has int4 elements with e8m0 scales"),
+    ('lhs_number = "f8E4M3FN"', "it is unscaled"),
+    ('lhs_number = "e4m3fn", lhs_scale = "e8m0_t32d0"',
+     r"blocks dimension 0, which is not a contracting dimension of the lhs operand \(1\).*"
+     r"'e8m0_t32d1'"),
+    ('lhs_number = "e4m3fn", lhs_scale = "e8m0_t32d5"', "out of range for the rank-2"),
+    ('lhs_number = "e4m3fn", lhs_roundmode = "even"', "'lhs_roundmode' does not apply"),
+    ('lhs_format = "mxfp8_e4m3", lhs_scale = "e8m0_t32"',
+     r"the lhs side mixes a named format \(lhs_format\) with a datatype \(lhs_scale\)"),
+    ('lhs_scale = "e8m0_t32"', "missing attribute 'lhs_number'"),
+    ('lhs_number = "e4m3fn:e8m0_t16"', "the lhs scales must have shape tensor<4x4xf8E8M0FNU>"),
+    ('lhs_number = "mxfp8_e5m2"', "the lhs operand of mxfp8_e5m2 must have element type"),
+])
+def test_a_scaled_dot_side_datatype_that_is_no_mx_formats_is_an_error(ctx, attrs, message):
+    text = ('func.func @f(%a: tensor<4x64xf8E4M3FN>, %s: tensor<4x2xf8E8M0FNU>, '
+            '%x: tensor<8x64xf32>) -> tensor<4x8xf32> {\n'
+            f'  %r = "mx.scaled_dot"(%a, %s, %x) {{{attrs}, dot_dimension_numbers = '
+            '#stablehlo.dot<lhs_contracting_dimensions = [1], rhs_contracting_dimensions = '
+            '[1]>} : (tensor<4x64xf8E4M3FN>, tensor<4x2xf8E8M0FNU>, tensor<8x64xf32>) -> '
+            'tensor<4x8xf32>\n  return %r : tensor<4x8xf32>\n}\n')
+    [(_, msg)] = mx.verify(ir.Module.parse(text))
+    assert msg.startswith("'mx.scaled_dot' op ")
+    assert re.search(message, msg), msg

@@ -87,6 +87,113 @@ def test_scaled_dot(i):
     assert_dot_close(outs[i], a, b, dims, out, g, what=str(DOT_CASES[i][:2]))
 
 
+# ----------------------------------------------------------------------------- one vocabulary
+
+#: (elements, scales, named side attributes, datatype side attributes) of one scaled side
+#: spelt both ways (the dot contracts the lhs's dimension 1 and the rhs's dimension 0)
+SPELT = [
+    ((16, 64), "f8E4M3FN", (16, 2), "f8E8M0FNU", ("mxfp8_e4m3", 32, 1),
+     'number = "e4m3fn", {side}_scale = "e8m0_t32"'),
+    ((64, 8), "f4E2M1FN", (2, 8), "f8E8M0FNU", ("mxfp4_e2m1", 32, 0),
+     'number = "e2m1fo:e8m0_t32d0"'),
+    ((16, 64), "i8", (16, 8), "f8E8M0FNU", ("mxint8", 8, 1), 'number = "bfp16"'),
+    ((64, 8), "f4E2M1FN", (4, 8), "f8E4M3FN", ("nvfp4", 16, 0),
+     'number = "e2m1fo", {side}_scale = "e4m3fn_t16d0_gf32"'),
+]
+
+
+def _spelt_module(case, spelling: str) -> str:
+    """A function whose scaled_dot has the scaled side of ``case`` (lhs when it blocks
+    dimension 1, else rhs) against a plain bf16 side, spelt ``named`` or ``datatype``; nvfp4
+    with a global scale."""
+    eshape, elt, sshape, selt, (fmt, k, axis), general = case
+    side = "lhs" if axis == 1 else "rhs"
+    plain = "tensor<64x8xbf16>" if side == "lhs" else "tensor<16x64xbf16>"
+    scaled = [f"tensor<{eshape[0]}x{eshape[1]}x{elt}>", f"tensor<{sshape[0]}x{sshape[1]}x{selt}>"]
+    glob = ["tensor<f32>"] if fmt == "nvfp4" else []
+    types = (scaled + [plain] if side == "lhs" else [plain] + scaled) + glob
+    rshape = "16x8"
+    if spelling == "named":
+        attrs = (f'{side}_format = "{fmt}", {side}_block_size = {k} : i64, '
+                 f'{side}_axis = {axis} : i64')
+    else:
+        attrs = f"{side}_" + general.format(side=side)
+    args = ", ".join(f"%a{i}: {t}" for i, t in enumerate(types))
+    names = ", ".join(f"%a{i}" for i in range(len(types)))
+    return (f"func.func @main({args}) -> tensor<{rshape}xf32> {{\n"
+            f'  %r = "mx.scaled_dot"({names}) {{{attrs}, dot_dimension_numbers = '
+            "#stablehlo.dot<lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [0]>}"
+            f" : ({', '.join(types)}) -> tensor<{rshape}xf32>\n"
+            f"  return %r : tensor<{rshape}xf32>\n}}\n")
+
+
+@pytest.mark.parametrize("pipeline", [
+    "builtin.module(mxlower-mx-to-stablehlo)",
+    "builtin.module(mxlower-scaled-dot-to-kernel{path=avx2},mxlower-mx-to-stablehlo)"])
+@pytest.mark.parametrize("case", SPELT, ids=[c[4][0] for c in SPELT])
+def test_a_datatype_side_lowers_as_its_format(case, pipeline):
+    """One vocabulary: a scaled_dot side named by its MX format's datatype (specs, a
+    ``number:scale`` code with the blocked dimension, ``bfp16``, nvfp4's two-level datatype)
+    parses into the named side's record and lowers to the same StableHLO, by the
+    decomposition and by the dot kernel's call."""
+    from mxlower.bindings import jaxlib as J
+    from mxlower.dialect import mx
+    from mxlower.pipeline.manager import run_pipeline
+
+    out, records = [], []
+    for spelling in ("named", "datatype"):
+        with J.make_context(allow_unregistered=True):
+            m = J.ir.Module.parse(_spelt_module(case, spelling))
+            op = m.body.operations[0].regions[0].blocks[0].operations[0]
+            s = mx.parse(op)
+            records.append([(o.fmt, o.block_size, o.axis, o.shape, o.element_type, o.datatype)
+                            for o in (s.lhs, s.rhs)] + [s.global_scale is not None])
+            run_pipeline(m, pipeline)
+            out.append(str(m))
+    assert records[0] == records[1]
+    assert "mx." not in out[0] and out[0] == out[1]
+    if "kernel" in pipeline:
+        assert "custom_call @mxlower_dot_" in out[0]
+
+
+def test_datatype_sides_run_as_their_formats():
+    """The datatype spelling on XLA:CPU: bit for bit the named spelling's results, within
+    section 6's bound of the oracle."""
+    rng = np.random.default_rng(23)
+    m = MxModule()
+    checks = []
+    for eshape, _, _, _, (fmt, k, axis), general in SPELT:
+        side = "lhs" if axis == 1 else "rhs"
+        x = (rng.standard_normal(eshape) * 2.0 ** rng.integers(-3, 4, eshape)).astype(F32)
+        e, s = R.quantize(x, fmt, axis=axis, block_size=k)
+        p = rng.standard_normal((64, 8) if side == "lhs" else (16, 64)).astype(WIDE["bf16"])
+        g = 0.37 if fmt == "nvfp4" else None
+        ev, sv, pv = m.arg(e), m.arg(s), m.arg(p)
+        gv = m.arg(np.array(g, F32)) if g is not None else None
+        dims = (((1,), (0,)), ((), ()))
+        ops = ([ev, sv, pv] if side == "lhs" else [pv, ev, sv]) + ([gv] if gv else [])
+        if side == "lhs":
+            named = m.scaled_dot(ev, sv, pv, None, lhs_format=fmt, rhs_format=None, dims=dims,
+                                 block_sizes=(k, None), global_scale=gv)
+        else:
+            named = m.scaled_dot(pv, None, ev, sv, lhs_format=None, rhs_format=fmt, dims=dims,
+                                 block_sizes=(None, k), global_scale=gv)
+        dn = ("#stablehlo.dot<lhs_contracting_dimensions = [1], rhs_contracting_dimensions = "
+              "[0]>")
+        spelt = m.raw(f'{{r}} = "mx.scaled_dot"({", ".join(o.name for o in ops)}) '
+                      f'{{{side}_{general.format(side=side)}, dot_dimension_numbers = {dn}}} : '
+                      f'({", ".join(o.type for o in ops)}) -> {named.type}', named.shape, "f32")
+        m.ret(named, spelt)
+        deq = _dequant(e, s, fmt, axis, k)
+        plain = p.astype(F32)
+        checks.append(((deq, plain) if side == "lhs" else (plain, deq), dims, g, fmt))
+    outs = iter(m.run())
+    for (a, b), dims, g, fmt in checks:
+        named, spelt = next(outs), next(outs)
+        assert named.tobytes() == spelt.tobytes(), fmt
+        assert_dot_close(spelt, a, b, dims, "f32", g, what=fmt)
+
+
 # ----------------------------------------------------------------------------- custom calls
 
 CUSTOM_CALLS = r"""

@@ -203,3 +203,68 @@ def test_the_target_names_round_trip():
             assert DotSpec.from_name(spec.name) == spec
     with pytest.raises(ValueError, match="not the name"):
         DotSpec.from_name("mxlower_dot_f32_f32_avx2")
+
+
+def test_a_kernel_spec_keyed_by_datatype_is_the_format_spec():
+    """DotSpec takes a side as an MX format's datatype (a Datatype, its code, a predefined
+    name) and is then the spec its format names: equal fields, hash, name (the FFI target),
+    declaration and kernel text; the fields are canonical (a block size None where it is the
+    format's), so the specs of one kernel are equal whichever spelling made them."""
+    from mxlower.formats import block_datatype
+    from mxlower.lowering import dot_kernels
+    from mxlower.lowering.dot_kernels import DotSpec
+
+    for n, fmt in enumerate(FORMATS.values()):
+        for k in (None, 16 if fmt.block_size == 32 else 32, 64):
+            dt = block_datatype(fmt, k)
+            named = DotSpec("f32", fmt.name, None, k, "avx2")
+            assert named == DotSpec("f32", fmt.name, None, k or fmt.block_size, "avx2")
+            for side in (dt, dt.code, block_datatype(fmt, k, 1).code.replace("d1", "d-1")):
+                spec = DotSpec("f32", side, path="avx2")
+                assert (spec, hash(spec), spec.name) == (named, hash(named), named.name)
+                assert (spec.rhs, spec.rhs_block_size) == (fmt.name, k if k != fmt.block_size
+                                                            else None)
+                assert dot_kernels.declarations(spec) == dot_kernels.declarations(named)
+                assert DotSpec.from_name(spec.name) == spec
+            if n < 2:  # the whole kernel, for two formats
+                assert dot_kernels.build(DotSpec(dt, "bf16", path="portable")) == \
+                    dot_kernels.build(DotSpec(fmt.name, "bf16", k, path="portable"))
+    assert DotSpec("bfp16", "mxfp8e4") == DotSpec("mxint8", "mxfp8_e4m3", 8)
+    assert DotSpec("mxint8", "e2m1fo:e4m3fn_t16_gf32").rhs == "nvfp4"  # g: the caller's
+    assert DotSpec("float32", "e2m1fo:e8m0_t32").name == "mxlower_dot_f32_mxfp4_e2m1k32_portable"
+    for lhs, k, message in [
+            ("e4m3fn:e8m0_t32d0", None, "blocks dimension 0; the kernel's sides are"),
+            ("e5m6:e8m0_t32", None, "not an MX format's: no MX format has e5m6 elements"),
+            ("f8E4M3FN", None, "not an MX format's: it is unscaled"),
+            ("e4m3fn:e8m0_t32", 16, "has blocks of 32, but lhs_block_size is 16"),
+            ("mxfp9", None, "neither an MX format"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            DotSpec(lhs, "f32", k)
+
+
+def test_plan_takes_a_side_as_a_datatype():
+    """dot_call.plan: a side given by its datatype (the blocked dimension in the dot's layout)
+    plans the kernel its format does; the parsed op's side (either spelling) by its datatype."""
+    from mxlower.formats import block_datatype
+    from mxlower.lowering import dot_call
+
+    dims = (((0,), (1,)), ((), ()))
+    w = dot_call.Side("mxfp8_e4m3", "f8E4M3FN", 32, 0, (64, 40))
+    x = dot_call.Side(None, "bf16", None, None, (2, 64))
+    want = dot_call.plan(w, x, *dims, "avx2")
+    assert want is not None and want[1]  # swapped: the MX side has the rows
+    for fmt in ("e4m3fn:e8m0_t32d0", block_datatype(FORMATS["mxfp8_e4m3"], 32, 0)):
+        for k, axis in ((None, None), (32, 0)):
+            got = dot_call.plan(dot_call.Side(fmt, "f8E4M3FN", k, axis, (64, 40)), x, *dims,
+                                "avx2")
+            assert got == want
+    # blocks along a free dimension: no kernel, as for the format with that axis
+    free = dot_call.Side("e4m3fn:e8m0_t8", "f8E4M3FN", None, None, (64, 40))
+    assert dot_call.plan(free, x, *dims, "avx2") is None
+    with pytest.raises(ValueError, match="has axis 1, the side 0"):
+        dot_call.plan(dot_call.Side("e4m3fn:e8m0_t8", "f8E4M3FN", None, 0, (64, 40)), x,
+                      *dims, "avx2")
+    with pytest.raises(ValueError, match="not an MX format's"):
+        dot_call.plan(dot_call.Side("e5m6:e8m0_t32", "ui16", None, None, (64, 40)), x, *dims,
+                      "avx2")

@@ -55,8 +55,20 @@ func.func @scale_shape(%q: tensor<4x64xf8E4M3FN>, %s: tensor<4x4xf8E8M0FNU>) {
 // CHECK-LABEL: func.func @scaled_dot_operands
 // CHECK: "mx.scaled_dot"
 func.func @scaled_dot_operands(%a: tensor<4x64xbf16>, %b: tensor<8x64xf32>, %g: tensor<f32>) {
-  // expected-error @+1 {{'mx.scaled_dot' op neither operand is scaled: give 'lhs_format' and/or 'rhs_format'}}
+  // expected-error @+1 {{'mx.scaled_dot' op neither operand is scaled: give 'lhs_format' and/or 'rhs_format' (or 'lhs_number' / 'rhs_number': a datatype)}}
   %r = "mx.scaled_dot"(%a, %b, %g) {dot_dimension_numbers = #stablehlo.dot<lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [1]>} : (tensor<4x64xbf16>, tensor<8x64xf32>, tensor<f32>) -> tensor<4x8xf32>
+  return
+}
+
+// -----
+
+// A scaled_dot side's datatype (`lhs_number` / `lhs_scale`) is an open string to IRDL; only
+// an MX format's datatype names a scaled side.
+// CHECK-LABEL: func.func @scaled_dot_side_datatype
+// CHECK: "mx.scaled_dot"
+func.func @scaled_dot_side_datatype(%a: tensor<4x64xui16>, %as: tensor<4x2xf8E8M0FNU>, %b: tensor<8x64xf32>) {
+  // expected-error @+1 {{'mx.scaled_dot' op the lhs datatype e5m6:e8m0_t32 is not an MX format's: no MX format has e5m6 elements with e8m0 scales (mxfp8_e4m3 = e4m3fn + e8m0, mxfp8_e5m2 = e5m2 + e8m0, mxfp6_e3m2 = e3m2fo + e8m0, mxfp6_e2m3 = e2m3fo + e8m0, mxfp4_e2m1 = e2m1fo + e8m0, mxint8 = int8 + e8m0, nvfp4 = e2m1fo + e4m3fn)}}
+  %r = "mx.scaled_dot"(%a, %as, %b) {lhs_number = "e5m6", lhs_scale = "e8m0_t32", dot_dimension_numbers = #stablehlo.dot<lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [1]>} : (tensor<4x64xui16>, tensor<4x2xf8E8M0FNU>, tensor<8x64xf32>) -> tensor<4x8xf32>
   return
 }
 

@@ -62,6 +62,22 @@ func.func @scaled_dot_forms(%a: tensor<4x64xf8E4M3FN>, %as: tensor<4x2xf8E8M0FNU
 
 // -----
 
+// Sides named by their MX format's datatype (as mx.dequantize names one, prefixed by the
+// side): number and scale specs, a predefined name, a number:scale code; nvfp4 with its
+// tensor scale and the global scale operand.
+// CHECK-LABEL: func.func @scaled_dot_datatype_sides
+// CHECK: "mx.scaled_dot"(%{{.*}}) {{{.*}}lhs_number = "e4m3fn", lhs_scale = "e8m0_t32", rhs_number = "e2m1fo:e8m0_t32d0"}
+// CHECK: "mx.scaled_dot"(%{{.*}}) {{{.*}}rhs_number = "bfp16"}
+// CHECK: "mx.scaled_dot"(%{{.*}}) {{{.*}}rhs_number = "e2m1fo", rhs_scale = "e4m3fn_t16_gf32"}
+func.func @scaled_dot_datatype_sides(%a: tensor<4x64xf8E4M3FN>, %as: tensor<4x2xf8E8M0FNU>, %w: tensor<64x8xf4E2M1FN>, %ws: tensor<2x8xf8E8M0FNU>, %pa: tensor<4x64xbf16>, %i: tensor<8x64xi8>, %is: tensor<8x8xf8E8M0FNU>, %n: tensor<8x64xf4E2M1FN>, %ns: tensor<8x4xf8E4M3FN>, %g: tensor<f32>) {
+  %0 = "mx.scaled_dot"(%a, %as, %w, %ws) {lhs_number = "e4m3fn", lhs_scale = "e8m0_t32", rhs_number = "e2m1fo:e8m0_t32d0", dot_dimension_numbers = #stablehlo.dot<lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [0]>} : (tensor<4x64xf8E4M3FN>, tensor<4x2xf8E8M0FNU>, tensor<64x8xf4E2M1FN>, tensor<2x8xf8E8M0FNU>) -> tensor<4x8xf32>
+  %1 = "mx.scaled_dot"(%a, %as, %i, %is) {lhs_format = "mxfp8_e4m3", rhs_number = "bfp16", dot_dimension_numbers = #stablehlo.dot<lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [1]>} : (tensor<4x64xf8E4M3FN>, tensor<4x2xf8E8M0FNU>, tensor<8x64xi8>, tensor<8x8xf8E8M0FNU>) -> tensor<4x8xf32>
+  %2 = "mx.scaled_dot"(%pa, %n, %ns, %g) {rhs_number = "e2m1fo", rhs_scale = "e4m3fn_t16_gf32", dot_dimension_numbers = #stablehlo.dot<lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [1]>} : (tensor<4x64xbf16>, tensor<8x64xf4E2M1FN>, tensor<8x4xf8E4M3FN>, tensor<f32>) -> tensor<4x8xf32>
+  return
+}
+
+// -----
+
 // CHECK-LABEL: func.func @scaled_dot_batched
 // CHECK: "mx.scaled_dot"
 func.func @scaled_dot_batched(%a: tensor<2x16x64xf4E2M1FN>, %as: tensor<2x16x4xf8E4M3FN>, %b: tensor<2x8x64xf4E2M1FN>, %bs: tensor<2x8x4xf8E4M3FN>) -> tensor<2x16x8xbf16> {

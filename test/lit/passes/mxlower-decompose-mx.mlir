@@ -1,5 +1,26 @@
 // RUN: mxlower-opt %s --split-input-file --mxlower-decompose-mx --verify-diagnostics | FileCheck %s
 // RUN: mxlower-opt %s --split-input-file --mxlower-decompose-mx='scale-mode=rceil compute-type=bf16' --verify-diagnostics | FileCheck %s --check-prefix=OVERRIDE
+// RUN: mxlower-opt %inputs/scaled_dot_spelling_format.mlir --mxlower-decompose-mx -o %t.format.mlir
+// RUN: mxlower-opt %inputs/scaled_dot_spelling_datatype.mlir --mxlower-decompose-mx -o %t.datatype.mlir
+// RUN: diff %t.format.mlir %t.datatype.mlir
+// RUN: FileCheck %s --check-prefix=SPELLING --input-file=%t.datatype.mlir
+
+// One vocabulary: a scaled_dot side named by its MX format's datatype (`rhs_number =
+// "e4m3fn", rhs_scale = "e8m0_t32"`, `"bfp16"`, `"e4m3fn:e8m0_t32d0"`, nvfp4's two-level
+// `e2m1fo` + `e4m3fn_t16_gf32`, ...) is the side its format names: the two input files differ
+// only in the spelling of every side and lower to identical StableHLO (the diff above).
+// SPELLING-LABEL: func.func @gemv_specs
+// SPELLING-NOT: mx.
+// SPELLING: stablehlo.dot_general %arg0, %{{.*}}, contracting_dims = [1] x [1], precision = [HIGHEST, HIGHEST] : (tensor<1x64xf32>, tensor<8x64xf32>) -> tensor<1x8xf32>
+// SPELLING-LABEL: func.func @gemv_bfp16
+// SPELLING: stablehlo.broadcast_in_dim %{{.*}}, dims = [0, 1] : (tensor<8x8xi32>) -> tensor<8x8x8xi32>
+// SPELLING-LABEL: func.func @swapped_code
+// SPELLING: stablehlo.dot_general %{{.*}}, %{{.*}}, contracting_dims = [0] x [1]
+// SPELLING-LABEL: func.func @nvfp4_global
+// SPELLING: stablehlo.broadcast_in_dim %arg3, dims = [] : (tensor<f32>) -> tensor<2x8xf32>
+// SPELLING-LABEL: func.func @gemm_both
+// SPELLING-NOT: mx.
+// SPELLING: return
 
 // Quantize: the block maximum of the magnitude bits, the exponent in integers (floor: the
 // position of the leading one, so subnormal maxima are exact), power-of-two scaling of the

@@ -1,6 +1,31 @@
 // RUN: mxlower-opt %s --split-input-file --verify-diagnostics --mxlower-scaled-dot-to-kernel='path=portable' | FileCheck %s
 // RUN: mxlower-opt %s --split-input-file --verify-diagnostics -p 'builtin.module(mxlower-scaled-dot-to-kernel{path=avx2 gemm=true})' | FileCheck %s --check-prefix=GEMM
 // RUN: mxlower-opt %s --split-input-file --verify-diagnostics -p 'builtin.module(mxlower-scaled-dot-to-kernel{path=avx2})' | FileCheck %s --check-prefix=AVX2
+// RUN: mxlower-opt %inputs/scaled_dot_spelling_format.mlir -p 'builtin.module(mxlower-scaled-dot-to-kernel{path=avx2},mxlower-decompose-mx)' -o %t.format.mlir
+// RUN: mxlower-opt %inputs/scaled_dot_spelling_datatype.mlir -p 'builtin.module(mxlower-scaled-dot-to-kernel{path=avx2},mxlower-decompose-mx)' -o %t.datatype.mlir
+// RUN: diff %t.format.mlir %t.datatype.mlir
+// RUN: FileCheck %s --check-prefix=SPELLING --input-file=%t.datatype.mlir
+
+// A side named by its MX format's datatype (test/lit/Inputs/scaled_dot_spelling_*.mlir: the
+// same dots with every side spelt both ways) is the side its format names: one parsed op,
+// one kernel, and identical IR after the pass (the diff above).  The f6 GEMM stays with
+// mxlower-decompose-mx.
+// SPELLING-LABEL: func.func @gemv_specs
+// SPELLING: stablehlo.custom_call @mxlower_dot_f32_mxfp8_e4m3k32_avx2(
+// SPELLING-LABEL: func.func @gemv_name
+// SPELLING: stablehlo.custom_call @mxlower_dot_bf16_mxfp4_e2m1k32_avx2(
+// SPELLING-LABEL: func.func @gemv_bfp16
+// SPELLING: stablehlo.custom_call @mxlower_dot_f32_mxint8k8_avx2(
+// SPELLING-SAME: (tensor<1x1x64xf32>, tensor<1x8x64xi8>, tensor<1x8x8xf8E8M0FNU>) -> tensor<1x1x8xf32>
+// SPELLING-LABEL: func.func @swapped_code
+// SPELLING: stablehlo.custom_call @mxlower_dot_bf16_mxfp8_e4m3k32_avx2(
+// SPELLING-LABEL: func.func @nvfp4_global
+// SPELLING: stablehlo.custom_call @mxlower_dot_bf16_nvfp4k16_avx2(
+// SPELLING-LABEL: func.func @gemm_both
+// SPELLING-NOT: custom_call
+// SPELLING: stablehlo.dot_general
+// SPELLING-LABEL: func.func @gemm_f4
+// SPELLING: stablehlo.custom_call @mxlower_dot_mxfp4_e2m1k32_mxfp4_e2m1k32_avx2(
 
 // The GEMV of inference (plain f32 activations x MXFP4 weights [N, K]): the codes and scale
 // codes go to the kernel as stored, reshaped to [B, rows, K]; the kernel makes the run-time

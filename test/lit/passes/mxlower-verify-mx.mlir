@@ -143,7 +143,7 @@ func.func @scaled_dot_errors(%a: tensor<4x64xf8E4M3FN>, %as: tensor<4x2xf8E8M0FN
   %3 = "mx.scaled_dot"(%a, %as, %p) {lhs_format = "mxfp8_e4m3", dot_dimension_numbers = #stablehlo.dot<lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [0]>} : (tensor<4x64xf8E4M3FN>, tensor<4x2xf8E8M0FNU>, tensor<8x64xf32>) -> tensor<4x64xf32>
   // expected-error @+1 {{'mx.scaled_dot' op the lhs scales must have shape tensor<4x4xf8E8M0FNU> for elements tensor<4x64xf8E4M3FN> blocked by 16 along dimension 1, got tensor<4x2xf8E8M0FNU>}}
   %4 = "mx.scaled_dot"(%a, %as, %p) {lhs_format = "mxfp8_e4m3", lhs_block_size = 16 : i64, dot_dimension_numbers = #stablehlo.dot<lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [1]>} : (tensor<4x64xf8E4M3FN>, tensor<4x2xf8E8M0FNU>, tensor<8x64xf32>) -> tensor<4x8xf32>
-  // expected-error @+1 {{'mx.scaled_dot' op neither operand is scaled: give 'lhs_format' and/or 'rhs_format'}}
+  // expected-error @+1 {{'mx.scaled_dot' op neither operand is scaled: give 'lhs_format' and/or 'rhs_format' (or 'lhs_number' / 'rhs_number': a datatype)}}
   %5 = "mx.scaled_dot"(%p, %p) {dot_dimension_numbers = #stablehlo.dot<lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [1]>} : (tensor<8x64xf32>, tensor<8x64xf32>) -> tensor<8x8xf32>
   // expected-error @+1 {{'mx.scaled_dot' op 'compute_type' must have element type f32, bf16 or f16, got i32}}
   %6 = "mx.scaled_dot"(%a, %as, %p) {lhs_format = "mxfp8_e4m3", compute_type = i32, dot_dimension_numbers = #stablehlo.dot<lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [1]>} : (tensor<4x64xf8E4M3FN>, tensor<4x2xf8E8M0FNU>, tensor<8x64xf32>) -> tensor<4x8xf32>
@@ -178,6 +178,43 @@ func.func @scaled_dot_dynamic_batch_mismatch(%a: tensor<?x8x64xf8E4M3FN>, %as: t
   // expected-error @+1 {{'mx.scaled_dot' op batch dimension sizes differ: lhs dimension 0 is ?, rhs dimension 0 is 3 (a dynamic size only matches a dynamic one)}}
   %r = "mx.scaled_dot"(%a, %as, %b, %bs) {lhs_format = "mxfp8_e4m3", rhs_format = "mxfp8_e4m3", dot_dimension_numbers = #stablehlo.dot<lhs_batching_dimensions = [0], rhs_batching_dimensions = [0], lhs_contracting_dimensions = [2], rhs_contracting_dimensions = [2]>} : (tensor<?x8x64xf8E4M3FN>, tensor<?x8x2xf8E8M0FNU>, tensor<3x16x64xf8E4M3FN>, tensor<3x16x2xf8E8M0FNU>) -> tensor<?x8x16xf32>
   return %r : tensor<?x8x16xf32>
+}
+
+// -----
+
+// A scaled_dot side as a datatype (`lhs_number` [+ `lhs_scale`], as mx.dequantize spells one):
+// only an MX format's datatype, tiled along a contracting dimension, names a scaled side;
+// anything else is an error at the op saying which side and why.
+func.func @scaled_dot_datatype_errors(%a: tensor<4x64xf8E4M3FN>, %as: tensor<4x2xf8E8M0FNU>, %x: tensor<4x64xf32>, %w: tensor<64x8xf8E4M3FN>, %ws: tensor<2x8xf8E8M0FNU>, %n: tensor<8x64xf4E2M1FN>, %ns: tensor<8x4xf8E4M3FN>, %g: tensor<f32>) {
+  // expected-error @+1 {{'mx.scaled_dot' op the lhs datatype uint4:e8m23_uint8_t16 is not an MX format's: its scales have a zero point (uint8); an MX format's have none}}
+  %0 = "mx.scaled_dot"(%a, %as, %x) {lhs_number = "uint4", lhs_scale = "float32_uint8_t16", dot_dimension_numbers = #stablehlo.dot<lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [1]>} : (tensor<4x64xf8E4M3FN>, tensor<4x2xf8E8M0FNU>, tensor<4x64xf32>) -> tensor<4x4xf32>
+  // expected-error @+1 {{'mx.scaled_dot' op the lhs datatype e4m3fn:e8m0_t32x32 is not an MX format's: it has 2D tiles ('_t32x32'); an MX format's scales are per 1D block (a tile such as '_t32')}}
+  %1 = "mx.scaled_dot"(%a, %as, %x) {lhs_number = "e4m3fn", lhs_scale = "e8m0_t32x32", dot_dimension_numbers = #stablehlo.dot<lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [1]>} : (tensor<4x64xf8E4M3FN>, tensor<4x2xf8E8M0FNU>, tensor<4x64xf32>) -> tensor<4x4xf32>
+  // expected-error @+1 {{'mx.scaled_dot' op the lhs datatype e4m3fn:e8m0_t0 is not an MX format's: it has a scale per channel ('_t0'); an MX format's scales are per 1D block (a tile such as '_t32')}}
+  %2 = "mx.scaled_dot"(%a, %as, %x) {lhs_number = "e4m3fn", lhs_scale = "e8m0_t0", dot_dimension_numbers = #stablehlo.dot<lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [1]>} : (tensor<4x64xf8E4M3FN>, tensor<4x2xf8E8M0FNU>, tensor<4x64xf32>) -> tensor<4x4xf32>
+  // expected-error @+1 {{'mx.scaled_dot' op the rhs datatype e4m3fn:e8m0_t32 blocks dimension 1, which is not a contracting dimension of the rhs operand (0): a scaled side's blocks run along its contracting dimension (name it in the scale spec: 'e8m0_t32d0')}}
+  %3 = "mx.scaled_dot"(%x, %w, %ws) {rhs_number = "mxfp8_e4m3", dot_dimension_numbers = #stablehlo.dot<lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [0]>} : (tensor<4x64xf32>, tensor<64x8xf8E4M3FN>, tensor<2x8xf8E8M0FNU>) -> tensor<4x8xf32>
+  // expected-error @+1 {{'mx.scaled_dot' op 'lhs_roundmode' does not apply to a scaled_dot side: its operands are quantized already (rounding and scale modes are mx.quantize's)}}
+  %4 = "mx.scaled_dot"(%a, %as, %x) {lhs_number = "mxfp8_e4m3", lhs_roundmode = "even", dot_dimension_numbers = #stablehlo.dot<lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [1]>} : (tensor<4x64xf8E4M3FN>, tensor<4x2xf8E8M0FNU>, tensor<4x64xf32>) -> tensor<4x4xf32>
+  // expected-error @+1 {{'mx.scaled_dot' op the lhs datatype e5m6:e8m0_t32 is not an MX format's: no MX format has e5m6 elements with e8m0 scales (mxfp8_e4m3 = e4m3fn + e8m0, mxfp8_e5m2 = e5m2 + e8m0, mxfp6_e3m2 = e3m2fo + e8m0, mxfp6_e2m3 = e2m3fo + e8m0, mxfp4_e2m1 = e2m1fo + e8m0, mxint8 = int8 + e8m0, nvfp4 = e2m1fo + e4m3fn)}}
+  %5 = "mx.scaled_dot"(%a, %as, %x) {lhs_number = "e5m6", lhs_scale = "e8m0_t32", dot_dimension_numbers = #stablehlo.dot<lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [1]>} : (tensor<4x64xf8E4M3FN>, tensor<4x2xf8E8M0FNU>, tensor<4x64xf32>) -> tensor<4x4xf32>
+  // expected-error @+1 {{'mx.scaled_dot' op bad lhs datatype: 'e9m3': exponent bits must be 1..8, got 9}}
+  %6 = "mx.scaled_dot"(%a, %as, %x) {lhs_number = "e9m3", lhs_scale = "e8m0_t32", dot_dimension_numbers = #stablehlo.dot<lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [1]>} : (tensor<4x64xf8E4M3FN>, tensor<4x2xf8E8M0FNU>, tensor<4x64xf32>) -> tensor<4x4xf32>
+  // expected-error @+1 {{'mx.scaled_dot' op the lhs datatype e4m3fn:e8m0_t32_ge8m23 is not an MX format's: it has a tensor scale ('_gf32') over mxfp8_e4m3's blocks; of the MX formats only nvfp4 has two-level scaling ('e2m1fo:e4m3fn_t16_gf32')}}
+  %7 = "mx.scaled_dot"(%a, %as, %x, %g) {lhs_number = "e4m3fn:e8m0_t32_gf32", dot_dimension_numbers = #stablehlo.dot<lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [1]>} : (tensor<4x64xf8E4M3FN>, tensor<4x2xf8E8M0FNU>, tensor<4x64xf32>, tensor<f32>) -> tensor<4x4xf32>
+  // expected-error @+1 {{'mx.scaled_dot' op expects 4 operands (lhs, rhs, rhs_scales, global_scale), got 3: the rhs datatype e2m1fo:e4m3fn_t16_ge8m23 has a tensor scale ('_gf32'), the trailing global scale operand}}
+  %8 = "mx.scaled_dot"(%x, %n, %ns) {rhs_number = "e2m1fo", rhs_scale = "e4m3fn_t16_gf32", dot_dimension_numbers = #stablehlo.dot<lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [1]>} : (tensor<4x64xf32>, tensor<8x64xf4E2M1FN>, tensor<8x4xf8E4M3FN>) -> tensor<4x8xf32>
+  // expected-error @+1 {{'mx.scaled_dot' op the lhs side mixes a named format (lhs_format) with a datatype (lhs_number): give 'lhs_format' (sections 3-5) or 'lhs_number' (section 10), not both}}
+  %9 = "mx.scaled_dot"(%a, %as, %x) {lhs_format = "mxfp8_e4m3", lhs_number = "e4m3fn", dot_dimension_numbers = #stablehlo.dot<lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [1]>} : (tensor<4x64xf8E4M3FN>, tensor<4x2xf8E8M0FNU>, tensor<4x64xf32>) -> tensor<4x4xf32>
+  // expected-error @+1 {{'mx.scaled_dot' op the lhs side mixes a named format (lhs_axis) with a datatype (lhs_number): give 'lhs_format' (sections 3-5) or 'lhs_number' (section 10), not both}}
+  %10 = "mx.scaled_dot"(%a, %as, %x) {lhs_axis = 1 : i64, lhs_number = "mxfp8_e4m3", dot_dimension_numbers = #stablehlo.dot<lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [1]>} : (tensor<4x64xf8E4M3FN>, tensor<4x2xf8E8M0FNU>, tensor<4x64xf32>) -> tensor<4x4xf32>
+  // expected-error @+1 {{'mx.scaled_dot' op missing attribute 'lhs_number' (a number spec such as 'e4m3fn' or a datatype name such as 'mxfp8_e4m3'): 'lhs_scale' alone names no datatype}}
+  %11 = "mx.scaled_dot"(%a, %as, %x) {lhs_scale = "e8m0_t32", dot_dimension_numbers = #stablehlo.dot<lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [1]>} : (tensor<4x64xf8E4M3FN>, tensor<4x2xf8E8M0FNU>, tensor<4x64xf32>) -> tensor<4x4xf32>
+  // expected-error @+1 {{'mx.scaled_dot' op the lhs datatype e4m3fn is not an MX format's: it is unscaled (an MX format's datatype has block scales, e.g. 'e4m3fn:e8m0_t32'); a plain f32, bf16 or f16 lhs side takes no 'lhs_number'}}
+  %12 = "mx.scaled_dot"(%a, %as, %x) {lhs_number = "f8E4M3FN", dot_dimension_numbers = #stablehlo.dot<lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [1]>} : (tensor<4x64xf8E4M3FN>, tensor<4x2xf8E8M0FNU>, tensor<4x64xf32>) -> tensor<4x4xf32>
+  // expected-error @+1 {{'mx.scaled_dot' op the lhs operand of mxfp8_e5m2 must have element type f8E5M2, got f8E4M3FN}}
+  %13 = "mx.scaled_dot"(%a, %as, %x) {lhs_number = "mxfp8_e5m2", dot_dimension_numbers = #stablehlo.dot<lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [1]>} : (tensor<4x64xf8E4M3FN>, tensor<4x2xf8E8M0FNU>, tensor<4x64xf32>) -> tensor<4x4xf32>
+  return
 }
 
 // -----
