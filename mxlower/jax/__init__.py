@@ -20,8 +20,11 @@ API
   bfloat16 / float16 and the narrow float types (f6 as uint8 codes)
 * :func:`scaled_dot` ``(lhs, rhs, dimension_numbers=None,
   preferred_element_type=jnp.float32)``: each side an :class:`MXArray` or a plain array
-* :class:`MXArray`: a pytree of ``elements``, ``scales`` (and nvfp4's ``global_scale``) with
-  the static format, blocked axis and block size; ``.shape``, ``.nbytes``, ``.detach()``
+* :class:`DatatypeArray`: the one quantized array type, a pytree of ``codes``, ``scales``,
+  ``zero_points`` (and a two-level datatype's ``global_scale``) with the static datatype;
+  ``.shape``, ``.nbytes``, ``.dequantize()``, ``.detach()``.  :class:`MXArray` is its named
+  view for the MX formats: ``elements`` (the codes), ``scales`` (and nvfp4's
+  ``global_scale``), ``format``, blocked ``axis`` and ``block_size``
 * :func:`cast` ``(x, number, scale=None, *, roundmode="even", scalemode="max", key=None,
   rbits=None)``: the virtual cast to any datatype of docs/semantics.md section 10 (STE
   gradient); :func:`sparse` ``(x, n, m, dim=-1)``: M-of-N sparsity (masked gradient)
@@ -72,8 +75,8 @@ text); multi-host runs were not tested here.
 
 from mxlower.jax import cuda_dot as _cuda_dot  # noqa: F401 (registers the CUDA scaled_dot rule)
 from mxlower.jax.api import convert, dequantize, lower, quantize, scaled_dot
-from mxlower.jax.array import MXArray
-from mxlower.jax.casts import DatatypeArray, cast, sparse
+from mxlower.jax.array import DatatypeArray, MXArray
+from mxlower.jax.casts import cast, sparse
 from mxlower.jax.install import install, installed, uninstall
 
 __all__ = ["DatatypeArray", "MXArray", "cast", "convert", "dequantize", "install", "installed", "lower", "quantize",

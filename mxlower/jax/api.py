@@ -12,8 +12,8 @@ from mxlower.execution import ffi
 from mxlower.formats import FORMATS, SCALE_MODES, SCALEMODE_OF, get_datatype
 import mxlower.jax.kernels as kernels
 import mxlower.jax.sharding as sharding
-from mxlower.jax.array import MXArray
-from mxlower.jax.casts import DatatypeArray, quantize_datatype
+from mxlower.jax.array import DatatypeArray, MXArray, mx_view
+from mxlower.jax.casts import encode
 from mxlower.jax.checks import (as_array, as_int, check_axis, check_block_size, check_dtype,
                                 check_format, check_global_scale, check_wide, traced)
 from mxlower.jax.primitives import convert_p, quantize_p, scaled_dot_p
@@ -79,7 +79,7 @@ def quantize(x: Any, format: str = "mxfp8_e4m3", *, axis: int = -1,  # noqa: A00
     ste = x if traced(x) else None  # only a traced x can be differentiated
     if g is not None:
         g = jax.lax.stop_gradient(g)
-    return MXArray._make(elements, scales, g, fmt.name, ax - x.ndim, k, ste)
+    return MXArray._of_format(elements, scales, g, fmt.name, ax - x.ndim, k, ste)
 
 
 def _quantize_datatype(x, number, scale, axis, block_size, scale_mode, global_scale, roundmode,
@@ -90,16 +90,16 @@ def _quantize_datatype(x, number, scale, axis, block_size, scale_mode, global_sc
             raise ValueError(f"quantize: argument '{arg}' is for the MX formats; a datatype "
                              "takes its tiles from the scale spec (e.g. 'e8m0_t32d0' for tiles "
                              "of 32 along dimension 0)")
-    return quantize_datatype(x, number, scale, roundmode=roundmode,
-                             scalemode=SCALEMODE_OF.get(scale_mode, scale_mode),
-                             key=key, rbits=rbits)
+    parts, dt = encode(x, number, scale, roundmode=roundmode,
+                       scalemode=SCALEMODE_OF.get(scale_mode, scale_mode), key=key, rbits=rbits)
+    return DatatypeArray._make(*parts, None, dt, x if traced(x) else None)
 
 
 # ----------------------------------------------------------------------------- dequantize
 
 
-def _check_mx(mx: Any, fn: str, arg: str) -> MXArray:
-    if not isinstance(mx, (MXArray, DatatypeArray)):
+def _check_mx(mx: Any, fn: str, arg: str) -> DatatypeArray:
+    if not isinstance(mx, DatatypeArray):
         raise TypeError(f"{fn}: argument '{arg}' must be an MXArray or a DatatypeArray (from "
                         f"mxlower.jax.quantize), got {type(mx).__name__}")
     return mx
@@ -111,13 +111,9 @@ def dequantize(mx: MXArray | DatatypeArray, dtype: Any = jnp.float32, *,
     ``dtype`` (float32, bfloat16 or float16); docs/semantics.md section 5, bit-exact with
     :func:`mxlower.reference.dequantize`.  Gradient: exact (identity) through the
     straight-through source of a quantized array; none into elements or scales.  ``impl`` as
-    for :func:`quantize`.  A :class:`~mxlower.jax.DatatypeArray` decodes as
-    :func:`mxlower.reference.decode` (``impl`` does not apply)."""
-    mx = _check_mx(mx, "dequantize", "mx")
-    if isinstance(mx, DatatypeArray):
-        kernels.check_impl(impl, "dequantize")
-        return mx.dequantize(dtype)
-    return mx.dequantize(dtype, impl=impl)
+    for :func:`quantize`.  A :class:`~mxlower.jax.DatatypeArray` of another datatype decodes
+    as :func:`mxlower.reference.decode` (``impl`` does not apply)."""
+    return _check_mx(mx, "dequantize", "mx").dequantize(dtype, impl=impl)
 
 
 # ----------------------------------------------------------------------------- convert
@@ -208,8 +204,12 @@ def _parse_dimension_numbers(dn: Any, lshape, rshape):
 
 
 def _side(v: Any, side: str) -> MXArray | Any:
-    if isinstance(v, MXArray):
-        return v
+    mx = mx_view(v)
+    if mx is not None:
+        return mx
+    if isinstance(v, DatatypeArray):
+        raise TypeError(f"scaled_dot: argument '{side}' is an array of {v.datatype}, which is "
+                        "not an MX format's datatype; dequantize it first")
     return check_wide(v, "scaled_dot", side)
 
 
@@ -218,7 +218,8 @@ def scaled_dot(lhs: Any, rhs: Any, dimension_numbers: Any = None,
     """``dot_general(dequantize(lhs), dequantize(rhs))`` with f32 accumulation, converted to
     ``preferred_element_type``; docs/semantics.md section 6.
 
-    Each side is an :class:`MXArray` or a plain float32/bfloat16/float16 array.
+    Each side is an :class:`MXArray` (or a :class:`DatatypeArray` of an MX format's
+    datatype, e.g. ``e4m3fn:e8m0_t32``) or a plain float32/bfloat16/float16 array.
     ``dimension_numbers`` as in :func:`jax.lax.dot_general`
     (``((lhs_contracting, rhs_contracting), (lhs_batch, rhs_batch))``, any positions); the
     default contracts the last dimension of both and, when both have the same rank, batches

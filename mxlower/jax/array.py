@@ -1,6 +1,36 @@
-"""``MXArray``: an MX-quantized JAX array (elements + scales) registered as a pytree.
+"""The quantized JAX array of mxlower.jax: one type for every datatype of docs/semantics.md
+section 10, :class:`DatatypeArray`, with :class:`MXArray` its named view for the MX formats.
 
-Storage dtypes (what ``elements`` and ``scales`` hold on the device):
+Every MX format is a section-10 datatype (``mxfp8_e4m3`` is ``e4m3fn`` with ``e8m0_t32``
+scales, nvfp4 with a global scale is the two-level ``e2m1fo:e4m3fn_t16_gf32``;
+:func:`mxlower.formats.block_datatype` and :func:`~mxlower.formats.format_of` map the two
+spellings), so one class holds every quantized array:
+
+* the leaves of the pytree: ``codes`` (the values' shape), ``scales`` (the scale spec's
+  layout; None when unscaled), ``zero_points`` (None without a zero point), ``global_scale``
+  (the f32 tensor scale of a two-level datatype, nvfp4's global scale; else None) and the
+  hidden straight-through-estimator source (below);
+* its auxiliary data: the datatype (:attr:`DatatypeArray.datatype` is its canonical code),
+  whose tile dimensions are counted from the end, so an array stays valid under ``jax.vmap``
+  over leading axes.
+
+:class:`MXArray` is a subclass with no state of its own: ``elements`` is ``codes``, and
+``format``, ``axis`` (counted from the end) and ``block_size`` are read off the datatype.  Its
+constructor takes the MX spelling (format name, axis, block size), and
+:func:`mxlower.jax.quantize` returns one for the seven format names.  Storage, pytree
+flattening, immutability, ``nbytes``, ``detach`` and ``dequantize`` are the general class's.
+
+``dequantize`` dispatches on the datatype: an MX format's (every MXArray, and a
+DatatypeArray of e.g. ``e4m3fn:e8m0_t32`` or ``bfp16``) binds ``mx_dequantize``, the MX
+primitive with its fused kernels; any other binds ``mx_decode``.  Both are bit-exact with
+:mod:`mxlower.reference`, so the dispatch changes no bit.
+
+Storage dtypes (what the leaves hold on the device) are the layout of
+:func:`mxlower.reference.encode`: a number spec that is a type JAX has is held as that type;
+XLA has no f6 types (``jnp.float6_*`` arrays cannot reach a device), so the f6 types hold their
+codes one per ``uint8`` (code in the low 6 bits, ``mxlower.reference.bits`` layout); ``intK`` /
+``uintK`` and every other spec are the integer codes of :attr:`mxlower.numbers.NumberSpec.storage`.
+For the MX formats:
 
 ============  ======================  ==================
 format        elements                scales
@@ -14,54 +44,115 @@ mxint8        int8 (value = code/64)  float8_e8m0fnu
 nvfp4         float4_e2m1fn           float8_e4m3fn (+ optional f32 ``global_scale``)
 ============  ======================  ==================
 
-XLA has no f6 types (``jnp.float6_*`` arrays cannot reach a device), so the f6 formats hold their
-codes one per ``uint8`` (code in the low 6 bits, ``mxlower.reference.bits`` layout); everything
-else uses the JAX dtype of the MLIR element type.
-
-The static part (format name, blocked axis, block size) is pytree auxiliary data.  The blocked
-axis is stored counted from the end (``-1`` = last), so an ``MXArray`` stays valid under
-``jax.vmap`` over leading axes.
-
-Gradients: ``quantize`` attaches its input as a hidden straight-through-estimator (STE) source
-when it is traced (under ``jit``, ``grad`` or ``vmap``); ``dequantize`` and ``scaled_dot``
-differentiate through that source (see ``docs/jax.md``).  ``elements``, ``scales`` and
-``global_scale`` themselves carry no gradient.  :meth:`MXArray.detach` drops the source, e.g.
-before returning quantized weights from a ``jit`` (otherwise the source, the unquantized input,
-is returned too).
+Gradients: a traced ``quantize`` attaches its input as a hidden straight-through-estimator
+(STE) source (under ``jit``, ``grad`` or ``vmap``); ``dequantize`` and ``scaled_dot``
+differentiate through that source (see ``docs/jax.md``).  The leaves themselves carry no
+gradient.  :meth:`DatatypeArray.detach` drops the source, e.g. before returning quantized
+weights from a ``jit`` (otherwise the source, the unquantized input, is returned too).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from mxlower.formats import FORMATS, MXFormat
+from mxlower.formats import FLOAT_TYPES, FORMATS, Datatype, MXFormat, block_datatype, format_of
 import mxlower.jax.checks as checks
 import mxlower.jax.kernels as kernels
 import mxlower.jax.sharding as sharding
-from mxlower.jax.dtypes import element_dtype, scale_dtype
+from mxlower.jax.casts import datatype_of, decode_p, layout
+from mxlower.jax.dtypes import element_dtype, held_as_codes, scale_dtype
 from mxlower.jax.primitives import dequantize_p
 
-__all__ = ["MXArray", "ShapeOfValues", "element_dtype", "scale_dtype"]
+__all__ = ["DatatypeArray", "MXArray", "mx_view"]
 
 
-def _shape(x: Any) -> tuple[int, ...]:
-    return tuple(np.shape(x))
+@functools.lru_cache(maxsize=256)
+def _mx_of(dt: Datatype) -> tuple[MXFormat, int, int] | None:
+    """``(format, block size, blocked axis counted from the end)`` of an MX format's
+    datatype, None for any other (:func:`mxlower.formats.format_of`, once per datatype)."""
+    return format_of(dt)
 
 
-class ShapeOfValues:
-    """``shape``/``ndim``/``size`` of the values an encoded array stands for: those of its
-    per-value array, which the subclass names in ``_values_attr``.
+@functools.lru_cache(maxsize=256)
+def _format_datatype(name: str, block_size: int, axis: int, global_scale: bool) -> Datatype:
+    """The canonical datatype of an MX array: format ``name`` blocked by ``block_size`` along
+    ``axis`` (negative), two-level with ``global_scale``."""
+    dt = block_datatype(FORMATS[name], block_size, axis, global_scale=global_scale)
+    return dataclasses.replace(dt, name=None)
+
+
+class DatatypeArray:
+    """An array quantized to a datatype of docs/semantics.md section 10: ``codes``,
+    ``scales``, ``zero_points`` and, for a two-level datatype, the f32 ``global_scale``, with
+    the static ``datatype`` code (``"e5m6:e8m0_t32"``).  A registered pytree.
+
+    Build one with :func:`mxlower.jax.quantize`, or from parts with ``DatatypeArray(codes,
+    scales, zero_points, datatype, global_scale=None)`` (checked: dtypes and shapes against
+    the datatype's layout; ``global_scale`` exactly for a two-level datatype, which the JAX
+    API computes for nvfp4's ``e2m1fo:e4m3fn_t16_gf32``).  Codes of an f6 type may be given as
+    ml_dtypes float6 values (as :func:`mxlower.reference.encode` returns them).
 
     Immutable: its fields are checked together when it is built, so none can be reassigned
-    after (an AttributeError saying so; build a new one instead)."""
+    after (an AttributeError saying so; build a new one instead).
+    """
 
-    __slots__ = ()
-    _values_attr = "elements"
+    __slots__ = ("codes", "scales", "zero_points", "global_scale", "_dt", "_ste")
 
+    def __init__(self, codes: Any, scales: Any, zero_points: Any, datatype: Any, *,
+                 global_scale: Any | None = None):
+        fn = "DatatypeArray"
+        dt = datatype_of(datatype, None, fn, arg="datatype", two_level=True)
+        if isinstance(codes, np.ndarray) and any(
+                held_as_codes(name) and t.dtype == codes.dtype for name, t in FLOAT_TYPES.items()):
+            codes = codes.view(np.uint8)  # ml_dtypes f6 values: JAX holds their codes
+        codes = checks.as_array(codes)
+        dt = datatype_of(dt, None, fn, tuple(codes.shape), arg="datatype", two_level=True)
+        parts = [codes, None if scales is None else checks.as_array(scales),
+                 None if zero_points is None else checks.as_array(zero_points)]
+        want = layout(dt, tuple(codes.shape))
+        for i, (name, v) in enumerate(zip(("codes", "scales", "zero_points"), parts)):
+            if i >= len(want):
+                if v is not None:
+                    raise ValueError(f"{fn}: {dt.code} has no {name.replace('_', ' ')}"
+                                     f" (argument '{name}' must be None)")
+                continue
+            shape, dtype, _ = want[i]
+            if v is None:
+                raise ValueError(f"{fn}: {dt.code} needs argument '{name}'")
+            if np.dtype(v.dtype) != dtype:
+                raise TypeError(f"{fn}: argument '{name}' of {dt.code} must have "
+                                f"dtype {dtype}, got {v.dtype}")
+            if tuple(v.shape) != shape:
+                raise ValueError(f"{fn}: argument '{name}' of {dt.code} must have "
+                                 f"shape {shape}, got {tuple(v.shape)}")
+        if dt.scale is not None and dt.scale.tensor is not None:
+            if global_scale is None:
+                raise ValueError(f"{fn}: the two-level {dt.code} needs argument "
+                                 "'global_scale' (its f32 tensor scale)")
+            global_scale = checks.check_global_scale(global_scale, _mx_of(dt)[0], fn)
+        elif global_scale is not None:
+            raise ValueError(f"{fn}: {dt.code} has no tensor scale (argument 'global_scale' "
+                             "must be None; a two-level scale spec ends in '_gf32')")
+        self._set(codes=parts[0], scales=parts[1], zero_points=parts[2],
+                  global_scale=global_scale, _dt=dt, _ste=None)
+
+    @classmethod
+    def _make(cls, codes: Any, scales: Any, zero_points: Any, global_scale: Any, dt: Datatype,
+              ste: Any = None):
+        """Unchecked construction (pytree unflattening and the primitives' results); ``dt``
+        canonical (no name, tile dimensions counted from the end)."""
+        self = object.__new__(cls)
+        self._set(codes=codes, scales=scales, zero_points=zero_points,
+                  global_scale=global_scale, _dt=dt, _ste=ste)
+        return self
+
+    # ----------------------------------------------------------------------------- immutable
     def _set(self, **fields: Any) -> None:
         for name, value in fields.items():
             object.__setattr__(self, name, value)
@@ -78,9 +169,24 @@ class ShapeOfValues:
         d, slots = state if isinstance(state, tuple) else (state, None)
         self._set(**(d or {}), **(slots or {}))
 
+    # ----------------------------------------------------------------------------- pytree
+    def tree_flatten(self):
+        return (self.codes, self.scales, self.zero_points, self.global_scale, self._ste), self._dt
+
+    @classmethod
+    def tree_unflatten(cls, aux, children):
+        return cls._make(*children[:4], aux, children[4])
+
+    # ----------------------------------------------------------------------------- properties
+    @property
+    def datatype(self) -> str:
+        """The datatype's canonical code (tile dimensions counted from the end)."""
+        return self._dt.code
+
     @property
     def shape(self) -> tuple[int, ...]:
-        return _shape(getattr(self, self._values_attr))
+        """The shape of the values (that of ``codes``)."""
+        return tuple(np.shape(self.codes))
 
     @property
     def ndim(self) -> int:
@@ -90,15 +196,64 @@ class ShapeOfValues:
     def size(self) -> int:
         return int(np.prod(self.shape, dtype=np.int64))
 
+    @property
+    def nbytes(self) -> int:
+        """Packed storage in bytes: codes, scales, zero points and a global scale at their
+        specs' bit widths (an MX format: elements at 4, 6 or 8 bits, one byte per scale, 4
+        for a global scale).  The device arrays may be larger: f6 codes and, on some
+        backends, f4 values take a byte each."""
+        dt = self._dt
+        s = dt.scale
+        bits = self.size * dt.number.bits
+        for v, spec in ((self.scales, s and s.number), (self.zero_points, s and s.zero_point),
+                        (self.global_scale, s and s.tensor)):
+            if v is not None:
+                bits += int(np.prod(np.shape(v), dtype=np.int64)) * spec.bits
+        return (bits + 7) // 8
 
-class MXArray(ShapeOfValues):
-    """An MX-quantized array: ``elements`` and ``scales`` (and nvfp4's ``global_scale``).
+    # ----------------------------------------------------------------------------- methods
+    def dequantize(self, dtype: Any = jnp.float32, *, impl: str = "auto") -> jax.Array:
+        """The values (docs/semantics.md sections 5 and 10.4) in ``dtype`` (float32,
+        bfloat16 or float16), each computed in f32 and rounded once: bit-exact with
+        :func:`mxlower.reference.dequantize` / :func:`~mxlower.reference.decode`; the same as
+        ``mxlower.jax.dequantize(self, dtype, impl=impl)``.  ``impl`` applies to the MX
+        formats' datatypes (their fused kernels)."""
+        out = checks.check_dtype(dtype, "dequantize", "dtype")
+        kernels.check_impl(impl, "dequantize")
+        ste = [] if self._ste is None else [self._ste]
+        mx = _mx_of(self._dt)
+        if mx is not None:  # an MX format: its primitive and kernels
+            fmt, k, axis = mx
+            g = [] if self.global_scale is None else [self.global_scale]
+            return dequantize_p.bind(sharding.mark(self.codes, impl), self.scales, *g, *ste,
+                                     format=fmt.name, block_size=k, axis=axis % self.ndim,
+                                     dtype=out, has_g=bool(g), has_ste=bool(ste), impl=impl)
+        dt = self._dt
+        parts = [v for v in (self.codes, self.scales, self.zero_points) if v is not None]
+        return decode_p.bind(*parts, *ste, number=dt.number.code,
+                             scale=None if dt.scale is None else dt.scale.code, dtype=out,
+                             has_ste=bool(ste))
+
+    def detach(self) -> DatatypeArray:
+        """This array without its straight-through-estimator source (no gradient flows back
+        to the quantized input; nothing but the leaves is kept)."""
+        return type(self)._make(self.codes, self.scales, self.zero_points, self.global_scale,
+                                self._dt, None)
+
+    def __repr__(self) -> str:
+        return f"DatatypeArray(datatype={self.datatype}, shape={self.shape})"
+
+
+class MXArray(DatatypeArray):
+    """An array of an MX format: a :class:`DatatypeArray` of the format's datatype, named by
+    ``elements`` (its codes), ``scales`` (and nvfp4's ``global_scale``), ``format``, ``axis``
+    (counted from the end) and ``block_size``.
 
     Build one with :func:`mxlower.jax.quantize`, or from existing parts with
     ``MXArray(elements, scales, format, axis=-1)`` (checked: dtypes, ranks, scale shape).
     """
 
-    __slots__ = ("elements", "scales", "global_scale", "format", "axis", "block_size", "_ste")
+    __slots__ = ()
 
     def __init__(self, elements: Any, scales: Any, format: str, *,  # noqa: A002
                  axis: int = -1, global_scale: Any | None = None, block_size: int | None = None):
@@ -133,77 +288,44 @@ class MXArray(ShapeOfValues):
                              f"axis {ax}, got {tuple(scales.shape)}")
         if global_scale is not None:
             global_scale = checks.check_global_scale(global_scale, fmt, "MXArray")
-        self._set(elements=elements, scales=scales, global_scale=global_scale, format=fmt.name,
-                  axis=ax - elements.ndim, block_size=int(block_size), _ste=None)
+        dt = _format_datatype(fmt.name, int(block_size), ax - elements.ndim,
+                              global_scale is not None)
+        self._set(codes=elements, scales=scales, zero_points=None, global_scale=global_scale,
+                  _dt=dt, _ste=None)
 
     @classmethod
-    def _make(cls, elements, scales, global_scale, format, axis, block_size, ste=None):  # noqa: A002
-        """Unchecked construction (pytree unflattening and the primitives' results)."""
-        self = object.__new__(cls)
-        self._set(elements=elements, scales=scales, global_scale=global_scale, format=format,
-                  axis=axis, block_size=block_size, _ste=ste)
-        return self
+    def _of_format(cls, elements: Any, scales: Any, global_scale: Any, format: str,  # noqa: A002
+                   axis: int, block_size: int, ste: Any = None) -> MXArray:
+        """Unchecked construction in the MX spelling (``axis`` negative)."""
+        dt = _format_datatype(format, block_size, axis, global_scale is not None)
+        return cls._make(elements, scales, None, global_scale, dt, ste)
 
-    # ----------------------------------------------------------------------------- pytree
-    def tree_flatten(self):
-        children = [self.elements, self.scales]
-        if self.global_scale is not None:
-            children.append(self.global_scale)
-        if self._ste is not None:
-            children.append(self._ste)
-        aux = (self.format, self.axis, self.block_size, self.global_scale is not None,
-               self._ste is not None)
-        return tuple(children), aux
+    @property
+    def elements(self) -> Any:
+        """The element codes (``codes``)."""
+        return self.codes
 
-    @classmethod
-    def tree_unflatten(cls, aux, children):
-        fmt, axis, k, has_g, has_ste = aux
-        it = iter(children)
-        e, s = next(it), next(it)
-        g = next(it) if has_g else None
-        ste = next(it) if has_ste else None
-        return cls._make(e, s, g, fmt, axis, k, ste)
-
-    # ----------------------------------------------------------------------------- properties
     @property
     def fmt(self) -> MXFormat:
-        return FORMATS[self.format]
+        return _mx_of(self._dt)[0]
 
     @property
-    def nbytes(self) -> int:
-        """Packed storage in bytes: elements at their bit width (4, 6 or 8), one byte per
-        scale, 4 for a global scale.  (The device arrays may be larger: f6 codes and, on some
-        backends, f4 values take a byte each.)"""
-        n = (self.size * self.fmt.bits + 7) // 8
-        n += int(np.prod(_shape(self.scales), dtype=np.int64))
-        return n + (4 if self.global_scale is not None else 0)
+    def format(self) -> str:  # noqa: A003
+        return self.fmt.name
+
+    @property
+    def block_size(self) -> int:
+        return _mx_of(self._dt)[1]
+
+    @property
+    def axis(self) -> int:
+        """The blocked axis, counted from the end (``-1`` = last)."""
+        return _mx_of(self._dt)[2]
 
     @property
     def blocked_axis(self) -> int:
         """The blocked axis as a non-negative index."""
         return self.axis % self.ndim
-
-    def dequantize(self, dtype: Any = jnp.float32, *, impl: str = "auto") -> jax.Array:
-        """``decode(element) * decode(scale)`` (nvfp4: times the global scale) rounded to
-        ``dtype`` (float32, bfloat16 or float16); the same as ``mxlower.jax.dequantize(self,
-        dtype, impl=impl)``."""
-        dt = checks.check_dtype(dtype, "dequantize", "dtype")
-        kernels.check_impl(impl, "dequantize")
-        operands = [sharding.mark(self.elements, impl), self.scales]
-        if self.global_scale is not None:
-            operands.append(self.global_scale)
-        if self._ste is not None:
-            operands.append(self._ste)
-        return dequantize_p.bind(*operands, format=self.format, block_size=self.block_size,
-                                 axis=self.blocked_axis, dtype=dt,
-                                 has_g=self.global_scale is not None,
-                                 has_ste=self._ste is not None, impl=impl)
-
-    def detach(self) -> MXArray:
-        """This array without its straight-through-estimator source (no gradient flows back
-        to the quantized input; nothing but elements and scales is kept)."""
-        return MXArray._make(self.elements, self.scales, self.global_scale, self.format,
-                             self.axis, self.block_size, None)
 
     def __repr__(self) -> str:
         g = ", global_scale" if self.global_scale is not None else ""
@@ -211,4 +333,15 @@ class MXArray(ShapeOfValues):
                 f"block_size={self.block_size}{g})")
 
 
-jax.tree_util.register_pytree_node(MXArray, MXArray.tree_flatten, MXArray.tree_unflatten)
+def mx_view(a: Any) -> MXArray | None:
+    """``a`` as an :class:`MXArray` when it is an array of an MX format's datatype (itself
+    when it is one already; else the same leaves and datatype, named), None otherwise."""
+    if isinstance(a, MXArray):
+        return a
+    if isinstance(a, DatatypeArray) and _mx_of(a._dt) is not None:
+        return MXArray._make(a.codes, a.scales, a.zero_points, a.global_scale, a._dt, a._ste)
+    return None
+
+
+for _cls in (DatatypeArray, MXArray):  # one flatten / unflatten; JAX registers exact types
+    jax.tree_util.register_pytree_node(_cls, _cls.tree_flatten, _cls.tree_unflatten)

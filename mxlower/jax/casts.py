@@ -7,10 +7,10 @@
   consecutive values along ``dim``, the others +0.  Gradient: the cotangent where a value is
   kept, 0 elsewhere.
 
-* :func:`quantize_datatype` (what :func:`mxlower.jax.quantize` calls for any datatype that is
-  not one of the seven MX formats): the actual cast, a :class:`DatatypeArray` of codes,
-  scales and zero points; its ``dequantize`` decodes them.  Gradient: straight-through, as
-  for an MXArray.
+* :func:`encode` (what :func:`mxlower.jax.quantize` calls for any datatype that is not one of
+  the seven MX formats): the actual cast, codes, scales and zero points, which ``quantize``
+  holds in a :class:`~mxlower.jax.DatatypeArray` (:mod:`mxlower.jax.array`); its
+  ``dequantize`` binds :data:`decode_p` for datatypes that are not an MX format's.
 
 They bind JAX primitives (``mx_cast``, ``mx_sparse``, ``mx_encode``, ``mx_decode``) whose
 lowering builds the ``mx.cast`` / ``mx.sparse`` / datatype ``mx.quantize`` / ``mx.dequantize``
@@ -43,30 +43,31 @@ from jax.interpreters import batching, mlir
 
 from mxlower.cast_reference import one_level, resolve
 from mxlower.dialect import mx
-from mxlower.formats import FLOAT_TYPES
-from mxlower.jax.array import ShapeOfValues
+from mxlower.formats import format_of
 import mxlower.jax.kernels as kernels
 import mxlower.jax.sharding as sharding
-from mxlower.jax.checks import as_array, as_int, check_axis, check_dtype, check_wide, traced
-from mxlower.jax.dtypes import held_as_codes, mlir_name, storage_dtype
+from mxlower.jax.checks import as_int, check_axis, check_wide
+from mxlower.jax.dtypes import mlir_name, storage_dtype
 from mxlower.jax.lowering import emit, tensor_type
 from mxlower.jax.primitives import _define, _is_zero, _zero
 from mxlower.lowering import cast_math
 from mxlower.numbers import ROUND_MODES, SCALE_MODES, Datatype, NumberSpec, ScaleSpec, SpecError
 from mxlower.numbers import scale as scale_spec
 
-__all__ = ["DatatypeArray", "cast", "cast_p", "datatype_of", "decode_p", "encode_p", "kept",
-           "quantize_datatype", "sparse", "sparse_p"]
+__all__ = ["cast", "cast_p", "datatype_of", "decode_p", "encode", "encode_p", "kept", "layout",
+           "sparse", "sparse_p"]
 
 
 # ============================================================================== checks
 
 
 def datatype_of(number: Any, scale: Any, fn: str, shape: tuple[Any, ...] | None = None,
-                arg: str = "number") -> Datatype:
-    """The datatype of arguments ``arg`` (default 'number') / 'scale' of ``fn`` (as
-    :func:`mxlower.reference.cast` takes them), its scale tiles checked against ``shape``
-    (static sizes needed) and its scale dimensions rewritten counted from the end."""
+                arg: str = "number", two_level: bool = False) -> Datatype:
+    """The canonical datatype of arguments ``arg`` (default 'number') / 'scale' of ``fn`` (as
+    :func:`mxlower.reference.cast` takes them): its scale tiles checked against ``shape``
+    (static sizes needed), its scale dimensions rewritten counted from the end, no name.
+    Two-level datatypes are refused, except with ``two_level`` an MX format's (nvfp4 with
+    its global scale, ``e2m1fo:e4m3fn_t16_gf32``: the MX primitives compute it)."""
     if not isinstance(number, (str, NumberSpec, Datatype)):
         raise TypeError(f"{fn}: argument '{arg}' must be a number spec code ('e5m6', 'int4', "
                         f"...), a datatype name ('mxfp8_e4m3', 'nvfp4', ...) or "
@@ -75,10 +76,13 @@ def datatype_of(number: Any, scale: Any, fn: str, shape: tuple[Any, ...] | None 
         raise TypeError(f"{fn}: argument 'scale' must be a scale spec code ('e8m0_t32', ...) "
                         f"or None, got {scale!r}")
     try:
-        dt = one_level(resolve(number, scale))
+        dt = resolve(number, scale)
+        if not (two_level and format_of(dt) is not None):
+            one_level(dt)
     except SpecError as e:
         where = f"argument '{arg}'" + (" / 'scale'" if scale is not None else "")
         raise ValueError(f"{fn}: {where}: {e}") from None
+    dt = dataclasses.replace(dt, name=None)
     s = dt.scale
     if s is None or shape is None:
         return dt
@@ -333,7 +337,7 @@ def _storage(spec: NumberSpec) -> np.dtype:
     return storage_dtype(spec.storage)
 
 
-def _layout(dt: Datatype, shape: tuple[int, ...]) -> list[tuple[tuple[int, ...], np.dtype, str]]:
+def layout(dt: Datatype, shape: tuple[int, ...]) -> list[tuple[tuple[int, ...], np.dtype, str]]:
     """(shape, JAX dtype, MLIR type) of the codes [, scales [, zero points]] of ``dt``."""
     out = [(tuple(shape), _storage(dt.number), dt.number.storage)]
     s = dt.scale
@@ -345,112 +349,12 @@ def _layout(dt: Datatype, shape: tuple[int, ...]) -> list[tuple[tuple[int, ...],
     return out
 
 
-class DatatypeArray(ShapeOfValues):
-    """An actual cast to a datatype of docs/semantics.md section 10 (the general
-    :class:`~mxlower.jax.MXArray`): ``codes`` (``x``'s shape), ``scales`` (the scale spec's
-    layout; None when unscaled) and ``zero_points`` (None without a zero point), with the
-    static ``datatype`` code (``"e5m6:e8m0_t32"``).  A registered pytree.
-
-    Storage dtypes: a number spec that is a type JAX has is held as that type
-    (``float8_e4m3fn``, ``float4_e2m1fn``, ``bfloat16``, ``float32``...); the f6 types as
-    ``uint8`` codes; ``intK`` / ``uintK`` and every other spec as the integer codes of
-    :attr:`mxlower.numbers.NumberSpec.storage` (``int8``, ``uint16``...) - the layout of
-    :func:`mxlower.reference.encode`.
-
-    Like an MXArray, a traced quantize keeps its input as a hidden straight-through source, so
-    ``dequantize`` differentiates as the identity; ``detach()`` drops it.
-    """
-
-    __slots__ = ("codes", "scales", "zero_points", "datatype", "_ste")
-
-    _values_attr = "codes"
-
-    def __init__(self, codes: Any, scales: Any, zero_points: Any, datatype: str):
-        dt = datatype_of(datatype, None, "DatatypeArray")
-        if isinstance(codes, np.ndarray) and any(
-                held_as_codes(name) and t.dtype == codes.dtype for name, t in FLOAT_TYPES.items()):
-            codes = codes.view(np.uint8)  # ml_dtypes f6 values: JAX holds their codes
-        codes = as_array(codes)
-        dt = datatype_of(dt, None, "DatatypeArray", tuple(codes.shape))
-        parts = [codes, None if scales is None else as_array(scales),
-                 None if zero_points is None else as_array(zero_points)]
-        want = _layout(dt, tuple(codes.shape))
-        for i, (name, v) in enumerate(zip(("codes", "scales", "zero_points"), parts)):
-            if i >= len(want):
-                if v is not None:
-                    raise ValueError(f"DatatypeArray: {dt.code} has no {name.replace('_', ' ')}"
-                                     f" (argument '{name}' must be None)")
-                continue
-            shape, dtype, _ = want[i]
-            if v is None:
-                raise ValueError(f"DatatypeArray: {dt.code} needs argument '{name}'")
-            if np.dtype(v.dtype) != dtype:
-                raise TypeError(f"DatatypeArray: argument '{name}' of {dt.code} must have "
-                                f"dtype {dtype}, got {v.dtype}")
-            if tuple(v.shape) != shape:
-                raise ValueError(f"DatatypeArray: argument '{name}' of {dt.code} must have "
-                                 f"shape {shape}, got {tuple(v.shape)}")
-        self._set(codes=parts[0], scales=parts[1], zero_points=parts[2], datatype=dt.code,
-                  _ste=None)
-
-    @classmethod
-    def _make(cls, codes, scales, zero_points, datatype, ste=None):
-        """Unchecked construction (pytree unflattening and the primitives' results)."""
-        self = object.__new__(cls)
-        self._set(codes=codes, scales=scales, zero_points=zero_points, datatype=datatype,
-                  _ste=ste)
-        return self
-
-    def tree_flatten(self):
-        return (self.codes, self.scales, self.zero_points, self._ste), self.datatype
-
-    @classmethod
-    def tree_unflatten(cls, aux, children):
-        return cls._make(*children[:3], aux, children[3])
-
-    @property
-    def nbytes(self) -> int:
-        """Packed storage in bytes: codes, scales and zero points at their specs' bit
-        widths."""
-        dt = resolve(self.datatype)
-        bits = self.size * dt.number.bits
-        for v, spec in ((self.scales, dt.scale and dt.scale.number),
-                        (self.zero_points, dt.scale and dt.scale.zero_point)):
-            if v is not None:
-                bits += int(np.prod(np.shape(v), dtype=np.int64)) * spec.bits
-        return (bits + 7) // 8
-
-    def dequantize(self, dtype: Any = jnp.float32) -> jax.Array:
-        """The values (docs/semantics.md section 10.4) in ``dtype`` (float32, bfloat16,
-        float16): each computed in f32 and rounded once; bit-exact with
-        :func:`mxlower.reference.decode`."""
-        out = check_dtype(dtype, "dequantize", "dtype")
-        dt = resolve(self.datatype)
-        operands = [v for v in (self.codes, self.scales, self.zero_points) if v is not None]
-        if self._ste is not None:
-            operands.append(self._ste)
-        return decode_p.bind(*operands, number=dt.number.code,
-                             scale=None if dt.scale is None else dt.scale.code, dtype=out,
-                             has_ste=self._ste is not None)
-
-    def detach(self) -> DatatypeArray:
-        """This array without its straight-through source."""
-        return DatatypeArray._make(self.codes, self.scales, self.zero_points, self.datatype)
-
-    def __repr__(self) -> str:
-        return f"DatatypeArray(datatype={self.datatype}, shape={self.shape})"
-
-
-jax.tree_util.register_pytree_node(DatatypeArray, DatatypeArray.tree_flatten,
-                                   DatatypeArray.tree_unflatten)
-
-
-def quantize_datatype(x: Any, number: Any, scale: Any = None, *, roundmode: str = "even",
-                      scalemode: str = "max", key: Any = None, rbits: Any = None,
-                      fn: str = "quantize", arg: str = "format") -> DatatypeArray:
+def encode(x: Any, number: Any, scale: Any = None, *, roundmode: str = "even",
+           scalemode: str = "max", key: Any = None, rbits: Any = None, fn: str = "quantize",
+           arg: str = "format") -> tuple[list[Any], Datatype]:
     """The actual cast of ``x`` to a datatype (arguments as :func:`cast`; errors name the
-    datatype argument ``arg``): a :class:`DatatypeArray` bit-exact with
-    :func:`mxlower.reference.encode`."""
+    datatype argument ``arg``): ``[codes, scales, zero_points]`` (None where the datatype has
+    none) bit-exact with :func:`mxlower.reference.encode`, and the canonical datatype."""
     x = check_wide(x, fn, "x")
     dt = datatype_of(number, scale, fn, tuple(x.shape), arg)
     roundmode, scalemode = _modes(dt, roundmode, scalemode, fn)
@@ -458,8 +362,7 @@ def quantize_datatype(x: Any, number: Any, scale: Any = None, *, roundmode: str 
     outs = encode_p.bind(x, *([] if r is None else [r]), number=dt.number.code,
                          scale=None if dt.scale is None else dt.scale.code,
                          roundmode=roundmode, scalemode=scalemode)
-    outs = list(outs) + [None] * (3 - len(outs))
-    return DatatypeArray._make(*outs, dt.code, x if traced(x) else None)
+    return list(outs) + [None] * (3 - len(outs)), dt
 
 
 encode_p = Primitive("mx_encode")
@@ -468,13 +371,13 @@ encode_p.multiple_results = True
 
 def _encode_abstract(x, *r, number, scale, roundmode, scalemode):
     dt = resolve(number, scale)
-    return [jax.core.ShapedArray(s, d) for s, d, _ in _layout(dt, x.shape)]
+    return [jax.core.ShapedArray(s, d) for s, d, _ in layout(dt, x.shape)]
 
 
 def _encode_lowering(ctx, x, *r, number, scale, roundmode, scalemode):
     dt = resolve(number, scale)
     shape = ctx.avals_in[0].shape
-    results = [tensor_type(s, t) for s, _, t in _layout(dt, shape)]
+    results = [tensor_type(s, t) for s, _, t in layout(dt, shape)]
 
     def build(args):
         op = mx.quantize(args[0], number=number, scale=scale, roundmode=roundmode,
@@ -521,7 +424,7 @@ def _decode_lowering(ctx, *args, number, scale, dtype, has_ste):
     k = _n_parts(scale)
     dt = resolve(number, scale)
     shape = ctx.avals_in[0].shape
-    types = [tensor_type(s, t) for s, _, t in _layout(dt, shape)]
+    types = [tensor_type(s, t) for s, _, t in layout(dt, shape)]
     out = mlir_name(dtype)
 
     def build(a):
