@@ -194,8 +194,8 @@ def encode_values(b: Builder, value_bits: Any, spec: NumberSpec, roundmode: str 
     with ``roundmode`` (docs/semantics.md 10.2; the codec's encoder)."""
     cb = _int_builder(b, value_bits)
     codes = codec.emit_encode(cb, b.bitcast(value_bits, "f32"), "f32", spec,
-                                   roundmode=roundmode, rbits=rbits, shift=shift,
-                                   code_bits=32)
+                              roundmode=roundmode, rbits=rbits, shift=shift,
+                              code_bits=32)
     return _as_i32(b, codes)
 
 

@@ -1587,8 +1587,8 @@ class _CastKernel(_ValueUnits):
         cb = self.codec_builder(xb.type)
         shifts = None if shift is None else b.broadcast(shift, b.shape(xb))
         codes = codec.emit_encode(cb, b.bitcast(xb, "f32"), "f32", self.number,
-                                       roundmode=spec.roundmode, rbits=r, shift=shifts,
-                                       code_bits=32)
+                                  roundmode=spec.roundmode, rbits=r, shift=shifts,
+                                  code_bits=32)
         v = b.bitcast(codec.emit_decode(cb, codes, self.number, "f32", shift=shifts), "i32")
         return v if nan is None else self.b.select(nan, self.b.like(v, _NAN), v)
 
@@ -1617,7 +1617,7 @@ class _CastKernel(_ValueUnits):
             cb = self.codec_builder(xb.type)
             v = cast_math.quotient(b, xb, sd, small=small)
             codes = codec.emit_encode(cb, b.bitcast(v, "f32"), "f32", n,
-                                           roundmode=self.spec.roundmode, rbits=r, code_bits=32)
+                                      roundmode=self.spec.roundmode, rbits=r, code_bits=32)
             codes = b.select(drop, b.like(codes, 0), codes)
             dv = b.bitcast(codec.emit_decode(cb, codes, n, "f32"), "i32")
             out = cast_math.mul_f32(b, dv, sdec)

@@ -65,16 +65,13 @@ def emit_conversion(b: int_builders.IntBuilder, x: Any, src: str, dst: str, *,
     another narrow type: narrow -> narrow codes, wide floats -> ``code_bits``-wide codes, or
     codes -> wide floats.  ``roundmode`` (conversions to a narrow type): ``even`` (section 2),
     ``zero`` or ``nearest`` (:func:`mxlower.lowering.codec.emit_truncf`)."""
-    if roundmode != "even" and is_narrow_float(dst):
-        if is_narrow_float(src):  # through f32, which holds every narrow value exactly
-            x, src = codec.emit_extf(b, x, src, "f32"), "f32"
-        return codec.emit_truncf(b, x, src, dst, roundmode=roundmode,
-                                       code_bits=code_bits)
-    if is_narrow_float(src) and is_narrow_float(dst):
-        return codec.emit_convert_codes(b, x, src, dst, code_bits=code_bits)
-    if is_narrow_float(dst):
-        return codec.emit_truncf(b, x, src, dst, code_bits=code_bits)
-    return codec.emit_extf(b, x, src, dst)
+    if not is_narrow_float(dst):
+        return codec.emit_extf(b, x, src, dst)
+    if is_narrow_float(src):
+        if roundmode == "even":
+            return codec.emit_convert_codes(b, x, src, dst, code_bits=code_bits)
+        x, src = codec.emit_extf(b, x, src, "f32"), "f32"  # f32 holds every narrow value
+    return codec.emit_truncf(b, x, src, dst, roundmode=roundmode, code_bits=code_bits)
 
 
 #: arith's RoundingMode enum, in order

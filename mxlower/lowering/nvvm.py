@@ -299,8 +299,8 @@ def emit_truncf(b: Any, x: Any, src: str, dst: str, plan: Plan) -> Any:
             x32 = b.fconv(x, src, "f32")
             return _ue8m0_directed(b, b.bitcast_to_int(x32), plan.rnd)
         if plan.rnd in ("rz", "rna"):
-            return codec.emit_truncf(b, x, src, dst, roundmode={"rz": "zero",
-                                                                       "rna": "nearest"}[plan.rnd])
+            mode = {"rz": "zero", "rna": "nearest"}[plan.rnd]
+            return codec.emit_truncf(b, x, src, dst, roundmode=mode)
         codes = codec.emit_truncf(b, x, src, dst, code_bits=8)
         if plan.saturate:
             codes = _satfinite_codec(b, x, src, dst, codes)

@@ -383,7 +383,7 @@ def test_bad_arguments_are_clear_errors():
         codec.emit_encode(NP, x, "f32", "e4m3fn", rbits=np.zeros(4, np.uint32))
     with pytest.raises(ValueError, match="rbits must be 32-bit"):
         codec.emit_encode(NP, x, "f32", "e4m3fn", roundmode="stochastic",
-                       rbits=np.zeros(4, np.uint16))
+                          rbits=np.zeros(4, np.uint16))
     with pytest.raises(numbers.SpecError, match="exponent bits must be 1..8"):
         codec.emit_encode(NP, x, "f32", "e9m3")
     with pytest.raises(ValueError, match="source must be one of"):
@@ -428,7 +428,7 @@ def _hlo_text(n: int, spec: str, src: str, mode: str, shifted: bool, dst: str) -
                 b = StableHLOBuilder([n])
                 sh = s if shifted else None
                 codes = codec.emit_encode(b, x, src, spec, roundmode=mode,
-                                       rbits=r if mode == "stochastic" else None, shift=sh)
+                                          rbits=r if mode == "stochastic" else None, shift=sh)
                 back = codec.emit_decode(b, codes, spec, dst, shift=sh)
                 J.func.ReturnOp([codes, back])
             f.attributes["function_type"] = ir.TypeAttr.get(
@@ -455,7 +455,7 @@ def _inputs(src: str, n: int, seed: int):
 def _numpy_pair(x, r, s, src, spec, mode, shifted, dst):
     sh = s if shifted else None
     codes = codec.emit_encode(NP, x, src, spec, roundmode=mode,
-                           rbits=r if mode == "stochastic" else None, shift=sh)
+                              rbits=r if mode == "stochastic" else None, shift=sh)
     return codes, codec.emit_decode(NP, codes, spec, dst, shift=sh)
 
 
@@ -499,8 +499,8 @@ def _arith_text(spec: str, src: str, mode: str, shifted: bool, dst: str) -> str:
                 b = int_builders.ArithBuilder(ir, arith, ft)
                 sh = s if shifted else None
                 c = codec.emit_encode(b, x, src, spec, roundmode=mode,
-                                   rbits=r if mode == "stochastic" else None, shift=sh,
-                                   code_bits=32)
+                                      rbits=r if mode == "stochastic" else None, shift=sh,
+                                      code_bits=32)
                 v = codec.emit_decode(b, c, spec, dst, shift=sh)
                 J.func.ReturnOp([c, v])
         assert m.operation.verify()

@@ -200,8 +200,8 @@ def _stochastic_kernel(spec: str) -> str:
             with ir.InsertionPoint(blk):
                 b = int_builders.ArithBuilder(ir, J.arith, f32)
                 c = codec.emit_encode(b, blk.arguments[0], "f32", spec,
-                                           roundmode="stochastic", rbits=blk.arguments[1],
-                                           code_bits=32)
+                                      roundmode="stochastic", rbits=blk.arguments[1],
+                                      code_bits=32)
                 J.func.ReturnOp([c])
         enc = str(m).strip()[len("module {"):-1]
     return ("gpu.module @sr {\n" + enc +
