@@ -72,6 +72,12 @@ class MXFormat:
     global_scale: bool = False  #: takes an optional f32 per-tensor scale (nvfp4)
 
     @property
+    def datatype(self) -> Datatype:
+        """The format as a datatype of docs/semantics.md section 10 (its default block size
+        along the last dimension; :func:`block_datatype` for others)."""
+        return DATATYPES[self.name]
+
+    @property
     def bits(self) -> int:
         """The element bit width (from :mod:`mxlower.types`)."""
         return types.scalar(self.element).bits

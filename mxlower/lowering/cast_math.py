@@ -23,12 +23,13 @@ The pieces:
   bits (which orders non-negative floats, subnormals included), and a NaN or Inf in the tile
   shows as amax >= 0x7F800000; vmin / vmax of asymmetric tiles are integer minima / maxima of
   an order-preserving key of the bits.
-* **Scale selection** (:func:`scale_exponent`) in integer arithmetic on amax's bits for the
-  modes max / midmax / rceil / nearest, then clamped to the exponent type's range.
+* **Scale selection** (:func:`mxlower.lowering.mx_math.scale_exponent`, the one
+  implementation the MX formats' quantize shares) in integer arithmetic on amax's bits for
+  the modes max / midmax / rceil / nearest, then clamped to the exponent type's range.
 * **f32 arithmetic that XLA:CPU would get wrong**: it flushes subnormal inputs and results
   (FTZ/DAZ) and turns a division by a broadcast into a multiplication by a rounded
   reciprocal.  Every quotient the model takes (amax / max, x / s, span / (2^K - 1), -vmin / s)
-  is :func:`quotient`: ``RNE_f32(RN_f64(x * RN_f64(1 / d)))`` where the result is a normal
+  is :func:`mxlower.lowering.mx_math.quotient`: ``RNE_f32(RN_f64(x * RN_f64(1 / d)))`` where the result is a normal
   f32 (exact, see :func:`mxlower.lowering.mx_math.f32_quotient`), an integer division of
   the significands where it is below 2^-126; sums and products are formed in f64 on the
   exact values and rounded once (:func:`mxlower.lowering.mx_math.round_to_f32`; f64 holds
@@ -44,8 +45,6 @@ The pieces:
 from __future__ import annotations
 
 import dataclasses
-import fractions
-import math
 from typing import Any
 
 import numpy as np
@@ -57,10 +56,11 @@ import mxlower.lowering.codec as codec
 from mxlower.lowering.codec_stablehlo import StableHLOBuilder
 from mxlower.lowering.mx_math import narrow_codes, narrow_from_codes
 from mxlower.lowering.mx_math import (
+    f32_bits_of,
     f64_of_f32_bits,
-    frexp_bits,
-    normalize_bits,
+    quotient,
     round_to_f32,
+    scale_exponent,
     to_f32_bits,
 )
 from mxlower.numbers import Datatype, NumberSpec, ScaleSpec
@@ -70,12 +70,9 @@ __all__ = [
     "Tiles",
     "decode",
     "encode",
-    "f32_bits_of",
     "lower_op",
     "lower_sparse",
     "mul_f32",
-    "quotient",
-    "scale_exponent",
     "tiny_is_zero",
     "unsupported",
 ]
@@ -249,68 +246,6 @@ def load(b: Builder, stored: Any, spec: NumberSpec) -> Any:
 # ----------------------------------------------------------------------------- exact f32 steps
 
 
-def _sig_exp(b: Builder, bits: Any) -> tuple[Any, Any]:
-    """(significand, biased exponent field) of f32 magnitude bits as i64: the value is
-    sig * 2^(max(field, 1) - 150)."""
-    mag = b.and_(bits, _MAG)
-    ex = b.shr(mag, 23)
-    mt = b.and_(mag, _MANT)
-    sig = b.select(b.eq(ex, 0), mt, b.or_(mt, 0x800000))
-    return b.convert(sig, "i64"), b.convert(b.max(ex, 1), "i64")
-
-
-def quotient(b: Builder, x_bits: Any, d_bits: Any | float, *, small: bool = True) -> Any:
-    """The f32 bits of RNE_f32(x / d) for f32 bits ``x_bits`` and a positive ``d`` (f32 bits
-    of x's shape, or a Python float holding an f32), subnormal quotients included; d = +Inf
-    gives a signed zero for finite x.
-
-    Normal (and overflowing) quotients: ``RNE_f32(RN_f64(x * RN_f64(1 / d)))``, exact
-    (:func:`mxlower.lowering.mx_math.f32_quotient`).  Where that product is below 2^-126 the
-    quotient is at most 2^-126 (1 + 2^-51), and k = RNE(|x| / d * 2^149), its count of
-    2^-149, is an integer division of the significands: with x = X 2^a and d = D 2^c,
-    k = RNE(X 2^(a - c + 149) / D), the shift moved to whichever side keeps it exact (a
-    divisor shifted by more than 38 bits gives a quotient below 2^-14, that is k = 0).
-
-    ``small=False`` skips that integer path (an i64 division per value) for callers that
-    cannot tell a quotient below 2^-126 from a signed zero (:func:`tiny_is_zero`)."""
-    xf = f64_of_f32_bits(b, x_bits)
-    if isinstance(d_bits, (int, float)):
-        if d_bits <= 0 or not math.isfinite(d_bits):
-            raise ValueError(f"quotient: divisor {d_bits} must be positive and finite")
-        r = b.like(xf, 1.0 / d_bits)
-        d_bits = b.like(x_bits, f32_bits_of(d_bits))
-    else:
-        r = b.div(1.0, f64_of_f32_bits(b, d_bits))
-    q = b.mul(xf, r)
-    normal = b.bitcast(b.convert(q, "f32"), "i32")
-    if not small:
-        return normal
-    xs, xe = _sig_exp(b, x_bits)
-    ds, de = _sig_exp(b, d_bits)
-    sh = b.add(b.sub(xe, de), 149)
-    p = b.shl(xs, b.clamp(0, sh, 40))
-    d = b.shl(ds, b.clamp(0, b.sub(0, sh), 38))
-    d = b.max(d, 1)  # lanes with d = 0 never reach here (d > 0); keep the division defined
-    quo = b.div(p, d)
-    rem = b.sub(p, b.mul(quo, d))
-    twice = b.add(rem, rem)
-    odd = b.eq(b.and_(quo, 1), 1)
-    up = b.or_(b.gt(twice, d), b.and_(b.eq(twice, d), odd))
-    k = b.convert(b.add(quo, b.select(up, b.like(quo, 1), b.like(quo, 0))), "i32")
-    tiny = b.or_(b.eq(b.and_(x_bits, _MAG), 0), b.lt(b.abs(q), 2.0 ** -126))
-    # a divisor of +Inf (a float scale that overflowed) gives a signed zero
-    small = b.select(b.ge(b.and_(d_bits, _MAG), _INF), b.like(k, 0), k)
-    return b.select(tiny, b.or_(b.and_(x_bits, _SIGN), small), normal)
-
-
-def f32_bits_of(v: float) -> int:
-    """The bits of the f32 value ``v`` as a signed i32."""
-    f = np.float32(v)
-    if float(f) != v:
-        raise CastLoweringError(f"{v} is not an f32 value")
-    return int(f.view(np.int32))
-
-
 def tiny_is_zero(n: NumberSpec) -> bool:
     """Whether every element value of magnitude at most 2^-126 rounds to a signed zero of
     ``n`` in every rounding mode: true when its smallest spacing is at least 2^-93 (then
@@ -352,50 +287,6 @@ def _is_nan_bits(b: Builder, bits: Any) -> Any:
 # ----------------------------------------------------------------------------- scale selection
 
 
-def scale_exponent(b: Builder, amax: Any, n: NumberSpec, s: ScaleSpec, mode: str) -> Any:
-    """E per tile (i32, clamped to the exponent type's range) from the bits of a finite
-    non-negative amax (docs/semantics.md 10.3): max, midmax, rceil or nearest, with the
-    element spec's emax / max / midmax as scaled data (intK: fixed point)."""
-    emax = n.scaled_emax
-    _, ex, mt = normalize_bits(b, amax)  # renormalized subnormals; ex - 127 = floor(log2)
-    fl = b.sub(ex, 127)
-    base = b.sub(fl, emax)
-    one, zero = b.like(amax, 1), b.like(amax, 0)
-    if mode == "max":
-        e = base
-    elif mode == "midmax":
-        # amax * 2^-E = f * 2^emax with f = 1 + mt / 2^23; up when f >= midmax / 2^emax
-        t = n.scaled_midmax_exact / fractions.Fraction(2) ** emax - 1
-        thr = math.ceil(t * 2 ** 23)
-        e = b.add(base, b.select(b.ge(mt, thr), one, zero))
-    elif mode == "rceil":
-        mx_value = float(n.scaled_max_exact)
-        reason = _rceil_unsupported(n)
-        if reason:
-            raise CastLoweringError(reason)
-        q = quotient(b, amax, mx_value)
-        fq = frexp_bits(b, q)
-        # a normal q is a power of two when its mantissa field is 0; a subnormal q = k 2^-149
-        # when k & (k - 1) == 0
-        normal_pow2 = b.eq(b.and_(q, _MANT), 0)
-        sub_pow2 = b.eq(b.and_(q, b.sub(q, 1)), 0)
-        pow2 = b.select(b.ge(q, 0x800000), normal_pow2, sub_pow2)
-        e = b.add(fq, b.select(pow2, zero, one))
-        e = b.select(b.eq(q, 0), b.like(amax, -100000), e)
-    elif mode == "nearest":
-        # v = amax 2^-emax exactly: floor(log2 v) + [significand >= 1.5] when v >= 2^-126;
-        # below, -126 when v > 2^-127 and -127 otherwise (f8E8M0FNU's rounding of v)
-        hi = b.add(base, b.select(b.ge(mt, 0x400000), one, zero))
-        low = b.select(b.and_(b.eq(base, -127), b.gt(mt, 0)), b.like(amax, -126),
-                       b.like(amax, -127))
-        e = b.select(b.ge(base, -126), hi, low)
-    else:
-        raise ValueError(f"unknown scale mode {mode!r}")
-    lo, top = s.number.emin, s.number.emax
-    e = b.select(b.eq(amax, 0), b.like(amax, lo), e)
-    return b.clamp(lo, e, top)
-
-
 # ----------------------------------------------------------------------------- encode
 
 
@@ -423,8 +314,8 @@ def _rceil_unsupported(n: NumberSpec) -> str | None:
     return None
 
 
-def _check_exact(dt: Datatype) -> None:
-    reason = unsupported(dt)
+def _check_exact(dt: Datatype, scalemode: str = "max") -> None:
+    reason = unsupported(dt, scalemode)
     if reason:
         raise CastLoweringError(reason)
 
@@ -433,7 +324,7 @@ def encode(b: Builder, x: Any, dt: Datatype, roundmode: str, scalemode: str,
            rbits: Any | None) -> tuple[Any, Any | None, Any | None]:
     """i32 (codes, scale codes, zero-point codes) of the actual cast of ``x`` (f32 / bf16 /
     f16) to ``dt``: :func:`mxlower.reference.encode`'s values, as two's complement i32."""
-    _check_exact(dt)
+    _check_exact(dt, scalemode)
     n, s = dt.number, dt.scale
     xb = to_f32_bits(b, x)
     if s is None:

@@ -23,7 +23,7 @@ match docs/semantics.md section 2 and into the codec's integer expansion elsewhe
 they are the codec's integer expansion directly.
 
 The numerics are not restated here.  The block arithmetic is :mod:`mxlower.lowering.mx_math`'s
-(the functions ``mxlower-decompose-mx`` builds StableHLO with: :func:`shared_exponent`,
+(the functions ``mxlower-decompose-mx`` builds StableHLO with: :func:`scale_exponent`,
 :func:`scale_by_pow2`, :func:`ldexp_bits`, :func:`mul_f32_exact`, the nvfp4 global-scale
 division), run through :class:`ArithOps`, an implementation of the elementwise part of
 :class:`mxlower.ir.stablehlo_builder.Builder` on ``arith``/``math``/``vector`` values; every
@@ -53,7 +53,7 @@ masked loads and stores, so any size works, odd f4 counts included).  A cast
 cast to a number spec) has tiles of ``k`` values as its units where it has a scale, vectors
 of 8 values (the last one masked) where it has none; its element rounding is
 :mod:`mxlower.lowering.codec`'s encoder and decoder on ``arith``, its scale choice
-:func:`mxlower.lowering.cast_math.scale_exponent` on :class:`ArithOps`.
+:func:`mxlower.lowering.mx_math.scale_exponent` on :class:`ArithOps`.
 
 Example::
 
@@ -342,7 +342,7 @@ class CastSpec:
     last dimension, or every value of an array the caller flattens; a kernel per length).  Every rounding mode; ``stochastic`` takes the random bits (uint32,
     one per value) as a second operand.  The element rounding is
     :mod:`mxlower.lowering.codec`'s, the scale choice
-    :func:`mxlower.lowering.cast_math.scale_exponent`, so a kernel gives the bits of the
+    :func:`mxlower.lowering.mx_math.scale_exponent`, so a kernel gives the bits of the
     StableHLO lowering.  Other datatypes (zero points, 2D tiles) raise ValueError: the
     caller falls back to that lowering."""
 
@@ -1240,7 +1240,7 @@ class _MXKernel(_Kernel):
     def _mx_codes(self, amax: Any, nonfinite: Any) -> tuple[Any, Any]:
         """docs/semantics.md section 3 for a group of blocks: their E8M0 scale codes, and E."""
         b, fmt = self.b, self.fmt
-        e = b.clamp(-127, mx_math.shared_exponent(b, amax, fmt, self.spec.scale_mode), 127)
+        e = mx_math.shared_exponent(b, amax, fmt, self.spec.scale_mode)
         return b.convert(b.select(nonfinite, b.like(e, 255), b.add(e, 127)), "i8"), e
 
     def _mx_scale(self, amax: Any, nonfinite: Any):
@@ -1596,17 +1596,17 @@ class _CastKernel(_ValueUnits):
         """A tile with a float scale (docs/semantics.md section 10.3, as
         :mod:`mxlower.lowering.cast_math` lowers it): the scale ``RNE(amax / max)`` rounded to
         the scale's spec (scalar), and the cast of a vector of the tile's f32 bits: the
-        element code of ``x / s`` (exact quotients, :func:`cast_math.quotient`; +0 where the
+        element code of ``x / s`` (exact quotients, :func:`mx_math.quotient`; +0 where the
         scale is 0), decoded and multiplied by the decoded scale, rounded once to f32; NaN
         where the tile holds NaN or Inf."""
         b, n = self.b, self.number
         sn = self.spec.scale_spec.number
         sb = self.codec_builder(amax.type)  # scalar codec for the scale
-        q = cast_math.quotient(b, amax, n.max)
+        q = mx_math.quotient(b, amax, n.max)
         sc = codec.emit_encode(sb, b.bitcast(q, "f32"), "f32", sn, code_bits=32)
         sval = b.bitcast(codec.emit_decode(sb, sc, sn, "f32"), "i32")
         zero = b.eq(b.and_(sval, _MAG), 0)
-        sd = b.select(zero, b.like(sval, cast_math.f32_bits_of(1.0)), sval)
+        sd = b.select(zero, b.like(sval, mx_math.f32_bits_of(1.0)), sval)
         drop = self.m["arith"].OrIOp(nonfinite, zero).result
         stored = b.select(nonfinite, b.like(sc, sn.nan_code), sc)
         sdec = b.bitcast(codec.emit_decode(sb, stored, sn, "f32"), "i32")
@@ -1615,7 +1615,7 @@ class _CastKernel(_ValueUnits):
 
         def cast(xb: Any, r: Any) -> Any:
             cb = self.codec_builder(xb.type)
-            v = cast_math.quotient(b, xb, sd, small=small)
+            v = mx_math.quotient(b, xb, sd, small=small)
             codes = codec.emit_encode(cb, b.bitcast(v, "f32"), "f32", n,
                                       roundmode=self.spec.roundmode, rbits=r, code_bits=32)
             codes = b.select(drop, b.like(codes, 0), codes)
@@ -1665,7 +1665,7 @@ class _CastKernel(_ValueUnits):
         nonfinite = b.ge(amax, _INF)
         s = self.spec.scale_spec
         if s.power_of_two:
-            e = cast_math.scale_exponent(b, amax, self.number, s, self.spec.scalemode)
+            e = mx_math.scale_exponent(b, amax, self.number, s, self.spec.scalemode)
             shift = b.sub(e, self.fixed)
 
             def cast(xv: Any, r: Any) -> Any:

@@ -9,7 +9,8 @@ a format's numerics have this one recipe; the other datatypes of docs/semantics.
 :func:`lower_pack` / :func:`lower_unpack`).
 
 * quantize (docs/semantics.md section 3, 4): a block reduction of the magnitude bits, integer exponent
-  arithmetic for the shared scale (:func:`shared_exponent`: floor / rceil / nearest), exact
+  arithmetic for the shared scale (:func:`shared_exponent`: floor / rceil / nearest, the
+  MX spelling of :func:`scale_exponent`, which every exponent-scaled datatype shares), exact
   power-of-two scaling and saturation of the elements on their bits (:func:`scale_by_pow2`),
   then a ``stablehlo.convert`` to the element type; nvfp4 with its E4M3 block scale and
   optional global scale;
@@ -34,7 +35,7 @@ decoding the exponent of a block maximum (:func:`frexp_bits`), reading an f32 ex
 and outputs are provably normal (or where a flushed result provably cannot change the
 answer).  XLA:CPU also turns a division by a constant or a broadcast into a multiplication by
 an f32-rounded reciprocal, so no quotient is an f32 division: ``rceil``'s is an integer
-comparison (:func:`shared_exponent`), nvfp4's are formed in f64 (:func:`f32_quotient`).
+comparison (:func:`scale_exponent`), nvfp4's are formed in f64 (:func:`f32_quotient`).
 """
 
 from __future__ import annotations
@@ -48,12 +49,14 @@ import numpy as np
 from mxlower.bindings.jaxlib import ir
 from mxlower.dialect import mx
 from mxlower.formats import FLOAT_TYPES, MXFormat
+from mxlower.numbers import NumberSpec, ScaleSpec
 from mxlower.types import WIDE_FLOAT_TYPES
 from mxlower.ir.stablehlo_builder import Builder
 from mxlower.lowering.narrow_floats_stablehlo import StableHLOExpansion
 
 __all__ = [
     "dequantize_values",
+    "f32_bits_of",
     "f32_bits_floor",
     "frexp_bits",
     "ldexp_bits",
@@ -67,9 +70,11 @@ __all__ = [
     "narrow_codes",
     "narrow_from_codes",
     "normalize_bits",
+    "quotient",
     "scale_by_pow2",
-    "scaled_dot_epilogue",
+    "scale_exponent",
     "shared_exponent",
+    "scaled_dot_epilogue",
     "to_f32_bits",
 ]
 
@@ -276,6 +281,68 @@ def f32_quotient(b: Builder, x: Any, r: Any) -> Any:
     return b.convert(b.mul(x, r), "f32")
 
 
+def _sig_exp(b: Builder, bits: Any) -> tuple[Any, Any]:
+    """(significand, biased exponent field) of f32 magnitude bits as i64: the value is
+    sig * 2^(max(field, 1) - 150)."""
+    mag = b.and_(bits, _MAG)
+    ex = b.shr(mag, 23)
+    mt = b.and_(mag, _MANT)
+    sig = b.select(b.eq(ex, 0), mt, b.or_(mt, 0x800000))
+    return b.convert(sig, "i64"), b.convert(b.max(ex, 1), "i64")
+
+
+def quotient(b: Builder, x_bits: Any, d_bits: Any | float, *, small: bool = True) -> Any:
+    """The f32 bits of RNE_f32(x / d) for f32 bits ``x_bits`` and a positive ``d`` (f32 bits
+    of x's shape, or a Python float holding an f32), subnormal quotients included; d = +Inf
+    gives a signed zero for finite x.
+
+    Normal (and overflowing) quotients: ``RNE_f32(RN_f64(x * RN_f64(1 / d)))``, exact
+    (:func:`f32_quotient`).  Where that product is below 2^-126 the
+    quotient is at most 2^-126 (1 + 2^-51), and k = RNE(|x| / d * 2^149), its count of
+    2^-149, is an integer division of the significands: with x = X 2^a and d = D 2^c,
+    k = RNE(X 2^(a - c + 149) / D), the shift moved to whichever side keeps it exact (a
+    divisor shifted by more than 38 bits gives a quotient below 2^-14, that is k = 0).
+
+    ``small=False`` skips that integer path (an i64 division per value) for callers that
+    cannot tell a quotient below 2^-126 from a signed zero (:func:`tiny_is_zero`)."""
+    xf = f64_of_f32_bits(b, x_bits)
+    if isinstance(d_bits, (int, float)):
+        if d_bits <= 0 or not math.isfinite(d_bits):
+            raise ValueError(f"quotient: divisor {d_bits} must be positive and finite")
+        r = b.like(xf, 1.0 / d_bits)
+        d_bits = b.like(x_bits, f32_bits_of(d_bits))
+    else:
+        r = b.div(1.0, f64_of_f32_bits(b, d_bits))
+    q = b.mul(xf, r)
+    normal = b.bitcast(b.convert(q, "f32"), "i32")
+    if not small:
+        return normal
+    xs, xe = _sig_exp(b, x_bits)
+    ds, de = _sig_exp(b, d_bits)
+    sh = b.add(b.sub(xe, de), 149)
+    p = b.shl(xs, b.clamp(0, sh, 40))
+    d = b.shl(ds, b.clamp(0, b.sub(0, sh), 38))
+    d = b.max(d, 1)  # lanes with d = 0 never reach here (d > 0); keep the division defined
+    quo = b.div(p, d)
+    rem = b.sub(p, b.mul(quo, d))
+    twice = b.add(rem, rem)
+    odd = b.eq(b.and_(quo, 1), 1)
+    up = b.or_(b.gt(twice, d), b.and_(b.eq(twice, d), odd))
+    k = b.convert(b.add(quo, b.select(up, b.like(quo, 1), b.like(quo, 0))), "i32")
+    tiny = b.or_(b.eq(b.and_(x_bits, _MAG), 0), b.lt(b.abs(q), 2.0 ** -126))
+    # a divisor of +Inf (a float scale that overflowed) gives a signed zero
+    small = b.select(b.ge(b.and_(d_bits, _MAG), _INF), b.like(k, 0), k)
+    return b.select(tiny, b.or_(b.and_(x_bits, _SIGN), small), normal)
+
+
+def f32_bits_of(v: float) -> int:
+    """The bits of the f32 value ``v`` as a signed i32."""
+    f = np.float32(v)
+    if float(f) != v:
+        raise ValueError(f"{v} is not an f32 value")
+    return int(f.view(np.int32))
+
+
 # ----------------------------------------------------------------------------- quantize
 
 
@@ -283,14 +350,40 @@ def _bits_floor(x: fractions.Fraction) -> int:
     return f32_bits_floor(x)
 
 
-def shared_exponent(b: Any, amax: Any, fmt: MXFormat, mode: str) -> Any:
-    """docs/semantics.md section 3.3: the unclamped shared exponent E from the i32 bits of a finite amax."""
-    emax = fmt.emax_elem
+#: the MX formats' name of section 10.3's ``max`` (docs/semantics.md section 3.3)
+_RULES = {"floor": "max"}
+
+
+def scale_exponent(b: Any, amax: Any, n: NumberSpec, s: ScaleSpec, mode: str) -> Any:
+    """The shared exponent E of a block or tile (i32, clamped to the range of the exponent
+    scale spec ``s``'s number) from the bits of its finite non-negative amax: docs/semantics.md
+    section 10.3's ``max`` (section 3.3's ``floor``), ``midmax``, ``rceil`` and ``nearest``,
+    with the element spec ``n``'s emax / max / midmax as scaled data (intK: fixed point).
+    The one implementation of the rule: the MX formats' quantize (StableHLO and the fused
+    kernels) and every exponent-scaled datatype's cast call it.
+
+    Where the element values reach 1 (emax >= 0) and the scale's range ends at or above
+    2^-127 (every MX format), ``rceil`` and ``nearest`` are decided on amax's exponent and
+    mantissa fields with two thresholds below 2^-126 (no quotient is formed); otherwise on
+    the renormalized fields and, for ``rceil``, the exact quotient (:func:`quotient`)."""
+    mode = _RULES.get(mode, mode)
+    emax = n.scaled_emax
+    lo, top = s.number.emin, s.number.emax
     two = fractions.Fraction(2)
-    if mode == "floor":
-        return b.sub(frexp_bits(b, amax), emax)
-    if mode == "rceil":
-        m = fractions.Fraction(fmt.max_elem)
+    fields = emax >= 0 and lo >= -127  # the field-based forms apply
+    zero_is_low = fields  # amax = 0 gives E <= lo by itself (else a select sets lo)
+    if mode == "max":
+        e = b.sub(frexp_bits(b, amax), emax)  # exact for subnormals; amax = 0: -150 - emax
+        zero_is_low = -150 - emax <= lo
+    elif mode == "midmax":
+        # amax * 2^-E = f * 2^emax with f = 1 + mt / 2^23; up when f >= midmax / 2^emax
+        _, ex, mt = normalize_bits(b, amax)
+        thr = math.ceil((n.scaled_midmax_exact / two ** emax - 1) * 2 ** 23)
+        e = b.add(b.sub(ex, 127 + emax),
+                  b.select(b.ge(mt, thr), b.like(amax, 1), b.like(amax, 0)))
+        zero_is_low = False
+    elif mode == "rceil" and fields and 2 - n.scaled_max_exact / two ** emax > two ** -23:
+        m = n.scaled_max_exact
         low = b.lt(amax, _bits_floor(m * two ** -126))  # q = amax / M would be subnormal
         # q is the f32 quotient (rounded): E = -126 when it rounds above 2^-127, -127 at or
         # below (the largest amax whose q rounds to 2^-127 or less)
@@ -301,23 +394,53 @@ def shared_exponent(b: Any, amax: Any, fmt: MXFormat, mode: str) -> Any:
         # E = ceil(log2 q) = e - emax + [f > F * (1 + 2^-24)]: f / F in [1, 2) rounds above 1
         # exactly when it exceeds the midpoint 1 + 2^-24 (which ties down to 1), and f / F in
         # (1/2, 1) rounds to at most 1 (it would reach 1 + 2^-23 only if F >= 2 - 2^-23)
-        assert 2 - fractions.Fraction(m, 2 ** emax) > two ** -23
-        limit = fractions.Fraction(m, 2 ** emax) * (1 + two ** -24) - 1
+        limit = m / two ** emax * (1 + two ** -24) - 1
         up = b.select(b.gt(b.and_(amax, _MANT), math.floor(limit * 2 ** 23)),
                       b.like(amax, 1), b.like(amax, 0))
         e_hi = b.add(b.sub(b.shr(amax, 23), 127 + emax), up)
-        return b.select(low, e_low, e_hi)
-    if mode == "nearest":
+        e = b.select(low, e_low, e_hi)
+    elif mode == "rceil":
+        q = quotient(b, amax, float(n.scaled_max_exact))
+        # a normal q is a power of two when its mantissa field is 0; a subnormal q = k 2^-149
+        # when k & (k - 1) == 0
+        pow2 = b.select(b.ge(q, 0x800000), b.eq(b.and_(q, _MANT), 0),
+                        b.eq(b.and_(q, b.sub(q, 1)), 0))
+        e = b.add(frexp_bits(b, q), b.select(pow2, b.like(q, 0), b.like(q, 1)))
+        e = b.select(b.eq(q, 0), b.like(amax, -100000), e)
+        zero_is_low = False
+    elif mode == "nearest" and fields:
         ex = b.shr(amax, 23)
-        up = b.select(b.ge(b.and_(amax, 0x7FFFFF), 0x400000), b.like(ex, 1), b.like(ex, 0))
+        up = b.select(b.ge(b.and_(amax, _MANT), 0x400000), b.like(ex, 1), b.like(ex, 0))
         e_hi = b.add(b.sub(ex, emax + 127), up)  # amax / 2^emax is normal: e8m0 rounding
         # below 2^-126, v = amax 2^-emax taken exactly (never an f32 quotient, which would
         # round v in (2^-127, 2^-127 + 2^-150] down to 2^-127): E = -126 when v > 2^-127,
         # -127 at or below
         thr = _bits_floor(two ** (emax - 127))
         e_low = b.select(b.gt(amax, thr), b.like(amax, -126), b.like(amax, -127))
-        return b.select(b.gt(ex, emax), e_hi, e_low)
-    raise ValueError(f"unknown scale mode {mode!r}")
+        e = b.select(b.gt(ex, emax), e_hi, e_low)
+    elif mode == "nearest":
+        # v = amax 2^-emax exactly: floor(log2 v) + [significand >= 1.5] when v >= 2^-126;
+        # below, -126 when v > 2^-127 and -127 otherwise (f8E8M0FNU's rounding of v)
+        _, ex, mt = normalize_bits(b, amax)
+        base = b.sub(ex, 127 + emax)
+        hi = b.add(base, b.select(b.ge(mt, 0x400000), b.like(amax, 1), b.like(amax, 0)))
+        low = b.select(b.and_(b.eq(base, -127), b.gt(mt, 0)), b.like(amax, -126),
+                       b.like(amax, -127))
+        e = b.select(b.ge(base, -126), hi, low)
+        zero_is_low = False
+    else:
+        raise ValueError(f"unknown scale mode {mode!r}")
+    if not zero_is_low:
+        e = b.select(b.eq(amax, 0), b.like(amax, lo), e)
+    return b.clamp(lo, e, top)
+
+
+def shared_exponent(b: Any, amax: Any, fmt: MXFormat, mode: str) -> Any:
+    """:func:`scale_exponent` in the MX formats' words (docs/semantics.md section 3.3): the
+    shared exponent of a block of ``fmt`` with the scale rule ``mode`` (floor, rceil,
+    nearest), clamped to E8M0's [-127, 127]."""
+    dt = fmt.datatype
+    return scale_exponent(b, amax, dt.number, dt.scale, mode)
 
 
 def _not_axis(rank: int, axis: int) -> list[int]:
@@ -336,7 +459,7 @@ def lower_quantize(b: Any, q: Any, mode: str) -> tuple[Any, Any]:
         return _quantize_nvfp4(b, q, xb, bd)
     amax = b.reduce(b.and_(xb, _MAG), [bd], "max", 0)
     nonfinite = b.ge(amax, _INF)
-    e = b.clamp(-127, shared_exponent(b, amax, fmt, mode), 127)
+    e = shared_exponent(b, amax, fmt, mode)
     codes = b.select(nonfinite, b.like(e, 255), b.add(e, 127))
     scales = b.bitcast(b.convert(codes, "ui8"), fmt.scale)
     # |x| * 2^-E saturated at max_elem (mxint8: at 127/64, so that y * 64 needs no clamp)
