@@ -9,11 +9,11 @@ import jax
 import jax.numpy as jnp
 
 from mxlower.execution import ffi
-from mxlower.formats import FORMATS, SCALE_MODES, SCALEMODE_OF, get_datatype
+from mxlower.formats import FORMATS, SCALE_MODES, SCALEMODE_OF, MXFormat, format_of, get_datatype
 import mxlower.jax.kernels as kernels
 import mxlower.jax.sharding as sharding
 from mxlower.jax.array import DatatypeArray, MXArray, mx_view
-from mxlower.jax.casts import encode
+from mxlower.jax.casts import bind_encode, check_encode
 from mxlower.jax.checks import (as_array, as_int, check_axis, check_block_size, check_dtype,
                                 check_format, check_global_scale, check_wide, traced)
 from mxlower.jax.primitives import convert_p, quantize_p, scaled_dot_p
@@ -42,11 +42,19 @@ def quantize(x: Any, format: str = "mxfp8_e4m3", *, axis: int = -1,  # noqa: A00
 
     Any other datatype -- a number spec with ``scale`` (``quantize(x, "e5m6",
     scale="e8m0_t32")``), ``"number:scale"`` codes, a predefined datatype that is not one of the
-    seven MX formats (``"mxint4"``, ``"bfp16"``, ``"f8E4M3"``) -- gives a
+    seven MX format names (``"mxint4"``, ``"bfp16"``, ``"f8E4M3"``) -- gives a
     :class:`~mxlower.jax.DatatypeArray` (codes, scales, zero points), bit-exact with
-    :func:`mxlower.reference.encode`: tiles come from the scale spec (``axis``, ``block_size``
-    and ``global_scale`` do not apply), ``scale_mode`` is section 10's ``scalemode`` ("floor"
-    is "max"), and ``roundmode`` / ``key`` / ``rbits`` are as for :func:`mxlower.jax.cast`.
+    :func:`mxlower.reference.encode`: tiles come from the scale spec (``axis`` and
+    ``block_size`` do not apply), ``scale_mode`` is section 10's ``scalemode`` ("floor" is
+    "max"), and ``roundmode`` / ``key`` / ``rbits`` are as for :func:`mxlower.jax.cast`.
+    ``global_scale`` is the f32 tensor scale of the two-level ``"e2m1fo:e4m3fn_t16_gf32"``
+    (nvfp4 with its global scale; needed there, refused for any other datatype).
+
+    An MX format's datatype however it is named (``"e4m3fn:e8m0_t32"``, ``"bfp16"``,
+    ``"e2m1fo:e4m3fn_t16_gf32"``), rounded with "even" and scale mode "max" (= "floor"),
+    "rceil" or "nearest", binds the MX quantize primitive (``mx_quantize``: the format's
+    fused kernels, ``impl`` and sharding as for the format name; the same bits as the general
+    path); other datatypes and modes bind ``mx_encode`` (``impl`` does not apply).
 
     ``impl``: "auto" runs mxlower's fused kernel (an XLA FFI custom call) when lowered for the
     CPU or CUDA, the portable StableHLO elsewhere; "xla" always the StableHLO (see
@@ -54,7 +62,7 @@ def quantize(x: Any, format: str = "mxfp8_e4m3", *, axis: int = -1,  # noqa: A00
     """
     if not (isinstance(format, str) and format in FORMATS) or scale is not None:
         return _quantize_datatype(x, format, scale, axis, block_size, scale_mode,
-                                  global_scale, roundmode, key, rbits)
+                                  global_scale, roundmode, key, rbits, impl)
     if roundmode != "even" or key is not None or rbits is not None:
         raise ValueError(f"quantize: the MX format {format!r} (an MXArray) rounds with 'even'; "
                          f"for roundmode={roundmode!r} name the datatype by its codes "
@@ -72,27 +80,60 @@ def quantize(x: Any, format: str = "mxfp8_e4m3", *, axis: int = -1,  # noqa: A00
         raise ValueError(f"quantize: unknown argument 'scale_mode' {scale_mode!r} (known: "
                          f"{', '.join(SCALE_MODES)})")
     g = None if global_scale is None else check_global_scale(global_scale, fmt, "quantize")
+    elements, scales, g = _quantize_mx(x, fmt, k, ax, scale_mode, g, impl)
+    return MXArray._of_format(elements, scales, g, fmt.name, ax - x.ndim, k,
+                              x if traced(x) else None)  # only a traced x can be differentiated
+
+
+def _quantize_mx(x: Any, fmt: MXFormat, k: int, ax: int, scale_mode: str, g: Any,
+                 impl: str) -> tuple[Any, Any, Any]:
+    """``mx_quantize`` of checked arguments (``ax`` non-negative, ``scale_mode`` section 3's
+    name, ``g`` a checked global scale or None): elements, scales and the global scale as
+    the array holds it (no gradient)."""
     operands = [sharding.mark(x, impl)] if g is None else [sharding.mark(x, impl), g]
     elements, scales = quantize_p.bind(*operands, format=fmt.name, block_size=k, axis=ax,
                                        scale_mode=None if fmt.is_nvfp4 else scale_mode,
                                        impl=impl)
-    ste = x if traced(x) else None  # only a traced x can be differentiated
-    if g is not None:
-        g = jax.lax.stop_gradient(g)
-    return MXArray._of_format(elements, scales, g, fmt.name, ax - x.ndim, k, ste)
+    return elements, scales, None if g is None else jax.lax.stop_gradient(g)
+
+
+#: section 10's scale modes of exponent scales that section 3 (the MX quantize primitive)
+#: computes, by section 3's names (``midmax`` is section 10's only)
+_MX_SCALE_MODE = {v: k for k, v in SCALEMODE_OF.items()}
 
 
 def _quantize_datatype(x, number, scale, axis, block_size, scale_mode, global_scale, roundmode,
-                       key, rbits) -> DatatypeArray:
-    for arg, v, default in (("axis", axis, -1), ("block_size", block_size, None),
-                            ("global_scale", global_scale, None)):
+                       key, rbits, impl) -> DatatypeArray:
+    for arg, v, default in (("axis", axis, -1), ("block_size", block_size, None)):
         if not (v is default or v == default):
             raise ValueError(f"quantize: argument '{arg}' is for the MX formats; a datatype "
                              "takes its tiles from the scale spec (e.g. 'e8m0_t32d0' for tiles "
                              "of 32 along dimension 0)")
-    parts, dt = encode(x, number, scale, roundmode=roundmode,
-                       scalemode=SCALEMODE_OF.get(scale_mode, scale_mode), key=key, rbits=rbits)
-    return DatatypeArray._make(*parts, None, dt, x if traced(x) else None)
+    kernels.check_impl(impl, "quantize")
+    x, dt, roundmode, scalemode, r = check_encode(
+        x, number, scale, roundmode=roundmode, scalemode=SCALEMODE_OF.get(scale_mode, scale_mode),
+        key=key, rbits=rbits, two_level=True)
+    ste = x if traced(x) else None  # only a traced x can be differentiated
+    mx = format_of(dt)  # (format, block size, blocked dimension) of an MX format's datatype
+    two_level = dt.scale is not None and dt.scale.tensor is not None  # only nvfp4's passes
+    if two_level:
+        if global_scale is None:
+            raise ValueError(f"quantize: the two-level datatype {dt.code} needs argument "
+                             "'global_scale' (its f32 tensor scale, as nvfp4's global scale); "
+                             "without one, name the one-level 'e2m1fo:e4m3fn_t16'")
+        if roundmode != "even":
+            raise ValueError(f"quantize: the two-level datatype {dt.code} rounds with 'even' "
+                             f"only (nvfp4's quantize), not roundmode={roundmode!r}")
+    elif global_scale is not None:
+        raise ValueError(f"quantize: argument 'global_scale' is the tensor scale of a two-level "
+                         f"datatype (nvfp4's 'e2m1fo:e4m3fn_t16_gf32'); {dt.code} has none")
+    if mx is not None and roundmode == "even" and scalemode in _MX_SCALE_MODE:
+        fmt, k, dim = mx
+        g = None if global_scale is None else check_global_scale(global_scale, fmt, "quantize")
+        codes, scales, g = _quantize_mx(x, fmt, k, dim % x.ndim, _MX_SCALE_MODE[scalemode], g,
+                                        impl)
+        return DatatypeArray._make(codes, scales, None, g, dt, ste)
+    return DatatypeArray._make(*bind_encode(x, dt, roundmode, scalemode, r), None, dt, ste)
 
 
 # ----------------------------------------------------------------------------- dequantize

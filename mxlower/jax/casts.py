@@ -7,10 +7,12 @@
   consecutive values along ``dim``, the others +0.  Gradient: the cotangent where a value is
   kept, 0 elsewhere.
 
-* :func:`encode` (what :func:`mxlower.jax.quantize` calls for any datatype that is not one of
-  the seven MX formats): the actual cast, codes, scales and zero points, which ``quantize``
-  holds in a :class:`~mxlower.jax.DatatypeArray` (:mod:`mxlower.jax.array`); its
-  ``dequantize`` binds :data:`decode_p` for datatypes that are not an MX format's.
+* :func:`encode` / :func:`check_encode` + :func:`bind_encode` (what
+  :func:`mxlower.jax.quantize` binds for a datatype that is not an MX format's, or with a mode
+  the MX quantize primitive lacks: stochastic or another rounding than ``even``, scale mode
+  ``midmax``): the actual cast, codes, scales and zero points, which ``quantize`` holds in a
+  :class:`~mxlower.jax.DatatypeArray` (:mod:`mxlower.jax.array`); its ``dequantize`` binds
+  :data:`decode_p` for datatypes that are not an MX format's.
 
 They bind JAX primitives (``mx_cast``, ``mx_sparse``, ``mx_encode``, ``mx_decode``) whose
 lowering builds the ``mx.cast`` / ``mx.sparse`` / datatype ``mx.quantize`` / ``mx.dequantize``
@@ -54,8 +56,8 @@ from mxlower.lowering import cast_math
 from mxlower.numbers import ROUND_MODES, SCALE_MODES, Datatype, NumberSpec, ScaleSpec, SpecError
 from mxlower.numbers import scale as scale_spec
 
-__all__ = ["cast", "cast_p", "datatype_of", "decode_p", "encode", "encode_p", "kept", "layout",
-           "sparse", "sparse_p"]
+__all__ = ["bind_encode", "cast", "cast_p", "check_encode", "datatype_of", "decode_p", "encode",
+           "encode_p", "kept", "layout", "sparse", "sparse_p"]
 
 
 # ============================================================================== checks
@@ -349,20 +351,44 @@ def layout(dt: Datatype, shape: tuple[int, ...]) -> list[tuple[tuple[int, ...], 
     return out
 
 
-def encode(x: Any, number: Any, scale: Any = None, *, roundmode: str = "even",
-           scalemode: str = "max", key: Any = None, rbits: Any = None, fn: str = "quantize",
-           arg: str = "format") -> tuple[list[Any], Datatype]:
-    """The actual cast of ``x`` to a datatype (arguments as :func:`cast`; errors name the
-    datatype argument ``arg``): ``[codes, scales, zero_points]`` (None where the datatype has
-    none) bit-exact with :func:`mxlower.reference.encode`, and the canonical datatype."""
+def check_encode(x: Any, number: Any, scale: Any = None, *, roundmode: str = "even",
+                 scalemode: str = "max", key: Any = None, rbits: Any = None,
+                 fn: str = "quantize", arg: str = "format",
+                 two_level: bool = False) -> tuple[Any, Datatype, str, str, Any]:
+    """The checked arguments of an actual cast (as :func:`cast` takes them; errors name the
+    datatype argument ``arg``): ``x``, the canonical datatype, the round and scale modes
+    (canonical: ``max`` for a float scale) and the random bits (None unless stochastic).
+    With ``two_level`` an MX format's two-level datatype passes too (nvfp4's
+    ``e2m1fo:e4m3fn_t16_gf32``): :data:`encode_p` has no tensor level, so the caller binds
+    the MX quantize primitive for it."""
     x = check_wide(x, fn, "x")
-    dt = datatype_of(number, scale, fn, tuple(x.shape), arg)
+    dt = datatype_of(number, scale, fn, tuple(x.shape), arg, two_level=two_level)
     roundmode, scalemode = _modes(dt, roundmode, scalemode, fn)
     r = _random_bits(x, roundmode, key, rbits, fn)
+    return x, dt, roundmode, scalemode, r
+
+
+def bind_encode(x: Any, dt: Datatype, roundmode: str, scalemode: str,
+                r: Any = None) -> list[Any]:
+    """:data:`encode_p` on arguments :func:`check_encode` gave (a one-level ``dt``):
+    ``[codes, scales, zero_points]``, None where the datatype has none."""
     outs = encode_p.bind(x, *([] if r is None else [r]), number=dt.number.code,
                          scale=None if dt.scale is None else dt.scale.code,
                          roundmode=roundmode, scalemode=scalemode)
-    return list(outs) + [None] * (3 - len(outs)), dt
+    return list(outs) + [None] * (3 - len(outs))
+
+
+def encode(x: Any, number: Any, scale: Any = None, *, roundmode: str = "even",
+           scalemode: str = "max", key: Any = None, rbits: Any = None, fn: str = "quantize",
+           arg: str = "format") -> tuple[list[Any], Datatype]:
+    """The actual cast of ``x`` to a datatype by :data:`encode_p` (arguments as
+    :func:`cast`; errors name the datatype argument ``arg``): ``[codes, scales,
+    zero_points]`` (None where the datatype has none) bit-exact with
+    :func:`mxlower.reference.encode`, and the canonical datatype."""
+    x, dt, roundmode, scalemode, r = check_encode(x, number, scale, roundmode=roundmode,
+                                                  scalemode=scalemode, key=key, rbits=rbits,
+                                                  fn=fn, arg=arg)
+    return bind_encode(x, dt, roundmode, scalemode, r), dt
 
 
 encode_p = Primitive("mx_encode")

@@ -93,6 +93,18 @@ def _child() -> dict:  # noqa: C901 (one case after another)
     case("qdq_rows", qdq("mxfp6_e3m2"), [x], [P("data", "model", None)])
     case("qdq_axis0", qdq("mxint8", axis=1, block_size=4), [x], [P("data", "model", None)])
     case("qdq_nvfp4", qdq("nvfp4", global_scale=0.125), [x], [P("data", None, "model")])
+
+    # an MX format's datatype named by its codes binds the same primitive (a DatatypeArray)
+    def qdq_datatype(code, **kw):
+        def f(x):
+            q = mxj.quantize(x, code, **kw)
+            return q.codes, q.scales, mxj.dequantize(q, jnp.bfloat16)
+        return f
+
+    case("qdq_datatype", qdq_datatype("e4m3fn:e8m0_t32", scale_mode="rceil"), [x],
+         [P("data", None, "model")])
+    case("qdq_datatype_gf32", qdq_datatype("e2m1fo:e4m3fn_t16_gf32", global_scale=0.125), [x],
+         [P("data", None, "model")])
     # blocks of 128 along an axis in shards of 64: the blocks straddle shards
     case("qdq_split_blocks", qdq("mxfp4_e2m1", block_size=128), [x], [P("data", None, "model")])
     # a plain conversion and the casts of section 10 (tiles along the last axis, a channel)
@@ -220,6 +232,8 @@ PER_SHARD = {
     "qdq_rows": ("mxlower_quantize_mxfp6_e3m2", "f32[2,4,256]"),
     "qdq_axis0": ("mxlower_quantize_mxint8", "f32[2,256,4]"),  # the blocked axis moved last
     "qdq_nvfp4": ("mxlower_quantize_nvfp4", "f32[2,16,64]"),
+    "qdq_datatype": ("mxlower_quantize_mxfp8_e4m3", "f32[2,16,64]"),
+    "qdq_datatype_gf32": ("mxlower_quantize_nvfp4", "f32[2,16,64]"),
     "convert": ("mxlower_convert_f32_f8E5M2", "f32[2,16,64]"),
     "convert_f6": ("mxlower_convert_f32_f6E2M3FN", "f32[2,4,256]"),
     "cast_tiles": ("mxlower_cast_e2m1", "f32[2,16,64]"),
@@ -260,7 +274,8 @@ def test_kernel_runs_per_shard(res, name):
     assert "CustomSPMDPartitioning" not in res[name]["calls"], name
 
 
-@pytest.mark.parametrize("name", ["qdq_blocked", "qdq_rows", "qdq_nvfp4",
+@pytest.mark.parametrize("name", ["qdq_blocked", "qdq_rows", "qdq_nvfp4", "qdq_datatype",
+                                  "qdq_datatype_gf32",
                                   "convert", "convert_f6", "cast_tiles", "dot_batch_m",
                                   "dot_n", "dot_batch_n", "dot_plain_lhs_n", "dot_batch_dims"])
 def test_no_collectives_where_blocks_are_local(res, name):
