@@ -95,13 +95,15 @@ def resolve(number, scale=None) -> Datatype:
 def one_level(dt: Datatype) -> Datatype:
     """``dt``, when its scaling has one level: SpecError for a two-level datatype (a scale
     spec ending in ``_gf32``), which only this module computes so far (``encode`` / ``decode``
-    / ``cast`` with ``tensor_scale=``; nvfp4's global scale has its own operand in the ops,
-    the JAX API and the kernels)."""
+    / ``cast`` with ``tensor_scale=``; nvfp4's ``e2m1fo:e4m3fn_t16_gf32`` is quantized and
+    dequantized with its global scale as an operand in the ops, the JAX API and the
+    kernels)."""
     if dt.scale is not None and dt.scale.tensor is not None:
         raise SpecError(f"{dt.code}: two-level scaling (a tensor scale, '_gf32'"
                         f") is computed by mxlower.reference only so far (encode / decode / "
-                        f"cast with tensor_scale=); for nvfp4 with a global scale use the "
-                        f"nvfp4 format and its global scale")
+                        f"cast with tensor_scale=); nvfp4 with its global scale is "
+                        f"quantized and dequantized (e2m1fo:e4m3fn_t16_gf32, or the nvfp4 "
+                        f"format, with its global scale)")
     return dt
 
 
