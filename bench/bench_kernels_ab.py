@@ -13,7 +13,9 @@ only noise).
 
 The kernels: quantize and dequantize of every MX format (f32, block 32 or the format's),
 conversions f32 <-> every narrow type, and casts (unscaled and tiled, every rounding mode of
-a few datatypes).  ``--only SUBSTRING`` keeps the kernels whose name contains it.
+a few datatypes; the MX formats' datatypes with roundmode even, every format at its default
+block size and a few other blocks and scale modes, which take the MX kernels' math).
+``--only SUBSTRING`` keeps the kernels whose name contains it.
 
     python bench/bench_kernels_ab.py --before HEAD~1 --size 22
 """
@@ -47,6 +49,12 @@ KERNELS = (
                                         ("e2m1fo", "e4m3fn_t16"), ("e4m3fn", "e8m7_t32"),
                                         ("e5m6", "e8m0_t32"), ("int8", "e8m0_t32"))
        for r in ("even", "nearest")]
+    + [("cast", (n, s, "even", m)) for n, s, m in (
+        ("e4m3fn", "e8m0_t32", "max"), ("e5m2", "e8m0_t32", "max"), ("e3m2fo", "e8m0_t32", "max"),
+        ("e2m3fo", "e8m0_t32", "max"), ("e2m1fo", "e8m0_t32", "max"),
+        ("e4m3fn", "e8m0_t32", "rceil"), ("e2m1fo", "e8m0_t32", "nearest"),
+        ("int8", "e8m0_t32", "rceil"), ("int8", "e8m0_t8", "max"), ("e4m3fn", "e8m0_t128", "max"),
+        ("e2m1fo", "e8m0_t16", "max"), ("e2m1fo", "e4m3fn_t32", "max"))]
 )
 
 #: the child's program: lower every kernel of KERNELS (as JSON on stdin) with the mxlower it
@@ -60,7 +68,7 @@ def spec(kind, a):
         return KernelSpec(kind, a)
     if kind == "convert":
         return ConvertSpec(*a)
-    return CastSpec(a[0], a[1], "f32", a[2])
+    return CastSpec(a[0], a[1], "f32", *a[2:])
 out = {}
 for kind, a in json.load(sys.stdin):
     s = spec(kind, a)
@@ -102,7 +110,7 @@ def inputs(kind: str, a, n: int, rng: np.random.Generator) -> list[np.ndarray]:
     x = (rng.standard_normal(n) * np.exp2(rng.integers(-20, 20, n))).astype(np.float32)
     x = x.reshape(-1, 4096)
     if kind == "dequantize":
-        q = mxj.quantize(jnp.asarray(x), a, impl="kernel")
+        q = mxj.quantize(jnp.asarray(x), a, impl="auto")
         return [q.elements, q.scales]
     if kind == "convert" and a[1] == "f32":
         from mxlower.execution import ffi
@@ -165,7 +173,8 @@ def main(argv: list[str] | None = None) -> int:
             f6 = ops[0].dtype == np.uint8
             return ffi.convert(ops[0], jnp.float32, source=args[0] if f6 else None,
                                platform=platform)
-        return ffi.cast(ops[0], args[0], args[1], roundmode=args[2], platform=platform)
+        return ffi.cast(ops[0], args[0], args[1], roundmode=args[2],
+                        scalemode=args[3] if len(args) > 3 else "max", platform=platform)
 
     rng = np.random.default_rng(0)
     session = Session()

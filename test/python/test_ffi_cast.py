@@ -206,6 +206,129 @@ def test_large_arrays_split_across_xla_threads():
     check(run(y, "e5m2", None, "nearest"), reference.cast(y, "e5m2", None, "nearest"), y)
 
 
+# ----------------------------------------------------------------------------- MX formats
+
+#: the MX formats' datatypes (element spec, scale spec without the tile), their format names
+MX_DATATYPES = [("e4m3fn", "e8m0", "mxfp8_e4m3"), ("e5m2", "e8m0", "mxfp8_e5m2"),
+                ("e3m2fo", "e8m0", "mxfp6_e3m2"), ("e2m3fo", "e8m0", "mxfp6_e2m3"),
+                ("e2m1fo", "e8m0", "mxfp4_e2m1"), ("int8", "e8m0", "mxint8"),
+                ("e2m1fo", "e4m3fn", "nvfp4")]
+#: (datatype, scalemode) of every MX format and scale rule (nvfp4: max only)
+MX_CASES = [(d, m) for d in MX_DATATYPES for m in (("max",) if d[2] == "nvfp4"
+                                                   else ("max", "rceil", "nearest"))]
+
+
+def mx_edge_inputs(k: int, wide: str, seed: int = 0) -> np.ndarray:
+    """Blocks of ``k`` values (rows of 4 blocks) for an MX cast: random blocks across f32's
+    range (zeros sprinkled in), blocks of ties (small integers times 2^e: midpoints of every
+    element grid), blocks whose maximum sits on or next to the scale rules' boundaries (the
+    element max, 1.5, 2 - ulp, ... times 2^e), and blocks of specials -- all NaN, all +-Inf, a
+    NaN or Inf among small values, zeros, -0, f32's largest, subnormals (f32's smallest,
+    mixed, all), the scale range's ends (2^-127, 2^-126, 2^127) -- in x's type."""
+    rng = np.random.default_rng(seed)
+    nb = 256
+    e = np.repeat(rng.integers(-150, 128, nb), k) + rng.integers(-12, 1, nb * k)
+    v = rng.standard_normal(nb * k) * np.exp2(e.astype(np.float64))
+    x = np.clip(v, -3.4028234663852886e38, 3.4028234663852886e38).astype(np.float32)
+    x[rng.random(x.size) < 0.03] = 0.0
+    blocks = x.reshape(nb, k)
+    for b in range(48):  # ties
+        blocks[b] = rng.integers(-130, 131, k) * np.float32(2.0 ** rng.integers(-160, 100)) / 4
+    edges = np.array([1.0, 1.5, 1.75, 1.875, 1.5 + 2**-10, 2 - 2**-23, 1 + 2**-23, 1.40625,
+                      1.5 - 2**-24, 7.5 / 4, 28 / 16, 448 / 256, 57344 / 32768, 127 / 64, 6 / 4,
+                      0.75, 1.25, 1.125, 1.0625])
+    for b in range(48, 96):  # maxima at the scale rules' boundaries
+        blocks[b] = (np.sign(rng.standard_normal(k)) * rng.choice(edges, k)
+                     * 2.0 ** rng.integers(-140, 120)).astype(np.float32)
+    b = 96
+    for sv in (np.nan, np.inf, -np.inf, 0.0, -0.0, 3.4028235e38, -3.4028235e38, 2.0**-126,
+               2.0**-149, -(2.0**-149), 3 * 2.0**-149, 2.0**-127, 2.0**127):
+        blocks[b] = np.float32(sv)
+        blocks[b + 1] = rng.standard_normal(k).astype(np.float32) * np.float32(1e-3)
+        blocks[b + 1][rng.integers(0, k)] = np.float32(sv)
+        b += 2
+    blocks[b] = (np.arange(k) - k // 2) * np.float32(2.0**-149)
+    blocks[b + 1] = rng.integers(-(1 << 23), 1 << 23, k).astype(np.float32) * np.float32(2.0**-149)
+    blocks[b + 2] = (rng.standard_normal(k) * 2.0**-140).astype(np.float32)
+    blocks[b + 3][:] = 3.4028235e38
+    blocks[b + 3][::2] = -3.4028235e38
+    with np.errstate(over="ignore"):
+        return blocks.reshape(-1, 4 * k).astype(WIDE[wide])
+
+
+def test_mx_datatypes_take_the_mx_kernels_math():
+    from mxlower.lowering import mx_kernels as mk
+
+    mods = mk._modules()
+    for (number, scale, fmt), mode in MX_CASES:
+        for k in (2, 16, 32, 128):
+            for wide in ("f32", "bf16"):
+                spec = CastSpec(number, f"{scale}_t{k}", wide, "even", mode)
+                assert spec.mx_spec == mk.KernelSpec(
+                    "quantize", fmt, wide, {"max": "floor"}.get(mode, mode), k), spec
+                assert type(mk._kernel(spec, mods, "cpu")) is mk._MXCastKernel
+                assert type(mk._kernel(spec, mods, "gpu-body")) is mk._CastKernel
+                assert spec.name == "_".join(["mxlower", "cast", number, f"{scale}_t{k}", wide,
+                                              "even", mode])
+    # structure: the MX path loads whole blocks (vector<32xf32>) and, for f4, fills a limits
+    # table per call (9 rows x 256 E8M0 / 128 E4M3 codes); the general one loads 8 values
+    mx = mk.build(CastSpec("e2m1fo", "e8m0_t32"))
+    assert "vector<32xf32>" in mx and "memref<2304xi32>" in mx and "vector<8xf32>" not in mx
+    assert "memref<1152xi32>" in mk.build(CastSpec("e2m1fo", "e4m3fn_t16"))
+    general = mk.build(CastSpec("e2m1fn", "e8m0_t32"))
+    assert "vector<8xf32>" in general and "vector<32xf32>" not in general
+    assert "vector<8xf32>" in mk.build(CastSpec("e2m1fo", "e8m0_t32", roundmode="nearest"))
+
+
+@pytest.mark.parametrize("number,scale,roundmode,scalemode,length", [
+    ("e2m1fn", "e8m0_t32", "even", "max", None),       # e2m1fn is no MX element (e2m1fo is)
+    ("e4m3fn", "e8m7_t32", "even", "max", None),       # no MX scale
+    ("e2m1fn", "e4m3fn_t16", "even", "max", None),     # nvfp4-like, e2m1fn
+    ("e4m3fn", "e8m0_t32", "nearest", "max", None),    # roundmode
+    ("e4m3fn", "e8m0_t32", "stochastic", "rceil", None),
+    ("int8", "e8m0_t32", "even", "midmax", None),      # no MX scale rule
+    ("e4m3fn", "e8m0_t0", "even", "max", 64),          # a channel scale
+    ("e2m1fo", "e8m0", "even", "max", 64),             # a tensor scale
+    ("e4m3fn", None, "even", "max", None),             # unscaled
+])
+def test_other_casts_keep_the_general_kernel(number, scale, roundmode, scalemode, length):
+    from mxlower.lowering import mx_kernels as mk
+
+    spec = CastSpec(number, scale, "f32", roundmode, scalemode, length)
+    assert spec.mx_spec is None
+    assert type(mk._kernel(spec, mk._modules(), "cpu")) is mk._CastKernel
+
+
+@pytest.mark.parametrize("datatype,scalemode", MX_CASES,
+                         ids=[f"{d[2]}-{m}" for d, m in MX_CASES])
+def test_mx_datatypes_bit_exact_on_edge_data(datatype, scalemode):
+    # every block size path: 2 (groups of 16 blocks), the format's, 64 (one vector a block),
+    # 256 (blocks in chunks); f32 at each, bf16 and f16 at the format's block size
+    number, scale, fmt = datatype
+    default = 16 if fmt == "nvfp4" else 32
+    for k, wide in [(2, "f32"), (default, "f32"), (64, "f32"), (256, "f32"),
+                    (default, "bf16"), (default, "f16"), (8, "bf16")]:
+        x = mx_edge_inputs(k, wide, seed=k)
+        check_cast(x, number, f"{scale}_t{k}", "even", scalemode)
+
+
+@pytest.mark.parametrize("wide", ["bf16", "f16"])
+def test_mx_datatypes_every_half_pattern(wide):
+    x = probe_values(wide).reshape(-1, 64)  # every bf16 / f16 pattern, in blocks
+    for (number, scale, fmt), mode in MX_CASES[::2] + [MX_CASES[-1]]:
+        check_cast(x, number, f"{scale}_t32", "even", mode)
+
+
+def test_mx_cast_split_across_xla_threads():
+    # the f4 software-pipelined loop and the grouped loop from any block on (each thread's
+    # range), with blocks left over at a range's end
+    n = 3 * ffi.THREAD_CHUNK + 96
+    x = tiled_inputs((n // 32, 32), "f32", seed=12)
+    for number, scale, mode in (("e2m1fo", "e8m0_t32", "rceil"), ("e2m1fo", "e4m3fn_t16", "max"),
+                                ("e4m3fn", "e8m0_t32", "nearest")):
+        check_cast(x, number, scale, "even", mode)
+
+
 # ----------------------------------------------------------------------------- errors
 
 
@@ -284,6 +407,9 @@ def _text(f, *args) -> str:
     ("int8", "e8m0", "even", "rceil"),
     ("e2m1fn", "e8m0_t0d0", "zero", "nearest"),
     ("nvfp4", None, "even", "max"),
+    ("mxfp8_e4m3", None, "even", "rceil"),
+    ("e2m1fo", "e8m0_t32", "even", "nearest"),
+    ("int8", "e8m0_t8", "even", "max"),
 ])
 @pytest.mark.parametrize("wide", ["f32", "bf16"])
 def test_jax_cast_auto_is_the_kernel_and_equals_xla(number, scale, roundmode, scalemode, wide):

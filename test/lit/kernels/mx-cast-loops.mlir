@@ -5,10 +5,17 @@
 // registers (integer ops only: no float conversion op) and stored, with the random bits of
 // stochastic rounding read beside it.  Tiles longer than 64 values go chunk by chunk (the
 // maximum, then the values); a channel's tile of 100 values is 12 vectors and a masked
-// 13th.  Unscaled: whole vectors, then the partial last one masked.
+// 13th.  Unscaled: whole vectors, then the partial last one masked.  A cast to an MX format's
+// datatype (roundmode even, an MX scale rule: CastSpec.mx_spec) is the MX kernels' math
+// instead: the quantize kernel's loop over groups of whole blocks (MX), or its f4 limits table
+// and software-pipelined loop (MXFP4), each block dequantized in registers and stored as
+// values -- no element or scale code reaches memory; a block whose scale is NaN (it held NaN
+// or Inf) is stored as NaN by a branch around its elements' arithmetic.
 // REQUIRES: llvm-tools
 // RUN: %PYTHON -m mxlower.execution.ffi cast e2m1fn --scale e8m0_t32 --roundmode stochastic | FileCheck %s --check-prefix=T32
-// RUN: %PYTHON -m mxlower.execution.ffi cast e4m3fn --scale e8m0_t128 --scale-mode rceil | FileCheck %s --check-prefix=T128
+// RUN: %PYTHON -m mxlower.execution.ffi cast e4m3fn --scale e8m0_t128 --scale-mode rceil --roundmode zero | FileCheck %s --check-prefix=T128
+// RUN: %PYTHON -m mxlower.execution.ffi cast e4m3fn --scale e8m0_t32 | FileCheck %s --check-prefix=MX
+// RUN: %PYTHON -m mxlower.execution.ffi cast e2m1fo --scale e8m0_t32 --scale-mode nearest | FileCheck %s --check-prefix=MXFP4
 // RUN: %PYTHON -m mxlower.execution.ffi cast int4 --wide bf16 --roundmode nearest | FileCheck %s --check-prefix=NONE
 // RUN: %PYTHON -m mxlower.execution.ffi cast e4m3fn --scale e8m0_t0 --length 100 | FileCheck %s --check-prefix=CHAN
 // RUN: %PYTHON -m mxlower.execution.ffi cast e2m1fn --scale e8m0_t32 --stage llvm | FileCheck %s --check-prefix=LLVM
@@ -37,7 +44,7 @@
 // T32-NOT: vector.load %[[X]]
 // T32: return
 
-// T128-LABEL: func.func @mxlower_cast_e4m3fn_e8m0_t128_f32_even_rceil(
+// T128-LABEL: func.func @mxlower_cast_e4m3fn_e8m0_t128_f32_zero_rceil(
 // T128: scf.for
 // T128: scf.for {{.*}} iter_args
 // T128: vector.load {{.*}} : memref<?xf32>, vector<8xf32>
@@ -46,6 +53,56 @@
 // T128: scf.for
 // T128: vector.load {{.*}} : memref<?xf32>, vector<8xf32>
 // T128: vector.store {{.*}} : memref<?xf32>, vector<8xf32>
+
+// MX-LABEL: func.func @mxlower_cast_e4m3fn_e8m0_t32_f32_even_max(
+// MX-SAME: %[[X:[^:]+]]: memref<?xf32>, %[[Y:[^:]+]]: memref<?xf32>, %[[B0:[^:]+]]: index, %[[B1:[^:]+]]: index)
+// MX-NOT: memref.alloca
+// MX: scf.for %{{.*}} = %[[B0]] to %[[MID:.*]] step %c8
+// MX-COUNT-8: vector.load %[[X]][%{{.*}}] : memref<?xf32>, vector<32xf32>
+// MX: vector.shuffle
+// MX-NOT: vector.load
+// MX-NOT: memref.store
+// MX-NOT: memref.alloca
+// MX: scf.if
+// MX-NEXT: arith.constant dense<2143289344> : vector<32xi32>
+// MX-NEXT: arith.bitcast
+// MX-NEXT: vector.store %{{.*}}, %[[Y]][%[[S:.*]]] : memref<?xf32>, vector<32xf32>
+// MX-NEXT: } else {
+// MX-NOT: vector.load
+// MX-NOT: memref.store
+// MX: vector.store %{{.*}}, %[[Y]][%[[S]]] : memref<?xf32>, vector<32xf32>
+// MX-COUNT-7: } else {
+// MX: scf.for %{{.*}} = %[[MID]] to %[[B1]] step %c1
+// MX: vector.load %[[X]][%{{.*}}] : memref<?xf32>, vector<32xf32>
+// MX-NOT: vector.load
+// MX-NOT: memref.store
+// MX: scf.if
+// MX: vector.store %{{.*}}, %[[Y]][%[[S1:.*]]] : memref<?xf32>, vector<32xf32>
+// MX-NEXT: } else {
+// MX: vector.store %{{.*}}, %[[Y]][%[[S1]]] : memref<?xf32>, vector<32xf32>
+// MX-NOT: vector.store
+// MX-NOT: memref.alloca
+// MX: return
+
+// MXFP4-LABEL: func.func @mxlower_cast_e2m1fo_e8m0_t32_f32_even_nearest(
+// MXFP4-SAME: %[[X:[^:]+]]: memref<?xf32>, %[[Y:[^:]+]]: memref<?xf32>
+// MXFP4: %[[T:.*]] = memref.alloca() : memref<2304xi32>
+// MXFP4: scf.for %{{.*}} = %c0 to %c256 step %c16
+// MXFP4: vector.store %{{.*}}, %[[T]]
+// MXFP4: scf.if
+// MXFP4: memref.prefetch %[[X]]
+// MXFP4: scf.for {{.*}} iter_args({{.*}}) -> (vector<32xi32>, vector<32xi32>, vector<32xi32>, vector<32xi32>, vector<4xi8>)
+// MXFP4-NOT: vector.store %{{.*}}, %[[T]]
+// MXFP4-NOT: memref.store
+// MXFP4: scf.if
+// MXFP4: vector.store %{{.*}}, %[[Y]][%[[S:.*]]] : memref<?xf32>, vector<32xf32>
+// MXFP4-NEXT: } else {
+// MXFP4: memref.load %[[T]]
+// MXFP4: vector.store %{{.*}}, %[[Y]][%[[S]]] : memref<?xf32>, vector<32xf32>
+// MXFP4-NOT: vector.store %{{.*}}, %[[T]]
+// MXFP4-NOT: memref.store
+// MXFP4-NOT: memref.alloca
+// MXFP4: return
 
 // CHAN-LABEL: func.func @mxlower_cast_e4m3fn_e8m0_t0_f32_even_max_L100(
 // CHAN: %[[S:.*]] = arith.muli %{{.*}}, %c100
