@@ -78,7 +78,7 @@ import numpy as np
 from mxlower import numbers, types
 from mxlower.bindings import upstream
 from mxlower.formats import (FORMATS, SCALE_MODES, SCALEMODE_OF, WIDE_TYPES, MXFormat,
-                             format_of)
+                             format_of, get_datatype, why_not_format)
 from mxlower.ir.stablehlo_builder import Comparisons
 import mxlower.lowering.cast_math as cast_math
 import mxlower.lowering.codec as codec
@@ -167,10 +167,18 @@ class KernelSpec:
     """What one kernel computes.
 
     ``op``: "quantize" (``wide`` values -> elements and scales) or "dequantize" (elements and
-    scales -> ``wide`` values).  ``scale_mode`` applies to quantize of the MX formats (not
-    nvfp4).  ``block_size`` defaults to the format's.  ``packed``: f6 elements packed four per
-    three bytes (``mx.pack``'s layout) instead of one code per byte; f4 elements are always
-    packed (XLA's layout).  ``global_scale``: nvfp4 with the optional f32 per-tensor scale."""
+    scales -> ``wide`` values).  ``format``: an MX format's name, or its datatype (a
+    :class:`~mxlower.numbers.Datatype` or a code such as ``"e4m3fn:e8m0_t32"`` or ``"bfp16"``,
+    :func:`mxlower.formats.format_of`; its tiles along the last dimension give the block size,
+    and nvfp4's two-level ``e2m1fo:e4m3fn_t16_gf32`` the global scale).  ``scale_mode``
+    applies to quantize of the MX formats (not nvfp4).  ``block_size`` defaults to the
+    format's.  ``packed``: f6 elements packed four per three bytes (``mx.pack``'s layout)
+    instead of one code per byte; f4 elements are always packed (XLA's layout).
+    ``global_scale``: nvfp4 with the optional f32 per-tensor scale.
+
+    The fields are canonical, whichever spelling made the spec: ``format`` the format's
+    name, ``block_size`` None where it is the format's, so the specs of one kernel are equal
+    and have one :attr:`name`."""
 
     op: str
     format: str
@@ -184,8 +192,10 @@ class KernelSpec:
         if self.op not in ("quantize", "dequantize"):
             raise ValueError(f"unknown kernel op '{self.op}' (known: quantize, dequantize; "
                              "conversions are a ConvertSpec)")
-        if self.format not in FORMATS:
-            raise ValueError(f"unknown MX format '{self.format}' (known: {', '.join(FORMATS)})")
+        if not (isinstance(self.format, str) and self.format in FORMATS):
+            self._from_datatype()
+        if self.block_size == FORMATS[self.format].block_size:
+            object.__setattr__(self, "block_size", None)
         if self.wide not in WIDE_TYPES:
             raise ValueError(f"'{self.wide}' is not f32, bf16 or f16")
         fmt = FORMATS[self.format]
@@ -205,6 +215,28 @@ class KernelSpec:
             raise ValueError(f"packed f4 elements need an even block size, got {k}")
         if self.packed and k % 4:
             raise ValueError(f"packed f6 elements need a block size divisible by 4, got {k}")
+
+    def _from_datatype(self) -> None:
+        """``format`` given as a datatype: the format's name, block size and global scale."""
+        try:
+            dt = get_datatype(self.format)
+        except (numbers.SpecError, TypeError, AttributeError) as err:
+            raise ValueError(f"unknown MX format {self.format!r} (known: {', '.join(FORMATS)}; "
+                             f"or an MX format's datatype: {err})") from None
+        m = format_of(dt)
+        if m is None:
+            raise ValueError(f"datatype {dt.code} is not an MX format's: {why_not_format(dt)}")
+        fmt, k, dim = m
+        if dim != -1:
+            raise ValueError(f"datatype {dt.code} blocks dimension {dim}; the kernels block the "
+                             "last dimension (a scale spec without 'dY')")
+        if self.block_size is not None and self.block_size != k:
+            raise ValueError(f"block_size {self.block_size} contradicts datatype {dt.code} "
+                             f"(blocks of {k})")
+        object.__setattr__(self, "format", fmt.name)
+        object.__setattr__(self, "block_size", k)
+        if dt.scale.tensor is not None:
+            object.__setattr__(self, "global_scale", True)
 
     @property
     def fmt(self) -> MXFormat:

@@ -248,6 +248,44 @@ def test_argument_errors():
         ffi.quantize(x, "mxfp4_e2m1", block_size=1)
 
 
+@pytest.mark.parametrize("op", ["quantize", "dequantize"])
+@pytest.mark.parametrize("datatype,fmt,k,g", [
+    ("e4m3fn:e8m0_t32", "mxfp8_e4m3", None, False),
+    ("e2m1fo:e8m0_t16", "mxfp4_e2m1", 16, False),
+    ("bfp16", "mxint8", 8, False),
+    ("mxfp6e3", "mxfp6_e3m2", None, False),
+    ("e2m1fo:e4m3fn_t16", "nvfp4", None, False),
+    ("e2m1fo:e4m3fn_t16_gf32", "nvfp4", None, True),
+])
+def test_kernel_specs_keyed_by_datatype(op, datatype, fmt, k, g):
+    """A kernel spec naming an MX format's datatype is the format's spec: equal, one name
+    (the FFI target) and the same kernel text."""
+    from mxlower.lowering import mx_kernels
+
+    by_datatype = KernelSpec(op, datatype)
+    by_name = KernelSpec(op, fmt, block_size=k, global_scale=g)
+    assert by_datatype == by_name and hash(by_datatype) == hash(by_name)
+    assert (by_datatype.format, by_datatype.block_size, by_datatype.global_scale) == (fmt, k, g)
+    assert by_datatype.name == by_name.name
+    assert mx_kernels.build(by_datatype) == mx_kernels.build(by_name)
+    # the default block size is canonical whichever way it is spelled
+    assert KernelSpec(op, fmt, block_size=FORMATS[fmt].block_size) == KernelSpec(op, fmt)
+
+
+@pytest.mark.parametrize("datatype,match", [
+    ("e5m6:e8m0_t32", "is not an MX format's: no MX format has e5m6 elements"),
+    ("e4m3fn:e8m0_t32d0", "blocks dimension 0; the kernels block the last dimension"),
+    ("int8:e8m0_t2x2", "is not an MX format's"),
+    ("e4m3fn", "is not an MX format's"),
+    ("nope", "unknown MX format 'nope'"),
+])
+def test_kernel_spec_datatype_errors(datatype, match):
+    with pytest.raises(ValueError, match=match):
+        KernelSpec("quantize", datatype)
+    with pytest.raises(ValueError, match="block_size 16 contradicts datatype"):
+        KernelSpec("quantize", "e4m3fn:e8m0_t32", block_size=16)
+
+
 def test_large_arrays_split_across_xla_threads_from_many_callers():
     # 2^19 values: 4 chunks of ffi.THREAD_CHUNK, run on XLA's intra-op thread pool
     x = hard_inputs((512, 1024), np.float32, seed=6)
