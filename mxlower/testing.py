@@ -34,10 +34,22 @@ from mxlower.formats import FORMATS
 from mxlower.ir.signature import tensor_type as _tensor_type
 from mxlower.pipeline.manager import run_pipeline
 
-__all__ = ["MxModule", "Value", "assert_dot_close", "refine_for_inputs", "run_on_host_devices",
-           "special_blocks", "tensor_type"]
+__all__ = ["MxModule", "Value", "assert_dot_close", "bits", "refine_for_inputs",
+           "run_on_host_devices", "same_bits", "special_blocks", "tensor_type"]
 
 F6 = ("f6E3M2FN", "f6E2M3FN")
+
+
+def bits(a) -> np.ndarray:
+    """The bit patterns of an array (NumPy or JAX) as unsigned integers of its width."""
+    a = np.asarray(a)
+    return a.view(f"u{a.dtype.itemsize}")
+
+
+def same_bits(a, b) -> bool:
+    """Whether two arrays have the same shape, dtype and bits (NaN payloads included)."""
+    a, b = np.asarray(a), np.asarray(b)
+    return a.shape == b.shape and a.dtype == b.dtype and np.array_equal(bits(a), bits(b))
 
 
 def tensor_type(shape, elt: str) -> str:

@@ -20,6 +20,7 @@ import mxlower.jax as mxj
 from mxlower import reference as R
 from mxlower.formats import FORMATS, block_datatype, format_of
 from mxlower.jax.casts import decode_p
+from mxlower.testing import bits, same_bits
 
 RNG = np.random.default_rng(11)
 WIDE = (jnp.float32, jnp.bfloat16, jnp.float16)
@@ -30,16 +31,6 @@ def data(*shape):
         np.float32)
     x.flat[:4] = [0.0, -0.0, np.inf, np.nan]
     return x
-
-
-def bits(a) -> np.ndarray:
-    a = np.asarray(a)
-    return a.view(f"u{a.dtype.itemsize}")
-
-
-def same_bits(a, b) -> bool:
-    a, b = np.asarray(a), np.asarray(b)
-    return a.shape == b.shape and a.dtype == b.dtype and np.array_equal(bits(a), bits(b))
 
 
 def same_values(got, want) -> None:

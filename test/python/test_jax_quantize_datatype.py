@@ -20,6 +20,7 @@ import mxlower.jax as mxj
 from mxlower import reference as R
 from mxlower.bindings import upstream
 from mxlower.formats import FORMATS, block_datatype
+from mxlower.testing import bits, same_bits
 
 RNG = np.random.default_rng(23)
 WIDE = (jnp.float32, jnp.bfloat16, jnp.float16)
@@ -40,16 +41,6 @@ def data(*shape):
     x[64:96] = 0.0
     x[96:128] = np.float32(1e-40) * RNG.standard_normal(32).astype(np.float32)
     return x.reshape(shape)
-
-
-def bits(a) -> np.ndarray:
-    a = np.asarray(a)
-    return a.view(f"u{a.dtype.itemsize}")
-
-
-def same_bits(a, b) -> bool:
-    a, b = np.asarray(a), np.asarray(b)
-    return a.shape == b.shape and a.dtype == b.dtype and np.array_equal(bits(a), bits(b))
 
 
 def same_raw(a, b) -> bool:
