@@ -88,11 +88,6 @@ class MXFormat:
         return FLOAT_TYPES.get(self.element)
 
     @property
-    def scale_type(self) -> FloatType:
-        """The scale's codec description."""
-        return FLOAT_TYPES[self.scale]
-
-    @property
     def element_dtype(self) -> np.dtype:
         """The NumPy / ml_dtypes dtype of one element (int8 for mxint8)."""
         return types.dtype(self.element)
@@ -125,14 +120,6 @@ class MXFormat:
     def is_nvfp4(self) -> bool:
         """nvfp4: E4M3 block scales (not powers of two) and an optional global scale."""
         return self.scale == "f8E4M3FN"
-
-    def mlir_element_type(self) -> str:
-        """The element type's MLIR spelling."""
-        return self.element
-
-    def mlir_scale_type(self) -> str:
-        """The scale type's MLIR spelling."""
-        return self.scale
 
     def bytes_per_block(self, block_size: int | None = None) -> float:
         """Packed storage of one block: elements at their bit width plus one scale byte."""
