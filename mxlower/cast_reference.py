@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import functools
 import math
+from fractions import Fraction
 from typing import NamedTuple
 
 import ml_dtypes
@@ -54,8 +55,8 @@ from mxlower.numbers import (
     datatype,
 )
 
-__all__ = ["Encoded", "cast", "decode", "encode", "f32_arg", "one_level", "resolve",
-           "round_codes", "round_to_odd_f32", "sparse"]
+__all__ = ["Encoded", "cast", "computed_here", "decode", "encode", "f32_arg", "one_level",
+           "resolve", "round_codes", "round_to_odd_f32", "sparse"]
 
 _F64 = np.dtype(np.float64)
 _F32 = np.dtype(np.float32)
@@ -93,11 +94,13 @@ def resolve(number, scale=None) -> Datatype:
 
 
 def one_level(dt: Datatype) -> Datatype:
-    """``dt``, when its scaling has one level: SpecError for a two-level datatype (a scale
-    spec ending in ``_gf32``), which only this module computes so far (``encode`` / ``decode``
-    / ``cast`` with ``tensor_scale=``; nvfp4's ``e2m1fo:e4m3fn_t16_gf32`` is quantized and
-    dequantized with its global scale as an operand in the ops, the JAX API and the
-    kernels)."""
+    """``dt``, when its scaling has one level and its number spec is no lookup table:
+    SpecError for a two-level datatype (a scale spec ending in ``_gf32``) or a lookup-table
+    spec (``nf4``, :func:`mxlower.numbers.lut_spec`), which only this module computes so far
+    (two-level: ``encode`` / ``decode`` / ``cast`` with ``tensor_scale=``; nvfp4's
+    ``e2m1fo:e4m3fn_t16_gf32`` is quantized and dequantized with its global scale as an
+    operand in the ops, the JAX API and the kernels)."""
+    computed_here(dt.number)
     if dt.scale is not None and dt.scale.tensor is not None:
         raise SpecError(f"{dt.code}: two-level scaling (a tensor scale, '_gf32'"
                         f") is computed by mxlower.reference only so far (encode / decode / "
@@ -105,6 +108,16 @@ def one_level(dt: Datatype) -> Datatype:
                         f"quantized and dequantized (e2m1fo:e4m3fn_t16_gf32, or the nvfp4 "
                         f"format, with its global scale)")
     return dt
+
+
+def computed_here(spec: NumberSpec) -> NumberSpec:
+    """``spec``, unless it is a lookup table (section 10.7), which only this module computes
+    so far: SpecError then (the mx ops, the lowerings, the kernels, the JAX API and
+    ``mxlower-cast`` call this, or :func:`one_level`, to refuse it by name)."""
+    if spec.is_lut:
+        raise SpecError(f"{spec.code}: lookup-table specs are computed by mxlower.reference "
+                        f"only so far (round_codes / encode / decode / cast)")
+    return spec
 
 
 def _wide(x) -> tuple[np.ndarray, np.dtype]:
@@ -263,6 +276,8 @@ def round_codes(v, spec: NumberSpec | str, roundmode: str = "even", rbits=None, 
         except ValueError:
             raise ValueError(f"round_codes: argument 'rbits' of shape {rb.shape} does not "
                              f"broadcast to the values' shape {v.shape}") from None
+    if spec.is_lut:
+        return _round_lut(v, spec, roundmode, r)
     a = np.abs(v)
     neg = np.signbit(v)
     nan = np.isnan(v)
@@ -300,6 +315,75 @@ def round_codes(v, spec: NumberSpec | str, roundmode: str = "even", rbits=None, 
         else:
             nan_codes = np.where(neg, spec.nan_code | spec.sign_mask, spec.nan_code)
         return np.where(nan, nan_codes, codes).astype(np.int64)
+
+
+def _lut_nan_code(spec: NumberSpec) -> int:
+    """The code a NaN becomes in a lookup table: its value of smallest magnitude (0 when it
+    has 0; the positive one of two)."""
+    t = spec.table
+    return min(range(len(t)), key=lambda k: (abs(t[k]), -t[k]))
+
+
+def _round_lut(v: np.ndarray, spec: NumberSpec, mode: str, r) -> np.ndarray:
+    """Section 10.7's rounding of exact values ``v`` (f64) to a lookup table: the codes."""
+    t = np.asarray(spec.table, _F64)
+    n = len(t)
+    nan = np.isnan(v)
+    x = np.where(nan, 0.0, v)
+    i = np.searchsorted(t, x, side="right") - 1  # t[i] <= x < t[i + 1]; -1 below t[0]
+    codes = np.clip(i, 0, n - 1).astype(np.int64)  # below / above the table: its ends
+    inside = (i >= 0) & (i < n - 1) & (t[np.clip(i, 0, n - 1)] != x) & ~nan
+    if inside.any():
+        xs, ii = x[inside], i[inside]
+        keys, first, inv = np.unique(xs.view(np.int64), return_index=True,
+                                     return_inverse=True)
+        near = np.empty(len(keys), np.int64)  # the deterministic mode's code
+        toward = np.empty(len(keys), np.int64)  # stochastic: Z and A and floor(f 2^32)
+        away = np.empty(len(keys), np.int64)
+        thresh = np.empty(len(keys), np.int64)
+        for k, j in enumerate(first):
+            xv = float(xs[j])
+            lo_i = int(ii[j])
+            near[k], toward[k], away[k], thresh[k] = _lut_between(
+                xv, lo_i, spec.table, mode)
+        if mode == "stochastic":
+            rr = np.asarray(r, np.int64)[inside]
+            inv = inv.reshape(-1)
+            up = rr + thresh[inv] >= (1 << 32)
+            codes[inside] = np.where(up, away[inv], toward[inv])
+        else:
+            codes[inside] = near[inv.reshape(-1)]
+    return np.where(nan, _lut_nan_code(spec), codes).astype(np.int64)
+
+
+def _lut_between(x: float, i: int, table: tuple[float, ...], mode: str):
+    """For table[i] < x < table[i + 1]: (the code of ``mode`` when deterministic, the toward-
+    zero code Z, the away code A, floor(f 2^32) with f = |x - table[Z]| / (hi - lo)), all in
+    exact rational arithmetic (section 10.7)."""
+    lo, hi = Fraction(table[i]), Fraction(table[i + 1])
+    X = Fraction(x)
+    straddle = lo < 0 < hi
+    if lo >= 0:
+        Z, A = i, i + 1
+    elif hi <= 0:
+        Z, A = i + 1, i
+    else:  # a table without 0, x between its negative and positive neighbours: x's sign
+        pos = x > 0 or (x == 0 and not math.copysign(1.0, x) < 0)
+        Z, A = (i + 1, i) if pos else (i, i + 1)
+    dlo, dhi = X - lo, hi - X
+    f = abs(X - Fraction(table[Z])) / (hi - lo)
+    th = math.floor(f * (1 << 32))
+    if mode == "zero":
+        code = Z
+    elif dlo != dhi:
+        code = i if dlo < dhi else i + 1
+    elif mode == "even":
+        code = i if i % 2 == 0 else i + 1
+    elif mode == "nearest":
+        code = Z if straddle else A
+    else:  # half_down (and stochastic, unused)
+        code = Z
+    return code, Z, A, th
 
 
 def _encode_magnitude(mag: np.ndarray, spec: NumberSpec) -> np.ndarray:

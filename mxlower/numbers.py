@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import dataclasses
 import fractions
+import hashlib
 import math
 import re
 from typing import Literal
@@ -68,7 +69,11 @@ __all__ = [
     "SCALE_MODES",
     "ScaleSpec",
     "SpecError",
+    "LUTS",
+    "NF4",
+    "NF4_VALUES",
     "datatype",
+    "lut_spec",
     "number",
     "of_float_type",
     "scale",
@@ -79,7 +84,7 @@ ROUND_MODES = ("even", "nearest", "zero", "half_down", "stochastic")
 #: Exponent-scale selection rules (section 10.3; ``max`` is section 3's ``floor``).
 SCALE_MODES = ("max", "midmax", "rceil", "nearest")
 
-Kind = Literal["float", "exp", "int", "uint"]
+Kind = Literal["float", "exp", "int", "uint", "lut"]
 Special = Literal["ieee", "fn", "fnuz", "fo"]
 
 _F32_MAX = fractions.Fraction(float(np.finfo(np.float32).max))
@@ -101,9 +106,13 @@ def _pow2(k: int) -> fractions.Fraction:
 class NumberSpec:
     """One number format.  Build with :func:`number`; the fields are the format's parameters.
 
-    ``kind``: "float" (``eXmY...``), "exp" (exponent type ``eXm0``), "int" or "uint".
+    ``kind``: "float" (``eXmY...``), "exp" (exponent type ``eXm0``), "int", "uint" or "lut"
+    (a lookup table, :func:`lut_spec`).
     ``exp_bits``/``man_bits``/``bias``/``special`` describe floats and exponent types
-    (``special`` is None for the others); ``bits`` is the code width.
+    (``special`` is None for the others); ``bits`` is the code width.  ``table`` (lookup
+    tables only): the 2^bits values, strictly increasing f32 values, code i meaning
+    ``table[i]``; ``name``: a lookup table's code (``nf4``, a caller's name, or
+    ``lutK_<digest>``).
     """
 
     kind: Kind
@@ -112,11 +121,16 @@ class NumberSpec:
     man_bits: int = 0
     bias: int = 0
     special: Special | None = None
+    table: tuple[float, ...] | None = None
+    name: str | None = None
 
     # ------------------------------------------------------------------ names
     @property
     def code(self) -> str:
-        """The canonical code: ``e4m3fn``, ``e5m2``, ``e4m3b8fnuz``, ``e8m0``, ``int4``..."""
+        """The canonical code: ``e4m3fn``, ``e5m2``, ``e4m3b8fnuz``, ``e8m0``, ``int4``,
+        ``nf4``..."""
+        if self.kind == "lut":
+            return self.name
         if self.kind in ("int", "uint"):
             return f"{self.kind}{self.bits}"
         base = f"e{self.exp_bits}m{self.man_bits}"
@@ -137,6 +151,8 @@ class NumberSpec:
         """The MLIR builtin type of this spec (``f8E4M3FN``, ``f32``, ``i8``...), or None when
         MLIR (as :mod:`mxlower.types` knows it) has none; its codes are then stored as
         :attr:`storage`.  ``intK``/``uintK`` map to ``iK``/``uiK`` for K = 8, 16, 32."""
+        if self.kind == "lut":
+            return None
         if self.is_integer:
             if self.bits in _INT_WIDTHS:
                 return f"{'i' if self.kind == 'int' else 'ui'}{self.bits}"
@@ -162,7 +178,16 @@ class NumberSpec:
     # ------------------------------------------------------------------ classification
     @property
     def signed(self) -> bool:
+        """Holds negative values (a lookup table: when its first value is negative)."""
+        if self.kind == "lut":
+            return self.table[0] < 0
         return self.kind in ("float", "int")
+
+    @property
+    def is_lut(self) -> bool:
+        """A lookup-table spec (:func:`lut_spec`; computed by :mod:`mxlower.reference` only
+        so far)."""
+        return self.kind == "lut"
 
     @property
     def is_float(self) -> bool:
@@ -192,7 +217,10 @@ class NumberSpec:
 
     @property
     def max_code(self) -> int:
-        """The magnitude code of the largest finite value (the value itself for ints)."""
+        """The magnitude code of the largest finite value (the value itself for ints; for a
+        lookup table the code of its largest magnitude, the last one on a tie)."""
+        if self.kind == "lut":
+            return max(range(len(self.table)), key=lambda i: (abs(self.table[i]), i))
         if self.kind == "int":
             return (1 << (self.bits - 1)) - 1
         if self.kind == "uint":
@@ -225,6 +253,8 @@ class NumberSpec:
     def value_of(self, code: int) -> fractions.Fraction | float:
         """The exact value of a code (a Fraction; NaN, +-Inf and +-0 as floats)."""
         code &= (1 << self.bits) - 1
+        if self.kind == "lut":
+            return fractions.Fraction(self.table[code])
         if self.kind == "int":
             return fractions.Fraction(code - (1 << self.bits) if code >> (self.bits - 1)
                                       else code)
@@ -249,7 +279,9 @@ class NumberSpec:
 
     @property
     def max_exact(self) -> fractions.Fraction:
-        """The largest finite value, exactly."""
+        """The largest finite value, exactly (a lookup table's largest magnitude)."""
+        if self.kind == "lut":
+            return abs(fractions.Fraction(self.table[self.max_code]))
         v = self.value_of(self.max_code)
         return fractions.Fraction(v) if not isinstance(v, float) or math.isfinite(v) else \
             fractions.Fraction(0)
@@ -263,6 +295,8 @@ class NumberSpec:
     def min(self) -> float:
         """The most negative value (symmetric ints: -(2^(K-1)-1)); for unsigned specs the
         smallest value (0 for uints, 2^emin for exponent types)."""
+        if self.kind == "lut":
+            return self.table[0]
         if self.signed:
             return -self.max
         return float(self.smallest_normal) if self.kind == "exp" else 0.0
@@ -274,25 +308,36 @@ class NumberSpec:
 
     @property
     def emin(self) -> int:
-        """The exponent of the smallest normal value (0 for ints)."""
+        """The exponent of the smallest normal value (0 for ints; for a lookup table that of
+        its smallest non-zero magnitude)."""
+        if self.kind == "lut":
+            return _floor_log2(min(abs(fractions.Fraction(t)) for t in self.table if t != 0))
         if self.is_integer:
             return 0
         return -self.bias if self.kind == "exp" else 1 - self.bias
 
     @property
     def smallest_normal(self) -> float:
+        if self.kind == "lut":
+            return self.smallest_subnormal
         return float(_pow2(self.emin))
 
     @property
     def smallest_subnormal(self) -> float:
-        """The spacing below the smallest normal (the smallest value of exponent types)."""
+        """The spacing below the smallest normal (the smallest value of exponent types; a
+        lookup table's smallest non-zero magnitude)."""
+        if self.kind == "lut":
+            return min(abs(t) for t in self.table if t != 0)
         if self.is_integer:
             return 1.0
         return float(_pow2(self.emin - (self.man_bits if self.kind == "float" else 0)))
 
     @property
     def eps(self) -> float:
-        """The spacing just above 1 relative to 1: 2^-Y (1 for exponent types and ints)."""
+        """The spacing just above 1 relative to 1: 2^-Y (1 for exponent types and ints);
+        SpecError for a lookup table, which has no uniform spacing."""
+        if self.kind == "lut":
+            raise SpecError(f"the lookup table '{self.code}' has no eps (no uniform spacing)")
         return float(_pow2(-self.man_bits)) if self.kind == "float" else 1.0
 
     @property
@@ -329,7 +374,8 @@ class NumberSpec:
         type: the registered row when MLIR has the type, else one made for the spec (named by
         its code, codes stored as :attr:`storage`)."""
         if not self.is_float:
-            raise SpecError(f"'{self.code}' is an integer spec; it has no float codec")
+            what = "a lookup-table" if self.kind == "lut" else "an integer"
+            raise SpecError(f"'{self.code}' is {what} spec; it has no float codec")
         if self.kind == "exp":
             special, overflow, subnormals = "fnu", "nan", False
         else:
@@ -384,6 +430,12 @@ def number(code: str | NumberSpec) -> NumberSpec:
     text = _short(code.strip(), "number")
     if not text:
         raise SpecError("empty number spec")
+    if text in LUTS:
+        return LUTS[text]
+    if _LUT_DIGEST.fullmatch(text):
+        raise SpecError(f"'{text}' names a custom lookup-table spec by the digest of its table; "
+                        "the code cannot rebuild the table: pass the NumberSpec itself "
+                        "(numbers.lut_spec(values))")
     s = text[len("torch."):] if text.startswith("torch.") else text
     spec = _from_type_table(s)
     if spec is not None:
@@ -407,7 +459,103 @@ def number(code: str | NumberSpec) -> NumberSpec:
                                          lo, 32))
     raise SpecError(f"unknown number spec '{text}': expected a code eXmY[bZ][ieee|fn|fnuz|fo] "
                     "(e.g. e4m3fn, e5m6, e4m3b11fnuz), an exponent type eXm0 (e8m0), intK, "
-                    "uintK, or a type name (f8E4M3FN, float8_e5m2, bfloat16, ...)")
+                    "uintK, a lookup table (nf4), or a type name (f8E4M3FN, float8_e5m2, "
+                    "bfloat16, ...)")
+
+
+# ============================================================================= lookup tables
+
+#: QLoRA's NormalFloat4 (Dettmers et al. 2023, "QLoRA: Efficient Finetuning of Quantized
+#: LLMs", appendix E; bitsandbytes' ``get_4bit_type("nf4")``): 16 values, each an f32
+NF4_VALUES = (
+    -1.0, -0.6961928009986877, -0.5250730514526367, -0.39491748809814453,
+    -0.28444138169288635, -0.18477343022823334, -0.09105003625154495, 0.0,
+    0.07958029955625534, 0.16093020141124725, 0.24611230194568634, 0.33791524171829224,
+    0.44070982933044434, 0.5626170039176941, 0.7229568362236023, 1.0,
+)
+
+#: the largest lookup table: 2^MAX_LUT_BITS values
+MAX_LUT_BITS = 8
+
+_LUT_NAME = re.compile(r"[A-Za-z][A-Za-z0-9]*")
+_LUT_DIGEST = re.compile(r"lut[1-8]_[0-9a-f]{12}")
+
+
+def _lut_table(values) -> tuple[float, ...]:
+    """The validated table of :func:`lut_spec` (SpecError saying what is wrong)."""
+    if isinstance(values, (str, bytes)):
+        raise SpecError(f"a lookup table is a sequence of numbers, got {values!r:.40}")
+    try:
+        vals = list(values)
+    except TypeError:
+        raise SpecError(f"a lookup table is a sequence of numbers, got {values!r:.40}") from None
+    n = len(vals)
+    if n > 1 << MAX_LUT_BITS:
+        raise SpecError(f"a lookup table has at most {1 << MAX_LUT_BITS} values (codes of at "
+                        f"most {MAX_LUT_BITS} bits), got {n}")
+    if n < 2 or n & (n - 1):
+        raise SpecError(f"a lookup table has 2^K values (K = 1..{MAX_LUT_BITS}: every K-bit "
+                        f"code has a value), got {n}")
+    out = []
+    for i, v in enumerate(vals):
+        if isinstance(v, (bool, np.bool_)) or not isinstance(
+                v, (int, float, fractions.Fraction, np.integer, np.floating)):
+            raise SpecError(f"lookup table value #{i} is not a number: {v!r:.40}")
+        try:
+            f = float(v)
+        except OverflowError:
+            raise SpecError(f"lookup table value #{i} is not finite") from None
+        if not math.isfinite(f):
+            raise SpecError(f"lookup table value #{i} is not finite: {f!r}")
+        with np.errstate(over="ignore"):
+            f32 = float(np.float32(f))
+        if fractions.Fraction(f) != fractions.Fraction(v) or f32 != f:
+            raise SpecError(f"lookup table value #{i} ({v!r:.40}) is not exactly an f32 value "
+                            f"(the model computes in f32); the nearest f32 is {f32!r}")
+        out.append(f + 0.0)  # -0.0 is 0
+    for i in range(n - 1):
+        if not out[i] < out[i + 1]:
+            what = "duplicate" if out[i] == out[i + 1] else "unsorted"
+            raise SpecError(f"a lookup table is strictly increasing: values #{i} and #{i + 1} "
+                            f"({out[i]!r}, {out[i + 1]!r}) are {what}")
+    return tuple(out)
+
+
+def lut_spec(values, name: str | None = None) -> NumberSpec:
+    """The lookup-table number spec of ``values`` (docs/semantics.md section 10.7): 2^K values
+    (K = 1..8), strictly increasing, finite, each exactly an f32; code i means ``values[i]``.
+
+    Its code is ``name`` when given (letters and digits, starting with a letter, and no code
+    :func:`number` reads: not ``e4m3``, ``int8``, ``nf4``...), else ``lutK_<digest>`` (the first
+    12 hex digits of the SHA-256 of the table's f32 bytes, little-endian), which
+    :func:`number` does not read back: pass the spec itself.  The table of a predefined spec
+    without a name gives that spec (``lut_spec(NF4_VALUES)`` is ``number("nf4")``)."""
+    table = _lut_table(values)
+    K = len(table).bit_length() - 1
+    if name is None:
+        for spec in LUTS.values():
+            if spec.table == table:
+                return spec
+        digest = hashlib.sha256(np.asarray(table, "<f4").tobytes()).hexdigest()[:12]
+        name = f"lut{K}_{digest}"
+    else:
+        if not isinstance(name, str) or not _LUT_NAME.fullmatch(name) or \
+                len(name) > MAX_SPEC_LENGTH:
+            raise SpecError(f"a lookup table's name is letters and digits starting with a "
+                            f"letter (at most {MAX_SPEC_LENGTH} characters), got {name!r:.40}")
+        try:
+            number(name)
+        except SpecError:
+            pass
+        else:
+            raise SpecError(f"'{name}' is already a number spec; name the lookup table "
+                            "otherwise")
+    return NumberSpec("lut", K, table=table, name=name)
+
+
+#: the predefined lookup tables, by code
+LUTS: dict[str, NumberSpec] = {}
+NF4 = LUTS.setdefault("nf4", NumberSpec("lut", 4, table=_lut_table(NF4_VALUES), name="nf4"))
 
 
 #: the longest spec text read (the longest valid one has about 40 characters)
@@ -698,7 +846,7 @@ def _scale_numbers(text: str, head: str) -> tuple[NumberSpec, NumberSpec | None]
         if found is None:
             raise SpecError(f"scale spec '{text}': {first}") from None
         num, zp = found
-    if num.is_integer:
+    if num.is_integer or num.is_lut:
         raise SpecError(f"scale spec '{text}': a scale is an exponent type (e8m0) or a float "
                         f"(float32, e4m3fn, ...), not {num.code}")
     if num.kind == "float" and not num.has_nan:
@@ -707,9 +855,10 @@ def _scale_numbers(text: str, head: str) -> tuple[NumberSpec, NumberSpec | None]
     if zp is not None and num.kind == "exp":
         raise SpecError(f"scale spec '{text}': a zero point goes with a float scale, not the "
                         f"exponent type {num.code}")
-    if zp is not None and zp.kind == "exp":
+    if zp is not None and zp.kind in ("exp", "lut"):
         raise SpecError(f"scale spec '{text}': a zero point is an intK, uintK or float spec, "
-                        f"not the exponent type {zp.code}")
+                        f"not the {'exponent type' if zp.kind == 'exp' else 'lookup table'} "
+                        f"{zp.code}")
     return num, zp
 
 

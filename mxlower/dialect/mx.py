@@ -59,7 +59,7 @@ from typing import Any
 from mxlower import diagnostics as diag
 from mxlower.bindings import collect_ops
 from mxlower.bindings.jaxlib import ir, stablehlo
-from mxlower.cast_reference import one_level, resolve
+from mxlower.cast_reference import computed_here, one_level, resolve
 from mxlower.formats import (
     FLOAT_TYPES,
     FORMATS,
@@ -1061,6 +1061,7 @@ def _checked_datatype(number: str, scale: str | None, two_level: bool = False) -
     ``two_level`` (a quantize / dequantize that may name nvfp4 with its global scale)."""
     try:
         dt = resolve(number, scale)
+        computed_here(dt.number)  # lookup tables: the oracle's only, even with two_level
     except SpecError as e:
         raise MXError(f"bad datatype: {e}") from None
     return dt if two_level else _one_level(dt)

@@ -143,6 +143,7 @@ import dataclasses
 from typing import Any
 
 from mxlower import numbers
+from mxlower.cast_reference import computed_here
 from mxlower.lowering.int_builders import IntBuilder
 from mxlower.numbers import ROUND_MODES, NumberSpec
 from mxlower.types import FLOAT_TYPES, WIDE_FLOAT_TYPES, FloatType
@@ -169,7 +170,7 @@ def _spec(spec: NumberSpec | FloatType | str) -> tuple[NumberSpec, FloatType | N
     spec and, for float and exponent specs, its codec row (what the plans read)."""
     if isinstance(spec, FloatType):
         return numbers.of_float_type(spec), spec
-    n = numbers.number(spec)
+    n = computed_here(numbers.number(spec))
     return n, (n.float_type if n.is_float else None)
 
 
@@ -203,7 +204,7 @@ class Target:
 def target(spec: NumberSpec | str) -> Target:
     """The rounding target of a number spec for a cast (section 10.2): finite values
     saturate; Inf stays Inf where the spec has it, else becomes max."""
-    n = numbers.number(spec)
+    n = computed_here(numbers.number(spec))
     if n.is_integer:
         return Target(n.kind, n.bits, 0, 0, 0, n.emax, n.max_code, n.max_code, n.max_code, n)
     inf = n.inf_code if n.has_inf else n.max_code

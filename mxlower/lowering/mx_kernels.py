@@ -76,6 +76,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from mxlower import numbers, types
+from mxlower.cast_reference import computed_here
 from mxlower.bindings import upstream
 from mxlower.formats import (FORMATS, SCALE_MODES, SCALEMODE_OF, WIDE_TYPES, MXFormat,
                              format_of, get_datatype, why_not_format)
@@ -396,6 +397,7 @@ class CastSpec:
 
     def __post_init__(self) -> None:
         n = numbers.number(self.number)  # SpecError (a ValueError) when it is no spec
+        computed_here(n)  # lookup tables: mxlower.reference only so far (SpecError)
         object.__setattr__(self, "number", n.code)
         if self.wide not in WIDE_TYPES:
             raise ValueError(f"'{self.wide}' is not f32, bf16 or f16")
