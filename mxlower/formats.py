@@ -43,6 +43,7 @@ __all__ = [
     "scale",
     "FloatType",
     "MXFormat",
+    "MX_SCALE_MODE_OF",
     "SCALEMODE_OF",
     "SCALE_MODES",
     "WIDE_TYPES",
@@ -50,6 +51,8 @@ __all__ = [
     "float_type",
     "format_of",
     "formats_for_element",
+    "last_axis_format",
+    "mx_quantize_of",
     "why_not_format",
     "get_format",
 ]
@@ -192,6 +195,15 @@ def block_datatype(f: MXFormat, block_size: int | None = None, axis: int = -1, *
     return dataclasses.replace(base, scale=tiles)
 
 
+def _matching_format(dt: Datatype) -> MXFormat | None:
+    """The MX format whose element and scale number specs ``dt`` has (``dt`` scaled)."""
+    for f in FORMATS.values():
+        base = DATATYPES[f.name]
+        if dt.number == base.number and dt.scale.number == base.scale.number:
+            return f
+    return None
+
+
 def format_of(dt: Datatype) -> tuple[MXFormat, int, int] | None:
     """``(format, block size, blocked dimension)`` when ``dt`` is an MX format's datatype
     (:func:`block_datatype`'s inverse): the format's element and scale number specs, 1D tiles
@@ -200,13 +212,42 @@ def format_of(dt: Datatype) -> tuple[MXFormat, int, int] | None:
     s = dt.scale
     if s is None or s.kind != "tile" or s.zero_point is not None:
         return None
-    for f in FORMATS.values():
-        base = DATATYPES[f.name]
-        if dt.number == base.number and s.number == base.scale.number:
-            if s.tensor is not None and not f.global_scale:
-                return None
-            return f, s.tile[0], s.dims[0]
-    return None
+    f = _matching_format(dt)
+    if f is None or s.tensor is not None and not f.global_scale:
+        return None
+    return f, s.tile[0], s.dims[0]
+
+
+#: section 10's names of the section-3 scale modes (:data:`SCALEMODE_OF` inverted)
+MX_SCALE_MODE_OF = {v: k for k, v in SCALEMODE_OF.items()}
+
+
+def mx_quantize_of(dt: Datatype, roundmode: str,
+                   scalemode: str) -> tuple[MXFormat, int, int, str] | None:
+    """``(format, block size, blocked dimension, section 3's scale mode)`` when casting or
+    quantizing to ``dt`` with section 10's ``roundmode`` / ``scalemode`` is an MX format's
+    quantize: :func:`format_of` names a format, ``roundmode`` is "even" and ``scalemode``
+    one of the MX scale rules (max, rceil, nearest; nvfp4's float scales only max, its
+    "floor").  None otherwise.  The one rule by which the ops, the kernels and the JAX API
+    send such a datatype to the format's recipe."""
+    m = format_of(dt)
+    mode = MX_SCALE_MODE_OF.get(scalemode)
+    if m is None or roundmode != "even" or mode is None or m[0].is_nvfp4 and mode != "floor":
+        return None
+    return (*m, mode)
+
+
+def last_axis_format(dt: Datatype, why_last: str) -> tuple[MXFormat, int]:
+    """``(format, block size)`` of an MX format's datatype whose tiles run along the last
+    dimension, as the fused kernels read one; ValueError otherwise, saying why (``why_last``
+    explains the last-dimension rule to the caller's user)."""
+    m = format_of(dt)
+    if m is None:
+        raise ValueError(f"datatype {dt.code} is not an MX format's: {why_not_format(dt)}")
+    fmt, k, dim = m
+    if dim != -1:
+        raise ValueError(f"datatype {dt.code} blocks dimension {dim}; {why_last}")
+    return fmt, k
 
 
 def why_not_format(dt: Datatype) -> str | None:
@@ -223,13 +264,12 @@ def why_not_format(dt: Datatype) -> str | None:
                 "a scale per channel ('_t0')" if s.kind == "channel" else
                 "one scale for the whole tensor")
         return f"it has {what}; an MX format's scales are per 1D block (a tile such as '_t32')"
-    for f in FORMATS.values():
-        base = DATATYPES[f.name]
-        if dt.number == base.number and s.number == base.scale.number:
-            if s.tensor is not None and not f.global_scale:
-                return (f"it has a tensor scale ('_gf32') over {f.name}'s blocks; of the MX "
-                        "formats only nvfp4 has two-level scaling ('e2m1fo:e4m3fn_t16_gf32')")
-            return None
+    f = _matching_format(dt)
+    if f is not None:
+        if s.tensor is not None and not f.global_scale:
+            return (f"it has a tensor scale ('_gf32') over {f.name}'s blocks; of the MX "
+                    "formats only nvfp4 has two-level scaling ('e2m1fo:e4m3fn_t16_gf32')")
+        return None
     pairs = ", ".join(f"{n} = {d.number.code} + {d.scale.number.code}"
                       for n, d in ((f.name, DATATYPES[f.name]) for f in FORMATS.values()))
     return (f"no MX format has {dt.number.code} elements with {s.number.code} scales "

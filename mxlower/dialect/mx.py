@@ -65,11 +65,11 @@ from mxlower.formats import (
     FORMATS,
     MAX_BLOCK_SIZE,
     SCALE_MODES,
-    SCALEMODE_OF,
     WIDE_TYPES,
     MXFormat,
     block_datatype,
     format_of,
+    mx_quantize_of,
     why_not_format,
 )
 from mxlower.numbers import ROUND_MODES, Datatype, SpecError
@@ -823,27 +823,16 @@ def _result_types(dt: Datatype, shape) -> list[tuple[str, tuple[int, ...], str]]
     return out
 
 
-#: section 10's exponent scale modes -> section 3's (midmax has none)
-_MX_SCALE_MODES = {v: k for k, v in SCALEMODE_OF.items()}
-
-
 def _mx_form(dt: Datatype, rm: str | None = None, sm: str | None = None):
-    """``(format, block size, tile dimension, scale mode)`` when a datatype quantize (with
-    ``rm`` / ``sm``) or dequantize (None) names an MX format's datatype
-    (:func:`mxlower.formats.format_of`) with the format's own rules (round to nearest even;
-    floor, rceil or nearest exponent scales; nvfp4 its float scales): that op *is* the
-    format's quantize / dequantize, parsed as the named form is.  None otherwise."""
-    m = format_of(dt)
-    if m is None:
-        return None
-    fmt, k, dim = m
+    """``(format, block size, tile dimension, scale mode)`` when a datatype quantize or cast
+    (with ``rm`` / ``sm``: :func:`mxlower.formats.mx_quantize_of`) or dequantize (None;
+    :func:`mxlower.formats.format_of`, scale mode None) names an MX format's datatype with the
+    format's own rules: that op *is* the format's quantize / dequantize, parsed as the named
+    form is.  None otherwise."""
     if rm is None:
-        return fmt, k, dim, None
-    if rm != "even":
-        return None
-    if fmt.is_nvfp4:
-        return (fmt, k, dim, DEFAULT_SCALE_MODE) if sm == DEFAULT_CAST_SCALE_MODE else None
-    return (fmt, k, dim, _MX_SCALE_MODES[sm]) if sm in _MX_SCALE_MODES else None
+        m = format_of(dt)
+        return None if m is None else (*m, None)
+    return mx_quantize_of(dt, rm, sm)
 
 
 def _mx_axis(dt: Datatype, dim: int, shape, what: str) -> int:

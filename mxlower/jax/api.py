@@ -9,7 +9,8 @@ import jax
 import jax.numpy as jnp
 
 from mxlower.execution import ffi
-from mxlower.formats import FORMATS, SCALE_MODES, SCALEMODE_OF, MXFormat, format_of, get_datatype
+from mxlower.formats import (FORMATS, SCALE_MODES, SCALEMODE_OF, MXFormat, get_datatype,
+                             mx_quantize_of)
 import mxlower.jax.kernels as kernels
 import mxlower.jax.sharding as sharding
 from mxlower.jax.array import DatatypeArray, MXArray, mx_view
@@ -97,11 +98,6 @@ def _quantize_mx(x: Any, fmt: MXFormat, k: int, ax: int, scale_mode: str, g: Any
     return elements, scales, None if g is None else jax.lax.stop_gradient(g)
 
 
-#: section 10's scale modes of exponent scales that section 3 (the MX quantize primitive)
-#: computes, by section 3's names (``midmax`` is section 10's only)
-_MX_SCALE_MODE = {v: k for k, v in SCALEMODE_OF.items()}
-
-
 def _quantize_datatype(x, number, scale, axis, block_size, scale_mode, global_scale, roundmode,
                        key, rbits, impl) -> DatatypeArray:
     for arg, v, default in (("axis", axis, -1), ("block_size", block_size, None)):
@@ -114,7 +110,6 @@ def _quantize_datatype(x, number, scale, axis, block_size, scale_mode, global_sc
         x, number, scale, roundmode=roundmode, scalemode=SCALEMODE_OF.get(scale_mode, scale_mode),
         key=key, rbits=rbits, two_level=True)
     ste = x if traced(x) else None  # only a traced x can be differentiated
-    mx = format_of(dt)  # (format, block size, blocked dimension) of an MX format's datatype
     two_level = dt.scale is not None and dt.scale.tensor is not None  # only nvfp4's passes
     if two_level:
         if global_scale is None:
@@ -127,11 +122,11 @@ def _quantize_datatype(x, number, scale, axis, block_size, scale_mode, global_sc
     elif global_scale is not None:
         raise ValueError(f"quantize: argument 'global_scale' is the tensor scale of a two-level "
                          f"datatype (nvfp4's 'e2m1fo:e4m3fn_t16_gf32'); {dt.code} has none")
-    if mx is not None and roundmode == "even" and scalemode in _MX_SCALE_MODE:
-        fmt, k, dim = mx
+    mx = mx_quantize_of(dt, roundmode, scalemode)  # an MX format's quantize: its primitive
+    if mx is not None:
+        fmt, k, dim, mode = mx
         g = None if global_scale is None else check_global_scale(global_scale, fmt, "quantize")
-        codes, scales, g = _quantize_mx(x, fmt, k, dim % x.ndim, _MX_SCALE_MODE[scalemode], g,
-                                        impl)
+        codes, scales, g = _quantize_mx(x, fmt, k, dim % x.ndim, mode, g, impl)
         return DatatypeArray._make(codes, scales, None, g, dt, ste)
     return DatatypeArray._make(*bind_encode(x, dt, roundmode, scalemode, r), None, dt, ste)
 

@@ -117,7 +117,7 @@ import numpy as np
 from mxlower import diagnostics as diag
 from mxlower import types
 from mxlower.bindings import collect_ops, upstream
-from mxlower.formats import FORMATS, WIDE_TYPES, MXFormat, format_of, get_datatype, why_not_format
+from mxlower.formats import FORMATS, WIDE_TYPES, MXFormat, get_datatype, last_axis_format
 from mxlower.numbers import Datatype, SpecError
 
 __all__ = ["ATTR", "EXACT_ACC", "NP", "NR_STREAM", "PARTS", "PATHS", "STREAM_M",
@@ -294,15 +294,11 @@ def kernel_side(v: str | Datatype, what: str = "side") -> tuple[str, int | None]
             from None
     if dt.scale is None and dt.number.mlir in WIDE_TYPES:
         return dt.number.mlir, None
-    m = format_of(dt)
-    if m is None:
-        raise ValueError(f"dot kernel: {what} datatype {dt.code} is not an MX format's: "
-                         f"{why_not_format(dt)}")
-    fmt, k, dim = m
-    if dim != -1:
-        raise ValueError(f"dot kernel: {what} datatype {dt.code} blocks dimension {dim}; the "
-                         "kernel's sides are [B, rows, K] with the blocks along K, the last "
-                         "dimension (a scale spec without 'dY')")
+    try:
+        fmt, k = last_axis_format(dt, "the kernel's sides are [B, rows, K] with the blocks "
+                                      "along K, the last dimension (a scale spec without 'dY')")
+    except ValueError as err:
+        raise ValueError(f"dot kernel: {what} {err}") from None
     return fmt.name, k
 
 

@@ -78,8 +78,8 @@ import numpy as np
 from mxlower import numbers, types
 from mxlower.cast_reference import computed_here
 from mxlower.bindings import upstream
-from mxlower.formats import (FORMATS, SCALE_MODES, SCALEMODE_OF, WIDE_TYPES, MXFormat,
-                             format_of, get_datatype, why_not_format)
+from mxlower.formats import (FORMATS, SCALE_MODES, WIDE_TYPES, MXFormat, get_datatype,
+                             last_axis_format, mx_quantize_of)
 from mxlower.ir.stablehlo_builder import Comparisons
 import mxlower.lowering.cast_math as cast_math
 import mxlower.lowering.codec as codec
@@ -224,13 +224,8 @@ class KernelSpec:
         except (numbers.SpecError, TypeError, AttributeError) as err:
             raise ValueError(f"unknown MX format {self.format!r} (known: {', '.join(FORMATS)}; "
                              f"or an MX format's datatype: {err})") from None
-        m = format_of(dt)
-        if m is None:
-            raise ValueError(f"datatype {dt.code} is not an MX format's: {why_not_format(dt)}")
-        fmt, k, dim = m
-        if dim != -1:
-            raise ValueError(f"datatype {dt.code} blocks dimension {dim}; the kernels block the "
-                             "last dimension (a scale spec without 'dY')")
+        fmt, k = last_axis_format(dt, "the kernels block the last dimension (a scale spec "
+                                      "without 'dY')")
         if self.block_size is not None and self.block_size != k:
             raise ValueError(f"block_size {self.block_size} contradicts datatype {dt.code} "
                              f"(blocks of {k})")
@@ -461,16 +456,14 @@ class CastSpec:
         takes the block size (f4 needs it even).  None otherwise: the general recipe
         (codec and :func:`mx_math.scale_exponent`)."""
         s = self.scale_spec
-        if s is None or s.kind != "tile" or s.tensor is not None or self.roundmode != "even":
+        if s is None or s.kind != "tile" or s.tensor is not None:
             return None
-        found = format_of(numbers.Datatype(self.spec, s))
-        mode = {v: m for m, v in SCALEMODE_OF.items()}.get(self.scalemode)
-        if found is None or mode is None or found[2] != -1:
+        found = mx_quantize_of(numbers.Datatype(self.spec, s), self.roundmode, self.scalemode)
+        if found is None or found[2] != -1:
             return None
-        fmt, k, _ = found
+        fmt, k, _, mode = found
         try:
-            return KernelSpec("quantize", fmt.name, self.wide, "floor" if fmt.is_nvfp4 else mode,
-                              k)
+            return KernelSpec("quantize", fmt.name, self.wide, mode, k)
         except ValueError:  # a block size the MX kernels do not take (an odd f4 block)
             return None
 

@@ -48,7 +48,7 @@ import numpy as np
 
 from mxlower.bindings.jaxlib import ir
 from mxlower.dialect import mx
-from mxlower.formats import FLOAT_TYPES, MXFormat
+from mxlower.formats import FLOAT_TYPES, SCALEMODE_OF, MXFormat
 from mxlower.numbers import NumberSpec, ScaleSpec
 from mxlower.types import WIDE_FLOAT_TYPES
 from mxlower.ir.stablehlo_builder import Builder
@@ -350,10 +350,6 @@ def _bits_floor(x: fractions.Fraction) -> int:
     return f32_bits_floor(x)
 
 
-#: the MX formats' name of section 10.3's ``max`` (docs/semantics.md section 3.3)
-_RULES = {"floor": "max"}
-
-
 def scale_exponent(b: Any, amax: Any, n: NumberSpec, s: ScaleSpec, mode: str) -> Any:
     """The shared exponent E of a block or tile (i32, clamped to the range of the exponent
     scale spec ``s``'s number) from the bits of its finite non-negative amax: docs/semantics.md
@@ -366,7 +362,7 @@ def scale_exponent(b: Any, amax: Any, n: NumberSpec, s: ScaleSpec, mode: str) ->
     2^-127 (every MX format), ``rceil`` and ``nearest`` are decided on amax's exponent and
     mantissa fields with two thresholds below 2^-126 (no quotient is formed); otherwise on
     the renormalized fields and, for ``rceil``, the exact quotient (:func:`quotient`)."""
-    mode = _RULES.get(mode, mode)
+    mode = SCALEMODE_OF.get(mode, mode)  # section 3's names: floor is max
     emax = n.scaled_emax
     lo, top = s.number.emin, s.number.emax
     two = fractions.Fraction(2)
