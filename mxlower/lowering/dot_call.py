@@ -10,8 +10,8 @@ already), a typed-FFI ``stablehlo.custom_call`` to the kernel's target
 :func:`plan`; the pass uses :func:`emit_call` (JAX emits the call through ``jax.ffi``).
 
 A side's MX format may be given by name or as its datatype (:class:`Side`); :func:`plan`
-keys the kernel by the datatype the kernel reads (the format's element and scale specs with
-blocks of the side's size along K), which :class:`DotSpec` names by the format.
+reads a datatype as its format, block size and blocked axis, which name the kernel's
+:class:`DotSpec`.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from mxlower.bindings.jaxlib import ir, stablehlo
-from mxlower.formats import FORMATS, block_datatype, format_of, get_datatype, why_not_format
+from mxlower.formats import FORMATS, format_of, get_datatype, why_not_format
 from mxlower.lowering.dot_kernels import STREAM_M, DotSpec, gemm_by_default
 from mxlower.numbers import Datatype
 
@@ -72,15 +72,6 @@ def _named(side: Side) -> Side:
     return dataclasses.replace(side, fmt=fmt.name, block_size=k, axis=axis)
 
 
-def _kernel_side(side: Side) -> str | Datatype:
-    """What :class:`DotSpec` takes for ``side``: its plain type, or the datatype the kernel
-    reads (the format's with the side's blocks along K, the last dimension of the kernel's
-    ``[B, rows, K]``)."""
-    if side.fmt is None:
-        return side.element_type
-    return block_datatype(FORMATS[side.fmt], side.block_size)
-
-
 def plan(lhs: Side, rhs: Side, contracting: tuple[Sequence[int], Sequence[int]],
          batch: tuple[Sequence[int], Sequence[int]], path: str, *,
          gemm: bool = False, vendor: str = "") -> tuple[DotSpec, bool] | None:
@@ -111,7 +102,8 @@ def plan(lhs: Side, rhs: Side, contracting: tuple[Sequence[int], Sequence[int]],
     swap = free["lhs"] > STREAM_M >= free["rhs"]
     a, b = (rhs, lhs) if swap else (lhs, rhs)
     try:
-        spec = DotSpec(_kernel_side(a), _kernel_side(b), path=path)
+        spec = DotSpec(a.fmt or a.element_type, b.fmt or b.element_type,
+                       a.block_size if a.fmt else None, b.block_size if b.fmt else None, path)
     except ValueError:
         return None
     if min(free.values()) > STREAM_M and not gemm and not gemm_by_default(spec, vendor):
@@ -121,9 +113,10 @@ def plan(lhs: Side, rhs: Side, contracting: tuple[Sequence[int], Sequence[int]],
 
 def side_of(o: Any) -> Side:
     """The :class:`Side` of a parsed ``mx.scaled_dot`` operand
-    (:class:`mxlower.dialect.mx.Operand`), an MX side by its datatype (whichever spelling the
-    op used: both parse to one record)."""
-    return Side(o.datatype, o.element_type, o.block_size, o.axis, tuple(o.shape))
+    (:class:`mxlower.dialect.mx.Operand`: whichever spelling the op used, an MX side is parsed
+    to its format, block size and axis)."""
+    return Side(o.fmt.name if o.fmt is not None else None, o.element_type, o.block_size,
+                o.axis, tuple(o.shape))
 
 
 def callable_side(o: Any) -> bool:
