@@ -7,7 +7,7 @@
   consecutive values along ``dim``, the others +0.  Gradient: the cotangent where a value is
   kept, 0 elsewhere.
 
-* :func:`encode` / :func:`check_encode` + :func:`bind_encode` (what
+* :func:`check_encode` + :func:`bind_encode` (what
   :func:`mxlower.jax.quantize` binds for a datatype that is not an MX format's, or with a mode
   the MX quantize primitive lacks: stochastic or another rounding than ``even``, scale mode
   ``midmax``): the actual cast, codes, scales and zero points, which ``quantize`` holds in a
@@ -56,7 +56,7 @@ from mxlower.lowering import cast_math
 from mxlower.numbers import ROUND_MODES, SCALE_MODES, Datatype, NumberSpec, ScaleSpec, SpecError
 from mxlower.numbers import scale as scale_spec
 
-__all__ = ["bind_encode", "cast", "cast_p", "check_encode", "datatype_of", "decode_p", "encode",
+__all__ = ["bind_encode", "cast", "cast_p", "check_encode", "datatype_of", "decode_p",
            "encode_p", "kept", "layout", "sparse", "sparse_p"]
 
 
@@ -376,19 +376,6 @@ def bind_encode(x: Any, dt: Datatype, roundmode: str, scalemode: str,
                          scale=None if dt.scale is None else dt.scale.code,
                          roundmode=roundmode, scalemode=scalemode)
     return list(outs) + [None] * (3 - len(outs))
-
-
-def encode(x: Any, number: Any, scale: Any = None, *, roundmode: str = "even",
-           scalemode: str = "max", key: Any = None, rbits: Any = None, fn: str = "quantize",
-           arg: str = "format") -> tuple[list[Any], Datatype]:
-    """The actual cast of ``x`` to a datatype by :data:`encode_p` (arguments as
-    :func:`cast`; errors name the datatype argument ``arg``): ``[codes, scales,
-    zero_points]`` (None where the datatype has none) bit-exact with
-    :func:`mxlower.reference.encode`, and the canonical datatype."""
-    x, dt, roundmode, scalemode, r = check_encode(x, number, scale, roundmode=roundmode,
-                                                  scalemode=scalemode, key=key, rbits=rbits,
-                                                  fn=fn, arg=arg)
-    return bind_encode(x, dt, roundmode, scalemode, r), dt
 
 
 encode_p = Primitive("mx_encode")
