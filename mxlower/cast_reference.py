@@ -35,6 +35,7 @@ Choices the contract leaves open, made here (and documented in docs/semantics.md
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from fractions import Fraction
@@ -66,12 +67,14 @@ _WIDE = (np.dtype(np.float32), np.dtype(ml_dtypes.bfloat16), np.dtype(np.float16
 class Encoded(NamedTuple):
     """An actual cast: ``codes`` (the number spec's storage dtype, x's shape), ``scales`` (the
     scale spec's storage dtype, shape :meth:`~mxlower.numbers.ScaleSpec.scales_shape`; None
-    when unscaled) and ``zero_points`` (the zero-point spec's storage, the scales' shape; None
-    without one)."""
+    when unscaled), ``zero_points`` (the zero-point spec's storage, the scales' shape; None
+    without one) and ``offsets`` (the subtile offsets, uint8, shape
+    :meth:`~mxlower.numbers.ScaleSpec.offsets_shape`; None without subtiles)."""
 
     codes: np.ndarray
     scales: np.ndarray | None = None
     zero_points: np.ndarray | None = None
+    offsets: np.ndarray | None = None
 
 
 # ============================================================================== arguments
@@ -95,12 +98,15 @@ def resolve(number, scale=None) -> Datatype:
 
 def one_level(dt: Datatype) -> Datatype:
     """``dt``, when its scaling has one level and its number spec is no lookup table:
-    SpecError for a two-level datatype (a scale spec ending in ``_gf32``) or a lookup-table
-    spec (``nf4``, :func:`mxlower.numbers.lut_spec`), which only this module computes so far
-    (two-level: ``encode`` / ``decode`` / ``cast`` with ``tensor_scale=``; nvfp4's
-    ``e2m1fo:e4m3fn_t16_gf32`` is quantized and dequantized with its global scale as an
-    operand in the ops, the JAX API and the kernels)."""
+    SpecError for a two-level datatype (a scale spec ending in ``_gf32``), subtile scales
+    (``_s...``) or a lookup-table spec (``nf4``, :func:`mxlower.numbers.lut_spec`), which only
+    this module computes so far (two-level: ``encode`` / ``decode`` / ``cast`` with
+    ``tensor_scale=``; nvfp4's ``e2m1fo:e4m3fn_t16_gf32`` is quantized and dequantized with
+    its global scale as an operand in the ops, the JAX API and the kernels)."""
     computed_here(dt.number)
+    if dt.scale is not None and dt.scale.subtile:
+        raise SpecError(f"{dt.code}: subtile scales (shared micro-exponents, '_s...') are "
+                        f"computed by mxlower.reference only so far (encode / decode / cast)")
     if dt.scale is not None and dt.scale.tensor is not None:
         raise SpecError(f"{dt.code}: two-level scaling (a tensor scale, '_gf32'"
                         f") is computed by mxlower.reference only so far (encode / decode / "
@@ -501,25 +507,27 @@ def encode(x, number, scale=None, roundmode: str = "even", scalemode: str = "max
     dt = resolve(number, scale)
     r = _modes(roundmode, scalemode, rbits, xf.shape)
     g = _tensor_scale(dt, tensor_scale, "encode")
-    codes, scales, zps = _encode(_divided(xf, g), dt, roundmode, scalemode, r)
+    codes, scales, zps, offs = _encode(_divided(xf, g), dt, roundmode, scalemode, r)
     n, s = dt.number, dt.scale
     return Encoded(_store(codes, n),
                    None if scales is None else _store(scales, s.number),
-                   None if zps is None else _store(zps, s.zero_point))
+                   None if zps is None else _store(zps, s.zero_point),
+                   None if offs is None else _store(offs, s.offset_number))
 
 
 def _encode(xf: np.ndarray, dt: Datatype, mode: str, scalemode: str, r):
+    """(codes, scale codes, zero-point codes, subtile offsets), int64 or None."""
     n, s = dt.number, dt.scale
     if s is None:
-        return round_codes(xf.astype(_F64), n, mode, r), None, None
+        return round_codes(xf.astype(_F64), n, mode, r), None, None, None
     if s.power_of_two:
         return _encode_pow2(xf, n, s, mode, scalemode, r)
     if scalemode != "max":
         raise ValueError(f"scalemode '{scalemode}' applies to exponent scales; the float "
                          f"scale {s.number.code} takes 'max'")
     if s.zero_point is not None:
-        return _encode_asymmetric(xf, n, s, mode, r)
-    return _encode_float_scale(xf, n, s, mode, r)
+        return (*_encode_asymmetric(xf, n, s, mode, r), None)
+    return (*_encode_float_scale(xf, n, s, mode, r), None)
 
 
 def _tile_stats(xf: np.ndarray, s: ScaleSpec):
@@ -567,12 +575,34 @@ def _scale_exponent(amax: np.ndarray, n: NumberSpec, s: ScaleSpec, mode: str) ->
 def _encode_pow2(xf, n: NumberSpec, s: ScaleSpec, mode, scalemode, r):
     xt, axes, nonfinite, amax = _tile_stats(xf, s)
     E = _scale_exponent(amax, n, s, scalemode)
+    scale_codes = np.where(nonfinite, s.number.nan_code, E + s.number.bias).astype(np.int64)
+    offsets = None
+    if s.subtile:  # each subtile's exponent: E - o, o = min(E - E_sub, 2^D - 1)
+        sub = _subtiles(s)
+        xt, _, _, samax = _tile_stats(xf, sub)
+        E_sub = _scale_exponent(samax, n, sub, scalemode)  # <= E: every rule is monotone
+        E, nonfinite = _to_subtiles(E, s, xf.shape), _to_subtiles(nonfinite, s, xf.shape)
+        offsets = np.where(nonfinite, 0, np.minimum(E - E_sub, s.max_offset)).astype(np.int64)
+        E, s = E - offsets, sub
     v = np.ldexp(xt.astype(_F64), _per_tile(-E, xf.ndim).astype(np.int32))
     rt = None if r is None else _tiled(r, s)[0]
     codes = round_codes(v, n, mode, rt, fixed=True)
     codes = np.where(_per_tile(nonfinite, xf.ndim), 0, codes)
-    scale_codes = np.where(nonfinite, s.number.nan_code, E + s.number.bias)
-    return _untile(codes, xf.shape), scale_codes.astype(np.int64), None
+    return _untile(codes, xf.shape), scale_codes, None, offsets
+
+
+def _subtiles(s: ScaleSpec) -> ScaleSpec:
+    """The subtiles of ``s`` as tiles of their own (the same scale number and dimensions)."""
+    return dataclasses.replace(s, tile=s.subtile, subtile=(), offset_bits=0, tensor=None)
+
+
+def _to_subtiles(per_tile: np.ndarray, s: ScaleSpec, shape: tuple[int, ...]) -> np.ndarray:
+    """A per-tile array (the scales' shape) repeated onto the subtiles (the offsets' shape)."""
+    out = per_tile
+    for d, (t, k) in enumerate(zip(s.tile_shape(shape), s.subtile_shape(shape))):
+        if t != k:
+            out = np.repeat(out, t // k, axis=d)
+    return out
 
 
 def _to_scale(q_f32: np.ndarray, spec: NumberSpec) -> tuple[np.ndarray, np.ndarray]:
@@ -668,18 +698,19 @@ def _round_signed(q: np.ndarray, mode: str, r) -> np.ndarray:
 
 
 def decode(encoded, number=None, scale=None, *, scales=None, zero_points=None,
-           dtype=np.float32, tensor_scale=None) -> np.ndarray:
-    """Values of an actual cast: ``decode(encode(x, dt), dt)`` (or codes with ``scales=`` and
-    ``zero_points=``) in ``dtype`` (f32, bf16 or f16): each value computed in f32 and rounded
-    once to ``dtype``; a two-level datatype's tile-level value times ``tensor_scale`` in f32
-    first (default 1)."""
+           offsets=None, dtype=np.float32, tensor_scale=None) -> np.ndarray:
+    """Values of an actual cast: ``decode(encode(x, dt), dt)`` (or codes with ``scales=``,
+    ``zero_points=`` and ``offsets=``) in ``dtype`` (f32, bf16 or f16): each value computed in
+    f32 and rounded once to ``dtype``; a two-level datatype's tile-level value times
+    ``tensor_scale`` in f32 first (default 1)."""
     out = np.dtype(dtype)
     if out not in _WIDE:
         raise ValueError(f"decode: dtype must be float32, bfloat16 or float16, got {out}")
     if isinstance(encoded, Encoded):
-        if scales is not None or zero_points is not None:
-            raise ValueError("decode: scales and zero points come with the Encoded value")
-        codes, scales, zero_points = encoded
+        if scales is not None or zero_points is not None or offsets is not None:
+            raise ValueError("decode: scales, zero points and offsets come with the Encoded "
+                             "value")
+        codes, scales, zero_points, offsets = encoded
     else:
         codes = encoded
     dt = resolve(number, scale)
@@ -687,8 +718,9 @@ def decode(encoded, number=None, scale=None, *, scales=None, zero_points=None,
     c = _load(codes, n, "codes")
     g = _tensor_scale(dt, tensor_scale, "decode")
     if s is None:
-        if scales is not None or zero_points is not None:
-            raise ValueError(f"decode: {dt} is unscaled; it takes no scales or zero points")
+        if scales is not None or zero_points is not None or offsets is not None:
+            raise ValueError(f"decode: {dt} is unscaled; it takes no scales, zero points or "
+                             f"offsets")
         return _to_out(_decode(c, n), out)
     want = s.scales_shape(c.shape)
     if scales is None:
@@ -703,12 +735,37 @@ def decode(encoded, number=None, scale=None, *, scales=None, zero_points=None,
     zp = None if zero_points is None else _load(zero_points, s.zero_point, "zero points")
     if zp is not None and zp.shape != want:
         raise ValueError(f"decode: zero points must have shape {want}, got {zp.shape}")
-    return _to_out(_times(_decode_scaled(c, n, s, sc, zp), g), out)
+    off = _offsets(offsets, dt, c.shape)
+    return _to_out(_times(_decode_scaled(c, n, s, sc, zp, off), g), out)
 
 
-def _decode_scaled(c, n: NumberSpec, s: ScaleSpec, sc, zp) -> np.ndarray:
-    ct, _ = _tiled(c, s)
+def _offsets(offsets, dt: Datatype, shape: tuple[int, ...]) -> np.ndarray | None:
+    """The checked subtile offsets of a decode (int64), None for a spec without subtiles."""
+    s = dt.scale
+    if not s.subtile:
+        if offsets is not None:
+            raise ValueError(f"decode: {dt} has no subtiles; it takes no offsets")
+        return None
+    want = s.offsets_shape(shape)
+    if offsets is None:
+        raise ValueError(f"decode: {dt} needs subtile offsets of shape {want}")
+    off = _load(offsets, s.offset_number, "offsets")
+    if off.shape != want:
+        raise ValueError(f"decode: offsets of {dt} for codes of shape {shape} must have shape "
+                         f"{want}, got {off.shape}")
+    if off.size and int(off.max()) > s.max_offset:
+        raise ValueError(f"decode: an offset of {dt} is at most {s.max_offset} "
+                         f"({s.offset_bits} bits), got {int(off.max())}")
+    return off
+
+
+def _decode_scaled(c, n: NumberSpec, s: ScaleSpec, sc, zp, off=None) -> np.ndarray:
     snan = np.isnan(_decode(sc, s.number))
+    if s.subtile:  # the tile's E and NaN flag onto the subtiles, less each subtile's offset
+        sc = _to_subtiles(sc, s, c.shape) - off
+        snan = _to_subtiles(snan, s, c.shape)
+        s = _subtiles(s)
+    ct, _ = _tiled(c, s)
     if s.power_of_two:
         E = sc - s.number.bias
         with np.errstate(over="ignore", under="ignore", invalid="ignore"):
@@ -746,11 +803,11 @@ def cast(x, number, scale=None, roundmode: str = "even", scalemode: str = "max",
     dt = resolve(number, scale)
     r = _modes(roundmode, scalemode, rbits, xf.shape)
     g = _tensor_scale(dt, tensor_scale, "cast")
-    codes, scales, zps = _encode(_divided(xf, g), dt, roundmode, scalemode, r)
+    codes, scales, zps, offs = _encode(_divided(xf, g), dt, roundmode, scalemode, r)
     n, s = dt.number, dt.scale
     if s is None:
         return _to_out(_decode(codes, n), out)
-    return _to_out(_times(_decode_scaled(codes, n, s, scales, zps), g), out)
+    return _to_out(_times(_decode_scaled(codes, n, s, scales, zps, offs), g), out)
 
 
 # ============================================================================== sparsity

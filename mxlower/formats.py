@@ -208,9 +208,10 @@ def format_of(dt: Datatype) -> tuple[MXFormat, int, int] | None:
     """``(format, block size, blocked dimension)`` when ``dt`` is an MX format's datatype
     (:func:`block_datatype`'s inverse): the format's element and scale number specs, 1D tiles
     of any size, no zero point, and a tensor level only where the format has a global scale
-    (nvfp4).  ``bfp16`` (int8 with ``e8m0_t8``) is mxint8 with blocks of 8.  None otherwise."""
+    (nvfp4), no subtiles.  ``bfp16`` (int8 with ``e8m0_t8``) is mxint8 with blocks of 8.
+    None otherwise."""
     s = dt.scale
-    if s is None or s.kind != "tile" or s.zero_point is not None:
+    if s is None or s.kind != "tile" or s.zero_point is not None or s.subtile:
         return None
     f = _matching_format(dt)
     if f is None or s.tensor is not None and not f.global_scale:
@@ -264,6 +265,9 @@ def why_not_format(dt: Datatype) -> str | None:
                 "a scale per channel ('_t0')" if s.kind == "channel" else
                 "one scale for the whole tensor")
         return f"it has {what}; an MX format's scales are per 1D block (a tile such as '_t32')"
+    if s.subtile:
+        return (f"its blocks have subtiles with offsets ('_s{'x'.join(map(str, s.subtile))}"
+                f"o{s.offset_bits}'); an MX format's blocks have one scale each")
     f = _matching_format(dt)
     if f is not None:
         if s.tensor is not None and not f.global_scale:
@@ -281,6 +285,14 @@ DATATYPES: dict[str, Datatype] = {f.name: _format_datatype(f) for f in FORMATS.v
 DATATYPES.update({
     "mxint4": datatype("int4", "e8m0_t32", "mxint4"),
     "bfp16": datatype("int8", "e8m0_t8", "bfp16"),
+    # shared micro-exponents (Rouhani et al. 2023, "With Shared Microexponents, A Little
+    # Shifting Goes a Long Way", ISCA '23, arXiv:2302.08007, its table of MX formats): blocks of
+    # k1 = 16 with an 8-bit shared exponent (d1 = 8), subblocks of k2 = 2 with a 1-bit
+    # micro-exponent (d2 = 1), and sign-magnitude elements of m = 7, 4, 2 magnitude bits
+    # (no implicit bit): intK with K = m + 1, read as fixed point (docs/semantics.md 10.3)
+    "mx9": datatype("int8", "e8m0_t16_s2o1", "mx9"),
+    "mx6": datatype("int5", "e8m0_t16_s2o1", "mx6"),
+    "mx4": datatype("int3", "e8m0_t16_s2o1", "mx4"),
     **{alias: dataclasses.replace(DATATYPES[target], name=alias) for alias, target in (
         ("mxfp8e5", "mxfp8_e5m2"), ("mxfp8e4", "mxfp8_e4m3"), ("mxfp6e3", "mxfp6_e3m2"),
         ("mxfp6e2", "mxfp6_e2m3"), ("mxfp4e2", "mxfp4_e2m1"))},

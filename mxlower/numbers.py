@@ -37,12 +37,14 @@ Number specs (section 10.1):
 Every spec's values must lie within f32's (the model computes in f32): its largest value at
 most f32's, its smallest subnormal at least 2^-149.
 
-Scale specs (section 10.3): ``<scale number>[_<zero-point number>][_t<tile>][_g<tensor
-number>]`` with tile ``t0`` / ``t0dY`` (one scale per channel of dimension Y), ``tXdY`` (1D
-tiles of X consecutive values along Y) and ``tAxB[dYdZ]`` (2D tiles over dimensions Y and Z);
-no tile: one scale for the tensor.  ``_gf32`` adds a second level, one f32 scale for the
-whole tensor over the tile scales (two-level scaling: nvfp4 with its global scale is
-``e2m1fo:e4m3fn_t16_gf32``).
+Scale specs (section 10.3): ``<scale number>[_<zero-point number>][_t<tile>][_s<subtile>o<bits>]
+[_g<tensor number>]`` with tile ``t0`` / ``t0dY`` (one scale per channel of dimension Y),
+``tXdY`` (1D tiles of X consecutive values along Y) and ``tAxB[dYdZ]`` (2D tiles over
+dimensions Y and Z); no tile: one scale for the tensor.  ``_sAoD`` / ``_sAxBoD`` after an
+exponent-scale tile: *shared micro-exponents*, subtiles of A (A x B) values each with a D-bit
+offset below the tile's scale (MX9 is ``int8:e8m0_t16_s2o1``).  ``_gf32`` adds a tensor
+level, one f32 scale for the whole tensor over the tile scales (two-level scaling: nvfp4 with
+its global scale is ``e2m1fo:e4m3fn_t16_gf32``; with subtiles, three levels).
 
 The MX formats of section 1 and the other predefined datatypes of section 10.4 are in
 :mod:`mxlower.formats` (:data:`mxlower.formats.DATATYPES`), which re-exports :func:`number`,
@@ -672,6 +674,10 @@ class ScaleSpec:
     negative (counted from the last).
     ``tensor``: two-level scaling: the spec of one tensor scale over the tile scales (the
     caller's value, e.g. nvfp4's global scale; only f32 so far), or None.
+    ``subtile`` / ``offset_bits``: shared micro-exponents (section 10.3): each subtile of
+    ``subtile`` values (one extent per tile dimension, dividing the tile) has an unsigned
+    ``offset_bits``-bit offset o, its scale being the tile's exponent scale 2^E times 2^-o;
+    ``()`` and 0 without subtiles.
     """
 
     number: NumberSpec
@@ -680,6 +686,8 @@ class ScaleSpec:
     tile: tuple[int, ...] = ()
     dims: tuple[int, ...] = ()
     tensor: NumberSpec | None = None
+    subtile: tuple[int, ...] = ()
+    offset_bits: int = 0
 
     @property
     def code(self) -> str:
@@ -693,6 +701,8 @@ class ScaleSpec:
         elif self.kind == "tile2d":
             dims = "" if self.dims == (-2, -1) else f"d{self.dims[0]}d{self.dims[1]}"
             parts.append(f"t{self.tile[0]}x{self.tile[1]}{dims}")
+        if self.subtile:
+            parts.append("s" + "x".join(map(str, self.subtile)) + f"o{self.offset_bits}")
         if self.tensor is not None:
             parts.append(f"g{self.tensor.code}")
         return "_".join(parts)
@@ -704,6 +714,38 @@ class ScaleSpec:
 
     def __str__(self) -> str:
         return self.code
+
+    @property
+    def offset_number(self) -> NumberSpec | None:
+        """The spec of the subtile offsets (``uint<offset_bits>``), None without subtiles."""
+        return NumberSpec("uint", self.offset_bits) if self.subtile else None
+
+    @property
+    def max_offset(self) -> int:
+        """The largest subtile offset, 2^offset_bits - 1 (0 without subtiles)."""
+        return (1 << self.offset_bits) - 1 if self.subtile else 0
+
+    @property
+    def tile_scale(self) -> ScaleSpec:
+        """The spec without its subtiles (:attr:`subtile`): the tile scales alone."""
+        return dataclasses.replace(self, subtile=(), offset_bits=0) if self.subtile else self
+
+    def subtile_shape(self, shape: tuple[int, ...]) -> tuple[int, ...]:
+        """The shape of one subtile of a tensor of ``shape`` (its extent along the tile's
+        dimensions, 1 along the others); SpecError as :meth:`tile_shape`, or when the spec has
+        no subtiles."""
+        if not self.subtile:
+            raise SpecError(f"scale '{self.code}' has no subtiles")
+        t = self.tile_shape(shape)
+        out = [1] * len(t)
+        for d, k in zip(self.normalized_dims(len(t)), self.subtile):
+            out[d] = k
+        return tuple(out)
+
+    def offsets_shape(self, shape: tuple[int, ...]) -> tuple[int, ...]:
+        """The shape of the subtile offsets for data of ``shape``: each dimension divided by
+        the subtile's extent along it."""
+        return tuple(s // k for s, k in zip(shape, self.subtile_shape(shape)))
 
     @property
     def power_of_two(self) -> bool:
@@ -750,6 +792,9 @@ class ScaleSpec:
 
 
 _TILE = re.compile(r"_t(?P<a>\d+)(?:x(?P<b>\d+))?(?P<dims>(?:d-?\d+)*)$")
+_SUBTILE = re.compile(r"_s(?P<a>\d+)(?:x(?P<b>\d+))?o(?P<o>\d+)$")
+#: the widest subtile offset (bits)
+MAX_OFFSET_BITS = 8
 
 
 def scale(code: str | ScaleSpec) -> ScaleSpec:
@@ -763,6 +808,9 @@ def scale(code: str | ScaleSpec) -> ScaleSpec:
     g = _TENSOR.search(text)
     if g:
         body, tensor = text[:g.start()], _tensor_spec(text, g["g"])
+    sub = _SUBTILE.search(body)
+    if sub:
+        body = body[:sub.start()]
     m = _TILE.search(body)
     head = body[:m.start()] if m else body
     if not head:
@@ -799,7 +847,37 @@ def scale(code: str | ScaleSpec) -> ScaleSpec:
         if zp is not None:
             raise SpecError(f"scale '{text}': a tensor scale ('_g...') does not go with a "
                             "zero point")
-    return ScaleSpec(num, zp, kind, tile, dims, tensor)
+    subtile, offset_bits = _subtile(text, sub, num, kind, tile) if sub else ((), 0)
+    return ScaleSpec(num, zp, kind, tile, dims, tensor, subtile, offset_bits)
+
+
+def _subtile(text: str, m: re.Match, num: NumberSpec, kind: str,
+             tile: tuple[int, ...]) -> tuple[tuple[int, ...], int]:
+    """The subtile part ``_sA[xB]oD`` of a scale spec, checked against its tile."""
+    if kind not in ("tile", "tile2d"):
+        raise SpecError(f"scale '{text}': subtiles ('_s...') divide a tile; give a 1D or 2D "
+                        f"tile before them (e.g. 'e8m0_t16_s2o1')")
+    if num.kind != "exp":
+        raise SpecError(f"scale '{text}': subtile offsets are powers of two below an exponent "
+                        f"scale (e8m0, ...), not the float scale {num.code}")
+    sizes = [m["a"]] + ([m["b"]] if m["b"] is not None else [])
+    if len(sizes) != len(tile):
+        raise SpecError(f"scale '{text}': a {len(tile)}D tile takes {len(tile)}D subtiles "
+                        f"({'sA' if len(tile) == 1 else 'sAxB'}), got {len(sizes)}D")
+    sub = []
+    for digits, t in zip(sizes, tile):
+        k = _bounded(f"scale '{text}'", digits, _SUBTILE_RULE, 1, MAX_TILE)
+        if k & (k - 1) or k > t:
+            raise SpecError(f"scale '{text}': {_SUBTILE_RULE}, got {k} for a tile of {t}")
+        sub.append(k)
+    if tuple(sub) == tuple(tile):
+        raise SpecError(f"scale '{text}': the subtile is the whole tile; a subtile is smaller")
+    o = _bounded(f"scale '{text}'", m["o"], f"a subtile offset has 1 to {MAX_OFFSET_BITS} bits",
+                 1, MAX_OFFSET_BITS)
+    return tuple(sub), o
+
+
+_SUBTILE_RULE = "a subtile size is a power of two that divides the tile (1 up to the tile)"
 
 
 _TENSOR = re.compile(r"_g(?P<g>[A-Za-z0-9.]+)$")

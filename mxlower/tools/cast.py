@@ -60,7 +60,7 @@ statistics (over the elements whose input x is finite; y is the cast value, erro
 computed in float64; elements whose y is not finite -- a tile holding NaN/Inf, an overflow of
 the dequantized f32 value -- are left out of the first four and counted by 'nonfinite'):
   bits         bits stored per value: element bits + (scale bits + zero-point bits) / values
-               per scale
+               per scale + offset bits / values per subtile
   RMSE         sqrt(mean(error^2))
   max abs      max |error|
   max rel      max |error| / |x| over the elements with x != 0
@@ -238,12 +238,15 @@ class Row:
 
 
 def bits_per_value(dt: Datatype, shape: tuple[int, ...]) -> float:
-    """Element bits plus the scale's (and zero point's) bits shared over its tile."""
+    """Element bits plus the scale's (and zero point's) bits shared over its tile, plus the
+    subtile offsets' bits shared over their subtile."""
     bits = float(dt.number.bits)
     s = dt.scale
     if s is not None:
         per = s.number.bits + (s.zero_point.bits if s.zero_point is not None else 0)
         bits += per / max(math.prod(s.tile_shape(tuple(shape))), 1)
+        if s.subtile:
+            bits += s.offset_bits / math.prod(s.subtile_shape(tuple(shape)))
     return bits
 
 
@@ -264,7 +267,7 @@ def _range(x32: np.ndarray, dt: Datatype, roundmode: str, scalemode: str,
         lo = -hi if n.signed else float(reference.decode(_full(0, n, ()), n, dtype=_F32))
         return np.float64(lo), np.float64(hi)
     enc = reference.encode(x32, dt, None, roundmode, scalemode, rbits)
-    kw = {"scales": enc.scales, "zero_points": enc.zero_points}
+    kw = {"scales": enc.scales, "zero_points": enc.zero_points, "offsets": enc.offsets}
     hi = reference.decode(_full(n.max_code, n, x32.shape), dt, **kw).astype(_F64)
     if n.signed:
         return -hi, hi
