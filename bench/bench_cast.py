@@ -49,6 +49,12 @@ CASES = [
     ("nvfp4", ("even",)),
     ("e5m6:e8m0_t32", ("even", "nearest")),
     ("int4:e8m0_t32x32", ("even",)),
+    # shared micro-exponents and lookup tables (docs/semantics.md 10.3, 10.7)
+    ("mx9", ("even",)),
+    ("mx6", ("even",)),
+    ("mx4", ("even", "stochastic")),
+    ("nf4:float32_t64", ("even",)),
+    ("nf4:e8m0_t32", ("even",)),
 ]
 
 #: element number spec code -> the ml_dtypes type of the same values
@@ -62,7 +68,13 @@ def emulation(name: str):
     """The ml_dtypes/NumPy emulation of a 1D-tiled datatype (or None where there is none)."""
     dt = get_datatype(name)
     n, s = dt.number, dt.scale
-    if n.code not in _ML or s is None or s.kind != "tile" or s.dims != (-1,):
+    if s is None or s.kind != "tile" or s.dims != (-1,):
+        return None
+    if s.subtile and n.kind == "int":
+        return _micro_exponents(n.bits, s.tile[0], s.subtile[0], s.max_offset)
+    if n.is_lut and not s.power_of_two:
+        return _lookup_table(np.asarray(n.table, np.float32), s.tile[0])
+    if n.code not in _ML:
         return None
     ml, k, top = _ML[n.code], s.tile[0], np.float32(n.max)
     if s.power_of_two:
@@ -88,6 +100,43 @@ def emulation(name: str):
         with np.errstate(divide="ignore", invalid="ignore"):
             y = np.where(sc > 0, np.clip(b / sc, -top, top), 0)
         return (y.astype(ml).astype(np.float32) * sc).reshape(x.shape)
+
+    return run
+
+
+def _micro_exponents(K: int, k1: int, k2: int, top_offset: int):
+    """Shared micro-exponents as a NumPy emulation writes them: per block of k1 the largest
+    element exponent E, per subblock of k2 its own, the offset min(E - E_s, top_offset), and
+    sign-magnitude elements of K - 1 bits (fixed point, K - 2 fraction bits) rounded with
+    np.rint and clipped."""
+    top = np.float32((1 << (K - 1)) - 1)
+
+    def run(x):
+        b = x.reshape(-1, k1 // k2, k2)
+        sub = np.abs(b).max(axis=2, keepdims=True)
+        amax = sub.max(axis=1, keepdims=True)
+        e = np.floor(np.log2(np.where(amax > 0, amax, 2.0 ** -127)))
+        es = np.floor(np.log2(np.where(sub > 0, sub, 2.0 ** -127)))
+        step = np.exp2(e - np.minimum(e - es, top_offset) - (K - 2)).astype(np.float32)
+        codes = np.clip(np.rint(b / step), -top, top) + np.float32(0)  # ints have no -0
+        return (codes * step).reshape(x.shape)
+
+    return run
+
+
+def _lookup_table(table: np.ndarray, k: int):
+    """QLoRA-style absmax scaling to a lookup table (bitsandbytes' NF4 recipe in NumPy):
+    per block of k, s = amax / max|table|, the table value nearest x / s (argmin: ties go to
+    the lower one), times s."""
+    top = np.float32(np.abs(table).max())
+
+    def run(x):
+        b = x.reshape(-1, k)
+        s = np.abs(b).max(axis=1, keepdims=True) / top
+        with np.errstate(divide="ignore", invalid="ignore"):
+            v = np.where(s > 0, b / s, 0)
+        idx = np.abs(v[..., None] - table).argmin(axis=-1)
+        return (table[idx] * s).reshape(x.shape)
 
     return run
 

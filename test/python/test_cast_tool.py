@@ -60,7 +60,9 @@ def _expected(x, y):
 @pytest.mark.parametrize("dt,rm,sm", [("mxfp8_e4m3", "even", "max"), ("e3m4:e8m0_t32", "zero", "rceil"),
                                       ("nvfp4", "nearest", None), ("int4:e8m0_t16", "even", "midmax"),
                                       ("e5m6", "even", None),
-                                      ("uint4:float32_uint8_t0", "even", None)])
+                                      ("uint4:float32_uint8_t0", "even", None),
+                                      ("mx6", "nearest", "rceil"),
+                                      ("e2m1fo:e8m0_t8x32_s4x4o2", "even", "max")])
 def test_statistics_match_the_formulas(data, capsys, dt, rm, sm):
     x, path = data
     doc = run_json(path, "-d", dt, "-r", rm, *(["--scalemode", sm] if sm else []), capsys=capsys)
@@ -91,6 +93,17 @@ def test_saturation_and_flushing_by_construction(tmp_path, capsys):
     # uint4 with a float scale and an integer zero point: the range covers every value
     (res,) = run_json(tmp_path / "b.npy", "-d", "uint4:float32_uint8_t0", capsys=capsys)["results"]
     assert res["saturated"] == 0
+
+
+def test_subtile_bits_and_range(tmp_path, capsys):
+    # mx9: 8 element bits + 8 / 16 scale bits + 1 / 2 offset bit; an offset raises a pair's
+    # range: with pairs (1, 1) (0.3, 0.3) ... the second pair's top is 127/64 * 2^-1, so 0.3
+    # is inside it, and nothing saturates
+    x = np.tile(np.array([1, 1] + [0.3] * 14, np.float32), (2, 4))
+    np.save(tmp_path / "a.npy", x)
+    res = run_json(tmp_path / "a.npy", "-d", "mx9,mx4", capsys=capsys)["results"]
+    assert [r["bits_per_value"] for r in res] == [9, 4]
+    assert [r["saturated"] for r in res] == [0, 0]
 
 
 def test_exact_datatype_gives_inf_sqnr_as_a_string(data, capsys):
@@ -273,6 +286,10 @@ BAD = [
     (["x.npy", "-d", "mxfp8_e4m3", "-s", "e8m0_t32"], "--scale needs --number"),
     (["x.npy", "-d", "e4m3:e8m0_t128"], "does not divide dimension"),
     (["x.npy", "-d", "e4m3:e8m0_t2x2d0d0"], "must differ"),
+    (["x.npy", "-d", "int8:e8m0_t16_s3o1"], "subtile size is a power of two"),
+    (["x.npy", "-d", "int8:e8m0_t16_s2o9"], "1 to 8 bits"),
+    (["x.npy", "-d", "int8:e4m3fn_t16_s2o1"], "below an exponent scale"),
+    (["x.npy", "-n", "int8", "-s", "e8m0_t128_s2o1"], "does not divide dimension"),
     (["x.npy", "-d", "mxfp8_e4m3", "-r", "up"], "unknown rounding mode 'up'"),
     (["x.npy", "-d", "mxfp8_e4m3", "--scalemode", "floor"], "unknown scale mode 'floor'"),
     (["x.npy", "-d", "mxfp8_e4m3,"], "empty item"),
