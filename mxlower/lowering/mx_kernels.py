@@ -378,8 +378,10 @@ class CastSpec:
     :func:`mxlower.lowering.mx_math.scale_exponent`, so a kernel gives the bits of the
     StableHLO lowering; a cast to an MX format's datatype (:attr:`mx_spec`) runs the MX
     quantize and dequantize kernels' math instead on the CPU (the same bits: one numerics
-    model).  Other datatypes (zero points, 2D tiles) raise ValueError: the caller falls back
-    to that lowering."""
+    model).  Subtiles (shared micro-exponents, ``..._tK_sAoD``) of up to
+    :data:`_CAST_LANES` values: each vector's subtile maxima by lane shuffles, each subtile's
+    offset from them.  Other datatypes (zero points, 2D tiles) raise ValueError: the caller
+    falls back to that lowering."""
 
     number: str
     scale: str | None = None
@@ -425,6 +427,9 @@ class CastSpec:
         if (s.kind == "tile") != (self.length is None):
             raise ValueError(f"scale {s.code}: a tile length is given for channel and tensor "
                              "scales (only)")
+        if s.subtile and s.subtile[0] > _CAST_LANES:
+            raise ValueError(f"no cast kernel for scale {s.code}: subtiles of at most "
+                             f"{_CAST_LANES} values (one vector)")
         if self.length is not None and self.length <= 0:
             raise ValueError(f"the tile length must be positive, got {self.length}")
         dt = numbers.Datatype(n, s)
@@ -1769,6 +1774,33 @@ class _CastKernel(_ValueUnits):
 
         return cast
 
+    def subtiled(self, amax: Any, nonfinite: Any):
+        """A tile with subtiles (docs/semantics.md section 10.3, shared micro-exponents): the
+        tile's E from its amax (scalar), and the cast of a vector of the tile's f32 bits with
+        each subtile's exponent E - o, o = min(E - E_s, 2^D - 1), E_s the same rule on the
+        subtile's amax: the subtile maxima by log2(subtile) butterfly shuffles (every lane
+        ends with its subtile's maximum), E_s lane-wise."""
+        b, spec = self.b, self.spec
+        s = spec.scale_spec
+        e = mx_math.scale_exponent(b, amax, self.number, s, spec.scalemode)
+        sub = dataclasses.replace(s.tile_scale, tile=s.subtile)
+        vector = self.m["vector"]
+
+        def cast(xv: Any, r: Any) -> Any:
+            mags = b.and_(xv, _MAG)
+            V = self.lanes
+            step = 1
+            while step < s.subtile[0]:
+                mags = b.max(mags, vector.ShuffleOp(mags, mags,
+                                                    [i ^ step for i in range(V)]).result)
+                step *= 2
+            e_sub = mx_math.scale_exponent(b, mags, self.number, sub, spec.scalemode)
+            ev = b.broadcast(e, b.shape(xv))
+            off = b.min(b.sub(ev, e_sub), s.max_offset)
+            return self.rounded(xv, r, b.sub(b.sub(ev, off), self.fixed), nonfinite)
+
+        return cast
+
     def values(self, a: list[Any], at: Any, count: Any = None) -> None:
         """Unscaled: values ``at``... (``V`` of them, or ``count``)."""
         bits = self.rounded(self.load_bits(a[0], at, count), self._rbits(a, at, count))
@@ -1808,7 +1840,9 @@ class _CastKernel(_ValueUnits):
                 amax = b.max(amax, reduce(magnitudes(self.load_bits(x, *tail))))
         nonfinite = b.ge(amax, _INF)
         s = self.spec.scale_spec
-        if s.power_of_two:
+        if s.power_of_two and s.subtile:
+            cast = self.subtiled(amax, nonfinite)
+        elif s.power_of_two:
             e = mx_math.scale_exponent(b, amax, self.number, s, self.spec.scalemode)
             shift = b.sub(e, self.fixed)
 

@@ -332,6 +332,22 @@ def test_mx_cast_split_across_xla_threads():
 # ----------------------------------------------------------------------------- errors
 
 
+@pytest.mark.parametrize("number, scale, roundmode, scalemode, wide, shape", [
+    ("int8", "e8m0_t16_s2o1", "even", "max", "f32", (8, 64)),  # mx9
+    ("int5", "e8m0_t16_s2o1", "stochastic", "rceil", "f32", (4, 64)),  # mx6
+    ("int3", "e8m0_t16_s4o2", "nearest", "midmax", "bf16", (4, 64)),
+    ("e2m1fo", "e8m0_t32_s8o3", "even", "nearest", "f32", (6, 64)),
+    ("e4m3fn", "e8m0_t128_s2o1", "zero", "max", "f16", (3, 256)),  # chunked tiles
+    ("int8", "e8m0_t4_s1o2", "half_down", "max", "f32", (8, 64)),  # tiles below a vector
+    ("e5m6", "e8m0_t8_s2o8", "even", "rceil", "f32", (8, 64)),
+])
+def test_subtiles(number, scale, roundmode, scalemode, wide, shape):
+    """Shared micro-exponents: each subtile's offset from its maximum (lane shuffles)."""
+    with np.errstate(over="ignore"):
+        x = tiled_inputs(shape, wide, tile=4)  # magnitudes change every 4 values
+    check_cast(x, number, scale, roundmode, scalemode)
+
+
 def test_cast_spec_covers_and_refuses():
     assert CastSpec("e2m1fn", "e8m0_t32").k == 32
     assert CastSpec("e4m3b-2fn").name.isidentifier()
@@ -346,7 +362,9 @@ def test_cast_spec_covers_and_refuses():
                                ("e8m0_t32", 32, "a tile length is given"),
                                ("e8m0_t0", 0, "must be positive"),
                                ("e8m0_t0d0", 4, "1D tiles"),
-                               ("e8m0_t32d0", None, "1D tiles")):
+                               ("e8m0_t32d0", None, "1D tiles"),
+                               ("e8m0_t32_s16o1", None, "subtiles of at most 8"),
+                               ("e8m0_t32x32_s2x2o1", None, "1D tiles")):
         with pytest.raises(ValueError, match=msg):
             CastSpec("e2m1fn", scale, length=length)
     with pytest.raises(ValueError, match="unscaled cast has no tile length"):
@@ -468,7 +486,8 @@ GPU_CASTS = [CastSpec("e2m1fn", "e8m0_t32", "f32", "stochastic", "rceil"),
              CastSpec("e5m6", None, "f16", "even"),
              CastSpec("e4m3b8fnuz", "e5m0_t16", "f32", "zero", "nearest"),
              CastSpec("e2m1fn", "e4m3fn_t16", "bf16", "stochastic"),
-             CastSpec("e8m7", "e4m3fn_t0", "f32", "even", length=1024)]
+             CastSpec("e8m7", "e4m3fn_t0", "f32", "even", length=1024),
+             CastSpec("int5", "e8m0_t16_s2o1", "f32", "stochastic", "max")]  # mx6
 
 
 def _call_handler(handler, spec: CastSpec, x: np.ndarray, r: np.ndarray | None) -> np.ndarray:
