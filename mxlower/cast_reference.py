@@ -96,17 +96,21 @@ def resolve(number, scale=None) -> Datatype:
     return datatype(number, scale)
 
 
-def one_level(dt: Datatype) -> Datatype:
+def one_level(dt: Datatype, *, subtiles: bool = False) -> Datatype:
     """``dt``, when its scaling has one level and its number spec is no lookup table:
     SpecError for a two-level datatype (a scale spec ending in ``_gf32``), subtile scales
-    (``_s...``) or a lookup-table spec (``nf4``, :func:`mxlower.numbers.lut_spec`), which only
-    this module computes so far (two-level: ``encode`` / ``decode`` / ``cast`` with
-    ``tensor_scale=``; nvfp4's ``e2m1fo:e4m3fn_t16_gf32`` is quantized and dequantized with
-    its global scale as an operand in the ops, the JAX API and the kernels)."""
+    (``_s...``; allowed with ``subtiles``, by callers that compute them) or a lookup-table
+    spec (``nf4``, :func:`mxlower.numbers.lut_spec`), which only this module computes so far
+    (two-level: ``encode`` / ``decode`` / ``cast`` with ``tensor_scale=``; nvfp4's
+    ``e2m1fo:e4m3fn_t16_gf32`` is quantized and dequantized with its global scale as an
+    operand in the ops, the JAX API and the kernels).  Subtiles are computed here, by the
+    StableHLO lowering of ``mx.cast`` / ``mx.quantize`` / ``mx.dequantize`` and by
+    ``mxlower.jax``; the fused cast kernels refuse them."""
     computed_here(dt.number)
-    if dt.scale is not None and dt.scale.subtile:
+    if dt.scale is not None and dt.scale.subtile and not subtiles:
         raise SpecError(f"{dt.code}: subtile scales (shared micro-exponents, '_s...') are "
-                        f"computed by mxlower.reference only so far (encode / decode / cast)")
+                        f"not computed by the fused cast kernels so far (mxlower.reference, "
+                        f"the StableHLO lowering of the mx ops and mxlower.jax compute them)")
     if dt.scale is not None and dt.scale.tensor is not None:
         raise SpecError(f"{dt.code}: two-level scaling (a tensor scale, '_gf32'"
                         f") is computed by mxlower.reference only so far (encode / decode / "

@@ -76,7 +76,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from mxlower import numbers, types
-from mxlower.cast_reference import computed_here
+from mxlower.cast_reference import computed_here, one_level
 from mxlower.bindings import upstream
 from mxlower.formats import (FORMATS, SCALE_MODES, WIDE_TYPES, MXFormat, get_datatype,
                              last_axis_format, mx_quantize_of)
@@ -408,6 +408,7 @@ class CastSpec:
         if s.tensor is not None:
             raise ValueError(f"scale '{s.code}': two-level scaling (a tensor scale) is not in "
                              "the cast kernels yet")
+        one_level(numbers.Datatype(n, s))  # subtiles: not in the cast kernels (SpecError)
         if self.scalemode not in numbers.SCALE_MODES:
             raise ValueError(f"unknown scalemode '{self.scalemode}' (known: "
                              f"{', '.join(numbers.SCALE_MODES)})")
