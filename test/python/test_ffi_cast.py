@@ -346,7 +346,9 @@ def test_cast_spec_covers_and_refuses():
                                ("e8m0_t32", 32, "a tile length is given"),
                                ("e8m0_t0", 0, "must be positive"),
                                ("e8m0_t0d0", 4, "1D tiles"),
-                               ("e8m0_t32d0", None, "1D tiles")):
+                               ("e8m0_t32d0", None, "1D tiles"),
+                               ("e8m0_t16_s2o1", None, "not computed by the fused cast "
+                                                       "kernels")):
         with pytest.raises(ValueError, match=msg):
             CastSpec("e2m1fn", scale, length=length)
     with pytest.raises(ValueError, match="unscaled cast has no tile length"):
