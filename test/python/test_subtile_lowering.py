@@ -220,3 +220,18 @@ def test_verifier_errors(body, error):
     text = (f"func.func @f(%x: tensor<4x64xf32>) {{\n  {body}\n  return\n}}")
     got = _verify(text)
     assert error in got, got
+
+
+def test_subtiles_over_non_adjacent_dimensions_and_empty_tensors():
+    rng = np.random.default_rng(6)
+    m, wants = MxModule(), []
+    for shape, number, scale in (((8, 4, 32), "e4m3fn", "e8m0_t4x16d0d2_s2x4o1"),
+                                 ((8, 4, 32), "int4", "e8m0_t8d0_s4o2"),
+                                 ((0, 64), "int8", "e8m0_t16_s2o1")):
+        x = (rng.standard_normal(shape) * np.ldexp(1.0, rng.integers(-10, 1, shape)))
+        x = x.astype(np.float32)
+        xv = m.arg(x)
+        m.ret(_cast(m, xv, None, None, (number, scale, "even", "midmax")))
+        wants.append(R.cast(x, number, scale, scalemode="midmax"))
+    for got, want in zip(m.run(), wants):
+        _check(got, want, want.shape)
