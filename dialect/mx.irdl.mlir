@@ -45,8 +45,9 @@ irdl.dialect @mx {
   // Named form (sections 3-4):
   //   %q, %s = "mx.quantize"(%x[, %global_scale]) {format, block_size, axis, scale_mode}
   // Datatype form (section 10):
-  //   %c, %s[, %z] = "mx.quantize"(%x[, %rbits]) {number, scale, roundmode, scalemode}
-  //   (an MX format's datatype is that format's op; nvfp4's two-level datatype
+  //   %c, %s[, %z | %o] = "mx.quantize"(%x[, %rbits]) {number, scale, roundmode, scalemode}
+  //   (%z: zero points; %o: the ui8 subtile offsets of a scale spec with subtiles, '_sAoD';
+  //   an MX format's datatype is that format's op; nvfp4's two-level datatype
   //   e2m1fo:e4m3fn_t16_gf32 takes its global scale where %rbits would be)
   // Exactly one of `format` and `number` (tagged mx.alternative_attribute; IRDL cannot say
   // "one of").  An unscaled datatype quantize has one result, which IRDL rejects (see the
@@ -58,7 +59,8 @@ irdl.dialect @mx {
     %elements = irdl.base "!builtin.tensor"
     %scales = irdl.base "!builtin.tensor"
     %zero_points = irdl.base "!builtin.tensor"
-    irdl.results(elements: %elements, scales: %scales, zero_points: optional %zero_points)
+    irdl.results(elements: %elements, scales: %scales,
+                 zero_points_or_offsets: optional %zero_points)
 
     %mxfp8_e4m3 = irdl.is "mxfp8_e4m3"
     %mxfp8_e5m2 = irdl.is "mxfp8_e5m2"
@@ -95,15 +97,17 @@ irdl.dialect @mx {
 
   // Named form:    %y = "mx.dequantize"(%elements, %scales[, %global_scale])
   //                     {format, block_size, axis}
-  // Datatype form: %y = "mx.dequantize"(%codes[, %scales[, %zero_points]]) {number, scale}
-  //                (nvfp4's two-level datatype: the global scale where %zero_points would be)
+  // Datatype form: %y = "mx.dequantize"(%codes[, %scales[, %zero_points | %offsets]])
+  //                     {number, scale}
+  //                (subtile offsets for a scale spec with subtiles; nvfp4's two-level
+  //                datatype: the global scale where %zero_points would be)
   // An unscaled datatype dequantize has one operand, which IRDL rejects (see the header).
   irdl.operation @dequantize {
     %elements = irdl.base "!builtin.tensor"
     %scales = irdl.base "!builtin.tensor"
     %extra = irdl.base "!builtin.tensor"
     irdl.operands(elements: %elements, scales: %scales,
-                  global_scale_or_zero_points: optional %extra)
+                  global_scale_or_zero_points_or_offsets: optional %extra)
     %result = irdl.base "!builtin.tensor"
     irdl.results(result: %result)
 
@@ -188,12 +192,15 @@ irdl.dialect @mx {
     %axis = irdl.base "#builtin.integer" {mx.optional_attribute = "axis"}
   }
 
-  // %y = "mx.cast"(%x[, %rbits]) {number, scale, roundmode, scalemode}
-  //          : (tensor<...xT>[, tensor<...xui32>]) -> tensor<...xT>
+  // %y = "mx.cast"(%x[, %rbits][, %g]) {number, scale, roundmode, scalemode}
+  //          : (tensor<...xT>[, tensor<...xui32>][, tensor<f32>]) -> tensor<...xT>
+  // %g: the tensor scale of a two-level datatype ('_gf32').  The three-operand form
+  // (stochastic rounding and a tensor scale) is valid but not expressible here: two
+  // independently optional operands need operandSegmentSizes (see the header).
   irdl.operation @cast {
     %input = irdl.base "!builtin.tensor"
     %rbits = irdl.base "!builtin.tensor"
-    irdl.operands(input: %input, rbits: optional %rbits)
+    irdl.operands(input: %input, rbits_or_tensor_scale: optional %rbits)
     %result = irdl.base "!builtin.tensor"
     irdl.results(result: %result)
     %number = irdl.base "#builtin.string"

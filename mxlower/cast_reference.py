@@ -98,15 +98,14 @@ def resolve(number, scale=None) -> Datatype:
 
 def one_level(dt: Datatype) -> Datatype:
     """``dt``, when its scaling has one level and its number spec is no lookup table:
-    SpecError for a two-level datatype (a scale spec ending in ``_gf32``), subtile scales
-    (``_s...``) or a lookup-table spec (``nf4``, :func:`mxlower.numbers.lut_spec`), which only
-    this module computes so far (two-level: ``encode`` / ``decode`` / ``cast`` with
-    ``tensor_scale=``; nvfp4's ``e2m1fo:e4m3fn_t16_gf32`` is quantized and dequantized with
-    its global scale as an operand in the ops, the JAX API and the kernels)."""
+    SpecError for a two-level datatype (a scale spec ending in ``_gf32``) or a lookup-table
+    spec (``nf4``, :func:`mxlower.numbers.lut_spec`), which only this module computes so far
+    (two-level: ``encode`` / ``decode`` / ``cast`` with ``tensor_scale=``; nvfp4's
+    ``e2m1fo:e4m3fn_t16_gf32`` is quantized and dequantized with its global scale as an
+    operand in the ops, the JAX API and the kernels; ``mx.cast`` takes any tensor level).
+    Subtiles (``_s...``) are computed everywhere: here, by the StableHLO lowering of the mx
+    ops, by the fused cast kernels and by ``mxlower.jax``."""
     computed_here(dt.number)
-    if dt.scale is not None and dt.scale.subtile:
-        raise SpecError(f"{dt.code}: subtile scales (shared micro-exponents, '_s...') are "
-                        f"computed by mxlower.reference only so far (encode / decode / cast)")
     if dt.scale is not None and dt.scale.tensor is not None:
         raise SpecError(f"{dt.code}: two-level scaling (a tensor scale, '_gf32'"
                         f") is computed by mxlower.reference only so far (encode / decode / "

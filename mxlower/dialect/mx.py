@@ -272,12 +272,14 @@ class CastOp:
     block_size: int | None = None
     axis: int | None = None  #: normalized, >= 0
     scale_mode: str | None = None
+    #: the ``tensor<f32>`` g of a two-level datatype (``_gf32``; its last operand)
+    tensor_scale: Any | None = None
 
 
 @dataclasses.dataclass(frozen=True)
 class GeneralQuantizeOp:
     """A verified ``mx.quantize`` with a ``number`` attribute (section 10.4: the actual cast):
-    results codes [, scales [, zero points]]."""
+    results codes [, scales [, zero points | subtile offsets]]."""
 
     op: Any
     input: Any
@@ -292,7 +294,7 @@ class GeneralQuantizeOp:
 @dataclasses.dataclass(frozen=True)
 class GeneralDequantizeOp:
     """A verified ``mx.dequantize`` with a ``number`` attribute: codes [, scales [, zero
-    points]] back to values."""
+    points | subtile offsets]] back to values."""
 
     op: Any
     codes: Any
@@ -301,6 +303,7 @@ class GeneralDequantizeOp:
     datatype: Datatype
     shape: tuple[int, ...]
     result_type: str
+    offsets: Any | None = None  #: the ui8 subtile offsets (a scale spec with subtiles)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -767,6 +770,8 @@ def _scale_layout(dt: Datatype, shape, what: str) -> tuple[tuple[int, ...], ...]
         return None
     _static(shape, what)
     try:
+        if dt.scale.subtile:
+            dt.scale.offsets_shape(tuple(shape))
         return dt.scale.scales_shape(tuple(shape))
     except SpecError as e:
         raise MXError(f"{what}: {e}") from None
@@ -793,19 +798,41 @@ def _rbits(op, rm: str, index: int, shape) -> Any | None:
     return op.operands[index]
 
 
+def _tile_level(dt: Datatype) -> Datatype:
+    """``dt`` without its tensor level (``_gf32``), if it has one."""
+    if dt.scale is None or dt.scale.tensor is None:
+        return dt
+    return dataclasses.replace(dt, scale=dt.scale.tile_level)
+
+
 def _parse_cast(op) -> CastOp:
     a = op.attributes
-    dt = _datatype(a)
+    dt = _datatype(a, two_level=True)
+    _one_level(_tile_level(dt))  # a tensor level and subtiles: computed
+    two = dt.scale is not None and dt.scale.tensor is not None
     rm, sm = _modes(a, dt)
-    _counts(op, (1, 2), 1)
+    stochastic = rm == "stochastic"
+    n = len(op.operands)
+    if not two:
+        _counts(op, (1, 2), 1)
+    elif n != 2 + stochastic or len(op.results) != 1:
+        names = "the input, " + "random bits, " * stochastic + "the tensor scale g"
+        raise MXError(f"expects {2 + stochastic} operands ({names}) and 1 result for "
+                      f"{dt.code} with roundmode '{rm}', got {n} "
+                      f"operand{'s' if n != 1 else ''} and {len(op.results)} "
+                      f"result{'s' if len(op.results) != 1 else ''}")
     shape, elt = _tensor(op.operands[0], "the input")
     _wide(elt, "the input")
     _scale_layout(dt, shape, "the input")
-    rbits = _rbits(op, rm, 1, shape)
+    rbits = _rbits(op, rm, 1, shape) if stochastic or not two else None
+    g = None
+    if two:
+        g = op.operands[n - 1]
+        _expect(g, (), "f32", f"operand #{n - 1} (the tensor scale g of {dt.code})")
     _expect(op.results[0], shape, elt, "the result (the input's type)")
-    form = _mx_form(dt, rm, sm)
+    form = None if two else _mx_form(dt, rm, sm)
     if form is None:
-        return CastOp(op, op.operands[0], rbits, dt, rm, sm, shape, elt)
+        return CastOp(op, op.operands[0], rbits, dt, rm, sm, shape, elt, tensor_scale=g)
     fmt, k, dim, mode = form  # an MX format's datatype: its quantize, then its dequantize
     return CastOp(op, op.operands[0], rbits, dt, rm, sm, shape, elt, fmt, k,
                   _mx_axis(dt, dim, shape, "the input"), mode)
@@ -820,6 +847,9 @@ def _result_types(dt: Datatype, shape) -> list[tuple[str, tuple[int, ...], str]]
         out.append(("result #1 (scales)", ss, s.number.storage))
         if s.zero_point is not None:
             out.append(("result #2 (zero points)", ss, s.zero_point.storage))
+        if s.subtile:
+            out.append((f"result #{len(out)} (subtile offsets)",
+                        s.offsets_shape(tuple(shape)), s.offset_number.storage))
     return out
 
 
@@ -878,8 +908,9 @@ def _parse_general_dequantize(op) -> GeneralDequantizeOp | DequantizeOp:
         return _dequantize_op(op, fmt, k, _mx_axis(dt, dim, shape, "operand #0 (elements)"),
                               shape)
     _one_level(dt)
-    _counts(op, (1 + (dt.scale is not None) + (dt.scale is not None
-                                               and dt.scale.zero_point is not None),), 1)
+    s = dt.scale
+    _counts(op, (1 + (s is not None) + (s is not None and (s.zero_point is not None
+                                                           or bool(s.subtile))),), 1)
     shape, elt = _tensor(op.operands[0], "operand #0 (codes)")
     _scale_layout(dt, shape, "operand #0 (codes)")
     want = _result_types(dt, shape)
@@ -892,7 +923,9 @@ def _parse_general_dequantize(op) -> GeneralDequantizeOp | DequantizeOp:
         raise MXError(f"the result must have the codes' shape {_ttype(shape, r_elt)}, got "
                       f"{_ttype(r_shape, r_elt)}")
     ops = list(op.operands) + [None, None]
-    return GeneralDequantizeOp(op, ops[0], ops[1], ops[2], dt, shape, r_elt)
+    zps = ops[2] if dt.scale is not None and dt.scale.zero_point is not None else None
+    offs = ops[2] if dt.scale is not None and dt.scale.subtile else None
+    return GeneralDequantizeOp(op, ops[0], ops[1], zps, dt, shape, r_elt, offs)
 
 
 def _parse_sparse(op) -> SparseOp:
@@ -1094,17 +1127,18 @@ def quantize(x: Any, format: str | None = None, *, block_size: int | None = None
 def dequantize(elements: Any, scales: Any | None, format: str | None = None, *,
                result_type: str = "f32", block_size: int | None = None, axis: int = -1,
                global_scale: Any | None = None, number: str | None = None,
-               scale: str | None = None, zero_points: Any | None = None, loc: Any = None,
-               ip: Any = None) -> Any:
+               scale: str | None = None, zero_points: Any | None = None,
+               offsets: Any | None = None, loc: Any = None, ip: Any = None) -> Any:
     """Build ``mx.dequantize``; returns the op (result: a ``result_type`` tensor).  A named
     ``format`` or a datatype (``number`` [+ ``scale``]; ``scales`` None when unscaled,
-    ``zero_points`` for a scale spec with a zero point)."""
+    ``zero_points`` for a scale spec with a zero point, ``offsets`` for one with subtiles)."""
     shape, _ = _tensor(elements, "the elements")
     if number is not None:
         if format is not None:
             raise MXError("give a named 'format' or a datatype 'number', not both")
         _checked_datatype(number, scale, two_level=True)
-        operands = [v for v in (elements, scales, zero_points, global_scale) if v is not None]
+        operands = [v for v in (elements, scales, zero_points, offsets, global_scale)
+                    if v is not None]
         return _create("mx.dequantize", [_type(shape, result_type, loc)], operands,
                        _general_attrs(number, scale, None, None), loc, ip)
     fmt = FORMATS[format]
@@ -1116,11 +1150,12 @@ def dequantize(elements: Any, scales: Any | None, format: str | None = None, *,
 
 
 def cast(x: Any, number: str, scale: str | None = None, *, roundmode: str = "even",
-         scalemode: str = "max", rbits: Any | None = None, loc: Any = None,
-         ip: Any = None) -> Any:
-    """Build ``mx.cast`` (the virtual cast: same type in and out); returns the op."""
-    _checked_datatype(number, scale)
-    operands = [x] + ([rbits] if rbits is not None else [])
+         scalemode: str = "max", rbits: Any | None = None, tensor_scale: Any | None = None,
+         loc: Any = None, ip: Any = None) -> Any:
+    """Build ``mx.cast`` (the virtual cast: same type in and out); returns the op.
+    ``tensor_scale``: the ``tensor<f32>`` g of a two-level datatype (``_gf32``)."""
+    _one_level(_tile_level(_checked_datatype(number, scale, two_level=True)))
+    operands = [x] + [v for v in (rbits, tensor_scale) if v is not None]
     return _create("mx.cast", [x.type], operands,
                    _general_attrs(number, scale, roundmode, scalemode), loc, ip)
 

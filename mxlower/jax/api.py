@@ -128,7 +128,8 @@ def _quantize_datatype(x, number, scale, axis, block_size, scale_mode, global_sc
         g = None if global_scale is None else check_global_scale(global_scale, fmt, "quantize")
         codes, scales, g = _quantize_mx(x, fmt, k, dim % x.ndim, mode, g, impl)
         return DatatypeArray._make(codes, scales, None, g, dt, ste)
-    return DatatypeArray._make(*bind_encode(x, dt, roundmode, scalemode, r), None, dt, ste)
+    codes, scales, zps, offsets = bind_encode(x, dt, roundmode, scalemode, r)
+    return DatatypeArray._make(codes, scales, zps, None, dt, ste, offsets)
 
 
 # ----------------------------------------------------------------------------- dequantize

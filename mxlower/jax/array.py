@@ -8,8 +8,9 @@ spellings), so one class holds every quantized array:
 
 * the leaves of the pytree: ``codes`` (the values' shape), ``scales`` (the scale spec's
   layout; None when unscaled), ``zero_points`` (None without a zero point), ``global_scale``
-  (the f32 tensor scale of a two-level datatype, nvfp4's global scale; else None) and the
-  hidden straight-through-estimator source (below);
+  (the f32 tensor scale of a two-level datatype, nvfp4's global scale; else None), the
+  hidden straight-through-estimator source (below) and ``offsets`` (the uint8 subtile
+  offsets of a scale spec with subtiles, shared micro-exponents as in ``mx9``; else None);
 * its auxiliary data: the datatype (:attr:`DatatypeArray.datatype` is its canonical code),
   whose tile dimensions are counted from the end, so an array stays valid under ``jax.vmap``
   over leading axes.
@@ -89,11 +90,12 @@ def _format_datatype(name: str, block_size: int, axis: int, global_scale: bool) 
 
 class DatatypeArray:
     """An array quantized to a datatype of docs/semantics.md section 10: ``codes``,
-    ``scales``, ``zero_points`` and, for a two-level datatype, the f32 ``global_scale``, with
-    the static ``datatype`` code (``"e5m6:e8m0_t32"``).  A registered pytree.
+    ``scales``, ``zero_points``, for a scale spec with subtiles the uint8 ``offsets``, and,
+    for a two-level datatype, the f32 ``global_scale``, with the static ``datatype`` code
+    (``"e5m6:e8m0_t32"``).  A registered pytree.
 
     Build one with :func:`mxlower.jax.quantize`, or from parts with ``DatatypeArray(codes,
-    scales, zero_points, datatype, global_scale=None)`` (checked: dtypes and shapes against
+    scales, zero_points, datatype, global_scale=None, offsets=None)`` (checked: dtypes and shapes against
     the datatype's layout; ``global_scale`` exactly for a two-level datatype, which the JAX
     API computes for nvfp4's ``e2m1fo:e4m3fn_t16_gf32``).  Codes of an f6 type may be given as
     ml_dtypes float6 values (as :func:`mxlower.reference.encode` returns them).
@@ -102,10 +104,10 @@ class DatatypeArray:
     after (an AttributeError saying so; build a new one instead).
     """
 
-    __slots__ = ("codes", "scales", "zero_points", "global_scale", "_dt", "_ste")
+    __slots__ = ("codes", "scales", "zero_points", "global_scale", "_dt", "_ste", "offsets")
 
     def __init__(self, codes: Any, scales: Any, zero_points: Any, datatype: Any, *,
-                 global_scale: Any | None = None):
+                 global_scale: Any | None = None, offsets: Any | None = None):
         fn = "DatatypeArray"
         dt = datatype_of(datatype, None, fn, arg="datatype", two_level=True)
         if isinstance(codes, np.ndarray) and any(
@@ -113,16 +115,21 @@ class DatatypeArray:
             codes = codes.view(np.uint8)  # ml_dtypes f6 values: JAX holds their codes
         codes = checks.as_array(codes)
         dt = datatype_of(dt, None, fn, tuple(codes.shape), arg="datatype", two_level=True)
-        parts = [codes, None if scales is None else checks.as_array(scales),
-                 None if zero_points is None else checks.as_array(zero_points)]
-        want = layout(dt, tuple(codes.shape))
-        for i, (name, v) in enumerate(zip(("codes", "scales", "zero_points"), parts)):
-            if i >= len(want):
+        parts = [codes] + [None if v is None else checks.as_array(v)
+                           for v in (scales, zero_points, offsets)]
+        s = dt.scale
+        names = ["codes"] + ["scales"] * (s is not None) + [
+            "zero_points"] * (s is not None and s.zero_point is not None) + [
+            "offsets"] * (s is not None and bool(s.subtile))
+        want = dict(zip(names, layout(dt, tuple(codes.shape))))
+        for name, v in zip(("codes", "scales", "zero_points", "offsets"), parts):
+            if name not in want:
                 if v is not None:
-                    raise ValueError(f"{fn}: {dt.code} has no {name.replace('_', ' ')}"
+                    what = "subtile offsets" if name == "offsets" else name.replace("_", " ")
+                    raise ValueError(f"{fn}: {dt.code} has no {what}"
                                      f" (argument '{name}' must be None)")
                 continue
-            shape, dtype, _ = want[i]
+            shape, dtype, _ = want[name]
             if v is None:
                 raise ValueError(f"{fn}: {dt.code} needs argument '{name}'")
             if np.dtype(v.dtype) != dtype:
@@ -140,16 +147,16 @@ class DatatypeArray:
             raise ValueError(f"{fn}: {dt.code} has no tensor scale (argument 'global_scale' "
                              "must be None; a two-level scale spec ends in '_gf32')")
         self._set(codes=parts[0], scales=parts[1], zero_points=parts[2],
-                  global_scale=global_scale, _dt=dt, _ste=None)
+                  global_scale=global_scale, _dt=dt, _ste=None, offsets=parts[3])
 
     @classmethod
     def _make(cls, codes: Any, scales: Any, zero_points: Any, global_scale: Any, dt: Datatype,
-              ste: Any = None):
+              ste: Any = None, offsets: Any = None):
         """Unchecked construction (pytree unflattening and the primitives' results); ``dt``
         canonical (no name, tile dimensions counted from the end)."""
         self = object.__new__(cls)
         self._set(codes=codes, scales=scales, zero_points=zero_points,
-                  global_scale=global_scale, _dt=dt, _ste=ste)
+                  global_scale=global_scale, _dt=dt, _ste=ste, offsets=offsets)
         return self
 
     # ----------------------------------------------------------------------------- immutable
@@ -171,11 +178,12 @@ class DatatypeArray:
 
     # ----------------------------------------------------------------------------- pytree
     def tree_flatten(self):
-        return (self.codes, self.scales, self.zero_points, self.global_scale, self._ste), self._dt
+        return (self.codes, self.scales, self.zero_points, self.global_scale, self._ste,
+                self.offsets), self._dt
 
     @classmethod
     def tree_unflatten(cls, aux, children):
-        return cls._make(*children[:4], aux, children[4])
+        return cls._make(*children[:4], aux, children[4], children[5])
 
     # ----------------------------------------------------------------------------- properties
     @property
@@ -198,15 +206,16 @@ class DatatypeArray:
 
     @property
     def nbytes(self) -> int:
-        """Packed storage in bytes: codes, scales, zero points and a global scale at their
-        specs' bit widths (an MX format: elements at 4, 6 or 8 bits, one byte per scale, 4
-        for a global scale).  The device arrays may be larger: f6 codes and, on some
+        """Packed storage in bytes: codes, scales, zero points, subtile offsets and a global
+        scale at their specs' bit widths (an MX format: elements at 4, 6 or 8 bits, one byte
+        per scale, 4 for a global scale; mx9: 8 + 8/16 + 1/2 bits per value).  The device arrays may be larger: f6 codes and, on some
         backends, f4 values take a byte each."""
         dt = self._dt
         s = dt.scale
         bits = self.size * dt.number.bits
         for v, spec in ((self.scales, s and s.number), (self.zero_points, s and s.zero_point),
-                        (self.global_scale, s and s.tensor)):
+                        (self.global_scale, s and s.tensor),
+                        (self.offsets, s and s.offset_number)):
             if v is not None:
                 bits += int(np.prod(np.shape(v), dtype=np.int64)) * spec.bits
         return (bits + 7) // 8
@@ -229,7 +238,8 @@ class DatatypeArray:
                                      format=fmt.name, block_size=k, axis=axis % self.ndim,
                                      dtype=out, has_g=bool(g), has_ste=bool(ste), impl=impl)
         dt = self._dt
-        parts = [v for v in (self.codes, self.scales, self.zero_points) if v is not None]
+        parts = [v for v in (self.codes, self.scales, self.zero_points, self.offsets)
+                 if v is not None]
         return decode_p.bind(*parts, *ste, number=dt.number.code,
                              scale=None if dt.scale is None else dt.scale.code, dtype=out,
                              has_ste=bool(ste))
@@ -238,7 +248,7 @@ class DatatypeArray:
         """This array without its straight-through-estimator source (no gradient flows back
         to the quantized input; nothing but the leaves is kept)."""
         return type(self)._make(self.codes, self.scales, self.zero_points, self.global_scale,
-                                self._dt, None)
+                                self._dt, None, self.offsets)
 
     def __repr__(self) -> str:
         return f"DatatypeArray(datatype={self.datatype}, shape={self.shape})"
@@ -290,8 +300,8 @@ class MXArray(DatatypeArray):
             global_scale = checks.check_global_scale(global_scale, fmt, "MXArray")
         dt = _format_datatype(fmt.name, int(block_size), ax - elements.ndim,
                               global_scale is not None)
-        self._set(codes=elements, scales=scales, zero_points=None, global_scale=global_scale,
-                  _dt=dt, _ste=None)
+        self._set(codes=elements, scales=scales, zero_points=None, offsets=None,
+                  global_scale=global_scale, _dt=dt, _ste=None)
 
     @classmethod
     def _of_format(cls, elements: Any, scales: Any, global_scale: Any, format: str,  # noqa: A002

@@ -340,7 +340,8 @@ def _storage(spec: NumberSpec) -> np.dtype:
 
 
 def layout(dt: Datatype, shape: tuple[int, ...]) -> list[tuple[tuple[int, ...], np.dtype, str]]:
-    """(shape, JAX dtype, MLIR type) of the codes [, scales [, zero points]] of ``dt``."""
+    """(shape, JAX dtype, MLIR type) of the codes [, scales [, zero points | subtile
+    offsets]] of ``dt``."""
     out = [(tuple(shape), _storage(dt.number), dt.number.storage)]
     s = dt.scale
     if s is not None:
@@ -348,6 +349,9 @@ def layout(dt: Datatype, shape: tuple[int, ...]) -> list[tuple[tuple[int, ...], 
         out.append((ss, _storage(s.number), s.number.storage))
         if s.zero_point is not None:
             out.append((ss, _storage(s.zero_point), s.zero_point.storage))
+        if s.subtile:
+            out.append((s.offsets_shape(tuple(shape)), _storage(s.offset_number),
+                        s.offset_number.storage))
     return out
 
 
@@ -371,11 +375,14 @@ def check_encode(x: Any, number: Any, scale: Any = None, *, roundmode: str = "ev
 def bind_encode(x: Any, dt: Datatype, roundmode: str, scalemode: str,
                 r: Any = None) -> list[Any]:
     """:data:`encode_p` on arguments :func:`check_encode` gave (a one-level ``dt``):
-    ``[codes, scales, zero_points]``, None where the datatype has none."""
-    outs = encode_p.bind(x, *([] if r is None else [r]), number=dt.number.code,
-                         scale=None if dt.scale is None else dt.scale.code,
-                         roundmode=roundmode, scalemode=scalemode)
-    return list(outs) + [None] * (3 - len(outs))
+    ``[codes, scales, zero_points, offsets]``, None where the datatype has none (subtile
+    offsets: a scale spec with subtiles)."""
+    outs = list(encode_p.bind(x, *([] if r is None else [r]), number=dt.number.code,
+                              scale=None if dt.scale is None else dt.scale.code,
+                              roundmode=roundmode, scalemode=scalemode))
+    if dt.scale is not None and dt.scale.subtile:
+        return outs[:2] + [None, outs[2]]
+    return outs + [None] * (4 - len(outs))
 
 
 encode_p = Primitive("mx_encode")
@@ -409,8 +416,7 @@ def _encode_batch(args, dims, *, scale, **params):
     size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
     front = [batching.bdim_at_front(a, d, size) for a, d in zip(args, dims)]
     if scale is None or scale_spec(scale).kind != "tensor":
-        return encode_p.bind(*front, scale=scale, **params), [0] * (1 + (scale is not None) + (
-            scale is not None and scale_spec(scale).zero_point is not None))
+        return encode_p.bind(*front, scale=scale, **params), [0] * _n_parts(scale)
     shape = front[0].shape
     outs = encode_p.bind(*[a.reshape(size, -1) for a in front], scale=_channel(scale), **params)
     tile = (size,) + (1,) * (len(shape) - 1)
@@ -426,7 +432,8 @@ decode_p = Primitive("mx_decode")
 def _n_parts(scale: str | None) -> int:
     if scale is None:
         return 1
-    return 2 + (scale_spec(scale).zero_point is not None)
+    s = scale_spec(scale)
+    return 2 + (s.zero_point is not None or bool(s.subtile))
 
 
 def _decode_abstract(c, *rest, number, scale, dtype, has_ste):
@@ -440,9 +447,12 @@ def _decode_lowering(ctx, *args, number, scale, dtype, has_ste):
     types = [tensor_type(s, t) for s, _, t in layout(dt, shape)]
     out = mlir_name(dtype)
 
+    sub = dt.scale is not None and bool(dt.scale.subtile)
+
     def build(a):
         op = mx.dequantize(a[0], a[1] if k > 1 else None, number=number, scale=scale,
-                           zero_points=a[2] if k > 2 else None, result_type=out)
+                           zero_points=a[2] if k > 2 and not sub else None,
+                           offsets=a[2] if sub else None, result_type=out)
         return list(op.results)
 
     return emit(build, list(args[:k]), types, [tensor_type(shape, out)])

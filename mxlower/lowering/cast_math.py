@@ -98,26 +98,31 @@ def lower_op(spec: Any) -> None:
     if isinstance(spec, mx.SparseOp):
         new = [lower_sparse(b, spec.input, spec.n, spec.m, spec.dim)]
     elif isinstance(spec, mx.CastOp):
-        codes, scales, zps = encode(b, spec.input, spec.datatype, spec.roundmode,
-                                    spec.scalemode, spec.rbits)
-        v = decode(b, codes, scales, zps, spec.datatype)
+        g = spec.tensor_scale
+        codes, scales, zps, offs = encode(b, spec.input, spec.datatype, spec.roundmode,
+                                          spec.scalemode, spec.rbits, g)
+        v = decode(b, codes, scales, zps, spec.datatype, offs, g)
         new = [b.convert(b.bitcast(v, "f32"), spec.input_type)]
     elif isinstance(spec, mx.GeneralQuantizeOp):
-        codes, scales, zps = encode(b, spec.input, spec.datatype, spec.roundmode,
-                                    spec.scalemode, spec.rbits)
+        codes, scales, zps, offs = encode(b, spec.input, spec.datatype, spec.roundmode,
+                                          spec.scalemode, spec.rbits)
         dt = spec.datatype
         new = [store(b, codes, dt.number)]
         if dt.scale is not None:
             new.append(store(b, scales, dt.scale.number))
             if dt.scale.zero_point is not None:
                 new.append(store(b, zps, dt.scale.zero_point))
+            if dt.scale.subtile:
+                new.append(store(b, offs, dt.scale.offset_number))
     elif isinstance(spec, mx.GeneralDequantizeOp):
         dt = spec.datatype
         codes = load(b, spec.codes, dt.number)
         scales = None if spec.scales is None else load(b, spec.scales, dt.scale.number)
         zps = None if spec.zero_points is None else load(b, spec.zero_points,
                                                          dt.scale.zero_point)
-        v = decode(b, codes, scales, zps, dt)
+        offs = None if spec.offsets is None else load(b, spec.offsets,
+                                                      dt.scale.offset_number)
+        v = decode(b, codes, scales, zps, dt, offs)
         new = [b.convert(b.bitcast(v, "f32"), spec.result_type)]
     else:
         raise TypeError(f"cast_math.lower_op: not a datatype op: {type(spec).__name__}")
@@ -321,14 +326,23 @@ def _check_exact(dt: Datatype, scalemode: str = "max") -> None:
 
 
 def encode(b: Builder, x: Any, dt: Datatype, roundmode: str, scalemode: str,
-           rbits: Any | None) -> tuple[Any, Any | None, Any | None]:
-    """i32 (codes, scale codes, zero-point codes) of the actual cast of ``x`` (f32 / bf16 /
-    f16) to ``dt``: :func:`mxlower.reference.encode`'s values, as two's complement i32."""
+           rbits: Any | None, tensor_scale: Any | None = None
+           ) -> tuple[Any, Any | None, Any | None, Any | None]:
+    """i32 (codes, scale codes, zero-point codes, subtile offsets) of the actual cast of ``x``
+    (f32 / bf16 / f16) to ``dt``: :func:`mxlower.reference.encode`'s values, as two's
+    complement i32 (None where the datatype has no such part).  ``tensor_scale``: the f32
+    value g (a rank-0 f32 tensor) of a two-level datatype (``_gf32``): the tiles then scale
+    y = x / g, one f32 division per value (:func:`divide_by`)."""
     _check_exact(dt, scalemode)
     n, s = dt.number, dt.scale
     xb = to_f32_bits(b, x)
+    if tensor_scale is not None:
+        xb = divide_by(b, xb, tensor_scale)
     if s is None:
-        return encode_values(b, xb, n, roundmode, rbits), None, None
+        return encode_values(b, xb, n, roundmode, rbits), None, None, None
+    if s.subtile:
+        codes, scales, offsets = _encode_subtiles(b, xb, rbits, n, s, roundmode, scalemode)
+        return codes, scales, None, offsets
     tiles = Tiles.of(s, b.shape(x))
     xt = tiles.split(b, xb)
     rt = None if rbits is None else tiles.split(b, rbits)
@@ -341,7 +355,7 @@ def encode(b: Builder, x: Any, dt: Datatype, roundmode: str, scalemode: str,
     else:
         out = _encode_asymmetric(b, xt, rt, nonfinite, n, s, tiles, roundmode)
     codes, scales, zps = out
-    return tiles.join(b, codes), scales, zps
+    return tiles.join(b, codes), scales, zps, None
 
 
 def _fixed_shift(n: NumberSpec) -> int:
@@ -356,6 +370,43 @@ def _encode_pow2(b, xt, rt, amax, nonfinite, n, s, tiles, roundmode, scalemode):
     codes = b.select(tiles.spread(b, nonfinite), b.like(codes, 0), codes)
     scales = b.select(nonfinite, b.like(e, s.number.nan_code), b.add(e, s.number.bias))
     return codes, scales, None
+
+
+def _subtiles(s: ScaleSpec) -> ScaleSpec:
+    """The subtiles of ``s`` as tiles of their own (the same scale number and dimensions)."""
+    return dataclasses.replace(s, tile=s.subtile, subtile=(), offset_bits=0, tensor=None)
+
+
+def _subtile_grid(s: ScaleSpec, shape) -> tuple[Tiles, Tiles]:
+    """(the subtiles as :class:`Tiles` of the data, the tiles as :class:`Tiles` of the
+    subtiles' grid): a per-subtile value (the offsets' shape) reduces to the tiles' and a
+    per-tile value (the scales' shape) spreads onto the subtiles through the second."""
+    sub = Tiles.of(_subtiles(s), shape)
+    tile = s.tile_shape(tuple(shape))
+    return sub, Tiles(tuple(sub.per_tile), tuple(t // k for t, k in zip(tile, sub.tile)))
+
+
+def _encode_subtiles(b, x_bits, rbits, n, s, roundmode, scalemode):
+    """Exponent scales with subtiles (docs/semantics.md 10.3, shared micro-exponents): E per
+    tile by the scale mode (from the largest subtile amax, which is the tile's), E_s per
+    subtile by the same rule, o = min(E - E_s, 2^D - 1), elements x * 2^-(E - o).  Returns
+    (codes in the data's shape, scale codes, offsets), i32."""
+    sub, grid = _subtile_grid(s, b.shape(x_bits))
+    xt = sub.split(b, x_bits)
+    rt = None if rbits is None else sub.split(b, rbits)
+    samax = sub.reduce(b, b.and_(xt, _MAG), "max", 0)  # per subtile
+    amax = grid.reduce(b, grid.split(b, samax), "max", 0)  # per tile
+    nonfinite = b.ge(amax, _INF)
+    e = scale_exponent(b, amax, n, s, scalemode)
+    e_sub = scale_exponent(b, samax, n, _subtiles(s), scalemode)  # <= e: every rule is monotone
+    e_b = grid.join(b, grid.spread(b, e))
+    bad = grid.join(b, grid.spread(b, nonfinite))
+    offsets = b.select(bad, b.like(e_sub, 0), b.min(b.sub(e_b, e_sub), s.max_offset))
+    shift = sub.spread(b, b.sub(b.sub(e_b, offsets), _fixed_shift(n)))
+    codes = encode_values(b, xt, n, roundmode, rt, shift)
+    codes = b.select(sub.spread(b, bad), b.like(codes, 0), codes)
+    scales = b.select(nonfinite, b.like(e, s.number.nan_code), b.add(e, s.number.bias))
+    return sub.join(b, codes), scales, offsets
 
 
 def _scale_of(b, q_bits, spec: NumberSpec) -> tuple[Any, Any]:
@@ -417,12 +468,18 @@ def _encode_asymmetric(b, xt, rt, nonfinite, n, s, tiles, roundmode):
 # ----------------------------------------------------------------------------- decode
 
 
-def decode(b: Builder, codes: Any, scales: Any | None, zps: Any | None, dt: Datatype) -> Any:
-    """The f32 bits (i32) of the values of i32 codes (+ scale and zero-point codes):
-    :func:`mxlower.reference.decode` in f32."""
+def decode(b: Builder, codes: Any, scales: Any | None, zps: Any | None, dt: Datatype,
+           offsets: Any | None = None, tensor_scale: Any | None = None) -> Any:
+    """The f32 bits (i32) of the values of i32 codes (+ scale and zero-point codes, subtile
+    offsets): :func:`mxlower.reference.decode` in f32; with ``tensor_scale`` (the rank-0 f32
+    g of a ``_gf32`` datatype) the tile level's values times g in f32."""
     n, s = dt.number, dt.scale
+    if tensor_scale is not None:
+        return times(b, decode(b, codes, scales, zps, dt, offsets), tensor_scale)
     if s is None:
         return decode_values(b, codes, n)
+    if s.subtile:
+        return _decode_subtiles(b, codes, scales, offsets, n, s)
     tiles = Tiles.of(s, b.shape(codes))
     ct = tiles.split(b, codes)
     if s.power_of_two:
@@ -444,6 +501,42 @@ def decode(b: Builder, codes: Any, scales: Any | None, zps: Any | None, dt: Data
             v = _add_f32(b, mul_f32(b, decode_values(b, ct, n), sd), zv)
     v = b.select(tiles.spread(b, nan), b.like(v, _NAN), v)
     return tiles.join(b, v)
+
+
+def _decode_subtiles(b, codes, scales, offsets, n: NumberSpec, s: ScaleSpec) -> Any:
+    """Values decode(code) * 2^(E - o): the tile's E (and NaN flag) spread onto its subtiles,
+    less each subtile's offset.  An offset of 2^D or more (which no encode gives, and the
+    oracle's decode rejects) is taken as it is."""
+    sub, grid = _subtile_grid(s, b.shape(codes))
+    e = grid.join(b, grid.spread(b, b.sub(scales, s.number.bias)))
+    nan = grid.join(b, grid.spread(b, b.eq(scales, s.number.nan_code)))
+    shift = sub.spread(b, b.sub(b.sub(e, offsets), _fixed_shift(n)))
+    v = decode_values(b, sub.split(b, codes), n, shift)
+    v = b.select(sub.spread(b, nan), b.like(v, _NAN), v)
+    return sub.join(b, v)
+
+
+# ----------------------------------------------------------------------------- tensor level
+
+
+def _spread_scalar(b: Builder, g: Any, like: Any) -> Any:
+    """The f32 bits (i32) of the rank-0 f32 ``g`` broadcast to ``like``'s shape."""
+    return b.broadcast(b.bitcast(g, "i32"), list(b.shape(like)), [])
+
+
+def divide_by(b: Builder, x_bits: Any, g: Any) -> Any:
+    """The f32 bits of RNE_f32(x / g) for the f32 bits ``x_bits`` and a finite non-zero
+    rank-0 f32 ``g``, subnormals included: the correctly rounded quotient by |g|
+    (:func:`mxlower.lowering.mx_math.quotient`; XLA:CPU would flush subnormals and multiply
+    by a rounded reciprocal), negated for a negative g (IEEE division is symmetric)."""
+    gb = _spread_scalar(b, g, x_bits)
+    q = quotient(b, x_bits, b.and_(gb, _MAG))
+    return b.select(b.lt(gb, 0), _neg(b, q), q)
+
+
+def times(b: Builder, v_bits: Any, g: Any) -> Any:
+    """The f32 bits of RNE_f32(v * g) for the rank-0 f32 ``g`` (:func:`mul_f32`)."""
+    return mul_f32(b, v_bits, _spread_scalar(b, g, v_bits))
 
 
 # ----------------------------------------------------------------------------- sparsity

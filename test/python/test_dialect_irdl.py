@@ -269,6 +269,14 @@ def builder_corpus(jctx) -> list[tuple[str, str, int]]:
             lambda a, ip, number=number, scale=scale, n=len(rtypes), i=i: mx.dequantize(
                 a[0], a[1] if n > 1 else None, number=number, scale=scale,
                 zero_points=a[2] if n > 2 else None, result_type=wide[i % 3], ip=ip))
+    # subtile offsets: quantize's third result, dequantize's third operand; a two-level cast
+    # takes its tensor scale g as the second operand
+    add("quantize mx9", [_t((16, 64), "f32")],
+        lambda a, ip: mx.quantize(a[0], number="mx9", ip=ip))
+    add("dequantize mx9", [_t((16, 64), "i8"), _t((16, 4), "f8E8M0FNU"), _t((16, 32), "ui8")],
+        lambda a, ip: mx.dequantize(a[0], a[1], number="mx9", offsets=a[2], ip=ip))
+    add("cast two-level", [_t((16, 64), "bf16"), "tensor<f32>"],
+        lambda a, ip: mx.cast(a[0], "int8", "e8m0_t16_s2o1_gf32", tensor_scale=a[1], ip=ip))
     for n, m, dim in ((4, 2, 1), (2, 1, 0), (8, 8, -1)):
         add(f"sparse {n} {m} {dim}", [_t((16, 64), "bf16")],
             lambda a, ip, n=n, m=m, dim=dim: mx.sparse(a[0], n, m, dim=dim, ip=ip))

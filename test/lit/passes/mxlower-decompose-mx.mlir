@@ -342,6 +342,70 @@ func.func @quantize_zero_points(%x: tensor<4x64xf32>) -> (tensor<4x64xui8>, tens
 
 // -----
 
+// Subtiles (shared micro-exponents, docs/semantics.md 10.3): mx9 is int8 with e8m0 scales per
+// 16 values and a 1-bit offset per pair.  The pairs are tiles of their own (4, 1, 32, 2), whose
+// amax reduce again to the tiles' (4, 1, 4, 8); E per tile spreads onto the pairs, each offset
+// is min(E - E_pair, 1), and the elements take the shift E - o.  Three results: codes, scales,
+// offsets (ui8).
+
+// CHECK-LABEL: func.func @quantize_subtiles
+// CHECK: stablehlo.reshape %{{.*}} : (tensor<4x64xi32>) -> tensor<4x1x32x2xi32>
+// CHECK: stablehlo.reduce(%{{.*}} init: %{{.*}}) applies stablehlo.maximum across dimensions = [1, 3] : (tensor<4x1x32x2xi32>, tensor<i32>) -> tensor<4x32xi32>
+// CHECK: stablehlo.reshape %{{.*}} : (tensor<4x32xi32>) -> tensor<4x1x4x8xi32>
+// CHECK: stablehlo.reduce(%{{.*}} init: %{{.*}}) applies stablehlo.maximum across dimensions = [1, 3] : (tensor<4x1x4x8xi32>, tensor<i32>) -> tensor<4x4xi32>
+// CHECK: stablehlo.broadcast_in_dim %{{.*}}, dims = [0, 2] : (tensor<4x4xi32>) -> tensor<4x1x4x8xi32>
+// CHECK: %[[OFF:.*]] = stablehlo.minimum %{{.*}}, %{{.*}} : tensor<4x32xi32>
+// CHECK: stablehlo.broadcast_in_dim %{{.*}}, dims = [0, 2] : (tensor<4x32xi32>) -> tensor<4x1x32x2xi32>
+// CHECK: stablehlo.reshape %{{.*}} : (tensor<4x1x32x2xi32>) -> tensor<4x64xi32>
+// CHECK: return %{{.*}}, %{{.*}}, %{{.*}} : tensor<4x64xi8>, tensor<4x4xf8E8M0FNU>, tensor<4x32xui8>
+// CHECK-NOT: mx.
+func.func @quantize_subtiles(%x: tensor<4x64xf32>) -> (tensor<4x64xi8>, tensor<4x4xf8E8M0FNU>, tensor<4x32xui8>) {
+  %c, %s, %o = "mx.quantize"(%x) {number = "mx9"} : (tensor<4x64xf32>) -> (tensor<4x64xi8>, tensor<4x4xf8E8M0FNU>, tensor<4x32xui8>)
+  return %c, %s, %o : tensor<4x64xi8>, tensor<4x4xf8E8M0FNU>, tensor<4x32xui8>
+}
+
+// -----
+
+// Dequantize with 2D subtiles: each tile's E spread onto its 4x4 subtiles (8x8 of them), less
+// the offsets operand, is the shift of the codes' values.
+
+// CHECK-LABEL: func.func @dequantize_subtiles
+// CHECK: stablehlo.convert %arg2 : (tensor<8x8xui8>) -> tensor<8x8xi32>
+// CHECK: stablehlo.broadcast_in_dim %{{.*}}, dims = [0, 2] : (tensor<2x2xi32>) -> tensor<2x4x2x4xi32>
+// CHECK: stablehlo.reshape %{{.*}} : (tensor<2x4x2x4xi32>) -> tensor<8x8xi32>
+// CHECK: stablehlo.broadcast_in_dim %{{.*}}, dims = [0, 2] : (tensor<8x8xi32>) -> tensor<8x4x8x4xi32>
+// CHECK: stablehlo.reshape %{{.*}} : (tensor<32x32xi32>) -> tensor<8x4x8x4xi32>
+// CHECK: return %{{.*}} : tensor<32x32xbf16>
+// CHECK-NOT: mx.
+func.func @dequantize_subtiles(%c: tensor<32x32xf8E4M3FN>, %s: tensor<2x2xf8E8M0FNU>, %o: tensor<8x8xui8>) -> tensor<32x32xbf16> {
+  %y = "mx.dequantize"(%c, %s, %o) {number = "e4m3fn", scale = "e8m0_t16x16_s4x4o2"} : (tensor<32x32xf8E4M3FN>, tensor<2x2xf8E8M0FNU>, tensor<8x8xui8>) -> tensor<32x32xbf16>
+  return %y : tensor<32x32xbf16>
+}
+
+// -----
+
+// A three-level cast (tensor x tile x subtile): y = x / g as an exact quotient (RN_f64(x *
+// RN_f64(1 / |g|)) rounded once, never an f32 division XLA:CPU would turn into a reciprocal
+// multiply), mx9's rules on y, and each value times g as an exact f64 product rounded once.
+
+// CHECK-LABEL: func.func @cast_three_levels
+// CHECK: stablehlo.bitcast_convert %arg1 : (tensor<f32>) -> tensor<i32>
+// CHECK: stablehlo.broadcast_in_dim %{{.*}}, dims = [] : (tensor<i32>) -> tensor<4x64xi32>
+// CHECK: %[[R:.*]] = stablehlo.divide %{{.*}}, %{{.*}} : tensor<4x64xf64>
+// CHECK: stablehlo.multiply %{{.*}}, %[[R]] : tensor<4x64xf64>
+// CHECK: applies stablehlo.maximum across dimensions = [1, 3] : (tensor<4x1x32x2xi32>, tensor<i32>) -> tensor<4x32xi32>
+// CHECK: applies stablehlo.maximum across dimensions = [1, 3] : (tensor<4x1x4x8xi32>, tensor<i32>) -> tensor<4x4xi32>
+// CHECK: stablehlo.bitcast_convert %arg1 : (tensor<f32>) -> tensor<i32>
+// CHECK: stablehlo.multiply %{{.*}}, %{{.*}} : tensor<4x64xf64>
+// CHECK: return %{{.*}} : tensor<4x64xf32>
+// CHECK-NOT: mx.
+func.func @cast_three_levels(%x: tensor<4x64xf32>, %g: tensor<f32>) -> tensor<4x64xf32> {
+  %y = "mx.cast"(%x, %g) {number = "int8", scale = "e8m0_t16_s2o1_gf32", roundmode = "even", scalemode = "max"} : (tensor<4x64xf32>, tensor<f32>) -> tensor<4x64xf32>
+  return %y : tensor<4x64xf32>
+}
+
+// -----
+
 // Sparsity: the rank of each value in its group (values that beat it: a larger magnitude, or
 // an equal one at a lower index), the m of rank < m kept.
 

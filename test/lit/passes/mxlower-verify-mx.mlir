@@ -254,10 +254,72 @@ func.func @cast_bad_scale(%x: tensor<4x64xf32>) {
 
 // -----
 
-// Two-level scaling (a tensor scale over the tiles) is in mxlower.reference only so far.
-func.func @cast_two_level(%x: tensor<4x64xf32>) {
-  // expected-error @+1 {{'mx.cast' op bad datatype: e2m1fo:e4m3fn_t16_ge8m23: two-level scaling (a tensor scale, '_gf32') is computed by mxlower.reference only so far}}
+// A two-level cast (a tensor scale over the tiles) takes g as its last operand.
+func.func @cast_two_level_without_g(%x: tensor<4x64xf32>) {
+  // expected-error @+1 {{'mx.cast' op expects 2 operands (the input, the tensor scale g) and 1 result for e2m1fo:e4m3fn_t16_ge8m23 with roundmode 'even', got 1 operand and 1 result}}
   %y = "mx.cast"(%x) {number = "e2m1fo", scale = "e4m3fn_t16_gf32"} : (tensor<4x64xf32>) -> tensor<4x64xf32>
+  return
+}
+
+// -----
+
+func.func @cast_two_level_stochastic(%x: tensor<4x64xf32>, %r: tensor<4x64xui32>, %g: tensor<1xf32>) {
+  // expected-error @+1 {{'mx.cast' op operand #2 (the tensor scale g of int8:e8m0_t16_s2o1_ge8m23) must be tensor<f32>, got tensor<1xf32>}}
+  %y = "mx.cast"(%x, %r, %g) {number = "int8", scale = "e8m0_t16_s2o1_gf32", roundmode = "stochastic"} : (tensor<4x64xf32>, tensor<4x64xui32>, tensor<1xf32>) -> tensor<4x64xf32>
+  return
+}
+
+// -----
+
+// Subtiles (shared micro-exponents): a third result / operand, the ui8 offsets.
+// CHECK-LABEL: func.func @subtiles_valid
+// CHECK: "mx.quantize"
+// CHECK: "mx.dequantize"
+// CHECK: "mx.cast"
+func.func @subtiles_valid(%x: tensor<4x64xf32>) {
+  %c, %s, %o = "mx.quantize"(%x) {number = "mx6", roundmode = "nearest", scalemode = "rceil"} : (tensor<4x64xf32>) -> (tensor<4x64xi8>, tensor<4x4xf8E8M0FNU>, tensor<4x32xui8>)
+  %y = "mx.dequantize"(%c, %s, %o) {number = "mx6"} : (tensor<4x64xi8>, tensor<4x4xf8E8M0FNU>, tensor<4x32xui8>) -> tensor<4x64xf32>
+  %z = "mx.cast"(%x) {number = "e2m1fo", scale = "e8m0_t32_s4o2"} : (tensor<4x64xf32>) -> tensor<4x64xf32>
+  return
+}
+
+// -----
+
+func.func @quantize_subtiles_missing_offsets(%x: tensor<4x64xf32>) {
+  // expected-error @+1 {{'mx.quantize' op expects 3 results for int8:e8m0_t16_s2o1 (result #0 (codes), result #1 (scales), result #2 (subtile offsets)), got 2}}
+  %c, %s = "mx.quantize"(%x) {number = "mx9"} : (tensor<4x64xf32>) -> (tensor<4x64xi8>, tensor<4x4xf8E8M0FNU>)
+  return
+}
+
+// -----
+
+func.func @quantize_subtiles_bad_offsets(%x: tensor<4x64xf32>) {
+  // expected-error @+1 {{'mx.quantize' op result #2 (subtile offsets) of e4m3fn:e8m0_t4x16_s4x4o1 must be tensor<1x16xui8>, got tensor<1x16xi8>}}
+  %c, %s, %o = "mx.quantize"(%x) {number = "e4m3fn", scale = "e8m0_t4x16_s4x4o1"} : (tensor<4x64xf32>) -> (tensor<4x64xf8E4M3FN>, tensor<1x4xf8E8M0FNU>, tensor<1x16xi8>)
+  return
+}
+
+// -----
+
+func.func @dequantize_subtiles_missing_offsets(%c: tensor<4x64xi8>, %s: tensor<4x4xf8E8M0FNU>) {
+  // expected-error @+1 {{'mx.dequantize' op expects 3 operands, got 2}}
+  %y = "mx.dequantize"(%c, %s) {number = "mx9"} : (tensor<4x64xi8>, tensor<4x4xf8E8M0FNU>) -> tensor<4x64xf32>
+  return
+}
+
+// -----
+
+func.func @dequantize_subtiles_offsets_shape(%c: tensor<4x64xi8>, %s: tensor<4x4xf8E8M0FNU>, %o: tensor<4x16xui8>) {
+  // expected-error @+1 {{'mx.dequantize' op operand #2 (subtile offsets) of int8:e8m0_t16_s2o1 must be tensor<4x32xui8>, got tensor<4x16xui8>}}
+  %y = "mx.dequantize"(%c, %s, %o) {number = "mx9"} : (tensor<4x64xi8>, tensor<4x4xf8E8M0FNU>, tensor<4x16xui8>) -> tensor<4x64xf32>
+  return
+}
+
+// -----
+
+func.func @cast_subtiles_tile_does_not_divide(%x: tensor<4x64xf32>) {
+  // expected-error @+1 {{'mx.cast' op the input: scale 'e8m0_t16x16_s2x2o1': tile size 16 does not divide dimension 0 of size 4}}
+  %y = "mx.cast"(%x) {number = "int8", scale = "e8m0_t16x16_s2x2o1"} : (tensor<4x64xf32>) -> tensor<4x64xf32>
   return
 }
 
