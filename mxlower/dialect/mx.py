@@ -1090,7 +1090,8 @@ def _named_lut(spec: NumberSpec) -> NumberSpec | None:
         return None
 
 
-def _checked_datatype(number: str | NumberSpec, scale: str | None, two_level: bool = False) -> Datatype:
+def _checked_datatype(number: str | NumberSpec, scale: str | None,
+                      two_level: bool = False) -> Datatype:
     """The datatype of the attributes; two-level ones (a tensor scale) only with
     ``two_level`` (a quantize / dequantize that may name nvfp4 with its global scale)."""
     try:

@@ -589,11 +589,11 @@ def lut_unsupported(spec: NumberSpec | str, roundmode: str = "even") -> str | No
     kind = "stochastic" if roundmode == "stochastic" else "deterministic"
     if big < LUT_LIMIT[kind]:
         return None
+    what = "stochastic rounding" if kind == "stochastic" else "rounding"
     return (f"{n.code}: the lookup table spans too many bits for the exact lowering: in units "
             f"of its finest bit (2^{-G}) its largest magnitude is about "
-            f"2^{big.bit_length() - 1}, and {'stochastic rounding' if kind == 'stochastic' else 'rounding'}"
-            f" handles below 2^{LUT_LIMIT[kind].bit_length() - 1}; mxlower.reference "
-            f"computes it")
+            f"2^{big.bit_length() - 1}, and {what} handles below "
+            f"2^{LUT_LIMIT[kind].bit_length() - 1}; mxlower.reference computes it")
 
 
 def _encode_lut(b: IntBuilder, value: Any, src_wide: str | FloatType, n: NumberSpec,

@@ -15,8 +15,9 @@ The interface
 -------------
 A builder implements nine primitives (see :class:`IntBuilder`): ``constant(value, bits)``,
 ``binary(op, lhs, rhs)`` with ``op`` in :data:`BINARY_OPS` (``and or xor add sub mul shl
-shrui shrsi minsi maxsi``; ``mul`` keeps the low bits, as two's complement wraps), ``compare(pred, lhs, rhs)`` with the signed :data:`PREDICATES` (``eq ne
-slt sle sgt sge``, result i1), ``select(cond, a, b)``, ``bitcast_to_int(x)`` /
+shrui shrsi minsi maxsi``; ``mul`` keeps the low bits, as two's complement wraps),
+``compare(pred, lhs, rhs)`` with the signed :data:`PREDICATES` (``eq ne slt sle sgt sge``,
+result i1), ``select(cond, a, b)``, ``bitcast_to_int(x)`` /
 ``bitcast_to_float(x, wide)`` (same width), ``resize(x, bits)`` (zero-extend or truncate),
 ``width(x)``, and ``float_op(op, lhs, rhs, wide)`` (``add``/``sub`` of f32 or f64 given and
 returned as bit patterns; only the codec's float-assisted steps use it).  Optional ones:

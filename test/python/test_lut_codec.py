@@ -30,7 +30,8 @@ TABLES = {
     "k8": lut_spec(np.unique(np.float32(_rng.standard_normal(300) * 4))[:256]
                    .astype(np.float64)),
     "tiny": lut_spec([-2.0 ** -140, 0.0, 2.0 ** -149, 2.0 ** -130]),  # f32 subnormals
-    "huge": lut_spec([float(np.float32(-3.0e38)), -2.0 ** 100, 2.0 ** 120, float(np.finfo(np.float32).max)]),
+    "huge": lut_spec([float(np.float32(-3.0e38)), -2.0 ** 100, 2.0 ** 120,
+                      float(np.finfo(np.float32).max)]),
 }
 EDGE_R = np.array([0, 1, 1 << 31, (1 << 32) - 1, (1 << 31) - 1, (1 << 31) + 1], np.uint32)
 
