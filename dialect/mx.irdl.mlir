@@ -45,7 +45,8 @@ irdl.dialect @mx {
   // Named form (sections 3-4):
   //   %q, %s = "mx.quantize"(%x[, %global_scale]) {format, block_size, axis, scale_mode}
   // Datatype form (section 10):
-  //   %c, %s[, %z] = "mx.quantize"(%x[, %rbits]) {number, scale, roundmode, scalemode}
+  //   %c, %s[, %z] = "mx.quantize"(%x[, %rbits]) {number, scale, roundmode, scalemode[,
+  //                                                table]}
   //   (an MX format's datatype is that format's op; nvfp4's two-level datatype
   //   e2m1fo:e4m3fn_t16_gf32 takes its global scale where %rbits would be)
   // Exactly one of `format` and `number` (tagged mx.alternative_attribute; IRDL cannot say
@@ -71,6 +72,8 @@ irdl.dialect @mx {
                           %mxint8, %nvfp4) {mx.alternative_attribute = "format"}
     %number = irdl.base "#builtin.string" {mx.alternative_attribute = "number"}
     %scale = irdl.base "#builtin.string" {mx.optional_attribute = "scale"}
+    // a custom lookup table's values (with number = "lut"): array<f32: ...>
+    %table = irdl.base "#builtin.dense_array" {mx.optional_attribute = "table"}
 
     %block_size = irdl.base "#builtin.integer" {mx.optional_attribute = "block_size"}
     %axis = irdl.base "#builtin.integer" {mx.optional_attribute = "axis"}
@@ -95,7 +98,8 @@ irdl.dialect @mx {
 
   // Named form:    %y = "mx.dequantize"(%elements, %scales[, %global_scale])
   //                     {format, block_size, axis}
-  // Datatype form: %y = "mx.dequantize"(%codes[, %scales[, %zero_points]]) {number, scale}
+  // Datatype form: %y = "mx.dequantize"(%codes[, %scales[, %zero_points]]) {number, scale[,
+  //                     table]}
   //                (nvfp4's two-level datatype: the global scale where %zero_points would be)
   // An unscaled datatype dequantize has one operand, which IRDL rejects (see the header).
   irdl.operation @dequantize {
@@ -118,6 +122,8 @@ irdl.dialect @mx {
                           %mxint8, %nvfp4) {mx.alternative_attribute = "format"}
     %number = irdl.base "#builtin.string" {mx.alternative_attribute = "number"}
     %scale = irdl.base "#builtin.string" {mx.optional_attribute = "scale"}
+    // a custom lookup table's values (with number = "lut"): array<f32: ...>
+    %table = irdl.base "#builtin.dense_array" {mx.optional_attribute = "table"}
 
     %block_size = irdl.base "#builtin.integer" {mx.optional_attribute = "block_size"}
     %axis = irdl.base "#builtin.integer" {mx.optional_attribute = "axis"}
@@ -188,7 +194,7 @@ irdl.dialect @mx {
     %axis = irdl.base "#builtin.integer" {mx.optional_attribute = "axis"}
   }
 
-  // %y = "mx.cast"(%x[, %rbits]) {number, scale, roundmode, scalemode}
+  // %y = "mx.cast"(%x[, %rbits]) {number, scale, roundmode, scalemode[, table]}
   //          : (tensor<...xT>[, tensor<...xui32>]) -> tensor<...xT>
   irdl.operation @cast {
     %input = irdl.base "!builtin.tensor"
@@ -199,6 +205,8 @@ irdl.dialect @mx {
     %number = irdl.base "#builtin.string"
     irdl.attributes {"number" = %number}
     %scale = irdl.base "#builtin.string" {mx.optional_attribute = "scale"}
+    // a custom lookup table's values (with number = "lut"): array<f32: ...>
+    %table = irdl.base "#builtin.dense_array" {mx.optional_attribute = "table"}
     %even = irdl.is "even"
     %nearest_r = irdl.is "nearest"
     %zero = irdl.is "zero"

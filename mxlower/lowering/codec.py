@@ -641,6 +641,7 @@ def _encode_lut(b: IntBuilder, value: Any, src_wide: str | FloatType, n: NumberS
     if stochastic:
         r = b.and_(b.resize(b.signless(rbits), W), (1 << 32) - 1)
     count = None
+    rd: dict[int, Any] = {}  # r Du by gap width
     for j in range(len(N) - 1):
         lo, hi = N[j], N[j + 1]
         straddle = lo < 0 < hi
@@ -652,10 +653,15 @@ def _encode_lut(b: IntBuilder, value: Any, src_wide: str | FloatType, n: NumberS
             else:
                 up = b.cmp("sgt", SC, P[j])
         elif stochastic:
-            rd = b.mul(r, hi - lo)
-            to_lo = b.cmp("sle", b.sub(P[j + 1], SF), rd)  # toward zero is lo: carry
-            to_hi = b.cmp("sgt", b.sub(SC, P[j]), rd)  # toward zero is hi: no carry
-            up = to_lo if lo >= 0 else to_hi if hi <= 0 else b.select(x.neg, to_lo, to_hi)
+            if hi - lo not in rd:
+                rd[hi - lo] = b.mul(r, hi - lo)
+            # toward zero is lo: up on a carry; toward zero is hi: up without one (lo is
+            # toward zero when lo >= 0 or, straddling 0, for x < 0: whenever hi > 0; hi
+            # whenever lo < 0)
+            to_lo = b.cmp("sle", b.sub(P[j + 1], SF), rd[hi - lo]) if hi > 0 else None
+            to_hi = b.cmp("sgt", b.sub(SC, P[j]), rd[hi - lo]) if lo < 0 else None
+            up = to_lo if to_hi is None else to_hi if to_lo is None else \
+                b.select(x.neg, to_lo, to_hi)
         else:
             m = lo + hi  # the midpoint, in units 2^-(G+1)
             if straddle and roundmode != "even" and m == 0:
