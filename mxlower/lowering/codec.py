@@ -28,7 +28,8 @@ code_bits=None, fixed=False)``
     ``floor(t + r 2^-32)`` exactly.  ``fixed``: read an ``intK`` as fixed point with K-2
     fraction bits (the scaled view of mxint8), i.e. ``shift - (K-2)``.  On the StableHLO
     builder the result has the storage type :func:`storage_type` names (``ui8`` for
-    f8/f6/f4 and exponent codes, ``i8`` for int8, ``ui16`` for e5m6...).
+    f8/f6/f4 and exponent codes and lookup tables, ``i8`` for int8, ``ui16`` for e5m6...).
+    Lookup tables (section 10.7) have their own exact encoder (see "Lookup tables" below).
 
 ``emit_decode(b, codes, spec, dst_wide, *, shift=None, fixed=False)``
     Section 10.4's decode.  ``codes``: integers holding ``spec`` codes in their low bits (bits
@@ -131,6 +132,17 @@ exhaustive f32 subnormals).  f32 -> f8E4M3FN is 14 ops, f32 -> f4/f6 16; with ``
 the generic path is used for those (~25 ops).  Working width: the wide type's width (16 for
 bf16/f16, 32 for f32, 64 for f64), widened to 32 where 16 bits could overflow (f8E8M0FNU ->
 f16).
+
+Lookup tables
+-------------
+A table T[0] < ... < T[2^K - 1] (:func:`mxlower.numbers.lut_spec`, ``nf4``) is encoded in
+i64: with N_i = T[i] 2^G its values in units of their finest bit, x 2^-shift is read as its
+exact floor and ceiling in units 2^-(G+F) (F = 1, 32 for stochastic) from the unpacked bits,
+saturated beyond the table's ends, and the code is the number of gaps x rounds past (one or
+two comparisons per gap; for stochastic one product of the random bits and the gap's width
+per distinct width).  Tables with max |N_i| >= 2^60 (2^29 for stochastic) are refused
+(:func:`lut_unsupported`).  Decoding selects the value's f32 bits by the code's bits (a select
+tree) and, with a shift or to bf16/f16, rounds as the general decoder does.
 
 Semantics: exactly docs/semantics.md section 2 = :func:`mxlower.reference.convert` for every
 input (test/python/test_codec.py checks this exhaustively with the NumPy builder, both with
