@@ -45,7 +45,8 @@ irdl.dialect @mx {
   // Named form (sections 3-4):
   //   %q, %s = "mx.quantize"(%x[, %global_scale]) {format, block_size, axis, scale_mode}
   // Datatype form (section 10):
-  //   %c, %s[, %z | %o] = "mx.quantize"(%x[, %rbits]) {number, scale, roundmode, scalemode}
+  //   %c, %s[, %z | %o] = "mx.quantize"(%x[, %rbits]) {number, scale, roundmode, scalemode[,
+  //                                                      table]}
   //   (%z: zero points; %o: the ui8 subtile offsets of a scale spec with subtiles, '_sAoD';
   //   an MX format's datatype is that format's op; nvfp4's two-level datatype
   //   e2m1fo:e4m3fn_t16_gf32 takes its global scale where %rbits would be)
@@ -73,6 +74,8 @@ irdl.dialect @mx {
                           %mxint8, %nvfp4) {mx.alternative_attribute = "format"}
     %number = irdl.base "#builtin.string" {mx.alternative_attribute = "number"}
     %scale = irdl.base "#builtin.string" {mx.optional_attribute = "scale"}
+    // a custom lookup table's values (with number = "lut"): array<f32: ...>
+    %table = irdl.base "#builtin.dense_array" {mx.optional_attribute = "table"}
 
     %block_size = irdl.base "#builtin.integer" {mx.optional_attribute = "block_size"}
     %axis = irdl.base "#builtin.integer" {mx.optional_attribute = "axis"}
@@ -98,7 +101,7 @@ irdl.dialect @mx {
   // Named form:    %y = "mx.dequantize"(%elements, %scales[, %global_scale])
   //                     {format, block_size, axis}
   // Datatype form: %y = "mx.dequantize"(%codes[, %scales[, %zero_points | %offsets]])
-  //                     {number, scale}
+  //                     {number, scale[, table]}
   //                (subtile offsets for a scale spec with subtiles; nvfp4's two-level
   //                datatype: the global scale where %zero_points would be)
   // An unscaled datatype dequantize has one operand, which IRDL rejects (see the header).
@@ -122,6 +125,8 @@ irdl.dialect @mx {
                           %mxint8, %nvfp4) {mx.alternative_attribute = "format"}
     %number = irdl.base "#builtin.string" {mx.alternative_attribute = "number"}
     %scale = irdl.base "#builtin.string" {mx.optional_attribute = "scale"}
+    // a custom lookup table's values (with number = "lut"): array<f32: ...>
+    %table = irdl.base "#builtin.dense_array" {mx.optional_attribute = "table"}
 
     %block_size = irdl.base "#builtin.integer" {mx.optional_attribute = "block_size"}
     %axis = irdl.base "#builtin.integer" {mx.optional_attribute = "axis"}
@@ -192,7 +197,7 @@ irdl.dialect @mx {
     %axis = irdl.base "#builtin.integer" {mx.optional_attribute = "axis"}
   }
 
-  // %y = "mx.cast"(%x[, %rbits][, %g]) {number, scale, roundmode, scalemode}
+  // %y = "mx.cast"(%x[, %rbits][, %g]) {number, scale, roundmode, scalemode[, table]}
   //          : (tensor<...xT>[, tensor<...xui32>][, tensor<f32>]) -> tensor<...xT>
   // %g: the tensor scale of a two-level datatype ('_gf32').  The three-operand form
   // (stochastic rounding and a tensor scale) is valid but not expressible here: two
@@ -206,6 +211,8 @@ irdl.dialect @mx {
     %number = irdl.base "#builtin.string"
     irdl.attributes {"number" = %number}
     %scale = irdl.base "#builtin.string" {mx.optional_attribute = "scale"}
+    // a custom lookup table's values (with number = "lut"): array<f32: ...>
+    %table = irdl.base "#builtin.dense_array" {mx.optional_attribute = "table"}
     %even = irdl.is "even"
     %nearest_r = irdl.is "nearest"
     %zero = irdl.is "zero"

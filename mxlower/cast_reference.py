@@ -56,7 +56,7 @@ from mxlower.numbers import (
     datatype,
 )
 
-__all__ = ["Encoded", "cast", "computed_here", "decode", "encode", "f32_arg", "one_level",
+__all__ = ["Encoded", "cast", "decode", "encode", "f32_arg", "one_level",
            "resolve", "round_codes", "round_to_odd_f32", "sparse"]
 
 _F64 = np.dtype(np.float64)
@@ -97,15 +97,13 @@ def resolve(number, scale=None) -> Datatype:
 
 
 def one_level(dt: Datatype) -> Datatype:
-    """``dt``, when its scaling has one level and its number spec is no lookup table:
-    SpecError for a two-level datatype (a scale spec ending in ``_gf32``) or a lookup-table
-    spec (``nf4``, :func:`mxlower.numbers.lut_spec`), which only this module computes so far
-    (two-level: ``encode`` / ``decode`` / ``cast`` with ``tensor_scale=``; nvfp4's
-    ``e2m1fo:e4m3fn_t16_gf32`` is quantized and dequantized with its global scale as an
-    operand in the ops, the JAX API and the kernels; ``mx.cast`` takes any tensor level).
-    Subtiles (``_s...``) are computed everywhere: here, by the StableHLO lowering of the mx
-    ops, by the fused cast kernels and by ``mxlower.jax``."""
-    computed_here(dt.number)
+    """``dt``, when its scaling has one level: SpecError for a two-level datatype (a scale
+    spec ending in ``_gf32``), which only this module computes so far (``encode`` /
+    ``decode`` / ``cast`` with ``tensor_scale=``; nvfp4's ``e2m1fo:e4m3fn_t16_gf32`` is
+    quantized and dequantized with its global scale as an operand in the ops, the JAX API and
+    the kernels; ``mx.cast`` takes any tensor level).  Subtiles (``_s...``) and lookup
+    tables are computed everywhere: here, by the StableHLO lowering of the mx ops, by the
+    fused cast kernels and by ``mxlower.jax``."""
     if dt.scale is not None and dt.scale.tensor is not None:
         raise SpecError(f"{dt.code}: two-level scaling (a tensor scale, '_gf32'"
                         f") is computed by mxlower.reference only so far (encode / decode / "
@@ -113,16 +111,6 @@ def one_level(dt: Datatype) -> Datatype:
                         f"quantized and dequantized (e2m1fo:e4m3fn_t16_gf32, or the nvfp4 "
                         f"format, with its global scale)")
     return dt
-
-
-def computed_here(spec: NumberSpec) -> NumberSpec:
-    """``spec``, unless it is a lookup table (section 10.7), which only this module computes
-    so far: SpecError then (the mx ops, the lowerings, the kernels, the JAX API and
-    ``mxlower-cast`` call this, or :func:`one_level`, to refuse it by name)."""
-    if spec.is_lut:
-        raise SpecError(f"{spec.code}: lookup-table specs are computed by mxlower.reference "
-                        f"only so far (round_codes / encode / decode / cast)")
-    return spec
 
 
 def _wide(x) -> tuple[np.ndarray, np.dtype]:

@@ -187,8 +187,7 @@ class NumberSpec:
 
     @property
     def is_lut(self) -> bool:
-        """A lookup-table spec (:func:`lut_spec`; computed by :mod:`mxlower.reference` only
-        so far)."""
+        """A lookup-table spec (:func:`lut_spec`, docs/semantics.md section 10.7)."""
         return self.kind == "lut"
 
     @property

@@ -36,7 +36,12 @@ general form of quantize / dequantize (a ``number`` attribute instead of ``forma
 
 ``roundmode = "stochastic"`` takes the random bits as one more operand, ``tensor<...xui32>``
 of the input's shape; a scale spec with a zero point adds the zero points as a third result
-of quantize (third operand of dequantize).
+of quantize (third operand of dequantize).  A lookup-table number (section 10.7, codes
+``ui8``) is named (``number = "nf4"``, ``number = "nf4:float32_t64"``) or, for a custom
+table, ``number = "lut"`` with its 2^K increasing f32 values::
+
+    %y = "mx.cast"(%x) {number = "lut", table = array<f32: -1.5, -0.5, 0.5, 1.5>,
+             scale = "e8m0_t32"} : (tensor<4x64xf32>) -> tensor<4x64xf32>
 
 One vocabulary: a quantize / dequantize whose datatype is an MX format's is that format's op,
 and a scaled_dot side may name its MX format's datatype as dequantize does, prefixed
@@ -59,7 +64,7 @@ from typing import Any
 from mxlower import diagnostics as diag
 from mxlower.bindings import collect_ops
 from mxlower.bindings.jaxlib import ir, stablehlo
-from mxlower.cast_reference import computed_here, one_level, resolve
+from mxlower.cast_reference import one_level, resolve
 from mxlower.formats import (
     FLOAT_TYPES,
     FORMATS,
@@ -72,7 +77,7 @@ from mxlower.formats import (
     mx_quantize_of,
     why_not_format,
 )
-from mxlower.numbers import ROUND_MODES, Datatype, SpecError
+from mxlower.numbers import ROUND_MODES, Datatype, NumberSpec, SpecError, lut_spec
 from mxlower.numbers import SCALE_MODES as CAST_SCALE_MODES
 
 __all__ = [
@@ -119,9 +124,12 @@ DEFAULT_CAST_SCALE_MODE = "max"
 _NAMED = {"mx.quantize": ("format", "block_size", "axis", "scale_mode"),
           "mx.dequantize": ("format", "block_size", "axis")}
 #: the attributes of a datatype cast (section 10)
-_GENERAL = {"mx.quantize": ("number", "scale", "roundmode", "scalemode"),
-            "mx.dequantize": ("number", "scale"),
-            "mx.cast": ("number", "scale", "roundmode", "scalemode")}
+_GENERAL = {"mx.quantize": ("number", "scale", "roundmode", "scalemode", "table"),
+            "mx.dequantize": ("number", "scale", "table"),
+            "mx.cast": ("number", "scale", "roundmode", "scalemode", "table")}
+#: the ``number`` of a custom lookup table (section 10.7), whose values are the ``table``
+#: attribute (``array<f32: ...>``); a predefined table is named (``number = "nf4"``)
+LUT_NUMBER = "lut"
 #: the attributes of one side of ``mx.scaled_dot`` (prefixed ``lhs_`` / ``rhs_``): a named
 #: format as quantize / dequantize name one, or a datatype as dequantize names one
 _SIDE_NAMED = ("format", "block_size", "axis")
@@ -731,7 +739,29 @@ def _datatype(attrs, two_level: bool = False) -> Datatype:
         raise MXError("missing attribute 'number' (a number spec such as 'e5m6', 'int4', "
                       "'e2m1fo', or a datatype name such as 'mxfp8_e4m3')")
     scale = _attr_str(attrs, "scale", "a scale spec such as 'e8m0_t32'")
-    return _checked_datatype(number, scale, two_level)
+    table = _table(attrs, number)
+    return _checked_datatype(number if table is None else table, scale, two_level)
+
+
+def _table(attrs, number: str) -> NumberSpec | None:
+    """The custom lookup table of ``number = "lut"`` and its ``table`` attribute (None for
+    every other number)."""
+    if "table" not in attrs:
+        if number == LUT_NUMBER:
+            raise MXError(f"number '{LUT_NUMBER}' needs a 'table' attribute: the lookup "
+                          f"table's 2^K increasing f32 values, array<f32: ...>")
+        return None
+    if number != LUT_NUMBER:
+        raise MXError(f"attribute 'table' goes with number = \"{LUT_NUMBER}\" (a custom "
+                      f"lookup table), got number '{number}'")
+    a = attrs["table"]
+    if not isinstance(a, ir.DenseF32ArrayAttr):
+        raise MXError(f"attribute 'table' must be an array<f32: ...> (the lookup table's "
+                      f"values), got {a}")
+    try:
+        return lut_spec(list(ir.DenseF32ArrayAttr(a)))
+    except SpecError as e:
+        raise MXError(f"bad datatype: {e}") from None
 
 
 def _one_level(dt: Datatype) -> Datatype:
@@ -1066,9 +1096,15 @@ def _type(shape, elt: str, loc: Any = None):
                                    loc=loc or ir.Location.unknown())
 
 
-def _general_attrs(number: str, scale: str | None, roundmode: str | None,
+def _general_attrs(number: str | NumberSpec, scale: str | None, roundmode: str | None,
                    scalemode: str | None, prefix: str = "") -> dict[str, Any]:
-    attrs = {f"{prefix}number": ir.StringAttr.get(number)}
+    attrs = {}
+    if isinstance(number, NumberSpec) and number.is_lut and \
+            number.code != getattr(_named_lut(number), "code", None):
+        attrs[f"{prefix}table"] = ir.DenseF32ArrayAttr.get([float(t) for t in number.table])
+        number = LUT_NUMBER
+    attrs[f"{prefix}number"] = ir.StringAttr.get(number if isinstance(number, str)
+                                                 else number.code)
     if scale is not None:
         attrs[f"{prefix}scale"] = ir.StringAttr.get(scale)
     if roundmode is not None:
@@ -1078,12 +1114,21 @@ def _general_attrs(number: str, scale: str | None, roundmode: str | None,
     return attrs
 
 
-def _checked_datatype(number: str, scale: str | None, two_level: bool = False) -> Datatype:
+def _named_lut(spec: NumberSpec) -> NumberSpec | None:
+    """The spec ``number()`` reads back from a lookup table's code (a predefined table: nf4),
+    None for a custom table."""
+    try:
+        return resolve(spec.code).number
+    except SpecError:
+        return None
+
+
+def _checked_datatype(number: str | NumberSpec, scale: str | None,
+                      two_level: bool = False) -> Datatype:
     """The datatype of the attributes; two-level ones (a tensor scale) only with
     ``two_level`` (a quantize / dequantize that may name nvfp4 with its global scale)."""
     try:
         dt = resolve(number, scale)
-        computed_here(dt.number)  # lookup tables: the oracle's only, even with two_level
     except SpecError as e:
         raise MXError(f"bad datatype: {e}") from None
     return dt if two_level else _one_level(dt)
@@ -1091,7 +1136,8 @@ def _checked_datatype(number: str, scale: str | None, two_level: bool = False) -
 
 def quantize(x: Any, format: str | None = None, *, block_size: int | None = None,
              axis: int = -1, scale_mode: str | None = None, global_scale: Any | None = None,
-             number: str | None = None, scale: str | None = None, roundmode: str = "even",
+             number: str | NumberSpec | None = None, scale: str | None = None,
+             roundmode: str = "even",
              scalemode: str = "max", rbits: Any | None = None, loc: Any = None,
              ip: Any = None) -> Any:
     """Build ``mx.quantize``; returns the op.
@@ -1126,7 +1172,7 @@ def quantize(x: Any, format: str | None = None, *, block_size: int | None = None
 
 def dequantize(elements: Any, scales: Any | None, format: str | None = None, *,
                result_type: str = "f32", block_size: int | None = None, axis: int = -1,
-               global_scale: Any | None = None, number: str | None = None,
+               global_scale: Any | None = None, number: str | NumberSpec | None = None,
                scale: str | None = None, zero_points: Any | None = None,
                offsets: Any | None = None, loc: Any = None, ip: Any = None) -> Any:
     """Build ``mx.dequantize``; returns the op (result: a ``result_type`` tensor).  A named
@@ -1149,11 +1195,14 @@ def dequantize(elements: Any, scales: Any | None, format: str | None = None, *,
     return _create("mx.dequantize", [_type(shape, result_type, loc)], operands, attrs, loc, ip)
 
 
-def cast(x: Any, number: str, scale: str | None = None, *, roundmode: str = "even",
-         scalemode: str = "max", rbits: Any | None = None, tensor_scale: Any | None = None,
-         loc: Any = None, ip: Any = None) -> Any:
+def cast(x: Any, number: str | NumberSpec, scale: str | None = None, *,
+         roundmode: str = "even", scalemode: str = "max", rbits: Any | None = None,
+         tensor_scale: Any | None = None, loc: Any = None, ip: Any = None) -> Any:
     """Build ``mx.cast`` (the virtual cast: same type in and out); returns the op.
-    ``tensor_scale``: the ``tensor<f32>`` g of a two-level datatype (``_gf32``)."""
+    ``tensor_scale``: the ``tensor<f32>`` g of a two-level datatype (``_gf32``).  ``number``
+    may be a :class:`~mxlower.numbers.NumberSpec`: a custom lookup table is written
+    ``number = "lut"`` with its ``table`` (as are the datatype forms of quantize and
+    dequantize)."""
     _one_level(_tile_level(_checked_datatype(number, scale, two_level=True)))
     operands = [x] + [v for v in (rbits, tensor_scale) if v is not None]
     return _create("mx.cast", [x.type], operands,

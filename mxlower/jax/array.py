@@ -66,7 +66,7 @@ from mxlower.formats import FLOAT_TYPES, FORMATS, Datatype, MXFormat, block_data
 import mxlower.jax.checks as checks
 import mxlower.jax.kernels as kernels
 import mxlower.jax.sharding as sharding
-from mxlower.jax.casts import datatype_of, decode_p, layout
+from mxlower.jax.casts import datatype_of, decode_p, layout, number_param
 from mxlower.jax.dtypes import element_dtype, held_as_codes, scale_dtype
 from mxlower.jax.primitives import dequantize_p
 
@@ -240,7 +240,7 @@ class DatatypeArray:
         dt = self._dt
         parts = [v for v in (self.codes, self.scales, self.zero_points, self.offsets)
                  if v is not None]
-        return decode_p.bind(*parts, *ste, number=dt.number.code,
+        return decode_p.bind(*parts, *ste, number=number_param(dt.number),
                              scale=None if dt.scale is None else dt.scale.code, dtype=out,
                              has_ste=bool(ste))
 

@@ -25,7 +25,8 @@ mxlower.jax primitives: bit-exact with :func:`mxlower.reference.cast` / ``.spars
 Primitive parameters are canonical codes: ``number`` and ``scale`` as
 :class:`~mxlower.numbers.NumberSpec` / :class:`~mxlower.numbers.ScaleSpec` codes with the
 scale's dimensions counted from the end (so they stay valid under ``vmap``), ``dim`` negative
-for the same reason.
+for the same reason; a custom lookup table, whose code cannot rebuild it, is its
+:class:`~mxlower.numbers.NumberSpec` (hashable, :func:`number_param`).
 
 (The module is ``mxlower.jax.casts``, so that ``mxlower.jax.cast`` is only the function.)
 """
@@ -53,11 +54,19 @@ from mxlower.jax.dtypes import mlir_name, storage_dtype
 from mxlower.jax.lowering import emit, tensor_type
 from mxlower.jax.primitives import _define, _is_zero, _zero
 from mxlower.lowering import cast_math
-from mxlower.numbers import ROUND_MODES, SCALE_MODES, Datatype, NumberSpec, ScaleSpec, SpecError
+from mxlower.numbers import (
+    LUTS,
+    ROUND_MODES,
+    SCALE_MODES,
+    Datatype,
+    NumberSpec,
+    ScaleSpec,
+    SpecError,
+)
 from mxlower.numbers import scale as scale_spec
 
 __all__ = ["bind_encode", "cast", "cast_p", "check_encode", "datatype_of", "decode_p",
-           "encode_p", "kept", "layout", "sparse", "sparse_p"]
+           "encode_p", "kept", "layout", "number_param", "sparse", "sparse_p"]
 
 
 # ============================================================================== checks
@@ -107,6 +116,13 @@ def datatype_of(number: Any, scale: Any, fn: str, shape: tuple[Any, ...] | None 
     return dataclasses.replace(dt, scale=scale_spec(s.code))
 
 
+def number_param(n: NumberSpec) -> str | NumberSpec:
+    """A primitive's ``number`` parameter: the spec's code, or for a custom lookup table
+    (``lutK_<digest>`` or a caller's name, which :func:`mxlower.numbers.number` cannot read
+    back) the frozen, hashable spec itself."""
+    return n if n.is_lut and n.code not in LUTS else n.code
+
+
 def _modes(dt: Datatype, roundmode: Any, scalemode: Any, fn: str) -> tuple[str, str]:
     for arg, v, known in (("roundmode", roundmode, ROUND_MODES),
                           ("scalemode", scalemode, SCALE_MODES)):
@@ -119,7 +135,7 @@ def _modes(dt: Datatype, roundmode: Any, scalemode: Any, fn: str) -> tuple[str, 
                          f"scales; the float scale {s.number.code} takes 'max'")
     if s is None or not s.power_of_two:
         scalemode = "max"  # ignored: one canonical parameter
-    reason = cast_math.unsupported(dt, scalemode)
+    reason = cast_math.unsupported(dt, scalemode, roundmode)
     if reason:
         raise ValueError(f"{fn}: datatype {dt.code}: {reason} (mxlower.reference.cast "
                          "computes it)")
@@ -166,11 +182,12 @@ def cast(x: Any, number: Any, scale: Any = None, *, roundmode: str = "even",
     docs/semantics.md section 10.4, bit-exact with :func:`mxlower.reference.cast`.
 
     ``number``: a number spec (``"e5m6"``, ``"e2m1fo"``, ``"int4"``, ``"e4m3b8fnuz"``, a
-    type name such as ``"f8E4M3FN"``), a predefined datatype (``"mxfp8_e4m3"``, ``"nvfp4"``,
+    type name such as ``"f8E4M3FN"``, a lookup table: ``"nf4"`` or a
+    :func:`mxlower.numbers.lut_spec`), a predefined datatype (``"mxfp8_e4m3"``, ``"nvfp4"``,
     ``"mxint4"``, ``"bfp16"``, ...) or ``"number:scale"``; ``scale``: a scale spec
     (``"e8m0_t32"``, ``"e4m3fn_t16"``, ``"e8m0_t32x32"``, ``"float32_uint8_t0"``) or None.
-    ``roundmode``: even, nearest, zero, half_down or stochastic; ``scalemode`` (exponent scales): max,
-    midmax, rceil or nearest.  Stochastic rounding takes exactly one of ``key`` (a
+    ``roundmode``: even, nearest, zero, half_down or stochastic; ``scalemode`` (exponent
+    scales): max, midmax, rceil or nearest.  Stochastic rounding takes exactly one of ``key`` (a
     ``jax.random`` key; one uint32 per element is drawn with ``jax.random.bits(key,
     x.shape, jnp.uint32)``) and ``rbits`` (those bits, uint32 of ``x``'s shape); the other
     modes take neither.  Scale tiles must divide their dimensions (never padded), so a scaled
@@ -190,7 +207,8 @@ def cast(x: Any, number: Any, scale: Any = None, *, roundmode: str = "even",
     dt = datatype_of(number, scale, "cast", tuple(x.shape))
     roundmode, scalemode = _modes(dt, roundmode, scalemode, "cast")
     r = _random_bits(x, roundmode, key, rbits, "cast")
-    return cast_p.bind(sharding.mark(x, impl), *([] if r is None else [r]), number=dt.number.code,
+    return cast_p.bind(sharding.mark(x, impl), *([] if r is None else [r]),
+                       number=number_param(dt.number),
                        scale=None if dt.scale is None else dt.scale.code, roundmode=roundmode,
                        scalemode=scalemode, impl=impl)
 
@@ -377,7 +395,7 @@ def bind_encode(x: Any, dt: Datatype, roundmode: str, scalemode: str,
     """:data:`encode_p` on arguments :func:`check_encode` gave (a one-level ``dt``):
     ``[codes, scales, zero_points, offsets]``, None where the datatype has none (subtile
     offsets: a scale spec with subtiles)."""
-    outs = list(encode_p.bind(x, *([] if r is None else [r]), number=dt.number.code,
+    outs = list(encode_p.bind(x, *([] if r is None else [r]), number=number_param(dt.number),
                               scale=None if dt.scale is None else dt.scale.code,
                               roundmode=roundmode, scalemode=scalemode))
     if dt.scale is not None and dt.scale.subtile:

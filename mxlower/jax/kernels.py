@@ -57,7 +57,7 @@ from typing import Any
 import numpy as np
 from jax.interpreters import mlir
 
-from mxlower import types
+from mxlower import numbers, types
 from mxlower.bindings import jax_private
 from mxlower.bindings.jaxlib import ir
 from mxlower.execution import ffi, ffi_cuda, ffi_dot
@@ -126,10 +126,13 @@ def cast_spec(aval: Any, number: str, scale: str | None, roundmode: str, scalemo
               platform: str = "cpu") -> CastSpec | None:
     """The kernel of an ``mx_cast`` on ``aval``, or None where none applies (laid out as
     :func:`mxlower.execution.ffi.cast_layout` says).  On CUDA a tensor scale keeps the
-    StableHLO: its one tile would be one GPU thread."""
+    StableHLO: its one tile would be one GPU thread, and so does a lookup table (its kernel
+    is the CPU's only so far; the StableHLO is exact on every backend)."""
     if scale is not None and not _static(aval.shape):
         return None
     try:
+        if platform != "cpu" and numbers.number(number).is_lut:
+            return None
         _, flat, kscale, length = ffi.cast_layout(aval.shape, scale)
         if flat and platform != "cpu":
             return None

@@ -254,7 +254,11 @@ def load(b: Builder, stored: Any, spec: NumberSpec) -> Any:
 def tiny_is_zero(n: NumberSpec) -> bool:
     """Whether every element value of magnitude at most 2^-126 rounds to a signed zero of
     ``n`` in every rounding mode: true when its smallest spacing is at least 2^-93 (then
-    t <= 2^-33, and t + r 2^-32 < 1 for every uint32 r), so such quotients need not be exact."""
+    t <= 2^-33, and t + r 2^-32 < 1 for every uint32 r), so such quotients need not be exact.
+    A lookup table must also hold 0 (without it, a tiny value's stochastic rounding between
+    its negative and positive neighbours depends on the value)."""
+    if n.is_lut and 0.0 not in n.table:
+        return False
     return n.smallest_subnormal >= 2.0 ** -93
 
 
@@ -295,11 +299,15 @@ def _is_nan_bits(b: Builder, bits: Any) -> Any:
 # ----------------------------------------------------------------------------- encode
 
 
-def unsupported(dt: Datatype, scalemode: str = "max") -> str | None:
+def unsupported(dt: Datatype, scalemode: str = "max", roundmode: str = "even") -> str | None:
     """Why this lowering cannot cast to ``dt`` exactly (None when it can): the two quotients
-    whose divisor is no f32 value.  The oracle computes them; mxlower.jax checks this at trace
-    time, the lowering reports it at the op."""
+    whose divisor is no f32 value, and lookup tables wider than the codec's exact range
+    (:func:`mxlower.lowering.codec.lut_unsupported`).  The oracle computes them; mxlower.jax
+    checks this at trace time, the lowering reports it at the op."""
     n, s = dt.number, dt.scale
+    lut = codec.lut_unsupported(n, roundmode)
+    if lut:
+        return lut
     if s is None:
         return None
     if not s.power_of_two:
@@ -319,8 +327,8 @@ def _rceil_unsupported(n: NumberSpec) -> str | None:
     return None
 
 
-def _check_exact(dt: Datatype, scalemode: str = "max") -> None:
-    reason = unsupported(dt, scalemode)
+def _check_exact(dt: Datatype, scalemode: str = "max", roundmode: str = "even") -> None:
+    reason = unsupported(dt, scalemode, roundmode)
     if reason:
         raise CastLoweringError(reason)
 
@@ -333,7 +341,7 @@ def encode(b: Builder, x: Any, dt: Datatype, roundmode: str, scalemode: str,
     complement i32 (None where the datatype has no such part).  ``tensor_scale``: the f32
     value g (a rank-0 f32 tensor) of a two-level datatype (``_gf32``): the tiles then scale
     y = x / g, one f32 division per value (:func:`divide_by`)."""
-    _check_exact(dt, scalemode)
+    _check_exact(dt, scalemode, roundmode)
     n, s = dt.number, dt.scale
     xb = to_f32_bits(b, x)
     if tensor_scale is not None:

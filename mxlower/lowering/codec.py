@@ -28,7 +28,8 @@ code_bits=None, fixed=False)``
     ``floor(t + r 2^-32)`` exactly.  ``fixed``: read an ``intK`` as fixed point with K-2
     fraction bits (the scaled view of mxint8), i.e. ``shift - (K-2)``.  On the StableHLO
     builder the result has the storage type :func:`storage_type` names (``ui8`` for
-    f8/f6/f4 and exponent codes, ``i8`` for int8, ``ui16`` for e5m6...).
+    f8/f6/f4 and exponent codes and lookup tables, ``i8`` for int8, ``ui16`` for e5m6...).
+    Lookup tables (section 10.7) have their own exact encoder (see "Lookup tables" below).
 
 ``emit_decode(b, codes, spec, dst_wide, *, shift=None, fixed=False)``
     Section 10.4's decode.  ``codes``: integers holding ``spec`` codes in their low bits (bits
@@ -132,6 +133,17 @@ the generic path is used for those (~25 ops).  Working width: the wide type's wi
 bf16/f16, 32 for f32, 64 for f64), widened to 32 where 16 bits could overflow (f8E8M0FNU ->
 f16).
 
+Lookup tables
+-------------
+A table T[0] < ... < T[2^K - 1] (:func:`mxlower.numbers.lut_spec`, ``nf4``) is encoded in
+i64: with N_i = T[i] 2^G its values in units of their finest bit, x 2^-shift is read as its
+exact floor and ceiling in units 2^-(G+F) (F = 1, 32 for stochastic) from the unpacked bits,
+saturated beyond the table's ends, and the code is the number of gaps x rounds past (one or
+two comparisons per gap; for stochastic one product of the random bits and the gap's width
+per distinct width).  Tables with max |N_i| >= 2^60 (2^29 for stochastic) are refused
+(:func:`lut_unsupported`).  Decoding selects the value's f32 bits by the code's bits (a select
+tree) and, with a shift or to bf16/f16, rounds as the general decoder does.
+
 Semantics: exactly docs/semantics.md section 2 = :func:`mxlower.reference.convert` for every
 input (test/python/test_codec.py checks this exhaustively with the NumPy builder, both with
 and without the float-assisted steps).
@@ -140,17 +152,19 @@ and without the float-assisted steps).
 from __future__ import annotations
 
 import dataclasses
+from fractions import Fraction
 from typing import Any
 
+import numpy as np
+
 from mxlower import numbers
-from mxlower.cast_reference import computed_here
 from mxlower.lowering.int_builders import IntBuilder
 from mxlower.numbers import ROUND_MODES, NumberSpec
 from mxlower.types import FLOAT_TYPES, WIDE_FLOAT_TYPES, FloatType
 
 __all__ = ["TRUNCF_MODES", "Plan", "Target", "codec_type", "convert_codes", "convert_target",
-           "emit_convert_codes", "emit_decode", "emit_encode", "emit_extf", "emit_truncf", "plan",
-           "storage_type", "target"]
+           "emit_convert_codes", "emit_decode", "emit_encode", "emit_extf", "emit_truncf",
+           "lut_unsupported", "plan", "storage_type", "target"]
 
 
 def codec_type(t: str | FloatType) -> FloatType:
@@ -170,7 +184,7 @@ def _spec(spec: NumberSpec | FloatType | str) -> tuple[NumberSpec, FloatType | N
     spec and, for float and exponent specs, its codec row (what the plans read)."""
     if isinstance(spec, FloatType):
         return numbers.of_float_type(spec), spec
-    n = computed_here(numbers.number(spec))
+    n = numbers.number(spec)
     return n, (n.float_type if n.is_float else None)
 
 
@@ -203,8 +217,12 @@ class Target:
 
 def target(spec: NumberSpec | str) -> Target:
     """The rounding target of a number spec for a cast (section 10.2): finite values
-    saturate; Inf stays Inf where the spec has it, else becomes max."""
-    n = computed_here(numbers.number(spec))
+    saturate; Inf stays Inf where the spec has it, else becomes max.  (Lookup tables have
+    their own encoder, :func:`lut_unsupported` says which it takes.)"""
+    n = numbers.number(spec)
+    if n.is_lut:
+        raise ValueError(f"codec.target: {n.code} is a lookup table; it has no rounding "
+                         f"target (emit_encode rounds it by its table)")
     if n.is_integer:
         return Target(n.kind, n.bits, 0, 0, 0, n.emax, n.max_code, n.max_code, n.max_code, n)
     inf = n.inf_code if n.has_inf else n.max_code
@@ -552,6 +570,155 @@ def _finish_ieee(b: IntBuilder, x: _Unpacked, mag: Any, t: FloatType) -> Any:
     return _sel(b, x.neg, b.or_(mag, t.sign_mask), mag)
 
 
+# ============================================================ lookup tables (section 10.7)
+
+#: the largest table magnitude, in units of the table's finest bit (:func:`_lut_units`), that
+#: the LUT encoder handles exactly: every working quantity then fits in i64 (stochastic
+#: rounding multiplies the random bits by a gap's width, with 32 fraction bits)
+LUT_LIMIT = {"deterministic": 1 << 60, "stochastic": 1 << 29}
+
+
+def _lut_units(n: NumberSpec) -> tuple[int, tuple[int, ...]]:
+    """(G, N): the smallest G with every table value an integer N_i = T_i 2^G (G < 0 for
+    tables of multiples of large powers of two)."""
+    fr = [Fraction(t) for t in n.table]
+    lows = [(f.numerator & -f.numerator).bit_length() - f.denominator.bit_length()
+            for f in fr if f != 0]  # T = odd 2^low
+    G = -min(lows)
+    return G, tuple(int(f * Fraction(2) ** G) for f in fr)
+
+
+def lut_unsupported(spec: NumberSpec | str, roundmode: str = "even") -> str | None:
+    """Why the codec cannot round to the lookup table ``spec`` with ``roundmode`` exactly (None
+    when it can, and for every spec that is no lookup table): the encoder works in i64 on the
+    table in units of its finest bit, which must stay below :data:`LUT_LIMIT` (2^60; 2^29 for
+    ``stochastic``).  The oracle computes every table."""
+    n = numbers.number(spec)
+    if not n.is_lut:
+        return None
+    G, N = _lut_units(n)
+    big = max(abs(N[0]), abs(N[-1]))
+    kind = "stochastic" if roundmode == "stochastic" else "deterministic"
+    if big < LUT_LIMIT[kind]:
+        return None
+    what = "stochastic rounding" if kind == "stochastic" else "rounding"
+    return (f"{n.code}: the lookup table spans too many bits for the exact lowering: in units "
+            f"of its finest bit (2^{-G}) its largest magnitude is about "
+            f"2^{big.bit_length() - 1}, and {what} handles below "
+            f"2^{LUT_LIMIT[kind].bit_length() - 1}; mxlower.reference computes it")
+
+
+def _encode_lut(b: IntBuilder, value: Any, src_wide: str | FloatType, n: NumberSpec,
+                roundmode: str, rbits: Any, shift: Any) -> tuple[Any, int]:
+    """The codes (i64) of ``value * 2^-shift`` rounded to the table ``n`` (section 10.7).
+
+    With N_i = T_i 2^G integers and F fraction bits (1; 32 for stochastic), x is read in units
+    2^-(G+F) as its floor SF and ceiling SC (signed, from the unpacked magnitude: exact, the
+    scaled value is never formed), saturated just beyond the table's ends.  The code is a count
+    over the gaps (T_j, T_j+1) of whether x rounds to the upper neighbour or beyond: x > m_j
+    (SC > m_j) or x >= m_j (SF >= m_j) at the midpoint m_j, by whether a tie goes up, for the
+    nearest modes; x >= T_j+1, x > T_j or x's sign (a gap straddling 0) for ``zero``; for
+    ``stochastic`` the carry r + floor(f 2^32) >= 2^32 of section 10.7, which in these units is
+    P_hi - SF <= r Du (toward zero is the lower neighbour) or SC - P_lo <= r Du (the upper),
+    Du = N_j+1 - N_j, P = N 2^F: both also hold (or fail) beyond the gap as they should."""
+    s = codec_type(src_wide)
+    if s.mlir not in WIDE_FLOAT_TYPES:
+        raise ValueError(f"emit_encode: source must be one of {', '.join(WIDE_FLOAT_TYPES)}, "
+                         f"got '{s.mlir}'")
+    reason = lut_unsupported(n, roundmode)
+    if reason:
+        raise ValueError(f"emit_encode: {reason}")
+    G, N = _lut_units(n)
+    stochastic = roundmode == "stochastic"
+    F = 32 if stochastic else 1
+    P = [v << F for v in N]
+    bound = max(abs(P[0]), abs(P[-1])) + 1  # |x| above it saturates (to bound, then + frac)
+    W, M = 64, s.man_bits
+    # sig << k must stay below 2^63 for k up to where every value has passed the bound
+    normalize = M + 1 + bound.bit_length() > W - 1
+    k_hi = max(bound.bit_length() - M, 0) if normalize else bound.bit_length()
+    x = _unpack_float_bits(b, b.bitcast_to_int(value), s, W, normalize=normalize)
+    L = x.L if shift is None else b.sub(x.L, _widen_shift(b, shift, W))
+    k = b.add(L, G + F - M)  # |x| 2^(G+F) = sig 2^k
+    left = b.shl(x.sig, b.min(b.max(k, 0), k_hi))
+    right = b.min(b.max(b.sub(0, k), 0), W - 1)
+    fl = b.shr(left, right)
+    frac = b.cmp("ne", b.shl(fl, right), left)
+    fl = b.min(fl, bound) if shift is None else _sel(b, x.inf, bound, b.min(fl, bound))
+    one, zero = b.constant(1, W), b.constant(0, W)
+    cl = b.add(fl, b.sel(frac, one, zero))
+    SF = b.sel(x.neg, b.sub(0, cl), fl)  # floor(x 2^(G+F))
+    SC = b.sel(x.neg, b.sub(0, fl), cl)  # ceil
+    r = None
+    if stochastic:
+        r = b.and_(b.resize(b.signless(rbits), W), (1 << 32) - 1)
+    count = None
+    rd: dict[int, Any] = {}  # r Du by gap width
+    for j in range(len(N) - 1):
+        lo, hi = N[j], N[j + 1]
+        straddle = lo < 0 < hi
+        if roundmode == "zero":
+            if straddle:  # x's sign decides (x beyond the gap has the same sign)
+                up = b.cmp("eq", b.sel(x.neg, one, zero), 0)
+            elif lo >= 0:
+                up = b.cmp("sge", SF, P[j + 1])
+            else:
+                up = b.cmp("sgt", SC, P[j])
+        elif stochastic:
+            if hi - lo not in rd:
+                rd[hi - lo] = b.mul(r, hi - lo)
+            # toward zero is lo: up on a carry; toward zero is hi: up without one (lo is
+            # toward zero when lo >= 0 or, straddling 0, for x < 0: whenever hi > 0; hi
+            # whenever lo < 0)
+            to_lo = b.cmp("sle", b.sub(P[j + 1], SF), rd[hi - lo]) if hi > 0 else None
+            to_hi = b.cmp("sgt", b.sub(SC, P[j]), rd[hi - lo]) if lo < 0 else None
+            up = to_lo if to_hi is None else to_hi if to_lo is None else \
+                b.select(x.neg, to_lo, to_hi)
+        else:
+            m = lo + hi  # the midpoint, in units 2^-(G+1)
+            if straddle and roundmode != "even" and m == 0:
+                # a tie is x = +-0: toward zero is the neighbour of x's sign
+                up = b.cmp("eq", b.sel(x.neg, one, zero), 0)
+            else:
+                if straddle and roundmode != "even":
+                    tie_up = m > 0  # the tie x = m has m's sign
+                else:
+                    tie_up = {"even": (j + 1) % 2 == 0, "nearest": lo >= 0,
+                              "half_down": hi <= 0}[roundmode]
+                up = b.cmp("sge", SF, m) if tie_up else b.cmp("sgt", SC, m)
+        inc = b.sel(up, one, zero)
+        count = inc if count is None else b.add(count, inc)
+    return _sel(b, x.nan, _lut_nan_code(n), count), W
+
+
+def _lut_nan_code(n: NumberSpec) -> int:
+    """A NaN's code: the value of smallest magnitude (the positive one of two)."""
+    t = n.table
+    return min(range(len(t)), key=lambda i: (abs(t[i]), -t[i]))
+
+
+def _decode_lut(b: IntBuilder, codes: Any, n: NumberSpec, dst: str, shift: Any) -> Any:
+    """Table values by a select tree on the code's bits (f32 bit patterns, exact), then
+    ``* 2^shift`` rounded once to f32 and to ``dst`` by the general decoder of f32 codes."""
+    c = b.signless(codes)
+    if b.width(c) != 32:
+        c = b.resize(c, 32)
+    vals: list[Any] = [int(np.float32(t).view(np.uint32)) for t in n.table]
+    for i in range(n.bits):
+        bit = b.cmp("ne", b.and_(c, 1 << i), 0)
+        nxt = []
+        for lo, hi in zip(vals[::2], vals[1::2]):
+            if isinstance(lo, int) and isinstance(hi, int):
+                nxt.append(lo if lo == hi else b.sel(bit, b.constant(hi, 32), lo))
+            else:
+                nxt.append(b.sel(bit, hi, lo))
+        vals = nxt
+    bits = vals[0] if not isinstance(vals[0], int) else b.constant(vals[0], 32)
+    if shift is None and dst == "f32":
+        return b.bitcast_to_float(bits, "f32")
+    return emit_decode(b, bits, "f32", dst, shift=shift)
+
+
 # ================================================================ the specializations (plans)
 
 
@@ -880,7 +1047,10 @@ def emit_encode(b: IntBuilder, value: Any, src_wide: str | FloatType,
     docstring)."""
     n, _ = _spec(spec)
     _check_mode(roundmode, rbits)
-    code, W = _encode(b, value, src_wide, n, target(n), roundmode, rbits, shift, fixed)
+    if n.is_lut:
+        code, W = _encode_lut(b, value, src_wide, n, roundmode, rbits, shift)
+    else:
+        code, W = _encode(b, value, src_wide, n, target(n), roundmode, rbits, shift, fixed)
     bits = code_bits or _storage_bits(n)
     if bits < n.bits:
         raise ValueError(f"emit_encode: code_bits={bits} cannot hold {n.code}'s {n.bits} bits")
@@ -949,6 +1119,8 @@ def emit_decode(b: IntBuilder, codes: Any, spec: NumberSpec | FloatType | str, d
     if d.mlir not in ("f32", "bf16", "f16"):
         raise ValueError(f"emit_decode: destination must be f32, bf16 or f16, got '{d.mlir}'")
     n, ft = _spec(spec)
+    if n.is_lut:
+        return _decode_lut(b, codes, n, d.mlir, shift)
     if shift is None and ft is not None and (isinstance(spec, FloatType)
                                              or ft.mlir in FLOAT_TYPES):
         return emit_extf(b, codes, ft, d.mlir)

@@ -69,8 +69,9 @@ class StableHLOBuilder(MLIRBuilder):
     def binary(self, op: str, lhs, rhs):
         h = self.hlo
         cls = {"and": h.AndOp, "or": h.OrOp, "xor": h.XorOp, "add": h.AddOp,
-               "sub": h.SubtractOp, "shl": h.ShiftLeftOp, "shrui": h.ShiftRightLogicalOp,
-               "shrsi": h.ShiftRightArithmeticOp, "minsi": h.MinOp, "maxsi": h.MaxOp}[op]
+               "sub": h.SubtractOp, "mul": h.MulOp, "shl": h.ShiftLeftOp,
+               "shrui": h.ShiftRightLogicalOp, "shrsi": h.ShiftRightArithmeticOp,
+               "minsi": h.MinOp, "maxsi": h.MaxOp}[op]
         return cls(lhs, rhs, **self._kw()).result
 
     def compare(self, pred: str, lhs, rhs):

@@ -14,9 +14,10 @@ The codec's algorithms are branch-free integer arithmetic on code bits, written 
 The interface
 -------------
 A builder implements nine primitives (see :class:`IntBuilder`): ``constant(value, bits)``,
-``binary(op, lhs, rhs)`` with ``op`` in :data:`BINARY_OPS` (``and or xor add sub shl shrui
-shrsi minsi maxsi``), ``compare(pred, lhs, rhs)`` with the signed :data:`PREDICATES` (``eq ne
-slt sle sgt sge``, result i1), ``select(cond, a, b)``, ``bitcast_to_int(x)`` /
+``binary(op, lhs, rhs)`` with ``op`` in :data:`BINARY_OPS` (``and or xor add sub mul shl
+shrui shrsi minsi maxsi``; ``mul`` keeps the low bits, as two's complement wraps),
+``compare(pred, lhs, rhs)`` with the signed :data:`PREDICATES` (``eq ne slt sle sgt sge``,
+result i1), ``select(cond, a, b)``, ``bitcast_to_int(x)`` /
 ``bitcast_to_float(x, wide)`` (same width), ``resize(x, bits)`` (zero-extend or truncate),
 ``width(x)``, and ``float_op(op, lhs, rhs, wide)`` (``add``/``sub`` of f32 or f64 given and
 returned as bit patterns; only the codec's float-assisted steps use it).  Optional ones:
@@ -40,7 +41,8 @@ __all__ = ["ArithBuilder", "BINARY_OPS", "IntBuilder", "MLIRBuilder", "NumpyBuil
            "PREDICATES", "signed"]
 
 
-BINARY_OPS = ("and", "or", "xor", "add", "sub", "shl", "shrui", "shrsi", "minsi", "maxsi")
+BINARY_OPS = ("and", "or", "xor", "add", "sub", "mul", "shl", "shrui", "shrsi", "minsi",
+              "maxsi")
 PREDICATES = ("eq", "ne", "slt", "sle", "sgt", "sge")
 
 
@@ -137,6 +139,9 @@ class IntBuilder:
     def sub(self, a, b):
         return self._bin("sub", a, b)
 
+    def mul(self, a, b):
+        return self._bin("mul", a, b)
+
     def shl(self, a, b):
         return self._bin("shl", a, b)
 
@@ -187,7 +192,7 @@ class NumpyBuilder(IntBuilder):
             u = f"uint{bits}"
             return (np.asarray(lhs).view(u) >> np.asarray(rhs).astype(u)).view(lhs.dtype)
         fn = {"and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor,
-              "add": np.add, "sub": np.subtract, "shl": np.left_shift,
+              "add": np.add, "sub": np.subtract, "mul": np.multiply, "shl": np.left_shift,
               "shrsi": np.right_shift, "minsi": np.minimum, "maxsi": np.maximum}[op]
         with np.errstate(over="ignore"):
             return fn(lhs, rhs).astype(lhs.dtype, copy=False)
@@ -325,8 +330,8 @@ class ArithBuilder(MLIRBuilder):
     def binary(self, op: str, lhs, rhs):
         a = self.arith
         cls = {"and": a.AndIOp, "or": a.OrIOp, "xor": a.XOrIOp, "add": a.AddIOp,
-               "sub": a.SubIOp, "shl": a.ShLIOp, "shrui": a.ShRUIOp, "shrsi": a.ShRSIOp,
-               "minsi": a.MinSIOp, "maxsi": a.MaxSIOp}[op]
+               "sub": a.SubIOp, "mul": a.MulIOp, "shl": a.ShLIOp, "shrui": a.ShRUIOp,
+               "shrsi": a.ShRSIOp, "minsi": a.MinSIOp, "maxsi": a.MaxSIOp}[op]
         return cls(lhs, rhs, **self._kw()).result
 
     def compare(self, pred: str, lhs, rhs):

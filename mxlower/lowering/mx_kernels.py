@@ -76,7 +76,6 @@ from typing import Any, ClassVar
 import numpy as np
 
 from mxlower import numbers, types
-from mxlower.cast_reference import computed_here
 from mxlower.bindings import upstream
 from mxlower.formats import (FORMATS, SCALE_MODES, WIDE_TYPES, MXFormat, get_datatype,
                              last_axis_format, mx_quantize_of)
@@ -367,7 +366,8 @@ class CastSpec:
     values (f32, bf16 or f16) in, the same type out, each value the dequantized value of its
     actual cast to ``number`` [with ``scale``].
 
-    Covered: any number spec unscaled (units of one vector of values, the last one masked:
+    Covered: any number spec (lookup tables as the codec takes them:
+    :func:`mxlower.lowering.codec.lut_unsupported`) unscaled (units of one vector of values, the last one masked:
     any shape), and exponent scales (``e8m0``-like, every scale mode) or float scales
     (``e4m3fn``, ``bf16``, ...: ``scalemode`` max) in 1D tiles of ``k`` values along the last
     dimension: a ``..._tK`` scale whose dimension is the last (``k`` = K), or a channel scale
@@ -383,7 +383,7 @@ class CastSpec:
     offset from them.  Other datatypes (zero points, 2D tiles) raise ValueError: the caller
     falls back to that lowering."""
 
-    number: str
+    number: str | numbers.NumberSpec
     scale: str | None = None
     wide: str = "f32"
     roundmode: str = "even"
@@ -394,8 +394,9 @@ class CastSpec:
 
     def __post_init__(self) -> None:
         n = numbers.number(self.number)  # SpecError (a ValueError) when it is no spec
-        computed_here(n)  # lookup tables: mxlower.reference only so far (SpecError)
-        object.__setattr__(self, "number", n.code)
+        # the code, except for a custom lookup table, which its code cannot rebuild
+        object.__setattr__(self, "number", n if n.is_lut and n.code not in numbers.LUTS
+                           else n.code)
         if self.wide not in WIDE_TYPES:
             raise ValueError(f"'{self.wide}' is not f32, bf16 or f16")
         if self.roundmode not in numbers.ROUND_MODES:
@@ -404,6 +405,9 @@ class CastSpec:
         if self.scale is None:
             if self.length is not None:
                 raise ValueError("an unscaled cast has no tile length")
+            reason = cast_math.unsupported(numbers.Datatype(n, None), "max", self.roundmode)
+            if reason:
+                raise ValueError(reason)
             object.__setattr__(self, "scalemode", "max")
             return
         s = numbers.scale(self.scale)
@@ -433,7 +437,7 @@ class CastSpec:
         if self.length is not None and self.length <= 0:
             raise ValueError(f"the tile length must be positive, got {self.length}")
         dt = numbers.Datatype(n, s)
-        reason = cast_math.unsupported(dt, self.scalemode)
+        reason = cast_math.unsupported(dt, self.scalemode, self.roundmode)
         if reason:
             raise ValueError(reason)
         object.__setattr__(self, "scale", s.code)
@@ -483,7 +487,7 @@ class CastSpec:
 
     @property
     def name(self) -> str:
-        parts = ["mxlower", "cast", self.number, self.scale or "none", self.wide,
+        parts = ["mxlower", "cast", self.spec.code, self.scale or "none", self.wide,
                  self.roundmode]
         if self.scale is not None:
             parts.append(self.scalemode)

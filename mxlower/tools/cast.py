@@ -36,7 +36,6 @@ import ml_dtypes
 import numpy as np
 
 from mxlower import reference, types
-from mxlower.cast_reference import computed_here
 from mxlower.diagnostics import InputError
 from mxlower.execution.arrays import load_arrays
 from mxlower.formats import DATATYPES, Datatype, SpecError, get_datatype
@@ -146,8 +145,6 @@ def parse_datatypes(datatypes: Sequence[str] = (), numbers: Sequence[str] = (),
         for n in nums:
             for s in scs:
                 out.append(datatype(n, None if s.lower() == "none" else s))
-        for dt in out:  # lookup tables: computed by the oracle, not offered here yet
-            computed_here(dt.number)
     except SpecError as e:
         raise InputError(str(e)) from None
     unique: dict[str, Datatype] = {}

@@ -299,6 +299,8 @@ BAD = [
     (["x.npy", "-d", "mxfp8_e4m3", "--plot", "nodir/p.svg"], "no such directory"),
     (["f64big.npy", "-d", "mxfp8_e4m3"], "beyond float32's range"),
     (["x.npy", "-d", "mxfp8_e4m3", "--bogus"], "unrecognized arguments"),
+    (["x.npy", "-d", "nf4:float32_uint8_t32"], "only uint data takes a zero point"),
+    (["x.npy", "-n", "lut4_0123456789ab"], "cannot rebuild the table"),
 ]
 
 
@@ -350,6 +352,20 @@ def test_type_names_are_shown_as_written(data, capsys):
     doc = run_json(path, "-d", "bfloat16,e5m6:e8m0_t32,float16", capsys=capsys)
     assert [(r["datatype"], r["code"]) for r in doc["results"]] == [
         ("bfloat16", "e8m7"), ("e5m6:e8m0_t32", "e5m6:e8m0_t32"), ("float16", "e5m10")]
+
+
+def test_lookup_tables(data, capsys):
+    """nf4 (section 10.7) unscaled, with QLoRA's absmax scale and an exponent scale: the
+    oracle's cast values."""
+    x, path = data
+    doc = run_json(path, "-d", "nf4,nf4:float32_t64", "-n", "nf4", "-s", "e8m0_t32",
+                   capsys=capsys)
+    rows = {r["code"]: r for r in doc["results"]}
+    assert set(rows) == {"nf4", "nf4:e8m23_t64", "nf4:e8m0_t32"}
+    for code, dt in (("nf4", "nf4"), ("nf4:e8m23_t64", "nf4:float32_t64"),
+                     ("nf4:e8m0_t32", "nf4:e8m0_t32")):
+        want = _expected(x, reference.cast(x, dt))
+        assert rows[code]["rmse"] == pytest.approx(want["rmse"], rel=1e-12), code
 
 
 def test_list_datatypes(capsys):

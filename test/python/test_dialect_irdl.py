@@ -31,7 +31,7 @@ from mxlower.bindings import jaxlib as J
 from mxlower.bindings import collect_ops, upstream
 from mxlower.dialect import mx
 from mxlower.formats import FORMATS, SCALE_MODES, WIDE_TYPES
-from mxlower.numbers import ROUND_MODES
+from mxlower.numbers import ROUND_MODES, lut_spec
 from mxlower.numbers import SCALE_MODES as CAST_SCALE_MODES
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -244,7 +244,8 @@ def builder_corpus(jctx) -> list[tuple[str, str, int]]:
     for i, (number, scale) in enumerate([
             ("e5m6", "e8m0_t32"), ("e2m1fo", "e8m0_t16x16"), ("int4", "bfloat16_t0"),
             ("e4m3fn", "e8m0"), ("uint4", "float32_uint8_t16"), ("uint8", "float16_e5m10_t0d0"),
-            ("e3m4b5", None), ("mxint4", None), ("nvfp4", None)]):
+            ("e3m4b5", None), ("mxint4", None), ("nvfp4", None),
+            (lut_spec([-1.5, -0.5, 0.5, 1.5]), "e8m0_t32")]):  # number = "lut", table
         for mode in ("even", "stochastic"):
             types = [_t((16, 64), wide[i % 3])] + ([_t((16, 64), "ui32")]
                                                     if mode == "stochastic" else [])
@@ -252,7 +253,7 @@ def builder_corpus(jctx) -> list[tuple[str, str, int]]:
                 lambda a, ip, number=number, scale=scale, mode=mode: mx.cast(
                     a[0], number, scale, roundmode=mode,
                     rbits=a[1] if mode == "stochastic" else None, ip=ip))
-            label = ("unscaled datatype " if scale is None and ":" not in number
+            label = ("unscaled datatype " if scale is None and ":" not in str(number)
                      and number not in ("mxint4", "nvfp4") else "") + "quantize"
             add(f"{label} {number} {scale} {mode}", types,
                 lambda a, ip, number=number, scale=scale, mode=mode: mx.quantize(
@@ -380,8 +381,8 @@ def test_same_attribute_names(definition):
 
 def test_same_allowed_values(definition):
     """Every enumerated attribute lists exactly the Python table's values; the others are
-    integers (block sizes, axes) or, for dot_dimension_numbers, anything (StableHLO's
-    attribute is opaque to upstream MLIR)."""
+    integers (block sizes, axes), a dense array (a lookup table's values) or, for
+    dot_dimension_numbers, anything (StableHLO's attribute is opaque to upstream MLIR)."""
     seen = set()
     for name, d in definition.items():
         for attr, c in d.constrained.items():
@@ -394,6 +395,8 @@ def test_same_allowed_values(definition):
                 seen.add(attr)
             elif attr == "dot_dimension_numbers":
                 assert c.kind == "any"
+            elif attr == "table":  # a custom lookup table's values, array<f32: ...>
+                assert (c.kind, c.values) == ("base", frozenset(["#builtin.dense_array"]))
             else:
                 assert (c.kind, c.values) == ("base", frozenset(["#builtin.integer"])), \
                     (name, attr)

@@ -557,3 +557,31 @@ def test_jax_cast_lowers_for_cuda_to_the_kernel():
     tensor = jax.jit(lambda v: mxj.cast(v, "e2m1fn", "e8m0")).trace(x).lower(
         lowering_platforms=("cuda",)).as_text()
     assert "mxlower_cast" not in tensor
+
+
+# ----------------------------------------------------------------------------- lookup tables
+
+
+@pytest.mark.parametrize("number,scale,cases", [
+    ("nf4", None, [(m, "max") for m in ROUND]),
+    ("nf4", "e8m0_t32", [("even", "max"), ("stochastic", "midmax"), ("nearest", "rceil"),
+                         ("zero", "nearest"), ("half_down", "max")]),
+    ("nf4", "f32_t64", [("even", "max"), ("stochastic", "max")]),  # QLoRA's absmax
+    ("nozero", None, [("nearest", "max"), ("stochastic", "max")]),
+    ("nozero", "bf16_t32", [("zero", "max"), ("half_down", "max")]),
+])
+def test_lookup_tables(number, scale, cases):
+    """Section 10.7's tables through the kernel (the codec's LUT encoder with the tile's shift
+    or the exact quotient): nf4 and a custom table without 0 (its spec kept by the CastSpec,
+    named by its digest)."""
+    from mxlower.numbers import lut_spec
+
+    n = lut_spec([-1.5, -0.5, 0.5, 1.5]) if number == "nozero" else number
+    x = tiled_inputs((4, 256), "f32", seed=9) if scale else probe_values("f32")[:4099]
+    if scale is None:
+        x = np.concatenate([x, np.float32([0.5, 1.0, -1.0, 0.25, -0.75, 1.25, 2.0 ** -140])])
+    for roundmode, scalemode in cases:
+        check_cast(x, n, scale, roundmode, scalemode)
+    if number == "nozero":
+        spec = CastSpec(n, None)
+        assert spec.number == n and n.code in spec.name

@@ -1,6 +1,8 @@
 """Lookup-table number specs (docs/semantics.md section 10.7): the grammar and its errors, NF4,
 and the oracle's rounding, encode, decode and cast against an independent formulation written
-here in Fractions; the layers outside the oracle refuse them by name."""
+here in Fractions.  The layers below the oracle are checked against it in test_lut_codec.py
+(the codec), test_lut_ops.py (the mx ops, StableHLO and LLVM), test_lut_jax.py and
+test_ffi_cast.py (the fused CPU cast kernel)."""
 
 from __future__ import annotations
 
@@ -355,61 +357,3 @@ def test_scale_modes_use_max_and_emax(scalemode):
     a = R.encode(x, s, "e8m0_t32", scalemode=scalemode).scales
     b = R.encode(x, like, "e8m0_t32", scalemode=scalemode).scales
     assert np.array_equal(a.view(np.uint8), b.view(np.uint8))
-
-
-# ---------------------------------------------------------------- outside the oracle
-
-REFUSED = "lookup-table specs are computed by mxlower.reference only so far"
-
-
-def test_jax_cast_refuses_lookup_tables():
-    jax = pytest.importorskip("jax")
-    import mxlower.jax as mxj
-    x = np.ones((4, 64), np.float32)
-    for number_, scale in (("nf4", None), ("nf4", "e8m0_t64"), ("nf4:bf16_t64", None)):
-        with pytest.raises(ValueError, match=REFUSED):
-            jax.jit(lambda x: mxj.cast(x, number_, scale))(x)
-
-
-def test_mx_ops_refuse_lookup_tables():
-    from mxlower.bindings import jaxlib as J
-    from mxlower.dialect import mx
-    ir = J.ir
-    with J.make_context(allow_unregistered=True), ir.Location.unknown():
-        m = ir.Module.parse("func.func @f(%a: tensor<4x64xf32>) {\n  return\n}")
-        block = m.body.operations[0].regions[0].blocks[0]
-        ip = ir.InsertionPoint(block.operations[0])
-        x = block.arguments[0]
-        for build in (lambda: mx.cast(x, "nf4", ip=ip),
-                      lambda: mx.cast(x, "nf4", "e8m0_t64", ip=ip),
-                      lambda: mx.quantize(x, number="nf4", scale="e8m0_t64", ip=ip)):
-            with pytest.raises(mx.MXError, match=REFUSED):
-                build()
-        # the verifier, on IR written by hand
-        text = ('func.func @f(%a: tensor<4x64xf32>) -> tensor<4x64xf32> {\n'
-                '  %0 = "mx.cast"(%a) {number = "nf4", scale = "e8m0_t64", roundmode = "even",'
-                ' scalemode = "max"} : (tensor<4x64xf32>) -> tensor<4x64xf32>\n'
-                '  return %0 : tensor<4x64xf32>\n}')
-        m2 = ir.Module.parse(text)
-        errors = mx.verify(m2)
-        assert errors and any(REFUSED in msg for _, msg in errors), errors
-        op = m2.body.operations[0].regions[0].blocks[0].operations[0]
-        with pytest.raises(mx.MXError, match=REFUSED):
-            mx.parse(op)
-
-
-def test_kernels_and_codec_refuse_lookup_tables():
-    from mxlower.lowering import codec
-    from mxlower.lowering.mx_kernels import CastSpec
-    for kw in (dict(number="nf4"), dict(number="nf4", scale="e8m0_t64", length=None)):
-        with pytest.raises(ValueError, match=REFUSED):
-            CastSpec(**{k: v for k, v in kw.items() if v is not None})
-    with pytest.raises(SpecError, match=REFUSED):
-        codec.target("nf4")
-
-
-def test_cast_tool_refuses_lookup_tables():
-    from mxlower.diagnostics import InputError
-    from mxlower.tools import cast as tool
-    with pytest.raises(InputError, match=REFUSED):
-        tool.parse_datatypes(["nf4:e8m0_t64"])

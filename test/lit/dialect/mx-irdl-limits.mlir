@@ -32,7 +32,7 @@ func.func @optional_attribute_value(%x: tensor<4x64xf32>) {
 // CHECK-LABEL: func.func @unknown_attribute
 // CHECK: "mx.quantize"
 func.func @unknown_attribute(%x: tensor<4x64xf32>) {
-  // expected-error @+1 {{'mx.quantize' op unknown attribute 'blocksize' (known for mx.quantize: format, block_size, axis, scale_mode, number, scale, roundmode, scalemode)}}
+  // expected-error @+1 {{'mx.quantize' op unknown attribute 'blocksize' (known for mx.quantize: format, block_size, axis, scale_mode, number, scale, roundmode, scalemode, table)}}
   %q, %s = "mx.quantize"(%x) {format = "mxfp8_e4m3", blocksize = 32 : i64} : (tensor<4x64xf32>) -> (tensor<4x64xf8E4M3FN>, tensor<4x2xf8E8M0FNU>)
   return
 }

@@ -430,3 +430,57 @@ func.func @wide_int_float_scale(%x: tensor<4x64xf32>) {
   %y = "mx.cast"(%x) {number = "int32", scale = "float32_t0"} : (tensor<4x64xf32>) -> tensor<4x64xf32>
   return
 }
+
+// -----
+
+// Lookup tables (docs/semantics.md section 10.7): the codec counts, in i64 from the exact
+// floor / ceiling of x * 2^-E in units of the table's finest bit, the gaps x rounds past (one
+// comparison per gap of nf4's 16 values); the codes are stored ui8.
+
+// CHECK-LABEL: func.func @quantize_nf4
+// CHECK: stablehlo.reduce(%{{.*}} init: %{{.*}}) applies stablehlo.maximum across dimensions = [1, 3] : (tensor<4x1x2x32xi32>, tensor<i32>) -> tensor<4x2xi32>
+// CHECK-NOT: stablehlo.divide
+// CHECK: %[[FL:.*]] = stablehlo.shift_right_logical %{{.*}}, %{{.*}} : tensor<4x1x2x32xi64>
+// CHECK: stablehlo.compare GT, %{{.*}}, %{{.*}}, SIGNED : (tensor<4x1x2x32xi64>, tensor<4x1x2x32xi64>) -> tensor<4x1x2x32xi1>
+// CHECK: stablehlo.compare GE, %{{.*}}, %{{.*}}, SIGNED : (tensor<4x1x2x32xi64>, tensor<4x1x2x32xi64>) -> tensor<4x1x2x32xi1>
+// CHECK-NOT: stablehlo.multiply
+// CHECK: stablehlo.convert %{{.*}} : (tensor<4x64xi32>) -> tensor<4x64xui8>
+// CHECK: return %{{.*}}, %{{.*}} : tensor<4x64xui8>, tensor<4x2xf8E8M0FNU>
+func.func @quantize_nf4(%x: tensor<4x64xf32>) -> (tensor<4x64xui8>, tensor<4x2xf8E8M0FNU>) {
+  %c, %s = "mx.quantize"(%x) {number = "nf4", scale = "e8m0_t32"} : (tensor<4x64xf32>) -> (tensor<4x64xui8>, tensor<4x2xf8E8M0FNU>)
+  return %c, %s : tensor<4x64xui8>, tensor<4x2xf8E8M0FNU>
+}
+
+// -----
+
+// A custom table (number = "lut" with its values) with stochastic rounding: per gap, the
+// random bits times the gap's width (both gaps of width 1 share one product), compared with
+// the distance to the neighbour toward zero; the gap straddling 0 (no 0 in the table) selects
+// by x's sign.  Decoding selects the f32 value by the code's bits.
+
+// CHECK-LABEL: func.func @cast_lut_table
+// CHECK: stablehlo.bitcast_convert %arg1 : (tensor<8xui32>) -> tensor<8xi32>
+// CHECK: %[[R:.*]] = stablehlo.and %{{.*}}, %{{.*}} : tensor<8xi64>
+// CHECK: %[[RD:.*]] = stablehlo.multiply %[[R]], %{{.*}} : tensor<8xi64>
+// CHECK: stablehlo.compare GT, %{{.*}}, %[[RD]], SIGNED
+// CHECK: stablehlo.compare LE, %{{.*}}, %[[RD]], SIGNED
+// CHECK: stablehlo.select %{{.*}}, %{{.*}}, %{{.*}} : tensor<8xi1>, tensor<8xi1>
+// CHECK-NOT: stablehlo.multiply %[[R]]
+// CHECK: stablehlo.compare LE, %{{.*}}, %[[RD]], SIGNED
+// CHECK: stablehlo.select %{{.*}}, %{{.*}}, %{{.*}} : tensor<8xi1>, tensor<8xi32>
+// CHECK: return %{{.*}} : tensor<8xf32>
+func.func @cast_lut_table(%x: tensor<8xf32>, %r: tensor<8xui32>) -> tensor<8xf32> {
+  %y = "mx.cast"(%x, %r) {number = "lut", table = array<f32: -1.5, -0.5, 0.5, 1.5>, roundmode = "stochastic"} : (tensor<8xf32>, tensor<8xui32>) -> tensor<8xf32>
+  return %y : tensor<8xf32>
+}
+
+// -----
+
+// A table whose values span more bits than the exact i64 method takes is reported at the op
+// (mxlower.reference computes it).
+
+func.func @lut_too_wide(%x: tensor<8xf32>, %r: tensor<8xui32>) {
+  // expected-error @+1 {{'mx.cast' op lut2_}}
+  %y = "mx.cast"(%x, %r) {number = "lut", table = array<f32: 0.0, 9.31322574615478515625e-10, 1.0, 2.0>, roundmode = "stochastic"} : (tensor<8xf32>, tensor<8xui32>) -> tensor<8xf32>
+  return
+}
