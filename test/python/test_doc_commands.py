@@ -185,3 +185,16 @@ def test_doc_command_lines_parse(doc):
     """Every shell block line of these documents is valid shell (quotes balanced)."""
     for block in _blocks(_doc(doc), "sh"):
         shlex.split(block.replace("\\\n", " "), comments=True)
+
+
+def test_comparison_doc_commands_print_the_documented_tables(tmp_path):
+    """docs/comparison.md's commands, run as written (in a scratch directory), print its
+    tables: the same rows, and the same figures to the printed digits (the input streams of
+    NumPy's default_rng are stable; a change there shows up here)."""
+    doc = _doc("docs/comparison.md")
+    cmd = _blocks(doc, "sh")[0]
+    documented = _blocks(doc, "text")[0]
+    r = subprocess.run(["bash", "-ec", cmd], cwd=tmp_path, env=ENV, capture_output=True,
+                       text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == documented

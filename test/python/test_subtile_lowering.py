@@ -235,3 +235,29 @@ def test_subtiles_over_non_adjacent_dimensions_and_empty_tensors():
         wants.append(R.cast(x, number, scale, scalemode="midmax"))
     for got, want in zip(m.run(), wants):
         _check(got, want, want.shape)
+
+
+def test_subtile_casts_on_the_llvm_engine():
+    """mx.cast with subtiles (and a lookup table under them) lowered through StableHLO to
+    LLVM and run by the upstream ExecutionEngine, against the oracle."""
+    from test_mx_cast import _check, _llvm, _rbits_arg
+
+    rng = np.random.default_rng(3)
+    x = (rng.standard_normal((4, 32)) * np.exp2(rng.integers(-3, 3, (4, 32)))).astype(
+        np.float32)
+    x[0, 5] = np.nan
+    r = rng.integers(0, 2 ** 32, x.shape, dtype=np.uint32)
+    m = MxModule()
+    xv, rv = m.arg(x), _rbits_arg(m, r, True)
+    cases = [("int8", "e8m0_t16_s2o1", "even", "max"),
+             ("int5", "e8m0_t16_s2o1", "stochastic", "rceil"),
+             ("e2m1fo", "e8m0_t32_s4o2", "nearest", "max"),
+             ("nf4", "e8m0_t16_s2o1", "even", "rceil")]
+    for n, s, rm, sm in cases:
+        ops = [xv] + ([rv] if rm == "stochastic" else [])
+        names, types = ", ".join(o.name for o in ops), ", ".join(o.type for o in ops)
+        m.ret(m.raw(f'{{r}} = "mx.cast"({names}) {{number = "{n}", scale = "{s}", '
+                    f'roundmode = "{rm}", scalemode = "{sm}"}} : ({types}) -> {xv.type}',
+                    xv.shape, xv.elt))
+    for got, (n, s, rm, sm) in zip(_llvm(m), cases):
+        _check(got, R.cast(x, n, s, rm, sm, r if rm == "stochastic" else None), (n, s))
