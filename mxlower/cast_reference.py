@@ -326,7 +326,9 @@ def _round_lut(v: np.ndarray, spec: NumberSpec, mode: str, r) -> np.ndarray:
     i = np.searchsorted(t, x, side="right") - 1  # t[i] <= x < t[i + 1]; -1 below t[0]
     codes = np.clip(i, 0, n - 1).astype(np.int64)  # below / above the table: its ends
     inside = (i >= 0) & (i < n - 1) & (t[np.clip(i, 0, n - 1)] != x) & ~nan
-    if inside.any():
+    if inside.any() and mode != "stochastic":
+        codes[inside] = _lut_deterministic(x[inside], i[inside], spec.table, mode)
+    elif inside.any():
         xs, ii = x[inside], i[inside]
         keys, first, inv = np.unique(xs.view(np.int64), return_index=True,
                                      return_inverse=True)
@@ -347,6 +349,43 @@ def _round_lut(v: np.ndarray, spec: NumberSpec, mode: str, r) -> np.ndarray:
         else:
             codes[inside] = near[inv.reshape(-1)]
     return np.where(nan, _lut_nan_code(spec), codes).astype(np.int64)
+
+
+@functools.lru_cache(maxsize=64)
+def _lut_gaps(table: tuple[float, ...]):
+    """Per gap (T[i], T[i+1]): the largest f64 at or below its exact midpoint, whether that
+    is the midpoint itself, and the gap's toward-zero direction (-1: T[i], +1: T[i+1], 0:
+    the gap straddles 0 and the direction is x's sign)."""
+    mid_floor, exact, toward = [], [], []
+    for lo, hi in zip(table, table[1:]):
+        m = (Fraction(lo) + Fraction(hi)) / 2
+        f = float(m)
+        if Fraction(f) > m:
+            f = math.nextafter(f, -math.inf)
+        mid_floor.append(f)
+        exact.append(Fraction(f) == m)
+        toward.append(-1 if lo >= 0 else 1 if hi <= 0 else 0)
+    return (np.array(mid_floor, _F64), np.array(exact, bool), np.array(toward, np.int64))
+
+
+def _lut_deterministic(x: np.ndarray, i: np.ndarray, table: tuple[float, ...],
+                       mode: str) -> np.ndarray:
+    """:func:`_lut_between`'s deterministic codes for many values at once: ``x`` (exact f64)
+    strictly inside gap ``i``.  x is an f64, so it is above the exact midpoint m exactly when
+    it is above the largest f64 at or below m, and equal to it only when m is an f64."""
+    mid, exact, toward = (a[i] for a in _lut_gaps(table))
+    pos = (x > 0) | ((x == 0) & ~np.signbit(x))
+    z_up = np.where(toward == 0, pos, toward > 0)  # Z is T[i+1]
+    if mode == "zero":
+        return i + z_up
+    tie = exact & (x == mid)
+    if mode == "even":
+        up_at_tie = i % 2 == 1
+    elif mode == "nearest":  # the away neighbour; Z for a gap straddling 0
+        up_at_tie = np.where(toward == 0, z_up, ~z_up)
+    else:  # half_down: Z
+        up_at_tie = z_up
+    return i + np.where(tie, up_at_tie, x > mid)
 
 
 def _lut_between(x: float, i: int, table: tuple[float, ...], mode: str):

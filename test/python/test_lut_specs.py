@@ -357,3 +357,32 @@ def test_scale_modes_use_max_and_emax(scalemode):
     a = R.encode(x, s, "e8m0_t32", scalemode=scalemode).scales
     b = R.encode(x, like, "e8m0_t32", scalemode=scalemode).scales
     assert np.array_equal(a.view(np.uint8), b.view(np.uint8))
+
+
+@pytest.mark.parametrize("table", [
+    NF4_VALUES,
+    (-3.0, -1.0, 0.5, 2.0),  # a table without 0
+    (-5.0, -2.0),  # negative only
+    (1.0, 2.0, 4.0, 8.0),
+    (-3e38, -1e-38, 1e-30, 2.5e37),  # midpoints that are no f64
+])
+def test_vectorized_deterministic_rounding_is_the_rational_rule(table):
+    """round_codes' vectorized path (midpoints as f64 floors) against _lut_between's exact
+    rational arithmetic, value by value: random values, every midpoint and its f64
+    neighbours, signed zeros, tiny values."""
+    from fractions import Fraction
+
+    from mxlower import cast_reference as CR
+
+    spec = numbers.lut_spec([float(np.float32(v)) for v in table])
+    t = np.array(spec.table)
+    mids = [float((Fraction(a) + Fraction(b)) / 2) for a, b in zip(spec.table, spec.table[1:])]
+    xs = np.concatenate([np.random.default_rng(0).standard_normal(500) * 3, mids,
+                         np.nextafter(mids, np.inf), np.nextafter(mids, -np.inf),
+                         [0.0, -0.0, 1e-300, -1e-300]])
+    inside = (xs > t[0]) & (xs < t[-1]) & ~np.isin(xs, t)
+    for mode in ("even", "nearest", "zero", "half_down"):
+        got = CR.round_codes(xs, spec, mode)[inside]
+        want = [CR._lut_between(float(v), int(np.searchsorted(t, v, "right")) - 1, spec.table,
+                                mode)[0] for v in xs[inside]]
+        assert got.tolist() == want, mode
