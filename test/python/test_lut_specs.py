@@ -370,8 +370,6 @@ def test_vectorized_deterministic_rounding_is_the_rational_rule(table):
     """round_codes' vectorized path (midpoints as f64 floors) against _lut_between's exact
     rational arithmetic, value by value: random values, every midpoint and its f64
     neighbours, signed zeros, tiny values."""
-    from fractions import Fraction
-
     from mxlower import cast_reference as CR
 
     spec = numbers.lut_spec([float(np.float32(v)) for v in table])
