@@ -108,3 +108,17 @@ def test_datatype_array_checks_the_offsets():
         DatatypeArray(a.codes, a.scales, None, "mx9", offsets=a.offsets.astype(jnp.int8))
     with pytest.raises(ValueError, match="has no subtile offsets"):
         DatatypeArray(a.codes, a.scales, None, "int8:e8m0_t16", offsets=a.offsets)
+
+
+@pytest.mark.parametrize("number, scale, message", [
+    ("int8", "e8m0_t16_s3o1", "subtile size is a power of two"),
+    ("int8", "e8m0_t16_s2o9", "a subtile offset has 1 to 8 bits"),
+    ("int8", "e4m3fn_t16_s2o1", "below an exponent scale"),
+    ("int8", "e8m0_t0_s2o1", "divide a tile"),
+    ("int8", "e8m0_t128_s2o1", "tile size 128 does not divide dimension 1 of size 64"),
+])
+def test_bad_subtile_specs_are_trace_time_errors(number, scale, message):
+    x = _x()
+    for fn in (lambda v: mj.cast(v, number, scale), lambda v: mj.quantize(v, f"{number}:{scale}")):
+        with pytest.raises(ValueError, match=message):
+            jax.jit(fn).lower(x)

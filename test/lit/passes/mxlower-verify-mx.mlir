@@ -325,6 +325,39 @@ func.func @cast_subtiles_tile_does_not_divide(%x: tensor<4x64xf32>) {
 
 // -----
 
+// Malformed subtile parts: each rule of the grammar is one located error.
+func.func @cast_subtile_not_a_power_of_two(%x: tensor<4x64xf32>) {
+  // expected-error @+1 {{'mx.cast' op bad datatype: scale 'e8m0_t16_s3o1': a subtile size is a power of two that divides the tile (1 up to the tile), got 3 for a tile of 16}}
+  %y = "mx.cast"(%x) {number = "int8", scale = "e8m0_t16_s3o1"} : (tensor<4x64xf32>) -> tensor<4x64xf32>
+  return
+}
+
+// -----
+
+func.func @quantize_subtile_offset_too_wide(%x: tensor<4x64xf32>) {
+  // expected-error @+1 {{'mx.quantize' op bad datatype: scale 'e8m0_t16_s2o9': a subtile offset has 1 to 8 bits, got 9}}
+  %c, %s, %o = "mx.quantize"(%x) {number = "int8", scale = "e8m0_t16_s2o9"} : (tensor<4x64xf32>) -> (tensor<4x64xi8>, tensor<4x4xf8E8M0FNU>, tensor<4x32xui8>)
+  return
+}
+
+// -----
+
+func.func @dequantize_subtile_under_a_float_scale(%c: tensor<4x64xi8>, %s: tensor<4x4xf8E4M3FN>, %o: tensor<4x32xui8>) {
+  // expected-error @+1 {{'mx.dequantize' op bad datatype: scale 'e4m3fn_t16_s2o1': subtile offsets are powers of two below an exponent scale (e8m0, ...), not the float scale e4m3fn}}
+  %y = "mx.dequantize"(%c, %s, %o) {number = "int8", scale = "e4m3fn_t16_s2o1"} : (tensor<4x64xi8>, tensor<4x4xf8E4M3FN>, tensor<4x32xui8>) -> tensor<4x64xf32>
+  return
+}
+
+// -----
+
+func.func @cast_subtile_is_the_whole_tile(%x: tensor<4x64xf32>) {
+  // expected-error @+1 {{'mx.cast' op bad datatype: scale 'e8m0_t16_s16o1': the subtile is the whole tile; a subtile is smaller}}
+  %y = "mx.cast"(%x) {number = "int8", scale = "e8m0_t16_s16o1"} : (tensor<4x64xf32>) -> tensor<4x64xf32>
+  return
+}
+
+// -----
+
 // Every spec parameter is bounded before any arithmetic with it: a huge bias, width, tile
 // size or dimension is one error naming the limit, at once (a 17-digit bias used to hang).
 func.func @cast_huge_spec_parameters(%x: tensor<4x64xf32>) {
