@@ -1,5 +1,5 @@
-"""docs/compat.md, checked: every statement there about a peer's results (torchao, microxcaling,
-TensorCast, JAX's quantizer, XLA) is a test here.
+"""docs/compat.md, checked: every statement there about a peer's results (torchao's MX, nvfp4
+and NF4, microxcaling, TensorCast, JAX's quantizer, XLA) is a test here.
 
 Each peer's rule is re-implemented in NumPy from its source (the peers are not dependencies; the
 models were compared by hand with torchao 0.18 on torch 2.13's CPU wheel and with op-for-op
@@ -310,6 +310,241 @@ def test_torchao_nvfp4_per_tensor_scale(g):
     assert np.array_equal(ms[~clamped], ts[~clamped])
     assert np.array_equal(me[~clamped], te[~clamped])
     assert np.all(ts[clamped] == 0x08) and np.all(ms[clamped] != 0x08)
+
+
+# ----------------------------------------------------------------------------- torchao NF4
+
+#: torchao 0.18's NF4 table as its source writes it (``NF4Tensor.from_tensor`` in
+#: quantization/quantize_/workflows/nf4/nf4_tensor.py): QLoRA's values to four decimals, made
+#: a tensor of the input's dtype (each literal rounded once to it).
+AO_NF4 = (-1.0, -0.6962, -0.5251, -0.3949, -0.2844, -0.1848, -0.0911, 0.0,
+          0.0796, 0.1609, 0.2461, 0.3379, 0.4407, 0.5626, 0.7230, 1.0)
+BF16 = ml_dtypes.bfloat16
+
+
+def ao_nf4_table(dtype=F32) -> np.ndarray:
+    """torchao's NF4 table in ``dtype`` (float32 or bfloat16), as f32 values."""
+    return np.array(AO_NF4, F32).astype(dtype).astype(F32)
+
+
+def ao_nf4(x, dtype=F32, block=64, sblock=256, mean=None):
+    """torchao 0.18 ``to_nf4(x, block, sblock)`` and ``get_original_weight()`` on the CPU, x flat
+    in ``dtype`` (float32 or bfloat16); every operation is an f32 one rounded to ``dtype``, as
+    torch's CPU kernels compute bf16.  Returns a dict: ``codes`` (one per value), ``q``,
+    ``factor`` (the int8 scalers, one f32 factor per scaler block), ``mean``, ``dq`` (the
+    dequantized block scales) and ``w`` (the dequantized values, f32).
+
+    Elements: v = x / amax; the code is the first index of the smallest |v - T[i]| (a tie
+    takes the lower index; a NaN v, from 0 / 0 or x / NaN, gives 0).  Scales: mean = the mean
+    of all the tensor's block absmaxes (torch's f32 ``mean()``: its summation order is not
+    modelled, this is the exact mean rounded once; ``mean=`` gives it), d = amax - mean, A =
+    max |d| over the scaler block, factor = 256 / (2 A), q = clamp(round_even(d * factor),
+    -128, 127) as int8 (NaN, A = 0, becomes 0 as torch's conversion gives here), dq = q /
+    factor + mean.  Values: T[code] * dq."""
+    dtype = np.dtype(dtype)
+
+    def r(v):
+        return np.asarray(v, F32).astype(dtype).astype(F32)
+
+    xf = np.asarray(x, dtype).astype(F32).reshape(-1, block)
+    T = ao_nf4_table(dtype)
+    with np.errstate(all="ignore"):
+        amax = np.max(np.abs(xf), -1)
+        v = r(xf / amax[:, None])
+        codes = np.argmin(r(np.abs(v[..., None] - T)), -1)  # first minimum, or first NaN
+        mu = r(np.sum(amax, dtype=F64) / amax.size) if mean is None else r(mean)
+        d = r(amax - mu).reshape(-1, sblock)
+        a = np.max(np.abs(d), -1, keepdims=True)
+        f = r(F32(256) / r(F32(2) * a))
+        q = np.clip(np.round(r(d * f)), -128, 127)
+        q = np.where(np.isnan(q), 0, q).astype(np.int8)
+        dq = r(r(q.astype(F32) / f) + mu).reshape(-1)
+        w = r(T[codes] * dq[:, None])
+    return dict(codes=codes.reshape(-1).astype(U8), q=q.reshape(-1), factor=f.reshape(-1),
+                mean=mu, dq=dq, w=w.reshape(-1))
+
+
+def _midpoints(table) -> np.ndarray:
+    t = np.asarray(table, F64)
+    return (t[:-1] + t[1:]) / 2  # exact: the table values are f32
+
+
+def _nf4_probe_blocks(rng, mids, n, dtype=F32) -> np.ndarray:
+    """n blocks of 64 (n a multiple of 256, the scaler block): for amax = 2^k (k = -3, 0, 5),
+    blocks holding each midpoint (times 2^k) and two neighbours either side in ``dtype``; two
+    zero blocks, two tiny ones (amax about 1e-40 and 2^-130, subnormal); random blocks."""
+    rows = []
+    for k in (-3, 0, 5):
+        for m in mids:
+            c = np.asarray(m, F32).astype(dtype).astype(F32)
+            u = c.astype(dtype).view(U32 if dtype == F32 else np.uint16).astype(np.int64)
+            near = [np.asarray(u + s).astype(U32 if dtype == F32 else np.uint16).view(dtype)
+                    for s in (0, 1, -1, 2, -2)]
+            row = rng.uniform(-1, 1, 64)
+            row[0], row[1:6] = 1.0, np.array(near).astype(F64)
+            rows.append(row * 2.0 ** k)
+    rows += [np.zeros(64)] * 2 + [rng.uniform(-1, 1, 64) * a for a in (1e-40, 2.0 ** -130)]
+    m = n - len(rows)
+    rand = rng.standard_normal((m, 64)) * np.exp2(rng.uniform(-12, 12, (m, 1)))
+    return np.concatenate([np.array(rows), rand]).astype(F32).astype(dtype)
+
+
+def _code_from_mids(v, mids, lower_ties) -> np.ndarray:
+    """The nearest-value code of v (f64) among values with these midpoints: the number of
+    midpoints below v, a value exactly at one counting it when not ``lower_ties`` and its
+    lower index is odd (ties to the even code)."""
+    v = np.asarray(v, F64)[..., None]
+    i = np.arange(len(mids))
+    above = (v > mids) if lower_ties else ((v > mids) | ((v == mids) & (i % 2 == 1)))
+    return above.sum(-1)
+
+
+def test_torchao_nf4_codes_are_mxlower_nf4_outside_the_midpoint_gaps():
+    """f32: both take v = x / amax as one f32 division (mxlower's s = amax / max|T| = amax), and
+    the nearest table value.  torchao's table is QLoRA's to four decimals (nf4's values moved by
+    at most 5.0e-5, its midpoints by at most 3.9e-5; in bf16 by up to 1.7e-3), and a tie takes
+    the lower index.  So the
+    codes are equal except where v lies between a midpoint of mxlower's nf4 and the matching
+    one of torchao's table (each end by its own tie rule); an all-zero block gets codes 0 in
+    both (torchao: 0 / 0 is NaN, whose argmin is index 0; mxlower: s = 0)."""
+    from mxlower.numbers import NF4_VALUES
+
+    rng = np.random.default_rng(11)
+    qm = _midpoints(resolve("nf4:float32_t64").number.table)
+    am = _midpoints(ao_nf4_table(F32))
+    assert np.max(np.abs(qm - am)) < 3.9e-5
+    q_table, ao_table = np.array(NF4_VALUES), ao_nf4_table(F32).astype(F64)
+    assert 4.9e-5 < np.max(np.abs(q_table - ao_table)) < 5.0e-5
+    assert 1.6e-3 < np.max(np.abs(q_table - ao_nf4_table(BF16))) < 1.7e-3
+    x = _nf4_probe_blocks(rng, np.concatenate([qm, am]), 1024)
+    t = ao_nf4(x)
+    e = R.encode(x, "nf4:float32_t64")
+    mc = e.codes.reshape(-1)
+    assert np.array_equal(e.scales.reshape(-1), np.max(np.abs(x), -1))  # s = amax
+    with np.errstate(invalid="ignore"):
+        v = (x / np.max(np.abs(x), -1, keepdims=True)).reshape(-1)
+    zero = np.repeat(np.max(np.abs(x), -1) == 0, 64)
+    assert zero.any() and np.all(t["codes"][zero] == 0) and np.all(mc[zero] == 0)
+    ao_rule = _code_from_mids(v, am, lower_ties=True)
+    mx_rule = _code_from_mids(v, qm, lower_ties=False)
+    assert np.array_equal(t["codes"][~zero], ao_rule[~zero])
+    assert np.array_equal(mc[~zero], mx_rule[~zero])
+    cond = (ao_rule != mx_rule) & ~zero
+    assert cond.sum() > 50 and np.array_equal(t["codes"] != mc, cond)
+
+
+@pytest.mark.parametrize("dtype", (F32, BF16), ids=("f32", "bf16"))
+def test_torchao_nf4_rounding_is_mxlower_lut_rounding_except_ties(dtype):
+    """With torchao's own table in the input's dtype as an mxlower LUT (`lut_spec`,
+    `float32_t64` scales) the element rule is the same: the nearest value of the quotient;
+    they differ exactly at a tie, v on a midpoint T[i], T[i+1] with i odd (torchao the lower
+    index i, mxlower the even code i + 1).  f32 midpoints that are f32 values: i = 0, 1, 4, 6,
+    7.  bf16: torchao divides in bf16 (v = RN_bf16(x / amax)) where mxlower's quotient is f32,
+    so there the codes are mxlower's for the bf16 quotient (`round_codes`) except those ties,
+    and mxlower's cast of the bf16 input differs exactly where the rounding of the quotient to
+    bf16 moves it onto (odd i) or across a midpoint."""
+    from mxlower.numbers import lut_spec
+
+    T = ao_nf4_table(dtype)
+    spec = lut_spec([float(t) for t in T])
+    am = _midpoints(T)
+    rng = np.random.default_rng(12)
+    x = _nf4_probe_blocks(rng, am, 512, dtype)
+    t = ao_nf4(x, dtype)
+    xf = x.astype(F32)
+    amax = np.max(np.abs(xf), -1, keepdims=True)
+    nz = np.repeat(amax[:, 0] > 0, 64)
+    with np.errstate(invalid="ignore"):
+        v = (xf / amax).reshape(-1)  # mxlower's quotient (one f32 division)
+    vq = v.astype(dtype).astype(F32)  # torchao's
+    odd_tie = np.isin(vq.astype(F64), am[1::2]) & nz
+    assert odd_tie.any()
+    mc = R.encode(x, spec, "float32_t64").codes.reshape(-1)
+    ref = np.where(nz, R.round_codes(np.where(nz, vq, 0).astype(F64), spec), 0)
+    assert np.array_equal(t["codes"] != ref, odd_tie)
+    assert np.all(ref[odd_tie].astype(int) - t["codes"][odd_tie] == 1)
+    if dtype == F32:
+        assert np.array_equal(t["codes"] != mc, odd_tie)
+        assert set(np.nonzero(np.isin(am, am.astype(F32)))[0]) == {0, 1, 4, 6, 7}
+        return
+    cond = nz & (_code_from_mids(v, am, False) != _code_from_mids(vq, am, True))
+    assert np.array_equal(t["codes"] != mc, cond) and (cond & ~odd_tie).any()
+
+
+def test_torchao_nf4_double_quantizes_the_scales():
+    """torchao stores each block's absmax as int8 q with one f32 factor per scaler block (256
+    blocks) and the tensor's mean mu: dq = q / factor + mu, factor = 256 / (2 A), A = max |amax
+    - mu| over the scaler block.  mxlower's `nf4:float32_t64` keeps s = amax.  The error
+    |dq - amax| is at most A / 256 plus four f32 ulps of max(amax, |mu|, A), and at most A / 128
+    plus those where d * factor rounds to 128 and q is clamped to 127 (amax - mu within about
+    A / 256 of A).  It is absolute: a small block among large ones can get a scale many times
+    its amax, 0 or a negative one (on these random blocks too, where over 99% of the scales
+    differ from amax).  The scales are exact where A = 0: every block of the scaler block has
+    amax = mu (the factor is Inf, q is 0); then the values are mxlower's with torchao's table
+    as the LUT."""
+    rng = np.random.default_rng(13)
+    x = (rng.standard_normal((256 * 8, 64))
+         * np.exp2(rng.uniform(-6, 6, (256 * 8, 1)))).astype(F32)
+    t = ao_nf4(x)
+    amax = np.max(np.abs(x), -1)
+    d = (amax - t["mean"]).reshape(-1, 256)
+    A = np.repeat(np.max(np.abs(d), -1), 256)
+    err = np.abs(t["dq"].astype(F64) - amax)
+    ulp = np.spacing(np.maximum.reduce([amax, np.abs(np.repeat(t["mean"], amax.size)), A]))
+    clamped = (np.round((d * t["factor"][:, None]).astype(F32)) == 128).reshape(-1)
+    assert clamped.sum() > 8 and np.all(t["q"][clamped] == 127)
+    assert np.all(err[~clamped] <= A[~clamped] / 256 + 4 * ulp[~clamped])
+    assert np.all(err[clamped] <= A[clamped] / 128 + 4 * ulp[clamped])
+    assert np.any(err[clamped] > A[clamped] / 256 * 1.99)
+    assert (t["dq"] != amax).mean() > 0.99 and (t["dq"] < 0).any()
+    # a scaler block of 255 blocks of amax 1/1024 and one of 128: mu ~ 0.5, A ~ 127.5, the
+    # small blocks' d * factor ~ -0.5 rounds to 0 or -1: scale mu (~500 times amax) or < 0
+    y = np.zeros((256, 64), F32)
+    y[:, 0] = 2.0 ** -10
+    y[0, 0] = 128
+    s = ao_nf4(y)["dq"]
+    assert s[0] != 128 and np.all((s[1:] > 400 * 2.0 ** -10) | (s[1:] <= 0))
+    # A = 0: exact scales, and the values are mxlower's with torchao's table as the LUT
+    from mxlower.numbers import lut_spec
+
+    z = rng.uniform(-0.375, 0.375, (256, 64)).astype(F32)
+    z[:, 0] = np.where(rng.integers(0, 2, 256) == 1, F32(0.375), F32(-0.375))
+    t = ao_nf4(z)
+    assert t["mean"] == F32(0.375) and np.all(t["dq"] == F32(0.375))
+    spec = lut_spec([float(v) for v in ao_nf4_table(F32)])
+    e = R.encode(z, spec, "float32_t64")
+    w = R.decode(e, spec, "float32_t64").reshape(-1)
+    same = t["codes"] == e.codes.reshape(-1)
+    assert np.array_equal(t["w"][same], w[same]) and same.all()
+
+
+def test_torchao_nf4_zero_and_non_finite_blocks():
+    """An all-zero block: codes 0 in both, so torchao's values are -dq, which is non-zero unless
+    the double quantization gives dq = 0 exactly; mxlower's are -0 (T[0] * 0).  A NaN or Inf
+    anywhere makes the mean NaN or Inf and so every block's dq NaN: torchao's whole tensor
+    dequantizes to NaN (the NaN block's codes 0, the Inf block's 7 for finite x and 0 for the
+    Inf), where mxlower gives that block a NaN scale and codes 0 and keeps the others."""
+    rng = np.random.default_rng(14)
+    x = (rng.standard_normal((256, 64)) * np.exp2(rng.uniform(-3, 3, (256, 1)))).astype(F32)
+    x[3] = 0
+    t = ao_nf4(x)
+    e = R.encode(x, "nf4:float32_t64")
+    w = R.decode(e, "nf4:float32_t64")
+    assert np.all(t["codes"][3 * 64:4 * 64] == 0) and np.all(e.codes[3] == 0)
+    assert np.all(w[3].view(U32) == 0x80000000) and t["dq"][3] != 0
+    assert np.all(t["w"][3 * 64:4 * 64] == -t["dq"][3])
+    for bad, codes in ((np.nan, 0), (np.inf, 7)):
+        y = x.copy()
+        y[3] = rng.uniform(-1, 1, 64)
+        y[3, 5] = bad
+        t = ao_nf4(y)
+        e = R.encode(y, "nf4:float32_t64")
+        w = R.decode(e, "nf4:float32_t64")
+        assert np.all(np.isnan(t["dq"])) and np.all(np.isnan(t["w"]))
+        tc = t["codes"].reshape(-1, 64)
+        assert tc[3, 5] == 0 and np.all(tc[3, np.arange(64) != 5] == codes)
+        assert np.isnan(e.scales[3, 0]) and not e.codes[3].any()
+        assert np.isnan(w[3]).all() and not np.isnan(np.delete(w, 3, 0)).any()
 
 
 # ================================================================================ microxcaling
