@@ -202,3 +202,166 @@ def test_verifier_errors(body, error):
             f"{body}\n  return\n}}")
     got = _verify(text)
     assert error in got, got
+
+
+# ----------------------------------------------------------------------------- mxlower.jax
+
+#: (datatype code, roundmode, scalemode) for the JAX API
+JAX_CASES = [
+    ("e4m3fn:e8m0_t32_gf32", "even", "max"),
+    ("int8:e8m0_t16_s2o1_gf32", "nearest", "midmax"),  # three levels
+    ("nf4:float32_t64_gf32", "even", "max"),
+    ("e2m1fo:e4m3fn_t16_gf32", "even", "max"),  # nvfp4's, through the general cast
+    ("e2m1fo:e4m3fn_t16_gf32", "stochastic", "max"),
+]
+
+
+def _jax():
+    import jax
+    import mxlower.jax as mxj
+
+    return jax, mxj
+
+
+@pytest.mark.parametrize("wide", list(WIDE))
+def test_jax_cast_and_quantize_bit_exact(wide):
+    jax, mxj = _jax()
+    x, rbits = _data(np.random.default_rng(11), wide, (8, 64))
+    for code, rm, sm in JAX_CASES:
+        rb = rbits if rm == "stochastic" else None
+        for g in GS:
+            kw = dict(roundmode=rm, scalemode=sm, rbits=rb)
+            got = mxj.cast(x, code, tensor_scale=g, **kw)
+            want = R.cast(x, code, tensor_scale=g, **kw)
+            _check(np.asarray(got), want, (code, rm, g, "cast"))
+            q = mxj.quantize(x, code, global_scale=g, roundmode=rm, scale_mode=sm, rbits=rb)
+            enc = R.encode(x, code, tensor_scale=g, **kw)
+            _check(np.asarray(q.codes).view(enc.codes.dtype) if q.codes.dtype == np.uint8
+                   and enc.codes.dtype != np.uint8 else np.asarray(q.codes), enc.codes,
+                   (code, rm, g, "codes"))
+            _check(np.asarray(q.scales), enc.scales, (code, rm, g, "scales"))
+            if enc.offsets is not None:
+                _check(np.asarray(q.offsets), enc.offsets, (code, rm, g, "offsets"))
+            assert np.asarray(q.global_scale) == np.float32(g)
+            for out in (np.float32, WIDE["bf16"]):
+                _check(np.asarray(mxj.dequantize(q, out)),
+                       R.decode(enc, code, tensor_scale=g, dtype=out), (code, rm, g, "decode"))
+
+
+def test_jax_two_level_under_jit_with_traced_g_and_key():
+    jax, mxj = _jax()
+    x, _ = _data(np.random.default_rng(12), "f32", (8, 64))
+    key = jax.random.key(3)
+
+    @jax.jit
+    def f(x, g, key):
+        a = mxj.cast(x, "int8:e8m0_t16_s2o1_gf32", tensor_scale=g)
+        b = mxj.cast(x, "e4m3fn:e8m0_t32_gf32", roundmode="stochastic", key=key,
+                     tensor_scale=g)
+        q = mxj.quantize(x, "nf4:float32_t64_gf32", global_scale=g)
+        return a, b, q, q.dequantize()
+
+    g = np.float32(-3.0e-5)
+    a, b, q, d = f(x, g, key)
+    rb = np.asarray(jax.random.bits(key, x.shape, np.uint32))
+    _check(np.asarray(a), R.cast(x, "int8:e8m0_t16_s2o1_gf32", tensor_scale=g), "a")
+    _check(np.asarray(b), R.cast(x, "e4m3fn:e8m0_t32_gf32", roundmode="stochastic", rbits=rb,
+                                 tensor_scale=g), "b")
+    enc = R.encode(x, "nf4:float32_t64_gf32", tensor_scale=g)
+    _check(np.asarray(q.codes), enc.codes, "codes")
+    _check(np.asarray(d), R.decode(enc, "nf4:float32_t64_gf32", tensor_scale=g), "d")
+
+
+@pytest.mark.parametrize("g_batched", [False, True])
+def test_jax_two_level_under_vmap(g_batched):
+    jax, mxj = _jax()
+    xs = np.stack([_data(np.random.default_rng(20 + i), "f32", (8, 64))[0] for i in range(3)])
+    gs = np.array([0.3, -7.5e30, 2.0 ** -140], np.float32)
+    code = "int8:e8m0_t16_s2o1_gf32"
+
+    def f(x, g):
+        q = mxj.quantize(x, "e4m3fn:e8m0_t32_gf32", global_scale=g, scale_mode="midmax")
+        return mxj.cast(x, code, tensor_scale=g), q.codes, q.scales, q.dequantize()
+
+    if g_batched:
+        a, c, s, d = jax.vmap(f)(xs, gs)
+    else:
+        a, c, s, d = jax.vmap(f, in_axes=(0, None))(xs, gs[1])
+    for i in range(3):
+        g = gs[i] if g_batched else gs[1]
+        _check(np.asarray(a[i]), R.cast(xs[i], code, tensor_scale=g), (i, "cast"))
+        enc = R.encode(xs[i], "e4m3fn:e8m0_t32_gf32", scalemode="midmax", tensor_scale=g)
+        _check(np.asarray(c[i]), enc.codes, (i, "codes"))
+        _check(np.asarray(s[i]), enc.scales, (i, "scales"))
+        _check(np.asarray(d[i]), R.decode(enc, "e4m3fn:e8m0_t32_gf32", tensor_scale=g),
+               (i, "dequantize"))
+
+
+def test_jax_two_level_channel_scale_under_vmap():
+    """A channel tile level (``float32_t0_gf32``) keeps one scale per channel of each example;
+    g shared."""
+    jax, mxj = _jax()
+    xs = np.stack([_data(np.random.default_rng(30 + i), "f32", (8, 64))[0] for i in range(2)])
+    code = "int8:float32_t0_gf32"
+    got = jax.vmap(lambda x: mxj.cast(x, code, tensor_scale=0.3))(xs)
+    for i in range(2):
+        _check(np.asarray(got[i]), R.cast(xs[i], code, tensor_scale=0.3), i)
+
+
+def test_jax_two_level_gradients():
+    """Straight-through for x; a zero cotangent for g."""
+    jax, mxj = _jax()
+    x = np.random.default_rng(5).standard_normal((4, 64)).astype(np.float32)
+    w = np.random.default_rng(6).standard_normal((4, 64)).astype(np.float32)
+
+    def loss(x, g):
+        y = mxj.cast(x, "int8:e8m0_t16_s2o1_gf32", tensor_scale=g)
+        z = mxj.quantize(x, "e4m3fn:e8m0_t32_gf32", global_scale=g).dequantize()
+        return (y * w).sum() + (z * w).sum()
+
+    gx, gg = jax.grad(loss, argnums=(0, 1))(x, np.float32(0.3))
+    np.testing.assert_array_equal(np.asarray(gx), 2 * w)
+    assert float(gg) == 0.0
+
+
+def test_nvfp4_even_keeps_its_mx_primitive_and_others_bind_the_general_one():
+    jax, mxj = _jax()
+    x = np.zeros((4, 64), np.float32)
+    code = "e2m1fo:e4m3fn_t16_gf32"
+    even = str(jax.make_jaxpr(lambda x: mxj.quantize(x, code, global_scale=0.5).codes)(x))
+    assert "mx_quantize" in even and "mx_encode" not in even
+    stoch = str(jax.make_jaxpr(lambda x: mxj.quantize(
+        x, code, global_scale=0.5, roundmode="zero").codes)(x))
+    assert "mx_encode" in stoch and "mx_quantize" not in stoch
+    cast = str(jax.make_jaxpr(lambda x: mxj.cast(x, code, tensor_scale=0.5))(x))
+    assert "mx_cast_two_level" in cast
+
+
+@pytest.mark.parametrize("call, exc, message", [
+    (lambda mxj, x: mxj.cast(x, "e4m3fn:e8m0_t32_gf32"), ValueError,
+     "needs argument 'tensor_scale'.*'e4m3fn:e8m0_t32'"),
+    (lambda mxj, x: mxj.cast(x, "e4m3fn:e8m0_t32", tensor_scale=0.5), ValueError,
+     "argument 'tensor_scale' is the tensor scale g of a two-level datatype"),
+    (lambda mxj, x: mxj.cast(x, "e4m3fn:e8m0_t32_gf32", tensor_scale=0.0), ValueError,
+     "argument 'tensor_scale' must be a finite non-zero float32"),
+    (lambda mxj, x: mxj.cast(x, "e4m3fn:e8m0_t32_gf32", tensor_scale=float("nan")),
+     ValueError, "finite non-zero"),
+    (lambda mxj, x: mxj.cast(x, "e4m3fn:e8m0_t32_gf32", tensor_scale=1e39),
+     ValueError, "finite non-zero"),
+    (lambda mxj, x: mxj.cast(x, "e4m3fn:e8m0_t32_gf32", tensor_scale=np.ones(2, np.float32)),
+     ValueError, "argument 'tensor_scale' must be a scalar"),
+    (lambda mxj, x: mxj.cast(x, "e4m3fn:e8m0_t32_gf32", tensor_scale=np.array(2, np.int32)),
+     TypeError, "argument 'tensor_scale' must be a float32 scalar"),
+    (lambda mxj, x: mxj.cast(x, "e4m3fn:e8m0_t32_gf32", tensor_scale=np.array(2.0)),
+     TypeError, "float32 scalar, got float64"),
+    (lambda mxj, x: mxj.quantize(x, "int8:e8m0_t16_s2o1_gf32"), ValueError,
+     "needs argument 'global_scale'"),
+    (lambda mxj, x: mxj.quantize(x, "int8:e8m0_t16_s2o1", global_scale=2.0), ValueError,
+     "int8:e8m0_t16_s2o1 has none"),
+    (lambda mxj, x: mxj.quantize(x, "int8:e8m0_t16_s2o1_gf32", global_scale=-0.0),
+     ValueError, "argument 'global_scale' must be a finite non-zero"),
+])
+def test_jax_errors(call, exc, message):
+    _, mxj = _jax()
+    with pytest.raises(exc, match=message):
+        call(mxj, np.ones((4, 64), np.float32))
