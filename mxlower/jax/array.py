@@ -241,6 +241,11 @@ class DatatypeArray:
         parts = [v for v in (self.codes, self.scales, self.zero_points, self.offsets)
                  if v is not None]
         g = [] if self.global_scale is None else [self.global_scale]  # a two-level's g
+        if g and np.ndim(g[0]) != 0:
+            raise ValueError(f"dequantize: the tensor scale g ('global_scale') of this "
+                             f"{dt.code} array has shape {tuple(np.shape(g[0]))}, not (): "
+                             "an array returned from jax.vmap holds one g per example; "
+                             "dequantize it under the same vmap")
         return decode_p.bind(*parts, *g, *ste, number=number_param(dt.number),
                              scale=None if dt.scale is None else dt.scale.code, dtype=out,
                              has_ste=bool(ste))

@@ -365,3 +365,16 @@ def test_jax_errors(call, exc, message):
     _, mxj = _jax()
     with pytest.raises(exc, match=message):
         call(mxj, np.ones((4, 64), np.float32))
+
+
+def test_jax_array_from_vmap_dequantizes_under_vmap_only():
+    jax, mxj = _jax()
+    xs = np.stack([_data(np.random.default_rng(40 + i), "f32", (8, 64))[0] for i in range(2)])
+    code = "e4m3fn:e8m0_t32_gf32"
+    q = jax.vmap(lambda x: mxj.quantize(x, code, global_scale=0.3))(xs)
+    assert q.global_scale.shape == (2,)
+    d = jax.vmap(lambda a: a.dequantize())(q)
+    for i in range(2):
+        _check(np.asarray(d[i]), R.cast(xs[i], code, tensor_scale=0.3), i)
+    with pytest.raises(ValueError, match="dequantize it under the same vmap"):
+        q.dequantize()
