@@ -38,6 +38,11 @@
 //   are declared as two single values and one optional (a scale spec with a zero point adds
 //   the third), so the *unscaled* datatype forms (`number` without `scale`: codes only) are
 //   rejected by mlir-opt; write those as `mx.cast` or a plain convert, or skip this check.
+//   Likewise a two-level datatype's tensor scale g (`_gf32`, the last operand) is one more
+//   operand than the declared optional one where the op already fills it: a stochastic
+//   two-level quantize (input, random bits, g) and a two-level dequantize with zero points or
+//   subtile offsets (codes, scales, offsets, g) are rejected by mlir-opt, as is a stochastic
+//   two-level `mx.cast`.
 // * Element types inside tensors.  `irdl.parametric` only applies to IRDL-defined types, so a
 //   constraint such as "tensor of f8E4M3FN, any shape" cannot be written for builtin tensors.
 
@@ -45,11 +50,14 @@ irdl.dialect @mx {
   // Named form (sections 3-4):
   //   %q, %s = "mx.quantize"(%x[, %global_scale]) {format, block_size, axis, scale_mode}
   // Datatype form (section 10):
-  //   %c, %s[, %z | %o] = "mx.quantize"(%x[, %rbits]) {number, scale, roundmode, scalemode[,
-  //                                                      table]}
+  //   %c, %s[, %z | %o] = "mx.quantize"(%x[, %rbits][, %g]) {number, scale, roundmode,
+  //                                                            scalemode[, table]}
   //   (%z: zero points; %o: the ui8 subtile offsets of a scale spec with subtiles, '_sAoD';
-  //   an MX format's datatype is that format's op; nvfp4's two-level datatype
-  //   e2m1fo:e4m3fn_t16_gf32 takes its global scale where %rbits would be)
+  //   %g: the tensor<f32> tensor scale of a two-level datatype ('_gf32'), last; an MX
+  //   format's datatype is that format's op: nvfp4's two-level e2m1fo:e4m3fn_t16_gf32 takes
+  //   its global scale where %rbits would be.  The three-operand form (stochastic rounding
+  //   and a tensor scale) is valid but not expressible here: two independently optional
+  //   operands need operandSegmentSizes, see the header)
   // Exactly one of `format` and `number` (tagged mx.alternative_attribute; IRDL cannot say
   // "one of").  An unscaled datatype quantize has one result, which IRDL rejects (see the
   // header).
@@ -100,10 +108,13 @@ irdl.dialect @mx {
 
   // Named form:    %y = "mx.dequantize"(%elements, %scales[, %global_scale])
   //                     {format, block_size, axis}
-  // Datatype form: %y = "mx.dequantize"(%codes[, %scales[, %zero_points | %offsets]])
+  // Datatype form: %y = "mx.dequantize"(%codes[, %scales[, %zero_points | %offsets]][, %g])
   //                     {number, scale[, table]}
-  //                (subtile offsets for a scale spec with subtiles; nvfp4's two-level
-  //                datatype: the global scale where %zero_points would be)
+  //                (subtile offsets for a scale spec with subtiles; %g: the tensor<f32>
+  //                tensor scale of a two-level datatype ('_gf32'), last, so where
+  //                %zero_points would be when there are none: nvfp4's global scale among
+  //                them.  The four-operand form (zero points or offsets and a tensor scale)
+  //                is valid but not expressible here, see the header)
   // An unscaled datatype dequantize has one operand, which IRDL rejects (see the header).
   irdl.operation @dequantize {
     %elements = irdl.base "!builtin.tensor"

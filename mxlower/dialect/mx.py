@@ -53,7 +53,14 @@ record as ``lhs_format`` (with ``lhs_block_size`` / ``lhs_axis``)::
              lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [1]>} : ...
 
 nvfp4 takes its optional per-tensor scale as one extra trailing ``tensor<f32>`` operand of
-quantize, dequantize and scaled_dot.
+quantize, dequantize and scaled_dot.  Any two-level datatype (a scale spec ending in
+``_gf32``, tensor x tile [x subtile]) takes its tensor scale g the same way, as the last
+operand of ``mx.cast`` and of the datatype forms of ``mx.quantize`` (after the random bits)
+and ``mx.dequantize`` (after the codes, scales and zero points or subtile offsets)::
+
+    %c, %s, %o = "mx.quantize"(%x, %g) {number = "int8", scale = "e8m0_t16_s2o1_gf32"}
+             : (tensor<4x64xf32>, tensor<f32>)
+             -> (tensor<4x64xi8>, tensor<4x4xf8E8M0FNU>, tensor<4x32xui8>)
 """
 
 from __future__ import annotations
@@ -297,6 +304,8 @@ class GeneralQuantizeOp:
     scalemode: str
     shape: tuple[int, ...]
     input_type: str
+    #: the ``tensor<f32>`` g of a two-level datatype (``_gf32``; the last operand)
+    tensor_scale: Any | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -312,6 +321,8 @@ class GeneralDequantizeOp:
     shape: tuple[int, ...]
     result_type: str
     offsets: Any | None = None  #: the ui8 subtile offsets (a scale spec with subtiles)
+    #: the ``tensor<f32>`` g of a two-level datatype (``_gf32``; the last operand)
+    tensor_scale: Any | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -835,6 +846,37 @@ def _tile_level(dt: Datatype) -> Datatype:
     return dataclasses.replace(dt, scale=dt.scale.tile_level)
 
 
+def _two_level(dt: Datatype) -> bool:
+    """Whether ``dt`` has a tensor level (a scale spec ending in ``_gf32``)."""
+    return dt.scale is not None and dt.scale.tensor is not None
+
+
+def _g_operand(op, dt: Datatype) -> Any:
+    """The last operand of an op of a two-level datatype: its tensor scale g, ``tensor<f32>``."""
+    i = len(op.operands) - 1
+    _expect(op.operands[i], (), "f32", f"operand #{i} (the tensor scale g of {dt.code})")
+    return op.operands[i]
+
+
+def _no_tensor_scale(extra, dt: Datatype) -> None:
+    """An extra ``tensor<f32>`` operand of a one-level datatype: a tensor scale it has no
+    level for."""
+    if _tensor(extra, "an operand") == ((), "f32"):
+        raise MXError(f"{dt.code} has no tensor level (a scale spec ending in '_gf32'); it "
+                      f"takes no tensor scale g operand")
+
+
+def _part_names(dt: Datatype) -> str:
+    """The names of a dequantize's code operands: codes [, scales [, zero points | offsets]]."""
+    s = dt.scale
+    names = ["the codes"] + ["scales"] * (s is not None)
+    if s is not None and s.zero_point is not None:
+        names.append("zero points")
+    if s is not None and s.subtile:
+        names.append("subtile offsets")
+    return ", ".join(names)
+
+
 def _parse_cast(op) -> CastOp:
     a = op.attributes
     dt = _datatype(a, two_level=True)
@@ -910,14 +952,24 @@ def _parse_general_quantize(op) -> GeneralQuantizeOp | QuantizeOp:
         shape, elt = _quantize_input(op, (1, 2) if dt.scale.tensor is not None else (1,))
         return _quantize_op(op, fmt, k, _mx_axis(dt, dim, shape, "the input"), mode, shape,
                             elt)
-    _one_level(dt)
-    if not 1 <= len(op.operands) <= 2:
+    _one_level(_tile_level(dt))  # a tensor level (and subtiles under it): computed
+    two = _two_level(dt)
+    stochastic = rm == "stochastic"
+    n = len(op.operands)
+    if two and n != 2 + stochastic:
+        names = "the input, " + "random bits, " * stochastic + "the tensor scale g"
+        raise MXError(f"expects {2 + stochastic} operands ({names}) for {dt.code} with "
+                      f"roundmode '{rm}', got {n}")
+    if not two and not 1 <= n <= 2:
         raise MXError(f"expects 1 or 2 operands (the input [, random bits]), got "
                       f"{len(op.operands)}")
     shape, elt = _tensor(op.operands[0], "the input")
     _wide(elt, "the input")
     _scale_layout(dt, shape, "the input")
-    rbits = _rbits(op, rm, 1, shape)
+    if not two and n == 2 and not stochastic:
+        _no_tensor_scale(op.operands[1], dt)
+    rbits = _rbits(op, rm, 1, shape) if stochastic or not two else None
+    g = _g_operand(op, dt) if two else None
     want = _result_types(dt, shape)
     if len(op.results) != len(want):
         names = ", ".join(w for w, _, _ in want)
@@ -925,7 +977,7 @@ def _parse_general_quantize(op) -> GeneralQuantizeOp | QuantizeOp:
                       f"{dt.code} ({names}), got {len(op.results)}")
     for r, (what, rs, relt) in zip(op.results, want):
         _expect(r, rs, relt, f"{what} of {dt.code}")
-    return GeneralQuantizeOp(op, op.operands[0], rbits, dt, rm, sm, shape, elt)
+    return GeneralQuantizeOp(op, op.operands[0], rbits, dt, rm, sm, shape, elt, g)
 
 
 def _parse_general_dequantize(op) -> GeneralDequantizeOp | DequantizeOp:
@@ -937,25 +989,35 @@ def _parse_general_dequantize(op) -> GeneralDequantizeOp | DequantizeOp:
         shape = _dequantize_input(op, fmt, (3,) if dt.scale.tensor is not None else (2,))
         return _dequantize_op(op, fmt, k, _mx_axis(dt, dim, shape, "operand #0 (elements)"),
                               shape)
-    _one_level(dt)
+    _one_level(_tile_level(dt))  # a tensor level (and subtiles under it): computed
     s = dt.scale
-    _counts(op, (1 + (s is not None) + (s is not None and (s.zero_point is not None
-                                                           or bool(s.subtile))),), 1)
+    two = _two_level(dt)
+    parts = 1 + (s is not None) + (s is not None and (s.zero_point is not None
+                                                      or bool(s.subtile)))
+    if two and (len(op.operands) != parts + 1 or len(op.results) != 1):
+        got = len(op.operands)
+        raise MXError(f"expects {parts + 1} operands ({_part_names(dt)}, the tensor scale g)"
+                      f" and 1 result for {dt.code}, got {got} operand{'s' if got != 1 else ''}"
+                      f" and {len(op.results)} result{'s' if len(op.results) != 1 else ''}")
+    if not two and len(op.operands) == parts + 1 and len(op.results) == 1:
+        _no_tensor_scale(op.operands[parts], dt)
+    _counts(op, (parts + two,), 1)
     shape, elt = _tensor(op.operands[0], "operand #0 (codes)")
     _scale_layout(dt, shape, "operand #0 (codes)")
     want = _result_types(dt, shape)
     for v, (what, rs, relt) in zip(op.operands, want):
         what = what.replace("result", "operand")
         _expect(v, rs, relt, f"{what} of {dt.code}")
+    g = _g_operand(op, dt) if two else None
     r_shape, r_elt = _tensor(op.results[0], "the result")
     _wide(r_elt, "the result")
     if r_shape != shape:
         raise MXError(f"the result must have the codes' shape {_ttype(shape, r_elt)}, got "
                       f"{_ttype(r_shape, r_elt)}")
-    ops = list(op.operands) + [None, None]
+    ops = list(op.operands[:parts]) + [None, None]
     zps = ops[2] if dt.scale is not None and dt.scale.zero_point is not None else None
     offs = ops[2] if dt.scale is not None and dt.scale.subtile else None
-    return GeneralDequantizeOp(op, ops[0], ops[1], zps, dt, shape, r_elt, offs)
+    return GeneralDequantizeOp(op, ops[0], ops[1], zps, dt, shape, r_elt, offs, g)
 
 
 def _parse_sparse(op) -> SparseOp:
@@ -1138,16 +1200,20 @@ def quantize(x: Any, format: str | None = None, *, block_size: int | None = None
              axis: int = -1, scale_mode: str | None = None, global_scale: Any | None = None,
              number: str | NumberSpec | None = None, scale: str | None = None,
              roundmode: str = "even",
-             scalemode: str = "max", rbits: Any | None = None, loc: Any = None,
-             ip: Any = None) -> Any:
+             scalemode: str = "max", rbits: Any | None = None,
+             tensor_scale: Any | None = None, loc: Any = None, ip: Any = None) -> Any:
     """Build ``mx.quantize``; returns the op.
 
     A named ``format`` (sections 3-4; results: elements, scales) or a datatype: ``number``
     [+ ``scale``] with ``roundmode`` / ``scalemode`` and, for stochastic rounding, ``rbits``
-    (section 10; results: codes [, scales [, zero points]]).  A datatype that is an MX
-    format's (``e4m3fn`` + ``e8m0_t32``, ``nvfp4``, ``e2m1fo`` + ``e4m3fn_t16_gf32`` with
-    ``global_scale``...) makes the format's op, which :func:`parse` reads as the named form."""
+    (section 10; results: codes [, scales [, zero points | subtile offsets]]).  A two-level
+    datatype (a scale spec ending in ``_gf32``) takes its ``tensor<f32>`` g as
+    ``global_scale`` (or ``tensor_scale``: the same operand), the last operand.  A datatype
+    that is an MX format's (``e4m3fn`` + ``e8m0_t32``, ``nvfp4``, ``e2m1fo`` +
+    ``e4m3fn_t16_gf32`` with ``global_scale``...) makes the format's op, which :func:`parse`
+    reads as the named form."""
     shape, _ = _tensor(x, "the input")
+    global_scale = _one_g(global_scale, tensor_scale)
     if number is not None:
         if format is not None:
             raise MXError("give a named 'format' or a datatype 'number', not both")
@@ -1174,11 +1240,15 @@ def dequantize(elements: Any, scales: Any | None, format: str | None = None, *,
                result_type: str = "f32", block_size: int | None = None, axis: int = -1,
                global_scale: Any | None = None, number: str | NumberSpec | None = None,
                scale: str | None = None, zero_points: Any | None = None,
-               offsets: Any | None = None, loc: Any = None, ip: Any = None) -> Any:
+               offsets: Any | None = None, tensor_scale: Any | None = None, loc: Any = None,
+               ip: Any = None) -> Any:
     """Build ``mx.dequantize``; returns the op (result: a ``result_type`` tensor).  A named
     ``format`` or a datatype (``number`` [+ ``scale``]; ``scales`` None when unscaled,
-    ``zero_points`` for a scale spec with a zero point, ``offsets`` for one with subtiles)."""
+    ``zero_points`` for a scale spec with a zero point, ``offsets`` for one with subtiles,
+    ``global_scale`` or ``tensor_scale`` (one operand) the ``tensor<f32>`` g of a two-level
+    datatype, last)."""
     shape, _ = _tensor(elements, "the elements")
+    global_scale = _one_g(global_scale, tensor_scale)
     if number is not None:
         if format is not None:
             raise MXError("give a named 'format' or a datatype 'number', not both")
@@ -1193,6 +1263,13 @@ def dequantize(elements: Any, scales: Any | None, format: str | None = None, *,
              "block_size": _i64(block_size or fmt.block_size), "axis": _i64(axis)}
     operands = [elements, scales] + ([global_scale] if global_scale is not None else [])
     return _create("mx.dequantize", [_type(shape, result_type, loc)], operands, attrs, loc, ip)
+
+
+def _one_g(global_scale: Any | None, tensor_scale: Any | None) -> Any | None:
+    """The one g operand of a builder that takes it as ``global_scale`` or ``tensor_scale``."""
+    if global_scale is not None and tensor_scale is not None:
+        raise MXError("give 'global_scale' or 'tensor_scale' (the same operand), not both")
+    return tensor_scale if global_scale is None else global_scale
 
 
 def cast(x: Any, number: str | NumberSpec, scale: str | None = None, *,

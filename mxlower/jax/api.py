@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -14,9 +15,10 @@ from mxlower.formats import (FORMATS, SCALE_MODES, SCALEMODE_OF, MXFormat, get_d
 import mxlower.jax.kernels as kernels
 import mxlower.jax.sharding as sharding
 from mxlower.jax.array import DatatypeArray, MXArray, mx_view
-from mxlower.jax.casts import bind_encode, check_encode
+from mxlower.jax.casts import bind_encode, check_encode, has_tensor_level
 from mxlower.jax.checks import (as_array, as_int, check_axis, check_block_size, check_dtype,
-                                check_format, check_global_scale, check_wide, traced)
+                                check_format, check_global_scale, check_tensor_scale,
+                                check_wide, traced)
 from mxlower.jax.primitives import convert_p, quantize_p, scaled_dot_p
 
 __all__ = ["convert", "dequantize", "lower", "quantize", "scaled_dot"]
@@ -48,8 +50,13 @@ def quantize(x: Any, format: str = "mxfp8_e4m3", *, axis: int = -1,  # noqa: A00
     :func:`mxlower.reference.encode`: tiles come from the scale spec (``axis`` and
     ``block_size`` do not apply), ``scale_mode`` is section 10's ``scalemode`` ("floor" is
     "max"), and ``roundmode`` / ``key`` / ``rbits`` are as for :func:`mxlower.jax.cast`.
-    ``global_scale`` is the f32 tensor scale of the two-level ``"e2m1fo:e4m3fn_t16_gf32"``
-    (nvfp4 with its global scale; needed there, refused for any other datatype).
+    ``global_scale`` is the f32 tensor scale g of a two-level datatype, whose scale spec ends
+    in ``_gf32`` (``"e4m3fn:e8m0_t32_gf32"``, ``"int8:e8m0_t16_s2o1_gf32"``: tensor x tile x
+    subtile, nvfp4's ``"e2m1fo:e4m3fn_t16_gf32"``): needed there, refused for any other
+    datatype; a Python float or a float32 scalar array (traced allowed; a concrete one finite
+    and non-zero).  The array holds it as its ``global_scale`` leaf (without a gradient), and
+    ``dequantize`` multiplies the tile level's values by it: bit-exact with
+    ``mxlower.reference.encode`` / ``decode`` with ``tensor_scale=g``.
 
     An MX format's datatype however it is named (``"e4m3fn:e8m0_t32"``, ``"bfp16"``,
     ``"e2m1fo:e4m3fn_t16_gf32"``), rounded with "even" and scale mode "max" (= "floor"),
@@ -110,26 +117,27 @@ def _quantize_datatype(x, number, scale, axis, block_size, scale_mode, global_sc
         x, number, scale, roundmode=roundmode, scalemode=SCALEMODE_OF.get(scale_mode, scale_mode),
         key=key, rbits=rbits, two_level=True)
     ste = x if traced(x) else None  # only a traced x can be differentiated
-    two_level = dt.scale is not None and dt.scale.tensor is not None  # only nvfp4's passes
+    two_level = has_tensor_level(dt)
     if two_level:
         if global_scale is None:
+            tile = dataclasses.replace(dt, scale=dt.scale.tile_level).code
             raise ValueError(f"quantize: the two-level datatype {dt.code} needs argument "
-                             "'global_scale' (its f32 tensor scale, as nvfp4's global scale); "
-                             "without one, name the one-level 'e2m1fo:e4m3fn_t16'")
-        if roundmode != "even":
-            raise ValueError(f"quantize: the two-level datatype {dt.code} rounds with 'even' "
-                             f"only (nvfp4's quantize), not roundmode={roundmode!r}")
+                             "'global_scale' (its f32 tensor scale g, as nvfp4's global "
+                             f"scale); without one, name the one-level {tile!r}")
     elif global_scale is not None:
         raise ValueError(f"quantize: argument 'global_scale' is the tensor scale of a two-level "
-                         f"datatype (nvfp4's 'e2m1fo:e4m3fn_t16_gf32'); {dt.code} has none")
+                         f"datatype (a scale spec ending in '_gf32', e.g. nvfp4's "
+                         f"'e2m1fo:e4m3fn_t16_gf32'); {dt.code} has none")
     mx = mx_quantize_of(dt, roundmode, scalemode)  # an MX format's quantize: its primitive
     if mx is not None:
         fmt, k, dim, mode = mx
         g = None if global_scale is None else check_global_scale(global_scale, fmt, "quantize")
         codes, scales, g = _quantize_mx(x, fmt, k, dim % x.ndim, mode, g, impl)
         return DatatypeArray._make(codes, scales, None, g, dt, ste)
-    codes, scales, zps, offsets = bind_encode(x, dt, roundmode, scalemode, r)
-    return DatatypeArray._make(codes, scales, zps, None, dt, ste, offsets)
+    g = check_tensor_scale(global_scale, "quantize", "global_scale") if two_level else None
+    codes, scales, zps, offsets = bind_encode(x, dt, roundmode, scalemode, r, g)
+    g = None if g is None else jax.lax.stop_gradient(g)
+    return DatatypeArray._make(codes, scales, zps, g, dt, ste, offsets)
 
 
 # ----------------------------------------------------------------------------- dequantize

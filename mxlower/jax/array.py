@@ -96,8 +96,8 @@ class DatatypeArray:
 
     Build one with :func:`mxlower.jax.quantize`, or from parts with ``DatatypeArray(codes,
     scales, zero_points, datatype, global_scale=None, offsets=None)`` (checked: dtypes and shapes against
-    the datatype's layout; ``global_scale`` exactly for a two-level datatype, which the JAX
-    API computes for nvfp4's ``e2m1fo:e4m3fn_t16_gf32``).  Codes of an f6 type may be given as
+    the datatype's layout; ``global_scale``, its f32 tensor scale g, exactly for a two-level
+    datatype: a scale spec ending in ``_gf32``, nvfp4's ``e2m1fo:e4m3fn_t16_gf32`` among them).  Codes of an f6 type may be given as
     ml_dtypes float6 values (as :func:`mxlower.reference.encode` returns them).
 
     Immutable: its fields are checked together when it is built, so none can be reassigned
@@ -142,7 +142,7 @@ class DatatypeArray:
             if global_scale is None:
                 raise ValueError(f"{fn}: the two-level {dt.code} needs argument "
                                  "'global_scale' (its f32 tensor scale)")
-            global_scale = checks.check_global_scale(global_scale, _mx_of(dt)[0], fn)
+            global_scale = checks.check_tensor_scale(global_scale, fn, "global_scale")
         elif global_scale is not None:
             raise ValueError(f"{fn}: {dt.code} has no tensor scale (argument 'global_scale' "
                              "must be None; a two-level scale spec ends in '_gf32')")
@@ -240,7 +240,13 @@ class DatatypeArray:
         dt = self._dt
         parts = [v for v in (self.codes, self.scales, self.zero_points, self.offsets)
                  if v is not None]
-        return decode_p.bind(*parts, *ste, number=number_param(dt.number),
+        g = [] if self.global_scale is None else [self.global_scale]  # a two-level's g
+        if g and np.ndim(g[0]) != 0:
+            raise ValueError(f"dequantize: the tensor scale g ('global_scale') of this "
+                             f"{dt.code} array has shape {tuple(np.shape(g[0]))}, not (): "
+                             "an array returned from jax.vmap holds one g per example; "
+                             "dequantize it under the same vmap")
+        return decode_p.bind(*parts, *g, *ste, number=number_param(dt.number),
                              scale=None if dt.scale is None else dt.scale.code, dtype=out,
                              has_ste=bool(ste))
 

@@ -1,8 +1,9 @@
 """Casts to any datatype and M-of-N sparsity in JAX (docs/semantics.md section 10).
 
 * :func:`cast` ``(x, number, scale=None, *, roundmode="even", scalemode="max", key=None,
-  rbits=None)``: the virtual cast (fake quantization): ``x``'s shape and dtype, each value the
-  dequantized quantized value.  Gradient: straight-through (identity cotangent).
+  rbits=None, tensor_scale=None)``: the virtual cast (fake quantization): ``x``'s shape and
+  dtype, each value the dequantized quantized value; a two-level datatype (``_gf32``) takes
+  its tensor scale g as ``tensor_scale``.  Gradient: straight-through (identity cotangent).
 * :func:`sparse` ``(x, n, m, dim=-1)``: keep the ``m`` largest magnitudes of every ``n``
   consecutive values along ``dim``, the others +0.  Gradient: the cotangent where a value is
   kept, 0 elsewhere.
@@ -14,7 +15,8 @@
   :class:`~mxlower.jax.DatatypeArray` (:mod:`mxlower.jax.array`); its ``dequantize`` binds
   :data:`decode_p` for datatypes that are not an MX format's.
 
-They bind JAX primitives (``mx_cast``, ``mx_sparse``, ``mx_encode``, ``mx_decode``) whose
+They bind JAX primitives (``mx_cast``, ``mx_cast_two_level``, ``mx_sparse``, ``mx_encode``,
+``mx_decode``; the last two take a two-level datatype's g as one more operand) whose
 lowering builds the ``mx.cast`` / ``mx.sparse`` / datatype ``mx.quantize`` / ``mx.dequantize``
 op and runs mxlower's pipeline on it through :func:`mxlower.jax.lowering.emit`, like the other
 mxlower.jax primitives: bit-exact with :func:`mxlower.reference.cast` / ``.sparse`` /
@@ -46,10 +48,9 @@ from jax.interpreters import batching, mlir
 
 from mxlower.cast_reference import one_level, resolve
 from mxlower.dialect import mx
-from mxlower.formats import format_of
 import mxlower.jax.kernels as kernels
 import mxlower.jax.sharding as sharding
-from mxlower.jax.checks import as_int, check_axis, check_wide
+from mxlower.jax.checks import as_int, check_axis, check_tensor_scale, check_wide
 from mxlower.jax.dtypes import mlir_name, storage_dtype
 from mxlower.jax.lowering import emit, tensor_type
 from mxlower.jax.primitives import _define, _is_zero, _zero
@@ -65,8 +66,9 @@ from mxlower.numbers import (
 )
 from mxlower.numbers import scale as scale_spec
 
-__all__ = ["bind_encode", "cast", "cast_p", "check_encode", "datatype_of", "decode_p",
-           "encode_p", "kept", "layout", "number_param", "sparse", "sparse_p"]
+__all__ = ["bind_encode", "cast", "cast_p", "cast_two_level_p", "check_encode",
+           "datatype_of", "decode_p", "encode_p", "has_tensor_level", "kept", "layout",
+           "number_param", "sparse", "sparse_p"]
 
 
 # ============================================================================== checks
@@ -77,8 +79,8 @@ def datatype_of(number: Any, scale: Any, fn: str, shape: tuple[Any, ...] | None 
     """The canonical datatype of arguments ``arg`` (default 'number') / 'scale' of ``fn`` (as
     :func:`mxlower.reference.cast` takes them): its scale tiles checked against ``shape``
     (static sizes needed), its scale dimensions rewritten counted from the end, no name.
-    Two-level datatypes are refused, except with ``two_level`` an MX format's (nvfp4 with
-    its global scale, ``e2m1fo:e4m3fn_t16_gf32``: the MX primitives compute it)."""
+    Two-level datatypes (a tensor level, ``_gf32``) are refused unless ``two_level``: the
+    caller then takes their tensor scale g (:func:`check_tensor_scale`)."""
     if not isinstance(number, (str, NumberSpec, Datatype)):
         raise TypeError(f"{fn}: argument '{arg}' must be a number spec code ('e5m6', 'int4', "
                         f"...), a datatype name ('mxfp8_e4m3', 'nvfp4', ...) or "
@@ -88,7 +90,7 @@ def datatype_of(number: Any, scale: Any, fn: str, shape: tuple[Any, ...] | None 
                         f"or None, got {scale!r}")
     try:
         dt = resolve(number, scale)
-        if not (two_level and format_of(dt) is not None):
+        if not two_level:
             one_level(dt)
     except SpecError as e:
         where = f"argument '{arg}'" + (" / 'scale'" if scale is not None else "")
@@ -172,12 +174,34 @@ def _random_bits(x: Any, roundmode: str, key: Any, rbits: Any, fn: str) -> Any |
     return r
 
 
+def has_tensor_level(dt: Datatype) -> bool:
+    """Whether ``dt`` is two-level: a scale spec with a tensor level (``_gf32``)."""
+    return dt.scale is not None and dt.scale.tensor is not None
+
+
+def _tensor_scale(dt: Datatype, g: Any, fn: str, arg: str) -> Any | None:
+    """The checked tensor scale g (argument ``arg``) of a two-level ``dt``: required for one,
+    refused otherwise; a float32 scalar (None without a tensor level)."""
+    if has_tensor_level(dt):
+        if g is None:
+            tile = dataclasses.replace(dt, scale=dt.scale.tile_level).code
+            raise ValueError(f"{fn}: the two-level datatype {dt.code} needs argument '{arg}' "
+                             f"(its f32 tensor scale g; without one, name the tile level "
+                             f"alone: {tile!r})")
+        return check_tensor_scale(g, fn, arg)
+    if g is not None:
+        raise ValueError(f"{fn}: argument '{arg}' is the tensor scale g of a two-level "
+                         f"datatype (a scale spec ending in '_gf32', e.g. nvfp4's "
+                         f"'e2m1fo:e4m3fn_t16_gf32'); {dt.code} has none")
+    return None
+
+
 # ============================================================================== cast
 
 
 def cast(x: Any, number: Any, scale: Any = None, *, roundmode: str = "even",
          scalemode: str = "max", key: Any = None, rbits: Any = None,
-         impl: str = "auto") -> jax.Array:
+         tensor_scale: Any = None, impl: str = "auto") -> jax.Array:
     """The virtual cast of ``x`` (float32, bfloat16 or float16) to a datatype:
     docs/semantics.md section 10.4, bit-exact with :func:`mxlower.reference.cast`.
 
@@ -194,6 +218,17 @@ def cast(x: Any, number: Any, scale: Any = None, *, roundmode: str = "even",
     datatype needs a static shape; an unscaled cast takes ``jax.export``'s symbolic
     dimensions.
 
+    ``tensor_scale``: the tensor scale g of a two-level datatype (a scale spec ending in
+    ``_gf32``: ``"e4m3fn:e8m0_t32_gf32"``, nvfp4's ``"e2m1fo:e4m3fn_t16_gf32"``, the three
+    levels of ``"int8:e8m0_t16_s2o1_gf32"``), required there and refused otherwise: a Python
+    float or a float32 scalar array (traced allowed; a concrete one must be finite and
+    non-zero).  The tiles scale y = x / g (one f32 division per value) and each value is the
+    tile level's times g in f32 (docs/semantics.md 10.3), as
+    ``mxlower.reference.cast(..., tensor_scale=g)``.  Under ``vmap`` g may be batched (one g
+    per example; the examples are then cast one after another) or not.  It gets no gradient
+    (a zero cotangent: the straight-through estimator's value, x, does not depend on g).
+    Two-level casts always run the StableHLO lowering (``impl`` does not apply).
+
     ``impl``: "auto" runs mxlower's fused cast kernel (an XLA FFI custom call) when lowered
     for the CPU (or CUDA) and one exists (:class:`mxlower.lowering.mx_kernels.CastSpec`:
     unscaled casts, exponent and float scales in 1D tiles, channels and tensors), the
@@ -204,9 +239,14 @@ def cast(x: Any, number: Any, scale: Any = None, *, roundmode: str = "even",
     """
     kernels.check_impl(impl, "cast")
     x = check_wide(x, "cast", "x")
-    dt = datatype_of(number, scale, "cast", tuple(x.shape))
+    dt = datatype_of(number, scale, "cast", tuple(x.shape), two_level=True)
+    g = _tensor_scale(dt, tensor_scale, "cast", "tensor_scale")
     roundmode, scalemode = _modes(dt, roundmode, scalemode, "cast")
     r = _random_bits(x, roundmode, key, rbits, "cast")
+    if g is not None:  # two levels: the StableHLO lowering of mx.cast with g
+        return cast_two_level_p.bind(x, *([] if r is None else [r]), g,
+                                     number=number_param(dt.number), scale=dt.scale.code,
+                                     roundmode=roundmode, scalemode=scalemode)
     return cast_p.bind(sharding.mark(x, impl), *([] if r is None else [r]),
                        number=number_param(dt.number),
                        scale=None if dt.scale is None else dt.scale.code, roundmode=roundmode,
@@ -252,24 +292,89 @@ def _channel(scale: str) -> str:
     return dataclasses.replace(scale_spec(scale), kind="channel", tile=(), dims=(-1,)).code
 
 
+def _g_index(prim, n_args: int, scale: str | None) -> int | None:
+    """The position of the tensor scale g among ``prim``'s operands (a scale code with a
+    tensor level), None without one: after the codes, scales and zero points / offsets of
+    :data:`decode_p` (before its straight-through source), last for the others."""
+    if scale is None or scale_spec(scale).tensor is None:
+        return None
+    return _n_parts(scale) if prim is decode_p else n_args - 1
+
+
+def _one_by_one(prim, args, dims, params):
+    """``prim`` on each example in turn (``lax.map`` over the batched operands, the others
+    shared): the batching rule for a batched tensor scale g, which the ops take as one
+    rank-0 value."""
+    idx = [i for i, d in enumerate(dims) if d is not None]
+    xs = [jnp.moveaxis(args[i], dims[i], 0) for i in idx]
+
+    def one(sl):
+        full = list(args)
+        for i, v in zip(idx, sl):
+            full[i] = v
+        return prim.bind(*full, **params)
+
+    out = lax.map(one, xs)
+    return out, ([0] * len(out) if prim.multiple_results else 0)
+
+
+def _front(args, dims, size: int, gi: int | None) -> list[Any]:
+    """Every operand with its batch dimension in front (unbatched ones broadcast), except an
+    unbatched tensor scale g (at ``gi``), which all examples share."""
+    return [a if i == gi else batching.bdim_at_front(a, d, size)
+            for i, (a, d) in enumerate(zip(args, dims))]
+
+
 def _per_example_batch(prim):
     """The batching rule of a primitive returning one array of the values' shape (cast,
     decode): the batch dimension moves to the front of every operand; a tensor-wide scale
     becomes one scale per example (each example one channel of a ``[batch, n]`` view, every
-    operand flattened to ``[batch, -1]``)."""
+    operand flattened to ``[batch, -1]``).  A two-level datatype's g: shared when unbatched,
+    else the examples one by one."""
     def batch(args, dims, *, scale, **params):
+        gi = _g_index(prim, len(args), scale)
+        if gi is not None and dims[gi] is not None:
+            return _one_by_one(prim, args, dims, dict(params, scale=scale))
         size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
-        front = [batching.bdim_at_front(a, d, size) for a, d in zip(args, dims)]
+        front = _front(args, dims, size, gi)
         if scale is None or scale_spec(scale).kind != "tensor":
             # no scale, or tiles with dimensions counted from the end: the same per example
             return prim.bind(*front, scale=scale, **params), 0
         shape = front[0].shape
-        flat = [a.reshape(size, -1) for a in front]
+        flat = [a if i == gi else a.reshape(size, -1) for i, a in enumerate(front)]
         return prim.bind(*flat, scale=_channel(scale), **params).reshape(shape), 0
     return batch
 
 
 _define(cast_p, _cast_abstract, _cast_lowering, _cast_jvp, _per_example_batch(cast_p))
+
+
+#: ``mx_cast_two_level``: operands x [, rbits], g (rank 0, f32); the scale code ends in its
+#: tensor level.  No kernel: the StableHLO lowering of mx.cast with g on every platform.
+cast_two_level_p = Primitive("mx_cast_two_level")
+
+
+def _cast_two_level_lowering(ctx, x, *rg, number, scale, roundmode, scalemode):
+    arg_types = [x.type] + [v.type for v in rg]
+
+    def build(args):
+        op = mx.cast(args[0], number, scale, roundmode=roundmode, scalemode=scalemode,
+                     rbits=args[1] if len(rg) == 2 else None, tensor_scale=args[-1])
+        return list(op.results)
+
+    return emit(build, [x, *rg], arg_types, [x.type])
+
+
+def _cast_two_level_jvp(primals, tangents, **params):
+    out = cast_two_level_p.bind(*primals, **params)
+    t = tangents[0]  # straight-through for x; g gets none (see cast)
+    if _is_zero(t):
+        return out, _zero(out)
+    return out, t
+
+
+_define(cast_two_level_p, _cast_abstract, _cast_two_level_lowering, _cast_two_level_jvp,
+        _per_example_batch(cast_two_level_p))
 
 
 # ============================================================================== sparse
@@ -380,9 +485,9 @@ def check_encode(x: Any, number: Any, scale: Any = None, *, roundmode: str = "ev
     """The checked arguments of an actual cast (as :func:`cast` takes them; errors name the
     datatype argument ``arg``): ``x``, the canonical datatype, the round and scale modes
     (canonical: ``max`` for a float scale) and the random bits (None unless stochastic).
-    With ``two_level`` an MX format's two-level datatype passes too (nvfp4's
-    ``e2m1fo:e4m3fn_t16_gf32``): :data:`encode_p` has no tensor level, so the caller binds
-    the MX quantize primitive for it."""
+    With ``two_level`` a two-level datatype (``_gf32``) passes too; the caller checks its
+    tensor scale g and binds :data:`encode_p` with it (or, for nvfp4's
+    ``e2m1fo:e4m3fn_t16_gf32`` rounded as nvfp4 does, the MX quantize primitive)."""
     x = check_wide(x, fn, "x")
     dt = datatype_of(number, scale, fn, tuple(x.shape), arg, two_level=two_level)
     roundmode, scalemode = _modes(dt, roundmode, scalemode, fn)
@@ -391,11 +496,12 @@ def check_encode(x: Any, number: Any, scale: Any = None, *, roundmode: str = "ev
 
 
 def bind_encode(x: Any, dt: Datatype, roundmode: str, scalemode: str,
-                r: Any = None) -> list[Any]:
-    """:data:`encode_p` on arguments :func:`check_encode` gave (a one-level ``dt``):
-    ``[codes, scales, zero_points, offsets]``, None where the datatype has none (subtile
-    offsets: a scale spec with subtiles)."""
-    outs = list(encode_p.bind(x, *([] if r is None else [r]), number=number_param(dt.number),
+                r: Any = None, g: Any = None) -> list[Any]:
+    """:data:`encode_p` on arguments :func:`check_encode` gave (``g``: the checked tensor
+    scale of a two-level ``dt``, else None): ``[codes, scales, zero_points, offsets]``, None
+    where the datatype has none (subtile offsets: a scale spec with subtiles)."""
+    outs = list(encode_p.bind(x, *([] if r is None else [r]), *([] if g is None else [g]),
+                              number=number_param(dt.number),
                               scale=None if dt.scale is None else dt.scale.code,
                               roundmode=roundmode, scalemode=scalemode))
     if dt.scale is not None and dt.scale.subtile:
@@ -416,10 +522,13 @@ def _encode_lowering(ctx, x, *r, number, scale, roundmode, scalemode):
     dt = resolve(number, scale)
     shape = ctx.avals_in[0].shape
     results = [tensor_type(s, t) for s, _, t in layout(dt, shape)]
+    two = has_tensor_level(dt)  # g is the last operand
+    stochastic = len(r) > two
 
     def build(args):
         op = mx.quantize(args[0], number=number, scale=scale, roundmode=roundmode,
-                         scalemode=scalemode, rbits=args[1] if r else None)
+                         scalemode=scalemode, rbits=args[1] if stochastic else None,
+                         tensor_scale=args[-1] if two else None)
         return list(op.results)
 
     return emit(build, [x, *r], [x.type] + [v.type for v in r], results)
@@ -431,12 +540,16 @@ def _encode_jvp(primals, tangents, **params):
 
 
 def _encode_batch(args, dims, *, scale, **params):
+    gi = _g_index(encode_p, len(args), scale)
+    if gi is not None and dims[gi] is not None:  # one g per example
+        return _one_by_one(encode_p, args, dims, dict(params, scale=scale))
     size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
-    front = [batching.bdim_at_front(a, d, size) for a, d in zip(args, dims)]
+    front = _front(args, dims, size, gi)
     if scale is None or scale_spec(scale).kind != "tensor":
         return encode_p.bind(*front, scale=scale, **params), [0] * _n_parts(scale)
     shape = front[0].shape
-    outs = encode_p.bind(*[a.reshape(size, -1) for a in front], scale=_channel(scale), **params)
+    outs = encode_p.bind(*[a if i == gi else a.reshape(size, -1) for i, a in enumerate(front)],
+                         scale=_channel(scale), **params)
     tile = (size,) + (1,) * (len(shape) - 1)
     return [outs[0].reshape(shape)] + [o.reshape(tile) for o in outs[1:]], [0] * len(outs)
 
@@ -464,16 +577,20 @@ def _decode_lowering(ctx, *args, number, scale, dtype, has_ste):
     shape = ctx.avals_in[0].shape
     types = [tensor_type(s, t) for s, _, t in layout(dt, shape)]
     out = mlir_name(dtype)
+    two = has_tensor_level(dt)  # g after the codes' parts
+    if two:
+        types.append(tensor_type((), "f32"))
 
     sub = dt.scale is not None and bool(dt.scale.subtile)
 
     def build(a):
         op = mx.dequantize(a[0], a[1] if k > 1 else None, number=number, scale=scale,
                            zero_points=a[2] if k > 2 and not sub else None,
-                           offsets=a[2] if sub else None, result_type=out)
+                           offsets=a[2] if sub else None, result_type=out,
+                           tensor_scale=a[k] if two else None)
         return list(op.results)
 
-    return emit(build, list(args[:k]), types, [tensor_type(shape, out)])
+    return emit(build, list(args[:k + two]), types, [tensor_type(shape, out)])
 
 
 def _decode_jvp(primals, tangents, *, dtype, has_ste, **params):

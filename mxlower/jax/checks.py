@@ -14,7 +14,8 @@ from mxlower.formats import FORMATS, MAX_BLOCK_SIZE, MXFormat
 from mxlower.jax.dtypes import wide_dtypes, wide_names
 
 __all__ = ["as_array", "as_int", "check_axis", "check_block_size", "check_dtype",
-           "check_format", "check_global_scale", "check_wide", "traced"]
+           "check_format", "check_global_scale", "check_tensor_scale", "check_wide",
+           "traced"]
 
 
 def as_array(x: Any) -> Any:
@@ -103,6 +104,14 @@ def check_global_scale(g: Any, fmt: MXFormat, fn: str) -> Any:
     must be finite and non-zero."""
     if not fmt.global_scale:
         raise ValueError(f"{fn}: argument 'global_scale' is only for nvfp4, not {fmt.name}")
+    return check_tensor_scale(g, fn, "global_scale")
+
+
+def check_tensor_scale(g: Any, fn: str, arg: str) -> Any:
+    """Argument ``arg`` of ``fn``, the tensor scale g of a two-level datatype (nvfp4's global
+    scale among them), as a float32 scalar: a Python number, a NumPy or JAX scalar array of a
+    float dtype of at most 32 bits, traced allowed; a concrete value must be finite and
+    non-zero."""
     if isinstance(g, (int, float, np.number)) and not isinstance(g, bool):
         try:
             with np.errstate(over="ignore"):
@@ -111,19 +120,23 @@ def check_global_scale(g: Any, fmt: MXFormat, fn: str) -> Any:
             v = np.float32(np.inf)
         if not np.isfinite(v) or v == 0:
             shown = repr(g) if len(repr(g)) <= 40 else repr(g)[:24] + "..."
-            raise ValueError(f"{fn}: argument 'global_scale' must be a finite non-zero "
+            raise ValueError(f"{fn}: argument '{arg}' must be a finite non-zero "
                              f"float32, got {shown}")
         return jnp.asarray(v)
-    g = as_array(g)
+    try:
+        g = as_array(g)
+    except (TypeError, ValueError):
+        raise TypeError(f"{fn}: argument '{arg}' must be a float32 scalar, got "
+                        f"{type(g).__name__}") from None
     if tuple(g.shape) != ():
-        raise ValueError(f"{fn}: argument 'global_scale' must be a scalar, got shape "
+        raise ValueError(f"{fn}: argument '{arg}' must be a scalar, got shape "
                          f"{tuple(g.shape)}")
     if not jnp.issubdtype(g.dtype, jnp.floating) or np.dtype(g.dtype).itemsize > 4:
-        raise TypeError(f"{fn}: argument 'global_scale' must be a float32 scalar, got "
+        raise TypeError(f"{fn}: argument '{arg}' must be a float32 scalar, got "
                         f"{g.dtype}")
     if isinstance(g, np.ndarray) or (isinstance(g, jax.Array) and not traced(g)):
         v = np.float32(np.asarray(g))
         if not np.isfinite(v) or v == 0:
-            raise ValueError(f"{fn}: argument 'global_scale' must be a finite non-zero "
+            raise ValueError(f"{fn}: argument '{arg}' must be a finite non-zero "
                              f"float32, got {v!r}")
     return g.astype(jnp.float32)

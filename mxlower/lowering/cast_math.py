@@ -105,7 +105,7 @@ def lower_op(spec: Any) -> None:
         new = [b.convert(b.bitcast(v, "f32"), spec.input_type)]
     elif isinstance(spec, mx.GeneralQuantizeOp):
         codes, scales, zps, offs = encode(b, spec.input, spec.datatype, spec.roundmode,
-                                          spec.scalemode, spec.rbits)
+                                          spec.scalemode, spec.rbits, spec.tensor_scale)
         dt = spec.datatype
         new = [store(b, codes, dt.number)]
         if dt.scale is not None:
@@ -122,7 +122,7 @@ def lower_op(spec: Any) -> None:
                                                          dt.scale.zero_point)
         offs = None if spec.offsets is None else load(b, spec.offsets,
                                                       dt.scale.offset_number)
-        v = decode(b, codes, scales, zps, dt, offs)
+        v = decode(b, codes, scales, zps, dt, offs, spec.tensor_scale)
         new = [b.convert(b.bitcast(v, "f32"), spec.result_type)]
     else:
         raise TypeError(f"cast_math.lower_op: not a datatype op: {type(spec).__name__}")

@@ -278,6 +278,14 @@ def builder_corpus(jctx) -> list[tuple[str, str, int]]:
         lambda a, ip: mx.dequantize(a[0], a[1], number="mx9", offsets=a[2], ip=ip))
     add("cast two-level", [_t((16, 64), "bf16"), "tensor<f32>"],
         lambda a, ip: mx.cast(a[0], "int8", "e8m0_t16_s2o1_gf32", tensor_scale=a[1], ip=ip))
+    # the datatype quantize / dequantize of a two-level datatype: g their last operand
+    add("quantize two-level", [_t((16, 64), "f32"), "tensor<f32>"],
+        lambda a, ip: mx.quantize(a[0], number="e4m3fn", scale="e8m0_t32_gf32",
+                                  global_scale=a[1], ip=ip))
+    add("dequantize two-level", [_t((16, 64), "f8E4M3FN"), _t((16, 2), "f8E8M0FNU"),
+                                 "tensor<f32>"],
+        lambda a, ip: mx.dequantize(a[0], a[1], number="e4m3fn", scale="e8m0_t32_gf32",
+                                    tensor_scale=a[2], result_type="bf16", ip=ip))
     for n, m, dim in ((4, 2, 1), (2, 1, 0), (8, 8, -1)):
         add(f"sparse {n} {m} {dim}", [_t((16, 64), "bf16")],
             lambda a, ip, n=n, m=m, dim=dim: mx.sparse(a[0], n, m, dim=dim, ip=ip))

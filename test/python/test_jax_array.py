@@ -221,6 +221,8 @@ def test_the_general_constructor_takes_a_two_level_mx_datatype_only_with_its_sca
         mxj.DatatypeArray(q.codes, q.scales, None, "nvfp4", global_scale=0.5)
     with pytest.raises(ValueError, match="finite non-zero"):
         mxj.DatatypeArray(q.codes, q.scales, None, "e2m1fo:e4m3fn_t16_gf32", global_scale=0.0)
-    m = mxj.quantize(x, "mxfp8_e4m3")
-    with pytest.raises(ValueError, match="two-level scaling"):
-        mxj.DatatypeArray(m.codes, m.scales, None, "e4m3fn:e8m0_t32_gf32", global_scale=0.5)
+    m = mxj.quantize(x, "mxfp8_e4m3")  # any two-level datatype: its tile level under g
+    d = mxj.DatatypeArray(m.codes, m.scales, None, "e4m3fn:e8m0_t32_gf32", global_scale=0.5)
+    assert same_bits(d.dequantize(), (m.dequantize() * np.float32(0.5)).astype(np.float32))
+    with pytest.raises(ValueError, match="needs argument 'global_scale'"):
+        mxj.DatatypeArray(m.codes, m.scales, None, "e4m3fn:e8m0_t32_gf32")

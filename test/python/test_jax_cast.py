@@ -306,7 +306,9 @@ BAD_CAST = [
      ValueError, "shape of 'x'"),
     (dict(number="e3m4", roundmode="stochastic", key="seed"), TypeError, "argument 'key'"),
     (dict(number="e2m1fo", scale="e4m3fn_t16_gf32"), ValueError,
-     "two-level scaling (a tensor scale, '_gf32') is computed by mxlower.reference only"),
+     "the two-level datatype e2m1fo:e4m3fn_t16_ge8m23 needs argument 'tensor_scale'"),
+    (dict(number="e3m4", tensor_scale=0.5), ValueError,
+     "argument 'tensor_scale' is the tensor scale g of a two-level datatype"),
 ]
 
 

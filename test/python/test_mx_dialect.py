@@ -194,8 +194,12 @@ def test_an_mx_datatype_is_the_format_op(ctx):
             (wb.fmt, wb.block_size, wb.axis, wb.global_scale is None)
         assert [str(r.type) for r in a.results] == [str(r.type) for r in b.results]
     assert [type(mx.parse(o)).__name__ for o in others] == ["GeneralQuantizeOp"] * 3
-    with pytest.raises(mx.MXError, match="two-level scaling .* computed by mxlower.reference"):
+    # another two-level datatype is no format's: the datatype op, its tensor scale g last
+    with pytest.raises(mx.MXError, match=r"expects 2 operands \(the input, the tensor scale g\)"):
         mx.parse(mx.quantize(x, number="e4m3fn", scale="e8m0_t32_gf32", ip=ip))
+    two = mx.parse(mx.quantize(x, number="e4m3fn", scale="e8m0_t32_gf32", global_scale=g,
+                               ip=ip))
+    assert type(two) is mx.GeneralQuantizeOp and two.tensor_scale is not None
     bad = mx.quantize(x, number="nvfp4", global_scale=g, ip=ip)  # one level: no g operand
     with pytest.raises(mx.MXError, match="expects 1 operand"):
         mx.parse(bad)

@@ -406,6 +406,27 @@ func.func @cast_three_levels(%x: tensor<4x64xf32>, %g: tensor<f32>) -> tensor<4x
 
 // -----
 
+// The datatype forms of quantize / dequantize of a two-level datatype: the same tensor level
+// (x / g exactly, before the tiles; the tile level's values times g, after).
+
+// CHECK-LABEL: func.func @quantize_dequantize_two_level
+// CHECK: stablehlo.bitcast_convert %arg1 : (tensor<f32>) -> tensor<i32>
+// CHECK: stablehlo.broadcast_in_dim %{{.*}}, dims = [] : (tensor<i32>) -> tensor<4x64xi32>
+// CHECK: %[[R:.*]] = stablehlo.divide %{{.*}}, %{{.*}} : tensor<4x64xf64>
+// CHECK: stablehlo.multiply %{{.*}}, %[[R]] : tensor<4x64xf64>
+// CHECK: applies stablehlo.maximum across dimensions = [1, 3] : (tensor<4x1x2x32xi32>, tensor<i32>) -> tensor<4x2xi32>
+// CHECK: stablehlo.bitcast_convert %arg1 : (tensor<f32>) -> tensor<i32>
+// CHECK: stablehlo.multiply %{{.*}}, %{{.*}} : tensor<4x64xf64>
+// CHECK: return %{{.*}}, %{{.*}}, %{{.*}} : tensor<4x64xf8E4M3FN>, tensor<4x2xf8E8M0FNU>, tensor<4x64xbf16>
+// CHECK-NOT: mx.
+func.func @quantize_dequantize_two_level(%x: tensor<4x64xf32>, %g: tensor<f32>) -> (tensor<4x64xf8E4M3FN>, tensor<4x2xf8E8M0FNU>, tensor<4x64xbf16>) {
+  %c, %s = "mx.quantize"(%x, %g) {number = "e4m3fn", scale = "e8m0_t32_gf32"} : (tensor<4x64xf32>, tensor<f32>) -> (tensor<4x64xf8E4M3FN>, tensor<4x2xf8E8M0FNU>)
+  %y = "mx.dequantize"(%c, %s, %g) {number = "e4m3fn", scale = "e8m0_t32_gf32"} : (tensor<4x64xf8E4M3FN>, tensor<4x2xf8E8M0FNU>, tensor<f32>) -> tensor<4x64xbf16>
+  return %c, %s, %y : tensor<4x64xf8E4M3FN>, tensor<4x2xf8E8M0FNU>, tensor<4x64xbf16>
+}
+
+// -----
+
 // Sparsity: the rank of each value in its group (values that beat it: a larger magnitude, or
 // an equal one at a lower index), the m of rank < m kept.
 

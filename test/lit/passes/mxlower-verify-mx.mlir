@@ -271,6 +271,67 @@ func.func @cast_two_level_stochastic(%x: tensor<4x64xf32>, %r: tensor<4x64xui32>
 
 // -----
 
+// The datatype forms of quantize / dequantize of any two-level datatype take g as their last
+// operand too (quantize: after the random bits; dequantize: after codes, scales, offsets).
+// CHECK-LABEL: func.func @quantize_two_level_valid
+// CHECK: "mx.quantize"
+// CHECK: "mx.dequantize"
+func.func @quantize_two_level_valid(%x: tensor<4x64xf32>, %r: tensor<4x64xui32>, %g: tensor<f32>) {
+  %c, %s, %o = "mx.quantize"(%x, %r, %g) {number = "int8", scale = "e8m0_t16_s2o1_gf32", roundmode = "stochastic"} : (tensor<4x64xf32>, tensor<4x64xui32>, tensor<f32>) -> (tensor<4x64xi8>, tensor<4x4xf8E8M0FNU>, tensor<4x32xui8>)
+  %y = "mx.dequantize"(%c, %s, %o, %g) {number = "int8", scale = "e8m0_t16_s2o1_gf32"} : (tensor<4x64xi8>, tensor<4x4xf8E8M0FNU>, tensor<4x32xui8>, tensor<f32>) -> tensor<4x64xbf16>
+  return
+}
+
+// -----
+
+func.func @quantize_two_level_without_g(%x: tensor<4x64xf32>) {
+  // expected-error @+1 {{'mx.quantize' op expects 2 operands (the input, the tensor scale g) for e4m3fn:e8m0_t32_ge8m23 with roundmode 'even', got 1}}
+  %c, %s = "mx.quantize"(%x) {number = "e4m3fn", scale = "e8m0_t32_gf32"} : (tensor<4x64xf32>) -> (tensor<4x64xf8E4M3FN>, tensor<4x2xf8E8M0FNU>)
+  return
+}
+
+// -----
+
+func.func @quantize_two_level_extra_g(%x: tensor<4x64xf32>, %g: tensor<f32>) {
+  // expected-error @+1 {{'mx.quantize' op expects 2 operands (the input, the tensor scale g) for e4m3fn:e8m0_t32_ge8m23 with roundmode 'even', got 3}}
+  %c, %s = "mx.quantize"(%x, %g, %g) {number = "e4m3fn", scale = "e8m0_t32_gf32"} : (tensor<4x64xf32>, tensor<f32>, tensor<f32>) -> (tensor<4x64xf8E4M3FN>, tensor<4x2xf8E8M0FNU>)
+  return
+}
+
+// -----
+
+func.func @quantize_two_level_g_type(%x: tensor<4x64xf32>, %g: tensor<1xf32>) {
+  // expected-error @+1 {{'mx.quantize' op operand #1 (the tensor scale g of nf4:e8m23_t64_ge8m23) must be tensor<f32>, got tensor<1xf32>}}
+  %c, %s = "mx.quantize"(%x, %g) {number = "nf4", scale = "float32_t64_gf32"} : (tensor<4x64xf32>, tensor<1xf32>) -> (tensor<4x64xui8>, tensor<4x1xf32>)
+  return
+}
+
+// -----
+
+func.func @quantize_one_level_with_g(%x: tensor<4x64xf32>, %g: tensor<f32>) {
+  // expected-error @+1 {{'mx.quantize' op e5m6:e8m0_t32 has no tensor level (a scale spec ending in '_gf32'); it takes no tensor scale g operand}}
+  %c, %s = "mx.quantize"(%x, %g) {number = "e5m6", scale = "e8m0_t32"} : (tensor<4x64xf32>, tensor<f32>) -> (tensor<4x64xui16>, tensor<4x2xf8E8M0FNU>)
+  return
+}
+
+// -----
+
+func.func @dequantize_two_level_without_g(%c: tensor<4x64xi8>, %s: tensor<4x4xf8E8M0FNU>, %o: tensor<4x32xui8>) {
+  // expected-error @+1 {{'mx.dequantize' op expects 4 operands (the codes, scales, subtile offsets, the tensor scale g) and 1 result for int8:e8m0_t16_s2o1_ge8m23, got 3 operands and 1 result}}
+  %y = "mx.dequantize"(%c, %s, %o) {number = "int8", scale = "e8m0_t16_s2o1_gf32"} : (tensor<4x64xi8>, tensor<4x4xf8E8M0FNU>, tensor<4x32xui8>) -> tensor<4x64xf32>
+  return
+}
+
+// -----
+
+func.func @dequantize_two_level_g_type(%c: tensor<4x64xf8E4M3FN>, %s: tensor<4x2xf8E8M0FNU>, %g: tensor<f64>) {
+  // expected-error @+1 {{'mx.dequantize' op operand #2 (the tensor scale g of e4m3fn:e8m0_t32_ge8m23) must be tensor<f32>, got tensor<f64>}}
+  %y = "mx.dequantize"(%c, %s, %g) {number = "e4m3fn", scale = "e8m0_t32_gf32"} : (tensor<4x64xf8E4M3FN>, tensor<4x2xf8E8M0FNU>, tensor<f64>) -> tensor<4x64xf32>
+  return
+}
+
+// -----
+
 // Subtiles (shared micro-exponents): a third result / operand, the ui8 offsets.
 // CHECK-LABEL: func.func @subtiles_valid
 // CHECK: "mx.quantize"
