@@ -56,7 +56,7 @@ from mxlower.numbers import (
     datatype,
 )
 
-__all__ = ["Encoded", "cast", "decode", "encode", "f32_arg", "one_level",
+__all__ = ["Encoded", "cast", "decode", "encode", "f32_arg",
            "resolve", "round_codes", "round_to_odd_f32", "sparse"]
 
 _F64 = np.dtype(np.float64)
@@ -94,25 +94,6 @@ def resolve(number, scale=None) -> Datatype:
         if dt.scale is not None:
             raise SpecError(f"datatype {number} has its own scale; do not pass scale")
     return datatype(number, scale)
-
-
-def one_level(dt: Datatype) -> Datatype:
-    """``dt``, when its scaling has one level: SpecError for a two-level datatype (a scale
-    spec ending in ``_gf32``), for a caller that computes one level and takes no tensor
-    scale g.  Every two-level datatype, with or without subtiles, is computed with its g
-    given: by this module (``encode`` / ``decode`` / ``cast`` with ``tensor_scale=``), by
-    the mx ops (``mx.cast`` and the datatype forms of ``mx.quantize`` / ``mx.dequantize``,
-    g their last operand; nvfp4's ``e2m1fo:e4m3fn_t16_gf32`` rounded as nvfp4 is the nvfp4
-    format's op with g its global scale) and by ``mxlower.jax`` (``cast`` with
-    ``tensor_scale=``, ``quantize`` with ``global_scale=``, ``dequantize``).  The fused
-    cast kernels have no tensor level (``mxlower.jax.cast`` takes the StableHLO lowering
-    for it).  Subtiles (``_s...``) and lookup tables are computed everywhere."""
-    if dt.scale is not None and dt.scale.tensor is not None:
-        raise SpecError(f"{dt.code}: two-level scaling (a tensor scale, '_gf32') needs its "
-                        f"tensor scale g, which this one-level computation does not take; "
-                        f"give g: tensor_scale= (mxlower.reference, mxlower.jax.cast), "
-                        f"global_scale= (mxlower.jax.quantize) or the mx ops' last operand")
-    return dt
 
 
 def _wide(x) -> tuple[np.ndarray, np.dtype]:

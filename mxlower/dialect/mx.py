@@ -71,7 +71,7 @@ from typing import Any
 from mxlower import diagnostics as diag
 from mxlower.bindings import collect_ops
 from mxlower.bindings.jaxlib import ir, stablehlo
-from mxlower.cast_reference import one_level, resolve
+from mxlower.cast_reference import resolve
 from mxlower.formats import (
     FLOAT_TYPES,
     FORMATS,
@@ -741,7 +741,7 @@ def _parse_scaled_dot(op) -> ScaledDotOp:
 # ----------------------------------------------------------------------------- section 10 forms
 
 
-def _datatype(attrs, two_level: bool = False) -> Datatype:
+def _datatype(attrs) -> Datatype:
     """The datatype of the ``number`` / ``scale`` attributes (``number`` may also be a
     predefined datatype name or a ``number:scale`` code, as :func:`mxlower.reference.cast`
     takes them)."""
@@ -751,7 +751,7 @@ def _datatype(attrs, two_level: bool = False) -> Datatype:
                       "'e2m1fo', or a datatype name such as 'mxfp8_e4m3')")
     scale = _attr_str(attrs, "scale", "a scale spec such as 'e8m0_t32'")
     table = _table(attrs, number)
-    return _checked_datatype(number if table is None else table, scale, two_level)
+    return _checked_datatype(number if table is None else table, scale)
 
 
 def _table(attrs, number: str) -> NumberSpec | None:
@@ -771,13 +771,6 @@ def _table(attrs, number: str) -> NumberSpec | None:
                       f"values), got {a}")
     try:
         return lut_spec(list(ir.DenseF32ArrayAttr(a)))
-    except SpecError as e:
-        raise MXError(f"bad datatype: {e}") from None
-
-
-def _one_level(dt: Datatype) -> Datatype:
-    try:
-        return one_level(dt)
     except SpecError as e:
         raise MXError(f"bad datatype: {e}") from None
 
@@ -879,8 +872,7 @@ def _part_names(dt: Datatype) -> str:
 
 def _parse_cast(op) -> CastOp:
     a = op.attributes
-    dt = _datatype(a, two_level=True)
-    _one_level(_tile_level(dt))  # a tensor level and subtiles: computed
+    dt = _datatype(a)
     two = dt.scale is not None and dt.scale.tensor is not None
     rm, sm = _modes(a, dt)
     stochastic = rm == "stochastic"
@@ -944,7 +936,7 @@ def _mx_axis(dt: Datatype, dim: int, shape, what: str) -> int:
 
 def _parse_general_quantize(op) -> GeneralQuantizeOp | QuantizeOp:
     a = op.attributes
-    dt = _datatype(a, two_level=True)
+    dt = _datatype(a)
     rm, sm = _modes(a, dt)
     form = _mx_form(dt, rm, sm)
     if form is not None:  # an MX format's datatype: the format's quantize
@@ -952,7 +944,6 @@ def _parse_general_quantize(op) -> GeneralQuantizeOp | QuantizeOp:
         shape, elt = _quantize_input(op, (1, 2) if dt.scale.tensor is not None else (1,))
         return _quantize_op(op, fmt, k, _mx_axis(dt, dim, shape, "the input"), mode, shape,
                             elt)
-    _one_level(_tile_level(dt))  # a tensor level (and subtiles under it): computed
     two = _two_level(dt)
     stochastic = rm == "stochastic"
     n = len(op.operands)
@@ -982,14 +973,13 @@ def _parse_general_quantize(op) -> GeneralQuantizeOp | QuantizeOp:
 
 def _parse_general_dequantize(op) -> GeneralDequantizeOp | DequantizeOp:
     a = op.attributes
-    dt = _datatype(a, two_level=True)
+    dt = _datatype(a)
     form = _mx_form(dt)
     if form is not None:  # an MX format's datatype: the format's dequantize
         fmt, k, dim, _ = form
         shape = _dequantize_input(op, fmt, (3,) if dt.scale.tensor is not None else (2,))
         return _dequantize_op(op, fmt, k, _mx_axis(dt, dim, shape, "operand #0 (elements)"),
                               shape)
-    _one_level(_tile_level(dt))  # a tensor level (and subtiles under it): computed
     s = dt.scale
     two = _two_level(dt)
     parts = 1 + (s is not None) + (s is not None and (s.zero_point is not None
@@ -1185,15 +1175,13 @@ def _named_lut(spec: NumberSpec) -> NumberSpec | None:
         return None
 
 
-def _checked_datatype(number: str | NumberSpec, scale: str | None,
-                      two_level: bool = False) -> Datatype:
-    """The datatype of the attributes; two-level ones (a tensor scale) only with
-    ``two_level`` (a quantize / dequantize that may name nvfp4 with its global scale)."""
+def _checked_datatype(number: str | NumberSpec, scale: str | None) -> Datatype:
+    """The datatype of the attributes (any: every datatype has its ops; a two-level one takes
+    its tensor scale g as an operand)."""
     try:
-        dt = resolve(number, scale)
+        return resolve(number, scale)
     except SpecError as e:
         raise MXError(f"bad datatype: {e}") from None
-    return dt if two_level else _one_level(dt)
 
 
 def quantize(x: Any, format: str | None = None, *, block_size: int | None = None,
@@ -1217,7 +1205,7 @@ def quantize(x: Any, format: str | None = None, *, block_size: int | None = None
     if number is not None:
         if format is not None:
             raise MXError("give a named 'format' or a datatype 'number', not both")
-        dt = _checked_datatype(number, scale, two_level=True)
+        dt = _checked_datatype(number, scale)
         try:
             results = [_type(rs, relt, loc) for _, rs, relt in _result_types(dt, shape)]
         except SpecError as e:
@@ -1252,7 +1240,7 @@ def dequantize(elements: Any, scales: Any | None, format: str | None = None, *,
     if number is not None:
         if format is not None:
             raise MXError("give a named 'format' or a datatype 'number', not both")
-        _checked_datatype(number, scale, two_level=True)
+        _checked_datatype(number, scale)
         operands = [v for v in (elements, scales, zero_points, offsets, global_scale)
                     if v is not None]
         return _create("mx.dequantize", [_type(shape, result_type, loc)], operands,
@@ -1280,7 +1268,7 @@ def cast(x: Any, number: str | NumberSpec, scale: str | None = None, *,
     may be a :class:`~mxlower.numbers.NumberSpec`: a custom lookup table is written
     ``number = "lut"`` with its ``table`` (as are the datatype forms of quantize and
     dequantize)."""
-    _one_level(_tile_level(_checked_datatype(number, scale, two_level=True)))
+    _checked_datatype(number, scale)
     operands = [x] + [v for v in (rbits, tensor_scale) if v is not None]
     return _create("mx.cast", [x.type], operands,
                    _general_attrs(number, scale, roundmode, scalemode), loc, ip)

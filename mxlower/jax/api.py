@@ -115,7 +115,7 @@ def _quantize_datatype(x, number, scale, axis, block_size, scale_mode, global_sc
     kernels.check_impl(impl, "quantize")
     x, dt, roundmode, scalemode, r = check_encode(
         x, number, scale, roundmode=roundmode, scalemode=SCALEMODE_OF.get(scale_mode, scale_mode),
-        key=key, rbits=rbits, two_level=True)
+        key=key, rbits=rbits)
     ste = x if traced(x) else None  # only a traced x can be differentiated
     two_level = has_tensor_level(dt)
     if two_level:

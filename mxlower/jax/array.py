@@ -109,12 +109,12 @@ class DatatypeArray:
     def __init__(self, codes: Any, scales: Any, zero_points: Any, datatype: Any, *,
                  global_scale: Any | None = None, offsets: Any | None = None):
         fn = "DatatypeArray"
-        dt = datatype_of(datatype, None, fn, arg="datatype", two_level=True)
+        dt = datatype_of(datatype, None, fn, arg="datatype")
         if isinstance(codes, np.ndarray) and any(
                 held_as_codes(name) and t.dtype == codes.dtype for name, t in FLOAT_TYPES.items()):
             codes = codes.view(np.uint8)  # ml_dtypes f6 values: JAX holds their codes
         codes = checks.as_array(codes)
-        dt = datatype_of(dt, None, fn, tuple(codes.shape), arg="datatype", two_level=True)
+        dt = datatype_of(dt, None, fn, tuple(codes.shape), arg="datatype")
         parts = [codes] + [None if v is None else checks.as_array(v)
                            for v in (scales, zero_points, offsets)]
         s = dt.scale

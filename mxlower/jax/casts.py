@@ -46,7 +46,7 @@ from jax import lax
 from jax.extend.core import Primitive
 from jax.interpreters import batching, mlir
 
-from mxlower.cast_reference import one_level, resolve
+from mxlower.cast_reference import resolve
 from mxlower.dialect import mx
 import mxlower.jax.kernels as kernels
 import mxlower.jax.sharding as sharding
@@ -75,12 +75,12 @@ __all__ = ["bind_encode", "cast", "cast_p", "cast_two_level_p", "check_encode",
 
 
 def datatype_of(number: Any, scale: Any, fn: str, shape: tuple[Any, ...] | None = None,
-                arg: str = "number", two_level: bool = False) -> Datatype:
+                arg: str = "number") -> Datatype:
     """The canonical datatype of arguments ``arg`` (default 'number') / 'scale' of ``fn`` (as
     :func:`mxlower.reference.cast` takes them): its scale tiles checked against ``shape``
     (static sizes needed), its scale dimensions rewritten counted from the end, no name.
-    Two-level datatypes (a tensor level, ``_gf32``) are refused unless ``two_level``: the
-    caller then takes their tensor scale g (:func:`check_tensor_scale`)."""
+    A two-level datatype (a tensor level, ``_gf32``) passes; the caller takes its tensor
+    scale g (:func:`check_tensor_scale`)."""
     if not isinstance(number, (str, NumberSpec, Datatype)):
         raise TypeError(f"{fn}: argument '{arg}' must be a number spec code ('e5m6', 'int4', "
                         f"...), a datatype name ('mxfp8_e4m3', 'nvfp4', ...) or "
@@ -90,8 +90,6 @@ def datatype_of(number: Any, scale: Any, fn: str, shape: tuple[Any, ...] | None 
                         f"or None, got {scale!r}")
     try:
         dt = resolve(number, scale)
-        if not two_level:
-            one_level(dt)
     except SpecError as e:
         where = f"argument '{arg}'" + (" / 'scale'" if scale is not None else "")
         raise ValueError(f"{fn}: {where}: {e}") from None
@@ -239,7 +237,7 @@ def cast(x: Any, number: Any, scale: Any = None, *, roundmode: str = "even",
     """
     kernels.check_impl(impl, "cast")
     x = check_wide(x, "cast", "x")
-    dt = datatype_of(number, scale, "cast", tuple(x.shape), two_level=True)
+    dt = datatype_of(number, scale, "cast", tuple(x.shape))
     g = _tensor_scale(dt, tensor_scale, "cast", "tensor_scale")
     roundmode, scalemode = _modes(dt, roundmode, scalemode, "cast")
     r = _random_bits(x, roundmode, key, rbits, "cast")
@@ -480,16 +478,16 @@ def layout(dt: Datatype, shape: tuple[int, ...]) -> list[tuple[tuple[int, ...], 
 
 def check_encode(x: Any, number: Any, scale: Any = None, *, roundmode: str = "even",
                  scalemode: str = "max", key: Any = None, rbits: Any = None,
-                 fn: str = "quantize", arg: str = "format",
-                 two_level: bool = False) -> tuple[Any, Datatype, str, str, Any]:
+                 fn: str = "quantize",
+                 arg: str = "format") -> tuple[Any, Datatype, str, str, Any]:
     """The checked arguments of an actual cast (as :func:`cast` takes them; errors name the
     datatype argument ``arg``): ``x``, the canonical datatype, the round and scale modes
-    (canonical: ``max`` for a float scale) and the random bits (None unless stochastic).
-    With ``two_level`` a two-level datatype (``_gf32``) passes too; the caller checks its
-    tensor scale g and binds :data:`encode_p` with it (or, for nvfp4's
-    ``e2m1fo:e4m3fn_t16_gf32`` rounded as nvfp4 does, the MX quantize primitive)."""
+    (canonical: ``max`` for a float scale) and the random bits (None unless stochastic).  For
+    a two-level datatype (``_gf32``) the caller checks its tensor scale g and binds
+    :data:`encode_p` with it (or, for nvfp4's ``e2m1fo:e4m3fn_t16_gf32`` rounded as nvfp4
+    does, the MX quantize primitive)."""
     x = check_wide(x, fn, "x")
-    dt = datatype_of(number, scale, fn, tuple(x.shape), arg, two_level=two_level)
+    dt = datatype_of(number, scale, fn, tuple(x.shape), arg)
     roundmode, scalemode = _modes(dt, roundmode, scalemode, fn)
     r = _random_bits(x, roundmode, key, rbits, fn)
     return x, dt, roundmode, scalemode, r
