@@ -211,7 +211,6 @@ def _threshold_points(spec, seed: int, gaps: int = 24, src=np.float32):
     idx = np.arange(len(t) - 1)
     if idx.size > gaps:
         idx = np.sort(rng.choice(idx, gaps, replace=False))
-    info = np.finfo(src)
     xs, ss, rs = [], [], []
     for j in idx:
         lo, hi = t[j], t[j + 1]
