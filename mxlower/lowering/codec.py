@@ -140,9 +140,12 @@ i64: with N_i = T[i] 2^G its values in units of their finest bit, x 2^-shift is 
 exact floor and ceiling in units 2^-(G+F) (F = 1, 32 for stochastic) from the unpacked bits,
 saturated beyond the table's ends, and the code is the number of gaps x rounds past (one or
 two comparisons per gap; for stochastic one product of the random bits and the gap's width
-per distinct width).  Tables with max |N_i| >= 2^60 (2^29 for stochastic) are refused
-(:func:`lut_unsupported`).  Decoding selects the value's f32 bits by the code's bits (a select
-tree) and, with a shift or to bf16/f16, rounds as the general decoder does.
+per distinct width).  Tables with max |N_i| >= 2^60 (2^29 for stochastic) take the per-gap
+encoder (:func:`_encode_lut_wide`): a select chain on x >= T_j picks the gap's frame and
+constants, and one exact comparison of 2^F x with the threshold's two terms decides; every
+table is exact (:func:`lut_unsupported` refuses none).  Decoding selects the value's f32 bits
+by the code's bits (a select tree) and, with a shift or to bf16/f16, rounds as the general
+decoder does.
 
 Semantics: exactly docs/semantics.md section 2 = :func:`mxlower.reference.convert` for every
 input (test/python/test_codec.py checks this exhaustively with the NumPy builder, both with
@@ -218,7 +221,7 @@ class Target:
 def target(spec: NumberSpec | str) -> Target:
     """The rounding target of a number spec for a cast (section 10.2): finite values
     saturate; Inf stays Inf where the spec has it, else becomes max.  (Lookup tables have
-    their own encoder, :func:`lut_unsupported` says which it takes.)"""
+    their own encoder, which takes every table.)"""
     n = numbers.number(spec)
     if n.is_lut:
         raise ValueError(f"codec.target: {n.code} is a lookup table; it has no rounding "
@@ -573,8 +576,10 @@ def _finish_ieee(b: IntBuilder, x: _Unpacked, mag: Any, t: FloatType) -> Any:
 # ============================================================ lookup tables (section 10.7)
 
 #: the largest table magnitude, in units of the table's finest bit (:func:`_lut_units`), that
-#: the LUT encoder handles exactly: every working quantity then fits in i64 (stochastic
-#: rounding multiplies the random bits by a gap's width, with 32 fraction bits)
+#: the direct LUT encoder (one fixed-point frame for the whole table) takes: every working
+#: quantity then fits in i64 (stochastic rounding multiplies the random bits by a gap's width,
+#: with 32 fraction bits).  Wider tables take the per-gap encoder (:func:`_encode_lut_wide`),
+#: which is exact for every table.
 LUT_LIMIT = {"deterministic": 1 << 60, "stochastic": 1 << 29}
 
 
@@ -588,46 +593,51 @@ def _lut_units(n: NumberSpec) -> tuple[int, tuple[int, ...]]:
     return G, tuple(int(f * Fraction(2) ** G) for f in fr)
 
 
-def lut_unsupported(spec: NumberSpec | str, roundmode: str = "even") -> str | None:
-    """Why the codec cannot round to the lookup table ``spec`` with ``roundmode`` exactly (None
-    when it can, and for every spec that is no lookup table): the encoder works in i64 on the
-    table in units of its finest bit, which must stay below :data:`LUT_LIMIT` (2^60; 2^29 for
-    ``stochastic``).  The oracle computes every table."""
-    n = numbers.number(spec)
-    if not n.is_lut:
-        return None
-    G, N = _lut_units(n)
-    big = max(abs(N[0]), abs(N[-1]))
+def _lut_direct(n: NumberSpec, roundmode: str) -> bool:
+    """Whether the direct encoder takes the table (its span below :data:`LUT_LIMIT`)."""
+    _, N = _lut_units(n)
     kind = "stochastic" if roundmode == "stochastic" else "deterministic"
-    if big < LUT_LIMIT[kind]:
-        return None
-    what = "stochastic rounding" if kind == "stochastic" else "rounding"
-    return (f"{n.code}: the lookup table spans too many bits for the exact lowering: in units "
-            f"of its finest bit (2^{-G}) its largest magnitude is about "
-            f"2^{big.bit_length() - 1}, and {what} handles below "
-            f"2^{LUT_LIMIT[kind].bit_length() - 1}; mxlower.reference computes it")
+    return max(abs(N[0]), abs(N[-1])) < LUT_LIMIT[kind]
+
+
+def lut_unsupported(spec: NumberSpec | str, roundmode: str = "even") -> str | None:
+    """Why the codec cannot round to the lookup table ``spec`` with ``roundmode`` exactly:
+    None for every spec.  Every table section 10.7 allows (any 2^K increasing finite f32
+    values, K <= 8) is encoded exactly in every mode: tables within :data:`LUT_LIMIT` by one
+    fixed-point frame, wider ones by a frame per gap (:func:`_encode_lut_wide`).  Kept for the
+    callers that ask."""
+    numbers.number(spec)
+    return None
 
 
 def _encode_lut(b: IntBuilder, value: Any, src_wide: str | FloatType, n: NumberSpec,
-                roundmode: str, rbits: Any, shift: Any) -> tuple[Any, int]:
+                roundmode: str, rbits: Any, shift: Any, *,
+                wide: bool | None = None) -> tuple[Any, int]:
     """The codes (i64) of ``value * 2^-shift`` rounded to the table ``n`` (section 10.7).
 
-    With N_i = T_i 2^G integers and F fraction bits (1; 32 for stochastic), x is read in units
-    2^-(G+F) as its floor SF and ceiling SC (signed, from the unpacked magnitude: exact, the
-    scaled value is never formed), saturated just beyond the table's ends.  The code is a count
-    over the gaps (T_j, T_j+1) of whether x rounds to the upper neighbour or beyond: x > m_j
-    (SC > m_j) or x >= m_j (SF >= m_j) at the midpoint m_j, by whether a tie goes up, for the
-    nearest modes; x >= T_j+1, x > T_j or x's sign (a gap straddling 0) for ``zero``; for
-    ``stochastic`` the carry r + floor(f 2^32) >= 2^32 of section 10.7, which in these units is
-    P_hi - SF <= r Du (toward zero is the lower neighbour) or SC - P_lo <= r Du (the upper),
-    Du = N_j+1 - N_j, P = N 2^F: both also hold (or fail) beyond the gap as they should."""
+    ``wide``: force the per-gap encoder (True) or the direct one (False; only for tables it
+    takes); default: the direct one where it takes the table.
+
+    The direct encoder: with N_i = T_i 2^G integers and F fraction bits (1; 32 for
+    stochastic), x is read in units 2^-(G+F) as its floor SF and ceiling SC (signed, from the
+    unpacked magnitude: exact, the scaled value is never formed), saturated just beyond the
+    table's ends.  The code is a count over the gaps (T_j, T_j+1) of whether x rounds to the
+    upper neighbour or beyond: x > m_j (SC > m_j) or x >= m_j (SF >= m_j) at the midpoint m_j,
+    by whether a tie goes up, for the nearest modes; x >= T_j+1, x > T_j or x's sign (a gap
+    straddling 0) for ``zero``; for ``stochastic`` the carry r + floor(f 2^32) >= 2^32 of
+    section 10.7, which in these units is P_hi - SF <= r Du (toward zero is the lower
+    neighbour) or SC - P_lo <= r Du (the upper), Du = N_j+1 - N_j, P = N 2^F: both also hold
+    (or fail) beyond the gap as they should."""
     s = codec_type(src_wide)
     if s.mlir not in WIDE_FLOAT_TYPES:
         raise ValueError(f"emit_encode: source must be one of {', '.join(WIDE_FLOAT_TYPES)}, "
                          f"got '{s.mlir}'")
-    reason = lut_unsupported(n, roundmode)
-    if reason:
-        raise ValueError(f"emit_encode: {reason}")
+    if wide is None:
+        wide = not _lut_direct(n, roundmode)
+    if wide:
+        return _encode_lut_wide(b, value, s, n, roundmode, rbits, shift)
+    if not _lut_direct(n, roundmode):
+        raise ValueError(f"_encode_lut: {n.code} is too wide for the direct encoder")
     G, N = _lut_units(n)
     stochastic = roundmode == "stochastic"
     F = 32 if stochastic else 1
@@ -680,15 +690,215 @@ def _encode_lut(b: IntBuilder, value: Any, src_wide: str | FloatType, n: NumberS
                 # a tie is x = +-0: toward zero is the neighbour of x's sign
                 up = b.cmp("eq", b.sel(x.neg, one, zero), 0)
             else:
-                if straddle and roundmode != "even":
-                    tie_up = m > 0  # the tie x = m has m's sign
-                else:
-                    tie_up = {"even": (j + 1) % 2 == 0, "nearest": lo >= 0,
-                              "half_down": hi <= 0}[roundmode]
-                up = b.cmp("sge", SF, m) if tie_up else b.cmp("sgt", SC, m)
+                up = b.cmp("sge", SF, m) if _lut_tie_up(n, j, roundmode) else \
+                    b.cmp("sgt", SC, m)
         inc = b.sel(up, one, zero)
         count = inc if count is None else b.add(count, inc)
     return _sel(b, x.nan, _lut_nan_code(n), count), W
+
+
+def _lut_tie_up(n: NumberSpec, j: int, roundmode: str) -> bool:
+    """Whether a tie in gap j (x = its midpoint, not 0) rounds up, for the nearest modes."""
+    lo, hi = Fraction(n.table[j]), Fraction(n.table[j + 1])
+    if lo < 0 < hi and roundmode != "even":
+        return lo + hi > 0  # the tie x = m has m's sign
+    return {"even": (j + 1) % 2 == 0, "nearest": lo >= 0, "half_down": hi <= 0}[roundmode]
+
+
+def _floor_log2(a: Fraction) -> int:
+    """floor(log2 a) of a positive dyadic rational."""
+    return a.numerator.bit_length() - a.denominator.bit_length()
+
+
+def _low_bit(a: Fraction) -> int:
+    """The exponent of the lowest set bit of a positive dyadic rational."""
+    return (a.numerator & -a.numerator).bit_length() - a.denominator.bit_length()
+
+
+#: the per-gap encoder's packed gap word (:func:`_lut_gap_words`): bit positions
+_LW_OUT, _LW_ZPOS, _LW_STRAD, _LW_BH, _LW_NEGB, _LW_NEGS, _LW_TPOS, _LW_TNEG = range(8, 16)
+_LW_DS, _LW_FE = 16, 24
+#: the frame: B 2^-fe below 2^29 (B the end of larger magnitude), so that 2^32 B / 2^fe and
+#: every other working quantity stays below 2^62
+_LW_FRAME = 28
+
+
+def _lut_key(v: float, Mk: int) -> int:
+    """The signed key of a value (see :func:`_encode_lut_wide`): +-((L + 151) 2^Mk + m) with
+    L = floor(log2 |v|) clamped to [-150, 128] and m the fraction bits of |v| 2^-L (Mk of
+    them), 0 for 0: monotone in v, exact for f32 values."""
+    if v == 0:
+        return 0
+    a = abs(Fraction(v))
+    L = _floor_log2(a)
+    sig = a * Fraction(2) ** (Mk - L)
+    assert sig.denominator == 1
+    key = ((min(max(L, -150), 128) + 151) << Mk) + int(sig) - (1 << Mk)
+    return -key if v < 0 else key
+
+
+def _lut_gap_words(n: NumberSpec, roundmode: str) -> list[tuple[int, int]]:
+    """(P, Q) for x >= T_j (j = 0 .. 2^K - 1), and for x < T_0 first: P packs the code j,
+    whether x is outside the gaps (below T_0 or at or above the last value), and for the gap
+    (lo, hi) = (T_j, T_j+1): lo >= 0, lo < 0 < hi, whether B (the end of larger magnitude) is
+    hi, the signs of B and of the other end s, whether a tie goes up for x > 0 and for x < 0
+    (nearest modes), ds and fe + 256; Q packs MB = |B| 2^-fe (an integer below 2^29: fe =
+    floor(log2 |B|) - 28) and Ms: |s| = Ms 2^(fe - ds), with ds = 0 where |s| 2^-fe is an
+    integer (then below 2^29), else Ms odd (below 2^24) and 0 < ds < 256."""
+    t = [Fraction(v) for v in n.table]
+    last = len(t) - 1
+    words = [(1 << _LW_OUT, 0)]
+    for j in range(last):
+        lo, hi = t[j], t[j + 1]
+        bh = abs(hi) >= abs(lo)
+        B, s = (hi, lo) if bh else (lo, hi)
+        fe = _floor_log2(abs(B)) - _LW_FRAME
+        mb = abs(B) / Fraction(2) ** fe
+        assert mb.denominator == 1 and mb < 1 << 29
+        if s == 0:
+            ms, ds = 0, 0
+        elif _low_bit(abs(s)) >= fe:
+            ms, ds = int(abs(s) / Fraction(2) ** fe), 0
+        else:
+            ds = fe - _low_bit(abs(s))
+            ms = abs(s) * Fraction(2) ** (ds - fe)
+            assert ms.denominator == 1
+            ms = int(ms)
+        assert ms < 1 << 29 and 0 <= ds < 256 and -256 <= fe < 256
+        strad = lo < 0 < hi
+        if roundmode in ("even", "nearest", "half_down"):
+            if strad and roundmode != "even" and lo + hi == 0:
+                tpos, tneg = True, False  # a tie is x = +-0: the neighbour of x's sign
+            else:
+                tpos = tneg = _lut_tie_up(n, j, roundmode)
+        else:
+            tpos = tneg = False
+        flags = [lo >= 0, strad, bh, B < 0, s < 0, tpos, tneg]
+        P = j | sum(int(f) << (_LW_ZPOS + i) for i, f in enumerate(flags))
+        P |= (ds << _LW_DS) | ((fe + 256) << _LW_FE)
+        words.append((P, (int(mb) << 30) | ms))
+    words.append((last | (1 << _LW_OUT), 0))
+    return words
+
+
+def _cmp_scaled(b: IntBuilder, a: Any, c: Any, d: Any) -> Any:
+    """sign(a 2^d - c) as -1, 0 or 1 (i64), for 0 < a, c < 2^62 and any (moderate) d."""
+    one, zero = b.constant(1, 64), b.constant(0, 64)
+    nd = b.sub(0, d)
+    dp = b.min(b.max(d, 0), 62)
+    dn = b.min(b.max(nd, 0), 62)
+    big_a = b.or_(b.cmp("sgt", d, 62), b.cmp("ne", b.shr(a, b.sub(62, dp)), 0))
+    big_c = b.or_(b.cmp("sgt", nd, 62), b.cmp("ne", b.shr(c, b.sub(62, dn)), 0))
+    av, cv = b.shl(a, dp), b.shl(c, dn)
+    s = b.sub(b.sel(b.cmp("sgt", av, cv), one, zero), b.sel(b.cmp("slt", av, cv), one, zero))
+    return b.sel(big_a, one, b.sel(big_c, -1, s))
+
+
+def _encode_lut_wide(b: IntBuilder, value: Any, s: FloatType, n: NumberSpec, roundmode: str,
+                     rbits: Any, shift: Any) -> tuple[Any, int]:
+    """The per-gap LUT encoder: exact for every table, in i64.
+
+    x 2^-shift = +-sig 2^(L - M) (normalized) has a monotone key (:func:`_lut_key`) compared
+    with the table values' keys; a chain of selects on x >= T_j picks the gap's constants
+    (:func:`_lut_gap_words`).  ``zero`` counts the gaps x rounds past (x >= hi, x > lo or x's
+    sign).  Otherwise, for x in [lo, hi), it rounds up exactly when V = 2^F x - (a hi + c lo)
+    is > 0 (or >= 0), with F = 1, a = c = 1 (the midpoint; >= where a tie goes up) for the
+    nearest modes and F = 32 for stochastic: with t = 2^32 - r, (a, c) = (t, r) and >= where
+    the toward-zero end is lo (section 10.7's r + floor(f 2^32) >= 2^32 is 2^32 (x - lo) >=
+    t (hi - lo)), (r, t) and > where it is hi.  V is read in the gap's frame 2^fe: the term
+    of B (the end of larger magnitude), B 2^-fe, is an integer below 2^29; 2^F x and the
+    term of the other end s are split into floor and fraction (the bits below the frame), and
+    |2^F x| < 2^F |B| keeps every floor below 2^62.  The sign of V is the floors' difference
+    unless it is 0; then the fractions decide, compared exactly as dyadics (x's bits below
+    the frame against those of s's term, at any distance)."""
+    W, M = 64, s.man_bits
+    Mk = max(M, 23)
+    stochastic = roundmode == "stochastic"
+    F = 32 if stochastic else 1
+    x = _unpack_float_bits(b, b.bitcast_to_int(value), s, W, normalize=True)
+    L = x.L if shift is None else b.sub(x.L, _widen_shift(b, shift, W))
+    one, zero = b.constant(1, W), b.constant(0, W)
+    mant = b.and_(x.sig, (1 << M) - 1)
+    if Mk > M:
+        mant = b.shl(mant, Mk - M)
+    key = b.add(b.add(b.shl(b.max(b.min(L, 128), -150), Mk), mant), 151 << Mk)
+    if shift is not None:  # +-Inf stays beyond every value whatever the shift
+        key = b.sel(x.inf, b.constant(280 << Mk, W), key)
+    key = b.sel(x.zero, zero, key)
+    skey = b.sel(x.neg, b.sub(0, key), key)
+    keys = [_lut_key(v, Mk) for v in n.table]
+    nan_code = _lut_nan_code(n)
+    if roundmode == "zero":  # the toward-zero neighbour: count the gaps x passes
+        count = None
+        for j in range(len(keys) - 1):
+            lo, hi = n.table[j], n.table[j + 1]
+            if lo < 0 < hi:
+                up = b.cmp("eq", b.sel(x.neg, one, zero), 0)
+            elif lo >= 0:
+                up = b.cmp("sge", skey, keys[j + 1])
+            else:
+                up = b.cmp("sgt", skey, keys[j])
+            inc = b.sel(up, one, zero)
+            count = inc if count is None else b.add(count, inc)
+        return _sel(b, x.nan, nan_code, count), W
+    words = _lut_gap_words(n, roundmode)
+    P, Q = b.constant(words[0][0], W), zero
+    for j, kj in enumerate(keys):
+        ge = b.cmp("sge", skey, kj)
+        P = b.sel(ge, words[j + 1][0], P)
+        if j < len(keys) - 1:
+            Q = b.sel(ge, words[j + 1][1], Q)
+
+    def flag(bit: int) -> Any:
+        return b.cmp("ne", b.and_(P, 1 << bit), 0)
+
+    fe = b.sub(b.shr(P, _LW_FE), 256)
+    ds = b.and_(b.shr(P, _LW_DS), 255)
+    negB, negS = flag(_LW_NEGB), flag(_LW_NEGS)
+    # 2^F x 2^-fe = +-sig 2^k: floor XI and fraction mx 2^-mk of its magnitude
+    k = b.sub(b.add(L, F - M), fe)
+    mk = b.max(b.sub(0, k), 0)
+    kr = b.min(mk, 63)
+    XI = b.shr(b.shl(x.sig, b.min(b.max(k, 0), 62)), kr)
+    mx = b.and_(x.sig, b.xor(b.shl(-1, kr), -1))
+    fx = b.cmp("ne", mx, 0)
+    Xq = b.sel(x.neg, b.sub(b.sub(0, XI), b.sel(fx, one, zero)), XI)  # floor
+    MB, Ms = b.shr(Q, 30), b.and_(Q, (1 << 30) - 1)
+    if stochastic:
+        r = b.and_(b.resize(b.signless(rbits), W), (1 << 32) - 1)
+        t = b.sub(1 << 32, r)
+        zlo = b.or_(flag(_LW_ZPOS), b.and_(flag(_LW_STRAD), x.neg))  # toward zero is lo
+        cB = b.sel(b.xor(flag(_LW_BH), zlo), r, t)  # B's coefficient (hi's is t or r)
+        A1, A2 = b.mul(cB, MB), b.mul(b.sub(1 << 32, cB), Ms)
+        thr = b.sel(zlo, -1, zero)  # up: sign(V) > thr
+    else:
+        A1, A2 = MB, Ms
+        thr = b.sel(b.sel(x.neg, flag(_LW_TNEG), flag(_LW_TPOS)), -1, zero)
+    A1 = b.sel(negB, b.sub(0, A1), A1)
+    dsc = b.min(ds, 63)
+    AI = b.shr(A2, dsc)  # |s's term| 2^-fe: floor AI and fraction ma 2^-ds
+    ma = b.and_(A2, b.xor(b.shl(-1, dsc), -1))
+    fr = b.cmp("ne", ma, 0)
+    A2q = b.sel(negS, b.sub(b.sub(0, AI), b.sel(fr, one, zero)), AI)
+    diff = b.sub(Xq, b.add(A1, A2q))  # V 2^-fe = diff + (x's fraction - s's), both in [0, 1)
+    cf = b.sub(b.sel(fx, one, zero), b.sel(fr, one, zero))
+    if stochastic or M + 1 > 24:
+        # both fractions non-zero: xa = mx 2^-mk, ra = ma 2^-ds in (0, 1); x's floor-fraction
+        # is xa (x > 0) or 1 - xa, s's term's ra or 1 - ra: compare xa with ra, or xa + ra
+        # with 1 (1 - xa with ra, or 1 - ra with xa, whichever is exact in i64)
+        d1 = b.sub(ds, mk)
+        c1 = _cmp_scaled(b, mx, ma, d1)
+        use_x = b.cmp("sle", mk, 62)
+        a2 = b.sel(use_x, b.sub(b.shl(one, b.min(mk, 62)), mx),
+                   b.sub(b.shl(one, b.min(ds, 62)), ma))
+        c2 = b.sub(0, _cmp_scaled(b, a2, b.sel(use_x, ma, mx), b.sel(use_x, d1, b.sub(0, d1))))
+        c2 = b.sel(b.and_(b.cmp("sgt", mk, 62), b.cmp("sgt", ds, 62)), -1, c2)
+        res = b.sel(b.xor(x.neg, negS), c2, c1)
+        cf = b.sel(b.and_(fx, fr), b.sel(x.neg, b.sub(0, res), res), cf)
+    sgn = b.sel(b.cmp("eq", diff, 0), cf, diff)
+    up = b.and_(b.cmp("sgt", sgn, thr), b.cmp("eq", b.and_(P, 1 << _LW_OUT), 0))
+    code = b.add(b.and_(P, 255), b.sel(up, one, zero))
+    return _sel(b, x.nan, nan_code, code), W
 
 
 def _lut_nan_code(n: NumberSpec) -> int:
