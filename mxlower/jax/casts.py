@@ -135,7 +135,7 @@ def _modes(dt: Datatype, roundmode: Any, scalemode: Any, fn: str) -> tuple[str, 
                          f"scales; the float scale {s.number.code} takes 'max'")
     if s is None or not s.power_of_two:
         scalemode = "max"  # ignored: one canonical parameter
-    reason = cast_math.unsupported(dt, scalemode, roundmode)
+    reason = cast_math.unsupported(dt, scalemode)
     if reason:
         raise ValueError(f"{fn}: datatype {dt.code}: {reason} (mxlower.reference.cast "
                          "computes it)")

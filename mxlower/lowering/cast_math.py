@@ -299,15 +299,12 @@ def _is_nan_bits(b: Builder, bits: Any) -> Any:
 # ----------------------------------------------------------------------------- encode
 
 
-def unsupported(dt: Datatype, scalemode: str = "max", roundmode: str = "even") -> str | None:
+def unsupported(dt: Datatype, scalemode: str = "max") -> str | None:
     """Why this lowering cannot cast to ``dt`` exactly (None when it can): the two quotients
-    whose divisor is no f32 value, and lookup tables wider than the codec's exact range
-    (:func:`mxlower.lowering.codec.lut_unsupported`).  The oracle computes them; mxlower.jax
-    checks this at trace time, the lowering reports it at the op."""
+    whose divisor is no f32 value.  The oracle computes them; mxlower.jax checks this at trace
+    time, the lowering reports it at the op.  (Every lookup table is exact, in every rounding
+    mode.)"""
     n, s = dt.number, dt.scale
-    lut = codec.lut_unsupported(n, roundmode)
-    if lut:
-        return lut
     if s is None:
         return None
     if not s.power_of_two:
@@ -327,8 +324,8 @@ def _rceil_unsupported(n: NumberSpec) -> str | None:
     return None
 
 
-def _check_exact(dt: Datatype, scalemode: str = "max", roundmode: str = "even") -> None:
-    reason = unsupported(dt, scalemode, roundmode)
+def _check_exact(dt: Datatype, scalemode: str = "max") -> None:
+    reason = unsupported(dt, scalemode)
     if reason:
         raise CastLoweringError(reason)
 
@@ -341,7 +338,7 @@ def encode(b: Builder, x: Any, dt: Datatype, roundmode: str, scalemode: str,
     complement i32 (None where the datatype has no such part).  ``tensor_scale``: the f32
     value g (a rank-0 f32 tensor) of a two-level datatype (``_gf32``): the tiles then scale
     y = x / g, one f32 division per value (:func:`divide_by`)."""
-    _check_exact(dt, scalemode, roundmode)
+    _check_exact(dt, scalemode)
     n, s = dt.number, dt.scale
     xb = to_f32_bits(b, x)
     if tensor_scale is not None:

@@ -142,8 +142,8 @@ saturated beyond the table's ends, and the code is the number of gaps x rounds p
 two comparisons per gap; for stochastic one product of the random bits and the gap's width
 per distinct width).  Tables with max |N_i| >= 2^60 (2^29 for stochastic) take the per-gap
 encoder (:func:`_encode_lut_wide`): a select chain on x >= T_j picks the gap's frame and
-constants, and one exact comparison of 2^F x with the threshold's two terms decides; every
-table is exact (:func:`lut_unsupported` refuses none).  Decoding selects the value's f32 bits
+constants, and one exact comparison of 2^F x with the threshold's two terms decides: every
+table section 10.7 allows is encoded exactly in every mode.  Decoding selects the value's f32 bits
 by the code's bits (a select tree) and, with a shift or to bf16/f16, rounds as the general
 decoder does.
 
@@ -167,7 +167,7 @@ from mxlower.types import FLOAT_TYPES, WIDE_FLOAT_TYPES, FloatType
 
 __all__ = ["TRUNCF_MODES", "Plan", "Target", "codec_type", "convert_codes", "convert_target",
            "emit_convert_codes", "emit_decode", "emit_encode", "emit_extf", "emit_truncf",
-           "lut_unsupported", "plan", "storage_type", "target"]
+           "plan", "storage_type", "target"]
 
 
 def codec_type(t: str | FloatType) -> FloatType:
@@ -598,16 +598,6 @@ def _lut_direct(n: NumberSpec, roundmode: str) -> bool:
     _, N = _lut_units(n)
     kind = "stochastic" if roundmode == "stochastic" else "deterministic"
     return max(abs(N[0]), abs(N[-1])) < LUT_LIMIT[kind]
-
-
-def lut_unsupported(spec: NumberSpec | str, roundmode: str = "even") -> str | None:
-    """Why the codec cannot round to the lookup table ``spec`` with ``roundmode`` exactly:
-    None for every spec.  Every table section 10.7 allows (any 2^K increasing finite f32
-    values, K <= 8) is encoded exactly in every mode: tables within :data:`LUT_LIMIT` by one
-    fixed-point frame, wider ones by a frame per gap (:func:`_encode_lut_wide`).  Kept for the
-    callers that ask."""
-    numbers.number(spec)
-    return None
 
 
 def _encode_lut(b: IntBuilder, value: Any, src_wide: str | FloatType, n: NumberSpec,

@@ -366,8 +366,8 @@ class CastSpec:
     values (f32, bf16 or f16) in, the same type out, each value the dequantized value of its
     actual cast to ``number`` [with ``scale``].
 
-    Covered: any number spec (lookup tables as the codec takes them:
-    :func:`mxlower.lowering.codec.lut_unsupported`) unscaled (units of one vector of values, the last one masked:
+    Covered: any number spec (lookup tables included) unscaled (units of one vector of values,
+    the last one masked:
     any shape), and exponent scales (``e8m0``-like, every scale mode) or float scales
     (``e4m3fn``, ``bf16``, ...: ``scalemode`` max) in 1D tiles of ``k`` values along the last
     dimension: a ``..._tK`` scale whose dimension is the last (``k`` = K), or a channel scale
@@ -405,9 +405,6 @@ class CastSpec:
         if self.scale is None:
             if self.length is not None:
                 raise ValueError("an unscaled cast has no tile length")
-            reason = cast_math.unsupported(numbers.Datatype(n, None), "max", self.roundmode)
-            if reason:
-                raise ValueError(reason)
             object.__setattr__(self, "scalemode", "max")
             return
         s = numbers.scale(self.scale)
@@ -437,7 +434,7 @@ class CastSpec:
         if self.length is not None and self.length <= 0:
             raise ValueError(f"the tile length must be positive, got {self.length}")
         dt = numbers.Datatype(n, s)
-        reason = cast_math.unsupported(dt, self.scalemode, self.roundmode)
+        reason = cast_math.unsupported(dt, self.scalemode)
         if reason:
             raise ValueError(reason)
         object.__setattr__(self, "scale", s.code)
