@@ -43,8 +43,9 @@ stores f4 packed two per byte, low nibble first, which is what the kernel writes
 ``uint8`` code per byte or, with ``packed=True``, ``mx.pack``'s layout (four codes per three
 bytes along the last axis).  :func:`cast` runs ``mx.cast``'s kernels
 (:class:`~mxlower.lowering.mx_kernels.CastSpec`: unscaled casts to any number spec, exponent
-and float scales in 1D tiles, channels and tensors; stochastic rounding's uint32 bits a second
-operand).  Bit-exact
+and float scales in 1D tiles, channels and tensors, subtiles and a tensor level ``_gf32``
+included; stochastic rounding's uint32 bits a second operand, a tensor scale g, rank-0 f32,
+the last).  Bit-exact
 with :mod:`mxlower.reference`.
 
 The engines live as long as the process (XLA keeps the handler pointers); ``available()`` says

@@ -40,11 +40,11 @@ along the flattened last axis)::
     dequantize: @name(%elements: memref<?xi8>, %scales: memref<?xi8> [, %g: memref<?xf32>],
                       %y: memref<?xW>, %b0: index, %b1: index)
     convert:    @name(%x: memref<?xS>, %y: memref<?xD>, %b0: index, %b1: index)
-    cast:       @name(%x: memref<?xW> [, %rbits: memref<?xi32>], %y: memref<?xW>,
-                      %b0: index, %b1: index)
+    cast:       @name(%x: memref<?xW> [, %rbits: memref<?xi32>] [, %g: memref<?xf32>],
+                      %y: memref<?xW>, %b0: index, %b1: index)
 
 ``W`` is f32, bf16 or f16; narrow values travel as their codes in ``i8`` (one per byte, or
-packed); ``g`` is nvfp4's global scale (``g[0]``).  Block ``i`` covers values
+packed); ``g`` is nvfp4's global scale, or a two-level cast's tensor scale (``g[0]``).  Block ``i`` covers values
 ``[i * k, (i + 1) * k)`` and scale ``i``.  A conversion (:class:`ConvertSpec`) has no blocks:
 its unit ``i`` is values ``[i * V, (i + 1) * V)`` (``V`` = :data:`CONVERT_LANES`) cut at the
 value count, which the kernel reads from its wide buffer's size (the last unit is done with
@@ -380,7 +380,12 @@ class CastSpec:
     quantize and dequantize kernels' math instead on the CPU (the same bits: one numerics
     model).  Subtiles (shared micro-exponents, ``..._tK_sAoD``) of up to
     :data:`_CAST_LANES` values: each vector's subtile maxima by lane shuffles, each subtile's
-    offset from them.  Other datatypes (zero points, 2D tiles) raise ValueError: the caller
+    offset from them.  A tensor level (``..._gf32``, :attr:`two_level`; subtiles too: three
+    levels) takes g as one more operand (f32, rank 0, after the random bits): the tiles
+    scale y = RNE_f32(x / g), the exact quotient (:func:`cast_math.divide_by`, subnormal y
+    included), and each value is the tile level's times g rounded once in f32
+    (:func:`cast_math.times`); such casts always take the general recipe (no
+    :attr:`mx_spec`).  Other datatypes (zero points, 2D tiles) raise ValueError: the caller
     falls back to that lowering."""
 
     number: str | numbers.NumberSpec
