@@ -43,8 +43,9 @@ stores f4 packed two per byte, low nibble first, which is what the kernel writes
 ``uint8`` code per byte or, with ``packed=True``, ``mx.pack``'s layout (four codes per three
 bytes along the last axis).  :func:`cast` runs ``mx.cast``'s kernels
 (:class:`~mxlower.lowering.mx_kernels.CastSpec`: unscaled casts to any number spec, exponent
-and float scales in 1D tiles, channels and tensors; stochastic rounding's uint32 bits a second
-operand).  Bit-exact
+and float scales in 1D tiles, channels and tensors, subtiles and a tensor level ``_gf32``
+included; stochastic rounding's uint32 bits a second operand, a tensor scale g, rank-0 f32,
+the last).  Bit-exact
 with :mod:`mxlower.reference`.
 
 The engines live as long as the process (XLA keeps the handler pointers); ``available()`` says
@@ -1004,16 +1005,19 @@ def cast_layout(shape: Sequence[int], scale: str | None) -> tuple[int | None, bo
 
 
 def cast(x: Any, number: str, scale: str | None = None, *, roundmode: str = "even",
-         scalemode: str = "max", rbits: Any | None = None, platform: str = "cpu") -> Any:
+         scalemode: str = "max", rbits: Any | None = None, tensor_scale: Any | None = None,
+         platform: str = "cpu") -> Any:
     """The virtual cast of ``x`` (float32, bfloat16 or float16) to ``number`` [with the
     scale ``scale``] by mxlower's fused CPU kernel: docs/semantics.md section 10.4,
     bit-exact with :func:`mxlower.reference.cast` (same arguments; ``rbits``: uint32 of
-    ``x``'s shape, for ``roundmode="stochastic"``).  The kernels cover what
+    ``x``'s shape, for ``roundmode="stochastic"``; ``tensor_scale``: the finite non-zero f32
+    g of a two-level scale, ``..._gf32``, required there and refused otherwise).  The kernels
+    cover what
     :class:`~mxlower.lowering.mx_kernels.CastSpec` says (unscaled casts; exponent and float
     scales in 1D tiles, channels and tensors): a tile or channel along another dimension is moved last (a
     transpose each way), a tensor scale's array flattened (see :func:`cast_layout`).  Other
     datatypes raise ValueError (:func:`mxlower.jax.cast` lowers them to StableHLO instead).
-    Usable inside ``jax.jit`` and ``jax.vmap``."""
+    Usable inside ``jax.jit`` and ``jax.vmap`` (with a tensor scale, a call per example)."""
     import jax  # optional, heavy
     import jax.numpy as jnp  # optional, heavy
 
@@ -1027,6 +1031,10 @@ def cast(x: Any, number: str, scale: str | None = None, *, roundmode: str = "eve
         spec = CastSpec(number, kscale, wide, roundmode, scalemode, length)
     except ValueError as err:
         raise ValueError(f"cast: {err}") from None
+    if spec.two_level != (tensor_scale is not None):
+        raise ValueError(f"cast: argument 'tensor_scale' (the f32 g of a two-level scale, "
+                         f"'..._gf32') is {'missing' if spec.two_level else 'given'} for "
+                         f"scale {spec.scale}")
     operands = [x] if rbits is None else [x, jnp.asarray(rbits)]
     if ax is not None:
         operands = [jnp.moveaxis(v, ax, -1) for v in operands]
@@ -1036,9 +1044,12 @@ def cast(x: Any, number: str, scale: str | None = None, *, roundmode: str = "eve
         raise ValueError(f"cast: tile size {spec.k} does not divide dimension "
                          f"{x.ndim - 1 if ax is None else ax} of 'x' "
                          f"(size {operands[0].shape[-1]})")
+    if tensor_scale is not None:
+        operands.append(jnp.asarray(tensor_scale, jnp.float32).reshape(()))
     target = _register_for(spec, platform)
     y = jax.ffi.ffi_call(target, jax.ShapeDtypeStruct(operands[0].shape, x.dtype),
-                         vmap_method="broadcast_all" if not flat else "sequential")(*operands)
+                         vmap_method="sequential" if flat or tensor_scale is not None
+                         else "broadcast_all")(*operands)
     if ax is not None:
         return jnp.moveaxis(y, -1, ax)
     return y.reshape(x.shape) if flat else y

@@ -225,11 +225,13 @@ def cast(x: Any, number: Any, scale: Any = None, *, roundmode: str = "even",
     ``mxlower.reference.cast(..., tensor_scale=g)``.  Under ``vmap`` g may be batched (one g
     per example; the examples are then cast one after another) or not.  It gets no gradient
     (a zero cotangent: the straight-through estimator's value, x, does not depend on g).
-    Two-level casts always run the StableHLO lowering (``impl`` does not apply).
+    On the CPU ``impl`` applies as below (the cast kernel takes g as one more operand); on
+    other platforms two-level casts run the StableHLO lowering.
 
     ``impl``: "auto" runs mxlower's fused cast kernel (an XLA FFI custom call) when lowered
     for the CPU (or CUDA) and one exists (:class:`mxlower.lowering.mx_kernels.CastSpec`:
-    unscaled casts, exponent and float scales in 1D tiles, channels and tensors), the
+    unscaled casts, exponent and float scales in 1D tiles, channels and tensors, subtiles
+    and a tensor level included), the
     StableHLO lowering otherwise; "xla" always the
     StableHLO.  Both give the same bits.
 
@@ -244,7 +246,7 @@ def cast(x: Any, number: Any, scale: Any = None, *, roundmode: str = "even",
     if g is not None:  # two levels: the StableHLO lowering of mx.cast with g
         return cast_two_level_p.bind(x, *([] if r is None else [r]), g,
                                      number=number_param(dt.number), scale=dt.scale.code,
-                                     roundmode=roundmode, scalemode=scalemode)
+                                     roundmode=roundmode, scalemode=scalemode, impl=impl)
     return cast_p.bind(sharding.mark(x, impl), *([] if r is None else [r]),
                        number=number_param(dt.number),
                        scale=None if dt.scale is None else dt.scale.code, roundmode=roundmode,
@@ -348,11 +350,12 @@ _define(cast_p, _cast_abstract, _cast_lowering, _cast_jvp, _per_example_batch(ca
 
 
 #: ``mx_cast_two_level``: operands x [, rbits], g (rank 0, f32); the scale code ends in its
-#: tensor level.  No kernel: the StableHLO lowering of mx.cast with g on every platform.
+#: tensor level.  On the CPU the fused cast kernel where one exists (``impl="auto"``,
+#: :func:`mxlower.jax.kernels.cast_rule`), else the StableHLO lowering of mx.cast with g.
 cast_two_level_p = Primitive("mx_cast_two_level")
 
 
-def _cast_two_level_lowering(ctx, x, *rg, number, scale, roundmode, scalemode):
+def _cast_two_level_lowering(ctx, x, *rg, number, scale, roundmode, scalemode, impl="auto"):
     arg_types = [x.type] + [v.type for v in rg]
 
     def build(args):
@@ -373,6 +376,10 @@ def _cast_two_level_jvp(primals, tangents, **params):
 
 _define(cast_two_level_p, _cast_abstract, _cast_two_level_lowering, _cast_two_level_jvp,
         _per_example_batch(cast_two_level_p))
+# on the CPU, the fused cast kernel where one exists (impl="auto"); CUDA keeps the StableHLO
+mlir.register_lowering(cast_two_level_p,
+                       kernels.cast_rule("cpu", _cast_two_level_lowering, two_level=True),
+                       platform="cpu")
 
 
 # ============================================================================== sparse

@@ -126,12 +126,14 @@ def cast_spec(aval: Any, number: str, scale: str | None, roundmode: str, scalemo
               platform: str = "cpu") -> CastSpec | None:
     """The kernel of an ``mx_cast`` on ``aval``, or None where none applies (laid out as
     :func:`mxlower.execution.ffi.cast_layout` says).  On CUDA a tensor scale keeps the
-    StableHLO: its one tile would be one GPU thread, and so does a lookup table (its kernel
-    is the CPU's only so far; the StableHLO is exact on every backend)."""
+    StableHLO: its one tile would be one GPU thread, and so do a lookup table and a two-level
+    scale (``_gf32``; their kernels are the CPU's only so far, the GPU bodies run on the CPU
+    in the tests; the StableHLO is exact on every backend)."""
     if scale is not None and not _static(aval.shape):
         return None
     try:
-        if platform != "cpu" and numbers.number(number).is_lut:
+        if platform != "cpu" and (numbers.number(number).is_lut
+                                  or scale is not None and numbers.scale(scale).tensor is not None):
             return None
         _, flat, kscale, length = ffi.cast_layout(aval.shape, scale)
         if flat and platform != "cpu":
@@ -260,23 +262,29 @@ def _convert_rule(platform: str):
     return rule
 
 
-def cast_rule(platform: str, portable_rule: Any):
+def cast_rule(platform: str, portable_rule: Any, *, two_level: bool = False):
     """The ``mx_cast`` lowering rule for ``platform``: the cast kernel (``impl="auto"``, where
     :func:`cast_spec` gives one) or ``portable_rule`` (the primitive's StableHLO lowering).
-    Registered by :mod:`mxlower.jax.casts`, which owns the primitive."""
+    ``two_level``: the rule of ``mx_cast_two_level``, whose last operand is the tensor scale
+    g (rank 0, f32; the kernel's last operand too; such a call is never run per shard: a
+    partitioned program keeps the StableHLO).  Registered by :mod:`mxlower.jax.casts`, which
+    owns the primitives."""
     def rule(ctx, x, *r, number, scale, roundmode, scalemode, impl="auto"):
         spec = cast_spec(ctx.avals_in[0], number, scale, roundmode, scalemode, platform)
         params = dict(number=number, scale=scale, roundmode=roundmode, scalemode=scalemode,
                       impl=impl)
-        if _sharded(ctx, spec, platform, params):
+        if not two_level and _sharded(ctx, spec, platform, params):
             return sharding.lower(ctx, x, *r, **params)
         if not _use_kernel(ctx, impl, spec, platform):
+            kw = dict(impl=impl) if two_level else {}
             return portable_rule(ctx, x, *r, number=number, scale=scale, roundmode=roundmode,
-                                 scalemode=scalemode)
+                                 scalemode=scalemode, **kw)
+        stochastic = len(r) > (1 if two_level else 0)
 
         def run(x, *r):
             return ffi.cast(x, number, scale, roundmode=roundmode, scalemode=scalemode,
-                            rbits=r[0] if r else None, platform=platform)
+                            rbits=r[0] if stochastic else None,
+                            tensor_scale=r[-1] if two_level else None, platform=platform)
 
         return mlir.lower_fun(run, multiple_results=False)(ctx, x, *r)
 

@@ -40,11 +40,11 @@ along the flattened last axis)::
     dequantize: @name(%elements: memref<?xi8>, %scales: memref<?xi8> [, %g: memref<?xf32>],
                       %y: memref<?xW>, %b0: index, %b1: index)
     convert:    @name(%x: memref<?xS>, %y: memref<?xD>, %b0: index, %b1: index)
-    cast:       @name(%x: memref<?xW> [, %rbits: memref<?xi32>], %y: memref<?xW>,
-                      %b0: index, %b1: index)
+    cast:       @name(%x: memref<?xW> [, %rbits: memref<?xi32>] [, %g: memref<?xf32>],
+                      %y: memref<?xW>, %b0: index, %b1: index)
 
 ``W`` is f32, bf16 or f16; narrow values travel as their codes in ``i8`` (one per byte, or
-packed); ``g`` is nvfp4's global scale (``g[0]``).  Block ``i`` covers values
+packed); ``g`` is nvfp4's global scale, or a two-level cast's tensor scale (``g[0]``).  Block ``i`` covers values
 ``[i * k, (i + 1) * k)`` and scale ``i``.  A conversion (:class:`ConvertSpec`) has no blocks:
 its unit ``i`` is values ``[i * V, (i + 1) * V)`` (``V`` = :data:`CONVERT_LANES`) cut at the
 value count, which the kernel reads from its wide buffer's size (the last unit is done with
@@ -380,7 +380,12 @@ class CastSpec:
     quantize and dequantize kernels' math instead on the CPU (the same bits: one numerics
     model).  Subtiles (shared micro-exponents, ``..._tK_sAoD``) of up to
     :data:`_CAST_LANES` values: each vector's subtile maxima by lane shuffles, each subtile's
-    offset from them.  Other datatypes (zero points, 2D tiles) raise ValueError: the caller
+    offset from them.  A tensor level (``..._gf32``, :attr:`two_level`; subtiles too: three
+    levels) takes g as one more operand (f32, rank 0, after the random bits): the tiles
+    scale y = RNE_f32(x / g), the exact quotient (:func:`cast_math.divide_by`, subnormal y
+    included), and each value is the tile level's times g rounded once in f32
+    (:func:`cast_math.times`); such casts always take the general recipe (no
+    :attr:`mx_spec`).  Other datatypes (zero points, 2D tiles) raise ValueError: the caller
     falls back to that lowering."""
 
     number: str | numbers.NumberSpec
@@ -408,9 +413,6 @@ class CastSpec:
             object.__setattr__(self, "scalemode", "max")
             return
         s = numbers.scale(self.scale)
-        if s.tensor is not None:
-            raise ValueError(f"scale '{s.code}': two-level scaling (a tensor scale) is not in "
-                             "the cast kernels yet")
         if self.scalemode not in numbers.SCALE_MODES:
             raise ValueError(f"unknown scalemode '{self.scalemode}' (known: "
                              f"{', '.join(numbers.SCALE_MODES)})")
@@ -450,6 +452,13 @@ class CastSpec:
     @property
     def stochastic(self) -> bool:
         return self.roundmode == "stochastic"
+
+    @property
+    def two_level(self) -> bool:
+        """Whether the scale has a tensor level (``_gf32``): the kernel takes g (a rank-0
+        f32) as its last operand, the tiles scale y = x / g and each value is times g."""
+        s = self.scale_spec
+        return s is not None and s.tensor is not None
 
     @property
     def mx_spec(self) -> KernelSpec | None:
@@ -495,8 +504,10 @@ class CastSpec:
 
     def operands(self) -> list[Operand]:
         x = [Operand("x", types.dtype(self.wide), "values")]
-        return x + ([Operand("rbits", np.dtype(np.uint32), "values")] if self.stochastic
-                    else [])
+        r = [Operand("rbits", np.dtype(np.uint32), "values")] if self.stochastic else []
+        g = [Operand("tensor_scale", np.dtype(np.float32), "scalar")] if self.two_level \
+            else []
+        return x + r + g
 
     def results(self) -> list[Operand]:
         return [Operand("y", types.dtype(self.wide), "values")]
@@ -1714,6 +1725,8 @@ class _CastKernel(_ValueUnits):
         self.number = spec.spec
         #: intK with an exponent scale is fixed point with K - 2 fraction bits
         self.fixed = self.number.bits - 2 if tiled and self.number.kind == "int" else 0
+        #: g (f32) of a two-level cast, loaded by :meth:`load_g`
+        self.g: Any = None
 
     def signature(self) -> list[Any]:
         ir, spec = self.ir, self.spec
@@ -1721,10 +1734,28 @@ class _CastKernel(_ValueUnits):
         wide = ir.MemRefType.get([dyn], ir.Type.parse(spec.wide))
         rbits = [ir.MemRefType.get([dyn], ir.IntegerType.get_signless(32))] \
             if spec.stochastic else []
-        return [wide, *rbits, wide]
+        g = [ir.MemRefType.get([dyn], ir.F32Type.get())] if spec.two_level else []
+        return [wide, *rbits, *g, wide]
 
     def sized(self, a: list[Any]) -> Any:
         return a[0]
+
+    def load_g(self, a: list[Any]) -> None:
+        """A two-level cast: g (``g[0]``, f32) loaded once, before the units; else None."""
+        self.g = self.m["memref"].LoadOp(a[-2], [self.index(0)]).result \
+            if self.spec.two_level else None
+
+    def load_y(self, x: Any, at: Any, count: Any = None) -> Any:
+        """The f32 bits of the values the tiles scale: :meth:`load_bits`, divided by g in a
+        two-level cast (y = RNE_f32(x / g), subnormals included: the exact quotient of
+        :func:`cast_math.divide_by`, not the codec's shift, which takes powers of two only)."""
+        xb = self.load_bits(x, at, count)
+        return xb if self.g is None else cast_math.divide_by(self.b, xb, self.g)
+
+    def times_g(self, v: Any) -> Any:
+        """The f32 bits of a tile level's values ``v``, times g (rounded once, in f32) in a
+        two-level cast."""
+        return v if self.g is None else cast_math.times(self.b, v, self.g)
 
     def _rbits(self, a: list[Any], at: Any, count: Any = None) -> Any:
         return self.load(a[1], at, self.vec("i32"), count) if self.spec.stochastic else None
@@ -1828,17 +1859,17 @@ class _CastKernel(_ValueUnits):
         if held:  # the tile's vectors are loaded once and kept in registers
             pieces = [(start if c == 0 else ar.AddIOp(start, self.index(c * V)).result, None)
                       for c in range(self.chunks)] + ([tail] if tail else [])
-            xbs = [self.load_bits(x, at, count) for at, count in pieces]
+            xbs = [self.load_y(x, at, count) for at, count in pieces]
             mags = magnitudes(xbs[0])
             for xb in xbs[1:]:  # lane-wise maxima, then one reduction
                 mags = b.max(mags, magnitudes(xb))
             amax = reduce(mags)
         else:  # chunk by chunk: the maximum, then the elements (the tile is in L1 by then)
             (amax,) = self.over_chunks(
-                start, lambda at, acc: [b.max(acc, reduce(magnitudes(self.load_bits(x, at))))],
+                start, lambda at, acc: [b.max(acc, reduce(magnitudes(self.load_y(x, at))))],
                 [b.const(0, "i32")])
             if tail:
-                amax = b.max(amax, reduce(magnitudes(self.load_bits(x, *tail))))
+                amax = b.max(amax, reduce(magnitudes(self.load_y(x, *tail))))
         nonfinite = b.ge(amax, _INF)
         s = self.spec.scale_spec
         if s.power_of_two and s.subtile:
@@ -1853,8 +1884,9 @@ class _CastKernel(_ValueUnits):
             cast = self.float_scaled(amax, nonfinite)
 
         def chunk(at: Any, count: Any = None, bits: Any = None) -> None:
-            xv = self.load_bits(x, at, count) if bits is None else bits
-            self.store_values(y, at, cast(xv, self._rbits(a, at, count)), count)
+            xv = self.load_y(x, at, count) if bits is None else bits
+            self.store_values(y, at, self.times_g(cast(xv, self._rbits(a, at, count))),
+                              count)
 
         if held:
             for (at, count), xb in zip(pieces, xbs):
@@ -1865,12 +1897,14 @@ class _CastKernel(_ValueUnits):
                 chunk(*tail)
 
     def run_range(self, a: list[Any], b0: Any, b1: Any) -> None:
+        self.load_g(a)
         if self.spec.scale is None:
             super().run_range(a, b0, b1)
         else:
             self.for_each(b0, b1, lambda i: self.tile(a, i))
 
     def run_unit(self, a: list[Any], i: Any) -> None:
+        self.load_g(a)
         if self.spec.scale is None:
             super().run_unit(a, i)
         else:

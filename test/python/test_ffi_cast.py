@@ -479,6 +479,157 @@ def test_jax_cast_falls_back_where_no_kernel():
         check(f(x), reference.cast(x, number, scale), x)
 
 
+# ----------------------------------------------------------------------------- two levels
+
+#: tensor scales g: a fraction; a small negative one; a subnormal one (y = x / g overflows
+#: for every |x| above about 2^-12: those tiles are NaN); a large negative one (subnormal
+#: y); 1e30 (with x near f32's largest, a tile value rounded up times g overflows to Inf)
+TWO_LEVEL_GS = [0.3, -3.0e-5, 2.0 ** -140, -7.5e30, 1e30]
+
+#: (number, scale, roundmode, scalemode, wide): exponent and float scales, subtiles (three
+#: levels), channels, chunked tiles, stochastic rounding, bf16 / f16 inputs
+TWO_LEVEL = [
+    ("e4m3fn", "e8m0_t32_gf32", "even", "max", "f32"),
+    ("e2m1fn", "e8m0_t32_gf32", "even", "max", "bf16"),
+    ("e2m1fo", "e4m3fn_t16_gf32", "stochastic", "max", "bf16"),  # nvfp4's datatype
+    ("e2m1fo", "e4m3fn_t16_gf32", "zero", "max", "f32"),  # not nvfp4's MX path
+    ("int8", "e8m0_t16_s2o1_gf32", "even", "max", "f32"),  # mx9 under g: three levels
+    ("int5", "e8m0_t16_s2o1_gf32", "stochastic", "rceil", "f16"),
+    ("e5m2", "e8m0_t128_gf32", "nearest", "midmax", "f32"),  # tiles chunk by chunk
+    ("e8m7", "e8m0_t32_gf32", "stochastic", "nearest", "f32"),  # reaches below 2^-126
+    ("int8", "float32_t0_gf32", "half_down", "max", "f32"),  # channels, a float scale
+]
+
+TWO_LEVEL_GPU = [CastSpec("e2m1fo", "e4m3fn_t16_gf32", "bf16", "stochastic"),
+                 CastSpec("int8", "e8m0_t16_s2o1_gf32", "f32", "even"),
+                 CastSpec("e8m7", "e8m0_t64_gf32", "f32", "zero", "rceil")]
+
+
+def two_level_inputs(shape, wide: str) -> np.ndarray:
+    """:func:`tiled_inputs` (every binade, NaN / Inf / zero / subnormal tiles) with a tile of
+    values near the wide type's largest (its last 32 values)."""
+    x = tiled_inputs(shape, "f32", seed=3)
+    big = float(np.finfo(WIDE[wide]).max) if wide != "bf16" else 3.38e38
+    x.reshape(-1)[-32:] = np.linspace(-big, big, 32, dtype=np.float32)
+    with np.errstate(over="ignore"):
+        return x.astype(WIDE[wide])
+
+
+@pytest.mark.parametrize("number,scale,roundmode,scalemode,wide", TWO_LEVEL)
+def test_two_level_bit_exact(number, scale, roundmode, scalemode, wide):
+    """The tensor level: y = x / g exactly, the tile rules on y, each value times g."""
+    x = two_level_inputs((4, 256), wide)
+    r = rbits_for(x.shape) if roundmode == "stochastic" else None
+    f = jax.jit(lambda v, g, *r: ffi.cast(v, number, scale, roundmode=roundmode,
+                                          scalemode=scalemode, rbits=r[0] if r else None,
+                                          tensor_scale=g))
+    for g in TWO_LEVEL_GS:
+        got = np.asarray(f(x, np.float32(g), *([] if r is None else [r])))
+        want = reference.cast(x, number, scale, roundmode, scalemode, rbits=r, tensor_scale=g)
+        check(got, want, x)
+
+
+def test_two_level_overflows():
+    """A finite x whose y = x / g overflows makes its tile NaN; a tile value times g that
+    overflows is Inf (the oracle's rule; the kernel's bits)."""
+    x = np.full((2, 32), 1.0, np.float32)
+    x[1] = 3.4028235e38
+    got = np.asarray(ffi.cast(x, "e2m1fn", "e8m0_t32_gf32", tensor_scale=2.0 ** -140))
+    assert np.isnan(got[0]).all() and np.isnan(got[1]).all()
+    # int8 under g = 1e30: y = 3.4028e8 (81.13 steps of 2^22) rounds to 81 steps, and
+    # stochastically to 82 at times: 82 * 2^22 * 1e30 overflows; under g = 1.005e30 y is
+    # 80.73 steps, 81 steps times g overflows
+    r = rbits_for(x.shape)
+    for g, roundmode in ((1e30, "stochastic"), (1.005e30, "even")):
+        rb = r if roundmode == "stochastic" else None
+        got = np.asarray(ffi.cast(x, "int8", "e8m0_t32_gf32", roundmode=roundmode, rbits=rb,
+                                  tensor_scale=g))
+        want = reference.cast(x, "int8", "e8m0_t32_gf32", roundmode, rbits=rb,
+                              tensor_scale=g)
+        check(got, want, x)
+        assert np.isinf(want[1]).any() and not np.isnan(want).any()
+
+
+def test_two_level_spec_and_errors():
+    spec = CastSpec("e2m1fo", "e4m3fn_t16_gf32", roundmode="stochastic")
+    assert spec.two_level and spec.mx_spec is None
+    assert [o.name for o in spec.operands()] == ["x", "rbits", "tensor_scale"]
+    assert spec.operands()[-1].kind == "scalar"
+    assert not CastSpec("e2m1fo", "e4m3fn_t16").two_level
+    assert CastSpec("int8", "e8m0_t0_gf32", length=64).k == 64
+    x = jnp.ones((4, 32), jnp.float32)
+    with pytest.raises(ValueError, match="'tensor_scale'.*missing"):
+        ffi.cast(x, "e2m1fn", "e8m0_t32_gf32")
+    with pytest.raises(ValueError, match="'tensor_scale'.*given"):
+        ffi.cast(x, "e2m1fn", "e8m0_t32", tensor_scale=0.5)
+    with pytest.raises(ValueError, match="1D tiles"):
+        CastSpec("int5", "e8m0_t16x16_s2x2o2_gf32")
+    target = ffi.register(CastSpec("e2m1fn", "e8m0_t32_gf32"))
+    with pytest.raises(jax.errors.JaxRuntimeError, match=r"argument 1 \(tensor_scale\) must "
+                       r"have shape \(\)"):
+        jax.block_until_ready(jax.ffi.ffi_call(target, jax.ShapeDtypeStruct(x.shape, x.dtype))(
+            x, jnp.ones((1,), jnp.float32)))
+
+
+@pytest.mark.parametrize("number,scale,roundmode,scalemode", [
+    ("e4m3fn", "e8m0_t32_gf32", "even", "max"),
+    ("int8", "e8m0_t16_s2o1_gf32", "nearest", "rceil"),
+    ("e2m1fo", "e4m3fn_t16_gf32", "zero", "max"),
+    ("nf4", "float32_t64_gf32", "even", "max"),  # a lookup table
+])
+@pytest.mark.parametrize("wide", ["f32", "bf16"])
+def test_jax_two_level_auto_is_the_kernel_and_equals_xla(number, scale, roundmode, scalemode,
+                                                         wide):
+    x = two_level_inputs((8, 64), wide)
+
+    def f(impl):
+        return jax.jit(lambda v, g: mxj.cast(v, number, scale, roundmode=roundmode,
+                                             scalemode=scalemode, tensor_scale=g, impl=impl))
+
+    g0 = np.float32(0.3)
+    assert "mxlower_cast_" in _text(f("auto"), x, g0)
+    assert "custom_call" not in _text(f("xla"), x, g0)
+    for g in TWO_LEVEL_GS:
+        g = np.float32(g)
+        got = np.asarray(f("auto")(x, g))
+        check(got, np.asarray(f("xla")(x, g)), x)
+        check(got, reference.cast(x, number, scale, roundmode, scalemode, tensor_scale=g), x)
+
+
+def test_jax_two_level_stochastic_vmap_grad_and_fallback():
+    x = two_level_inputs((3, 4, 64), "f32")
+    key = jax.random.key(7)
+    code = "e2m1fo:e4m3fn_t16_gf32"
+    auto = jax.jit(lambda v, k: mxj.cast(v, code, roundmode="stochastic", key=k,
+                                         tensor_scale=-3e-5))
+    assert "mxlower_cast_" in _text(auto, x, key)
+    # against the oracle, not impl="xla": the StableHLO lowering errs on a subnormal x under
+    # g = -3e-5 here (test_two_level.py's xfail test_xla_subnormal_x_under_small_negative_g)
+    r = np.asarray(jax.random.bits(key, x.shape, jnp.uint32))
+    check(auto(x, key), reference.cast(x, code, roundmode="stochastic", rbits=r,
+                                       tensor_scale=-3e-5), x)
+    # vmap: g shared (one kernel call on the batch), or batched (the examples one by one)
+    gs = np.array([0.3, -7.5e30, 2.0 ** -140], np.float32)
+    code = "int8:e8m0_t16_s2o1_gf32"
+    shared = jax.jit(jax.vmap(lambda v: mxj.cast(v, code, tensor_scale=gs[0])))
+    assert "mxlower_cast_" in _text(shared, x)
+    batched = jax.jit(jax.vmap(lambda v, g: mxj.cast(v, code, tensor_scale=g)))
+    a, b = np.asarray(shared(x)), np.asarray(batched(x, gs))
+    for i in range(3):
+        check(a[i], reference.cast(x[i], code, tensor_scale=gs[0]), x[i])
+        check(b[i], reference.cast(x[i], code, tensor_scale=gs[i]), x[i])
+    # grad: straight-through for x, none for g
+    gx, gg = jax.grad(lambda v, g: (mxj.cast(v, code, tensor_scale=g) * 2.0).sum(),
+                      argnums=(0, 1))(x[0], np.float32(0.3))
+    np.testing.assert_array_equal(np.asarray(gx), 2.0)
+    assert float(gg) == 0.0
+    # a datatype the kernel refuses (2D tiles) keeps the StableHLO
+    y = tiled_inputs((32, 32), "f32", seed=8)
+    f = jax.jit(lambda v: mxj.cast(v, "int5", "e8m0_t16x16_s2x2o2_gf32", tensor_scale=0.3))
+    assert "custom_call" not in _text(f, y)
+    check(f(y), reference.cast(y, "int5", "e8m0_t16x16_s2x2o2_gf32", tensor_scale=0.3), y)
+
+
 # ----------------------------------------------------------------------------- GPU (no GPU here)
 
 GPU_CASTS = [CastSpec("e2m1fn", "e8m0_t32", "f32", "stochastic", "rceil"),
@@ -490,8 +641,10 @@ GPU_CASTS = [CastSpec("e2m1fn", "e8m0_t32", "f32", "stochastic", "rceil"),
              CastSpec("int5", "e8m0_t16_s2o1", "f32", "stochastic", "max")]  # mx6
 
 
-def _call_handler(handler, spec: CastSpec, x: np.ndarray, r: np.ndarray | None) -> np.ndarray:
-    """``handler`` called through the C ABI (no XLA) on ``x`` [and ``r``], one thread."""
+def _call_handler(handler, spec: CastSpec, x: np.ndarray, r: np.ndarray | None,
+                  g: float | None = None) -> np.ndarray:
+    """``handler`` called through the C ABI (no XLA) on ``x`` [and ``r``] [and the tensor
+    scale ``g``, rank 0], one thread."""
     from mxlower.execution import ffi_abi as abi
 
     errors = []
@@ -504,7 +657,7 @@ def _call_handler(handler, spec: CastSpec, x: np.ndarray, r: np.ndarray | None) 
     api = abi.Api(struct_size=abi.Api.XLA_FFI_Error_Create.offset + 8, XLA_FFI_Error_Create=fn)
     y = np.zeros_like(x)
     keep: list = []
-    ins = [x] + ([] if r is None else [r])
+    ins = [x] + ([] if r is None else [r]) + ([] if g is None else [np.array(g, np.float32)])
     args = [abi.buffer_arg(a.ctypes.data, np.dtype(a.dtype).name, a.shape, keep) for a in ins]
     rets = [abi.buffer_arg(y.ctypes.data, np.dtype(y.dtype).name, y.shape, keep)]
     frame = abi.call_frame(ctypes.addressof(api), args, rets, keep)
@@ -521,6 +674,17 @@ def test_gpu_kernel_bodies_on_the_cpu(spec):
     got = _call_handler(ck.handler, spec, x, r)
     check(got, reference.cast(x, spec.number, spec.scale, spec.roundmode, spec.scalemode,
                               rbits=r), x)
+
+
+@pytest.mark.parametrize("spec", TWO_LEVEL_GPU, ids=lambda s: s.name)
+def test_gpu_kernel_bodies_two_level_on_the_cpu(spec):
+    x = two_level_inputs((2, 256), spec.wide)
+    r = rbits_for(x.shape) if spec.stochastic else None
+    ck = ffi.compile_kernel(spec, target="gpu-body")
+    for g in TWO_LEVEL_GS:
+        got = _call_handler(ck.handler, spec, x, r, g)
+        check(got, reference.cast(x, spec.number, spec.scale, spec.roundmode, spec.scalemode,
+                                  rbits=r, tensor_scale=g), x)
 
 
 @pytest.mark.parametrize("chip", ["sm_90a", "sm_100a"])
