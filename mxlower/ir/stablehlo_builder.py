@@ -65,6 +65,12 @@ class Comparisons:
     builder of the MX math offers (this StableHLO :class:`Builder`, and the kernels' ``arith``
     builder in :mod:`mxlower.lowering.mx_kernels`)."""
 
+    #: whether an f32 -> f64 conversion must be built from the bits
+    #: (:func:`mxlower.lowering.mx_math.f64_of_f32_bits`): on StableHLO, where XLA:CPU both
+    #: flushes subnormal inputs and rewrites conversions around the selects that avoid them;
+    #: not in the kernels (arith), where the select's other lane is never read
+    f64_from_bits = True
+
     def compare(self, direction: str, a: Any, b: Any) -> Any:
         raise NotImplementedError
 

@@ -540,6 +540,8 @@ class ArithOps(Comparisons):
     lowering turns ``math.absf`` / ``math.roundeven`` into libdevice calls (``__nv_fabs``,
     ``__nv_rint``) that no kernel image links."""
 
+    f64_from_bits = False  # LLVM keeps the subnormal lanes' select (see Comparisons)
+
     def __init__(self, ir: Any, arith: Any, math: Any, vector: Any, *, libm: bool = True):
         self.ir, self.arith, self.math, self.vector = ir, arith, math, vector
         self.libm = libm

@@ -227,12 +227,24 @@ def f64_of_f32_bits(b: Builder, bits: Any) -> Any:
 
     XLA:CPU converts an f32 subnormal to f64 as 0 (DAZ), so a subnormal is rebuilt from its
     integer mantissa: ``m * 2^-149`` (exact in f64, whose range holds every f32 value as a
-    normal number).  Zero, normal, Inf and NaN values take the plain conversion."""
+    normal number).  Zero, normal, Inf and NaN values: on StableHLO (``b.f64_from_bits``)
+    the f64 bits assembled from the f32 bits, since with a constant operand downstream (a
+    two-level cast's g folded into the jitted function) XLA rewrote the conversion so that a
+    subnormal lane read 0 despite the select; in the kernels the plain conversion."""
     mt = b.and_(bits, _MANT)
-    sub = b.and_(b.eq(b.and_(bits, _INF), 0), b.ne(mt, 0))
+    ex = b.and_(bits, _INF)
+    sub = b.and_(b.eq(ex, 0), b.ne(mt, 0))
     signed = b.select(b.lt(bits, 0), b.sub(0, mt), mt)
     small = b.mul(b.convert(signed, "f64"), 2.0 ** -149)
-    return b.select(sub, small, b.convert(b.bitcast(bits, "f32"), "f64"))
+    if not b.f64_from_bits:
+        return b.select(sub, small, b.convert(b.bitcast(bits, "f32"), "f64"))
+    # the others bit by bit (no float conversion for XLA to flush or fold): the exponent
+    # re-biased (0 and 255 kept as 0 and 2047), the mantissa moved to the top of f64's
+    w = b.convert(b.bitcast(bits, "ui32"), "ui64")
+    e = b.shr(b.and_(w, 0x7F800000), 23)
+    e = b.select(b.eq(e, 0), e, b.select(b.eq(e, 255), b.like(e, 2047), b.add(e, 1023 - 127)))
+    u = b.or_(b.or_(b.shl(b.shr(w, 31), 63), b.shl(e, 52)), b.shl(b.and_(w, _MANT), 29))
+    return b.select(sub, small, b.bitcast(u, "f64"))
 
 
 def round_to_f32(b: Builder, t: Any) -> Any:

@@ -497,11 +497,18 @@ func.func @cast_lut_table(%x: tensor<8xf32>, %r: tensor<8xui32>) -> tensor<8xf32
 
 // -----
 
-// A table whose values span more bits than the exact i64 method takes is reported at the op
-// (mxlower.reference computes it).
+// A table whose span is too wide for one i64 frame in stochastic rounding (2^-30 next to
+// 2) takes the per-gap encoder: x read as i64 bits, the random bits t = 2^32 - r and r as
+// the two weights of the gap's ends (two i64 products), no mx op left.
 
-func.func @lut_too_wide(%x: tensor<8xf32>, %r: tensor<8xui32>) {
-  // expected-error @+1 {{'mx.cast' op lut2_}}
+// CHECK-LABEL: func.func @lut_wide
+// CHECK-NOT: mx.
+// CHECK: stablehlo.convert %{{.*}} : (tensor<8xi32>) -> tensor<8xi64>
+// CHECK: stablehlo.bitcast_convert %arg1 : (tensor<8xui32>) -> tensor<8xi32>
+// CHECK: stablehlo.multiply %{{.*}}, %{{.*}} : tensor<8xi64>
+// CHECK: stablehlo.multiply %{{.*}}, %{{.*}} : tensor<8xi64>
+// CHECK: return %{{.*}} : tensor<8xf32>
+func.func @lut_wide(%x: tensor<8xf32>, %r: tensor<8xui32>) -> tensor<8xf32> {
   %y = "mx.cast"(%x, %r) {number = "lut", table = array<f32: 0.0, 9.31322574615478515625e-10, 1.0, 2.0>, roundmode = "stochastic"} : (tensor<8xf32>, tensor<8xui32>) -> tensor<8xf32>
-  return
+  return %y : tensor<8xf32>
 }
