@@ -350,7 +350,7 @@ _define(cast_p, _cast_abstract, _cast_lowering, _cast_jvp, _per_example_batch(ca
 
 
 #: ``mx_cast_two_level``: operands x [, rbits], g (rank 0, f32); the scale code ends in its
-#: tensor level.  On the CPU the fused cast kernel where one exists (``impl="auto"``,
+#: tensor level.  On the CPU and CUDA the fused cast kernel where one exists (``impl="auto"``,
 #: :func:`mxlower.jax.kernels.cast_rule`), else the StableHLO lowering of mx.cast with g.
 cast_two_level_p = Primitive("mx_cast_two_level")
 
@@ -376,10 +376,12 @@ def _cast_two_level_jvp(primals, tangents, **params):
 
 _define(cast_two_level_p, _cast_abstract, _cast_two_level_lowering, _cast_two_level_jvp,
         _per_example_batch(cast_two_level_p))
-# on the CPU, the fused cast kernel where one exists (impl="auto"); CUDA keeps the StableHLO
-mlir.register_lowering(cast_two_level_p,
-                       kernels.cast_rule("cpu", _cast_two_level_lowering, two_level=True),
-                       platform="cpu")
+# on the CPU and CUDA, the fused cast kernel where one exists (impl="auto")
+for _platform in ("cpu", "cuda"):
+    mlir.register_lowering(cast_two_level_p,
+                           kernels.cast_rule(_platform, _cast_two_level_lowering,
+                                             two_level=True),
+                           platform=_platform)
 
 
 # ============================================================================== sparse
