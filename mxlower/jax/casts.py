@@ -225,13 +225,13 @@ def cast(x: Any, number: Any, scale: Any = None, *, roundmode: str = "even",
     ``mxlower.reference.cast(..., tensor_scale=g)``.  Under ``vmap`` g may be batched (one g
     per example; the examples are then cast one after another) or not.  It gets no gradient
     (a zero cotangent: the straight-through estimator's value, x, does not depend on g).
-    On the CPU ``impl`` applies as below (the cast kernel takes g as one more operand); on
-    other platforms two-level casts run the StableHLO lowering.
+    On the CPU and CUDA ``impl`` applies as below (the cast kernel takes g as one more
+    operand); on other platforms two-level casts run the StableHLO lowering.
 
     ``impl``: "auto" runs mxlower's fused cast kernel (an XLA FFI custom call) when lowered
     for the CPU (or CUDA) and one exists (:class:`mxlower.lowering.mx_kernels.CastSpec`:
-    unscaled casts, exponent and float scales in 1D tiles, channels and tensors, subtiles
-    and a tensor level included), the
+    unscaled casts, exponent and float scales in 1D tiles, channels and tensors, subtiles,
+    lookup tables and a tensor level included; on CUDA not a tensor scale), the
     StableHLO lowering otherwise; "xla" always the
     StableHLO.  Both give the same bits.
 
