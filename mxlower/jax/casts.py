@@ -225,13 +225,13 @@ def cast(x: Any, number: Any, scale: Any = None, *, roundmode: str = "even",
     ``mxlower.reference.cast(..., tensor_scale=g)``.  Under ``vmap`` g may be batched (one g
     per example; the examples are then cast one after another) or not.  It gets no gradient
     (a zero cotangent: the straight-through estimator's value, x, does not depend on g).
-    On the CPU ``impl`` applies as below (the cast kernel takes g as one more operand); on
-    other platforms two-level casts run the StableHLO lowering.
+    On the CPU and CUDA ``impl`` applies as below (the cast kernel takes g as one more
+    operand); on other platforms two-level casts run the StableHLO lowering.
 
     ``impl``: "auto" runs mxlower's fused cast kernel (an XLA FFI custom call) when lowered
     for the CPU (or CUDA) and one exists (:class:`mxlower.lowering.mx_kernels.CastSpec`:
-    unscaled casts, exponent and float scales in 1D tiles, channels and tensors, subtiles
-    and a tensor level included), the
+    unscaled casts, exponent and float scales in 1D tiles, channels and tensors, subtiles,
+    lookup tables and a tensor level included; on CUDA not a tensor scale), the
     StableHLO lowering otherwise; "xla" always the
     StableHLO.  Both give the same bits.
 
@@ -350,7 +350,7 @@ _define(cast_p, _cast_abstract, _cast_lowering, _cast_jvp, _per_example_batch(ca
 
 
 #: ``mx_cast_two_level``: operands x [, rbits], g (rank 0, f32); the scale code ends in its
-#: tensor level.  On the CPU the fused cast kernel where one exists (``impl="auto"``,
+#: tensor level.  On the CPU and CUDA the fused cast kernel where one exists (``impl="auto"``,
 #: :func:`mxlower.jax.kernels.cast_rule`), else the StableHLO lowering of mx.cast with g.
 cast_two_level_p = Primitive("mx_cast_two_level")
 
@@ -376,10 +376,12 @@ def _cast_two_level_jvp(primals, tangents, **params):
 
 _define(cast_two_level_p, _cast_abstract, _cast_two_level_lowering, _cast_two_level_jvp,
         _per_example_batch(cast_two_level_p))
-# on the CPU, the fused cast kernel where one exists (impl="auto"); CUDA keeps the StableHLO
-mlir.register_lowering(cast_two_level_p,
-                       kernels.cast_rule("cpu", _cast_two_level_lowering, two_level=True),
-                       platform="cpu")
+# on the CPU and CUDA, the fused cast kernel where one exists (impl="auto")
+for _platform in ("cpu", "cuda"):
+    mlir.register_lowering(cast_two_level_p,
+                           kernels.cast_rule(_platform, _cast_two_level_lowering,
+                                             two_level=True),
+                           platform=_platform)
 
 
 # ============================================================================== sparse

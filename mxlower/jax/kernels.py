@@ -57,7 +57,7 @@ from typing import Any
 import numpy as np
 from jax.interpreters import mlir
 
-from mxlower import numbers, types
+from mxlower import types
 from mxlower.bindings import jax_private
 from mxlower.bindings.jaxlib import ir
 from mxlower.execution import ffi, ffi_cuda, ffi_dot
@@ -125,16 +125,14 @@ def dequantize_spec(format: str, block_size: int, dtype: Any,  # noqa: A002
 def cast_spec(aval: Any, number: str, scale: str | None, roundmode: str, scalemode: str,
               platform: str = "cpu") -> CastSpec | None:
     """The kernel of an ``mx_cast`` on ``aval``, or None where none applies (laid out as
-    :func:`mxlower.execution.ffi.cast_layout` says).  On CUDA a tensor scale keeps the
-    StableHLO: its one tile would be one GPU thread, and so do a lookup table and a two-level
-    scale (``_gf32``; their kernels are the CPU's only so far, the GPU bodies run on the CPU
-    in the tests; the StableHLO is exact on every backend)."""
+    :func:`mxlower.execution.ffi.cast_layout` says).  On CUDA a tensor scale (a flattened
+    layout) keeps the StableHLO: its one tile would be one GPU thread.  Lookup tables and
+    two-level scales (``_gf32``) take the GPU kernels as on the CPU (their gpu.func bodies are
+    run on the CPU against the reference and their PTX assembled by ptxas in the tests; no GPU
+    ran them yet)."""
     if scale is not None and not _static(aval.shape):
         return None
     try:
-        if platform != "cpu" and (numbers.number(number).is_lut
-                                  or scale is not None and numbers.scale(scale).tensor is not None):
-            return None
         _, flat, kscale, length = ffi.cast_layout(aval.shape, scale)
         if flat and platform != "cpu":
             return None

