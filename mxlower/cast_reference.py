@@ -35,7 +35,6 @@ Choices the contract leaves open, made here (and documented in docs/semantics.md
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import math
 from fractions import Fraction
@@ -293,13 +292,6 @@ def round_codes(v, spec: NumberSpec | str, roundmode: str = "even", rbits=None, 
         return np.where(nan, nan_codes, codes).astype(np.int64)
 
 
-def _lut_nan_code(spec: NumberSpec) -> int:
-    """The code a NaN becomes in a lookup table: its value of smallest magnitude (0 when it
-    has 0; the positive one of two)."""
-    t = spec.table
-    return min(range(len(t)), key=lambda k: (abs(t[k]), -t[k]))
-
-
 def _round_lut(v: np.ndarray, spec: NumberSpec, mode: str, r) -> np.ndarray:
     """Section 10.7's rounding of exact values ``v`` (f64) to a lookup table: the codes."""
     t = np.asarray(spec.table, _F64)
@@ -311,27 +303,20 @@ def _round_lut(v: np.ndarray, spec: NumberSpec, mode: str, r) -> np.ndarray:
     inside = (i >= 0) & (i < n - 1) & (t[np.clip(i, 0, n - 1)] != x) & ~nan
     if inside.any() and mode != "stochastic":
         codes[inside] = _lut_deterministic(x[inside], i[inside], spec.table, mode)
-    elif inside.any():
+    elif inside.any():  # stochastic: per distinct value, Z, A and floor(f 2^32) exactly
         xs, ii = x[inside], i[inside]
         keys, first, inv = np.unique(xs.view(np.int64), return_index=True,
                                      return_inverse=True)
-        near = np.empty(len(keys), np.int64)  # the deterministic mode's code
-        toward = np.empty(len(keys), np.int64)  # stochastic: Z and A and floor(f 2^32)
+        toward = np.empty(len(keys), np.int64)
         away = np.empty(len(keys), np.int64)
         thresh = np.empty(len(keys), np.int64)
         for k, j in enumerate(first):
-            xv = float(xs[j])
-            lo_i = int(ii[j])
-            near[k], toward[k], away[k], thresh[k] = _lut_between(
-                xv, lo_i, spec.table, mode)
-        if mode == "stochastic":
-            rr = np.asarray(r, np.int64)[inside]
-            inv = inv.reshape(-1)
-            up = rr + thresh[inv] >= (1 << 32)
-            codes[inside] = np.where(up, away[inv], toward[inv])
-        else:
-            codes[inside] = near[inv.reshape(-1)]
-    return np.where(nan, _lut_nan_code(spec), codes).astype(np.int64)
+            _, toward[k], away[k], thresh[k] = _lut_between(float(xs[j]), int(ii[j]),
+                                                             spec.table, mode)
+        inv = inv.reshape(-1)
+        up = np.asarray(r, np.int64)[inside] + thresh[inv] >= (1 << 32)
+        codes[inside] = np.where(up, away[inv], toward[inv])
+    return np.where(nan, spec.lut_nan_code, codes).astype(np.int64)
 
 
 @functools.lru_cache(maxsize=64)
@@ -587,7 +572,7 @@ def _encode_pow2(xf, n: NumberSpec, s: ScaleSpec, mode, scalemode, r):
     scale_codes = np.where(nonfinite, s.number.nan_code, E + s.number.bias).astype(np.int64)
     offsets = None
     if s.subtile:  # each subtile's exponent: E - o, o = min(E - E_sub, 2^D - 1)
-        sub = _subtiles(s)
+        sub = s.subtiles_as_tiles
         xt, _, _, samax = _tile_stats(xf, sub)
         E_sub = _scale_exponent(samax, n, sub, scalemode)  # <= E: every rule is monotone
         E, nonfinite = _to_subtiles(E, s, xf.shape), _to_subtiles(nonfinite, s, xf.shape)
@@ -598,11 +583,6 @@ def _encode_pow2(xf, n: NumberSpec, s: ScaleSpec, mode, scalemode, r):
     codes = round_codes(v, n, mode, rt, fixed=True)
     codes = np.where(_per_tile(nonfinite, xf.ndim), 0, codes)
     return _untile(codes, xf.shape), scale_codes, None, offsets
-
-
-def _subtiles(s: ScaleSpec) -> ScaleSpec:
-    """The subtiles of ``s`` as tiles of their own (the same scale number and dimensions)."""
-    return dataclasses.replace(s, tile=s.subtile, subtile=(), offset_bits=0, tensor=None)
 
 
 def _to_subtiles(per_tile: np.ndarray, s: ScaleSpec, shape: tuple[int, ...]) -> np.ndarray:
@@ -773,7 +753,7 @@ def _decode_scaled(c, n: NumberSpec, s: ScaleSpec, sc, zp, off=None) -> np.ndarr
     if s.subtile:  # the tile's E and NaN flag onto the subtiles, less each subtile's offset
         sc = _to_subtiles(sc, s, c.shape) - off
         snan = _to_subtiles(snan, s, c.shape)
-        s = _subtiles(s)
+        s = s.subtiles_as_tiles
     ct, _ = _tiled(c, s)
     if s.power_of_two:
         E = sc - s.number.bias

@@ -247,6 +247,20 @@ class NumberSpec:
         return None
 
     @property
+    def lut_nan_code(self) -> int:
+        """The code a NaN becomes in a lookup table (section 10.7): the value of smallest
+        magnitude (0 when the table has 0; the positive one of two)."""
+        t = self.table
+        return min(range(len(t)), key=lambda k: (abs(t[k]), -t[k]))
+
+    @property
+    def param(self) -> str | NumberSpec:
+        """The spec as a hashable parameter that rebuilds it (a JAX primitive's, a kernel
+        spec's): its code, or for a custom lookup table (``lutK_<digest>`` or a caller's name,
+        which :func:`number` cannot read back) the frozen spec itself."""
+        return self if self.kind == "lut" and self.code not in LUTS else self.code
+
+    @property
     def inf_code(self) -> int | None:
         return ((1 << self.exp_bits) - 1) << self.man_bits if self.special == "ieee" else None
 
@@ -725,6 +739,13 @@ class ScaleSpec:
         return (1 << self.offset_bits) - 1 if self.subtile else 0
 
     @property
+    def subtiles_as_tiles(self) -> ScaleSpec:
+        """The subtiles as tiles of their own (the same scale number and dimensions, no
+        tensor level): the spec whose tiles' exponents are the subtiles' E_s."""
+        return dataclasses.replace(self, tile=self.subtile, subtile=(), offset_bits=0,
+                                   tensor=None)
+
+    @property
     def tile_scale(self) -> ScaleSpec:
         """The spec without its subtiles (:attr:`subtile`): the tile scales alone."""
         return dataclasses.replace(self, subtile=(), offset_bits=0) if self.subtile else self
@@ -957,6 +978,11 @@ class Datatype:
 
     def __str__(self) -> str:
         return self.name or self.code
+
+    @property
+    def two_level(self) -> bool:
+        """Whether the scale spec has a tensor level (``_gf32``): a caller-given g."""
+        return self.scale is not None and self.scale.tensor is not None
 
 
 def datatype(number: str | NumberSpec, scale: str | ScaleSpec | None = None,  # noqa: A002

@@ -839,11 +839,6 @@ def _tile_level(dt: Datatype) -> Datatype:
     return dataclasses.replace(dt, scale=dt.scale.tile_level)
 
 
-def _two_level(dt: Datatype) -> bool:
-    """Whether ``dt`` has a tensor level (a scale spec ending in ``_gf32``)."""
-    return dt.scale is not None and dt.scale.tensor is not None
-
-
 def _g_operand(op, dt: Datatype) -> Any:
     """The last operand of an op of a two-level datatype: its tensor scale g, ``tensor<f32>``."""
     i = len(op.operands) - 1
@@ -944,7 +939,7 @@ def _parse_general_quantize(op) -> GeneralQuantizeOp | QuantizeOp:
         shape, elt = _quantize_input(op, (1, 2) if dt.scale.tensor is not None else (1,))
         return _quantize_op(op, fmt, k, _mx_axis(dt, dim, shape, "the input"), mode, shape,
                             elt)
-    two = _two_level(dt)
+    two = dt.two_level
     stochastic = rm == "stochastic"
     n = len(op.operands)
     if two and n != 2 + stochastic:
@@ -981,7 +976,7 @@ def _parse_general_dequantize(op) -> GeneralDequantizeOp | DequantizeOp:
         return _dequantize_op(op, fmt, k, _mx_axis(dt, dim, shape, "operand #0 (elements)"),
                               shape)
     s = dt.scale
-    two = _two_level(dt)
+    two = dt.two_level
     parts = 1 + (s is not None) + (s is not None and (s.zero_point is not None
                                                       or bool(s.subtile)))
     if two and (len(op.operands) != parts + 1 or len(op.results) != 1):

@@ -15,7 +15,7 @@ from mxlower.formats import (FORMATS, SCALE_MODES, SCALEMODE_OF, MXFormat, get_d
 import mxlower.jax.kernels as kernels
 import mxlower.jax.sharding as sharding
 from mxlower.jax.array import DatatypeArray, MXArray, mx_view
-from mxlower.jax.casts import bind_encode, check_encode, has_tensor_level
+from mxlower.jax.casts import bind_encode, check_encode
 from mxlower.jax.checks import (as_array, as_int, check_axis, check_block_size, check_dtype,
                                 check_format, check_global_scale, check_tensor_scale,
                                 check_wide, traced)
@@ -117,7 +117,7 @@ def _quantize_datatype(x, number, scale, axis, block_size, scale_mode, global_sc
         x, number, scale, roundmode=roundmode, scalemode=SCALEMODE_OF.get(scale_mode, scale_mode),
         key=key, rbits=rbits)
     ste = x if traced(x) else None  # only a traced x can be differentiated
-    two_level = has_tensor_level(dt)
+    two_level = dt.two_level
     if two_level:
         if global_scale is None:
             tile = dataclasses.replace(dt, scale=dt.scale.tile_level).code

@@ -66,7 +66,7 @@ from mxlower.formats import FLOAT_TYPES, FORMATS, Datatype, MXFormat, block_data
 import mxlower.jax.checks as checks
 import mxlower.jax.kernels as kernels
 import mxlower.jax.sharding as sharding
-from mxlower.jax.casts import datatype_of, decode_p, layout, number_param
+from mxlower.jax.casts import datatype_of, decode_p, layout
 from mxlower.jax.dtypes import element_dtype, held_as_codes, scale_dtype
 from mxlower.jax.primitives import dequantize_p
 
@@ -246,7 +246,7 @@ class DatatypeArray:
                              f"{dt.code} array has shape {tuple(np.shape(g[0]))}, not (): "
                              "an array returned from jax.vmap holds one g per example; "
                              "dequantize it under the same vmap")
-        return decode_p.bind(*parts, *g, *ste, number=number_param(dt.number),
+        return decode_p.bind(*parts, *g, *ste, number=dt.number.param,
                              scale=None if dt.scale is None else dt.scale.code, dtype=out,
                              has_ste=bool(ste))
 

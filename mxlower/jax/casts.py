@@ -28,7 +28,7 @@ Primitive parameters are canonical codes: ``number`` and ``scale`` as
 :class:`~mxlower.numbers.NumberSpec` / :class:`~mxlower.numbers.ScaleSpec` codes with the
 scale's dimensions counted from the end (so they stay valid under ``vmap``), ``dim`` negative
 for the same reason; a custom lookup table, whose code cannot rebuild it, is its
-:class:`~mxlower.numbers.NumberSpec` (hashable, :func:`number_param`).
+:class:`~mxlower.numbers.NumberSpec` (hashable, :attr:`~mxlower.numbers.NumberSpec.param`).
 
 (The module is ``mxlower.jax.casts``, so that ``mxlower.jax.cast`` is only the function.)
 """
@@ -56,7 +56,6 @@ from mxlower.jax.lowering import emit, tensor_type
 from mxlower.jax.primitives import _define, _is_zero, _zero
 from mxlower.lowering import cast_math
 from mxlower.numbers import (
-    LUTS,
     ROUND_MODES,
     SCALE_MODES,
     Datatype,
@@ -67,8 +66,7 @@ from mxlower.numbers import (
 from mxlower.numbers import scale as scale_spec
 
 __all__ = ["bind_encode", "cast", "cast_p", "cast_two_level_p", "check_encode",
-           "datatype_of", "decode_p", "encode_p", "has_tensor_level", "kept", "layout",
-           "number_param", "sparse", "sparse_p"]
+           "datatype_of", "decode_p", "encode_p", "kept", "layout", "sparse", "sparse_p"]
 
 
 # ============================================================================== checks
@@ -114,13 +112,6 @@ def datatype_of(number: Any, scale: Any, fn: str, shape: tuple[Any, ...] | None 
             from None
     s = dataclasses.replace(s, dims=tuple(d - rank for d in dims))
     return dataclasses.replace(dt, scale=scale_spec(s.code))
-
-
-def number_param(n: NumberSpec) -> str | NumberSpec:
-    """A primitive's ``number`` parameter: the spec's code, or for a custom lookup table
-    (``lutK_<digest>`` or a caller's name, which :func:`mxlower.numbers.number` cannot read
-    back) the frozen, hashable spec itself."""
-    return n if n.is_lut and n.code not in LUTS else n.code
 
 
 def _modes(dt: Datatype, roundmode: Any, scalemode: Any, fn: str) -> tuple[str, str]:
@@ -172,15 +163,10 @@ def _random_bits(x: Any, roundmode: str, key: Any, rbits: Any, fn: str) -> Any |
     return r
 
 
-def has_tensor_level(dt: Datatype) -> bool:
-    """Whether ``dt`` is two-level: a scale spec with a tensor level (``_gf32``)."""
-    return dt.scale is not None and dt.scale.tensor is not None
-
-
 def _tensor_scale(dt: Datatype, g: Any, fn: str, arg: str) -> Any | None:
     """The checked tensor scale g (argument ``arg``) of a two-level ``dt``: required for one,
     refused otherwise; a float32 scalar (None without a tensor level)."""
-    if has_tensor_level(dt):
+    if dt.two_level:
         if g is None:
             tile = dataclasses.replace(dt, scale=dt.scale.tile_level).code
             raise ValueError(f"{fn}: the two-level datatype {dt.code} needs argument '{arg}' "
@@ -245,10 +231,10 @@ def cast(x: Any, number: Any, scale: Any = None, *, roundmode: str = "even",
     r = _random_bits(x, roundmode, key, rbits, "cast")
     if g is not None:  # two levels: the StableHLO lowering of mx.cast with g
         return cast_two_level_p.bind(x, *([] if r is None else [r]), g,
-                                     number=number_param(dt.number), scale=dt.scale.code,
+                                     number=dt.number.param, scale=dt.scale.code,
                                      roundmode=roundmode, scalemode=scalemode, impl=impl)
     return cast_p.bind(sharding.mark(x, impl), *([] if r is None else [r]),
-                       number=number_param(dt.number),
+                       number=dt.number.param,
                        scale=None if dt.scale is None else dt.scale.code, roundmode=roundmode,
                        scalemode=scalemode, impl=impl)
 
@@ -508,7 +494,7 @@ def bind_encode(x: Any, dt: Datatype, roundmode: str, scalemode: str,
     scale of a two-level ``dt``, else None): ``[codes, scales, zero_points, offsets]``, None
     where the datatype has none (subtile offsets: a scale spec with subtiles)."""
     outs = list(encode_p.bind(x, *([] if r is None else [r]), *([] if g is None else [g]),
-                              number=number_param(dt.number),
+                              number=dt.number.param,
                               scale=None if dt.scale is None else dt.scale.code,
                               roundmode=roundmode, scalemode=scalemode))
     if dt.scale is not None and dt.scale.subtile:
@@ -529,7 +515,7 @@ def _encode_lowering(ctx, x, *r, number, scale, roundmode, scalemode):
     dt = resolve(number, scale)
     shape = ctx.avals_in[0].shape
     results = [tensor_type(s, t) for s, _, t in layout(dt, shape)]
-    two = has_tensor_level(dt)  # g is the last operand
+    two = dt.two_level  # g is the last operand
     stochastic = len(r) > two
 
     def build(args):
@@ -584,7 +570,7 @@ def _decode_lowering(ctx, *args, number, scale, dtype, has_ste):
     shape = ctx.avals_in[0].shape
     types = [tensor_type(s, t) for s, _, t in layout(dt, shape)]
     out = mlir_name(dtype)
-    two = has_tensor_level(dt)  # g after the codes' parts
+    two = dt.two_level  # g after the codes' parts
     if two:
         types.append(tensor_type((), "f32"))
 

@@ -377,16 +377,11 @@ def _encode_pow2(b, xt, rt, amax, nonfinite, n, s, tiles, roundmode, scalemode):
     return codes, scales, None
 
 
-def _subtiles(s: ScaleSpec) -> ScaleSpec:
-    """The subtiles of ``s`` as tiles of their own (the same scale number and dimensions)."""
-    return dataclasses.replace(s, tile=s.subtile, subtile=(), offset_bits=0, tensor=None)
-
-
 def _subtile_grid(s: ScaleSpec, shape) -> tuple[Tiles, Tiles]:
     """(the subtiles as :class:`Tiles` of the data, the tiles as :class:`Tiles` of the
     subtiles' grid): a per-subtile value (the offsets' shape) reduces to the tiles' and a
     per-tile value (the scales' shape) spreads onto the subtiles through the second."""
-    sub = Tiles.of(_subtiles(s), shape)
+    sub = Tiles.of(s.subtiles_as_tiles, shape)
     tile = s.tile_shape(tuple(shape))
     return sub, Tiles(tuple(sub.per_tile), tuple(t // k for t, k in zip(tile, sub.tile)))
 
@@ -403,7 +398,7 @@ def _encode_subtiles(b, x_bits, rbits, n, s, roundmode, scalemode):
     amax = grid.reduce(b, grid.split(b, samax), "max", 0)  # per tile
     nonfinite = b.ge(amax, _INF)
     e = scale_exponent(b, amax, n, s, scalemode)
-    e_sub = scale_exponent(b, samax, n, _subtiles(s), scalemode)  # <= e: every rule is monotone
+    e_sub = scale_exponent(b, samax, n, s.subtiles_as_tiles, scalemode)  # <= e: every rule is monotone
     e_b = grid.join(b, grid.spread(b, e))
     bad = grid.join(b, grid.spread(b, nonfinite))
     offsets = b.select(bad, b.like(e_sub, 0), b.min(b.sub(e_b, e_sub), s.max_offset))

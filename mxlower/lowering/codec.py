@@ -587,9 +587,7 @@ def _lut_units(n: NumberSpec) -> tuple[int, tuple[int, ...]]:
     """(G, N): the smallest G with every table value an integer N_i = T_i 2^G (G < 0 for
     tables of multiples of large powers of two)."""
     fr = [Fraction(t) for t in n.table]
-    lows = [(f.numerator & -f.numerator).bit_length() - f.denominator.bit_length()
-            for f in fr if f != 0]  # T = odd 2^low
-    G = -min(lows)
+    G = -min(_low_bit(abs(f)) for f in fr if f != 0)  # T = odd 2^low
     return G, tuple(int(f * Fraction(2) ** G) for f in fr)
 
 
@@ -684,7 +682,7 @@ def _encode_lut(b: IntBuilder, value: Any, src_wide: str | FloatType, n: NumberS
                     b.cmp("sgt", SC, m)
         inc = b.sel(up, one, zero)
         count = inc if count is None else b.add(count, inc)
-    return _sel(b, x.nan, _lut_nan_code(n), count), W
+    return _sel(b, x.nan, n.lut_nan_code, count), W
 
 
 def _lut_tie_up(n: NumberSpec, j: int, roundmode: str) -> bool:
@@ -817,7 +815,7 @@ def _encode_lut_wide(b: IntBuilder, value: Any, s: FloatType, n: NumberSpec, rou
     key = b.sel(x.zero, zero, key)
     skey = b.sel(x.neg, b.sub(0, key), key)
     keys = [_lut_key(v, Mk) for v in n.table]
-    nan_code = _lut_nan_code(n)
+    nan_code = n.lut_nan_code
     if roundmode == "zero":  # the toward-zero neighbour: count the gaps x passes
         count = None
         for j in range(len(keys) - 1):
@@ -889,12 +887,6 @@ def _encode_lut_wide(b: IntBuilder, value: Any, s: FloatType, n: NumberSpec, rou
     up = b.and_(b.cmp("sgt", sgn, thr), b.cmp("eq", b.and_(P, 1 << _LW_OUT), 0))
     code = b.add(b.and_(P, 255), b.sel(up, one, zero))
     return _sel(b, x.nan, nan_code, code), W
-
-
-def _lut_nan_code(n: NumberSpec) -> int:
-    """A NaN's code: the value of smallest magnitude (the positive one of two)."""
-    t = n.table
-    return min(range(len(t)), key=lambda i: (abs(t[i]), -t[i]))
 
 
 def _decode_lut(b: IntBuilder, codes: Any, n: NumberSpec, dst: str, shift: Any) -> Any:

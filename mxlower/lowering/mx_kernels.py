@@ -399,9 +399,7 @@ class CastSpec:
 
     def __post_init__(self) -> None:
         n = numbers.number(self.number)  # SpecError (a ValueError) when it is no spec
-        # the code, except for a custom lookup table, which its code cannot rebuild
-        object.__setattr__(self, "number", n if n.is_lut and n.code not in numbers.LUTS
-                           else n.code)
+        object.__setattr__(self, "number", n.param)  # a custom table: the spec itself
         if self.wide not in WIDE_TYPES:
             raise ValueError(f"'{self.wide}' is not f32, bf16 or f16")
         if self.roundmode not in numbers.ROUND_MODES:
@@ -1817,7 +1815,7 @@ class _CastKernel(_ValueUnits):
         b, spec = self.b, self.spec
         s = spec.scale_spec
         e = mx_math.scale_exponent(b, amax, self.number, s, spec.scalemode)
-        sub = dataclasses.replace(s.tile_scale, tile=s.subtile)
+        sub = s.subtiles_as_tiles
         vector = self.m["vector"]
 
         def cast(xv: Any, r: Any) -> Any:

@@ -8,7 +8,6 @@ elements, a narrow exponent scale, NaN / Inf / zero / subnormal tiles and subtil
 
 from __future__ import annotations
 
-import ml_dtypes
 import numpy as np
 import pytest
 
@@ -16,9 +15,8 @@ from mxlower import cast_reference as CR
 from mxlower import reference as R
 from mxlower.dialect import mx
 from mxlower.testing import MxModule, Value, special_blocks
+from test_mx_cast import WIDE, _same
 
-WIDE = {"f32": np.dtype(np.float32), "bf16": np.dtype(ml_dtypes.bfloat16),
-        "f16": np.dtype(np.float16)}
 
 #: (number, scale, roundmode, scalemode)
 CASTS = [
@@ -74,15 +72,6 @@ def _cast(m: MxModule, x: Value, r: Value, g: Value | None, case) -> Value:
     ops = [x] + ([r] if case[2] == "stochastic" else []) + ([g] if g is not None else [])
     return m.raw(f'{{r}} = "mx.cast"({", ".join(o.name for o in ops)}) {{{_attrs(*case)}}} : '
                  f'({", ".join(o.type for o in ops)}) -> {x.type}', x.shape, x.elt)
-
-
-def _same(got, want) -> np.ndarray:
-    g, w = np.asarray(got), np.asarray(want)
-    same = R.bits(g) == R.bits(w)
-    if g.dtype.kind == "f" or g.dtype in WIDE.values():
-        with np.errstate(invalid="ignore"):
-            same |= np.isnan(g.astype(np.float32)) & np.isnan(w.astype(np.float32))
-    return same
 
 
 def _check(got, want, what) -> None:

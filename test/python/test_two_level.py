@@ -7,7 +7,6 @@ verifier's and the JAX API's errors.  Small shapes: every case runs in seconds."
 
 from __future__ import annotations
 
-import ml_dtypes
 import numpy as np
 import pytest
 
@@ -15,9 +14,8 @@ from mxlower import cast_reference as CR
 from mxlower import reference as R
 from mxlower.dialect import mx
 from mxlower.testing import MxModule, Value
+from test_mx_cast import WIDE, _same
 
-WIDE = {"f32": np.dtype(np.float32), "bf16": np.dtype(ml_dtypes.bfloat16),
-        "f16": np.dtype(np.float16)}
 
 #: (number, scale, roundmode, scalemode): two-level (tensor x tile) and three-level (tensor
 #: x tile x subtile) datatypes, one of each kind of scale
@@ -44,15 +42,6 @@ def _data(rng, wide: str, shape=(32, 64)) -> tuple[np.ndarray, np.ndarray]:
     x = x.astype(WIDE[wide])
     rbits = rng.integers(0, 1 << 32, x.shape, dtype=np.uint64).astype(np.uint32)
     return x, rbits
-
-
-def _same(got, want) -> np.ndarray:
-    g, w = np.asarray(got), np.asarray(want)
-    same = R.bits(g) == R.bits(w)
-    if g.dtype.kind == "f" or g.dtype in WIDE.values():
-        with np.errstate(invalid="ignore"):
-            same |= np.isnan(g.astype(np.float32)) & np.isnan(w.astype(np.float32))
-    return same
 
 
 def _check(got, want, what) -> None:
