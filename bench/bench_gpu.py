@@ -46,7 +46,10 @@ KERNEL_CASES = (
     + [{"op": "convert", "src": s, "dst": "f32"} for s in ("f8E4M3FN", "f4E2M1FN")]
     + [G._cast("e2m1fn", "e8m0_t32", scalemode="max"),
        G._cast("e4m3fn", "e8m0_t128", "f16", "zero", "midmax"),
-       G._cast("e5m6")])
+       G._cast("e5m6"),
+       G._cast("nf4", "e8m0_t32", roundmode="stochastic", scalemode="midmax"),
+       G._cast("int8", "e8m0_t16_s2o1"),
+       G._cast("e2m1fo", "e4m3fn_t16_gf32", "bf16", "stochastic", g=0.3)])
 
 
 def _nbytes(kind: str, dtype: str, n: int, k: int) -> int:
@@ -82,7 +85,7 @@ def _events(cp, stream, fn, reps: int) -> float:
     return statistics.median(times)
 
 
-def part_kernels(root: str, logs: list[int], reps: int) -> dict:
+def part_kernels(root: str, logs: list[int], reps: int, only: str | None = None) -> dict:
     import cupy as cp
 
     dev = cp.cuda.Device()
@@ -104,6 +107,8 @@ def part_kernels(root: str, logs: list[int], reps: int) -> dict:
         out["rows"].append({"case": "copy", "n": n, "s": t_copy, "GBps": copy_bw / 1e9})
         del src, dst
         for c in KERNEL_CASES:
+            if only and only not in G.case_id(c):
+                continue
             e = manifest.get(G.case_id(c))
             if e is None:
                 out["rows"].append({"case": G.case_id(c), "n": n, "error": "not carried"})
@@ -240,6 +245,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--kernels", help="folder of carried CUDA handlers (test_gpu_kernels build)")
     ap.add_argument("--sizes", default="24,26,28", help="log2 of the element counts")
     ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--only", help="--part kernels: only the cases whose id holds this text "
+                    "(e.g. dequantize-mxfp4, for a profiler)")
     ap.add_argument("--platform", default="cuda", help="JAX platform of --part jax")
     ap.add_argument("--dot-shapes", default="16x4096x4096,4096x4096x4096",
                     help="MxNxK of the --part jax dots, comma-separated")
@@ -249,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
     if a.part == "kernels":
         if not a.kernels:
             ap.error("--part kernels needs --kernels")
-        res = part_kernels(a.kernels, logs, a.reps)
+        res = part_kernels(a.kernels, logs, a.reps, a.only)
     else:
         shapes = [tuple(int(v) for v in d.split("x")) for d in a.dot_shapes.split(",")]
         res = part_jax(a.kernels, logs, a.reps, a.platform, shapes)

@@ -239,17 +239,23 @@ def test_scaled_dot_auto_on_the_gpu(lf, rf, codes):
     assert_dot_close(got, av, bv, (((1,), (1,)), ((), ())), what=f"{lf} x {rf} {calls}")
 
 
+def _cast_case(c: dict, x, *rest):
+    """mxlower.jax.cast of case ``c`` on :func:`test_gpu_kernels.case_data`'s inputs: ``x``
+    [, the random bits] [, g as a one-element array]."""
+    r = rest[0] if c.get("roundmode") == "stochastic" else None
+    g = rest[-1].reshape(()) if "g" in c else None
+    return mxj.cast(x, c["number"], c.get("scale"), roundmode=c.get("roundmode", "even"),
+                    scalemode=c.get("scalemode", "max"), rbits=r, tensor_scale=g, impl="auto")
+
+
 @pytest.mark.parametrize("c", [c for c in G.CAST_CASES if "length" not in c], ids=G.case_id)
 def test_kernel_cast_through_xla_on_the_gpu(c):
     """mxlower.jax.cast(impl="auto") on CUDA: the carried fused cast kernel (stochastic
-    rounding with explicit bits), bit-exact with mxlower.reference.cast."""
+    rounding with explicit bits; a tensor level's g), bit-exact with mxlower.reference.cast."""
     _carried()
     inputs, wants, _ = G.case_data(c)
     args = [_on_gpu(a) for a in inputs]
-    f = jax.jit(lambda x, *r: mxj.cast(x, c["number"], c.get("scale"),
-                                       roundmode=c.get("roundmode", "even"),
-                                       scalemode=c.get("scalemode", "max"),
-                                       rbits=r[0] if r else None, impl="auto"))
+    f = jax.jit(functools.partial(_cast_case, c))
     same = G._same(np.asarray(f(*args)), wants[0], "values")
     assert same.all(), np.flatnonzero(~same)[:8]
     _calls(f, args, "mxlower_cast_")

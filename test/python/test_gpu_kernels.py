@@ -84,18 +84,22 @@ GPU_CASES: list[dict] = (
 
 
 def _cast(number: str, scale: str | None = None, wide: str = "f32", roundmode: str = "even",
-          scalemode: str | None = None, length: int | None = None) -> dict:
+          scalemode: str | None = None, length: int | None = None,
+          g: float | None = None) -> dict:
     """A fused ``mx.cast`` case (a :class:`~mxlower.lowering.mx_kernels.CastSpec`'s
-    parameters; the ones left at None omitted)."""
+    parameters, and ``g``, the tensor scale a ``_gf32`` scale's kernel takes; the ones left at
+    None omitted)."""
     c = {"op": "cast", "number": number, "scale": scale, "wide": wide, "roundmode": roundmode,
-         "scalemode": scalemode, "length": length}
+         "scalemode": scalemode, "length": length, "g": g}
     return {k: v for k, v in c.items() if v is not None}
 
 
 #: the fused casts the GPU run checks: unscaled (a masked last vector), exponent scales in
 #: tiles of 32 and 128 (a tile of several vectors), a float scale, a channel scale (tiles of a
 #: row's 1000 values) and a tensor scale (one thread: mxlower.jax keeps the StableHLO for it
-#: on CUDA, the kernel is checked all the same); every rounding mode, f32, bf16 and f16 in
+#: on CUDA, the kernel is checked all the same); every rounding mode, f32, bf16 and f16 in;
+#: lookup tables (nf4), shared micro-exponents (MX9 / MX6 / MX4) and tensor levels
+#: (``_gf32``, g one more operand) as mxlower.jax sends them to the CUDA kernels
 CAST_CASES: list[dict] = [
     _cast("e5m6"), _cast("e5m6", wide="bf16", roundmode="stochastic"),
     _cast("e2m1fo", roundmode="stochastic"), _cast("e2m1fo", wide="bf16", roundmode="zero"),
@@ -107,7 +111,19 @@ CAST_CASES: list[dict] = [
                                                                 roundmode="half_down"),
     _cast("e2m1fn", "e4m3fn_t16"), _cast("e2m1fn", "e4m3fn_t16", "bf16", "stochastic"),
     _cast("e4m3fn", "e8m0_t0", scalemode="nearest", length=1000),
-    _cast("int8", "e8m0", roundmode="stochastic", scalemode="rceil", length=3001)]
+    _cast("int8", "e8m0", roundmode="stochastic", scalemode="rceil", length=3001),
+    # lookup tables (nf4 under an exponent scale, QLoRA's absmax quotient, unscaled)
+    _cast("nf4", "e8m0_t32", roundmode="stochastic", scalemode="midmax"),
+    _cast("nf4", "f32_t64", "f16", "stochastic"), _cast("nf4", wide="bf16"),
+    # shared micro-exponents: MX9, MX6 and MX4 (subtiles of 2, one offset bit)
+    _cast("int8", "e8m0_t16_s2o1"),
+    _cast("int5", "e8m0_t16_s2o1", roundmode="stochastic", scalemode="rceil"),
+    _cast("int3", "e8m0_t16_s2o1", "bf16", "half_down"),
+    # a tensor level over tiles, over subtiles (three levels), over channels
+    _cast("e2m1fo", "e4m3fn_t16_gf32", "bf16", "stochastic", g=0.3),
+    _cast("int8", "e8m0_t16_s2o1_gf32", g=-3.0e-5),
+    _cast("e8m7", "e8m0_t64_gf32", roundmode="zero", scalemode="rceil", g=2.0 ** -140),
+    _cast("int8", "float32_t0_gf32", roundmode="half_down", length=256, g=1e30)]
 GPU_CASES += CAST_CASES
 
 
@@ -182,8 +198,10 @@ def _cast_data(c: dict) -> tuple[list[np.ndarray], list[np.ndarray], list[str]]:
     roundmode, scalemode = c.get("roundmode", "even"), c.get("scalemode", "max")
     r = (rng.integers(0, 1 << 32, shape, dtype=np.uint32) if roundmode == "stochastic"
          else None)
-    want = R.cast(x, c["number"], scale, roundmode, scalemode, rbits=r)
-    return [x] + ([] if r is None else [r]), [want], ["values"]
+    g = c.get("g")
+    want = R.cast(x, c["number"], scale, roundmode, scalemode, rbits=r, tensor_scale=g)
+    return ([x] + ([] if r is None else [r]) + ([] if g is None else [np.float32([g])]),
+            [want], ["values"])
 
 
 def case_data(c: dict) -> tuple[list[np.ndarray], list[np.ndarray], list[str]]:
