@@ -17,9 +17,10 @@ so one run compares the instruction sets on the same machine:
 
 The GEMM kernels are built for the ``avx2`` path on every target, and on the targets that
 have VNNI and AVX512-BF16 for the ``vnni`` path (the integer GEMM on ``vpdpbusd`` /
-``vpdpwssd`` in 256-bit vectors) and the ``avx512`` path (those and the bf16 GEMM on
-``vdpbf16ps``, in 512-bit vectors), where they differ from avx2's; ``gemmtile`` builds the
-avx512 path's with other tile heights (:data:`GEMM_TILES`).
+``vpdpwssd`` in 256-bit vectors), the ``avx512`` path (those and the bf16 GEMM on
+``vdpbf16ps``, in 512-bit vectors), where they differ from avx2's, and the ``amx`` path
+(every pair's GEMM on AMX-BF16 tiles; ``run`` asks Linux for the tile state first);
+``gemmtile`` builds the avx512 path's with other tile heights (:data:`GEMM_TILES`).
 
 ::
 
@@ -48,8 +49,8 @@ TARGETS = {"avx2": ("x86-64-v3", None), "spr": ("sapphirerapids", None),
 VNNI_TARGETS = ("spr", "spr512")
 #: the kernels' SIMD paths, per kind of kernel (vnni changes only the integer GEMM, avx512
 #: adds the bf16 GEMM)
-PATHS_OF = {"gemv": ("avx2", "avx512"), "tile": ("avx2",), "gemm": ("avx2", "vnni", "avx512"),
-            "gemmtile": ("avx512",)}
+PATHS_OF = {"gemv": ("avx2", "avx512"), "tile": ("avx2",),
+            "gemm": ("avx2", "vnni", "avx512", "amx"), "gemmtile": ("avx512",)}
 #: (lhs, rhs, what): the GEMV's kernels (plain f32 or bf16 activations, MX weights) and the GEMM's
 KERNELS = [(x, f, "gemv") for x in ("f32", "bf16")
            for f in ("mxfp4_e2m1", "mxfp6_e2m3", "mxfp8_e4m3", "nvfp4", "mxint8")]
@@ -190,6 +191,8 @@ def correctness(kernels: list[dict]) -> list[str]:
     errors = []
     for e in kernels:
         shapes = ((1, 37, 64), (3, 70, 96), (13, 33, 128), (20, 35, 64), (41, 70, 160))
+        if e["what"] == "gemm":  # two blocks of MB_INT rows; K not a whole AMX tile
+            shapes += ((1100, 33, 96),) + (((35, 40, 48),) if e["lhs"] == "nvfp4" else ())
         for M, N, K in shapes if e["what"] != "tile" else ((8, 37, 96), (13, 70, 64)):
             # ordinary scales (the f32 paths); the smallest and the largest codes on B (the
             # kernel's f64 contraction: subnormal products; sums that might overflow)
@@ -280,9 +283,13 @@ def timings(kernels: list[dict], reps: int) -> list[dict]:
 def run(root: str, out: str | None, reps: int, whats: set[str] | None = None) -> int:
     import jax
 
+    from mxlower.lowering.dot_kernels import request_amx
+
     kernels = [e for e in _load(root) if whats is None or e["what"] in whats]
     info = {"jax": jax.__version__, "devices": str(jax.devices("cpu")),
-            "cpu_count": os.cpu_count()}
+            "cpu_count": os.cpu_count(), "amx_granted": request_amx()}
+    if not info["amx_granted"]:  # a tile instruction would kill the process
+        kernels = [e for e in kernels if e["path"] != "amx"]
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as f:
             info["cpu"] = next(line.split(":", 1)[1].strip() for line in f

@@ -109,7 +109,8 @@ __all__ = [
 ]
 
 #: upstream passes taking a kernel module to the LLVM dialect
-KERNEL_PIPELINE = ("builtin.module(canonicalize, cse, convert-scf-to-cf, convert-vector-to-llvm, "
+KERNEL_PIPELINE = ("builtin.module(canonicalize, cse, convert-scf-to-cf, "
+                   "convert-vector-to-llvm{enable-amx}, "
                    "convert-math-to-llvm, convert-arith-to-llvm, expand-strided-metadata, "
                    "finalize-memref-to-llvm, convert-func-to-llvm, convert-cf-to-llvm, "
                    "reconcile-unrealized-casts)")

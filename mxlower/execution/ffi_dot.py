@@ -73,8 +73,8 @@ GEMM_UNITS = 8
 
 def host_path() -> str:
     """The SIMD path kernels are built for: ``$MXLOWER_DOT_PATH`` if set, else the host's
-    best (:func:`mxlower.lowering.dot_kernels.host_paths`)."""
-    paths = dot_kernels.host_paths(dot_kernels.cpu_flags())
+    best (:func:`mxlower.lowering.dot_kernels.usable_paths`)."""
+    paths = dot_kernels.usable_paths()
     forced = os.environ.get(ENV)
     if forced:
         if forced not in dot_kernels.PATHS:
@@ -331,7 +331,7 @@ def dot(a: Any, a_scales: Any, b: Any, b_scales: Any, lhs_format: str | Datatype
 
 def kernel_paths() -> Sequence[str]:
     """Every path this host can run (what the tests force in turn)."""
-    return dot_kernels.host_paths(dot_kernels.cpu_flags())
+    return dot_kernels.usable_paths()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

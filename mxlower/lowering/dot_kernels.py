@@ -123,17 +123,20 @@ from mxlower.numbers import Datatype, SpecError
 __all__ = ["ATTR", "EXACT_ACC", "NP", "NR_STREAM", "PARTS", "PATHS", "STREAM_M",
            "DotKernelError", "DotSpec", "build", "cpu_flags", "declaration", "declarations",
            "expand_declarations", "host_paths",
-           "integer_shift", "kernel_side", "unscaled_bits"]
+           "integer_shift", "kernel_side", "request_amx", "unscaled_bits", "usable_paths"]
 
 #: SIMD paths a kernel can be built for, best first (``portable`` runs everywhere; ``vnni``
 #: is ``avx2`` plus the VNNI dot products of AVX512-VNNI (with AVX512VL) or AVX-VNNI, in
 #: 256-bit vectors; ``avx512`` is ``vnni`` plus AVX512-BF16's dot products, the packed GEMMs
-#: in 512-bit vectors)
-PATHS = ("avx512", "vnni", "avx2", "portable")
+#: in 512-bit vectors; ``amx`` is ``avx512`` whose GEMMs of two MX sides run on AMX-BF16's
+#: tile products, :meth:`_DotKernel.amx_gemm`)
+PATHS = ("amx", "avx512", "vnni", "avx2", "portable")
 #: the paths that decode and multiply with x86 intrinsics
-X86_PATHS = ("avx512", "vnni", "avx2")
+X86_PATHS = ("amx", "avx512", "vnni", "avx2")
 #: the paths with the VNNI dot products
-VNNI_PATHS = ("avx512", "vnni")
+VNNI_PATHS = ("amx", "avx512", "vnni")
+#: the paths with AVX-512 (BW, VL, VNNI, BF16): 512-bit packed GEMMs, bf16 dot products
+AVX512_PATHS = ("amx", "avx512")
 #: columns of B per work unit (the GEMM path's packed panel)
 NP = 32
 #: the largest M that takes the streaming path
@@ -149,7 +152,7 @@ NR_STREAM = 1
 #: vector registers hold the tile (each load of A feeds two FMAs: 10-30% faster at M = 8 on
 #: a Zen 4 and 10-20% on a Sapphire Rapids), one where 16 do (two measured no faster or
 #: slower on AVX2) (BENCHMARKS.md, third and sixth sessions)
-NR_STREAM_TILE = {"avx512": 2, "vnni": 1, "avx2": 1, "portable": 1}
+NR_STREAM_TILE = {"amx": 2, "avx512": 2, "vnni": 1, "avx2": 1, "portable": 1}
 #: whether the avx512 path's streaming tiles (3-16 rows) of bf16 activations run on bf16
 #: dot products (:attr:`_DotKernel.bf_stream`)
 BF16_STREAM = True
@@ -175,11 +178,19 @@ NV_INT = 2
 #: vnni (its dot products need no second register: 6 x 2 accumulators and three operands
 #: fit AVX-VNNI's 16 vector registers; 10-20% faster than 4 on a Zen 4), 4 on avx512 (zmm:
 #: 20-25% faster than 6 for mxfp4 on a Sapphire Rapids, even on a Zen 4)
-MR_INT = {"avx2": 4, "vnni": 6, "avx512": 4, "portable": 4}
+MR_INT = {"avx2": 4, "vnni": 6, "avx512": 4, "amx": 32, "portable": 4}
 #: rows of A packed at a time by the packed GEMM (a multiple of every MR_INT): a call's
 #: scratch for A is at most MB_INT x K values, whatever M (B's panels are packed once per
 #: block)
-MB_INT = 1008
+MB_INT = 1056
+#: the AMX GEMM's tiles: AMX_ROWS rows of AMX_K bf16 values (64 bytes) for A and B (B's
+#: rows are pairs of K positions of 16 columns), AMX_ROWS x 16 f32 for the results; a tile
+#: of the GEMM is 2 x 2 result tiles (32 rows of A against the panel's NP = 32 columns), so
+#: the eight tile registers hold two of A, two of B and the four results
+AMX_ROWS, AMX_K = 16, 32
+#: K steps (of AMX_K) between a result tile's loads and stores (the tiles live in memory
+#: across steps: LLVM keeps no AMX tile across a loop's iterations)
+AMX_STEPS = 4
 
 
 def integer_shift(fmt: MXFormat) -> int | None:
@@ -245,26 +256,58 @@ BF16_GEMM_VENDORS = ("AuthenticAMD",)
 
 def gemm_by_default(spec: DotSpec, vendor: str) -> bool:
     """Whether a GEMM (more than :data:`STREAM_M` rows on both sides) of ``spec`` takes the
-    kernel without being asked: its integer dot products everywhere, its bf16 dot products
-    on :data:`BF16_GEMM_VENDORS`' CPUs; its f32 GEMM path never (slower than the dequantize
-    kernels + XLA's f32 dot)."""
-    return spec.int_dot or (spec.bf16_dot and vendor in BF16_GEMM_VENDORS)
+    kernel without being asked: its integer dot products and AMX tiles everywhere, its bf16
+    dot products on :data:`BF16_GEMM_VENDORS`' CPUs; its f32 GEMM path never (slower than
+    the dequantize kernels + XLA's f32 dot)."""
+    return spec.int_dot or spec.amx_dot or (spec.bf16_dot and vendor in BF16_GEMM_VENDORS)
 
 
-def host_paths(features: Sequence[str]) -> list[str]:
+def host_paths(features: Sequence[str], amx_granted: bool = True) -> list[str]:
     """The paths a host with CPU ``features`` (``/proc/cpuinfo`` flag names) runs, best
-    first: ``avx512`` where it has AVX2 and AVX-512 with BW, VL, VNNI and BF16, ``vnni``
-    where it has AVX2 and the 256-bit VNNI forms (``avx512_vnni`` with ``avx512vl``, or
-    ``avx_vnni``), ``avx2`` where it has AVX2, ``portable`` everywhere."""
+    first: ``amx`` where it has what ``avx512`` needs and AMX-TILE and AMX-BF16, and the
+    operating system grants the process AMX's tile state (``amx_granted``:
+    :func:`request_amx`), ``avx512`` where it has AVX2 and AVX-512 with BW, VL, VNNI and
+    BF16, ``vnni`` where it has AVX2 and the 256-bit VNNI forms (``avx512_vnni`` with
+    ``avx512vl``, or ``avx_vnni``), ``avx2`` where it has AVX2, ``portable`` everywhere."""
     f = set(features)
     paths = []
     if "avx2" in f:
         if {"avx512bw", "avx512vl", "avx512_vnni", "avx512_bf16"} <= f:
+            if {"amx_tile", "amx_bf16"} <= f and amx_granted:
+                paths.append("amx")
             paths.append("avx512")
         if {"avx512_vnni", "avx512vl"} <= f or "avx_vnni" in f:
             paths.append("vnni")
         paths.append("avx2")
     return paths + ["portable"]
+
+
+#: Linux's arch_prctl: its number on x86-64, the request for a permission, the tile data
+ARCH_PRCTL, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA = 158, 0x1023, 18
+
+
+@functools.cache
+def request_amx() -> bool:
+    """Asks Linux for this process's permission to use AMX's tile data (``arch_prctl(
+    ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)``, once; Linux 5.16 and later): whether it was
+    granted.  Without it the first tile instruction kills the process, so the ``amx`` path
+    is offered only where this returns True (:func:`usable_paths`)."""
+    if "amx_tile" not in cpu_flags():
+        return False
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.syscall(ARCH_PRCTL, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def usable_paths() -> list[str]:
+    """The paths this host and process run, best first (:func:`host_paths` of
+    :func:`cpu_flags`, the ``amx`` path where :func:`request_amx` is granted)."""
+    flags = cpu_flags()
+    return host_paths(flags, "amx_tile" in flags and request_amx())
 
 
 def _unit_range(fmt: MXFormat) -> tuple[int, int]:
@@ -429,7 +472,7 @@ class DotSpec:
           saturation), exact for every pairing of e2m1, nvfp4, e2m3 and mxint8 whose block
           size is a multiple of 4 and whose sums convert to f32 exactly (k x max|a| x
           max|b| < 2^24)."""
-        if self.path not in X86_PATHS or not self.exact:
+        if self.path not in X86_PATHS or not self.exact or self.amx_dot:
             return False
         (alo, ahi), (blo, bhi) = (_unit_range(self.fmt(side)) for side in ("lhs", "rhs"))
         k = self.k("lhs")
@@ -462,7 +505,7 @@ class DotSpec:
         ``avx512``: ``vpdpwssd``), exact, and converted to f32 exactly where k x max|a| x max|b| <
         2^24 (every pairing of e2m1, e2m3, e3m2, mxint8 at k = 32; e3m2 x e3m2 up to k =
         83)."""
-        if self.path not in X86_PATHS or not self.exact or self.byte_dot:
+        if self.path not in X86_PATHS or not self.exact or self.byte_dot or self.amx_dot:
             return False
         ua, ub = unit_max(self.fmt("lhs")), unit_max(self.fmt("rhs"))
         return self.k("lhs") * ua * ub < 2 ** 24 and self.k("lhs") % 2 == 0
@@ -483,9 +526,20 @@ class DotSpec:
         of two in f32; they are summed in f32 over K (rounded, as XLA's
         f32 dot of the dequantized operands does): the f32 paths' contract (section 6),
         under the same range test."""
-        return (self.path == "avx512" and self.fmt("lhs") is not None
+        return (self.path in AVX512_PATHS and self.fmt("lhs") is not None
                 and self.fmt("rhs") is not None and self.k("lhs") == self.k("rhs")
                 and self.k("lhs") % 2 == 0 and not self.int_dot)
+
+    @property
+    def amx_dot(self) -> bool:
+        """Whether the GEMM path runs on AMX tiles (path ``amx``: ``tdpbf16ps``, 16 x 16 f32
+        results each taking 16 x 32 bf16 products in pairs): both sides MX with one (even)
+        block size -- every such pair, the integer ones too, as :attr:`bf16_dot`'s scaled
+        values (exact in bf16, exact products, sums in f32 over K;
+        :meth:`_DotKernel.amx_gemm`)."""
+        return (self.path == "amx" and self.fmt("lhs") is not None
+                and self.fmt("rhs") is not None and self.k("lhs") == self.k("rhs")
+                and self.k("lhs") % 2 == 0)
 
     @property
     def packed_gemm(self) -> bool:
@@ -621,7 +675,8 @@ class _DotKernel:
         # bytes in an i16
         self.word = spec.word_dot
         self.quad = spec.quad_dot
-        self.bf = spec.bf16_dot  # pairs of bf16 values (vdpbf16ps)
+        self.bf = spec.bf16_dot  # pairs of bf16 values (vdpbf16ps; AMX tiles)
+        self.amx = spec.amx_dot
         # K positions per packed lane (pairs; quads for vpdpbusd) and the lane's type
         self.G = 4 if self.quad else 2
         self.mr_int = MR_INT[spec.path]
@@ -635,7 +690,7 @@ class _DotKernel:
         # the streaming tiles (3-16 rows) of bf16 activations against MX weights on bf16 dot
         # products (avx512: A's bf16 values read as stored, B's scaled chunk truncated to
         # bf16, both exact; vdpbf16ps: pairs of exact products into f32 lanes)
-        self.bf_stream = (BF16_STREAM and spec.path == "avx512" and spec.lhs == "bf16"
+        self.bf_stream = (BF16_STREAM and spec.path in AVX512_PATHS and spec.lhs == "bf16"
                           and spec.fmt("rhs") is not None and self.C >= 8)
         self.f4_fast = (spec.path in X86_PATHS and spec.blockwise and fb is not None
                         and fb.bits == 4 and not fb.is_nvfp4 and self.C == 32)
@@ -899,14 +954,25 @@ class _DotKernel:
             if not s.exact:
                 self.nblk = t.op(f"{{r}} = arith.divui {K}, {t.c(s.k('rhs'))} : index")
             half = t.op(f"{{r}} = arith.divui {K}, {t.c(self.G)} : index")
+            if self.amx:  # rows of whole tiles of K (AMX_K values, zero past K)
+                half = t.op(f"{{r}} = arith.ceildivui {K}, {t.c(AMX_K)} : index")
+                half = t.op(f"{{r}} = arith.muli {half}, {t.c(AMX_K // 2)} : index")
+            self.kq = half  # groups per packed row of A (per column of B)
             n = t.op(f"{{r}} = arith.muli {cnp}, {half} : index")
-            self.bq = t.op(f"{{r}} = memref.alloc({n}) : memref<?x{pt}>")
+            self.bq = self.packed_alloc(n, pt)
             # A's rows, every tile of the batch packed once per call (rows padded to tiles)
             mp = t.op(f"{{r}} = arith.ceildivui {M}, {t.c(self.mr_int)} : index")
             mp = t.op(f"{{r}} = arith.muli {mp}, {t.c(self.mr_int)} : index")
             mp = t.op(f"{{r}} = arith.minui {mp}, {t.c(MB_INT)} : index")
             n = t.op(f"{{r}} = arith.muli {mp}, {half} : index")
-            self.aq = t.op(f"{{r}} = memref.alloc({n}) : memref<?x{pt}>")
+            self.aq = self.packed_alloc(n, pt)
+            if self.amx:  # the same bytes as bf16 tiles' rows; the results' 2 x 2 tiles
+                k2 = t.op(f"{{r}} = arith.muli {half}, {t.c(2)} : index")
+                self.aq2 = t.op(f"{{r}} = memref.view {self.raw[self.aq]}[{c0}][{mp}, {k2}] : "
+                                f"memref<?xi8> to memref<?x?xbf16>")
+                self.bq2 = t.op(f"{{r}} = memref.view {self.raw[self.bq]}[{c0}][{half}] : "
+                                f"memref<?xi8> to memref<?x{2 * NP}xbf16>")
+                self.cq = t.op(f"{{r}} = memref.alloca() : memref<{2 * AMX_ROWS}x{NP}xf32>")
             n = t.op(f"{{r}} = arith.muli {mp}, {self.nblk} : index")
             self.aqf = t.op(f"{{r}} = memref.alloc({n}) : memref<?xf32>")
             # the batch and first row of the rows packed (none yet)
@@ -1003,7 +1069,7 @@ class _DotKernel:
                 def block(r0: str, _: list[str]) -> list[str]:
                     def each(u: str, _: list[str]) -> list[str]:
                         unit_of(u)
-                        self.int_gemm(r0)
+                        (self.amx_gemm if self.amx else self.int_gemm)(r0)
                         return []
 
                     t.for_("%u0", "%u1", c1, [], each)
@@ -1017,9 +1083,10 @@ class _DotKernel:
         if s.exact:
             t.do(f"memref.dealloc {self.af} : memref<?xf32>")
         if s.packed_gemm:
-            for buf, ty in ((self.bq, pt), (self.aq, pt), (self.bsum, self.st),
-                            (self.bfq, "f32"), (self.aqf, "f32")):
+            for buf, ty in ((self.bsum, self.st), (self.bfq, "f32"), (self.aqf, "f32")):
                 t.do(f"memref.dealloc {buf} : memref<?x{ty}>")
+            for buf in (self.bq, self.aq):
+                t.do(f"memref.dealloc {self.raw[buf]} : memref<?xi8>")
         if self.blockwise:
             t.do(f"memref.dealloc {self.bfs} : memref<?xf32>")
         t.do("return")
@@ -1028,6 +1095,16 @@ class _DotKernel:
         return "\n".join(t.lines)
 
     # -- the GEMM's byte dot products ------------------------------------------------------
+    def packed_alloc(self, n: str, pt: str) -> str:
+        """A scratch of ``n`` values of ``pt`` (i16 / i32) for the packed GEMM: a view of
+        bytes (:attr:`raw` keeps them, for the dealloc and AMX's bf16 views of them)."""
+        t = self.t
+        nb = t.op(f"{{r}} = arith.muli {n}, {t.c(int(pt[1:]) // 8)} : index")
+        raw = t.op(f"{{r}} = memref.alloc({nb}) : memref<?xi8>")
+        v = t.op(f"{{r}} = memref.view {raw}[{t.c(0)}][{n}] : memref<?xi8> to memref<?x{pt}>")
+        self.raw = {**getattr(self, "raw", {}), v: raw}
+        return v
+
     def bf16_bits(self, v: str) -> str:
         """vector<C x i16>: the high halves of the f32 vector ``v``'s lanes -- their bf16
         bits, exact where each value has at most 8 significant bits (its low half zero)."""
@@ -1095,8 +1172,7 @@ class _DotKernel:
             pos = i
             if a_side:
                 fo = t.op(f"{{r}} = arith.muli {i}, {self.nblk} : index")
-                half = t.op(f"{{r}} = arith.divui {K}, {t.c(G)} : index")
-                do = t.op(f"{{r}} = arith.muli {i}, {half} : index")
+                do = t.op(f"{{r}} = arith.muli {i}, {self.kq} : index")
             elif self.byte and not self.quad:  # the accumulators' order: per 16 columns,
                 # even then odd
                 lane = t.op(f"{{r}} = arith.remui {i}, {t.c(16)} : index")
@@ -1160,9 +1236,128 @@ class _DotKernel:
                 return []
 
             t.for_(c0, self.nblk, c1, [], block)
+            if self.amx:  # the groups past K up to a whole tile: zeros
+                def pad(p: str, _: list[str]) -> list[str]:
+                    if a_side:
+                        o = t.op(f"{{r}} = arith.addi {do}, {p} : index")
+                    else:
+                        o = t.op(f"{{r}} = arith.muli {p}, {t.c(NP)} : index")
+                        o = t.op(f"{{r}} = arith.addi {o}, {i} : index")
+                    t.do(f"memref.store {t.c(0, pt)}, {dst}[{o}] : memref<?x{pt}>")
+                    return []
+
+                t.for_(t.op(f"{{r}} = arith.divui {K}, {t.c(G)} : index"), self.kq, c1, [],
+                       pad)
             return []
 
         t.for_(c0, rows, c1, [], row)
+
+    def pack_a_block(self, r0: str) -> str:
+        """Packs the block of A's rows ``r0 + [0, MB_INT)`` of the unit's batch (padded to
+        tiles of :data:`MR_INT` rows) unless the call's previous unit packed it; the
+        block's end (a row)."""
+        t, M = self.t, self.M
+        b, _, _, arow0, _ = self.unit
+        c0, c1 = t.c(0), t.c(1)
+        pb = t.op(f"{{r}} = memref.load {self.abatch}[{c0}] : memref<2xindex>")
+        pr = t.op(f"{{r}} = memref.load {self.abatch}[{c1}] : memref<2xindex>")
+        fresh = t.op(f"{{r}} = arith.cmpi ne, {pb}, {b} : index")
+        moved = t.op(f"{{r}} = arith.cmpi ne, {pr}, {r0} : index")
+        fresh = t.op(f"{{r}} = arith.ori {fresh}, {moved} : i1")
+        rem = t.op(f"{{r}} = arith.subi {M}, {r0} : index")
+        rows = t.op(f"{{r}} = arith.minui {rem}, {t.c(MB_INT)} : index")  # of this block
+
+        def pack_a() -> None:
+            mp = t.op(f"{{r}} = arith.ceildivui {rows}, {t.c(self.mr_int)} : index")
+            mp = t.op(f"{{r}} = arith.muli {mp}, {t.c(self.mr_int)} : index")
+            first = t.op(f"{{r}} = arith.addi {arow0}, {r0} : index")
+            self.int_pack("lhs", first, rows, mp, self.aq, self.aqf)
+            t.do(f"memref.store {b}, {self.abatch}[{c0}] : memref<2xindex>")
+            t.do(f"memref.store {r0}, {self.abatch}[{c1}] : memref<2xindex>")
+
+        t.if_(fresh, pack_a)
+        return t.op(f"{{r}} = arith.addi {r0}, {rows} : index")
+
+    def amx_gemm(self, r0: str) -> None:
+        """The unit's GEMM on AMX tiles (:attr:`DotSpec.amx_dot`): both sides packed as
+        :attr:`DotSpec.bf16_dot`'s scaled bf16 values (:meth:`int_pack`; A's rows and B's
+        pairs zero past K up to a whole tile of :data:`AMX_K`), then per tile of
+        ``2 x AMX_ROWS`` rows of A against the panel's :data:`NP` columns, 2 x 2 result
+        tiles of 16 x 16 f32: zeroed, then per step of AMX_K values of K two tiles of A
+        (16 rows x 32 values) and two of B (16 pairs of K positions x 16 columns) loaded
+        and four ``tdpbf16ps`` (``amx.tile_mulf``: each result takes 16 x 16 x 32 exact
+        products, added in pairs into its f32 values), :data:`AMX_STEPS` steps between a
+        result tile's loads and stores; the results then leave through vectors, masked at
+        M and the panel's columns."""
+        t, M, N = self.t, self.M, self.N
+        b, n0, ncols, arow0, brow0 = self.unit
+        c0, c1 = t.c(0), t.c(1)
+        self.int_pack("rhs", brow0, ncols, t.c(NP), self.bq, self.bfq, self.bsum)
+        r1 = self.pack_a_block(r0)
+        rows_t = AMX_ROWS
+        ta, tc = f"!amx.tile<{rows_t}x{AMX_K}xbf16>", f"!amx.tile<{rows_t}x16xf32>"
+        cm = f"memref<{2 * rows_t}x{NP}xf32>"
+        am, bm = "memref<?x?xbf16>", f"memref<?x{2 * NP}xbf16>"
+        steps = t.op(f"{{r}} = arith.divui {self.kq}, {t.c(AMX_K // 2)} : index")
+        tail = t.op(f"{{r}} = arith.remui {steps}, {t.c(AMX_STEPS)} : index")
+        full = t.op(f"{{r}} = arith.subi {steps}, {tail} : index")
+        at = [[t.c(rows_t * i), t.c(16 * j)] for i in range(2) for j in range(2)]
+        masks = []  # the panel's columns, 16 at a time
+        for g in range(NP // 16):
+            left = t.op(f"{{r}} = arith.subi {ncols}, {t.c(16 * g)} : index")
+            left = t.op(f"{{r}} = arith.maxsi {left}, {c0} : index")
+            left = t.op(f"{{r}} = arith.minui {left}, {t.c(16)} : index")
+            masks.append(t.op(f"{{r}} = vector.create_mask {left} : {_vt(16, 'i1')}"))
+
+        def tile(m0: str, _: list[str]) -> list[str]:
+            l0 = t.op(f"{{r}} = arith.subi {m0}, {r0} : index")  # in the packed block
+            arow = [t.op(f"{{r}} = arith.addi {l0}, {t.c(rows_t * i)} : index")
+                    for i in range(2)]
+            z = t.op(f"{{r}} = amx.tile_zero : {tc}")
+            for i, j in at:
+                t.do(f"amx.tile_store {self.cq}[{i}, {j}], {z} : {cm}, {tc}")
+
+            def run(n: int) -> Callable[[str, list[str]], list[str]]:
+                def body(k0: str, _: list[str]) -> list[str]:
+                    cs = [t.op(f"{{r}} = amx.tile_load {self.cq}[{i}, {j}] : {cm} into {tc}")
+                          for i, j in at]
+                    for u in range(n):
+                        ks = t.op(f"{{r}} = arith.addi {k0}, {t.c(u)} : index")
+                        ka = t.op(f"{{r}} = arith.muli {ks}, {t.c(AMX_K)} : index")
+                        kp = t.op(f"{{r}} = arith.muli {ks}, {t.c(AMX_K // 2)} : index")
+                        av = [t.op(f"{{r}} = amx.tile_load {self.aq2}[{arow[i]}, {ka}] : "
+                                   f"{am} into {ta}") for i in range(2)]
+                        bv = [t.op(f"{{r}} = amx.tile_load {self.bq2}[{kp}, {t.c(32 * j)}] : "
+                                   f"{bm} into {ta}") for j in range(2)]
+                        cs = [t.op(f"{{r}} = amx.tile_mulf {av[x // 2]}, {bv[x % 2]}, {c} : "
+                                   f"{ta}, {ta}, {tc}") for x, c in enumerate(cs)]
+                    for (i, j), c in zip(at, cs):
+                        t.do(f"amx.tile_store {self.cq}[{i}, {j}], {c} : {cm}, {tc}")
+                    return []
+                return body
+
+            t.for_(c0, full, t.c(AMX_STEPS), [], run(AMX_STEPS))
+            t.for_(full, steps, c1, [], run(1))
+            left = t.op(f"{{r}} = arith.subi {M}, {m0} : index")
+            left = t.op(f"{{r}} = arith.minui {left}, {t.c(2 * rows_t)} : index")
+
+            def out_row(i: str, _: list[str]) -> list[str]:
+                orow = t.op(f"{{r}} = arith.addi {arow0}, {m0} : index")
+                orow = t.op(f"{{r}} = arith.addi {orow}, {i} : index")
+                o = t.op(f"{{r}} = arith.muli {orow}, {N} : index")
+                o = t.op(f"{{r}} = arith.addi {o}, {n0} : index")
+                for g, mask in enumerate(masks):
+                    v = t.op(f"{{r}} = vector.load {self.cq}[{i}, {t.c(16 * g)}] : {cm}, "
+                             f"{_vt(16, 'f32')}")
+                    og = t.op(f"{{r}} = arith.addi {o}, {t.c(16 * g)} : index")
+                    t.do(f"vector.maskedstore %out[{og}], {mask}, {v} : memref<?xf32>, "
+                         f"{_vt(16, 'i1')}, {_vt(16, 'f32')}")
+                return []
+
+            t.for_(c0, left, c1, [], out_row)
+            return []
+
+        t.for_(r0, r1, t.c(2 * rows_t), [], tile)
 
     def int_gemm(self, r0: str) -> None:
         """The unit's GEMM by x86's dot products (:attr:`DotSpec.packed_gemm`).  B's
@@ -1197,7 +1392,7 @@ class _DotKernel:
         lanes32 = word or quad or bf  # 32-bit accumulators, L columns each, in order
         if NV % 2:  # the results leave 16 columns at a time: two word vectors
             raise ValueError(f"NV_INT must be even, got {NV}")
-        zmm = s.path == "avx512"  # 512-bit vectors (every kernel of the path is lanes32)
+        zmm = s.path in AVX512_PATHS  # 512-bit vectors (every kernel of the path is lanes32)
         L, bits = (16, 512) if zmm else (8, 256)  # 32-bit lanes per vector
         cv = L if lanes32 else 16  # columns per vector
         pt = self.pt
@@ -1210,25 +1405,8 @@ class _DotKernel:
             t.op(f"{{r}} = arith.constant dense<[{', '.join([pair] * 8)}]> : {v16}")
             for pair in ("1, 0", "0, 1")]
         mlast = t.op(f"{{r}} = arith.subi {M}, {c1} : index")
-        half = t.op(f"{{r}} = arith.divui {K}, {t.c(G)} : index")
-        pb = t.op(f"{{r}} = memref.load {self.abatch}[{c0}] : memref<2xindex>")
-        pr = t.op(f"{{r}} = memref.load {self.abatch}[{c1}] : memref<2xindex>")
-        fresh = t.op(f"{{r}} = arith.cmpi ne, {pb}, {b} : index")
-        moved = t.op(f"{{r}} = arith.cmpi ne, {pr}, {r0} : index")
-        fresh = t.op(f"{{r}} = arith.ori {fresh}, {moved} : i1")
-        rem = t.op(f"{{r}} = arith.subi {M}, {r0} : index")
-        rows = t.op(f"{{r}} = arith.minui {rem}, {t.c(MB_INT)} : index")  # of this block
-        r1 = t.op(f"{{r}} = arith.addi {r0}, {rows} : index")
-
-        def pack_a() -> None:  # the block's rows of A (padded to tiles), once per call
-            mp = t.op(f"{{r}} = arith.ceildivui {rows}, {t.c(self.mr_int)} : index")
-            mp = t.op(f"{{r}} = arith.muli {mp}, {t.c(self.mr_int)} : index")
-            first = t.op(f"{{r}} = arith.addi {arow0}, {r0} : index")
-            self.int_pack("lhs", first, rows, mp, self.aq, self.aqf)
-            t.do(f"memref.store {b}, {self.abatch}[{c0}] : memref<2xindex>")
-            t.do(f"memref.store {r0}, {self.abatch}[{c1}] : memref<2xindex>")
-
-        t.if_(fresh, pack_a)
+        half = self.kq
+        r1 = self.pack_a_block(r0)
 
         def tile(m0: str, _: list[str]) -> list[str]:
             l0 = t.op(f"{{r}} = arith.subi {m0}, {r0} : index")  # in the packed block

@@ -89,7 +89,7 @@ class ScaledDotToKernel(ModulePass):
                         "others being left to mxlower-decompose-mx")
 
     def run(self, op: Any) -> None:
-        path = self.path or dot_kernels.host_paths(dot_kernels.cpu_flags())[0]
+        path = self.path or dot_kernels.usable_paths()[0]
         failures = []
         for o in collect_ops(op, lambda o: o.name == "mx.scaled_dot"):
             try:

@@ -228,7 +228,60 @@ def test_host_paths():
     assert hp(["avx2", "avx512_vnni"]) == ["avx2", "portable"]  # no 256-bit forms
     assert hp(["avx512_vnni", "avx512vl"]) == ["portable"]
     assert hp([]) == ["portable"]
+    amx = ["avx2", "avx512bw", "avx512_vnni", "avx512vl", "avx512_bf16", "amx_tile", "amx_bf16"]
+    assert hp(amx) == ["amx", "avx512", "vnni", "avx2", "portable"]
+    # the OS must grant the tile state (arch_prctl); AMX-TILE alone is not enough
+    assert hp(amx, amx_granted=False) == ["avx512", "vnni", "avx2", "portable"]
+    assert hp(amx[:-1]) == ["avx512", "vnni", "avx2", "portable"]
+    assert hp(["avx2", "amx_tile", "amx_bf16"]) == ["avx2", "portable"]  # no AVX-512
     assert ffi_dot.host_path() == PATHS[0]
+    assert dot_kernels.usable_paths() == PATHS
+    if "amx_tile" not in dot_kernels.cpu_flags():
+        assert not dot_kernels.request_amx()
+        with pytest.raises(ValueError, match="MXLOWER_DOT_PATH='amx': this CPU cannot run it"):
+            with pytest.MonkeyPatch.context() as mp:
+                mp.setenv(ffi_dot.ENV, "amx")
+                ffi_dot.host_path()
+
+
+def test_amx_spec():
+    """The amx path: every MX pair with one (even) block size runs its GEMM on AMX tiles, the
+    integer pairs too (as scaled bf16 values, no integer dot products); a plain side, two
+    block sizes or an odd one keep avx512's; it is a GEMM by default on any CPU vendor; the
+    rest (the streaming path) is avx512's."""
+    DS = dot_kernels.DotSpec
+    for f in ("mxfp4_e2m1", "mxfp6_e3m2", "mxfp8_e5m2", "mxint8", "nvfp4"):
+        spec = DS(f, "mxfp4_e2m1" if f != "nvfp4" else f, path="amx")
+        assert spec.amx_dot and spec.bf16_dot and spec.packed_gemm, f
+        assert not (spec.int_dot or spec.byte_dot or spec.word_dot), f
+        assert dot_kernels.gemm_by_default(spec, "GenuineIntel")
+        assert DS.from_name(spec.name) == spec
+    assert not DS("f32", "mxfp4_e2m1", path="amx").amx_dot
+    assert not DS("mxfp8_e4m3", "mxfp8_e4m3", 32, 64, path="amx").amx_dot
+    assert DS("mxint8", "mxint8", path="avx512").int_dot  # the same pair off amx
+    k = dot_kernels._DotKernel(DS("bf16", "mxfp8_e4m3", path="amx"))
+    assert k.bf_stream and not k.amx
+
+
+@pytest.mark.parametrize("lf,rf,k", [("mxfp4_e2m1", "mxint8", None), ("nvfp4", "nvfp4", None),
+                                     ("mxfp8_e5m2", "mxfp6_e2m3", 64)])
+def test_amx_kernels_compile_to_tile_instructions(lf, rf, k, tmp_path):
+    """The amx path's kernels lower through upstream MLIR and llc (Sapphire Rapids) to a
+    library whose GEMM is AMX tile code: a tile configuration, tile loads and stores, and
+    ``tdpbf16ps``.  (They run only on a CPU with AMX whose OS grants the tile state; their
+    results were checked against the exact dot on such a machine: BENCHMARKS.md.)"""
+    spec = dot_kernels.DotSpec(lf, rf, k, k, path="amx")
+    _, module = ffi_dot.lower_module(spec)
+    text = str(module)
+    assert text.count("llvm.x86.tdpbf16ps.internal") == 4 * (dot_kernels.AMX_STEPS + 1)
+    assert "llvm.x86.tilezero.internal" in text
+    from mxlower.execution import ptx
+
+    asm = ptx._run("llc", [ptx._tool("llc"), "-O2", "-mcpu=sapphirerapids", "-o", "-", "-"],
+                   ptx.translate_to_llvmir(text)).stdout
+    asm = asm.decode() if isinstance(asm, bytes) else asm
+    for ins in ("ldtilecfg", "tileloadd", "tilestored", "tdpbf16ps", "tilerelease"):
+        assert ins in asm, ins
 
 
 def test_which_gemms_take_the_kernel_by_default():

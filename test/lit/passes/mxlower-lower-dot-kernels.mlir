@@ -1,6 +1,6 @@
 // RUN: mxlower-opt %s --split-input-file --verify-diagnostics --mxlower-lower-dot-kernels | FileCheck %s
 // RUN: mxlower-opt %s --split-input-file --verify-diagnostics -p 'builtin.module(mxlower-lower-dot-kernels{path=portable})' | FileCheck %s --check-prefix=PORTABLE
-// RUN: mxlower-opt %s --split-input-file --verify-diagnostics -p 'builtin.module(mxlower-lower-dot-kernels, canonicalize, cse, convert-scf-to-cf, convert-vector-to-llvm, convert-math-to-llvm, convert-arith-to-llvm, expand-strided-metadata, finalize-memref-to-llvm, convert-func-to-llvm, convert-cf-to-llvm, reconcile-unrealized-casts)' | FileCheck %s --check-prefix=LLVM
+// RUN: mxlower-opt %s --split-input-file --verify-diagnostics -p 'builtin.module(mxlower-lower-dot-kernels, canonicalize, cse, convert-scf-to-cf, convert-vector-to-llvm{enable-amx}, convert-math-to-llvm, convert-arith-to-llvm, expand-strided-metadata, finalize-memref-to-llvm, convert-func-to-llvm, convert-cf-to-llvm, reconcile-unrealized-casts)' | FileCheck %s --check-prefix=LLVM
 
 // A kernel declaration gets the fused block-scaled dot kernel as its body, under its own
 // name.  The GEMV of inference (plain f32 activations, MXFP4 weights): the packed weights are
@@ -114,8 +114,8 @@ func.func private @f8(memref<?xbf16>, memref<?xi8>, memref<?xi8>, memref<?xf32>,
 // odd columns to i32, converted exactly and multiplied into f32 FMA lanes with the blocks'
 // factors; the results stored under a mask (the columns past N).
 // CHECK-LABEL: func.func @bytes(
-// CHECK: %[[BQ:.*]] = memref.alloc(%{{.*}}) : memref<?xi16>
-// CHECK: %[[AQ:.*]] = memref.alloc(%{{.*}}) : memref<?xi16>
+// CHECK: %[[BQ:.*]] = memref.view %{{.*}}[%{{.*}}][%{{.*}}] : memref<?xi8> to memref<?xi16>
+// CHECK: %[[AQ:.*]] = memref.view %{{.*}}[%{{.*}}][%{{.*}}] : memref<?xi8> to memref<?xi16>
 // CHECK: %[[BSUM:.*]] = memref.alloc(%{{.*}}) : memref<?xi16>
 // CHECK: vector.reduction <add>, %{{.*}} : vector<32xi16> into i16
 // CHECK: memref.store %{{.*}}, %[[BQ]][%{{.*}}] : memref<?xi16>
@@ -159,8 +159,8 @@ func.func private @bytes(memref<?xi8>, memref<?xi8>, memref<?xi8>, memref<?xi8>,
 // columns come out in order.  MXFP6 E3M2's integer units (up to 448) do not fit a byte: its
 // word dot products take one vpdpwssd per pair of K positions.
 // CHECK-LABEL: func.func @quads(
-// CHECK: %[[BQ:.*]] = memref.alloc(%{{.*}}) : memref<?xi32>
-// CHECK: %[[AQ:.*]] = memref.alloc(%{{.*}}) : memref<?xi32>
+// CHECK: %[[BQ:.*]] = memref.view %{{.*}}[%{{.*}}][%{{.*}}] : memref<?xi8> to memref<?xi32>
+// CHECK: %[[AQ:.*]] = memref.view %{{.*}}[%{{.*}}][%{{.*}}] : memref<?xi8> to memref<?xi32>
 // CHECK: %[[BSUM:.*]] = memref.alloc(%{{.*}}) : memref<?xi32>
 // CHECK: vector.reduction <add>, %{{.*}} : vector<32xi32> into i32
 // CHECK: arith.muli %{{.*}}, %c-128_i32 : i32
@@ -207,7 +207,7 @@ func.func private @words(memref<?xi8>, memref<?xi8>, memref<?xi8>, memref<?xi8>,
 // exact products added into each lane) -- no block ends, no conversion; each accumulator
 // is 16 columns, stored as it is.
 // CHECK-LABEL: func.func @bf16s(
-// CHECK: %[[AQ:.*]] = memref.alloc(%{{.*}}) : memref<?xi32>
+// CHECK: %[[AQ:.*]] = memref.view %{{.*}}[%{{.*}}][%{{.*}}] : memref<?xi8> to memref<?xi32>
 // CHECK: arith.extf %{{.*}} : vector<32xf16> to vector<32xf32>
 // CHECK: %[[F:.*]] = vector.broadcast %{{.*}} : f32 to vector<32xf32>
 // CHECK-NEXT: %[[SC:.*]] = arith.mulf %{{.*}}, %[[F]] : vector<32xf32>
@@ -231,6 +231,51 @@ func.func private @words(memref<?xi8>, memref<?xi8>, memref<?xi8>, memref<?xi8>,
 // LLVM-LABEL: llvm.func @bf16s(
 // LLVM: llvm.call_intrinsic "llvm.x86.avx512bf16.dpbf16ps.512"
 func.func private @bf16s(memref<?xi8>, memref<?xi8>, memref<?xi8>, memref<?xi8>, memref<?xf32>, memref<?xi64>, index, index) attributes {mxlower.dot_kernel = {lhs = "mxfp8_e4m3", rhs = "mxfp8_e4m3", path = "avx512"}}
+
+// -----
+
+// MXFP4 x MXINT8 on amx: the GEMM on AMX-BF16 tiles.  Both sides packed as scaled bf16 pairs
+// into bytes seen as i32 (the stores) and as bf16 rows (the tiles): A's rows of whole tiles
+// of K, B's pairs of K positions by the panel's 32 columns, zeros past K.  Per 32 rows of A,
+// 2 x 2 result tiles of 16 x 16 f32 in a stack scratch: zeroed, then per four steps of 32
+// values of K loaded once, two tiles of A (16 rows x 32 bf16) and two of B (16 pairs x 16
+// columns) per step and four tile products, stored once; a last loop takes the steps left.
+// The results leave 16 columns at a time under a mask: no integer dot product, no FMA.
+// (Up to 16 rows of A the kernel streams, as on avx512.)
+// CHECK-LABEL: func.func @tiles(
+// CHECK: %[[BQ:.*]] = memref.view %[[BRAW:.*]][%{{.*}}][%{{.*}}] : memref<?xi8> to memref<?xi32>
+// CHECK: %[[AQ:.*]] = memref.view %[[ARAW:.*]][%{{.*}}][%{{.*}}] : memref<?xi8> to memref<?xi32>
+// CHECK: %[[AT:.*]] = memref.view %[[ARAW]][%{{.*}}][%{{.*}}, %{{.*}}] : memref<?xi8> to memref<?x?xbf16>
+// CHECK: %[[BT:.*]] = memref.view %[[BRAW]][%{{.*}}][%{{.*}}] : memref<?xi8> to memref<?x64xbf16>
+// CHECK: %[[CT:.*]] = memref.alloca() : memref<32x32xf32>
+// CHECK: arith.trunci %{{.*}} : vector<32xi32> to vector<32xi16>
+// CHECK: memref.store %{{.*}}, %[[BQ]][%{{.*}}] : memref<?xi32>
+// CHECK: memref.store %c0_i32, %[[BQ]][%{{.*}}] : memref<?xi32>
+// CHECK: llvm.call_intrinsic "llvm.x86.avx2.pshuf.b"
+// CHECK: arith.trunci %{{.*}} : vector<32xi32> to vector<32xi16>
+// CHECK: vector.store %{{.*}}, %[[AQ]][%{{.*}}] : memref<?xi32>, vector<16xi32>
+// CHECK: memref.store %c0_i32, %[[AQ]][%{{.*}}] : memref<?xi32>
+// CHECK: %[[Z:.*]] = amx.tile_zero : !amx.tile<16x16xf32>
+// CHECK-COUNT-4: amx.tile_store %[[CT]][%{{.*}}, %{{.*}}], %[[Z]] : memref<32x32xf32>, !amx.tile<16x16xf32>
+// CHECK: scf.for %{{.*}} step %c4
+// CHECK-COUNT-4: amx.tile_load %[[CT]][%{{.*}}, %{{.*}}] : memref<32x32xf32> into !amx.tile<16x16xf32>
+// CHECK: amx.tile_load %[[AT]][%{{.*}}, %{{.*}}] : memref<?x?xbf16> into !amx.tile<16x32xbf16>
+// CHECK: amx.tile_load %[[BT]][%{{.*}}, %{{.*}}] : memref<?x64xbf16> into !amx.tile<16x32xbf16>
+// CHECK-COUNT-16: amx.tile_mulf
+// CHECK-COUNT-4: amx.tile_store %[[CT]]
+// CHECK: scf.for %{{.*}} step %c1
+// CHECK-COUNT-4: amx.tile_mulf
+// CHECK-NOT: amx.tile_mulf
+// CHECK-NOT: vector.fma
+// CHECK: vector.load %[[CT]][%{{.*}}, %{{.*}}] : memref<32x32xf32>, vector<16xf32>
+// CHECK: vector.maskedstore %{{.*}}[%{{.*}}], %{{.*}}, %{{.*}} : memref<?xf32>, vector<16xi1>, vector<16xf32>
+// CHECK: return
+// PORTABLE-LABEL: func.func @tiles(
+// PORTABLE-NOT: amx.
+// PORTABLE: return
+// LLVM-LABEL: llvm.func @tiles(
+// LLVM: llvm.call_intrinsic "llvm.x86.tdpbf16ps.internal"
+func.func private @tiles(memref<?xi8>, memref<?xi8>, memref<?xi8>, memref<?xi8>, memref<?xf32>, memref<?xi64>, index, index) attributes {mxlower.dot_kernel = {lhs = "mxfp4_e2m1", rhs = "mxint8", path = "amx"}}
 
 // -----
 
