@@ -50,7 +50,8 @@ VNNI_TARGETS = ("spr", "spr512")
 #: the kernels' SIMD paths, per kind of kernel (vnni changes only the integer GEMM, avx512
 #: adds the bf16 GEMM)
 PATHS_OF = {"gemv": ("avx2", "avx512"), "tile": ("avx2",),
-            "gemm": ("avx2", "vnni", "avx512", "amx"), "gemmtile": ("avx512",)}
+            "gemm": ("avx2", "vnni", "avx512", "amx"), "gemmtile": ("avx512",),
+            "amxsteps": ("amx",)}
 #: (lhs, rhs, what): the GEMV's kernels (plain f32 or bf16 activations, MX weights) and the GEMM's
 KERNELS = [(x, f, "gemv") for x in ("f32", "bf16")
            for f in ("mxfp4_e2m1", "mxfp6_e2m3", "mxfp8_e4m3", "nvfp4", "mxint8")]
@@ -63,6 +64,9 @@ TILE_FORMATS = ("mxfp4_e2m1", "mxfp8_e4m3", "mxint8")
 #: rows of the avx512 path's packed GEMM tiles (dot_kernels.MR_INT["avx512"]) to compare
 #: ("gemmtile": 512-bit vectors with 32 registers), besides the default
 GEMM_TILES = (6, 8, 12)
+#: K steps between the amx path's loads and stores of its result tiles
+#: (dot_kernels.AMX_STEPS) to compare ("amxsteps"), besides the default
+AMX_STEPS = (2, 8, 16)
 
 
 def _fingerprint() -> str:
@@ -83,6 +87,7 @@ def build(root: str, whats: set[str] | None = None) -> None:
     jobs = [(lhs, rhs, what, None) for lhs, rhs, what in KERNELS]
     jobs += [("f32", f, "tile", tile) for f in TILE_FORMATS for tile in TILES[1:]]
     jobs += [(f, f, "gemmtile", (mr,)) for f in TILE_FORMATS for mr in GEMM_TILES]
+    jobs += [(f, f, "amxsteps", (st,)) for f in TILE_FORMATS for st in AMX_STEPS]
     jobs = [j for j in jobs if whats is None or j[2] in whats]
     default = (dot_kernels.MR_STREAM, dot_kernels.NR_STREAM_TILE["avx2"])
     builds = [(DotSpec(lhs, rhs, path=path), what, tile, target)
@@ -94,12 +99,16 @@ def build(root: str, whats: set[str] | None = None) -> None:
             continue
         cpu, features = TARGETS[target]
         suffix = f"__{target}" + (f"__mr{tile[0]}" if what == "gemmtile" else
+                                  f"__steps{tile[0]}" if what == "amxsteps" else
                                   f"__mr{tile[0]}nr{tile[1]}" if tile else "")
         lib = f"{spec.name}{suffix}.so"
         t0 = time.perf_counter()
         mr_default = dict(dot_kernels.MR_INT)
+        steps_default = dot_kernels.AMX_STEPS
         if what == "gemmtile":
             dot_kernels.MR_INT["avx512"] = tile[0]
+        elif what == "amxsteps":
+            dot_kernels.AMX_STEPS = tile[0]
         else:
             dot_kernels.MR_STREAM, dot_kernels.NR_STREAM_TILE["avx2"] = tile or default
         try:
@@ -107,11 +116,12 @@ def build(root: str, whats: set[str] | None = None) -> None:
         finally:
             dot_kernels.MR_STREAM, dot_kernels.NR_STREAM_TILE["avx2"] = default
             dot_kernels.MR_INT.update(mr_default)
+            dot_kernels.AMX_STEPS = steps_default
         print(f"{lib}: {time.perf_counter() - t0:.1f} s", flush=True)
         entries.append({"lhs": spec.lhs, "rhs": spec.rhs, "what": what, "name": spec.name,
                         "path": spec.path, "target": target, "lib": lib, "suffix": suffix,
-                        "tile": list(tile or default) if what != "gemmtile" else
-                        [tile[0]]})
+                        "tile": list(tile or default) if what not in ("gemmtile", "amxsteps")
+                        else [tile[0]]})
     with open(os.path.join(root, "manifest.json"), "w", encoding="utf-8") as f:
         json.dump({"fingerprint": _fingerprint(), "kernels": entries}, f, indent=1)
 
@@ -191,7 +201,8 @@ def correctness(kernels: list[dict]) -> list[str]:
     errors = []
     for e in kernels:
         shapes = ((1, 37, 64), (3, 70, 96), (13, 33, 128), (20, 35, 64), (41, 70, 160))
-        if e["what"] == "gemm":  # two blocks of MB_INT rows; K not a whole AMX tile
+        if e["what"] in ("gemm", "gemmtile", "amxsteps"):  # blocks of rows; K not a whole
+            # AMX tile
             shapes += ((1100, 33, 96),) + (((35, 40, 48),) if e["lhs"] == "nvfp4" else ())
         for M, N, K in shapes if e["what"] != "tile" else ((8, 37, 96), (13, 70, 64)):
             # ordinary scales (the f32 paths); the smallest and the largest codes on B (the
@@ -263,7 +274,7 @@ def timings(kernels: list[dict], reps: int) -> list[dict]:
                              "XLA f32 GEMV [K,N] ms": _best(lambda: xla_kn(xj, wt), reps) * 1e3})
                 print(json.dumps(rows[-1]), flush=True)
         else:
-            for n in (1024, 2048):
+            for n in (1024, 2048) + ((4096,) if e["path"] in ("avx512", "amx") else ()):
                 if (e["lhs"], n) not in cache:
                     cache[(e["lhs"], n)] = (_side(rng, e["lhs"], n, n), _side(rng, e["rhs"], n, n))
                 (a, va), (b, vb) = cache[(e["lhs"], n)]

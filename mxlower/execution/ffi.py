@@ -261,7 +261,8 @@ def _parallel_types(nslots: int) -> str:
 
 
 def _parallel_text(name: str, nslots: int, least: int = 1) -> list[str]:
-    """``@__mxlower_ffi_parallel(api, ctx, blocks, max_chunks, buffers...)``: the kernel on
+    """``@__mxlower_ffi_threads(api, ctx)``: XLA's thread count (1 without a pool), and
+    ``@__mxlower_ffi_parallel(api, ctx, blocks, max_chunks, buffers...)``: the kernel on
     ``min(max_chunks, threads x CHUNKS_PER_THREAD)`` chunks of the block range -- with
     ``least``, at most ``ceil(max_chunks / least)`` but at least one per thread: for a kernel
     with a cost per call (the dot kernel's integer GEMM packs A once per call) -- run by
@@ -317,15 +318,13 @@ def _parallel_text(name: str, nslots: int, least: int = 1) -> list[str]:
     e.block("keep")
     e.do("llvm.return")
     e.lines.append("  }")
-    # the caller
-    e.lines.append("  llvm.func internal @__mxlower_ffi_parallel(%api: !llvm.ptr, %ctx: !llvm.ptr, "
-                   f"%blocks: i64, %most: i64, {slot_args}) {{")
-    zero, one = e.i64(0), e.i64(1)
+    # XLA's thread count (1 without a pool: an error from the API, destroyed)
+    e.lines.append("  llvm.func internal @__mxlower_ffi_threads(%api: !llvm.ptr, %ctx: !llvm.ptr) "
+                   "-> i64 {")
+    one = e.i64(1)
     null = e.emit("{r} = llvm.mlir.zero : !llvm.ptr")
     nt_args = e.emit("{r} = llvm.alloca " + one + " x !llvm.array<"
                      f"{ctypes.sizeof(abi.ThreadPoolNumThreadsArgs)} x i8> : (i64) -> !llvm.ptr")
-    sc_args = e.emit("{r} = llvm.alloca " + one + " x !llvm.array<"
-                     f"{ctypes.sizeof(abi.ThreadPoolScheduleArgs)} x i8> : (i64) -> !llvm.ptr")
     de_args = e.emit("{r} = llvm.alloca " + one + " x !llvm.array<"
                      f"{ctypes.sizeof(abi.ErrorDestroyArgs)} x i8> : (i64) -> !llvm.ptr")
     nt = e.emit("{r} = llvm.alloca " + one + " x i64 : (i64) -> !llvm.ptr")
@@ -348,7 +347,23 @@ def _parallel_text(name: str, nslots: int, least: int = 1) -> list[str]:
     e.store(one, nt, 0, "i64")
     e.do("llvm.br ^pool")
     e.block("pool")
-    threads = e.load(nt, 0, "i64")
+    e.do(f"llvm.return {e.load(nt, 0, 'i64')} : i64")
+    e.lines.append("  }")
+    # the caller
+    e.lines.append("  llvm.func internal @__mxlower_ffi_parallel(%api: !llvm.ptr, %ctx: !llvm.ptr, "
+                   f"%blocks: i64, %most: i64, {slot_args}) {{")
+    zero, one = e.i64(0), e.i64(1)
+    null = e.emit("{r} = llvm.mlir.zero : !llvm.ptr")
+    sc_args = e.emit("{r} = llvm.alloca " + one + " x !llvm.array<"
+                     f"{ctypes.sizeof(abi.ThreadPoolScheduleArgs)} x i8> : (i64) -> !llvm.ptr")
+    de_args = e.emit("{r} = llvm.alloca " + one + " x !llvm.array<"
+                     f"{ctypes.sizeof(abi.ErrorDestroyArgs)} x i8> : (i64) -> !llvm.ptr")
+    da = abi.ErrorDestroyArgs
+    e.store(e.i64(abi.struct_size(da, "error")), de_args, da.struct_size.offset, "i64")
+    e.store(null, de_args, da.extension_start.offset, "!llvm.ptr")
+    destroy = e.load("%api", api.XLA_FFI_Error_Destroy.offset, "!llvm.ptr")
+    threads = e.emit("{r} = llvm.call @__mxlower_ffi_threads(%api, %ctx) : "
+                     "(!llvm.ptr, !llvm.ptr) -> i64")
     workers = e.emit(f"{{r}} = llvm.intr.smin({threads}, %most) : (i64, i64) -> i64")
     most = e.binary("mul", workers, e.i64(CHUNKS_PER_THREAD))
     cap = "%most"

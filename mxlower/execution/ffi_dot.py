@@ -69,6 +69,8 @@ PARALLEL_WORK = 1 << 21
 #: units per chunk of a call split across XLA's threads, for kernels whose GEMM runs on
 #: dot products of packed operands (:attr:`DotSpec.packed_gemm`: A packed once per call)
 GEMM_UNITS = 8
+#: the fewest rows of A a packed GEMM's block of rows has (:func:`_gemm_units`)
+GEMM_MIN_ROWS = 64
 
 
 def host_path() -> str:
@@ -168,10 +170,11 @@ def handler_text(spec: DotSpec) -> str:
             f.fail_if(e.icmp("ne", dim(f"{nm}_scales", i), want),
                       f"{nm}_scales must have shape [..., {'M' if nm == 'a' else 'N'}, "
                       f"K / {k}]")
-    # the dims buffer ([B, M, N, K, mode]: the range test stores the mode), the (data, size)
+    # the dims buffer ([B, M, N, K, mode, mbw]: the range test stores the mode; mbw, a
+    # packed GEMM's rows of A per block of units), the (data, size)
     # slots
-    dims = e.emit(f"{{r}} = llvm.alloca {e.i64(5)} x i64 : (i64) -> !llvm.ptr")
-    for i, v in enumerate((B, M, N, K, zero)):
+    dims = e.emit(f"{{r}} = llvm.alloca {e.i64(6)} x i64 : (i64) -> !llvm.ptr")
+    for i, v in enumerate((B, M, N, K, zero, e.i64(dot_kernels.MB_INT))):
         e.store(v, dims, 8 * i, "i64")
     slots = []
     for o, _ in ins + outs:
@@ -181,17 +184,20 @@ def handler_text(spec: DotSpec) -> str:
         n = e.emit(f"{{r}} = llvm.call @__mxlower_ffi_product({d}, {rank}) : "
                    "(!llvm.ptr, i64) -> i64")
         slots.append((data, n))
-    slots.append((dims, e.i64(5)))
+    slots.append((dims, e.i64(6)))
     # the range test, once: whether the units take the f32 paths or the exact f64 one
     ffi._call_kernel(e, f"{name}_range", slots, zero, zero)
     panels = e.binary("udiv", e.binary("add", N, e.i64(NP - 1)), e.i64(NP))
     units = e.binary("mul", B, panels)
     work = e.binary("mul", e.binary("mul", units, e.i64(NP)), e.binary("mul", M, K))
     big = e.icmp("sge", work, e.i64(PARALLEL_WORK))
-    several = e.icmp("sge", units, e.i64(2))
     api_size = e.load(f.api, abi.Api.struct_size.offset, "i64")
     has_pool = e.icmp("sge", api_size, e.i64(abi.struct_size(abi.Api,
                                                           "XLA_FFI_ThreadPool_NumThreads")))
+    most = units  # chunks at most
+    if spec.packed_gemm:
+        units, most = _gemm_units(e, f, spec, dims, has_pool, B, M, N, units)
+    several = e.icmp("sge", units, e.i64(2))
     go = e.binary("and", e.binary("and", big, several, "i1"), has_pool, "i1")
     e.do(f"llvm.cond_br {go}, ^pool, ^direct")
     e.block("direct")
@@ -199,7 +205,7 @@ def handler_text(spec: DotSpec) -> str:
     e.do(f"llvm.return {f.null} : !llvm.ptr")
     e.block("pool")
     ctx = e.load("%frame", abi.CallFrame.ctx.offset, "!llvm.ptr")
-    e.do(f"llvm.call @__mxlower_ffi_parallel({f.api}, {ctx}, {units}, {units}, "
+    e.do(f"llvm.call @__mxlower_ffi_parallel({f.api}, {ctx}, {units}, {most}, "
          f"{', '.join(v for pair in slots for v in pair)}) : "
          f"({ffi._parallel_types(len(slots))}) -> ()")
     e.do(f"llvm.return {f.null} : !llvm.ptr")
@@ -208,6 +214,53 @@ def handler_text(spec: DotSpec) -> str:
     # least); other kernels have no cost per call
     least = GEMM_UNITS if spec.packed_gemm else 1
     return ffi.close_handler(f, name, "_ffi", ffi._parallel_text(name, len(slots), least))
+
+
+def _gemm_units(e: Any, f: Any, spec: DotSpec, dims: str, has_pool: str, B: str, M: str,
+                N: str, units: str) -> tuple[str, str]:
+    """(units, chunks at most) of a packed GEMM's call (more than STREAM_M rows, the f32
+    paths): the (batch, panel) units of each block of ``mbw`` rows of A, ``dims[5] = mbw``
+    -- M in equal blocks of about sqrt(B M N / threads) rows (at least
+    :data:`GEMM_MIN_ROWS`, at most MB_INT; rounded up to a multiple of the path's MR_INT)
+    -- in one chunk per thread, so that each
+    thread's share of the units, contiguous, is about as many rows of A as columns of B:
+    it packs each once, where blocks of all of M had every chunk pack all of A (each
+    chunk is a call of the kernel).  Otherwise the units as they are."""
+    mr = dot_kernels.MR_INT[spec.path]
+    ctx = e.load("%frame", abi.CallFrame.ctx.offset, "!llvm.ptr")
+    e.do(f"llvm.cond_br {has_pool}, ^count, ^alone_count")
+    e.block("count")
+    t = e.emit(f"{{r}} = llvm.call @__mxlower_ffi_threads({f.api}, {ctx}) : "
+               "(!llvm.ptr, !llvm.ptr) -> i64")
+    e.do(f"llvm.br ^counted({t} : i64)")
+    e.block("alone_count")
+    e.do(f"llvm.br ^counted({e.i64(1)} : i64)")
+    e.block("counted", "%threads: i64")
+    npad = e.binary("mul", e.binary("udiv", e.binary("add", N, e.i64(NP - 1)), e.i64(NP)),
+                    e.i64(NP))
+    share = e.binary("udiv", e.binary("mul", e.binary("mul", B, M), npad), "%threads")
+    fs = e.emit(f"{{r}} = llvm.uitofp {share} : i64 to f64")
+    fs = e.emit(f"{{r}} = llvm.intr.sqrt({fs}) : (f64) -> f64")
+    rows = e.emit(f"{{r}} = llvm.fptoui {fs} : f64 to i64")
+    rows = e.emit(f"{{r}} = llvm.intr.umax({rows}, {e.i64(GEMM_MIN_ROWS)}) : (i64, i64) -> i64")
+    rows = e.emit(f"{{r}} = llvm.intr.umin({rows}, {e.i64(dot_kernels.MB_INT)}) : "
+                  "(i64, i64) -> i64")
+
+    def ceil_div(a: str, b: str) -> str:
+        return e.binary("udiv", e.binary("add", a, e.binary("sub", b, e.i64(1))), b)
+
+    # blocks of equal rows (a multiple of MR_INT, at most MB_INT, which is one)
+    nmb = ceil_div(M, rows)
+    mbw = e.binary("mul", ceil_div(ceil_div(M, nmb), e.i64(mr)), e.i64(mr))
+    e.store(mbw, dims, 8 * 5, "i64")
+    nmb = ceil_div(M, mbw)
+    mode = e.load(dims, 8 * 4, "i64")
+    gemm = e.binary("and", e.icmp("ugt", M, e.i64(dot_kernels.STREAM_M)),
+                    e.icmp("eq", mode, e.i64(0)), "i1")
+    out = e.emit(f"{{r}} = llvm.select {gemm}, {e.binary('mul', units, nmb)}, {units} : i1, i64")
+    # one chunk per thread (the parallel helper makes at most ceil(most / GEMM_UNITS))
+    most = e.emit(f"{{r}} = llvm.intr.umin({out}, %threads) : (i64, i64) -> i64")
+    return out, e.binary("mul", most, e.i64(GEMM_UNITS))
 
 
 # ============================================================================ compile, register

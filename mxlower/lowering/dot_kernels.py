@@ -24,7 +24,8 @@ registers, a chunk of ``C`` values at a time (``C`` divides every block size), i
   block sizes): products and sums in f32 FMA lanes, as XLA's f32 dot of the dequantized
   operands does.
 
-Work units are ``(batch, panel of NP columns of B)``; the caller splits the unit range across
+Work units are ``(batch, panel of NP columns of B)`` -- for a packed GEMM's call (below),
+``(block of dims[5] rows of A, batch, panel)`` -- ; the caller splits the unit range across
 threads.  Within a unit two ways, chosen at run time by M:
 
 * **streaming** (``M <= STREAM_M``, the GEMV of inference): B's codes are decoded straight from
@@ -44,9 +45,10 @@ threads.  Within a unit two ways, chosen at run time by M:
   scratch of ``MR x K``, and an MR x NR register tile of accumulators runs over K;
 * **packed GEMM** (paths avx2, vnni and avx512, both sides integer-unit formats with one
   block size: :attr:`DotSpec.int_dot`; on avx512 also the other MX pairs with one block
-  size: :attr:`DotSpec.bf16_dot`): per block of :data:`MB_INT` rows of A (packed once per
-  call as pairs or quads of integer units or bf16 values; the scratch stays bounded
-  whatever M) and per unit (B's panel packed likewise), per tile of :data:`MR_INT` rows and
+  size: :attr:`DotSpec.bf16_dot`; on amx, every MX pair on AMX tiles:
+  :meth:`_DotKernel.amx_gemm`): per block of ``dims[5]`` rows of A (at most :data:`MB_INT`;
+  packed once per call and block as pairs or quads of integer units or bf16 values; the
+  scratch stays bounded whatever M) and per unit (B's panel packed likewise), per tile of :data:`MR_INT` rows and
   32 (pairs of bytes; avx512's 512-bit vectors) or 16 (words, quads of bytes) columns, per
   block of K, the block's sums formed by dot products -- on avx2, ``vpmaddubsw`` into i16
   for e2m1 / nvfp4 with each other or e2m3 (:attr:`DotSpec.byte_dot`), ``vpmaddwd`` into
@@ -93,8 +95,9 @@ Signature (all buffers one-dimensional ``memref<?xT>``)::
     @name(%a: memref<?xTA> [, %as: memref<?xi8>], %b: memref<?xTB> [, %bs: memref<?xi8>],
           %out: memref<?xf32>, %dims: memref<?xi64>, %u0: index, %u1: index)
 
-``dims`` = [B, M, N, K, mode] (mode: 0 the f32 paths, else the f64 contraction; the range
-test writes it); a side's scales only where it is MX; ``TA`` / ``TB`` is ``i8`` for codes (f4:
+``dims`` = [B, M, N, K, mode, mbw] (mode: 0 the f32 paths, else the f64 contraction; the
+range test writes it; mbw: the rows of A per block of a packed GEMM's units, a multiple of
+the path's :data:`MR_INT`, at most :data:`MB_INT`: the caller's choice); a side's scales only where it is MX; ``TA`` / ``TB`` is ``i8`` for codes (f4:
 two per byte), else f32 / bf16 / f16.
 
 Example::
@@ -179,9 +182,9 @@ NV_INT = 2
 #: fit AVX-VNNI's 16 vector registers; 10-20% faster than 4 on a Zen 4), 4 on avx512 (zmm:
 #: 20-25% faster than 6 for mxfp4 on a Sapphire Rapids, even on a Zen 4)
 MR_INT = {"avx2": 4, "vnni": 6, "avx512": 4, "amx": 32, "portable": 4}
-#: rows of A packed at a time by the packed GEMM (a multiple of every MR_INT): a call's
-#: scratch for A is at most MB_INT x K values, whatever M (B's panels are packed once per
-#: block)
+#: the most rows of A packed at a time by the packed GEMM (a multiple of every MR_INT): a
+#: call's scratch for A is at most MB_INT x K values, whatever M (B's panels are packed once
+#: per block; the caller picks the block's rows, ``dims[5]``)
 MB_INT = 1056
 #: the AMX GEMM's tiles: AMX_ROWS rows of AMX_K bf16 values (64 bytes) for A and B (B's
 #: rows are pairs of K positions of 16 columns), AMX_ROWS x 16 f32 for the results; a tile
@@ -951,6 +954,8 @@ class _DotKernel:
             self.af = t.op(f"{{r}} = memref.alloc({mb}) : memref<?xf32>")
         pt = self.pt
         if s.packed_gemm:  # the GEMM's packed pairs or quads (:meth:`int_gemm`)
+            mbw = t.op(f"{{r}} = memref.load %dims[{t.c(5)}] : memref<?xi64>")
+            self.mbw = t.op(f"{{r}} = arith.index_cast {mbw} : i64 to index")
             if not s.exact:
                 self.nblk = t.op(f"{{r}} = arith.divui {K}, {t.c(s.k('rhs'))} : index")
             half = t.op(f"{{r}} = arith.divui {K}, {t.c(self.G)} : index")
@@ -1060,22 +1065,22 @@ class _DotKernel:
 
         if not s.packed_gemm:
             t.for_("%u0", "%u1", c1, [], unit)
-        else:  # the integer GEMM: blocks of MB_INT rows of A, each against the call's units
+        else:  # the packed GEMM: units of (block of rows of A, batch, panel)
             big = t.op(f"{{r}} = arith.cmpi ugt, {M}, {t.c(STREAM_M)} : index")
             f32 = t.op(f"{{r}} = arith.cmpi eq, {dims[4]}, {t.c(0, 'i64')} : i64")
             go = t.op(f"{{r}} = arith.andi {big}, {f32} : i1")
 
-            def blocks() -> None:
-                def block(r0: str, _: list[str]) -> list[str]:
-                    def each(u: str, _: list[str]) -> list[str]:
-                        unit_of(u)
-                        (self.amx_gemm if self.amx else self.int_gemm)(r0)
-                        return []
+            def blocks() -> None:  # units: (block of mbw rows of A, batch, panel)
+                units0 = t.op(f"{{r}} = arith.muli {Bt}, {npan} : index")
 
-                    t.for_("%u0", "%u1", c1, [], each)
+                def each(u: str, _: list[str]) -> list[str]:
+                    mb = t.op(f"{{r}} = arith.divui {u}, {units0} : index")
+                    unit_of(t.op(f"{{r}} = arith.remui {u}, {units0} : index"))
+                    r0 = t.op(f"{{r}} = arith.muli {mb}, {self.mbw} : index")
+                    (self.amx_gemm if self.amx else self.int_gemm)(r0)
                     return []
 
-                t.for_(c0, M, t.c(MB_INT), [], block)
+                t.for_("%u0", "%u1", c1, [], each)
 
             t.if_(go, blocks, lambda: t.for_("%u0", "%u1", c1, [], unit))
         t.do(f"memref.dealloc {self.ad} : memref<?xf32>")
@@ -1253,9 +1258,9 @@ class _DotKernel:
         t.for_(c0, rows, c1, [], row)
 
     def pack_a_block(self, r0: str) -> str:
-        """Packs the block of A's rows ``r0 + [0, MB_INT)`` of the unit's batch (padded to
-        tiles of :data:`MR_INT` rows) unless the call's previous unit packed it; the
-        block's end (a row)."""
+        """Packs the block of A's rows ``r0 + [0, mbw)`` of the unit's batch (``dims[5]``
+        rows, padded to tiles of :data:`MR_INT` rows) unless the call's previous unit packed
+        it; the block's end (a row)."""
         t, M = self.t, self.M
         b, _, _, arow0, _ = self.unit
         c0, c1 = t.c(0), t.c(1)
@@ -1265,7 +1270,7 @@ class _DotKernel:
         moved = t.op(f"{{r}} = arith.cmpi ne, {pr}, {r0} : index")
         fresh = t.op(f"{{r}} = arith.ori {fresh}, {moved} : i1")
         rem = t.op(f"{{r}} = arith.subi {M}, {r0} : index")
-        rows = t.op(f"{{r}} = arith.minui {rem}, {t.c(MB_INT)} : index")  # of this block
+        rows = t.op(f"{{r}} = arith.minui {rem}, {self.mbw} : index")  # of this block
 
         def pack_a() -> None:
             mp = t.op(f"{{r}} = arith.ceildivui {rows}, {t.c(self.mr_int)} : index")
@@ -1361,8 +1366,9 @@ class _DotKernel:
 
     def int_gemm(self, r0: str) -> None:
         """The unit's GEMM by x86's dot products (:attr:`DotSpec.packed_gemm`).  B's
-        panel packed (:meth:`int_pack`), and A's rows ``r0 + [0, MB_INT)`` once per call
-        (they stay packed while the call's next unit is in the same batch); then per tile of
+        panel packed (:meth:`int_pack`), and the unit's block of A's rows (:meth:`pack_a_block`,
+        once per call and block: they stay packed while the call's next unit is in the same
+        batch and block); then per tile of
         :data:`MR_INT` rows (per path) and :data:`NV_INT` vectors of columns, per block:
 
         * **bytes** (:attr:`DotSpec.byte_dot`, 16 columns a vector): i16 accumulators
