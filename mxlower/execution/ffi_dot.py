@@ -23,7 +23,9 @@ intra-op thread pool with :func:`mxlower.execution.ffi._parallel_text`) and JIT-
 upstream MLIR's ExecutionEngine for the host CPU, once per process and kernel.
 
 The SIMD path (:data:`~mxlower.lowering.dot_kernels.PATHS`) is the host's best
-(:func:`host_path`: ``vnni`` where ``/proc/cpuinfo`` lists AVX2 and the 256-bit VNNI forms,
+(:func:`host_path`: ``amx`` where ``/proc/cpuinfo`` lists what ``avx512`` needs and AMX-TILE
+and AMX-BF16 and Linux grants the process the tile state, ``avx512`` where it lists AVX2 and
+AVX-512 with BW, VL, VNNI and BF16, ``vnni`` where it lists AVX2 and the 256-bit VNNI forms,
 ``avx2`` where it lists AVX2, else ``portable``), or the one
 the environment variable ``MXLOWER_DOT_PATH`` names (an unknown name, or a path this host
 cannot run, is an error).
@@ -221,12 +223,13 @@ def _gemm_units(e: Any, f: Any, spec: DotSpec, dims: str, has_pool: str, B: str,
     """(units, chunks at most) of a packed GEMM's call (more than STREAM_M rows, the f32
     paths): the (batch, panel) units of each block of ``mbw`` rows of A, ``dims[5] = mbw``
     -- M in equal blocks of about sqrt(B M N / threads) rows (at least
-    :data:`GEMM_MIN_ROWS`, at most MB_INT; rounded up to a multiple of the path's MR_INT)
+    :data:`GEMM_MIN_ROWS`, at most MB_INT; rounded up to a multiple of the tile's rows,
+    :attr:`~mxlower.lowering.dot_kernels.DotSpec.gemm_rows`)
     -- in one chunk per thread, so that each
     thread's share of the units, contiguous, is about as many rows of A as columns of B:
     it packs each once, where blocks of all of M had every chunk pack all of A (each
     chunk is a call of the kernel).  Otherwise the units as they are."""
-    mr = dot_kernels.MR_INT[spec.path]
+    mr = spec.gemm_rows
     ctx = e.load("%frame", abi.CallFrame.ctx.offset, "!llvm.ptr")
     e.do(f"llvm.cond_br {has_pool}, ^count, ^alone_count")
     e.block("count")

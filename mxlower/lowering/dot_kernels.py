@@ -45,7 +45,7 @@ threads.  Within a unit two ways, chosen at run time by M:
   scratch of ``MR x K``, and an MR x NR register tile of accumulators runs over K;
 * **packed GEMM** (paths avx2, vnni and avx512, both sides integer-unit formats with one
   block size: :attr:`DotSpec.int_dot`; on avx512 also the other MX pairs with one block
-  size: :attr:`DotSpec.bf16_dot`; on amx, every MX pair on AMX tiles:
+  size: :attr:`DotSpec.bf16_dot`; on amx, the pairs with an f8 or e3m2 side on AMX tiles:
   :meth:`_DotKernel.amx_gemm`): per block of ``dims[5]`` rows of A (at most :data:`MB_INT`;
   packed once per call and block as pairs or quads of integer units or bf16 values; the
   scratch stays bounded whatever M) and per unit (B's panel packed likewise), per tile of :data:`MR_INT` rows and
@@ -131,8 +131,8 @@ __all__ = ["ATTR", "EXACT_ACC", "NP", "NR_STREAM", "PARTS", "PATHS", "STREAM_M",
 #: SIMD paths a kernel can be built for, best first (``portable`` runs everywhere; ``vnni``
 #: is ``avx2`` plus the VNNI dot products of AVX512-VNNI (with AVX512VL) or AVX-VNNI, in
 #: 256-bit vectors; ``avx512`` is ``vnni`` plus AVX512-BF16's dot products, the packed GEMMs
-#: in 512-bit vectors; ``amx`` is ``avx512`` whose GEMMs of two MX sides run on AMX-BF16's
-#: tile products, :meth:`_DotKernel.amx_gemm`)
+#: in 512-bit vectors; ``amx`` is ``avx512`` whose GEMMs of two MX sides with an f8 or an
+#: e3m2 side run on AMX-BF16's tile products, :meth:`_DotKernel.amx_gemm`)
 PATHS = ("amx", "avx512", "vnni", "avx2", "portable")
 #: the paths that decode and multiply with x86 intrinsics
 X86_PATHS = ("amx", "avx512", "vnni", "avx2")
@@ -180,8 +180,9 @@ NV_INT = 2
 #: rows of A of a tile of the packed GEMM, per path (BENCHMARKS.md, sixth session): 6 on
 #: vnni (its dot products need no second register: 6 x 2 accumulators and three operands
 #: fit AVX-VNNI's 16 vector registers; 10-20% faster than 4 on a Zen 4), 4 on avx512 (zmm:
-#: 20-25% faster than 6 for mxfp4 on a Sapphire Rapids, even on a Zen 4)
-MR_INT = {"avx2": 4, "vnni": 6, "avx512": 4, "amx": 32, "portable": 4}
+#: 20-25% faster than 6 for mxfp4 on a Sapphire Rapids, even on a Zen 4; amx: avx512's,
+#: for the byte dot products it keeps; its AMX GEMM has its own, :attr:`DotSpec.gemm_rows`)
+MR_INT = {"avx2": 4, "vnni": 6, "avx512": 4, "amx": 4, "portable": 4}
 #: the most rows of A packed at a time by the packed GEMM (a multiple of every MR_INT): a
 #: call's scratch for A is at most MB_INT x K values, whatever M (B's panels are packed once
 #: per block; the caller picks the block's rows, ``dims[5]``)
@@ -192,8 +193,9 @@ MB_INT = 1056
 #: the eight tile registers hold two of A, two of B and the four results
 AMX_ROWS, AMX_K = 16, 32
 #: K steps (of AMX_K) between a result tile's loads and stores (the tiles live in memory
-#: across steps: LLVM keeps no AMX tile across a loop's iterations)
-AMX_STEPS = 4
+#: across steps: LLVM keeps no AMX tile across a loop's iterations): 8 measured faster than
+#: 2, 4 and 16 in 7 of 9 GEMMs on a 16-core Sapphire Rapids (BENCHMARKS.md, ninth session)
+AMX_STEPS = 8
 
 
 def integer_shift(fmt: MXFormat) -> int | None:
@@ -537,12 +539,22 @@ class DotSpec:
     def amx_dot(self) -> bool:
         """Whether the GEMM path runs on AMX tiles (path ``amx``: ``tdpbf16ps``, 16 x 16 f32
         results each taking 16 x 32 bf16 products in pairs): both sides MX with one (even)
-        block size -- every such pair, the integer ones too, as :attr:`bf16_dot`'s scaled
-        values (exact in bf16, exact products, sums in f32 over K;
-        :meth:`_DotKernel.amx_gemm`)."""
+        block size, as :attr:`bf16_dot`'s scaled values (exact in bf16, exact products, sums
+        in f32 over K; :meth:`_DotKernel.amx_gemm`), except the pairs of avx512's byte dot
+        products (e2m1, nvfp4, e2m3 and mxint8 with each other), which keep them on amx:
+        their exact block sums (one rounding per block, not per pair of products) measured
+        as fast as the tiles at 1024^3 and 2048^3 on a Sapphire Rapids (BENCHMARKS.md,
+        ninth session).  The f8 pairs and e3m2's (word dot products) take the tiles."""
         return (self.path == "amx" and self.fmt("lhs") is not None
                 and self.fmt("rhs") is not None and self.k("lhs") == self.k("rhs")
-                and self.k("lhs") % 2 == 0)
+                and self.k("lhs") % 2 == 0
+                and not dataclasses.replace(self, path="avx512").byte_dot)
+
+    @property
+    def gemm_rows(self) -> int:
+        """Rows of A per tile of the packed GEMM: two AMX tiles' (:attr:`amx_dot`), else the
+        path's :data:`MR_INT`."""
+        return 2 * AMX_ROWS if self.amx_dot else MR_INT[self.path]
 
     @property
     def packed_gemm(self) -> bool:
@@ -682,7 +694,7 @@ class _DotKernel:
         self.amx = spec.amx_dot
         # K positions per packed lane (pairs; quads for vpdpbusd) and the lane's type
         self.G = 4 if self.quad else 2
-        self.mr_int = MR_INT[spec.path]
+        self.mr_int = spec.gemm_rows
         self.pt = "i32" if self.word or self.quad or self.bf else "i16"
         # the packed units: bytes (byte dot products, offset on A's side, B's block sums
         # kept) or i16 (words; bf16 bits)

@@ -23,11 +23,12 @@ class LowerDotKernels(ModulePass):
     The declaration names the kernel in its ``mxlower.dot_kernel`` dictionary -- ``lhs`` and
     ``rhs`` (an MX format, or ``f32`` / ``bf16`` / ``f16`` for a plain side; at least one
     MX), the MX sides' ``lhs_block_size`` / ``rhs_block_size`` (default: the format's) and the
-    SIMD ``path`` (``avx512``, ``vnni``, ``avx2`` or ``portable``) -- and its argument
+    SIMD ``path`` (``amx``, ``avx512``, ``vnni``, ``avx2`` or ``portable``) -- and its argument
     types must be the kernel's:
     ``A`` (``memref<?xi8>`` codes, f4 two per byte, or the plain type), A's scale codes where
     A is MX, the same for ``B``, ``out: memref<?xf32>``, ``dims: memref<?xi64>`` = [batch, M,
-    N, K] and the work-unit range ``u0, u1: index``.  The body written in its place computes
+    N, K, mode, rows of A per block of a packed GEMM's units] and the work-unit range ``u0,
+    u1: index``.  The body written in its place computes
     ``out[b, m, n] = sum_k A[b, m, k] * B[b, n, k]`` for the units ``[u0, u1)`` (a unit is a
     batch index and a panel of 32 columns of B) exactly as docs/semantics.md section 6 asks
     (under the range condition its caller checks):
@@ -49,7 +50,9 @@ class LowerDotKernels(ModulePass):
       included, and ``vpdpwssd`` for e3m2; ``avx512``: the same in 512-bit vectors) and
       accumulates the scaled sums in f32; on ``avx512`` the GEMM of the other MX pairs
       with one block size runs on bf16 dot products (``vdpbf16ps``: the scaled values are
-      exact in bf16, their products in f32).
+      exact in bf16, their products in f32); on ``amx`` those with an f8 or e3m2 side run on
+      AMX tiles (``tdpbf16ps`` through upstream's ``amx`` dialect, 2 x 2 tiles of 16 x 16
+      f32 results per 32 rows of A and the panel's 32 columns).
 
     The kernel keeps the declaration's symbol name, so calls to it stay valid.  A
     declaration whose dictionary names no kernel (unknown fields or formats, a bad block

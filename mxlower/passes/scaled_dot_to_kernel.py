@@ -32,9 +32,10 @@ class ScaledDotToKernel(ModulePass):
     contracted over its blocked axis, plain sides f32 / bf16 / f16, no f6 elements, which
     XLA:CPU cannot hold; and, unless ``gemm``, at most 16 free rows on one side -- the GEMV
     of inference -- or a GEMM of the integer dot products: both sides e2m1 / nvfp4, e2m3,
-    e3m2 or mxint8 with one block size, on the avx2, vnni or avx512 path, or the other MX
-    pairs with one block size on avx512 where this host's CPU vendor runs the bf16 dot
-    products faster: :func:`mxlower.lowering.dot_kernels.gemm_by_default`) becomes
+    e3m2 or mxint8 with one block size, on the avx2, vnni, avx512 or amx path, the other MX
+    pairs with one block size on amx (AMX tiles), or on avx512 where this host's CPU vendor
+    runs the bf16 dot products faster: :func:`mxlower.lowering.dot_kernels.gemm_by_default`)
+    becomes
     docs/semantics.md section 6 in plain StableHLO whose
     contraction is a typed-FFI ``stablehlo.custom_call`` of the kernel's target
     (``mxlower_dot_<lhs>_<rhs>_<path>``): each side is brought to ``[B, rows, K]`` (a
@@ -84,8 +85,8 @@ class ScaledDotToKernel(ModulePass):
                        choices=("",) + dot_kernels.PATHS)
     gemm: bool = option(False, "call the kernel for every GEMM (more than 16 free rows on "
                         "both sides); by default only those of its packed dot products "
-                        "(both sides e2m1 / nvfp4, e2m3, e3m2 or mxint8; on avx512 and an AMD "
-                        "CPU, the other MX pairs with one block size), the "
+                        "(both sides e2m1 / nvfp4, e2m3, e3m2 or mxint8; on amx, or on avx512 "
+                        "and an AMD CPU, the other MX pairs with one block size), the "
                         "others being left to mxlower-decompose-mx")
 
     def run(self, op: Any) -> None:

@@ -245,25 +245,37 @@ def test_host_paths():
 
 
 def test_amx_spec():
-    """The amx path: every MX pair with one (even) block size runs its GEMM on AMX tiles, the
-    integer pairs too (as scaled bf16 values, no integer dot products); a plain side, two
-    block sizes or an odd one keep avx512's; it is a GEMM by default on any CPU vendor; the
-    rest (the streaming path) is avx512's."""
+    """The amx path: the MX pairs with one (even) block size and an f8 or e3m2 side run their
+    GEMM on AMX tiles (as scaled bf16 values); the pairs of avx512's byte dot products keep
+    those (exact block sums); a plain side, two block sizes or an odd one keep avx512's
+    paths; AMX GEMMs are GEMMs by default on any CPU vendor; the rest (the streaming path)
+    is avx512's."""
     DS = dot_kernels.DotSpec
-    for f in ("mxfp4_e2m1", "mxfp6_e3m2", "mxfp8_e5m2", "mxint8", "nvfp4"):
-        spec = DS(f, "mxfp4_e2m1" if f != "nvfp4" else f, path="amx")
-        assert spec.amx_dot and spec.bf16_dot and spec.packed_gemm, f
-        assert not (spec.int_dot or spec.byte_dot or spec.word_dot), f
+    for lf, rf in (("mxfp8_e4m3", "mxfp8_e4m3"), ("mxfp6_e3m2", "mxfp4_e2m1"),
+                   ("mxint8", "mxfp6_e3m2"), ("mxfp8_e5m2", "mxint8")):
+        spec = DS(lf, rf, path="amx")
+        assert spec.amx_dot and spec.bf16_dot and spec.packed_gemm, (lf, rf)
+        assert not (spec.int_dot or spec.byte_dot or spec.word_dot), (lf, rf)
+        assert spec.gemm_rows == 2 * dot_kernels.AMX_ROWS
         assert dot_kernels.gemm_by_default(spec, "GenuineIntel")
         assert DS.from_name(spec.name) == spec
+        assert not dot_kernels._DotKernel(spec).byte
+    for lf, rf in (("mxfp4_e2m1", "mxfp4_e2m1"), ("nvfp4", "nvfp4"), ("mxint8", "mxfp6_e2m3")):
+        spec = DS(lf, rf, path="amx")
+        assert spec.quad_dot and not spec.amx_dot and not spec.bf16_dot, (lf, rf)
+        assert spec.gemm_rows == dot_kernels.MR_INT["avx512"]
     assert not DS("f32", "mxfp4_e2m1", path="amx").amx_dot
     assert not DS("mxfp8_e4m3", "mxfp8_e4m3", 32, 64, path="amx").amx_dot
-    assert DS("mxint8", "mxint8", path="avx512").int_dot  # the same pair off amx
     k = dot_kernels._DotKernel(DS("bf16", "mxfp8_e4m3", path="amx"))
     assert k.bf_stream and not k.amx
+    for lf, rf in (("mxfp4_e2m1", "mxfp4_e2m1"), ("f32", "mxfp4_e2m1"), ("bf16", "mxfp8_e4m3")):
+        # no AMX GEMM: avx512's kernel, byte for byte (the amx path runs it where it runs)
+        a, b = (dot_kernels.build(DS(lf, rf, path=p)) for p in ("avx512", "amx"))
+        assert a.replace("_avx512", "_path") == b.replace("_amx", "_path"), (lf, rf)
 
 
-@pytest.mark.parametrize("lf,rf,k", [("mxfp4_e2m1", "mxint8", None), ("nvfp4", "nvfp4", None),
+@pytest.mark.parametrize("lf,rf,k", [("mxfp8_e4m3", "mxfp8_e4m3", None),
+                                     ("mxfp6_e3m2", "mxint8", None),
                                      ("mxfp8_e5m2", "mxfp6_e2m3", 64)])
 def test_amx_kernels_compile_to_tile_instructions(lf, rf, k, tmp_path):
     """The amx path's kernels lower through upstream MLIR and llc (Sapphire Rapids) to a

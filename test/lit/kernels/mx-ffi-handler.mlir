@@ -54,7 +54,8 @@
 // CHECK: llvm.return %[[ERR]] : !llvm.ptr
 
 // Large calls (at least two chunks of 2^17 values) with an API that has the thread pool:
-// split into min(chunks, XLA_FFI_ThreadPool_NumThreads) chunks, tasks given to
+// split into min(chunks, XLA_FFI_ThreadPool_NumThreads) chunks (the count asked by its own
+// helper), tasks given to
 // XLA_FFI_ThreadPool_Schedule (offsets 144 and 136 of XLA_FFI_Api), chunks claimed atomically.
 // CHECK-LABEL: llvm.func internal @__mxlower_ffi_work(
 // CHECK: llvm.atomicrmw add %{{.*}} acq_rel : !llvm.ptr, i64
@@ -63,8 +64,10 @@
 // CHECK-LABEL: llvm.func internal @__mxlower_ffi_release(
 // CHECK: llvm.atomicrmw sub %{{.*}} acq_rel
 // CHECK: llvm.call @free(
-// CHECK-LABEL: llvm.func internal @__mxlower_ffi_parallel(
+// CHECK-LABEL: llvm.func internal @__mxlower_ffi_threads(
 // CHECK: llvm.getelementptr %{{.*}}[144]
+// CHECK-LABEL: llvm.func internal @__mxlower_ffi_parallel(
+// CHECK: llvm.call @__mxlower_ffi_threads(
 // CHECK: llvm.intr.smin
 // CHECK: llvm.call @malloc(
 // CHECK: llvm.mlir.addressof @__mxlower_ffi_task

@@ -234,10 +234,11 @@ func.func private @bf16s(memref<?xi8>, memref<?xi8>, memref<?xi8>, memref<?xi8>,
 
 // -----
 
-// MXFP4 x MXINT8 on amx: the GEMM on AMX-BF16 tiles.  Both sides packed as scaled bf16 pairs
+// MXFP4 x MXFP8 on amx: the GEMM on AMX-BF16 tiles (an f8 or e3m2 side; the pairs of
+// avx512's byte dot products keep those).  Both sides packed as scaled bf16 pairs
 // into bytes seen as i32 (the stores) and as bf16 rows (the tiles): A's rows of whole tiles
 // of K, B's pairs of K positions by the panel's 32 columns, zeros past K.  Per 32 rows of A,
-// 2 x 2 result tiles of 16 x 16 f32 in a stack scratch: zeroed, then per four steps of 32
+// 2 x 2 result tiles of 16 x 16 f32 in a stack scratch: zeroed, then per eight steps of 32
 // values of K loaded once, two tiles of A (16 rows x 32 bf16) and two of B (16 pairs x 16
 // columns) per step and four tile products, stored once; a last loop takes the steps left.
 // The results leave 16 columns at a time under a mask: no integer dot product, no FMA.
@@ -257,11 +258,11 @@ func.func private @bf16s(memref<?xi8>, memref<?xi8>, memref<?xi8>, memref<?xi8>,
 // CHECK: memref.store %c0_i32, %[[AQ]][%{{.*}}] : memref<?xi32>
 // CHECK: %[[Z:.*]] = amx.tile_zero : !amx.tile<16x16xf32>
 // CHECK-COUNT-4: amx.tile_store %[[CT]][%{{.*}}, %{{.*}}], %[[Z]] : memref<32x32xf32>, !amx.tile<16x16xf32>
-// CHECK: scf.for %{{.*}} step %c4
+// CHECK: scf.for %{{.*}} step %c8
 // CHECK-COUNT-4: amx.tile_load %[[CT]][%{{.*}}, %{{.*}}] : memref<32x32xf32> into !amx.tile<16x16xf32>
 // CHECK: amx.tile_load %[[AT]][%{{.*}}, %{{.*}}] : memref<?x?xbf16> into !amx.tile<16x32xbf16>
 // CHECK: amx.tile_load %[[BT]][%{{.*}}, %{{.*}}] : memref<?x64xbf16> into !amx.tile<16x32xbf16>
-// CHECK-COUNT-16: amx.tile_mulf
+// CHECK-COUNT-32: amx.tile_mulf
 // CHECK-COUNT-4: amx.tile_store %[[CT]]
 // CHECK: scf.for %{{.*}} step %c1
 // CHECK-COUNT-4: amx.tile_mulf
@@ -275,7 +276,7 @@ func.func private @bf16s(memref<?xi8>, memref<?xi8>, memref<?xi8>, memref<?xi8>,
 // PORTABLE: return
 // LLVM-LABEL: llvm.func @tiles(
 // LLVM: llvm.call_intrinsic "llvm.x86.tdpbf16ps.internal"
-func.func private @tiles(memref<?xi8>, memref<?xi8>, memref<?xi8>, memref<?xi8>, memref<?xf32>, memref<?xi64>, index, index) attributes {mxlower.dot_kernel = {lhs = "mxfp4_e2m1", rhs = "mxint8", path = "amx"}}
+func.func private @tiles(memref<?xi8>, memref<?xi8>, memref<?xi8>, memref<?xi8>, memref<?xf32>, memref<?xi64>, index, index) attributes {mxlower.dot_kernel = {lhs = "mxfp4_e2m1", rhs = "mxfp8_e4m3", path = "amx"}}
 
 // -----
 
