@@ -19,8 +19,9 @@ shrui shrsi minsi maxsi``; ``mul`` keeps the low bits, as two's complement wraps
 ``compare(pred, lhs, rhs)`` with the signed :data:`PREDICATES` (``eq ne slt sle sgt sge``,
 result i1), ``select(cond, a, b)``, ``bitcast_to_int(x)`` /
 ``bitcast_to_float(x, wide)`` (same width), ``resize(x, bits)`` (zero-extend or truncate),
-``width(x)``, and ``float_op(op, lhs, rhs, wide)`` (``add``/``sub`` of f32 or f64 given and
-returned as bit patterns; only the codec's float-assisted steps use it).  Optional ones:
+``width(x)``, and ``float_op(op, lhs, rhs, wide)`` (``add``/``sub``/``mul`` of f16, f32 or
+f64 given and returned as bit patterns; the codec's float-assisted steps and the NVVM
+lowering's widening by placement use it).  Optional ones:
 ``int_to_float`` (where ``has_int_to_float``: normalization by one conversion instead of a
 shift ladder), ``signless`` and ``to_storage`` (identities except on StableHLO, whose
 unsigned element types need bitcasts).  Every value of one conversion has the same shape;
@@ -83,9 +84,10 @@ class IntBuilder:
         raise NotImplementedError
 
     def float_op(self, op: str, lhs: Any, rhs: Any, wide: str) -> Any:
-        """``op`` ("add" or "sub") on the ``wide`` floats (f32 or f64) whose bit patterns
-        ``lhs`` and ``rhs`` hold; returns the bit pattern of the IEEE result (round to
-        nearest even).  Only plans made with ``fpu=True`` use it."""
+        """``op`` ("add", "sub" or "mul") on the ``wide`` floats (f16, f32 or f64) whose bit
+        patterns ``lhs`` and ``rhs`` hold; returns the bit pattern of the IEEE result (round
+        to nearest even).  Only plans made with ``fpu=True`` and the NVVM lowering's
+        widening by placement use it."""
         raise NotImplementedError
 
     def width(self, x: Any) -> int:
@@ -222,7 +224,7 @@ class NumpyBuilder(IntBuilder):
         dt = WIDE_FLOAT_TYPES[wide].dtype
         x, y = np.asarray(lhs).view(dt), np.asarray(rhs).view(dt)
         with np.errstate(all="ignore"):
-            r = x + y if op == "add" else x - y
+            r = x + y if op == "add" else x - y if op == "sub" else x * y
         return np.asarray(r, dtype=dt).view(np.asarray(lhs).dtype)
 
     def signless(self, x):
@@ -356,7 +358,7 @@ class ArithBuilder(MLIRBuilder):
         return self.bitcast_to_int(f)
 
     def float_op(self, op: str, lhs, rhs, wide: str):
-        cls = {"add": self.arith.AddFOp, "sub": self.arith.SubFOp}[op]
+        cls = {"add": self.arith.AddFOp, "sub": self.arith.SubFOp, "mul": self.arith.MulFOp}[op]
         r = cls(self.bitcast_to_float(lhs, wide), self.bitcast_to_float(rhs, wide),
                 **self._kw()).result
         return self.bitcast_to_int(r)

@@ -839,7 +839,10 @@ class _Kernel:
         (with ``count``, only the first ``count`` lanes)."""
         w = self.spec.wide
         f = self.b.bitcast(bits, "f32")
-        if w != "f32":
+        if w != "f32" and self.target == "gpu":  # cvt.rn.bf16.f32 / cvt.rn.f16.f32: RNE,
+            # subnormals kept, Inf past the range (section 2)
+            f = self.m["arith"].TruncFOp(self._typed_like(f, w), f).result
+        elif w != "f32":
             codes = codec.emit_truncf(self.codec_builder(f.type), f, "f32", w, code_bits=16)
             f = self.b.bitcast(codes, w)
         self.store(f, y, at, count)
@@ -1480,12 +1483,18 @@ class _MXKernel(_Kernel):
     def scale_values(self, raw: Any) -> tuple[Any, Any]:
         """What dequantize reads of a group's scale codes ``raw`` (i8, one per block): nvfp4
         (their E4M3 values as f32, None); the MX formats (the exponent shift of the
-        elements' values, whether the scale is NaN)."""
+        elements' values and whether the scale is NaN; on the GPU the scale's f32 value,
+        NaN for the NaN code, and None: :meth:`element_values`)."""
         b, fmt = self.b, self.fmt
         if fmt.is_nvfp4:
             return self.from_narrow(raw, "f8E4M3FN", "f32"), None
         code = b.and_(b.convert(raw, "i32"), 0xFF)  # the bytes, unsigned
-        return b.sub(code, 127 + (6 if fmt.is_int else 0)), b.eq(code, 255)
+        shift = b.sub(code, 127 + (6 if fmt.is_int else 0))
+        if self.target != "cpu":  # 2^shift, shift in [-133, 127]; the NaN scale a NaN
+            bits = b.select(b.lt(shift, -126), b.shl(b.like(shift, 1), b.add(shift, 149)),
+                            b.shl(b.add(shift, 127), 23))
+            return b.bitcast(b.select(b.eq(code, 255), b.like(bits, _NAN), bits), "f32"), None
+        return shift, b.eq(code, 255)
 
     def element_values(self, codes: Any, j: int, held: tuple[Any, Any], g: Any) -> Any:
         """The f32 bits of the dequantized values of element ``codes`` (a vector; f4 codes
@@ -1502,6 +1511,13 @@ class _MXKernel(_Kernel):
                 p = mx_math.mul_f32_exact(b, p, g)
             return b.bitcast(p, "i32")
         shift, is_nan = held
+        if self.target != "cpu":
+            # the GPU's f32 product (no flush to zero) by 2^shift: exact, subnormal results
+            # included (every element value has at most 7 significant bits and the smallest
+            # product is 2^-143), +-Inf past f32's range, NaN by a NaN scale -- ldexp_bits'
+            # bits in one instruction (XLA:CPU's threads flush subnormals, so the CPU builds
+            # the bits)
+            return b.bitcast(b.mul(ev, self.lane(shift, j)), "i32")
         r = mx_math.ldexp_bits(b, b.bitcast(ev, "i32"), self.lane(shift, j), small="exact",
                                normal_input=True)
         return b.select(self.lane(is_nan, j), b.like(r, _NAN), r)

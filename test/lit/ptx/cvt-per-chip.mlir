@@ -1,6 +1,7 @@
 // The PTX each chip gets for the narrow-float conversions of a set of kernels (narrow memrefs
 // are one byte per element), and ptxas (CUDA 13) accepting it where ptxas is installed.
-// sm_89 and sm_90a have the e4m3x2/e5m2x2 cvts only: f4, f6 and ue8m0 fall back to integer code.
+// sm_89 and sm_90a have the e4m3x2/e5m2x2 cvts only: f4 and f6 widen by a placement in f32
+// bits (no narrow cvt), narrowing to them and ue8m0 fall back to integer code.
 //
 // REQUIRES: llvm-tools
 // RUN: mxlower-translate %s --chip=sm_89 -o %t.89.ptx
@@ -111,7 +112,7 @@ gpu.module @mx {
   }
   // CHECK-LABEL: .entry from_f4(
   // NARROW: cvt.rn.f16x2.e2m1x2
-  // NO-NARROW-NOT: cvt.rn.f16x2
+  // NO-NARROW-NOT: cvt.rn.f16x2.e
   gpu.func @from_f4(%x: memref<64xf4E2M1FN>, %y: memref<64xf32>) kernel {
     %c2 = arith.constant 2 : index
     %t = gpu.thread_id x
@@ -123,7 +124,7 @@ gpu.module @mx {
   }
   // CHECK-LABEL: .entry from_e3m2(
   // NARROW: cvt.rn.f16x2.e3m2x2
-  // NO-NARROW-NOT: cvt.rn.f16x2
+  // NO-NARROW-NOT: cvt.rn.f16x2.e
   gpu.func @from_e3m2(%x: memref<64xf6E3M2FN>, %y: memref<64xf16>) kernel {
     %c2 = arith.constant 2 : index
     %t = gpu.thread_id x
