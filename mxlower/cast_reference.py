@@ -143,7 +143,7 @@ def _tensor_scale(dt: Datatype, tensor_scale, fn: str) -> np.float32 | None:
     finite non-zero f32, None when not given (then 1: no second level applied)."""
     if tensor_scale is None:
         return None
-    if dt.scale is None or dt.scale.tensor is None:
+    if not dt.two_level:
         raise ValueError(f"{fn}: {dt} has no tensor scale level (a scale spec ending in "
                          f"'_gf32'); do not pass tensor_scale")
     return f32_arg(tensor_scale, f"{fn}: tensor_scale", nonzero=True)

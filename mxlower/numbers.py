@@ -75,6 +75,7 @@ __all__ = [
     "NF4",
     "NF4_VALUES",
     "datatype",
+    "floor_log2",
     "lut_spec",
     "number",
     "of_float_type",
@@ -319,14 +320,14 @@ class NumberSpec:
     @property
     def emax(self) -> int:
         """floor(log2(max))."""
-        return _floor_log2(self.max_exact)
+        return floor_log2(self.max_exact)
 
     @property
     def emin(self) -> int:
         """The exponent of the smallest normal value (0 for ints; for a lookup table that of
         its smallest non-zero magnitude)."""
         if self.kind == "lut":
-            return _floor_log2(min(abs(fractions.Fraction(t)) for t in self.table if t != 0))
+            return floor_log2(min(abs(fractions.Fraction(t)) for t in self.table if t != 0))
         if self.is_integer:
             return 0
         return -self.bias if self.kind == "exp" else 1 - self.bias
@@ -376,7 +377,7 @@ class NumberSpec:
 
     @property
     def scaled_emax(self) -> int:
-        return _floor_log2(self.scaled_max_exact)
+        return floor_log2(self.scaled_max_exact)
 
     @property
     def scaled_midmax_exact(self) -> fractions.Fraction:
@@ -423,7 +424,7 @@ def _default_bias(exp_bits: int) -> int:
     return (1 << (exp_bits - 1)) - 1
 
 
-def _floor_log2(v: fractions.Fraction) -> int:
+def floor_log2(v: fractions.Fraction) -> int:
     """floor(log2(v)) of a positive rational, exactly."""
     e = v.numerator.bit_length() - v.denominator.bit_length()
     return e if _pow2(e) <= v else e - 1
@@ -661,7 +662,7 @@ def _checked(text: str, spec: NumberSpec) -> NumberSpec:
     if mx <= 0:
         raise SpecError(f"'{text}' has no positive finite value")
     if mx > _F32_MAX:
-        raise SpecError(f"'{text}': its largest value 2^{_floor_log2(mx)} exceeds f32's (the "
+        raise SpecError(f"'{text}': its largest value 2^{floor_log2(mx)} exceeds f32's (the "
                         "model computes in f32); use a larger bias")
     if fractions.Fraction(spec.smallest_subnormal) < _F32_TINY:
         raise SpecError(f"'{text}': its smallest value {spec.smallest_subnormal:g} is below "

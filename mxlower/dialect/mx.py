@@ -680,7 +680,7 @@ def _parse_scaled_dot(op) -> ScaledDotOp:
     base = 2 + (lf is not None) + (rf is not None)
     # a side whose datatype has nvfp4's tensor level ('_gf32') has it as the global scale
     two_level = [(side, dt) for side, dt in (("lhs", ldt), ("rhs", rdt))
-                 if dt is not None and dt.scale.tensor is not None]
+                 if dt is not None and dt.two_level]
     allowed = (base + 1,) if two_level else (base, base + 1)
     if len(op.operands) not in allowed:
         layout = ("lhs" + (", lhs_scales" if lf else "") + ", rhs" + (", rhs_scales" if rf else "")
@@ -834,7 +834,7 @@ def _rbits(op, rm: str, index: int, shape) -> Any | None:
 
 def _tile_level(dt: Datatype) -> Datatype:
     """``dt`` without its tensor level (``_gf32``), if it has one."""
-    if dt.scale is None or dt.scale.tensor is None:
+    if not dt.two_level:
         return dt
     return dataclasses.replace(dt, scale=dt.scale.tile_level)
 
@@ -868,7 +868,7 @@ def _part_names(dt: Datatype) -> str:
 def _parse_cast(op) -> CastOp:
     a = op.attributes
     dt = _datatype(a)
-    two = dt.scale is not None and dt.scale.tensor is not None
+    two = dt.two_level
     rm, sm = _modes(a, dt)
     stochastic = rm == "stochastic"
     n = len(op.operands)
@@ -936,7 +936,7 @@ def _parse_general_quantize(op) -> GeneralQuantizeOp | QuantizeOp:
     form = _mx_form(dt, rm, sm)
     if form is not None:  # an MX format's datatype: the format's quantize
         fmt, k, dim, mode = form
-        shape, elt = _quantize_input(op, (1, 2) if dt.scale.tensor is not None else (1,))
+        shape, elt = _quantize_input(op, (1, 2) if dt.two_level else (1,))
         return _quantize_op(op, fmt, k, _mx_axis(dt, dim, shape, "the input"), mode, shape,
                             elt)
     two = dt.two_level
@@ -972,7 +972,7 @@ def _parse_general_dequantize(op) -> GeneralDequantizeOp | DequantizeOp:
     form = _mx_form(dt)
     if form is not None:  # an MX format's datatype: the format's dequantize
         fmt, k, dim, _ = form
-        shape = _dequantize_input(op, fmt, (3,) if dt.scale.tensor is not None else (2,))
+        shape = _dequantize_input(op, fmt, (3,) if dt.two_level else (2,))
         return _dequantize_op(op, fmt, k, _mx_axis(dt, dim, shape, "operand #0 (elements)"),
                               shape)
     s = dt.scale

@@ -138,7 +138,7 @@ class DatatypeArray:
             if tuple(v.shape) != shape:
                 raise ValueError(f"{fn}: argument '{name}' of {dt.code} must have "
                                  f"shape {shape}, got {tuple(v.shape)}")
-        if dt.scale is not None and dt.scale.tensor is not None:
+        if dt.two_level:
             if global_scale is None:
                 raise ValueError(f"{fn}: the two-level {dt.code} needs argument "
                                  "'global_scale' (its f32 tensor scale)")

@@ -693,11 +693,6 @@ def _lut_tie_up(n: NumberSpec, j: int, roundmode: str) -> bool:
     return {"even": (j + 1) % 2 == 0, "nearest": lo >= 0, "half_down": hi <= 0}[roundmode]
 
 
-def _floor_log2(a: Fraction) -> int:
-    """floor(log2 a) of a positive dyadic rational."""
-    return a.numerator.bit_length() - a.denominator.bit_length()
-
-
 def _low_bit(a: Fraction) -> int:
     """The exponent of the lowest set bit of a positive dyadic rational."""
     return (a.numerator & -a.numerator).bit_length() - a.denominator.bit_length()
@@ -718,7 +713,7 @@ def _lut_key(v: float, Mk: int) -> int:
     if v == 0:
         return 0
     a = abs(Fraction(v))
-    L = _floor_log2(a)
+    L = numbers.floor_log2(a)
     sig = a * Fraction(2) ** (Mk - L)
     assert sig.denominator == 1
     key = ((min(max(L, -150), 128) + 151) << Mk) + int(sig) - (1 << Mk)
@@ -740,7 +735,7 @@ def _lut_gap_words(n: NumberSpec, roundmode: str) -> list[tuple[int, int]]:
         lo, hi = t[j], t[j + 1]
         bh = abs(hi) >= abs(lo)
         B, s = (hi, lo) if bh else (lo, hi)
-        fe = _floor_log2(abs(B)) - _LW_FRAME
+        fe = numbers.floor_log2(abs(B)) - _LW_FRAME
         mb = abs(B) / Fraction(2) ** fe
         assert mb.denominator == 1 and mb < 1 << 29
         if s == 0:

@@ -230,7 +230,7 @@ class KernelSpec:
                              f"(blocks of {k})")
         object.__setattr__(self, "format", fmt.name)
         object.__setattr__(self, "block_size", k)
-        if dt.scale.tensor is not None:
+        if dt.two_level:
             object.__setattr__(self, "global_scale", True)
 
     @property
