@@ -830,6 +830,9 @@ class _Kernel:
         v = self.load(x, at, self.vec(w), count)
         if w == "f32":
             return self.b.bitcast(v, "i32")
+        if self.target == "gpu":  # cvt.f32.bf16 / cvt.f32.f16: exact, subnormals kept
+            f = self.m["arith"].ExtFOp(self._typed_like(v, "f32"), v).result
+            return self.b.bitcast(f, "i32")
         codes = self.b.bitcast(v, "i16")
         f = codec.emit_extf(self.codec_builder(codes.type), codes, w, "f32")
         return self.b.bitcast(f, "i32")
