@@ -109,6 +109,7 @@ Example::
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 import functools
 import math
@@ -299,8 +300,6 @@ def request_amx() -> bool:
     is offered only where this returns True (:func:`usable_paths`)."""
     if "amx_tile" not in cpu_flags():
         return False
-    import ctypes
-
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         return libc.syscall(ARCH_PRCTL, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0
