@@ -3,8 +3,9 @@
 # the carried builds .gpu, .gpu-kernels (bench/gpu_session.sh) and .dot-aot
 # (bench/bench_dot_aot.py build .dot-aot --what gemv,gemm --targets avx2,spr,spr512):
 #   1. the dot kernel's GEMVs and GEMMs ahead of time on the host CPU (avx2; vnni's VNNI dot
-#      products; avx512's 512-bit and bf16 dot products): correctness against the exact dot,
-#      then the GEMV (M = 1, 8) and 1024^3 / 2048^3 against XLA's f32 dot on 16 cores;
+#      products; avx512's 512-bit and bf16 dot products; amx's tiles, where Linux grants
+#      them): correctness against the exact dot, then the GEMV (M = 1, 8) and 1024^3 /
+#      2048^3 (4096^3 for avx512 and amx) against XLA's f32 dot on 16 cores;
 #   2. the GPU tests (bench/gpu_session.sh with GPU_BENCH=0).
 # Everything goes to $OUT (/tmp/lent-out elsewhere).
 set -u
