@@ -224,7 +224,7 @@ def plan_extf(src: str, dst: str, chip: str, *, hardware: bool = True) -> Plan:
     if cvt is not None:
         return Plan("cvt", f"cvt.rn.{cvt.half}x2.{cvt.ptx}x2", cvt.half)
     t = FLOAT_TYPES[src]
-    if hardware and t.special == "none" and t.bits <= 8:
+    if hardware and t.special == "none" and t.signed and t.exp_bits <= 7 and t.bits <= 8:
         return Plan("placed", f"code placed in f32 bits, times 2^{127 - t.bias}")
     why = "" if not hardware else f" ({chip} has no cvt from {src})"
     return Plan("codec", "integer expansion" + why)
@@ -325,8 +325,9 @@ def emit_extf(b: Any, codes: Any, src: str, dst: str, plan: Plan) -> Any:
 
 
 def _extf_placed(b: Any, codes: Any, src: str, dst: str) -> Any:
-    """``src`` codes (a float type without Inf or NaN of at most 8 exponent bits: f4E2M1FN,
-    f6E2M3FN, f6E3M2FN) widened by placing them in f32 bits: the sign to f32's, the
+    """``src`` codes (a signed float type without Inf or NaN of at most 7 exponent bits,
+    so that its fields place as a finite f32: f4E2M1FN, f6E2M3FN, f6E3M2FN) widened by
+    placing them in f32 bits: the sign to f32's, the
     exponent and mantissa fields to f32's low ones, so that the f32 (a subnormal or a tiny
     normal) is the value times 2^(bias - 127) -- for normal and subnormal codes alike, both
     formats' subnormals continuing their normals' scale -- then one f32 product by
