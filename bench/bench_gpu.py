@@ -46,7 +46,7 @@ KERNEL_CASES = (
     + [{"op": "convert", "src": s, "dst": "f32"} for s in ("f8E4M3FN", "f4E2M1FN")]
     + [G._cast("e2m1fn", "e8m0_t32", scalemode="max"),
        G._cast("e4m3fn", "e8m0_t128", "f16", "zero", "midmax"),
-       G._cast("e5m6"),
+       G._cast("e5m6"), G._cast("e2m1fo", "e8m0_t32"),
        G._cast("nf4", "e8m0_t32", roundmode="stochastic", scalemode="midmax"),
        G._cast("int8", "e8m0_t16_s2o1"),
        G._cast("e2m1fo", "e4m3fn_t16_gf32", "bf16", "stochastic", g=0.3)])

@@ -55,7 +55,7 @@ of 8 values (the last one masked) where it has none; its element rounding is
 :mod:`mxlower.lowering.codec`'s encoder and decoder on ``arith``, its scale choice
 :func:`mxlower.lowering.mx_math.scale_exponent` on :class:`ArithOps` -- except a cast to an
 MX format's datatype (:attr:`CastSpec.mx_spec`: tiles along the last dimension, roundmode
-even, an MX scale rule), whose CPU kernel is the MX kernels' math: per group of blocks the
+even, an MX scale rule), whose kernel is the MX kernels' math: per group of blocks the
 quantize kernel's scale choice and element codes, then the dequantize kernel's decoding of
 them, in registers (one read of ``x``, one write of ``y``).
 
@@ -1598,7 +1598,7 @@ class _MXKernel(_Kernel):
 
 
 class _MXCastKernel(_MXKernel):
-    """``mx.cast`` to an MX format's datatype (:attr:`CastSpec.mx_spec`; CPU): the MX
+    """``mx.cast`` to an MX format's datatype (:attr:`CastSpec.mx_spec`; CPU and GPU): the MX
     kernels' math, per block the format's quantize -- the same loop, groups of blocks, scale
     choice and element codes as the quantize kernel (:meth:`_MXKernel.quantize_group`, f4 by
     limits tables in the software-pipelined loop) -- then its dequantize
@@ -1624,7 +1624,7 @@ class _MXCastKernel(_MXKernel):
         arithmetic: inputs with many such blocks ran up to 3.8x faster there without it); on
         finite data it costs blocks of 2-8 values 4-15%, longer ones nothing measurable."""
         b = self.b
-        if self.fmt.is_nvfp4:
+        if held[1] is None:  # the scale as an f32 (nvfp4; the GPU's MX formats)
             nan = b.gt(b.and_(b.bitcast(self.lane(held[0], j), "i32"), _MAG), _INF)
         else:
             nan = self.lane(held[1], j)
@@ -1947,7 +1947,7 @@ def _kernel(spec: KernelSpec | ConvertSpec | CastSpec, mods: dict[str, Any],
     if isinstance(spec, ConvertSpec):
         return _ConvertKernel(spec, mods, target)
     if isinstance(spec, CastSpec):
-        if target == "cpu" and spec.mx_spec is not None:
+        if spec.mx_spec is not None:
             return _MXCastKernel(spec, mods, target)
         return _CastKernel(spec, mods, target)
     return _MXKernel(spec, mods, target)

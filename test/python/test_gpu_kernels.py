@@ -112,6 +112,8 @@ CAST_CASES: list[dict] = [
     _cast("e2m1fn", "e4m3fn_t16"), _cast("e2m1fn", "e4m3fn_t16", "bf16", "stochastic"),
     _cast("e4m3fn", "e8m0_t0", scalemode="nearest", length=1000),
     _cast("int8", "e8m0", roundmode="stochastic", scalemode="rceil", length=3001),
+    # MX formats' datatypes: the MX kernels' math (CastSpec.mx_spec), on the GPU too
+    _cast("e2m1fo", "e8m0_t32"), _cast("e4m3fn", "e8m0_t32", "bf16", scalemode="rceil"),
     # lookup tables (nf4 under an exponent scale, QLoRA's absmax quotient, unscaled)
     _cast("nf4", "e8m0_t32", roundmode="stochastic", scalemode="midmax"),
     _cast("nf4", "f32_t64", "f16", "stochastic"), _cast("nf4", wide="bf16"),
