@@ -196,9 +196,10 @@ def handler_text(spec: DotSpec) -> str:
     api_size = e.load(f.api, abi.Api.struct_size.offset, "i64")
     has_pool = e.icmp("sge", api_size, e.i64(abi.struct_size(abi.Api,
                                                           "XLA_FFI_ThreadPool_NumThreads")))
+    ctx = e.load("%frame", abi.CallFrame.ctx.offset, "!llvm.ptr")
     most = units  # chunks at most
     if spec.packed_gemm:
-        units, most = _gemm_units(e, f, spec, dims, has_pool, B, M, N, units)
+        units, most = _gemm_units(e, f, spec, dims, has_pool, ctx, B, M, panels, units)
     several = e.icmp("sge", units, e.i64(2))
     go = e.binary("and", e.binary("and", big, several, "i1"), has_pool, "i1")
     e.do(f"llvm.cond_br {go}, ^pool, ^direct")
@@ -206,7 +207,6 @@ def handler_text(spec: DotSpec) -> str:
     ffi._call_kernel(e, name, slots, zero, units)
     e.do(f"llvm.return {f.null} : !llvm.ptr")
     e.block("pool")
-    ctx = e.load("%frame", abi.CallFrame.ctx.offset, "!llvm.ptr")
     e.do(f"llvm.call @__mxlower_ffi_parallel({f.api}, {ctx}, {units}, {most}, "
          f"{', '.join(v for pair in slots for v in pair)}) : "
          f"({ffi._parallel_types(len(slots))}) -> ()")
@@ -218,19 +218,17 @@ def handler_text(spec: DotSpec) -> str:
     return ffi.close_handler(f, name, "_ffi", ffi._parallel_text(name, len(slots), least))
 
 
-def _gemm_units(e: Any, f: Any, spec: DotSpec, dims: str, has_pool: str, B: str, M: str,
-                N: str, units: str) -> tuple[str, str]:
+def _gemm_units(e: Any, f: Any, spec: DotSpec, dims: str, has_pool: str, ctx: str, B: str,
+                M: str, panels: str, units: str) -> tuple[str, str]:
     """(units, chunks at most) of a packed GEMM's call (more than STREAM_M rows, the f32
-    paths): the (batch, panel) units of each block of ``mbw`` rows of A, ``dims[5] = mbw``
-    -- M in equal blocks of about sqrt(B M N / threads) rows (at least
-    :data:`GEMM_MIN_ROWS`, at most MB_INT; rounded up to a multiple of the tile's rows,
-    :attr:`~mxlower.lowering.dot_kernels.DotSpec.gemm_rows`)
-    -- in one chunk per thread, so that each
-    thread's share of the units, contiguous, is about as many rows of A as columns of B:
-    it packs each once, where blocks of all of M had every chunk pack all of A (each
-    chunk is a call of the kernel).  Otherwise the units as they are."""
+    paths): the (batch, panel) units of each block of ``mbw`` rows of A, ``dims[5] = mbw``,
+    in one chunk per thread.  M is cut in equal blocks of about sqrt(B M N / threads) rows
+    (at least :data:`GEMM_MIN_ROWS`, at most MB_INT, rounded up to a multiple of the tile's
+    rows, :attr:`~mxlower.lowering.dot_kernels.DotSpec.gemm_rows`), so that each thread's
+    share of the units, contiguous, is about as many rows of A as columns of B: it packs
+    each once, where blocks of all of M had every chunk (a call of the kernel) pack all of
+    A.  Otherwise the units as they are."""
     mr = spec.gemm_rows
-    ctx = e.load("%frame", abi.CallFrame.ctx.offset, "!llvm.ptr")
     e.do(f"llvm.cond_br {has_pool}, ^count, ^alone_count")
     e.block("count")
     t = e.emit(f"{{r}} = llvm.call @__mxlower_ffi_threads({f.api}, {ctx}) : "
@@ -239,8 +237,7 @@ def _gemm_units(e: Any, f: Any, spec: DotSpec, dims: str, has_pool: str, B: str,
     e.block("alone_count")
     e.do(f"llvm.br ^counted({e.i64(1)} : i64)")
     e.block("counted", "%threads: i64")
-    npad = e.binary("mul", e.binary("udiv", e.binary("add", N, e.i64(NP - 1)), e.i64(NP)),
-                    e.i64(NP))
+    npad = e.binary("mul", panels, e.i64(NP))
     share = e.binary("udiv", e.binary("mul", e.binary("mul", B, M), npad), "%threads")
     fs = e.emit(f"{{r}} = llvm.uitofp {share} : i64 to f64")
     fs = e.emit(f"{{r}} = llvm.intr.sqrt({fs}) : (f64) -> f64")

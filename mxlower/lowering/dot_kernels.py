@@ -310,8 +310,7 @@ def request_amx() -> bool:
 def usable_paths() -> list[str]:
     """The paths this host and process run, best first (:func:`host_paths` of
     :func:`cpu_flags`, the ``amx`` path where :func:`request_amx` is granted)."""
-    flags = cpu_flags()
-    return host_paths(flags, "amx_tile" in flags and request_amx())
+    return host_paths(cpu_flags(), request_amx())
 
 
 def _unit_range(fmt: MXFormat) -> tuple[int, int]:
@@ -642,6 +641,15 @@ class _Text:
         self.do("}")
         return [f"{res}#{j}" for j in range(len(inits))]
 
+    def for_chunks(self, hi: str, n: int, whole: Callable[[str, list[str]], list[str]],
+                   rest: Callable[[str, list[str]], list[str]]) -> None:
+        """``[0, hi)``: ``whole(iv, [])`` at every multiple of ``n`` while ``n`` fit, then
+        ``rest(iv, [])`` at each index left."""
+        left = self.op(f"{{r}} = arith.remui {hi}, {self.c(n)} : index")
+        cut = self.op(f"{{r}} = arith.subi {hi}, {left} : index")
+        self.for_(self.c(0), cut, self.c(n), [], whole)
+        self.for_(cut, hi, self.c(1), [], rest)
+
     def if_(self, cond: str, then: Callable[[], None],
             other: Callable[[], None] | None = None) -> None:
         """``scf.if`` without results (no ``else`` region without ``other``)."""
@@ -691,6 +699,7 @@ class _DotKernel:
         self.quad = spec.quad_dot
         self.bf = spec.bf16_dot  # pairs of bf16 values (vdpbf16ps; AMX tiles)
         self.amx = spec.amx_dot
+        self.raw: dict[str, str] = {}  # packed scratches: view -> its bytes (packed_alloc)
         # K positions per packed lane (pairs; quads for vpdpbusd) and the lane's type
         self.G = 4 if self.quad else 2
         self.mr_int = spec.gemm_rows
@@ -1118,7 +1127,7 @@ class _DotKernel:
         nb = t.op(f"{{r}} = arith.muli {n}, {t.c(int(pt[1:]) // 8)} : index")
         raw = t.op(f"{{r}} = memref.alloc({nb}) : memref<?xi8>")
         v = t.op(f"{{r}} = memref.view {raw}[{t.c(0)}][{n}] : memref<?xi8> to memref<?x{pt}>")
-        self.raw = {**getattr(self, "raw", {}), v: raw}
+        self.raw[v] = raw
         return v
 
     def bf16_bits(self, v: str) -> str:
@@ -1315,8 +1324,6 @@ class _DotKernel:
         cm = f"memref<{2 * rows_t}x{NP}xf32>"
         am, bm = "memref<?x?xbf16>", f"memref<?x{2 * NP}xbf16>"
         steps = t.op(f"{{r}} = arith.divui {self.kq}, {t.c(AMX_K // 2)} : index")
-        tail = t.op(f"{{r}} = arith.remui {steps}, {t.c(AMX_STEPS)} : index")
-        full = t.op(f"{{r}} = arith.subi {steps}, {tail} : index")
         at = [[t.c(rows_t * i), t.c(16 * j)] for i in range(2) for j in range(2)]
         masks = []  # the panel's columns, 16 at a time
         for g in range(NP // 16):
@@ -1352,8 +1359,7 @@ class _DotKernel:
                     return []
                 return body
 
-            t.for_(c0, full, t.c(AMX_STEPS), [], run(AMX_STEPS))
-            t.for_(full, steps, c1, [], run(1))
+            t.for_chunks(steps, AMX_STEPS, run(AMX_STEPS), run(1))
             left = t.op(f"{{r}} = arith.subi {M}, {m0} : index")
             left = t.op(f"{{r}} = arith.minui {left}, {t.c(2 * rows_t)} : index")
 
@@ -1860,10 +1866,8 @@ class _DotKernel:
         block j at ``i * nblk_r + j``): eight blocks at a time in vector lanes, the rest one
         by one."""
         t, n = self.t, 8
-        c0, c1, cn = t.c(0), t.c(1), t.c(n)
+        c0, c1 = t.c(0), t.c(1)
         nb = self.nblk_r
-        rem = t.op(f"{{r}} = arith.remui {nb}, {cn} : index")
-        nvec = t.op(f"{{r}} = arith.subi {nb}, {rem} : index")
 
         def row(i: str, _: list[str]) -> list[str]:
             src = t.op(f"{{r}} = arith.addi {row0}, {i} : index")
@@ -1883,8 +1887,7 @@ class _DotKernel:
                     return []
                 return body
 
-            t.for_(c0, nvec, cn, [], factors(n))
-            t.for_(nvec, nb, c1, [], factors(0))
+            t.for_chunks(nb, n, factors(n), factors(0))
             return []
 
         t.for_(c0, count, c1, [], row)
