@@ -157,6 +157,17 @@ NR_STREAM = 1
 #: a Zen 4 and 10-20% on a Sapphire Rapids), one where 16 do (two measured no faster or
 #: slower on AVX2) (BENCHMARKS.md, third and sixth sessions)
 NR_STREAM_TILE = {"amx": 2, "avx512": 2, "vnni": 1, "avx2": 1, "portable": 1}
+#: whether a path's streaming tiles (3-16 rows, the f32 paths) are software-pipelined
+#: (:meth:`_DotKernel.piped_tile`) for weights whose elements have PIPED_BITS bits (f4 and
+#: f8 floats: the decodes with long chains of shuffles and conversions); mxint8's and f6's
+#: short decodes measured 10-40% slower piped on a Zen 4, and so did the 256-bit paths (16
+#: vector registers hold no second chunk) (BENCHMARKS.md, tenth session)
+PIPELINED_STREAM = {"amx": True, "avx512": True, "vnni": False, "avx2": False, "portable": False}
+PIPED_BITS = (4, 8)
+#: bytes of padding after each row of the piped streaming tiles' copy of A: rows K values
+#: apart (a power of two of bytes, often) share the L1 cache's sets, and the tile reads 3-16
+#: of them at once
+A_PAD_BYTES = 64
 #: whether the avx512 path's streaming tiles (3-16 rows) of bf16 activations run on bf16
 #: dot products (:attr:`_DotKernel.bf_stream`)
 BF16_STREAM = True
@@ -717,6 +728,9 @@ class _DotKernel:
                           and spec.fmt("rhs") is not None and self.C >= 8)
         self.f4_fast = (spec.path in X86_PATHS and spec.blockwise and fb is not None
                         and fb.bits == 4 and not fb.is_nvfp4 and self.C == 32)
+        # the streaming tiles software-pipelined (:meth:`piped_tile`)
+        self.piped = (PIPELINED_STREAM[spec.path] and not spec.exact and fb is not None
+                      and not fb.is_int and fb.bits in PIPED_BITS)
 
     # -- side descriptions ---------------------------------------------------------------
     def mem_type(self, side: str) -> str:
@@ -766,6 +780,62 @@ class _DotKernel:
         intr = "llvm.x86.avx2.pshuf.b" if C == 32 else "llvm.x86.ssse3.pshuf.b.128"
         return t.op(f'{{r}} = llvm.call_intrinsic "{intr}"({tbl}, {v8}) : '
                     f"({_vt(C, 'i8')}, {_vt(C, 'i8')}) -> {_vt(C, 'i8')}")
+
+    def f4_scaled_table(self, mem: str, smem: str, row: str, kk: str) -> tuple[str, str]:
+        """(the element index of B's row ``row`` at ``kk``, vector<16xf32>: the 16 f4 codes'
+        scaled values in that chunk's block -- the integer units times the block's factor,
+        exact); prefetches the next row's chunk as :meth:`chunk` does."""
+        t, K = self.t, self.K
+        base = t.op(f"{{r}} = arith.muli {row}, {K} : index")
+        at = t.op(f"{{r}} = arith.addi {base}, {kk} : index")
+        if PREFETCH_NEXT_ROW:
+            nxt = t.op(f"{{r}} = arith.addi {at}, {K} : index")
+            nxt = t.op(f"{{r}} = arith.divui {nxt}, {t.c(2)} : index")
+            t.do(f"memref.prefetch {mem}[{nxt}], read, locality<0>, data : memref<?xi8>")
+        blk = t.op(f"{{r}} = arith.divui {at}, {t.c(self.s.k('rhs'))} : index")
+        units = [0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12]
+        v16 = _vt(16, "f32")
+        tb = t.op(f"{{r}} = arith.constant dense<[{', '.join(f'{u}.0' for u in units)}]> "
+                  f": {v16}")
+        fv = t.op(f"{{r}} = vector.broadcast {self.factor('rhs', smem, blk)} : f32 to {v16}")
+        return at, t.op(f"{{r}} = arith.mulf {tb}, {fv} : {v16}")
+
+    def table_decode(self) -> bool:
+        """Whether the piped tile on bf16 dot products decodes B's f4 codes by a permute
+        from a table of the block's scaled values (:meth:`f4_bf16_chunk`).  (The same for
+        the f32 FMAs, by ``vpermps``, measured 1.6x slower on a Zen 4: LLVM spilled the
+        tile's accumulators.)"""
+        f = self.s.fmt("rhs")
+        return (self.bf_stream and self.C in (16, 32) and f is not None and f.bits == 4)
+
+    def f4_bf16_chunk(self, mem: str, smem: str, row: str, kk: str) -> str:
+        """:meth:`table_decode`: vector<C x bf16>, the scaled values of C f4 codes
+        of B's row ``row`` at ``kk`` by one word permute (``vpermw``) from the block's table
+        of 16 (exact in bf16; ``vcvtne2ps2bf16`` exact too, the range test keeping every
+        value normal) -- per chunk a load widened to i32 lanes, a shift, an or and the
+        permute: each code byte's lane holds its low nibble in the low word's low bits and
+        its high nibble in the high word's (``vpermw`` reads 5 index bits: the table is
+        doubled)."""
+        t, C = self.t, self.C
+        at, tb = self.f4_scaled_table(mem, smem, row, kk)
+        v16, w = _vt(16, "f32"), _vt(C, "i16")
+        if C == 32:
+            tw = t.op(f'{{r}} = llvm.call_intrinsic "llvm.x86.avx512bf16.cvtne2ps2bf16.512"'
+                      f"({tb}, {tb}) : ({v16}, {v16}) -> {_vt(32, 'bf16')}")
+        else:
+            tw = t.op(f'{{r}} = llvm.call_intrinsic "llvm.x86.avx512bf16.cvtneps2bf16.512"'
+                      f"({tb}) : ({v16}) -> {_vt(16, 'bf16')}")
+        tw = t.op(f"{{r}} = arith.bitcast {tw} : {_vt(C, 'bf16')} to {w}")
+        byte = t.op(f"{{r}} = arith.divui {at}, {t.c(2)} : index")
+        n, vi = C // 2, _vt(C // 2, "i32")
+        raw = t.op(f"{{r}} = vector.load {mem}[{byte}] : memref<?xi8>, {_vt(n, 'i8')}")
+        d = t.op(f"{{r}} = arith.extui {raw} : {_vt(n, 'i8')} to {vi}")
+        hi = t.op(f"{{r}} = arith.shli {d}, {t.c(12, vi)} : {vi}")
+        d = t.op(f"{{r}} = arith.ori {d}, {hi} : {vi}")
+        idx = t.op(f"{{r}} = vector.bitcast {d} : {vi} to {w}")
+        v = t.op(f'{{r}} = llvm.call_intrinsic "llvm.x86.avx512.permvar.hi.{16 * C}"'
+                 f"({tw}, {idx}) : ({w}, {w}) -> {w}")
+        return t.op(f"{{r}} = arith.bitcast {v} : {w} to {_vt(C, 'bf16')}")
 
     def f4_bf16_units(self, v8: str) -> str:
         """avx2, C = 32: vector<32xf32>, the integer units (value x 2) of 32 e2m1 codes split
@@ -972,6 +1042,17 @@ class _DotKernel:
             self.nblk = nblk
             mb = t.op(f"{{r}} = arith.muli {t.c(STREAM_M)}, {nblk} : index")
             self.af = t.op(f"{{r}} = memref.alloc({mb}) : memref<?xf32>")
+        # the piped streaming tiles' copy of A's rows (plain f32, or bf16 on bf16 dot
+        # products), at a padded stride (:data:`A_PAD_BYTES`), and the batch it holds
+        self.ap = None
+        if self.piped and (s.lhs == "f32" or self.bf_stream):
+            lt = s.lhs
+            pad = t.c(A_PAD_BYTES // (2 if lt == "bf16" else 4))
+            self.kp = t.op(f"{{r}} = arith.addi {K}, {pad} : index")
+            n = t.op(f"{{r}} = arith.muli {t.c(STREAM_M)}, {self.kp} : index")
+            self.ap = t.op(f"{{r}} = memref.alloc({n}) : memref<?x{lt}>")
+            self.apb = t.op("{r} = memref.alloca() : memref<1xindex>")
+            t.do(f"memref.store {Bt}, {self.apb}[{c0}] : memref<1xindex>")
         pt = self.pt
         if s.packed_gemm:  # the GEMM's packed pairs or quads (:meth:`int_gemm`)
             mbw = t.op(f"{{r}} = memref.load %dims[{t.c(5)}] : memref<?xi64>")
@@ -1051,11 +1132,26 @@ class _DotKernel:
                         return
                     # up to MR_STREAM_EXACT rows: one tile that size (a tile of MR_STREAM
                     # would compute its clamped rows for nothing)
-                    le = t.op(f"{{r}} = arith.cmpi ule, {M}, {t.c(MR_STREAM_EXACT)} : index")
-                    t.if_(le, lambda: self.rows(c0, M, MR_STREAM_EXACT, stream=True,
-                                                a_direct=a_direct, nr=1),
-                          lambda: self.rows(c0, M, MR_STREAM, stream=True, a_direct=a_direct,
-                                            nr=NR_STREAM_TILE[s.path]))
+                    piped = self.piped
+
+                    def tiles() -> None:
+                        if self.ap is not None:
+                            self.copy_rows()
+                        le = t.op(f"{{r}} = arith.cmpi ule, {M}, {t.c(MR_STREAM_EXACT)} : "
+                                  "index")
+                        t.if_(le, lambda: self.rows(c0, M, MR_STREAM_EXACT, stream=True,
+                                                    a_direct=a_direct, nr=1, piped=piped),
+                              lambda: self.rows(c0, M, MR_STREAM, stream=True,
+                                                a_direct=a_direct, nr=NR_STREAM_TILE[s.path],
+                                                piped=piped))
+
+                    if not piped:
+                        tiles()
+                        return
+                    # the piped tile decodes a first chunk before its loop: K = 0 (no chunk
+                    # to read) gives zeros here
+                    empty = t.op(f"{{r}} = arith.cmpi eq, {K}, {c0} : index")
+                    t.if_(empty, self.store_zeros, tiles)
 
                 t.if_(one, few, many)
 
@@ -1105,6 +1201,8 @@ class _DotKernel:
             t.if_(go, blocks, lambda: t.for_("%u0", "%u1", c1, [], unit))
         t.do(f"memref.dealloc {self.ad} : memref<?xf32>")
         t.do(f"memref.dealloc {self.bd} : memref<?xf32>")
+        if self.ap is not None:
+            t.do(f"memref.dealloc {self.ap} : memref<?x{s.lhs}>")
         if s.exact:
             t.do(f"memref.dealloc {self.af} : memref<?xf32>")
         if s.packed_gemm:
@@ -1583,35 +1681,44 @@ class _DotKernel:
         modes), products exact in f64, summed in f64 (C lanes), rounded once to f32
         (:meth:`round_f32`: subnormal results kept).  One row of A against one column of B
         at a time: the rare path (:meth:`range_function`), not a fast one."""
-        t, C, K, N = self.t, self.C, self.K, self.N
-        b, n0, ncols, arow0, brow0 = self.unit
-        c0, c1 = t.c(0), t.c(1)
+        t, C, K = self.t, self.C, self.K
+        brow0 = self.unit[4]
         vd = _vt(C, "f64")
+
+        def result(ar: str, j: str, o: str) -> None:
+            br = t.op(f"{{r}} = arith.addi {brow0}, {j} : index")
+
+            def step(kk: str, acc: list[str]) -> list[str]:
+                a = self.f64_chunk("lhs", ar, kk)
+                bv = self.f64_chunk("rhs", br, kk)
+                p = t.op(f"{{r}} = arith.mulf {a}, {bv} : {vd}")
+                return [t.op(f"{{r}} = arith.addf {acc[0]}, {p} : {vd}")]
+
+            (acc,) = t.for_(t.c(0), K, t.c(C), [(t.c(0.0, vd), vd)], step)
+            red = t.op(f"{{r}} = vector.reduction <add>, {acc} : {vd} into f64")
+            t.do(f"memref.store {self.round_f32(red)}, %out[{o}] : memref<?xf32>")
+
+        self.each_result(result)
+
+    def each_result(self, fn: Callable[[str, str, str], None]) -> None:
+        """``fn(A's row, column j of the unit, the result's offset in out)`` for each of
+        the unit's M x ncols results, one at a time."""
+        t = self.t
+        b, n0, ncols, arow0, brow0 = self.unit
 
         def row(m: str, _: list[str]) -> list[str]:
             ar = t.op(f"{{r}} = arith.addi {arow0}, {m} : index")
-            ob = t.op(f"{{r}} = arith.muli {ar}, {N} : index")
+            ob = t.op(f"{{r}} = arith.muli {ar}, {self.N} : index")
             ob = t.op(f"{{r}} = arith.addi {ob}, {n0} : index")
 
             def col(j: str, _: list[str]) -> list[str]:
-                br = t.op(f"{{r}} = arith.addi {brow0}, {j} : index")
-
-                def step(kk: str, acc: list[str]) -> list[str]:
-                    a = self.f64_chunk("lhs", ar, kk)
-                    bv = self.f64_chunk("rhs", br, kk)
-                    p = t.op(f"{{r}} = arith.mulf {a}, {bv} : {vd}")
-                    return [t.op(f"{{r}} = arith.addf {acc[0]}, {p} : {vd}")]
-
-                (acc,) = t.for_(c0, K, t.c(C), [(t.c(0.0, vd), vd)], step)
-                red = t.op(f"{{r}} = vector.reduction <add>, {acc} : {vd} into f64")
-                o = t.op(f"{{r}} = arith.addi {ob}, {j} : index")
-                t.do(f"memref.store {self.round_f32(red)}, %out[{o}] : memref<?xf32>")
+                fn(ar, j, t.op(f"{{r}} = arith.addi {ob}, {j} : index"))
                 return []
 
-            t.for_(c0, ncols, c1, [], col)
+            t.for_(t.c(0), ncols, t.c(1), [], col)
             return []
 
-        t.for_(c0, self.M, c1, [], row)
+        t.for_(t.c(0), self.M, t.c(1), [], row)
 
     def f64_chunk(self, side: str, row: str, kk: str) -> str:
         """vector<C x f64>: the exact values of C elements of a side's row ``row`` at
@@ -1893,12 +2000,16 @@ class _DotKernel:
         t.for_(c0, count, c1, [], row)
 
     def rows(self, lo: str, hi: str, mr: int, *, stream: bool, a_direct: bool,
-             nr: int = NR) -> None:
-        """Tiles of ``mr`` rows over [lo, hi) (the streaming path)."""
+             nr: int = NR, piped: bool = False) -> None:
+        """Tiles of ``mr`` rows over [lo, hi) (the streaming path; ``piped``:
+        :meth:`piped_tile`)."""
         t = self.t
 
         def tile(m0: str, _: list[str]) -> list[str]:
-            self.tile(m0, mr, stream=stream, a_direct=a_direct, a_local=False, nr=nr)
+            if piped:
+                self.piped_tile(m0, mr, nr, a_direct)
+            else:
+                self.tile(m0, mr, stream=stream, a_direct=a_direct, a_local=False, nr=nr)
             return []
 
         t.for_(lo, hi, t.c(mr), [], tile)
@@ -2085,29 +2196,171 @@ class _DotKernel:
 
             nblocks = t.op(f"{{r}} = arith.divui {K}, {t.c(kb)} : index")
             accs = t.for_(c0, nblocks, c1, inits, block)
-            # reduce and store the valid results
-            for i in range(mr):
-                mi = rows[i][0]
-                for j in range(nr):
-                    nj = colv[j][0]
-                    red = t.op(f"{{r}} = vector.reduction <add>, {accs[i * nr + j]} : {va} "
-                               f"into {acc_t}")
-                    if acc_t == "f64":
-                        red = t.op(f"{{r}} = arith.truncf {red} : f64 to f32")
-                    okm = t.op(f"{{r}} = arith.cmpi ult, {mi}, {M} : index")
-                    okn = t.op(f"{{r}} = arith.cmpi ult, {nj}, {ncols} : index")
-                    ok = t.op(f"{{r}} = arith.andi {okm}, {okn} : i1")
-                    def store(mi=mi, nj=nj, red=red) -> None:
-                        orow = t.op(f"{{r}} = arith.addi {arow0}, {mi} : index")
-                        ob = t.op(f"{{r}} = arith.muli {orow}, {self.N} : index")
-                        oc = t.op(f"{{r}} = arith.addi {n0}, {nj} : index")
-                        o = t.op(f"{{r}} = arith.addi {ob}, {oc} : index")
-                        t.do(f"memref.store {red}, %out[{o}] : memref<?xf32>")
-
-                    t.if_(ok, store)
+            self.store_tile(rows, colv, accs, va)
             return []
 
         t.for_(c0, ncols, t.c(nr), [], cols)
+
+    def store_tile(self, rows: list[tuple[str, str]], colv: list[tuple[str, str]],
+                   accs: list[str], va: str) -> None:
+        """A register tile's accumulators (row-major, ``va`` each) reduced, and the results
+        of rows < M and columns < the unit's stored."""
+        t, M, acc_t = self.t, self.M, self.acc_t
+        b, n0, ncols, arow0, brow0 = self.unit
+        nr = len(colv)
+        for i, (mi, _) in enumerate(rows):
+            for j, (nj, _) in enumerate(colv):
+                red = t.op(f"{{r}} = vector.reduction <add>, {accs[i * nr + j]} : {va} "
+                           f"into {acc_t}")
+                if acc_t == "f64":
+                    red = t.op(f"{{r}} = arith.truncf {red} : f64 to f32")
+                okm = t.op(f"{{r}} = arith.cmpi ult, {mi}, {M} : index")
+                okn = t.op(f"{{r}} = arith.cmpi ult, {nj}, {ncols} : index")
+                ok = t.op(f"{{r}} = arith.andi {okm}, {okn} : i1")
+
+                def store(mi=mi, nj=nj, red=red) -> None:
+                    orow = t.op(f"{{r}} = arith.addi {arow0}, {mi} : index")
+                    ob = t.op(f"{{r}} = arith.muli {orow}, {self.N} : index")
+                    oc = t.op(f"{{r}} = arith.addi {n0}, {nj} : index")
+                    o = t.op(f"{{r}} = arith.addi {ob}, {oc} : index")
+                    t.do(f"memref.store {red}, %out[{o}] : memref<?xf32>")
+
+                t.if_(ok, store)
+
+    def store_zeros(self) -> None:
+        """The unit's M x ncols results: zeros (an empty contraction)."""
+        zero = self.t.c(0.0, "f32")
+        self.each_result(lambda ar, j, o: self.t.do(
+            f"memref.store {zero}, %out[{o}] : memref<?xf32>"))
+
+    def piped_tile(self, m0: str, mr: int, nr: int, a_direct: bool) -> None:
+        """The streaming tile of ``mr`` rows (from m0, clamped to M) against the unit's
+        panel, ``nr`` columns at a time, software-pipelined (:data:`PIPELINED_STREAM`): one
+        loop over K's chunks whose step decodes the *next* chunk of the columns (scaled by
+        its block's factor; bf16 bits on bf16 dot products) while the current chunk's FMAs
+        (or ``vdpbf16ps``) run on the one the step before decoded.  The FMAs of a step then
+        wait on nothing, so they no longer hold the scheduler while a decode's long chain
+        (load, shuffles, widen, convert, scale) runs.  f32 accumulators of :meth:`pipe_lanes`
+        lanes per row and column."""
+        t, s, C, K, M = self.t, self.s, self.C, self.K, self.M
+        b, n0, ncols, arow0, brow0 = self.unit
+        c0, c1 = t.c(0), t.c(1)
+        bfdot = self.bf_stream
+        W = self.pipe_lanes()
+        va, vh, vcf = _vt(C // 2 if bfdot else W, "f32"), _vt(C, "bf16"), _vt(C, "f32")
+        bt = vh if bfdot else vcf  # the carried chunks' type
+        mlast = t.op(f"{{r}} = arith.subi {M}, {c1} : index")
+        nlast = t.op(f"{{r}} = arith.subi {ncols}, {c1} : index")
+        rows = []
+        for i in range(mr):
+            mi = t.op(f"{{r}} = arith.addi {m0}, {t.c(i)} : index")
+            rows.append((mi, t.op(f"{{r}} = arith.minui {mi}, {mlast} : index")))
+        klast = t.op(f"{{r}} = arith.subi {K}, {t.c(C)} : index")
+
+        def cols(j0: str, _: list[str]) -> list[str]:
+            colv = []
+            for j in range(nr):
+                nj = t.op(f"{{r}} = arith.addi {j0}, {t.c(j)} : index")
+                colv.append((nj, t.op(f"{{r}} = arith.minui {nj}, {nlast} : index")))
+            mem, smem = self.side_mems("rhs")
+
+            def decode(kk: str) -> list[str]:
+                out = []
+                for _, nc in colv:
+                    r = t.op(f"{{r}} = arith.addi {brow0}, {nc} : index")
+                    if self.table_decode():
+                        out.append(self.f4_bf16_chunk(mem, smem, r, kk))
+                        continue
+                    v = self.chunk("rhs", mem, smem, r, kk, K, scaled=True)
+                    if bfdot:
+                        v = t.op(f"{{r}} = arith.bitcast {self.bf16_bits(v)} : "
+                                 f"{_vt(C, 'i16')} to {vh}")
+                    out.append(v)
+                return out
+
+            def a_row(i: int) -> tuple[str, str]:
+                """(memory, offset of K = 0) of the tile's row i of A."""
+                mc = rows[i][1]
+                if self.ap is not None:
+                    return self.ap, t.op(f"{{r}} = arith.muli {mc}, {self.kp} : index")
+                if a_direct or bfdot:
+                    r = t.op(f"{{r}} = arith.addi {arow0}, {mc} : index")
+                    return "%a", t.op(f"{{r}} = arith.muli {r}, {K} : index")
+                return self.ad, t.op(f"{{r}} = arith.muli {mc}, {K} : index")
+
+            bases = [a_row(i) for i in range(mr)]
+
+            def step(kk: str, carry: list[str]) -> list[str]:
+                accs, cur = list(carry[:mr * nr]), carry[mr * nr:]
+                nxt = t.op(f"{{r}} = arith.addi {kk}, {t.c(C)} : index")
+                nxt = decode(t.op(f"{{r}} = arith.minui {nxt}, {klast} : index"))
+                for i, (mem, base) in enumerate(bases):
+                    o = t.op(f"{{r}} = arith.addi {base}, {kk} : index")
+                    if bfdot:
+                        a = t.op(f"{{r}} = vector.load {mem}[{o}] : memref<?xbf16>, {vh}")
+                        for j in range(nr):
+                            x = i * nr + j
+                            accs[x] = t.op(f'{{r}} = llvm.call_intrinsic '
+                                           f'"llvm.x86.avx512bf16.dpbf16ps.{16 * C}"'
+                                           f"({accs[x]}, {a}, {cur[j]}) : ({va}, {vh}, {vh}) "
+                                           f"-> {va}")
+                        continue
+                    for p in range(C // W):
+                        op = t.op(f"{{r}} = arith.addi {o}, {t.c(p * W)} : index")
+                        a = t.op(f"{{r}} = vector.load {mem}[{op}] : memref<?xf32>, {va}")
+                        for j in range(nr):
+                            bv = t.op(f"{{r}} = vector.extract_strided_slice {cur[j]} "
+                                      f"{{{{offsets = [{p * W}], sizes = [{W}], strides = [1]}}}}"
+                                      f" : {vcf} to {va}")
+                            x = i * nr + j
+                            accs[x] = t.op(f"{{r}} = vector.fma {a}, {bv}, {accs[x]} : {va}")
+                return accs + nxt
+
+            zero = t.c(0.0, va)
+            inits = [(zero, va)] * (mr * nr) + [(v, bt) for v in decode(c0)]
+            out = t.for_(c0, K, t.c(C), inits, step)
+            self.store_tile(rows, colv, out[:mr * nr], va)
+            return []
+
+        t.for_(c0, ncols, t.c(nr), [], cols)
+
+    def copy_rows(self) -> None:
+        """Copies the unit's M rows of A (plain, as stored) into :attr:`ap` at its padded
+        stride, unless the call's previous unit copied that batch's."""
+        t, s, C, K, M = self.t, self.s, self.C, self.K, self.M
+        b, _, _, arow0, _ = self.unit
+        c0, c1 = t.c(0), t.c(1)
+        vt = _vt(C, s.lhs)
+        held = t.op(f"{{r}} = memref.load {self.apb}[{c0}] : memref<1xindex>")
+        fresh = t.op(f"{{r}} = arith.cmpi ne, {held}, {b} : index")
+
+        def copy() -> None:
+            def row(i: str, _: list[str]) -> list[str]:
+                r = t.op(f"{{r}} = arith.addi {arow0}, {i} : index")
+                src = t.op(f"{{r}} = arith.muli {r}, {K} : index")
+                dst = t.op(f"{{r}} = arith.muli {i}, {self.kp} : index")
+
+                def step(kk: str, _: list[str]) -> list[str]:
+                    o = t.op(f"{{r}} = arith.addi {src}, {kk} : index")
+                    v = t.op(f"{{r}} = vector.load %a[{o}] : memref<?x{s.lhs}>, {vt}")
+                    o = t.op(f"{{r}} = arith.addi {dst}, {kk} : index")
+                    t.do(f"vector.store {v}, {self.ap}[{o}] : memref<?x{s.lhs}>, {vt}")
+                    return []
+
+                t.for_(c0, K, t.c(C), [], step)
+                return []
+
+            t.for_(c0, M, c1, [], row)
+            t.do(f"memref.store {b}, {self.apb}[{c0}] : memref<1xindex>")
+
+        t.if_(fresh, copy)
+
+    def pipe_lanes(self) -> int:
+        """f32 lanes of the pipelined tile's accumulators: 16 (zmm) on the AVX-512 paths
+        where a chunk holds them, else :attr:`W`."""
+        if self.s.path in AVX512_PATHS and self.C % 16 == 0:
+            return 16
+        return self.W
 
     def block_factor(self, side: str, idx: int, rc: tuple[str, str], blk: str,
                      local: bool) -> str:

@@ -396,6 +396,50 @@ def test_bf16_activations_stream_on_bf16_dot_products(fmt):
     np.testing.assert_array_equal(got, want)
 
 
+def test_which_streaming_tiles_are_piped():
+    """The software-pipelined streaming tiles (the next chunk of B decoded while the
+    current one's FMAs or bf16 dot products run) on the 512-bit paths, for f4 and f8
+    weights under plain activations; never for mxint8 or f6 weights, the 256-bit paths or
+    the exact block sums; the f4 table decode only on bf16 dot products (chunks of 16 or
+    32)."""
+    def kernel(lf, rf, path="avx512", k=None):
+        return dot_kernels._DotKernel(dot_kernels.DotSpec(lf, rf, None, k, path))
+
+    for lf in ("f32", "bf16"):
+        for rf in ("mxfp4_e2m1", "nvfp4", "mxfp8_e4m3", "mxfp8_e5m2"):
+            assert kernel(lf, rf).piped and kernel(lf, rf, "amx").piped, (lf, rf)
+            for path in ("vnni", "avx2", "portable"):
+                assert not kernel(lf, rf, path).piped, (lf, rf, path)
+        for rf in ("mxint8", "mxfp6_e2m3", "mxfp6_e3m2"):
+            assert not kernel(lf, rf).piped, (lf, rf)
+    assert not kernel("mxfp4_e2m1", "mxfp4_e2m1").piped  # exact block sums
+    assert kernel("bf16", "mxfp4_e2m1").table_decode() and kernel("bf16", "nvfp4").table_decode()
+    assert not kernel("bf16", "mxfp4_e2m1", k=8).table_decode()  # chunks of 8
+    assert not kernel("f32", "mxfp4_e2m1").table_decode()
+    assert not kernel("bf16", "mxfp8_e4m3").table_decode()
+    assert not kernel("bf16", "mxfp4_e2m1", "avx2").table_decode()
+
+
+@pytest.mark.skipif("avx512" not in PATHS, reason="this CPU has no AVX512-BF16 / VNNI")
+@pytest.mark.parametrize("fmt", ["mxfp4_e2m1", "nvfp4", "mxfp8_e4m3", "mxfp8_e5m2"])
+@pytest.mark.parametrize("plain", ["f32", "bf16"])
+def test_piped_streaming_tiles(plain, fmt):
+    """The pipelined tiles against the reference: 3 to 16 rows (one tile of 4 rows, one
+    and two of 8), K of one block (the loop's only step decodes its own chunk again) and of
+    three, two chunks per block (k = 64), ragged columns across panels, batches (A's padded
+    copy made again for each batch), and an empty contraction (zeros)."""
+    rng = np.random.default_rng(FORMATS[fmt].block_size + len(plain))
+    ks = (16,) if fmt == "nvfp4" else (None, 64)
+    for k in ks:
+        for shape in (((), 3, 37, 1), ((), 4, 33, 3), ((3,), 8, 70, 2), ((2,), 11, 35, 1),
+                      ((), 16, 64, 3)):
+            _run(plain, fmt, shape, rng, "avx512", k=k)
+    x = np.ones((2, 8, 0), PLAIN[plain])
+    q = mxj.quantize(np.ones((2, 5, 0), F32), fmt, impl="xla")
+    got = np.asarray(ffi_dot.dot(x, None, q.elements, q.scales, None, fmt, path="avx512"))
+    np.testing.assert_array_equal(got, np.zeros((2, 8, 5), F32))
+
+
 @pytest.mark.parametrize("path", dot_kernels.X86_PATHS)
 @pytest.mark.parametrize("fmt, top, k", [("mxfp4_e2m1", 6.0, 32), ("mxfp4_e2m1", 6.0, 226),
                                          ("mxfp6_e3m2", 28.0, 82), ("mxint8", 127 / 64, 32),

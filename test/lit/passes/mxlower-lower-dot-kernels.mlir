@@ -280,18 +280,49 @@ func.func private @tiles(memref<?xi8>, memref<?xi8>, memref<?xi8>, memref<?xi8>,
 
 // -----
 
-// bf16 activations against MXFP8 weights on avx512, 3 to 16 rows (the streaming tiles): A's
-// bf16 values read as stored (no decoded scratch), B's chunk decoded and scaled once per
-// column and truncated to bf16 (exact), then one vdpbf16ps per row and column into 16 f32
-// lanes.
+// bf16 activations against MXFP8 weights on avx512, 3 to 16 rows (the streaming tiles,
+// software-pipelined): A's rows copied once per batch at a padded stride (K + 32 values),
+// B's first chunk decoded, scaled and truncated to bf16 (exact) before the loop over K;
+// each step decodes the next chunk (carried to the next step) while one vdpbf16ps per row
+// and column runs on the chunk the step before decoded.
 // CHECK-LABEL: func.func @gemv_bf16(
 // CHECK-SAME: %[[A:[^:]+]]: memref<?xbf16>
+// CHECK: %[[KP:.+]] = arith.addi %{{.*}}, %c32{{.*}} : index
+// CHECK: %[[N:.+]] = arith.muli %c16{{.*}}, %[[KP]] : index
+// CHECK: %[[AP:.+]] = memref.alloc(%[[N]]) : memref<?xbf16>
+// CHECK: memref.load %{{.*}} : memref<1xindex>
+// CHECK: %[[V:.+]] = vector.load %[[A]][%{{.*}}] : memref<?xbf16>, vector<32xbf16>
+// CHECK: vector.store %[[V]], %[[AP]][%{{.*}}] : memref<?xbf16>, vector<32xbf16>
 // CHECK: arith.trunci %{{.*}} : vector<32xi32> to vector<32xi16>
-// CHECK-NEXT: arith.bitcast %{{.*}} : vector<32xi16> to vector<32xbf16>
-// CHECK: vector.load %[[A]][%{{.*}}] : memref<?xbf16>, vector<32xbf16>
-// CHECK-NEXT: llvm.call_intrinsic "llvm.x86.avx512bf16.dpbf16ps.512"(%{{.*}}, %{{.*}}, %{{.*}}) : (vector<16xf32>, vector<32xbf16>, vector<32xbf16>) -> vector<16xf32>
+// CHECK-NEXT: %[[B0:.+]] = arith.bitcast %{{.*}} : vector<32xi16> to vector<32xbf16>
+// CHECK: scf.for %{{.*}} iter_args(%[[ACC:[^ ]+]] = %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[CUR:[^ ]+]] = %[[B0]]) -> ({{.*}}vector<32xbf16>)
+// CHECK: arith.trunci %{{.*}} : vector<32xi32> to vector<32xi16>
+// CHECK-NEXT: %[[NEXT:.+]] = arith.bitcast %{{.*}} : vector<32xi16> to vector<32xbf16>
+// CHECK: %[[AV:.+]] = vector.load %[[AP]][%{{.*}}] : memref<?xbf16>, vector<32xbf16>
+// CHECK-NEXT: llvm.call_intrinsic "llvm.x86.avx512bf16.dpbf16ps.512"(%[[ACC]], %[[AV]], %[[CUR]]) : (vector<16xf32>, vector<32xbf16>, vector<32xbf16>) -> vector<16xf32>
+// CHECK: scf.yield {{.*}}, %[[NEXT]] : {{.*}}, vector<32xbf16>
 // CHECK: vector.reduction <add>, %{{.*}} : vector<16xf32> into f32
+// CHECK: memref.dealloc %[[AP]] : memref<?xbf16>
+
 func.func private @gemv_bf16(memref<?xbf16>, memref<?xi8>, memref<?xi8>, memref<?xf32>, memref<?xi64>, index, index) attributes {mxlower.dot_kernel = {lhs = "bf16", rhs = "mxfp8_e4m3", path = "avx512"}}
+
+// -----
+
+// bf16 activations against MXFP4 weights: the pipelined tile's chunk of 32 codes by one
+// word permute from the block's table (16 scaled values, converted to bf16 twice over).
+// CHECK-LABEL: func.func @gemv_bf16_f4(
+// CHECK: scf.for
+// CHECK: %[[T:.+]] = arith.mulf %{{.*}}, %{{.*}} : vector<16xf32>
+// CHECK: %[[TB:.+]] = llvm.call_intrinsic "llvm.x86.avx512bf16.cvtne2ps2bf16.512"(%[[T]], %[[T]]) : (vector<16xf32>, vector<16xf32>) -> vector<32xbf16>
+// CHECK: %[[TW:.+]] = arith.bitcast %[[TB]] : vector<32xbf16> to vector<32xi16>
+// CHECK: %[[RAW:.+]] = vector.load %{{.*}} : memref<?xi8>, vector<16xi8>
+// CHECK: %[[D:.+]] = arith.extui %[[RAW]] : vector<16xi8> to vector<16xi32>
+// CHECK: %[[H:.+]] = arith.shli %[[D]], %{{.*}} : vector<16xi32>
+// CHECK: %[[I:.+]] = arith.ori %[[D]], %[[H]] : vector<16xi32>
+// CHECK: %[[IW:.+]] = vector.bitcast %[[I]] : vector<16xi32> to vector<32xi16>
+// CHECK: llvm.call_intrinsic "llvm.x86.avx512.permvar.hi.512"(%[[TW]], %[[IW]]) : (vector<32xi16>, vector<32xi16>) -> vector<32xi16>
+// CHECK: llvm.x86.avx512bf16.dpbf16ps.512
+func.func private @gemv_bf16_f4(memref<?xbf16>, memref<?xi8>, memref<?xi8>, memref<?xf32>, memref<?xi64>, index, index) attributes {mxlower.dot_kernel = {lhs = "bf16", rhs = "mxfp4_e2m1", path = "avx512"}}
 
 // -----
 
