@@ -164,6 +164,8 @@ NR_STREAM_TILE = {"amx": 2, "avx512": 2, "vnni": 1, "avx2": 1, "portable": 1}
 #: vector registers hold no second chunk) (BENCHMARKS.md, tenth session)
 PIPELINED_STREAM = {"amx": True, "avx512": True, "vnni": False, "avx2": False, "portable": False}
 PIPED_BITS = (4, 8)
+#: how many of its tiles' column groups ahead a piped tile's chunk prefetches B's codes
+PIPED_AHEAD = 1
 #: bytes of padding after each row of the piped streaming tiles' copy of A: rows K values
 #: apart (a power of two of bytes, often) share the L1 cache's sets, and the tile reads 3-16
 #: of them at once
@@ -781,7 +783,15 @@ class _DotKernel:
         return t.op(f'{{r}} = llvm.call_intrinsic "{intr}"({tbl}, {v8}) : '
                     f"({_vt(C, 'i8')}, {_vt(C, 'i8')}) -> {_vt(C, 'i8')}")
 
-    def f4_scaled_table(self, mem: str, smem: str, row: str, kk: str) -> tuple[str, str]:
+    def rows_ahead(self, at: str, ahead: int) -> str:
+        """The element index ``ahead`` rows of K after ``at`` (what a chunk prefetches)."""
+        t = self.t
+        step = self.K if ahead == 1 else t.op(f"{{r}} = arith.muli {self.K}, {t.c(ahead)} : "
+                                              "index")
+        return t.op(f"{{r}} = arith.addi {at}, {step} : index")
+
+    def f4_scaled_table(self, mem: str, smem: str, row: str, kk: str,
+                        ahead: int = 1) -> tuple[str, str]:
         """(the element index of B's row ``row`` at ``kk``, vector<16xf32>: the 16 f4 codes'
         scaled values in that chunk's block -- the integer units times the block's factor,
         exact); prefetches the next row's chunk as :meth:`chunk` does."""
@@ -789,7 +799,7 @@ class _DotKernel:
         base = t.op(f"{{r}} = arith.muli {row}, {K} : index")
         at = t.op(f"{{r}} = arith.addi {base}, {kk} : index")
         if PREFETCH_NEXT_ROW:
-            nxt = t.op(f"{{r}} = arith.addi {at}, {K} : index")
+            nxt = self.rows_ahead(at, ahead)
             nxt = t.op(f"{{r}} = arith.divui {nxt}, {t.c(2)} : index")
             t.do(f"memref.prefetch {mem}[{nxt}], read, locality<0>, data : memref<?xi8>")
         blk = t.op(f"{{r}} = arith.divui {at}, {t.c(self.s.k('rhs'))} : index")
@@ -808,7 +818,7 @@ class _DotKernel:
         f = self.s.fmt("rhs")
         return (self.bf_stream and self.C in (16, 32) and f is not None and f.bits == 4)
 
-    def f4_bf16_chunk(self, mem: str, smem: str, row: str, kk: str) -> str:
+    def f4_bf16_chunk(self, mem: str, smem: str, row: str, kk: str, ahead: int = 1) -> str:
         """:meth:`table_decode`: vector<C x bf16>, the scaled values of C f4 codes
         of B's row ``row`` at ``kk`` by one word permute (``vpermw``) from the block's table
         of 16 (exact in bf16; ``vcvtne2ps2bf16`` exact too, the range test keeping every
@@ -817,7 +827,7 @@ class _DotKernel:
         its high nibble in the high word's (``vpermw`` reads 5 index bits: the table is
         doubled)."""
         t, C = self.t, self.C
-        at, tb = self.f4_scaled_table(mem, smem, row, kk)
+        at, tb = self.f4_scaled_table(mem, smem, row, kk, ahead)
         v16, w = _vt(16, "f32"), _vt(C, "i16")
         if C == 32:
             tw = t.op(f'{{r}} = llvm.call_intrinsic "llvm.x86.avx512bf16.cvtne2ps2bf16.512"'
@@ -975,7 +985,8 @@ class _DotKernel:
         return t.op(f"{{r}} = arith.bitcast {bits} : {i32} to {f32}")
 
     def chunk(self, side: str, mem: str, smem: str | None, row: str, kk: str, K: str,
-              scaled: bool, factor: str | None = None, order: bool = False) -> str:
+              scaled: bool, factor: str | None = None, order: bool = False,
+              ahead: int = 1) -> str:
         """vector<C x f32>: C values of a side's row ``row`` (absolute, in units of K) at
         column ``kk``: plain values, integer units, or scaled values (``scaled``); ``order``
         (C = 32): in :data:`F4_ORDER` (mxfp4 codes by :meth:`f4_bf16_units`, other values
@@ -991,8 +1002,8 @@ class _DotKernel:
             if pt != "f32":
                 v = t.op(f"{{r}} = arith.extf {v} : {_vt(C, pt)} to {vf}")
             return self.in_order(v) if order else v
-        if PREFETCH_NEXT_ROW and side == "rhs":  # the next row's codes at this column
-            nxt = t.op(f"{{r}} = arith.addi {at}, {K} : index")
+        if PREFETCH_NEXT_ROW and side == "rhs":  # the codes ``ahead`` rows on, here
+            nxt = self.rows_ahead(at, ahead)
             if f.bits == 4:
                 nxt = t.op(f"{{r}} = arith.divui {nxt}, {t.c(2)} : index")
             t.do(f"memref.prefetch {mem}[{nxt}], read, locality<0>, data : memref<?xi8>")
@@ -2241,13 +2252,17 @@ class _DotKernel:
         (or ``vdpbf16ps``) run on the one the step before decoded.  The FMAs of a step then
         wait on nothing, so they no longer hold the scheduler while a decode's long chain
         (load, shuffles, widen, convert, scale) runs.  f32 accumulators of :meth:`pipe_lanes`
-        lanes per row and column."""
+        lanes per row and column.  On bf16 dot products with chunks of 16 (nvfp4), two
+        chunks per step, so that each ``vdpbf16ps`` is a 512-bit one: a second chunk past K
+        (K an odd number of chunks) is zeros, as are A's values there (:meth:`copy_rows`
+        zeroes the padding)."""
         t, s, C, K, M = self.t, self.s, self.C, self.K, self.M
         b, n0, ncols, arow0, brow0 = self.unit
         c0, c1 = t.c(0), t.c(1)
         bfdot = self.bf_stream
         W = self.pipe_lanes()
-        va, vh, vcf = _vt(C // 2 if bfdot else W, "f32"), _vt(C, "bf16"), _vt(C, "f32")
+        S = 2 * C if bfdot and C == 16 else C  # K values per step
+        va, vh, vcf = _vt(S // 2 if bfdot else W, "f32"), _vt(S, "bf16"), _vt(C, "f32")
         bt = vh if bfdot else vcf  # the carried chunks' type
         mlast = t.op(f"{{r}} = arith.subi {M}, {c1} : index")
         nlast = t.op(f"{{r}} = arith.subi {ncols}, {c1} : index")
@@ -2265,16 +2280,35 @@ class _DotKernel:
             mem, smem = self.side_mems("rhs")
 
             def decode(kk: str) -> list[str]:
+                if S == C:
+                    return decode_chunks(kk)
+                # two chunks: the second one's, or zeros past K
+                k2 = t.op(f"{{r}} = arith.addi {kk}, {t.c(C)} : index")
+                inside = t.op(f"{{r}} = arith.cmpi ult, {k2}, {K} : index")
+                k2 = t.op(f"{{r}} = arith.minui {k2}, {klast} : index")
+                zero = t.c(0.0, _vt(C, "bf16"))
+                out = []
+                for v0, v1 in zip(decode_chunks(kk), decode_chunks(k2)):
+                    v1 = t.op(f"{{r}} = arith.select {inside}, {v1}, {zero} : "
+                              f"{_vt(C, 'bf16')}")
+                    out.append(t.op(f"{{r}} = vector.shuffle {v0}, {v1} "
+                                    f"[{', '.join(map(str, range(S)))}] : {_vt(C, 'bf16')}, "
+                                    f"{_vt(C, 'bf16')}"))
+                return out
+
+            def decode_chunks(kk: str) -> list[str]:
                 out = []
                 for _, nc in colv:
                     r = t.op(f"{{r}} = arith.addi {brow0}, {nc} : index")
                     if self.table_decode():
-                        out.append(self.f4_bf16_chunk(mem, smem, r, kk))
+                        out.append(self.f4_bf16_chunk(mem, smem, r, kk, PIPED_AHEAD * nr))
                         continue
-                    v = self.chunk("rhs", mem, smem, r, kk, K, scaled=True)
-                    if bfdot:
+                    v = self.chunk("rhs", mem, smem, r, kk, K, scaled=True,
+                                   ahead=PIPED_AHEAD * nr)
+                    if bfdot:  # (vcvtne2ps2bf16 here measured 8% slower on a Zen 4: it
+                        # shares the FMA pipes with vdpbf16ps; the shifts do not)
                         v = t.op(f"{{r}} = arith.bitcast {self.bf16_bits(v)} : "
-                                 f"{_vt(C, 'i16')} to {vh}")
+                                 f"{_vt(C, 'i16')} to {_vt(C, 'bf16')}")
                     out.append(v)
                 return out
 
@@ -2292,7 +2326,7 @@ class _DotKernel:
 
             def step(kk: str, carry: list[str]) -> list[str]:
                 accs, cur = list(carry[:mr * nr]), carry[mr * nr:]
-                nxt = t.op(f"{{r}} = arith.addi {kk}, {t.c(C)} : index")
+                nxt = t.op(f"{{r}} = arith.addi {kk}, {t.c(S)} : index")
                 nxt = decode(t.op(f"{{r}} = arith.minui {nxt}, {klast} : index"))
                 for i, (mem, base) in enumerate(bases):
                     o = t.op(f"{{r}} = arith.addi {base}, {kk} : index")
@@ -2301,7 +2335,7 @@ class _DotKernel:
                         for j in range(nr):
                             x = i * nr + j
                             accs[x] = t.op(f'{{r}} = llvm.call_intrinsic '
-                                           f'"llvm.x86.avx512bf16.dpbf16ps.{16 * C}"'
+                                           f'"llvm.x86.avx512bf16.dpbf16ps.{16 * S}"'
                                            f"({accs[x]}, {a}, {cur[j]}) : ({va}, {vh}, {vh}) "
                                            f"-> {va}")
                         continue
@@ -2318,7 +2352,7 @@ class _DotKernel:
 
             zero = t.c(0.0, va)
             inits = [(zero, va)] * (mr * nr) + [(v, bt) for v in decode(c0)]
-            out = t.for_(c0, K, t.c(C), inits, step)
+            out = t.for_(c0, K, t.c(S), inits, step)
             self.store_tile(rows, colv, out[:mr * nr], va)
             return []
 
@@ -2331,6 +2365,8 @@ class _DotKernel:
         b, _, _, arow0, _ = self.unit
         c0, c1 = t.c(0), t.c(1)
         vt = _vt(C, s.lhs)
+        vz = _vt(A_PAD_BYTES // (2 if s.lhs == "bf16" else 4), s.lhs)
+        zero = t.c(0.0, vz)
         held = t.op(f"{{r}} = memref.load {self.apb}[{c0}] : memref<1xindex>")
         fresh = t.op(f"{{r}} = arith.cmpi ne, {held}, {b} : index")
 
@@ -2348,6 +2384,8 @@ class _DotKernel:
                     return []
 
                 t.for_(c0, K, t.c(C), [], step)
+                o = t.op(f"{{r}} = arith.addi {dst}, {K} : index")  # the padding: zeros
+                t.do(f"vector.store {zero}, {self.ap}[{o}] : memref<?x{s.lhs}>, {vz}")
                 return []
 
             t.for_(c0, M, c1, [], row)

@@ -326,6 +326,23 @@ func.func private @gemv_bf16_f4(memref<?xbf16>, memref<?xi8>, memref<?xi8>, memr
 
 // -----
 
+// bf16 activations against NVFP4 weights (chunks of 16): two chunks per step, so that each
+// vdpbf16ps is a 512-bit one; the second chunk past K (an odd number of chunks) is zeros,
+// and so is A's padding (zeroed after each row's copy).
+// CHECK-LABEL: func.func @gemv_nvfp4(
+// CHECK: %[[Z:.+]] = arith.constant dense<0.000000e+00> : vector<32xbf16>
+// CHECK: vector.store %[[Z]], %[[AP:[^\[]+]][%{{.*}}] : memref<?xbf16>, vector<32xbf16>
+// CHECK: %[[IN:.+]] = arith.cmpi ult, %{{.*}}, %{{.*}} : index
+// CHECK: %[[Z16:.+]] = arith.constant dense<0.000000e+00> : vector<16xbf16>
+// CHECK: %[[H:.+]] = arith.select %[[IN]], %{{.*}}, %[[Z16]] : vector<16xbf16>
+// CHECK: %[[B:.+]] = vector.shuffle %{{.*}}, %[[H]] [0, 1, {{.*}}, 31] : vector<16xbf16>, vector<16xbf16>
+// CHECK: scf.for {{.*}} step %c32{{.*}} iter_args({{.*}} = %[[B]]) -> ({{.*}}vector<32xbf16>)
+// CHECK: vector.load %[[AP]][%{{.*}}] : memref<?xbf16>, vector<32xbf16>
+// CHECK-NEXT: llvm.call_intrinsic "llvm.x86.avx512bf16.dpbf16ps.512"
+func.func private @gemv_nvfp4(memref<?xbf16>, memref<?xi8>, memref<?xi8>, memref<?xf32>, memref<?xi64>, index, index) attributes {mxlower.dot_kernel = {lhs = "bf16", rhs = "nvfp4", path = "avx512"}}
+
+// -----
+
 // The range test (part = "range"; the kernel's signature): one pass over the plain side's
 // exponent fields (8 lanes) and over the scale codes (32 at a time, unsigned min and max), no
 // scratch, then the mode stored into dims[4].  The kernel reads it and runs, where it is not
