@@ -309,10 +309,13 @@ func.func private @gemv_bf16(memref<?xbf16>, memref<?xi8>, memref<?xi8>, memref<
 // -----
 
 // bf16 activations against MXFP4 weights: the pipelined tile's chunk of 32 codes by one
-// word permute from the block's table (16 scaled values, converted to bf16 twice over).
+// word permute from the block's table (16 scaled values, converted to bf16 twice over), the
+// block's factor read from the panel's scratch (decoded before the tiles).
 // CHECK-LABEL: func.func @gemv_bf16_f4(
 // CHECK: scf.for
-// CHECK: %[[T:.+]] = arith.mulf %{{.*}}, %{{.*}} : vector<16xf32>
+// CHECK: %[[F:.+]] = memref.load %{{.*}} : memref<?xf32>
+// CHECK: %[[FV:.+]] = vector.broadcast %[[F]] : f32 to vector<16xf32>
+// CHECK: %[[T:.+]] = arith.mulf %{{.*}}, %[[FV]] : vector<16xf32>
 // CHECK: %[[TB:.+]] = llvm.call_intrinsic "llvm.x86.avx512bf16.cvtne2ps2bf16.512"(%[[T]], %[[T]]) : (vector<16xf32>, vector<16xf32>) -> vector<32xbf16>
 // CHECK: %[[TW:.+]] = arith.bitcast %[[TB]] : vector<32xbf16> to vector<32xi16>
 // CHECK: %[[RAW:.+]] = vector.load %{{.*}} : memref<?xi8>, vector<16xi8>
