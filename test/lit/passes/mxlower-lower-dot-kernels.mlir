@@ -312,7 +312,7 @@ func.func private @gemv_bf16(memref<?xbf16>, memref<?xi8>, memref<?xi8>, memref<
 // word permute from the block's table (16 scaled values, converted to bf16 twice over), the
 // block's factor read from the panel's scratch (decoded before the tiles).
 // CHECK-LABEL: func.func @gemv_bf16_f4(
-// CHECK: scf.for
+// CHECK: scf.for {{.*}} -> ({{.*}}vector<32xbf16>)
 // CHECK: %[[F:.+]] = memref.load %{{.*}} : memref<?xf32>
 // CHECK: %[[FV:.+]] = vector.broadcast %[[F]] : f32 to vector<16xf32>
 // CHECK: %[[T:.+]] = arith.mulf %{{.*}}, %[[FV]] : vector<16xf32>
