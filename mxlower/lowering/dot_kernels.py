@@ -158,14 +158,16 @@ NR_STREAM = 1
 #: slower on AVX2) (BENCHMARKS.md, third and sixth sessions)
 NR_STREAM_TILE = {"amx": 2, "avx512": 2, "vnni": 1, "avx2": 1, "portable": 1}
 #: whether a path's streaming tiles (3-16 rows, the f32 paths) are software-pipelined
-#: (:meth:`_DotKernel.piped_tile`) for weights whose elements have PIPED_BITS bits (f4 and
-#: f8 floats: the decodes with long chains of shuffles and conversions); mxint8's and f6's
-#: short decodes measured 10-40% slower piped on a Zen 4, and so did the 256-bit paths (16
-#: vector registers hold no second chunk) (BENCHMARKS.md, tenth session)
+#: (:meth:`_DotKernel.piped_tile`): on the 512-bit paths, for every MX weight format (1.05-1.6x
+#: faster at M = 8 on a Zen 4); the 256-bit paths measured no faster (their 16 vector
+#: registers hold no second chunk) (BENCHMARKS.md, tenth session)
 PIPELINED_STREAM = {"amx": True, "avx512": True, "vnni": False, "avx2": False, "portable": False}
-PIPED_BITS = (4, 8)
 #: how many of its tiles' column groups ahead a piped tile's chunk prefetches B's codes
 PIPED_AHEAD = 1
+#: how many steps ahead of the dot products a piped tile decodes B's chunks, per kind of
+#: tile (f32 FMAs, bf16 dot products): two hide a decode chain longer than a step (one
+#: measured up to 1.3x slower for mxfp8, three no faster than two, on a Zen 4)
+PIPE_DEPTH = {"f32": 2, "bf16": 2}
 #: bytes of padding after each row of the piped streaming tiles' copy of A: rows K values
 #: apart (a power of two of bytes, often) share the L1 cache's sets, and the tile reads 3-16
 #: of them at once
@@ -731,8 +733,7 @@ class _DotKernel:
         self.f4_fast = (spec.path in X86_PATHS and spec.blockwise and fb is not None
                         and fb.bits == 4 and not fb.is_nvfp4 and self.C == 32)
         # the streaming tiles software-pipelined (:meth:`piped_tile`)
-        self.piped = (PIPELINED_STREAM[spec.path] and not spec.exact and fb is not None
-                      and not fb.is_int and fb.bits in PIPED_BITS)
+        self.piped = PIPELINED_STREAM[spec.path] and not spec.exact and fb is not None
 
     # -- side descriptions ---------------------------------------------------------------
     def mem_type(self, side: str) -> str:
@@ -2334,10 +2335,13 @@ class _DotKernel:
 
             bases = [a_row(i) for i in range(mr)]
 
+            depth = PIPE_DEPTH["bf16" if bfdot else "f32"]
+
             def step(kk: str, carry: list[str]) -> list[str]:
-                accs, cur = list(carry[:mr * nr]), carry[mr * nr:]
-                nxt = t.op(f"{{r}} = arith.addi {kk}, {t.c(S)} : index")
-                nxt = decode(t.op(f"{{r}} = arith.minui {nxt}, {klast} : index"))
+                accs, cur = list(carry[:mr * nr]), carry[mr * nr:mr * nr + nr]
+                nxt = t.op(f"{{r}} = arith.addi {kk}, {t.c(depth * S)} : index")
+                nxt = carry[mr * nr + nr:] + decode(
+                    t.op(f"{{r}} = arith.minui {nxt}, {klast} : index"))
                 for i, (mem, base) in enumerate(bases):
                     o = t.op(f"{{r}} = arith.addi {base}, {kk} : index")
                     if bfdot:
@@ -2361,7 +2365,11 @@ class _DotKernel:
                 return accs + nxt
 
             zero = t.c(0.0, va)
-            inits = [(zero, va)] * (mr * nr) + [(v, bt) for v in decode(c0)]
+            inits = [(zero, va)] * (mr * nr)
+            for d in range(depth):  # the first chunks (past K: the last one again)
+                kd = c0 if d == 0 else t.op(f"{{r}} = arith.minui {t.c(d * S)}, {klast} : "
+                                             "index")
+                inits += [(v, bt) for v in decode(kd)]
             out = t.for_(c0, K, t.c(S), inits, step)
             self.store_tile(rows, colv, out[:mr * nr], va)
             return []

@@ -397,22 +397,20 @@ def test_bf16_activations_stream_on_bf16_dot_products(fmt):
 
 
 def test_which_streaming_tiles_are_piped():
-    """The software-pipelined streaming tiles (the next chunk of B decoded while the
-    current one's FMAs or bf16 dot products run) on the 512-bit paths, for f4 and f8
-    weights under plain activations; never for mxint8 or f6 weights, the 256-bit paths or
-    the exact block sums; the f4 table decode only on bf16 dot products (chunks of 16 or
-    32)."""
+    """The software-pipelined streaming tiles (B's chunks decoded two steps ahead of the
+    FMAs or bf16 dot products) on the 512-bit paths, for every MX weight format under
+    plain activations; never on the 256-bit paths or for the exact block sums; the f4
+    table decode only on bf16 dot products (chunks of 16 or 32)."""
     def kernel(lf, rf, path="avx512", k=None):
         return dot_kernels._DotKernel(dot_kernels.DotSpec(lf, rf, None, k, path))
 
     for lf in ("f32", "bf16"):
-        for rf in ("mxfp4_e2m1", "nvfp4", "mxfp8_e4m3", "mxfp8_e5m2"):
+        for rf in MX:
             assert kernel(lf, rf).piped and kernel(lf, rf, "amx").piped, (lf, rf)
             for path in ("vnni", "avx2", "portable"):
                 assert not kernel(lf, rf, path).piped, (lf, rf, path)
-        for rf in ("mxint8", "mxfp6_e2m3", "mxfp6_e3m2"):
-            assert not kernel(lf, rf).piped, (lf, rf)
     assert not kernel("mxfp4_e2m1", "mxfp4_e2m1").piped  # exact block sums
+    assert not kernel("mxfp4_e2m1", "f32").piped  # plain weights
     assert kernel("bf16", "mxfp4_e2m1").table_decode() and kernel("bf16", "nvfp4").table_decode()
     assert not kernel("bf16", "mxfp4_e2m1", k=8).table_decode()  # chunks of 8
     assert not kernel("f32", "mxfp4_e2m1").table_decode()
@@ -421,13 +419,13 @@ def test_which_streaming_tiles_are_piped():
 
 
 @pytest.mark.skipif("avx512" not in PATHS, reason="this CPU has no AVX512-BF16 / VNNI")
-@pytest.mark.parametrize("fmt", ["mxfp4_e2m1", "nvfp4", "mxfp8_e4m3", "mxfp8_e5m2"])
+@pytest.mark.parametrize("fmt", MX)
 @pytest.mark.parametrize("plain", ["f32", "bf16"])
 def test_piped_streaming_tiles(plain, fmt):
     """The pipelined tiles against the reference: 3 to 16 rows (one tile of 4 rows, one
-    and two of 8), K of one block (the loop's only step decodes its own chunk again) and of
-    three, two chunks per block (k = 64), ragged columns across panels, batches (A's padded
-    copy made again for each batch), and an empty contraction (zeros)."""
+    and two of 8), K of one block (the loop's steps decode its only chunk again) to three,
+    two chunks per block (k = 64), ragged columns across panels, batches (A's padded copy
+    made again for each batch), and an empty contraction (zeros)."""
     rng = np.random.default_rng(FORMATS[fmt].block_size + len(plain))
     ks = (16,) if fmt == "nvfp4" else (None, 64)
     for k in ks:

@@ -282,9 +282,9 @@ func.func private @tiles(memref<?xi8>, memref<?xi8>, memref<?xi8>, memref<?xi8>,
 
 // bf16 activations against MXFP8 weights on avx512, 3 to 16 rows (the streaming tiles,
 // software-pipelined): A's rows copied once per batch at a padded stride (K + 32 values),
-// B's first chunk decoded, scaled and truncated to bf16 (exact) before the loop over K;
-// each step decodes the next chunk (carried to the next step) while one vdpbf16ps per row
-// and column runs on the chunk the step before decoded.
+// B's first two chunks decoded, scaled and truncated to bf16 (exact) before the loop over
+// K; each step decodes the chunk two steps on (carried) while one vdpbf16ps per row and
+// column runs on the chunk decoded two steps before.
 // CHECK-LABEL: func.func @gemv_bf16(
 // CHECK-SAME: %[[A:[^:]+]]: memref<?xbf16>
 // CHECK: %[[KP:.+]] = arith.addi %{{.*}}, %c32{{.*}} : index
@@ -295,12 +295,14 @@ func.func private @tiles(memref<?xi8>, memref<?xi8>, memref<?xi8>, memref<?xi8>,
 // CHECK: vector.store %[[V]], %[[AP]][%{{.*}}] : memref<?xbf16>, vector<32xbf16>
 // CHECK: arith.trunci %{{.*}} : vector<32xi32> to vector<32xi16>
 // CHECK-NEXT: %[[B0:.+]] = arith.bitcast %{{.*}} : vector<32xi16> to vector<32xbf16>
-// CHECK: scf.for %{{.*}} iter_args(%[[ACC:[^ ]+]] = %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[CUR:[^ ]+]] = %[[B0]]) -> ({{.*}}vector<32xbf16>)
+// CHECK: arith.trunci %{{.*}} : vector<32xi32> to vector<32xi16>
+// CHECK-NEXT: %[[B1:.+]] = arith.bitcast %{{.*}} : vector<32xi16> to vector<32xbf16>
+// CHECK: scf.for %{{.*}} iter_args(%[[ACC:[^ ]+]] = %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[CUR:[^ ]+]] = %[[B0]], %[[PEND:[^ ]+]] = %[[B1]]) -> ({{.*}}vector<32xbf16>, vector<32xbf16>)
 // CHECK: arith.trunci %{{.*}} : vector<32xi32> to vector<32xi16>
 // CHECK-NEXT: %[[NEXT:.+]] = arith.bitcast %{{.*}} : vector<32xi16> to vector<32xbf16>
 // CHECK: %[[AV:.+]] = vector.load %[[AP]][%{{.*}}] : memref<?xbf16>, vector<32xbf16>
 // CHECK-NEXT: llvm.call_intrinsic "llvm.x86.avx512bf16.dpbf16ps.512"(%[[ACC]], %[[AV]], %[[CUR]]) : (vector<16xf32>, vector<32xbf16>, vector<32xbf16>) -> vector<16xf32>
-// CHECK: scf.yield {{.*}}, %[[NEXT]] : {{.*}}, vector<32xbf16>
+// CHECK: scf.yield {{.*}}, %[[PEND]], %[[NEXT]] : {{.*}}, vector<32xbf16>, vector<32xbf16>
 // CHECK: vector.reduction <add>, %{{.*}} : vector<16xf32> into f32
 // CHECK: memref.dealloc %[[AP]] : memref<?xbf16>
 
@@ -339,7 +341,7 @@ func.func private @gemv_bf16_f4(memref<?xbf16>, memref<?xi8>, memref<?xi8>, memr
 // CHECK: %[[Z16:.+]] = arith.constant dense<0.000000e+00> : vector<16xbf16>
 // CHECK: %[[H:.+]] = arith.select %[[IN]], %{{.*}}, %[[Z16]] : vector<16xbf16>
 // CHECK: %[[B:.+]] = vector.shuffle %{{.*}}, %[[H]] [0, 1, {{.*}}, 31] : vector<16xbf16>, vector<16xbf16>
-// CHECK: scf.for {{.*}} step %c32{{.*}} iter_args({{.*}} = %[[B]]) -> ({{.*}}vector<32xbf16>)
+// CHECK: scf.for {{.*}} step %c32{{.*}} iter_args({{.*}} = %[[B]], %{{.*}} = %{{.*}}) -> ({{.*}}vector<32xbf16>, vector<32xbf16>)
 // CHECK: vector.load %[[AP]][%{{.*}}] : memref<?xbf16>, vector<32xbf16>
 // CHECK-NEXT: llvm.call_intrinsic "llvm.x86.avx512bf16.dpbf16ps.512"
 func.func private @gemv_nvfp4(memref<?xbf16>, memref<?xi8>, memref<?xi8>, memref<?xf32>, memref<?xi64>, index, index) attributes {mxlower.dot_kernel = {lhs = "bf16", rhs = "nvfp4", path = "avx512"}}
