@@ -1148,10 +1148,8 @@ class _DotKernel:
                     def tiles() -> None:
                         if self.ap is not None:
                             self.copy_rows()
-                        if piped and self.bf_stream:  # the panel's block factors, once
-                            # (off the decode's chain: 1.2-1.25x faster on bf16 dot products;
-                            # the f32 FMA tiles measured 1.5x slower so -- LLVM then hoists
-                            # all of A's loads and spills -- and decode them inline)
+                        if piped:  # the panel's block factors, once: off the decode's
+                            # chain (5-25% faster on a Zen 4)
                             self.prepare_factors(brow0, ncols)
                         le = t.op(f"{{r}} = arith.cmpi ule, {M}, {t.c(MR_STREAM_EXACT)} : "
                                   "index")
@@ -2252,12 +2250,14 @@ class _DotKernel:
     def piped_tile(self, m0: str, mr: int, nr: int, a_direct: bool) -> None:
         """The streaming tile of ``mr`` rows (from m0, clamped to M) against the unit's
         panel, ``nr`` columns at a time, software-pipelined (:data:`PIPELINED_STREAM`): one
-        loop over K's chunks whose step decodes the *next* chunk of the columns (scaled by
-        its block's factor; bf16 bits on bf16 dot products) while the current chunk's FMAs
-        (or ``vdpbf16ps``) run on the one the step before decoded.  The FMAs of a step then
-        wait on nothing, so they no longer hold the scheduler while a decode's long chain
-        (load, shuffles, widen, convert, scale) runs.  f32 accumulators of :meth:`pipe_lanes`
-        lanes per row and column.  On bf16 dot products with chunks of 16 (nvfp4), two
+        loop over K's chunks whose step decodes the columns' chunk :data:`PIPE_DEPTH` steps
+        on (scaled by its block's factor, read from the panel's scratch; bf16 values on bf16
+        dot products) while the FMAs (or ``vdpbf16ps``) run on the chunk decoded that many
+        steps before.  The dot products of a step then wait on nothing, so a decode's long
+        chain (load, shuffles, widen, convert, scale) no longer bounds the step, nor do they
+        hold the scheduler while it runs.  A's rows come from their padded copy
+        (:meth:`copy_rows`); f32 accumulators of :meth:`pipe_lanes` lanes per row and
+        column.  On bf16 dot products with chunks of 16 (nvfp4), two
         chunks per step, so that each ``vdpbf16ps`` is a 512-bit one: a second chunk past K
         (K an odd number of chunks) is zeros, as are A's values there (:meth:`copy_rows`
         zeroes the padding)."""
@@ -2306,11 +2306,9 @@ class _DotKernel:
                 blk = t.op(f"{{r}} = arith.divui {kk}, {t.c(s.k('rhs'))} : index")
                 for _, nc in colv:
                     r = t.op(f"{{r}} = arith.addi {brow0}, {nc} : index")
-                    f = None
-                    if bfdot:  # the factor from the panel's scratch
-                        o = t.op(f"{{r}} = arith.muli {nc}, {self.nblk_r} : index")
-                        o = t.op(f"{{r}} = arith.addi {o}, {blk} : index")
-                        f = t.op(f"{{r}} = memref.load {self.bfs}[{o}] : memref<?xf32>")
+                    o = t.op(f"{{r}} = arith.muli {nc}, {self.nblk_r} : index")  # the factor
+                    o = t.op(f"{{r}} = arith.addi {o}, {blk} : index")  # from the scratch
+                    f = t.op(f"{{r}} = memref.load {self.bfs}[{o}] : memref<?xf32>")
                     if self.table_decode():
                         out.append(self.f4_bf16_chunk(mem, f, r, kk, PIPED_AHEAD * nr))
                         continue
