@@ -29,17 +29,22 @@ Work units are ``(batch, panel of NP columns of B)`` -- for a packed GEMM's call
 threads.  Within a unit two ways, chosen at run time by M:
 
 * **streaming** (``M <= STREAM_M``, the GEMV of inference): B's codes are decoded straight from
-  memory as they are read -- for one or two rows of A, one row at a time against
-  :data:`NR_STREAM` columns: the unit's block factors decoded first, eight scale codes at a
-  time, into a scratch of ``NP x K / k``, then per column and block a partial sum of the
-  *unscaled* values (integer units or f8 values) in one f32 vector and one FMA by the block's
-  factor (per 32 weights: the decode, four FMAs, and one FMA per block instead of a multiply
-  per value); for more rows, once per tile of :data:`MR_STREAM_EXACT` (up to that many rows)
-  or :data:`MR_STREAM` rows against :data:`NR_STREAM_TILE` columns, the chunk scaled once
-  for the tile's rows -- A's rows (few) decoded once per unit into a scratch of ``M x K``
-  f32, or read in place when they are plain f32 (on avx512, bf16 rows are read in place too
-  and the tile runs on bf16 dot products: :attr:`_DotKernel.bf_stream`); each chunk of B's
-  codes prefetches the same chunk of the next column (:data:`PREFETCH_NEXT_ROW`);
+  memory as they are read, the unit's block factors decoded first, eight scale codes at a
+  time, into a scratch of ``NP x K / k`` -- for one or two rows of A, one row at a time
+  against :data:`NR_STREAM` columns: per column and block a partial sum of the *unscaled*
+  values (integer units or f8 values) in one f32 vector and one FMA by the block's factor
+  (per 32 weights: the decode, four FMAs, and one FMA per block instead of a multiply per
+  value); for more rows, once per tile of :data:`MR_STREAM_EXACT` (up to that many rows) or
+  :data:`MR_STREAM` rows against :data:`NR_STREAM_TILE` columns, the chunk scaled once for
+  the tile's rows -- A's rows (few) decoded once per unit into a scratch of ``M x K`` f32,
+  or read in place when they are plain f32 (on avx512, bf16 rows are read in place too and
+  the tile runs on bf16 dot products: :attr:`_DotKernel.bf_stream`).  On the 512-bit paths
+  (:data:`PIPELINED_STREAM`) the tiles of plain f32 / bf16 rows are software-pipelined
+  (:meth:`_DotKernel.piped_tile`: B's chunks decoded :data:`PIPE_DEPTH` steps ahead of the
+  dot products, A's rows copied once per batch at a padded stride, f4 codes on bf16 dot
+  products by one word permute from the block's table), two rows run as one such tile
+  (B read once), and one row too where the f4 table applies; each chunk of B's codes
+  prefetches the same chunk of the next column (group) (:data:`PREFETCH_NEXT_ROW`);
 * **blocked GEMM**: the unit's B panel is decoded once into a scratch of ``NP x K`` f32 (a
   cache-sized panel, as any GEMM packs its operands), then each tile of MR rows of A into a
   scratch of ``MR x K``, and an MR x NR register tile of accumulators runs over K;
@@ -168,6 +173,11 @@ PIPED_AHEAD = 1
 #: tile (f32 FMAs, bf16 dot products): two hide a decode chain longer than a step (one
 #: measured up to 1.3x slower for mxfp8, three no faster than two, on a Zen 4)
 PIPE_DEPTH = {"f32": 2, "bf16": 2}
+#: columns of the piped tile of two rows (B read once: 1.5-2.3x faster than a row at a time,
+#: which reads B twice, on a Zen 4) and of one row on bf16 dot products with the f4 table
+#: decode (1.15-1.4x faster than the one-row path; the other one-row kernels measured
+#: 10-20% slower piped and keep it) (BENCHMARKS.md, tenth session)
+NR_PIPED_FEW = 4
 #: bytes of padding after each row of the piped streaming tiles' copy of A: rows K values
 #: apart (a power of two of bytes, often) share the L1 cache's sets, and the tile reads 3-16
 #: of them at once
@@ -1124,15 +1134,30 @@ class _DotKernel:
                 # one or two rows: one row at a time against two columns, accumulators as
                 # wide as a chunk; more: tiles of MR_STREAM rows against one column (the
                 # column's chunk decoded once per tile)
-                def few() -> None:
+                def one_by_one() -> None:
                     # A's M rows (<= 2) decoded once (or, for the f4 decode in F4_ORDER,
-                    # permuted into that order once)
+                    # permuted into that order once), then one row at a time
                     if not a_direct or self.f4_fast:
                         self.prepare("lhs", arow0, c0, M, self.ad, af, order=self.f4_fast)
                     if self.blockwise:
                         self.prepare_factors(brow0, ncols)
                     self.rows(c0, M, 1, stream=True, a_direct=a_direct and not self.f4_fast,
                               nr=NR_STREAM)
+
+                def few() -> None:
+                    if not (self.piped and self.ap is not None):
+                        one_by_one()
+                        return
+
+                    def tile(m: int) -> None:  # one piped tile of the M rows
+                        self.copy_rows()
+                        self.prepare_factors(brow0, ncols)
+                        self.rows(c0, M, m, stream=True, a_direct=a_direct, nr=NR_PIPED_FEW,
+                                  piped=True)
+
+                    m1 = t.op(f"{{r}} = arith.cmpi eq, {M}, {c1} : index")
+                    t.if_(m1, (lambda: tile(1)) if self.table_decode() else one_by_one,
+                          lambda: tile(2))
 
                 def many() -> None:
                     if not a_direct and not self.bf_stream:  # A's M rows (<= STREAM_M)
@@ -1144,28 +1169,16 @@ class _DotKernel:
                     # up to MR_STREAM_EXACT rows: one tile that size (a tile of MR_STREAM
                     # would compute its clamped rows for nothing)
                     piped = self.piped
-
-                    def tiles() -> None:
-                        if self.ap is not None:
-                            self.copy_rows()
-                        if piped:  # the panel's block factors, once: off the decode's
-                            # chain (5-25% faster on a Zen 4)
-                            self.prepare_factors(brow0, ncols)
-                        le = t.op(f"{{r}} = arith.cmpi ule, {M}, {t.c(MR_STREAM_EXACT)} : "
-                                  "index")
-                        t.if_(le, lambda: self.rows(c0, M, MR_STREAM_EXACT, stream=True,
-                                                    a_direct=a_direct, nr=1, piped=piped),
-                              lambda: self.rows(c0, M, MR_STREAM, stream=True,
-                                                a_direct=a_direct, nr=NR_STREAM_TILE[s.path],
-                                                piped=piped))
-
-                    if not piped:
-                        tiles()
-                        return
-                    # the piped tile decodes a first chunk before its loop: K = 0 (no chunk
-                    # to read) gives zeros here
-                    empty = t.op(f"{{r}} = arith.cmpi eq, {K}, {c0} : index")
-                    t.if_(empty, self.store_zeros, tiles)
+                    if self.ap is not None:
+                        self.copy_rows()
+                    if piped:  # the panel's block factors, once: off the decode's chain
+                        # (5-25% faster on a Zen 4)
+                        self.prepare_factors(brow0, ncols)
+                    le = t.op(f"{{r}} = arith.cmpi ule, {M}, {t.c(MR_STREAM_EXACT)} : index")
+                    t.if_(le, lambda: self.rows(c0, M, MR_STREAM_EXACT, stream=True,
+                                                a_direct=a_direct, nr=1, piped=piped),
+                          lambda: self.rows(c0, M, MR_STREAM, stream=True, a_direct=a_direct,
+                                            nr=NR_STREAM_TILE[s.path], piped=piped))
 
                 t.if_(one, few, many)
 
@@ -2026,7 +2039,13 @@ class _DotKernel:
                 self.tile(m0, mr, stream=stream, a_direct=a_direct, a_local=False, nr=nr)
             return []
 
-        t.for_(lo, hi, t.c(mr), [], tile)
+        if not piped:
+            t.for_(lo, hi, t.c(mr), [], tile)
+            return
+        # a piped tile decodes its first chunks before its loop: K = 0 (no chunk to read)
+        # gives zeros here
+        empty = t.op(f"{{r}} = arith.cmpi eq, {self.K}, {t.c(0)} : index")
+        t.if_(empty, self.store_zeros, lambda: t.for_(lo, hi, t.c(mr), [], tile))
 
     def tile(self, m0: str, mr: int, *, stream: bool, a_direct: bool, a_local: bool,
              nr: int = NR) -> None:

@@ -422,20 +422,23 @@ def test_which_streaming_tiles_are_piped():
 @pytest.mark.parametrize("fmt", MX)
 @pytest.mark.parametrize("plain", ["f32", "bf16"])
 def test_piped_streaming_tiles(plain, fmt):
-    """The pipelined tiles against the reference: 3 to 16 rows (one tile of 4 rows, one
+    """The pipelined tiles against the reference: one row (bf16 dot products on f4 codes;
+    the others one row at a time) and two (one tile), 3 to 16 rows (one tile of 4 rows, one
     and two of 8), K of one block (the loop's steps decode its only chunk again) to three,
     two chunks per block (k = 64), ragged columns across panels, batches (A's padded copy
     made again for each batch), and an empty contraction (zeros)."""
     rng = np.random.default_rng(FORMATS[fmt].block_size + len(plain))
     ks = (16,) if fmt == "nvfp4" else (None, 64)
     for k in ks:
-        for shape in (((), 3, 37, 1), ((), 4, 33, 3), ((3,), 8, 70, 2), ((2,), 11, 35, 1),
+        for shape in (((), 1, 37, 3), ((2,), 1, 33, 1), ((), 2, 70, 2), ((3,), 2, 35, 1),
+                      ((), 3, 37, 1), ((), 4, 33, 3), ((3,), 8, 70, 2), ((2,), 11, 35, 1),
                       ((), 16, 64, 3)):
             _run(plain, fmt, shape, rng, "avx512", k=k)
-    x = np.ones((2, 8, 0), PLAIN[plain])
-    q = mxj.quantize(np.ones((2, 5, 0), F32), fmt, impl="xla")
-    got = np.asarray(ffi_dot.dot(x, None, q.elements, q.scales, None, fmt, path="avx512"))
-    np.testing.assert_array_equal(got, np.zeros((2, 8, 5), F32))
+    for M in (1, 2, 8):
+        x = np.ones((2, M, 0), PLAIN[plain])
+        q = mxj.quantize(np.ones((2, 5, 0), F32), fmt, impl="xla")
+        got = np.asarray(ffi_dot.dot(x, None, q.elements, q.scales, None, fmt, path="avx512"))
+        np.testing.assert_array_equal(got, np.zeros((2, M, 5), F32))
 
 
 @pytest.mark.parametrize("path", dot_kernels.X86_PATHS)
