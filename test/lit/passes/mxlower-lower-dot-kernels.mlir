@@ -349,6 +349,24 @@ func.func private @gemv_nvfp4(memref<?xbf16>, memref<?xi8>, memref<?xi8>, memref
 
 // -----
 
+// f32 activations against MXFP4 weights on avx512: the piped tiles' chunks of 32 codes by
+// two f32 permutes from the block's table (eight code bytes widened to i64 lanes, each
+// or-ed with itself shifted by 28 bits: both nibbles of a byte as i32 indices), then FMAs.
+// CHECK-LABEL: func.func @gemv_f32_f4(
+// CHECK: scf.for {{.*}} -> ({{.*}}vector<32xf32>)
+// CHECK: %[[F:.+]] = memref.load %{{.*}} : memref<?xf32>
+// CHECK: %[[FV:.+]] = vector.broadcast %[[F]] : f32 to vector<16xf32>
+// CHECK: %[[T:.+]] = arith.mulf %{{.*}}, %[[FV]] : vector<16xf32>
+// CHECK: %[[Q:.+]] = arith.extui %{{.*}} : vector<8xi8> to vector<8xi64>
+// CHECK: %[[H:.+]] = arith.shli %[[Q]], %{{.*}} : vector<8xi64>
+// CHECK: %[[O:.+]] = arith.ori %[[Q]], %[[H]] : vector<8xi64>
+// CHECK: %[[I:.+]] = vector.bitcast %[[O]] : vector<8xi64> to vector<16xi32>
+// CHECK: llvm.call_intrinsic "llvm.x86.avx512.permvar.sf.512"(%[[T]], %[[I]]) : (vector<16xf32>, vector<16xi32>) -> vector<16xf32>
+// CHECK: vector.fma %{{.*}} : vector<16xf32>
+func.func private @gemv_f32_f4(memref<?xf32>, memref<?xi8>, memref<?xi8>, memref<?xf32>, memref<?xi64>, index, index) attributes {mxlower.dot_kernel = {lhs = "f32", rhs = "mxfp4_e2m1", path = "avx512"}}
+
+// -----
+
 // The range test (part = "range"; the kernel's signature): one pass over the plain side's
 // exponent fields (8 lanes) and over the scale codes (32 at a time, unsigned min and max), no
 // scratch, then the mode stored into dims[4].  The kernel reads it and runs, where it is not
