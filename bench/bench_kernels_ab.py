@@ -80,10 +80,16 @@ json.dump(out, sys.stdout)
 
 def lowered(tree: pathlib.Path | None, kernels: list) -> dict[str, str]:
     """{kernel name: lowered module text} from the mxlower in ``tree`` (None: this one)."""
+    return lowered_by(_CHILD, tree, kernels)
+
+
+def lowered_by(child: str, tree: pathlib.Path | None, kernels: list) -> dict[str, str]:
+    """What the program ``child`` prints (JSON) given ``kernels`` (JSON on its stdin), run
+    with the mxlower in ``tree`` (None: this one)."""
     env = dict(os.environ)
     if tree is not None:
         env["PYTHONPATH"] = str(tree) + os.pathsep + env.get("PYTHONPATH", "")
-    res = subprocess.run([sys.executable, "-c", _CHILD], input=json.dumps(kernels),
+    res = subprocess.run([sys.executable, "-c", child], input=json.dumps(kernels),
                          capture_output=True, text=True, env=env, check=False,
                          cwd=tree or ROOT)
     if res.returncode:

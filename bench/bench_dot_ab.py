@@ -1,0 +1,141 @@
+"""The fused dot kernel's GEMV of two source trees, timed in one run: this checkout against a
+git revision (``--before``, default ``HEAD``), for changes to the kernel's streaming path.
+
+As ``bench_kernels_ab.py`` does for the other kernels: the revision's ``mxlower`` is exported
+(``git archive``) and a child process importing it lowers each dot kernel with its handler
+(:func:`mxlower.execution.ffi_dot.lower_module`); this process JIT-compiles those next to the
+same kernels built from the checkout and registers both as XLA FFI targets (the revision's
+under ``<name>_before``).  Per kernel and M, the two ``jax.ffi.ffi_call``s run on the same
+operands, both checked against the exact dot (docs/semantics.md section 6's bound; their bits
+may differ: the summation order is the kernel's to choose), then timed interleaved
+(:func:`mxlower.benchmarking.round_robin`, best of ``--reps``) with the weights evicted from
+the caches before every run (a 64 MiB buffer written), as a GEMV of inference reads them.
+
+Kernels: plain f32 and bf16 activations x [M, K] against MX weights [N, K] (mxfp4, mxfp6_e2m3,
+mxfp8_e4m3, nvfp4, mxint8), N = K = ``--nk``; the host's SIMD path (``MXLOWER_DOT_PATH``
+forces one, in both trees).
+
+    python bench/bench_dot_ab.py --before a421701 --m 1,2,8
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import sys
+import tempfile
+
+import numpy as np
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from bench_kernels_ab import export, lowered_by  # noqa: E402
+
+from mxlower.benchmarking import Session, round_robin  # noqa: E402
+
+FORMATS = ("mxfp4_e2m1", "mxfp6_e2m3", "mxfp8_e4m3", "nvfp4", "mxint8")
+
+#: the child's program: lower each dot kernel of (lhs, rhs, path) (JSON on stdin) with the
+#: mxlower it imports, print {name: LLVM-dialect text}
+_CHILD = r"""
+import json, sys
+from mxlower.execution import ffi_dot
+from mxlower.lowering.dot_kernels import DotSpec
+out = {}
+for lhs, rhs, path in json.load(sys.stdin):
+    s = DotSpec(lhs, rhs, path=path)
+    out[s.name] = str(ffi_dot.lower_module(s)[1])
+json.dump(out, sys.stdout)
+"""
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--before", default="HEAD", help="the git revision to compare against")
+    ap.add_argument("--m", default="1,2,8", help="rows of activations")
+    ap.add_argument("--nk", type=int, default=4096, help="N = K of the weights")
+    ap.add_argument("--reps", type=int, default=15)
+    ap.add_argument("--json", help="also save the numbers here")
+    a = ap.parse_args(argv)
+
+    import jax
+    import ml_dtypes
+
+    import mxlower.jax as mxj
+    from mxlower import reference as R
+    from mxlower.bindings import upstream
+    from mxlower.execution import ffi, ffi_dot
+    from mxlower.formats import FLOAT_TYPES
+    from mxlower.formats import FORMATS as MX
+    from mxlower.testing import assert_dot_close
+
+    path = ffi_dot.host_path()
+    kernels = [(x, f, path) for f in FORMATS for x in ("f32", "bf16")]
+    with tempfile.TemporaryDirectory() as tmp:
+        export(a.before, pathlib.Path(tmp))
+        old = lowered_by(_CHILD, pathlib.Path(tmp), kernels)
+    keep = []  # the revision's engines
+    ir = upstream.module("ir")
+    for name, text in old.items():
+        ctx = upstream.context()
+        with ctx:
+            module = ir.Module.parse(text)
+        engine, address = ffi.jit(ctx, module, f"{name}_ffi_address")
+        handler = ffi.ctypes.CFUNCTYPE(ffi.ctypes.c_void_p, ffi.ctypes.c_void_p)(address)
+        keep.append((ctx, module, engine, handler))
+        jax.ffi.register_ffi_target(name + "_before", jax.ffi.pycapsule(handler),
+                                    platform="cpu", api_version=1)
+
+    rng = np.random.default_rng(0)
+    flush = np.zeros(1 << 24, np.float32)  # 64 MiB, written before each timed run
+    session = Session()
+    rows = []
+    NK = a.nk
+    for lhs, fmt, _ in kernels:
+        spec = ffi_dot.DotSpec(lhs, fmt, path=path)
+        target = ffi_dot.register(spec)
+        w32 = rng.standard_normal((NK, NK)).astype(np.float32)
+        w = mxj.quantize(w32, fmt, impl="xla")
+        e = np.asarray(w.elements)
+        t = FLOAT_TYPES.get(MX[fmt].element)
+        if t is not None and t.bits == 6:  # f6 elements are held as their codes
+            e = R.from_bits(e, MX[fmt].element)
+        wv = R.dequantize(e, np.asarray(w.scales), fmt)
+        for M in map(int, a.m.split(",")):
+            x = rng.standard_normal((M, NK)).astype(np.float32)
+            if lhs == "bf16":
+                x = x.astype(ml_dtypes.bfloat16)
+            ops = [jax.device_put(o[None]) for o in (x, w.elements, w.scales)]
+            out = jax.ShapeDtypeStruct((1, M, NK), np.float32)
+            fns = {k: jax.jit(jax.ffi.ffi_call(t, out))
+                   for k, t in (("before", spec.name + "_before"), ("after", target))}
+            for k, f in fns.items():
+                assert_dot_close(np.asarray(f(*ops))[0], x.astype(np.float32), wv,
+                                 (((1,), (1,)), ((), ())), what=f"{spec.name} M={M} {k}")
+            t = round_robin({k: (lambda f=f: jax.block_until_ready(f(*ops)))
+                             for k, f in fns.items()}, a.reps, before=lambda: flush.fill(1.0))
+            rows.append({"kernel": spec.name, "weights": fmt, "x": lhs, "M": M,
+                         "before_ms": t["before"] * 1e3,
+                         "after_ms": t["after"] * 1e3,
+                         "before_over_after": t["before"] / t["after"]})
+            print(f"{spec.name} M={M}: {t['before'] * 1e3:.3f} -> {t['after'] * 1e3:.3f} ms",
+                  file=sys.stderr)
+
+    print(session.header(f"dot kernel GEMV: {a.before} against this checkout, N = K = {NK}, "
+                         f"path {path}, weights evicted before each run, best of {a.reps}"))
+    print("| M | weights | x | before (ms) | after (ms) | before / after |")
+    print("|---:|---|---|---:|---:|---:|")
+    for r in sorted(rows, key=lambda r: r["M"]):
+        print(f"| {r['M']} | {r['weights']} | {r['x']} | {r['before_ms']:.3f} | "
+              f"{r['after_ms']:.3f} | "
+              f"{r['before_over_after']:.2f}x |")
+    if a.json:
+        with open(a.json, "w", encoding="utf-8") as f:
+            json.dump(rows, f, indent=1)
+    del keep
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
