@@ -1159,9 +1159,10 @@ class _DotKernel:
                 a_direct = not a_mx and s.lhs == "f32"
                 af = getattr(self, "af", None)
                 one = t.op(f"{{r}} = arith.cmpi ule, {M}, {t.c(2)} : index")
-                # one or two rows: one row at a time against two columns, accumulators as
-                # wide as a chunk; more: tiles of MR_STREAM rows against one column (the
-                # column's chunk decoded once per tile)
+                # one or two rows: one row at a time against NR_STREAM columns, accumulators
+                # as wide as a chunk (piped: two rows as one tile, one row too on the f4
+                # table with bf16 dot products); more: tiles of MR_STREAM rows against
+                # NR_STREAM_TILE columns (the columns' chunks decoded once per tile)
                 def one_by_one() -> None:
                     # A's M rows (<= 2) decoded once (or, for the f4 decode in F4_ORDER,
                     # permuted into that order once), then one row at a time
