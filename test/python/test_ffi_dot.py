@@ -399,8 +399,9 @@ def test_bf16_activations_stream_on_bf16_dot_products(fmt):
 def test_which_streaming_tiles_are_piped():
     """The software-pipelined streaming tiles (B's chunks decoded two steps ahead of the
     FMAs or bf16 dot products) on the 512-bit paths, for every MX weight format under
-    plain activations; never on the 256-bit paths or for the exact block sums; the f4
-    table decode there, for chunks of 16 or 32."""
+    plain activations; never on the 256-bit paths or for the exact block sums; the table
+    decodes there: f4 codes in chunks of 16 or 32, f6 codes in chunks of 32 on bf16 dot
+    products."""
     def kernel(lf, rf, path="avx512", k=None):
         return dot_kernels._DotKernel(dot_kernels.DotSpec(lf, rf, None, k, path))
 
@@ -414,6 +415,9 @@ def test_which_streaming_tiles_are_piped():
     assert kernel("bf16", "mxfp4_e2m1").table_decode() and kernel("bf16", "nvfp4").table_decode()
     assert not kernel("bf16", "mxfp4_e2m1", k=8).table_decode()  # chunks of 8
     assert kernel("f32", "mxfp4_e2m1").table_decode() and kernel("f32", "nvfp4").table_decode()
+    assert kernel("bf16", "mxfp6_e2m3").table_decode() and kernel("bf16", "mxfp6_e3m2").table_decode()
+    assert not kernel("f32", "mxfp6_e2m3").table_decode()  # f6 tables: bf16 dot products
+    assert not kernel("bf16", "mxfp6_e2m3", k=16).table_decode()  # chunks of 16
     assert not kernel("bf16", "mxfp8_e4m3").table_decode()
     assert not kernel("bf16", "mxfp4_e2m1", "avx2").table_decode()
 
@@ -422,8 +426,8 @@ def test_which_streaming_tiles_are_piped():
 @pytest.mark.parametrize("fmt", MX)
 @pytest.mark.parametrize("plain", ["f32", "bf16"])
 def test_piped_streaming_tiles(plain, fmt):
-    """The pipelined tiles against the reference: one row (bf16 dot products on f4 codes;
-    the others one row at a time) and two (one tile), 3 to 16 rows (one tile of 4 rows, one
+    """The pipelined tiles against the reference: one row (bf16 dot products on f4 and f6
+    codes; the others one row at a time) and two (one tile), 3 to 16 rows (one tile of 4 rows, one
     and two of 8), K of one block (the loop's steps decode its only chunk again) to three,
     two chunks per block (k = 64), ragged columns across panels, batches (A's padded copy
     made again for each batch), and an empty contraction (zeros)."""

@@ -349,6 +349,24 @@ func.func private @gemv_nvfp4(memref<?xbf16>, memref<?xi8>, memref<?xi8>, memref
 
 // -----
 
+// bf16 activations against MXFP6 (e2m3) weights: the piped tile's chunk of 32 codes by one
+// word permute (its 5 index bits: the code's magnitude) from the block's table of the 32
+// magnitudes' scaled values, the sign bit then moved to bit 15.
+// CHECK-LABEL: func.func @gemv_f6(
+// CHECK: scf.for {{.*}} -> ({{.*}}vector<32xbf16>)
+// CHECK: %[[TB:.+]] = llvm.call_intrinsic "llvm.x86.avx512bf16.cvtne2ps2bf16.512"(%{{.*}}, %{{.*}}) : (vector<16xf32>, vector<16xf32>) -> vector<32xbf16>
+// CHECK: %[[TW:.+]] = arith.bitcast %[[TB]] : vector<32xbf16> to vector<32xi16>
+// CHECK: %[[RAW:.+]] = vector.load %{{.*}} : memref<?xi8>, vector<32xi8>
+// CHECK: %[[C:.+]] = arith.extui %[[RAW]] : vector<32xi8> to vector<32xi16>
+// CHECK: %[[V:.+]] = llvm.call_intrinsic "llvm.x86.avx512.permvar.hi.512"(%[[TW]], %[[C]]) : (vector<32xi16>, vector<32xi16>) -> vector<32xi16>
+// CHECK: %[[S:.+]] = arith.shli %[[C]], %{{.*}} : vector<32xi16>
+// CHECK: %[[SB:.+]] = arith.andi %[[S]], %{{.*}} : vector<32xi16>
+// CHECK: arith.ori %[[V]], %[[SB]] : vector<32xi16>
+// CHECK: llvm.x86.avx512bf16.dpbf16ps.512
+func.func private @gemv_f6(memref<?xbf16>, memref<?xi8>, memref<?xi8>, memref<?xf32>, memref<?xi64>, index, index) attributes {mxlower.dot_kernel = {lhs = "bf16", rhs = "mxfp6_e2m3", path = "avx512"}}
+
+// -----
+
 // f32 activations against MXFP4 weights on avx512: the piped tiles' chunks of 32 codes by
 // two f32 permutes from the block's table (eight code bytes widened to i64 lanes, each
 // or-ed with itself shifted by 28 bits: both nibbles of a byte as i32 indices), then FMAs.
