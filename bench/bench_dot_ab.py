@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import pathlib
 import sys
 import tempfile
@@ -30,7 +29,7 @@ import tempfile
 import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from bench_kernels_ab import export, lowered_by  # noqa: E402
+from bench_kernels_ab import export, lowered_by, register_lowered  # noqa: E402
 
 from mxlower.benchmarking import Session, round_robin  # noqa: E402
 
@@ -64,8 +63,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import mxlower.jax as mxj
     from mxlower import reference as R
-    from mxlower.bindings import upstream
-    from mxlower.execution import ffi, ffi_dot
+    from mxlower.execution import ffi_dot
     from mxlower.formats import FLOAT_TYPES
     from mxlower.formats import FORMATS as MX
     from mxlower.testing import assert_dot_close
@@ -75,17 +73,8 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         export(a.before, pathlib.Path(tmp))
         old = lowered_by(_CHILD, pathlib.Path(tmp), kernels)
-    keep = []  # the revision's engines
-    ir = upstream.module("ir")
-    for name, text in old.items():
-        ctx = upstream.context()
-        with ctx:
-            module = ir.Module.parse(text)
-        engine, address = ffi.jit(ctx, module, f"{name}_ffi_address")
-        handler = ffi.ctypes.CFUNCTYPE(ffi.ctypes.c_void_p, ffi.ctypes.c_void_p)(address)
-        keep.append((ctx, module, engine, handler))
-        jax.ffi.register_ffi_target(name + "_before", jax.ffi.pycapsule(handler),
-                                    platform="cpu", api_version=1)
+    keep = [register_lowered(text, name, name + "_before")  # the revision's kernels
+            for name, text in old.items()]
 
     rng = np.random.default_rng(0)
     flush = np.zeros(1 << 24, np.float32)  # 64 MiB, written before each timed run
@@ -133,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     if a.json:
         with open(a.json, "w", encoding="utf-8") as f:
             json.dump(rows, f, indent=1)
-    del keep
+    del keep  # the revision's engines, alive until here
     return 0
 
 

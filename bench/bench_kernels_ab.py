@@ -98,6 +98,25 @@ def lowered_by(child: str, tree: pathlib.Path | None, kernels: list) -> dict[str
     return json.loads(res.stdout)
 
 
+def register_lowered(text: str, name: str, target: str) -> tuple:
+    """JIT-compiles the lowered module ``text`` of kernel ``name`` and registers its handler
+    as the XLA FFI target ``target`` for the CPU; what must stay alive while it runs."""
+    import jax
+
+    from mxlower.bindings import upstream
+    from mxlower.execution import ffi
+
+    ir = upstream.module("ir")
+    ctx = upstream.context()
+    with ctx:
+        module = ir.Module.parse(text)
+    engine, address = ffi.jit(ctx, module, f"{name}_ffi_address")
+    handler = ffi.ctypes.CFUNCTYPE(ffi.ctypes.c_void_p, ffi.ctypes.c_void_p)(address)
+    jax.ffi.register_ffi_target(target, jax.ffi.pycapsule(handler), platform="cpu",
+                                api_version=1)
+    return ctx, module, engine, handler
+
+
 def export(rev: str, into: pathlib.Path) -> None:
     git = subprocess.run(["git", "-C", str(ROOT), "archive", rev, "mxlower"],
                          capture_output=True, check=False)
@@ -137,7 +156,6 @@ def main(argv: list[str] | None = None) -> int:
     import jax
     import jax.numpy as jnp
 
-    from mxlower.bindings import upstream
     from mxlower.execution import ffi
 
     kernels = [(k, x) for k, x in KERNELS]
@@ -155,15 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     def register_before(spec) -> str:
         target = spec.name + "_before"
         if target not in engines:
-            ir = upstream.module("ir")
-            ctx = upstream.context()
-            with ctx:
-                module = ir.Module.parse(old[spec.name])
-            engine, address = ffi.jit(ctx, module, f"{spec.name}_ffi_address")
-            handler = ffi.ctypes.CFUNCTYPE(ffi.ctypes.c_void_p, ffi.ctypes.c_void_p)(address)
-            engines[target] = (ctx, module, engine, handler)
-            jax.ffi.register_ffi_target(target, jax.ffi.pycapsule(handler), platform="cpu",
-                                        api_version=1)
+            engines[target] = register_lowered(old[spec.name], spec.name, target)
         return target
 
     ffi.add_platform("before", register_before)

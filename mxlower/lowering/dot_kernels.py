@@ -127,6 +127,7 @@ from mxlower import diagnostics as diag
 from mxlower import types
 from mxlower.bindings import collect_ops, upstream
 from mxlower.formats import FORMATS, WIDE_TYPES, MXFormat, get_datatype, last_axis_format
+from mxlower.numbers import number
 from mxlower.numbers import Datatype, SpecError
 
 __all__ = ["ATTR", "EXACT_ACC", "NP", "NR_STREAM", "PARTS", "PATHS", "STREAM_M",
@@ -233,6 +234,13 @@ def integer_shift(fmt: MXFormat) -> int | None:
     if t is None or t.bits > 6:
         return None
     return t.bias + t.man_bits - 1
+
+
+def code_units(fmt: MXFormat, codes: Sequence[int]) -> list[float]:
+    """The values of ``fmt``'s element ``codes`` times 2^integer_shift (small integers for
+    the integer-unit formats; both zeros as +0): the tables the x86 decodes permute."""
+    spec, shift = number(fmt.element), integer_shift(fmt) or 0
+    return [float(spec.value_of(c)) * 2 ** shift + 0.0 for c in codes]
 
 
 def unit_max(fmt: MXFormat) -> int:
@@ -782,24 +790,30 @@ class _DotKernel:
             v8 = t.op(f"{{r}} = vector.load {mem}[{at}] : memref<?xi8>, {_vt(C, 'i8')}")
         return v8
 
-    def f4_table(self, v8: str) -> str | None:
+    def f4_table(self, side: str, v8: str) -> str | None:
         """avx2: the e2m1 codes' values x 2 as i8 by one byte shuffle."""
         C, t = self.C, self.t
         if self.s.path not in X86_PATHS or C not in (16, 32):
             return None
-        vals = [0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12]
+        vals = [int(u) for u in code_units(self.s.fmt(side), range(16))]
         tbl = t.op(f"{{r}} = arith.constant dense<[{', '.join(map(str, vals * (C // 16)))}]> "
                    f": {_vt(C, 'i8')}")
         intr = "llvm.x86.avx2.pshuf.b" if C == 32 else "llvm.x86.ssse3.pshuf.b.128"
         return t.op(f'{{r}} = llvm.call_intrinsic "{intr}"({tbl}, {v8}) : '
                     f"({_vt(C, 'i8')}, {_vt(C, 'i8')}) -> {_vt(C, 'i8')}")
 
-    def rows_ahead(self, at: str, ahead: int) -> str:
-        """The element index ``ahead`` rows of K after ``at`` (what a chunk prefetches)."""
+    def prefetch_codes(self, mem: str, at: str, ahead: int) -> None:
+        """Prefetches B's codes ``ahead`` rows of K after element ``at``: what the streaming
+        path reads that many columns on (:data:`PREFETCH_NEXT_ROW`)."""
+        if not PREFETCH_NEXT_ROW:
+            return
         t = self.t
         step = self.K if ahead == 1 else t.op(f"{{r}} = arith.muli {self.K}, {t.c(ahead)} : "
                                               "index")
-        return t.op(f"{{r}} = arith.addi {at}, {step} : index")
+        nxt = t.op(f"{{r}} = arith.addi {at}, {step} : index")
+        if self.s.fmt("rhs").bits == 4:  # two codes per byte
+            nxt = t.op(f"{{r}} = arith.divui {nxt}, {t.c(2)} : index")
+        t.do(f"memref.prefetch {mem}[{nxt}], read, locality<0>, data : memref<?xi8>")
 
     def f4_scaled_table(self, mem: str, factor: str, row: str, kk: str,
                         ahead: int = 1) -> tuple[str, str]:
@@ -809,14 +823,10 @@ class _DotKernel:
         t, K = self.t, self.K
         base = t.op(f"{{r}} = arith.muli {row}, {K} : index")
         at = t.op(f"{{r}} = arith.addi {base}, {kk} : index")
-        if PREFETCH_NEXT_ROW:
-            nxt = self.rows_ahead(at, ahead)
-            nxt = t.op(f"{{r}} = arith.divui {nxt}, {t.c(2)} : index")
-            t.do(f"memref.prefetch {mem}[{nxt}], read, locality<0>, data : memref<?xi8>")
-        units = [0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12]
+        self.prefetch_codes(mem, at, ahead)
+        units = code_units(self.s.fmt("rhs"), range(16))
         v16 = _vt(16, "f32")
-        tb = t.op(f"{{r}} = arith.constant dense<[{', '.join(f'{u}.0' for u in units)}]> "
-                  f": {v16}")
+        tb = t.op(f"{{r}} = arith.constant dense<[{', '.join(map(repr, units))}]> : {v16}")
         fv = t.op(f"{{r}} = vector.broadcast {factor} : f32 to {v16}")
         return at, t.op(f"{{r}} = arith.mulf {tb}, {fv} : {v16}")
 
@@ -897,19 +907,11 @@ class _DotKernel:
         the 32 magnitudes' scaled values (exact in bf16, normal under the range test), the
         code's sign bit then moved to bit 15."""
         t, K = self.t, self.K
-        ft = self.s.fmt("rhs").element_type
-        shift = integer_shift(self.s.fmt("rhs")) or 0
+        fmt = self.s.fmt("rhs")
         base = t.op(f"{{r}} = arith.muli {row}, {K} : index")
         at = t.op(f"{{r}} = arith.addi {base}, {kk} : index")
-        if PREFETCH_NEXT_ROW:
-            t.do(f"memref.prefetch {mem}[{self.rows_ahead(at, ahead)}], read, locality<0>, "
-                 "data : memref<?xi8>")
-        units = []
-        for j in range(32):
-            e, m = j >> ft.man_bits, j & ((1 << ft.man_bits) - 1)
-            v = (m * 2.0 ** (1 - ft.bias - ft.man_bits) if e == 0 else
-                 (1 + m / 2 ** ft.man_bits) * 2.0 ** (e - ft.bias))
-            units.append(v * 2 ** shift)
+        self.prefetch_codes(mem, at, ahead)
+        units = code_units(fmt, range(32))  # the magnitudes
         v16, w = _vt(16, "f32"), _vt(32, "i16")
         fv = t.op(f"{{r}} = vector.broadcast {factor} : f32 to {v16}")
         halves = []
@@ -923,12 +925,12 @@ class _DotKernel:
         c = t.op(f"{{r}} = arith.extui {raw} : {_vt(32, 'i8')} to {w}")
         v = t.op(f'{{r}} = llvm.call_intrinsic "llvm.x86.avx512.permvar.hi.512"'
                  f"({tw}, {c}) : ({w}, {w}) -> {w}")
-        sg = t.op(f"{{r}} = arith.shli {c}, {t.c(15 - (ft.bits - 1), w)} : {w}")
+        sg = t.op(f"{{r}} = arith.shli {c}, {t.c(15 - (fmt.element_type.bits - 1), w)} : {w}")
         sg = t.op(f"{{r}} = arith.andi {sg}, {t.c(-0x8000, w)} : {w}")
         v = t.op(f"{{r}} = arith.ori {v}, {sg} : {w}")
         return t.op(f"{{r}} = arith.bitcast {v} : {w} to {_vt(32, 'bf16')}")
 
-    def f4_bf16_units(self, v8: str) -> str:
+    def f4_bf16_units(self, side: str, v8: str) -> str:
         """avx2, C = 32: vector<32xf32>, the integer units (value x 2) of 32 e2m1 codes split
         by :meth:`codes` (even elements, then odd), in :data:`F4_ORDER`: two byte shuffles
         give each code's bf16 high and low byte, and in-lane unpacks (``vpunpck[lh]bw``, then
@@ -936,7 +938,7 @@ class _DotKernel:
         conversion instruction (the integer units are exact in bf16: 0, 1, 2, 3, 4, 6, 8,
         12)."""
         t = self.t
-        units = [0, 1, 2, 3, 4, 6, 8, 12]
+        units = code_units(self.s.fmt(side), range(8))
         bits = [int(np.array(u, np.float32).view(np.uint32)) >> 16 for u in units]
         bits += [b | 0x8000 for b in bits]
         v32, w16 = _vt(32, "i8"), _vt(16, "i16")
@@ -987,7 +989,7 @@ class _DotKernel:
             w = t.op(f"{{r}} = arith.extsi {v8} : {_vt(C, 'i8')} to {vi}")
             return t.op(f"{{r}} = arith.sitofp {w} : {vi} to {_vt(C, 'f32')}")
         if f.bits == 4:
-            sh = self.f4_table(v8)
+            sh = self.f4_table(side, v8)
             if sh is not None:
                 w = t.op(f"{{r}} = arith.extsi {sh} : {_vt(C, 'i8')} to {vi}")
                 return t.op(f"{{r}} = arith.sitofp {w} : {vi} to {_vt(C, 'f32')}")
@@ -1083,13 +1085,10 @@ class _DotKernel:
             if pt != "f32":
                 v = t.op(f"{{r}} = arith.extf {v} : {_vt(C, pt)} to {vf}")
             return self.in_order(v) if order else v
-        if PREFETCH_NEXT_ROW and side == "rhs":  # the codes ``ahead`` rows on, here
-            nxt = self.rows_ahead(at, ahead)
-            if f.bits == 4:
-                nxt = t.op(f"{{r}} = arith.divui {nxt}, {t.c(2)} : index")
-            t.do(f"memref.prefetch {mem}[{nxt}], read, locality<0>, data : memref<?xi8>")
+        if side == "rhs":  # the codes ``ahead`` rows on, here
+            self.prefetch_codes(mem, at, ahead)
         if order and f.bits == 4 and not f.is_nvfp4:
-            v = self.f4_bf16_units(self.codes(side, mem, at, split=True))
+            v = self.f4_bf16_units(side, self.codes(side, mem, at, split=True))
         else:
             v8 = self.codes(side, mem, at)
             v = (self.integer_units(side, v8) if integer_shift(f) is not None else
@@ -1139,8 +1138,8 @@ class _DotKernel:
         self.ap = None
         if self.piped and (s.lhs == "f32" or self.bf_stream):
             lt = s.lhs
-            pad = t.c(A_PAD_BYTES // (2 if lt == "bf16" else 4))
-            self.kp = t.op(f"{{r}} = arith.addi {K}, {pad} : index")
+            self.apad = A_PAD_BYTES // (2 if lt == "bf16" else 4)  # values
+            self.kp = t.op(f"{{r}} = arith.addi {K}, {t.c(self.apad)} : index")
             n = t.op(f"{{r}} = arith.muli {t.c(STREAM_M)}, {self.kp} : index")
             self.ap = t.op(f"{{r}} = memref.alloc({n}) : memref<?x{lt}>")
             self.apb = t.op("{r} = memref.alloca() : memref<1xindex>")
@@ -1354,7 +1353,7 @@ class _DotKernel:
                  self.f16_decode(side, v8, 0))
             fv = t.op(f"{{r}} = vector.broadcast {factor} : f32 to {_vt(C, 'f32')}")
             return self.bf16_bits(t.op(f"{{r}} = arith.mulf {v}, {fv} : {_vt(C, 'f32')}"))
-        u = self.f4_table(v8) if f.bits == 4 else (v8 if f.is_int else None)
+        u = self.f4_table(side, v8) if f.bits == 4 else (v8 if f.is_int else None)
         if u is None:
             v = self.integer_units(side, v8)
             return t.op(f"{{r}} = arith.fptosi {v} : {_vt(C, 'f32')} to {_vt(C, ut)}")
@@ -2106,7 +2105,7 @@ class _DotKernel:
 
         def tile(m0: str, _: list[str]) -> list[str]:
             if piped:
-                self.piped_tile(m0, mr, nr, a_direct)
+                self.piped_tile(m0, mr, nr)
             else:
                 self.tile(m0, mr, stream=stream, a_direct=a_direct, a_local=False, nr=nr)
             return []
@@ -2338,7 +2337,7 @@ class _DotKernel:
         self.each_result(lambda ar, j, o: self.t.do(
             f"memref.store {zero}, %out[{o}] : memref<?xf32>"))
 
-    def piped_tile(self, m0: str, mr: int, nr: int, a_direct: bool) -> None:
+    def piped_tile(self, m0: str, mr: int, nr: int) -> None:
         """The streaming tile of ``mr`` rows (from m0, clamped to M) against the unit's
         panel, ``nr`` columns at a time, software-pipelined (:data:`PIPELINED_STREAM`): one
         loop over K's chunks whose step decodes the columns' chunk :data:`PIPE_DEPTH` steps
@@ -2415,13 +2414,11 @@ class _DotKernel:
                 return out
 
             def a_row(i: int) -> tuple[str, str]:
-                """(memory, offset of K = 0) of the tile's row i of A."""
+                """(memory, offset of K = 0) of the tile's row i of A: the padded copy of
+                plain f32 / bf16 rows, else (f16) the scratch of decoded rows."""
                 mc = rows[i][1]
                 if self.ap is not None:
                     return self.ap, t.op(f"{{r}} = arith.muli {mc}, {self.kp} : index")
-                if a_direct or bfdot:
-                    r = t.op(f"{{r}} = arith.addi {arow0}, {mc} : index")
-                    return "%a", t.op(f"{{r}} = arith.muli {r}, {K} : index")
                 return self.ad, t.op(f"{{r}} = arith.muli {mc}, {K} : index")
 
             bases = [a_row(i) for i in range(mr)]
@@ -2474,7 +2471,7 @@ class _DotKernel:
         b, _, _, arow0, _ = self.unit
         c0, c1 = t.c(0), t.c(1)
         vt = _vt(C, s.lhs)
-        vz = _vt(A_PAD_BYTES // (2 if s.lhs == "bf16" else 4), s.lhs)
+        vz = _vt(self.apad, s.lhs)
         zero = t.c(0.0, vz)
         held = t.op(f"{{r}} = memref.load {self.apb}[{c0}] : memref<1xindex>")
         fresh = t.op(f"{{r}} = arith.cmpi ne, {held}, {b} : index")
@@ -2503,11 +2500,9 @@ class _DotKernel:
         t.if_(fresh, copy)
 
     def pipe_lanes(self) -> int:
-        """f32 lanes of the pipelined tile's accumulators: 16 (zmm) on the AVX-512 paths
+        """f32 lanes of the pipelined tile's accumulators (the 512-bit paths): 16 (zmm)
         where a chunk holds them, else :attr:`W`."""
-        if self.s.path in AVX512_PATHS and self.C % 16 == 0:
-            return 16
-        return self.W
+        return 16 if self.C % 16 == 0 else self.W
 
     def block_factor(self, side: str, idx: int, rc: tuple[str, str], blk: str,
                      local: bool) -> str:
