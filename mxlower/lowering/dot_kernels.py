@@ -41,9 +41,10 @@ threads.  Within a unit two ways, chosen at run time by M:
   the tile runs on bf16 dot products: :attr:`_DotKernel.bf_stream`).  On the 512-bit paths
   (:data:`PIPELINED_STREAM`) the tiles of plain f32 / bf16 rows are software-pipelined
   (:meth:`_DotKernel.piped_tile`: B's chunks decoded :data:`PIPE_DEPTH` steps ahead of the
-  dot products, A's rows copied once per batch at a padded stride, f4 codes on bf16 dot
-  products by one word permute from the block's table), two rows run as one such tile
-  (B read once), and one row too where the f4 table applies; each chunk of B's codes
+  dot products, A's rows copied once per batch at a padded stride, f4 and f6 codes on bf16
+  dot products by one word permute from the block's table, f8 codes by placing their bits:
+  :meth:`_DotKernel.placed_bits`), two rows run as one such tile (B read once), and one
+  row of bf16 activations against float weights too; each chunk of B's codes
   prefetches the same chunk of the next column (group) (:data:`PREFETCH_NEXT_ROW`);
 * **blocked GEMM**: the unit's B panel is decoded once into a scratch of ``NP x K`` f32 (a
   cache-sized panel, as any GEMM packs its operands), then each tile of MR rows of A into a
@@ -116,6 +117,7 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
+import fractions
 import functools
 import math
 from collections.abc import Callable, Sequence
@@ -175,9 +177,10 @@ PIPED_AHEAD = 1
 #: measured up to 1.3x slower for mxfp8, three no faster than two, on a Zen 4)
 PIPE_DEPTH = {"f32": 2, "bf16": 2}
 #: columns of the piped tile of two rows (B read once: 1.5-2.3x faster than a row at a time,
-#: which reads B twice, on a Zen 4) and of one row on bf16 dot products with a table decode
-#: (f4: 1.15-1.4x, f6: 1.6x faster than the one-row path; the other one-row kernels measured
-#: 10-20% slower piped and keep it) (BENCHMARKS.md, tenth session)
+#: which reads B twice, on a Zen 4) and of one row on bf16 dot products with a table or
+#: placed-bits decode (f4: 1.15-1.4x, f6: 1.6x, f8: 1.4-1.5x faster than the one-row path;
+#: the other one-row kernels measured 10-20% slower piped and keep it) (BENCHMARKS.md, tenth
+#: and eleventh sessions)
 NR_PIPED_FEW = 4
 #: bytes of padding after each row of the piped streaming tiles' copy of A: rows K values
 #: apart (a power of two of bytes, often) share the L1 cache's sets, and the tile reads 3-16
@@ -186,6 +189,13 @@ A_PAD_BYTES = 64
 #: whether the avx512 path's streaming tiles (3-16 rows) of bf16 activations run on bf16
 #: dot products (:attr:`_DotKernel.bf_stream`)
 BF16_STREAM = True
+#: whether the f8 and f6 codes bound for bf16 dot products (the piped tiles of bf16 rows,
+#: where no table decode applies, and the bf16 GEMM's packing) are decoded by placing their
+#: bits (:meth:`_DotKernel.placed_bits`: no conversion, no multiply): 1.2-1.3x faster at M =
+#: 8, 1.2-1.5x at M = 1 and 2 (one row then runs the piped tile) for mxfp8 weights, 1.2x for
+#: the mxfp8 GEMM at 2048^3 on a Zen 4; the f32 FMA tiles keep the f16 decode (the same bits
+#: widened measured 0.9-1.1x) (BENCHMARKS.md, eleventh session)
+PLACED_DECODE = True
 #: f32 lanes of one accumulator
 LANES = 8
 #: the order in which the avx2 one-row path's f4 decode (:meth:`_DotKernel.f4_bf16_units`)
@@ -843,6 +853,12 @@ class _DotKernel:
             return self.C in (16, 32)
         return f.bits == 6 and self.bf_stream and self.C == 32
 
+    def placed_decode(self) -> bool:
+        """Whether the piped tiles on bf16 dot products decode B's codes by
+        :meth:`placed_bits` (f8, and f6 where :meth:`table_decode` does not apply)."""
+        return (PLACED_DECODE and self.piped and self.bf_stream and not self.table_decode()
+                and self.placed_table("rhs") is not None)
+
     def f4_f32_chunk(self, mem: str, factor: str, row: str, kk: str, ahead: int = 1) -> str:
         """:meth:`table_decode`, f32 FMAs: vector<C x f32>, the scaled values of C f4 codes
         of B's row ``row`` at ``kk`` by permutes (``vpermps``) from the block's table of 16
@@ -925,10 +941,103 @@ class _DotKernel:
         c = t.op(f"{{r}} = arith.extui {raw} : {_vt(32, 'i8')} to {w}")
         v = t.op(f'{{r}} = llvm.call_intrinsic "llvm.x86.avx512.permvar.hi.512"'
                  f"({tw}, {c}) : ({w}, {w}) -> {w}")
-        sg = t.op(f"{{r}} = arith.shli {c}, {t.c(15 - (fmt.element_type.bits - 1), w)} : {w}")
-        sg = t.op(f"{{r}} = arith.andi {sg}, {t.c(-0x8000, w)} : {w}")
-        v = t.op(f"{{r}} = arith.ori {v}, {sg} : {w}")
+        v = self.with_sign(c, v, fmt.element_type.bits - 1)
         return t.op(f"{{r}} = arith.bitcast {v} : {w} to {_vt(32, 'bf16')}")
+
+    def with_sign(self, c: str, v: str, top: int) -> str:
+        """The i16 lanes ``v`` (bf16 bits of magnitudes) with the sign bit ``top`` of the
+        codes ``c`` (zero-extended to i16) moved to bit 15."""
+        t, w = self.t, _vt(self.C, "i16")
+        sg = t.op(f"{{r}} = arith.shli {c}, {t.c(15 - top, w)} : {w}")
+        sg = t.op(f"{{r}} = arith.andi {sg}, {t.c(-0x8000, w)} : {w}")
+        return t.op(f"{{r}} = arith.ori {v}, {sg} : {w}")
+
+    def placed_table(self, side: str) -> list[int] | None:
+        """:meth:`placed_bits`' table, indexed by a code's low ``log2 C`` bits: the bf16 bits
+        (as i16, exponent field biased by the element's bias, so possibly negative) of the
+        subnormal magnitudes' values, normalized; zero for code 0; Inf and NaN's bf16 bits
+        for those codes -- or None where ``side`` is not a float format with e8m0 scales
+        whose subnormal and special codes fall in distinct entries (f8 and f6 in chunks of
+        16 or 32)."""
+        f = self.s.fmt(side)
+        ft = f.element_type if f is not None else None
+        if (ft is None or ft.bits < 6 or f.is_nvfp4 or self.C not in (16, 32)
+                or self.s.path not in AVX512_PATHS):
+            return None
+        spec, top = number(f.element), ft.bits - 1
+        table = [0] * self.C
+        used = {0}
+        for m in range(1, 1 << top):
+            v = spec.value_of(m)
+            if m >> ft.man_bits and math.isfinite(v):  # normal: placed, not looked up
+                continue
+            slot = m % self.C
+            if slot in used:
+                return None
+            used.add(slot)
+            if not math.isfinite(v):
+                table[slot] = 0x7FC0 if math.isnan(v) else 0x7F80
+                continue
+            e = math.floor(math.log2(v))
+            frac = v / fractions.Fraction(2) ** e - 1
+            table[slot] = ((e + ft.bias) << 7) + int(frac * 128)
+        return table
+
+    def placed_bits(self, side: str, v8: str, factor: str) -> str:
+        """vector<C x i16>: the bf16 bits of C float codes' values (f8, f6) times the
+        block's ``factor`` (a power of two, scale x 2^-integer_shift), with no conversion and
+        no multiply: a normal code's magnitude shifted into bf16's exponent and mantissa
+        fields is its value times 2^(bias - 127), so adding the factor's exponent (less the
+        bias, plus the shift) to those bits scales it exactly -- the range test keeps every
+        scaled value normal; subnormal codes take their normalized bits, and zero, Inf and
+        NaN codes their bf16 bits, from :meth:`placed_table` by one word permute
+        (``vpermw``), the sign then moved to bit 15."""
+        t, C = self.t, self.C
+        f = self.s.fmt(side)
+        ft, table = f.element_type, self.placed_table(side)
+        top, w = ft.bits - 1, _vt(C, "i16")
+        c = t.op(f"{{r}} = arith.extui {v8} : {_vt(C, 'i8')} to {w}")
+        mag = t.op(f"{{r}} = arith.andi {c}, {t.c((1 << top) - 1, w)} : {w}")
+        p = t.op(f"{{r}} = arith.shli {mag}, {t.c(7 - ft.man_bits, w)} : {w}")
+        tb = t.op(f"{{r}} = arith.constant dense<[{', '.join(map(str, table))}]> : {w}")
+        tv = t.op(f'{{r}} = llvm.call_intrinsic "llvm.x86.avx512.permvar.hi.{16 * C}"'
+                  f"({tb}, {c}) : ({w}, {w}) -> {w}")
+        sub = t.op(f"{{r}} = arith.cmpi ult, {mag}, {t.c(1 << ft.man_bits, w)} : {w}")
+        p = t.op(f"{{r}} = arith.select {sub}, {tv}, {p} : {_vt(C, 'i1')}, {w}")
+        fb = t.op(f"{{r}} = arith.bitcast {factor} : f32 to i32")
+        d = t.op(f"{{r}} = arith.shrui {fb}, {t.c(16, 'i32')} : i32")
+        d = t.op(f"{{r}} = arith.addi {d}, "
+                 f"{t.c(((integer_shift(f) or 0) - ft.bias) << 7, 'i32')} : i32")
+        d = t.op(f"{{r}} = arith.trunci {d} : i32 to i16")
+        d = t.op(f"{{r}} = vector.broadcast {d} : i16 to {w}")
+        q = t.op(f"{{r}} = arith.addi {p}, {d} : {w}")
+        spec = number(f.element)
+        first = next((m for m in range(1 << top) if not math.isfinite(spec.value_of(m))),
+                     None)
+        if first is None:  # zero: the table's
+            keep = t.op(f"{{r}} = arith.cmpi eq, {mag}, {t.c(0, w)} : {w}")
+        else:  # zero (mag - 1 wraps) or a code from the first Inf / NaN one on
+            m1 = t.op(f"{{r}} = arith.subi {mag}, {t.c(1, w)} : {w}")
+            keep = t.op(f"{{r}} = arith.cmpi uge, {m1}, {t.c(first - 1, w)} : {w}")
+        q = t.op(f"{{r}} = arith.select {keep}, {tv}, {q} : {_vt(C, 'i1')}, {w}")
+        return self.with_sign(c, q, top)
+
+    def placed_chunk(self, mem: str, factor: str, row: str, kk: str, ahead: int,
+                     bf: bool) -> str:
+        """:meth:`placed_bits` for C codes of B's row ``row`` at ``kk``: vector<C x bf16>
+        (``bf``), else vector<C x f32> (the bits widened, exact)."""
+        t, K, C = self.t, self.K, self.C
+        base = t.op(f"{{r}} = arith.muli {row}, {K} : index")
+        at = t.op(f"{{r}} = arith.addi {base}, {kk} : index")
+        self.prefetch_codes(mem, at, ahead)
+        v8 = t.op(f"{{r}} = vector.load {mem}[{at}] : memref<?xi8>, {_vt(C, 'i8')}")
+        bits = self.placed_bits("rhs", v8, factor)
+        if bf:
+            return t.op(f"{{r}} = arith.bitcast {bits} : {_vt(C, 'i16')} to {_vt(C, 'bf16')}")
+        vi = _vt(C, "i32")
+        w = t.op(f"{{r}} = arith.extui {bits} : {_vt(C, 'i16')} to {vi}")
+        w = t.op(f"{{r}} = arith.shli {w}, {t.c(16, vi)} : {vi}")
+        return t.op(f"{{r}} = arith.bitcast {w} : {vi} to {_vt(C, 'f32')}")
 
     def f4_bf16_units(self, side: str, v8: str) -> str:
         """avx2, C = 32: vector<32xf32>, the integer units (value x 2) of 32 e2m1 codes split
@@ -1227,8 +1336,8 @@ class _DotKernel:
                                   piped=True)
 
                     m1 = t.op(f"{{r}} = arith.cmpi eq, {M}, {c1} : index")
-                    t.if_(m1, (lambda: tile(1)) if self.bf_stream and self.table_decode()
-                          else one_by_one, lambda: tile(2))
+                    one = self.bf_stream and (self.table_decode() or self.placed_decode())
+                    t.if_(m1, (lambda: tile(1)) if one else one_by_one, lambda: tile(2))
 
                 def many() -> None:
                     if not a_direct and not self.bf_stream:  # A's M rows (<= STREAM_M)
@@ -1348,6 +1457,8 @@ class _DotKernel:
         base = t.op(f"{{r}} = arith.muli {row}, {self.K} : index")
         at = t.op(f"{{r}} = arith.addi {base}, {kk} : index")
         v8 = self.codes(side, mem, at)
+        if self.bf and PLACED_DECODE and self.placed_table(side) is not None:
+            return self.placed_bits(side, v8, factor)
         if self.bf:  # the scaled value (exact in bf16 under the range test)
             v = (self.integer_units(side, v8) if integer_shift(f) is not None else
                  self.f16_decode(side, v8, 0))
@@ -1602,7 +1713,7 @@ class _DotKernel:
         formed.  On avx512 every vector is 512 bits (16 columns), and the **bf16** pairs
         (:attr:`DotSpec.bf16_dot`) are packed scaled: one ``vdpbf16ps`` per pair of K
         positions into f32 accumulators that run over the whole of K, no block ends."""
-        t, s, K, M, N = self.t, self.s, self.K, self.M, self.N
+        t, s, M, N = self.t, self.s, self.M, self.N
         b, n0, ncols, arow0, brow0 = self.unit
         c0, c1 = t.c(0), t.c(1)
         kb = s.k("lhs")
@@ -2403,6 +2514,9 @@ class _DotKernel:
                         by = (self.f6_bf16_chunk if s.fmt("rhs").bits == 6 else
                               self.f4_bf16_chunk if bfdot else self.f4_f32_chunk)
                         out.append(by(mem, f, r, kk, PIPED_AHEAD * nr))
+                        continue
+                    if self.placed_decode():
+                        out.append(self.placed_chunk(mem, f, r, kk, PIPED_AHEAD * nr, bfdot))
                         continue
                     v = self.chunk("rhs", mem, smem, r, kk, K, scaled=True, factor=f,
                                    ahead=PIPED_AHEAD * nr)

@@ -420,15 +420,24 @@ def test_which_streaming_tiles_are_piped():
     assert not kernel("bf16", "mxfp6_e2m3", k=16).table_decode()  # chunks of 16
     assert not kernel("bf16", "mxfp8_e4m3").table_decode()
     assert not kernel("bf16", "mxfp4_e2m1", "avx2").table_decode()
+    # f8 (and f6 in chunks of 16) on bf16 dot products: placed bits; never for the FMAs
+    for rf, k in (("mxfp8_e4m3", None), ("mxfp8_e5m2", 16), ("mxfp6_e3m2", 16)):
+        assert kernel("bf16", rf, k=k).placed_decode()
+        assert kernel("bf16", rf, "amx", k).placed_decode()
+        assert not kernel("f32", rf, k=k).placed_decode()
+        assert not kernel("bf16", rf, "avx2", k).placed_decode()
+    for rf, k in (("mxfp6_e2m3", None), ("mxfp4_e2m1", None), ("nvfp4", None),
+                  ("mxint8", None), ("mxfp8_e4m3", 8)):  # tables, integers, chunks of 8
+        assert not kernel("bf16", rf, k=k).placed_decode(), rf
 
 
 @pytest.mark.skipif("avx512" not in PATHS, reason="this CPU has no AVX512-BF16 / VNNI")
 @pytest.mark.parametrize("fmt", MX)
 @pytest.mark.parametrize("plain", ["f32", "bf16"])
 def test_piped_streaming_tiles(plain, fmt):
-    """The pipelined tiles against the reference: one row (bf16 dot products on f4 and f6
-    codes; the others one row at a time) and two (one tile), 3 to 16 rows (one tile of 4 rows, one
-    and two of 8), K of one block (the loop's steps decode its only chunk again) to three,
+    """The pipelined tiles against the reference: one row (bf16 dot products on f4, f6
+    and f8 codes; the others one row at a time) and two (one tile), 3 to 16 rows (one tile
+    of 4 rows, one and two of 8), K of one block (the loop's steps decode its only chunk again) to three,
     two chunks per block (k = 64), ragged columns across panels, batches (A's padded copy
     made again for each batch), and an empty contraction (zeros)."""
     rng = np.random.default_rng(FORMATS[fmt].block_size + len(plain))
@@ -443,6 +452,70 @@ def test_piped_streaming_tiles(plain, fmt):
         q = mxj.quantize(np.ones((2, 5, 0), F32), fmt, impl="xla")
         got = np.asarray(ffi_dot.dot(x, None, q.elements, q.scales, None, fmt, path="avx512"))
         np.testing.assert_array_equal(got, np.zeros((2, M, 5), F32))
+
+
+def _every_code(fmt: str, R_: int, k: int, rng):
+    """Weights holding every code of ``fmt`` (float elements): columns whose K = 2^bits
+    codes are the code sequence rotated by R_ per column (the Inf / NaN codes there zeros),
+    then a column per Inf / NaN code holding it at K = 0 only (A's row 0 picks it); random
+    scales 2^-10 .. 2^10 per block.  (the elements as ffi_dot takes them, the scales, f32
+    values)"""
+    elem = FORMATS[fmt].element
+    n = 1 << FLOAT_TYPES[elem].bits
+    codes = np.arange(n)
+    vals = R.from_bits(codes, elem).astype(np.float64)
+    finite = np.where(np.isfinite(vals), codes, 0)
+    cols = [np.roll(finite, -j * R_) for j in range(-(-n // R_))]
+    for code in codes[~np.isfinite(vals)]:  # one Inf / NaN code at K = 0, zeros after it
+        cols.append(np.where(codes == 0, code, 0))
+    c = np.array(cols, np.uint8)
+    s = rng.integers(117, 138, (c.shape[0], n // k)).astype(np.uint8).view(
+        ml_dtypes.float8_e8m0fnu)
+    typed = R.from_bits(c, elem)
+    v = R.dequantize(typed, s, fmt, block_size=k)
+    return (c if FLOAT_TYPES[elem].bits == 6 else typed), s, v
+
+
+@pytest.mark.skipif("avx512" not in PATHS, reason="this CPU has no AVX512-BF16 / VNNI")
+@pytest.mark.parametrize("fmt", ["mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e2m3", "mxfp6_e3m2"])
+def test_placed_decode_every_code(fmt):
+    """The float codes decoded by placing their bits (bf16 dot products: the piped tiles of
+    1, 2, 8 and 16 rows, chunks of 32 and 16; the bf16 GEMM, both sides): one-hot rows of A
+    pick each code of B, scaled by 2^-10 .. 2^10 -- every finite code's value (subnormals,
+    both zeros) bit for bit, Inf and NaN codes to Inf / NaN, as the f64 reference."""
+    rng = np.random.default_rng(len(fmt))
+    ft = FLOAT_TYPES[FORMATS[fmt].element]
+    n = 1 << ft.bits
+    for k in (32, 16):
+        spec = dot_kernels.DotSpec("bf16", fmt, None, k, "avx512")
+        assert dot_kernels._DotKernel(spec).placed_decode() == (ft.bits == 8 or k == 16)
+        for rows in (1, 2, 8, 16):
+            e, s, vb = _every_code(fmt, rows, k, rng)
+            hot = np.zeros((rows, n), np.float32)
+            hot[np.arange(rows), np.arange(rows)] = 2.0 ** rng.integers(-3, 4, rows)
+            x = hot.astype(ml_dtypes.bfloat16)
+            got = np.asarray(ffi_dot.dot(x, None, e, s, None, fmt, rhs_block_size=k,
+                                         path="avx512"))
+            want = (hot.astype(np.float64) @ vb.astype(np.float64).T).astype(F32)
+            assert np.array_equal(got, want, equal_nan=True), (fmt, k, rows)
+        # the GEMM: A one-hot in e4m3 (codes of 1 and 0), B every code
+        e, s, vb = _every_code(fmt, 1, k, rng)
+        rows = dot_kernels.STREAM_M + 4
+        ac = np.zeros((rows, n), np.uint8)
+        ac[np.arange(rows), np.arange(rows) * 3] = 0x38  # 1.0
+        ea = ac.view(ml_dtypes.float8_e4m3fn)
+        sa = rng.integers(120, 135, (rows, n // k)).astype(np.uint8).view(
+            ml_dtypes.float8_e8m0fnu)
+        assert dot_kernels.DotSpec("mxfp8_e4m3", fmt, k, k, "avx512").bf16_dot
+        for lhs, rhs in (((ea, sa, "mxfp8_e4m3"), (e, s, fmt)),
+                         ((e, s, fmt), (ea, sa, "mxfp8_e4m3"))):
+            got = np.asarray(ffi_dot.dot(lhs[0], lhs[1], rhs[0], rhs[1], lhs[2], rhs[2],
+                                         lhs_block_size=k, rhs_block_size=k, path="avx512"))
+            va, vb2 = (R.dequantize(R.from_bits(np.asarray(z[0]).view(np.uint8),
+                                                FORMATS[z[2]].element), z[1], z[2],
+                                    block_size=k) for z in (lhs, rhs))
+            want = (va.astype(np.float64) @ vb2.astype(np.float64).T).astype(F32)
+            assert np.array_equal(got, want, equal_nan=True), (fmt, k, "gemm")
 
 
 @pytest.mark.parametrize("path", dot_kernels.X86_PATHS)

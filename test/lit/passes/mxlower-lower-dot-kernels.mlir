@@ -201,19 +201,18 @@ func.func private @words(memref<?xi8>, memref<?xi8>, memref<?xi8>, memref<?xi8>,
 // -----
 
 // MXFP8 x MXFP8 on avx512: the GEMM by vdpbf16ps, in 512-bit vectors.  Each side's codes
-// decoded once per call (A) or unit (B) to their scaled values, exact in bf16: the f32's
-// high half, stored as pairs of K positions (one i32 each).  f32 accumulators run over the
+// decoded once per call (A) or unit (B) to their scaled values' bf16 bits, exact (placed
+// bits: the block factor's exponent added, no conversion, no multiply), stored as pairs of
+// K positions (one i32 each).  f32 accumulators run over the
 // whole of K, one vdpbf16ps per pair (A's pair broadcast against 16 columns' pairs: two
 // exact products added into each lane) -- no block ends, no conversion; each accumulator
 // is 16 columns, stored as it is.
 // CHECK-LABEL: func.func @bf16s(
 // CHECK: %[[AQ:.*]] = memref.view %{{.*}}[%{{.*}}][%{{.*}}] : memref<?xi8> to memref<?xi32>
-// CHECK: arith.extf %{{.*}} : vector<32xf16> to vector<32xf32>
-// CHECK: %[[F:.*]] = vector.broadcast %{{.*}} : f32 to vector<32xf32>
-// CHECK-NEXT: %[[SC:.*]] = arith.mulf %{{.*}}, %[[F]] : vector<32xf32>
-// CHECK-NEXT: arith.bitcast %[[SC]] : vector<32xf32> to vector<32xi32>
-// CHECK: arith.shrui %{{.*}} : vector<32xi32>
-// CHECK-NEXT: arith.trunci %{{.*}} : vector<32xi32> to vector<32xi16>
+// CHECK-NOT: arith.extf
+// CHECK: llvm.call_intrinsic "llvm.x86.avx512.permvar.hi.512"
+// CHECK: arith.addi %{{.*}}, %{{.*}} : vector<32xi16>
+// CHECK: arith.ori %{{.*}}, %{{.*}} : vector<32xi16>
 // CHECK: vector.bitcast %{{.*}} : vector<32xi16> to vector<16xi32>
 // CHECK: %[[T:.*]]:8 = scf.for %{{.*}} iter_args(%{{.*}} = %cst{{.*}}) -> (vector<16xf32>,
 // CHECK: scf.for %{{.*}} = %{{.*}} to %c16{{.*}} step %{{.*}} iter_args(
@@ -249,7 +248,8 @@ func.func private @bf16s(memref<?xi8>, memref<?xi8>, memref<?xi8>, memref<?xi8>,
 // CHECK: %[[AT:.*]] = memref.view %[[ARAW]][%{{.*}}][%{{.*}}, %{{.*}}] : memref<?xi8> to memref<?x?xbf16>
 // CHECK: %[[BT:.*]] = memref.view %[[BRAW]][%{{.*}}][%{{.*}}] : memref<?xi8> to memref<?x64xbf16>
 // CHECK: %[[CT:.*]] = memref.alloca() : memref<32x32xf32>
-// CHECK: arith.trunci %{{.*}} : vector<32xi32> to vector<32xi16>
+// CHECK: llvm.call_intrinsic "llvm.x86.avx512.permvar.hi.512"
+// CHECK: arith.ori %{{.*}}, %{{.*}} : vector<32xi16>
 // CHECK: memref.store %{{.*}}, %[[BQ]][%{{.*}}] : memref<?xi32>
 // CHECK: memref.store %c0_i32, %[[BQ]][%{{.*}}] : memref<?xi32>
 // CHECK: llvm.call_intrinsic "llvm.x86.avx2.pshuf.b"
@@ -280,11 +280,11 @@ func.func private @tiles(memref<?xi8>, memref<?xi8>, memref<?xi8>, memref<?xi8>,
 
 // -----
 
-// bf16 activations against MXFP8 weights on avx512, the streaming tiles (two rows: one
-// tile of 4 columns; 3 to 16 rows: tiles of 4 or 8), software-pipelined: A's rows copied
+// bf16 activations against MXFP8 weights on avx512, the streaming tiles (one or two rows:
+// one tile of 4 columns; 3 to 16 rows: tiles of 4 or 8), software-pipelined: A's rows copied
 // once per batch at a padded stride (K + 32 values), B's first two chunks per column
-// decoded, scaled (the factor from the panel's scratch) and truncated to bf16 (exact) before
-// the loop over K; each step decodes the chunks two steps on (carried: 4 columns x 2) while
+// decoded to their scaled bf16 values (placed bits, the factor from the panel's scratch)
+// before the loop over K; each step decodes the chunks two steps on (carried: 4 columns x 2) while
 // one vdpbf16ps per row and column runs on the chunk decoded two steps before.
 // CHECK-LABEL: func.func @gemv_bf16(
 // CHECK-SAME: %[[A:[^:]+]]: memref<?xbf16>
@@ -294,10 +294,14 @@ func.func private @tiles(memref<?xi8>, memref<?xi8>, memref<?xi8>, memref<?xi8>,
 // CHECK: memref.load %{{.*}} : memref<1xindex>
 // CHECK: %[[V:.+]] = vector.load %[[A]][%{{.*}}] : memref<?xbf16>, vector<32xbf16>
 // CHECK: vector.store %[[V]], %[[AP]][%{{.*}}] : memref<?xbf16>, vector<32xbf16>
-// CHECK: arith.trunci %{{.*}} : vector<32xi32> to vector<32xi16>
+// one row: a tile of 4 columns (4 columns x 2 steps carried)
+// CHECK: scf.for %{{.*}} -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<32xbf16>, vector<32xbf16>, vector<32xbf16>, vector<32xbf16>, vector<32xbf16>, vector<32xbf16>, vector<32xbf16>, vector<32xbf16>)
+// two rows (their own copy of A's rows first):
+// CHECK: memref.load %{{.*}} : memref<1xindex>
+// CHECK: arith.ori %{{.*}}, %{{.*}} : vector<32xi16>
 // CHECK-NEXT: %[[B0:.+]] = arith.bitcast %{{.*}} : vector<32xi16> to vector<32xbf16>
 // CHECK: scf.for %{{.*}} iter_args(%[[ACC:[^ ]+]] = %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[CUR:[^ ]+]] = %[[B0]], {{.*}}) -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<32xbf16>, vector<32xbf16>, vector<32xbf16>, vector<32xbf16>, vector<32xbf16>, vector<32xbf16>, vector<32xbf16>, vector<32xbf16>)
-// CHECK: arith.trunci %{{.*}} : vector<32xi32> to vector<32xi16>
+// CHECK: arith.ori %{{.*}}, %{{.*}} : vector<32xi16>
 // CHECK-NEXT: %[[NEXT:.+]] = arith.bitcast %{{.*}} : vector<32xi16> to vector<32xbf16>
 // CHECK: %[[AV:.+]] = vector.load %[[AP]][%{{.*}}] : memref<?xbf16>, vector<32xbf16>
 // CHECK-NEXT: llvm.call_intrinsic "llvm.x86.avx512bf16.dpbf16ps.512"(%[[ACC]], %[[AV]], %[[CUR]]) : (vector<16xf32>, vector<32xbf16>, vector<32xbf16>) -> vector<16xf32>
@@ -364,6 +368,38 @@ func.func private @gemv_nvfp4(memref<?xbf16>, memref<?xi8>, memref<?xi8>, memref
 // CHECK: arith.ori %[[V]], %[[SB]] : vector<32xi16>
 // CHECK: llvm.x86.avx512bf16.dpbf16ps.512
 func.func private @gemv_f6(memref<?xbf16>, memref<?xi8>, memref<?xi8>, memref<?xf32>, memref<?xi64>, index, index) attributes {mxlower.dot_kernel = {lhs = "bf16", rhs = "mxfp6_e2m3", path = "avx512"}}
+
+// -----
+
+// bf16 activations against MXFP8 (e4m3) weights: the piped tile's chunk of 32 codes
+// decoded by placing their bits, no conversion and no multiply -- the magnitude shifted
+// into bf16's fields, the block factor's exponent (less the bias) added; the subnormal
+// codes' normalized bits (from -256: 2^-9) and zero's and NaN's (32704 = 0x7FC0) by one
+// word permute, the sign moved to bit 15.
+// CHECK-LABEL: func.func @gemv_f8(
+// CHECK: scf.for {{.*}} -> ({{.*}}vector<32xbf16>)
+// CHECK: %[[RAW:.+]] = vector.load %{{.*}} : memref<?xi8>, vector<32xi8>
+// CHECK: %[[C:.+]] = arith.extui %[[RAW]] : vector<32xi8> to vector<32xi16>
+// CHECK: %[[MAG:.+]] = arith.andi %[[C]], %{{.*}} : vector<32xi16>
+// CHECK: %[[P:.+]] = arith.shli %[[MAG]], %{{.*}} : vector<32xi16>
+// CHECK: %[[TB:.+]] = arith.constant dense<[0, -256, -128, -64, 0, 32, 64, 96, {{.*}}, 32704]> : vector<32xi16>
+// CHECK: %[[T:.+]] = llvm.call_intrinsic "llvm.x86.avx512.permvar.hi.512"(%[[TB]], %[[C]])
+// CHECK: %[[SUB:.+]] = arith.cmpi ult, %[[MAG]], %{{.*}} : vector<32xi16>
+// CHECK: %[[N:.+]] = arith.select %[[SUB]], %[[T]], %[[P]] : vector<32xi1>, vector<32xi16>
+// CHECK: %[[FB:.+]] = arith.bitcast %{{.*}} : f32 to i32
+// CHECK: %[[E:.+]] = arith.shrui %[[FB]], %{{.*}} : i32
+// CHECK: %[[D:.+]] = arith.addi %[[E]], %c-896_i32{{.*}} : i32
+// CHECK: %[[D16:.+]] = arith.trunci %[[D]] : i32 to i16
+// CHECK: %[[DV:.+]] = vector.broadcast %[[D16]] : i16 to vector<32xi16>
+// CHECK: %[[Q:.+]] = arith.addi %[[N]], %[[DV]] : vector<32xi16>
+// CHECK: %[[K:.+]] = arith.cmpi uge, %{{.*}}, %{{.*}} : vector<32xi16>
+// CHECK: %[[R:.+]] = arith.select %[[K]], %[[T]], %[[Q]] : vector<32xi1>, vector<32xi16>
+// CHECK: %[[S:.+]] = arith.shli %[[C]], %{{.*}} : vector<32xi16>
+// CHECK: %[[SB:.+]] = arith.andi %[[S]], %{{.*}} : vector<32xi16>
+// CHECK: arith.ori %[[R]], %[[SB]] : vector<32xi16>
+// CHECK-NOT: arith.extf
+// CHECK: llvm.x86.avx512bf16.dpbf16ps.512
+func.func private @gemv_f8(memref<?xbf16>, memref<?xi8>, memref<?xi8>, memref<?xf32>, memref<?xi64>, index, index) attributes {mxlower.dot_kernel = {lhs = "bf16", rhs = "mxfp8_e4m3", path = "avx512"}}
 
 // -----
 
