@@ -437,11 +437,12 @@ def test_which_streaming_tiles_are_piped():
 def test_piped_streaming_tiles(plain, fmt):
     """The pipelined tiles against the reference: one row (bf16 dot products on f4, f6
     and f8 codes; the others one row at a time) and two (one tile), 3 to 16 rows (one tile
-    of 4 rows, one and two of 8), K of one block (the loop's steps decode its only chunk again) to three,
-    two chunks per block (k = 64), ragged columns across panels, batches (A's padded copy
-    made again for each batch), and an empty contraction (zeros)."""
+    of 4 rows, one and two of 8), K of one block (the loop's steps decode its only chunk
+    again) to three, two chunks per block (k = 64), f4 in chunks of 16 (two per step on bf16
+    dot products, from two blocks' tables; past K zeros), ragged columns across panels,
+    batches (A's padded copy made again for each batch), and an empty contraction (zeros)."""
     rng = np.random.default_rng(FORMATS[fmt].block_size + len(plain))
-    ks = (16,) if fmt == "nvfp4" else (None, 64)
+    ks = (16,) if fmt == "nvfp4" else (None, 16, 64) if fmt == "mxfp4_e2m1" else (None, 64)
     for k in ks:
         for shape in (((), 1, 37, 3), ((2,), 1, 33, 1), ((), 2, 70, 2), ((3,), 2, 35, 1),
                       ((), 3, 37, 1), ((), 4, 33, 3), ((3,), 8, 70, 2), ((2,), 11, 35, 1),

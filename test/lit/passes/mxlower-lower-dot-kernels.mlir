@@ -337,15 +337,35 @@ func.func private @gemv_bf16_f4(memref<?xbf16>, memref<?xi8>, memref<?xi8>, memr
 // -----
 
 // bf16 activations against NVFP4 weights (chunks of 16): two chunks per step, so that each
-// vdpbf16ps is a 512-bit one; the second chunk past K (an odd number of chunks) is zeros,
-// and so is A's padding (zeroed after each row's copy).
+// vdpbf16ps is a 512-bit one, by one word permute from the two blocks' tables of 16 scaled
+// values side by side (each index the code's nibble, the second chunk's or-ed with 16); past
+// K (an odd number of chunks) the second block's factor is 0, its values zeros, and A's
+// padding (zeroed after each row's copy) zeros too.
 // CHECK-LABEL: func.func @gemv_nvfp4(
 // CHECK: %[[Z:.+]] = arith.constant dense<0.000000e+00> : vector<32xbf16>
 // CHECK: vector.store %[[Z]], %[[AP:[^\[]+]][%{{.*}}] : memref<?xbf16>, vector<32xbf16>
 // CHECK: %[[IN:.+]] = arith.cmpi ult, %{{.*}}, %{{.*}} : index
-// CHECK: %[[Z16:.+]] = arith.constant dense<0.000000e+00> : vector<16xbf16>
-// CHECK: %[[H:.+]] = arith.select %[[IN]], %{{.*}}, %[[Z16]] : vector<16xbf16>
-// CHECK: %[[B:.+]] = vector.shuffle %{{.*}}, %[[H]] [0, 1, {{.*}}, 31] : vector<16xbf16>, vector<16xbf16>
+// CHECK: %[[F0:.+]] = memref.load %{{.*}} : memref<?xf32>
+// CHECK: %[[F1:.+]] = memref.load %{{.*}} : memref<?xf32>
+// CHECK: %[[F1Z:.+]] = arith.select %[[IN]], %[[F1]], %{{.*}} : f32
+// CHECK: %[[B0:.+]] = vector.broadcast %[[F0]] : f32 to vector<16xf32>
+// CHECK: %[[T0:.+]] = arith.mulf %{{.*}}, %[[B0]] : vector<16xf32>
+// CHECK: %[[B1:.+]] = vector.broadcast %[[F1Z]] : f32 to vector<16xf32>
+// CHECK: %[[T1:.+]] = arith.mulf %{{.*}}, %[[B1]] : vector<16xf32>
+// CHECK: %[[TB:.+]] = llvm.call_intrinsic "llvm.x86.avx512bf16.cvtne2ps2bf16.512"(%[[T1]], %[[T0]])
+// CHECK: %[[TW:.+]] = arith.bitcast %[[TB]] : vector<32xbf16> to vector<32xi16>
+// CHECK: %[[R0:.+]] = vector.load %{{.*}} : memref<?xi8>, vector<8xi8>
+// CHECK: %[[R1:.+]] = vector.load %{{.*}} : memref<?xi8>, vector<8xi8>
+// CHECK: %[[R:.+]] = vector.shuffle %[[R0]], %[[R1]] [0, 1, {{.*}}, 15] : vector<8xi8>, vector<8xi8>
+// CHECK: %[[D:.+]] = arith.extui %[[R]] : vector<16xi8> to vector<16xi32>
+// CHECK: %[[H:.+]] = arith.shli %[[D]], %{{.*}} : vector<16xi32>
+// CHECK: %[[I:.+]] = arith.ori %[[D]], %[[H]] : vector<16xi32>
+// CHECK: %[[IW:.+]] = vector.bitcast %[[I]] : vector<16xi32> to vector<32xi16>
+// CHECK: %[[NIB:.+]] = arith.andi %[[IW]], %{{.*}} : vector<32xi16>
+// CHECK: %[[SEC:.+]] = arith.constant dense<[0, {{.*}}, 0, 16, {{.*}}, 16]> : vector<32xi16>
+// CHECK: %[[IX:.+]] = arith.ori %[[NIB]], %[[SEC]] : vector<32xi16>
+// CHECK: %[[V:.+]] = llvm.call_intrinsic "llvm.x86.avx512.permvar.hi.512"(%[[TW]], %[[IX]])
+// CHECK: %[[B:.+]] = arith.bitcast %[[V]] : vector<32xi16> to vector<32xbf16>
 // CHECK: scf.for {{.*}} step %c32{{.*}} iter_args({{.*}} = %[[B]], %{{.*}} = %{{.*}}) -> ({{.*}}vector<32xbf16>, vector<32xbf16>)
 // CHECK: vector.load %[[AP]][%{{.*}}] : memref<?xbf16>, vector<32xbf16>
 // CHECK-NEXT: llvm.call_intrinsic "llvm.x86.avx512bf16.dpbf16ps.512"
