@@ -78,6 +78,8 @@ their integer values); on the one-row path, mxfp4's 32 codes take two byte shuff
 bf16 bytes of their integer values and in-lane unpacks into f32 lanes
 (:meth:`_DotKernel.f4_bf16_units`: no conversion instruction, 25% fewer instructions per
 block), their elements in :data:`F4_ORDER`, into which A's row is permuted once per unit;
+on the 512-bit paths f4 codes in chunks of 16 (nvfp4's) take one f32 permute from the
+constant table of their integer units instead (:data:`ONE_ROW_F4_PERM`);
 ``path="portable"`` decodes them arithmetically.  See :func:`host_paths`.
 
 The decoding of narrow codes is docs/semantics.md sections 1-2's: normal codes
@@ -196,6 +198,12 @@ BF16_STREAM = True
 #: the mxfp8 GEMM at 2048^3 on a Zen 4; the f32 FMA tiles keep the f16 decode (the same bits
 #: widened measured 0.9-1.1x) (BENCHMARKS.md, eleventh session)
 PLACED_DECODE = True
+#: whether the one-row path decodes f4 codes in chunks of 16 (nvfp4, and mxfp4 at block size
+#: 16) on the 512-bit paths by one f32 permute from the constant table of their integer units
+#: (:attr:`_DotKernel.f4_perm`): 1.07-1.15x faster at M = 1 on a Zen 4; mxfp4's chunks of 32
+#: keep avx2's byte shuffles (the permutes, zmm operations that a Zen 4 splits in two,
+#: measured no faster there) (BENCHMARKS.md, eleventh session)
+ONE_ROW_F4_PERM = True
 #: f32 lanes of one accumulator
 LANES = 8
 #: the order in which the avx2 one-row path's f4 decode (:meth:`_DotKernel.f4_bf16_units`)
@@ -758,8 +766,13 @@ class _DotKernel:
         # bf16, both exact; vdpbf16ps: pairs of exact products into f32 lanes)
         self.bf_stream = (BF16_STREAM and spec.path in AVX512_PATHS and spec.lhs == "bf16"
                           and spec.fmt("rhs") is not None and self.C >= 8)
+        # the one-row path's f4 codes by permutes from the constant table of their integer
+        # units (the 512-bit paths: :meth:`f4_f32_chunk` without a factor), A as it is
+        self.f4_perm = (ONE_ROW_F4_PERM and spec.path in AVX512_PATHS and spec.blockwise
+                        and fb is not None and fb.bits == 4 and self.C == 16)
         self.f4_fast = (spec.path in X86_PATHS and spec.blockwise and fb is not None
-                        and fb.bits == 4 and not fb.is_nvfp4 and self.C == 32)
+                        and fb.bits == 4 and not fb.is_nvfp4 and self.C == 32
+                        and not self.f4_perm)
         # the streaming tiles software-pipelined (:meth:`piped_tile`)
         self.piped = PIPELINED_STREAM[spec.path] and not spec.exact and fb is not None
 
@@ -825,11 +838,12 @@ class _DotKernel:
             nxt = t.op(f"{{r}} = arith.divui {nxt}, {t.c(2)} : index")
         t.do(f"memref.prefetch {mem}[{nxt}], read, locality<0>, data : memref<?xi8>")
 
-    def f4_scaled_table(self, mem: str, factor: str, row: str, kk: str,
+    def f4_scaled_table(self, mem: str, factor: str | None, row: str, kk: str,
                         ahead: int = 1) -> tuple[str, str]:
         """(the element index of B's row ``row`` at ``kk``, vector<16xf32>: the 16 f4 codes'
         scaled values in that chunk's block -- the integer units times the block's
-        ``factor``, exact); prefetches the chunk ``ahead`` rows on as :meth:`chunk` does."""
+        ``factor``, exact; without a factor the integer units); prefetches the chunk
+        ``ahead`` rows on as :meth:`chunk` does."""
         t, K = self.t, self.K
         base = t.op(f"{{r}} = arith.muli {row}, {K} : index")
         at = t.op(f"{{r}} = arith.addi {base}, {kk} : index")
@@ -837,6 +851,8 @@ class _DotKernel:
         units = code_units(self.s.fmt("rhs"), range(16))
         v16 = _vt(16, "f32")
         tb = t.op(f"{{r}} = arith.constant dense<[{', '.join(map(repr, units))}]> : {v16}")
+        if factor is None:
+            return at, tb
         fv = t.op(f"{{r}} = vector.broadcast {factor} : f32 to {v16}")
         return at, t.op(f"{{r}} = arith.mulf {tb}, {fv} : {v16}")
 
@@ -859,7 +875,8 @@ class _DotKernel:
         return (PLACED_DECODE and self.piped and self.bf_stream and not self.table_decode()
                 and self.placed_table("rhs") is not None)
 
-    def f4_f32_chunk(self, mem: str, factor: str, row: str, kk: str, ahead: int = 1) -> str:
+    def f4_f32_chunk(self, mem: str, factor: str | None, row: str, kk: str,
+                     ahead: int = 1) -> str:
         """:meth:`table_decode`, f32 FMAs: vector<C x f32>, the scaled values of C f4 codes
         of B's row ``row`` at ``kk`` by permutes (``vpermps``) from the block's table of 16
         -- eight code bytes widened to i64 lanes, each or-ed with itself shifted left by 28
@@ -2285,6 +2302,9 @@ class _DotKernel:
         # factor from the scratch; against plain columns, accumulators as wide as a chunk
         # (independent FMA chains)
         blockwise = stream and not self.exact and mr == 1 and self.blockwise
+        perm = blockwise and self.f4_perm
+        if perm:  # zmm lanes
+            W = 16
         wide = stream and not self.exact and mr == 1 and not blockwise
         # bf16 dot products (:attr:`bf_stream`): an accumulator of C / 2 f32 lanes per row and
         # column, one vdpbf16ps per chunk
@@ -2325,6 +2345,8 @@ class _DotKernel:
                 """Streaming: a chunk of column j decoded from B's codes."""
                 r = t.op(f"{{r}} = arith.addi {brow0}, {colv[j][1]} : index")
                 mem, smem = self.side_mems("rhs")
+                if perm:
+                    return self.f4_f32_chunk(mem, None, r, kk, NR_STREAM)
                 return self.chunk("rhs", mem, smem, r, kk, K,
                                   scaled=not self.exact and not blockwise, factor=factor,
                                   order=blockwise and self.f4_fast)

@@ -429,6 +429,11 @@ def test_which_streaming_tiles_are_piped():
     for rf, k in (("mxfp6_e2m3", None), ("mxfp4_e2m1", None), ("nvfp4", None),
                   ("mxint8", None), ("mxfp8_e4m3", 8)):  # tables, integers, chunks of 8
         assert not kernel("bf16", rf, k=k).placed_decode(), rf
+    # one row against f4 codes in chunks of 16: permutes from the constant table (avx512)
+    for lf in ("f32", "bf16", "f16"):
+        assert kernel(lf, "nvfp4").f4_perm and kernel(lf, "mxfp4_e2m1", k=16).f4_perm
+        assert not kernel(lf, "mxfp4_e2m1").f4_perm  # chunks of 32: avx2's byte shuffles
+        assert not kernel(lf, "nvfp4", "vnni").f4_perm
 
 
 @pytest.mark.skipif("avx512" not in PATHS, reason="this CPU has no AVX512-BF16 / VNNI")

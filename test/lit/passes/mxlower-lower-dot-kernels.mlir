@@ -423,6 +423,22 @@ func.func private @gemv_f8(memref<?xbf16>, memref<?xi8>, memref<?xi8>, memref<?x
 
 // -----
 
+// One f32 row against NVFP4 weights on avx512 (chunks of 16): the one-row path's codes by
+// one f32 permute from the constant table of the 16 codes' integer units (no factor: the
+// block's sum of unscaled values is multiplied by it once), A's row read in place, FMAs in
+// 16 lanes.
+// CHECK-LABEL: func.func @gemv_one_row_f4(
+// CHECK: %[[TB:.+]] = arith.constant dense<[0.000000e+00, 1.000000e+00, 2.000000e+00, 3.000000e+00, 4.000000e+00, 6.000000e+00, 8.000000e+00, 1.200000e+01, 0.000000e+00, -1.000000e+00, {{.*}}]> : vector<16xf32>
+// CHECK-NOT: arith.mulf
+// CHECK: %[[Q:.+]] = arith.extui %{{.*}} : vector<8xi8> to vector<8xi64>
+// CHECK: %[[I:.+]] = vector.bitcast %{{.*}} : vector<8xi64> to vector<16xi32>
+// CHECK: %[[V:.+]] = llvm.call_intrinsic "llvm.x86.avx512.permvar.sf.512"(%[[TB]], %[[I]])
+// CHECK: %[[A:.+]] = vector.load %arg0[%{{.*}}] : memref<?xf32>, vector<16xf32>
+// CHECK: vector.fma %{{.*}}, %{{.*}}, %{{.*}} : vector<16xf32>
+func.func private @gemv_one_row_f4(memref<?xf32>, memref<?xi8>, memref<?xi8>, memref<?xf32>, memref<?xi64>, index, index) attributes {mxlower.dot_kernel = {lhs = "f32", rhs = "nvfp4", path = "avx512"}}
+
+// -----
+
 // f32 activations against MXFP4 weights on avx512: the piped tiles' chunks of 32 codes by
 // two f32 permutes from the block's table (eight code bytes widened to i64 lanes, each
 // or-ed with itself shifted by 28 bits: both nibbles of a byte as i32 indices), then FMAs.
