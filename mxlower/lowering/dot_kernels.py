@@ -1082,22 +1082,15 @@ class _DotKernel:
         q = t.op(f"{{r}} = arith.select {keep}, {tv}, {q} : {_vt(C, 'i1')}, {w}")
         return self.with_sign(c, q, top)
 
-    def placed_chunk(self, mem: str, factor: str, row: str, kk: str, ahead: int,
-                     bf: bool) -> str:
-        """:meth:`placed_bits` for C codes of B's row ``row`` at ``kk``: vector<C x bf16>
-        (``bf``), else vector<C x f32> (the bits widened, exact)."""
+    def placed_chunk(self, mem: str, factor: str, row: str, kk: str, ahead: int) -> str:
+        """:meth:`placed_bits` for C codes of B's row ``row`` at ``kk``: vector<C x bf16>."""
         t, K, C = self.t, self.K, self.C
         base = t.op(f"{{r}} = arith.muli {row}, {K} : index")
         at = t.op(f"{{r}} = arith.addi {base}, {kk} : index")
         self.prefetch_codes(mem, at, ahead)
         v8 = t.op(f"{{r}} = vector.load {mem}[{at}] : memref<?xi8>, {_vt(C, 'i8')}")
         bits = self.placed_bits("rhs", v8, factor)
-        if bf:
-            return t.op(f"{{r}} = arith.bitcast {bits} : {_vt(C, 'i16')} to {_vt(C, 'bf16')}")
-        vi = _vt(C, "i32")
-        w = t.op(f"{{r}} = arith.extui {bits} : {_vt(C, 'i16')} to {vi}")
-        w = t.op(f"{{r}} = arith.shli {w}, {t.c(16, vi)} : {vi}")
-        return t.op(f"{{r}} = arith.bitcast {w} : {vi} to {_vt(C, 'f32')}")
+        return t.op(f"{{r}} = arith.bitcast {bits} : {_vt(C, 'i16')} to {_vt(C, 'bf16')}")
 
     def f4_bf16_units(self, side: str, v8: str) -> str:
         """avx2, C = 32: vector<32xf32>, the integer units (value x 2) of 32 e2m1 codes split
@@ -2602,7 +2595,7 @@ class _DotKernel:
                         out.append(by(mem, f, r, kk, PIPED_AHEAD * nr))
                         continue
                     if self.placed_decode():
-                        out.append(self.placed_chunk(mem, f, r, kk, PIPED_AHEAD * nr, bfdot))
+                        out.append(self.placed_chunk(mem, f, r, kk, PIPED_AHEAD * nr))
                         continue
                     v = self.chunk("rhs", mem, smem, r, kk, K, scaled=True, factor=f,
                                    ahead=PIPED_AHEAD * nr)
