@@ -42,9 +42,9 @@ threads.  Within a unit two ways, chosen at run time by M:
   (:data:`PIPELINED_STREAM`) the tiles of plain f32 / bf16 rows are software-pipelined
   (:meth:`_DotKernel.piped_tile`: B's chunks decoded :data:`PIPE_DEPTH` steps ahead of the
   dot products, A's rows copied once per batch at a padded stride, f4 and f6 codes on bf16
-  dot products by one word permute from the block's table, f8 codes by placing their bits:
-  :meth:`_DotKernel.placed_bits`), two rows run as one such tile (B read once), and one
-  row of bf16 activations against float weights too; each chunk of B's codes
+  dot products by one word permute from the block's table, f8 and mxint8 codes by placing
+  their bits: :meth:`_DotKernel.placed_bits`), two rows run as one such tile (B read once),
+  and one row of bf16 activations too where such a decode applies; each chunk of B's codes
   prefetches the same chunk of the next column (group) (:data:`PREFETCH_NEXT_ROW`);
 * **blocked GEMM**: the unit's B panel is decoded once into a scratch of ``NP x K`` f32 (a
   cache-sized panel, as any GEMM packs its operands), then each tile of MR rows of A into a
@@ -180,8 +180,8 @@ PIPED_AHEAD = 1
 PIPE_DEPTH = {"f32": 2, "bf16": 2}
 #: columns of the piped tile of two rows (B read once: 1.5-2.3x faster than a row at a time,
 #: which reads B twice, on a Zen 4) and of one row on bf16 dot products with a table or
-#: placed-bits decode (f4: 1.15-1.4x, f6: 1.6x, f8: 1.4-1.5x faster than the one-row path;
-#: the other one-row kernels measured 10-20% slower piped and keep it) (BENCHMARKS.md, tenth
+#: placed-bits decode (f4: 1.15-1.4x, f6: 1.6x, f8: 1.4-1.5x, mxint8: 1.07x faster than the
+#: one-row path; the other one-row kernels measured 10-20% slower piped and keep it) (BENCHMARKS.md, tenth
 #: and eleventh sessions)
 NR_PIPED_FEW = 4
 #: bytes of padding after each row of the piped streaming tiles' copy of A: rows K values
@@ -191,12 +191,13 @@ A_PAD_BYTES = 64
 #: whether the avx512 path's streaming tiles (3-16 rows) of bf16 activations run on bf16
 #: dot products (:attr:`_DotKernel.bf_stream`)
 BF16_STREAM = True
-#: whether the f8 and f6 codes bound for bf16 dot products (the piped tiles of bf16 rows,
-#: where no table decode applies, and the bf16 GEMM's packing) are decoded by placing their
-#: bits (:meth:`_DotKernel.placed_bits`: no conversion, no multiply): 1.2-1.3x faster at M =
-#: 8, 1.2-1.5x at M = 1 and 2 (one row then runs the piped tile) for mxfp8 weights, 1.2x for
-#: the mxfp8 GEMM at 2048^3 on a Zen 4; the f32 FMA tiles keep the f16 decode (the same bits
-#: widened measured 0.9-1.1x) (BENCHMARKS.md, eleventh session)
+#: whether the f8, f6 and mxint8 codes bound for bf16 dot products (the piped tiles of bf16
+#: rows, where no table decode applies, and the bf16 GEMM's packing) are decoded by placing
+#: their bits (:meth:`_DotKernel.placed_bits`: no conversion, no multiply): for mxfp8
+#: weights 1.2-1.4x faster at M = 8, 1.2-1.6x at M = 1 and 2 (one row then runs the piped
+#: tile), 1.2x for the mxfp8 GEMM at 2048^3; for mxint8 1.28x at M = 2, 1.07x at M = 1, level
+#: at M = 8, on a Zen 4; the f32 FMA tiles keep their decode (the same bits widened measured
+#: 0.9-1.1x) (BENCHMARKS.md, eleventh session)
 PLACED_DECODE = True
 #: whether the one-row path decodes f4 codes in chunks of 16 (nvfp4, and mxfp4 at block size
 #: 16) on the 512-bit paths by one f32 permute from the constant table of their integer units
@@ -871,9 +872,17 @@ class _DotKernel:
 
     def placed_decode(self) -> bool:
         """Whether the piped tiles on bf16 dot products decode B's codes by
-        :meth:`placed_bits` (f8, and f6 where :meth:`table_decode` does not apply)."""
+        :meth:`placed_bits` (f8, f6 where :meth:`table_decode` does not apply, mxint8)."""
         return (PLACED_DECODE and self.piped and self.bf_stream and not self.table_decode()
-                and self.placed_table("rhs") is not None)
+                and self.placed_ok("rhs"))
+
+    def placed_ok(self, side: str) -> bool:
+        """Whether :meth:`placed_bits` decodes ``side``'s codes: float codes with a
+        :meth:`placed_table`, mxint8 in chunks of 32 (the 512-bit paths)."""
+        f = self.s.fmt(side)
+        if f is not None and f.is_int:
+            return self.C == 32 and self.s.path in AVX512_PATHS
+        return self.placed_table(side) is not None
 
     def f4_f32_chunk(self, mem: str, factor: str | None, row: str, kk: str,
                      ahead: int = 1) -> str:
@@ -1013,7 +1022,7 @@ class _DotKernel:
         return t.op(f"{{r}} = arith.ori {v}, {sg} : {w}")
 
     def placed_table(self, side: str) -> list[int] | None:
-        """:meth:`placed_bits`' table, indexed by a code's low ``log2 C`` bits: the bf16 bits
+        """:meth:`placed_bits`' table for float codes, indexed by a code's low ``log2 C`` bits: the bf16 bits
         (as i16, exponent field biased by the element's bias, so possibly negative) of the
         subnormal magnitudes' values, normalized; zero for code 0; Inf and NaN's bf16 bits
         for those codes -- or None where ``side`` is not a float format with e8m0 scales
@@ -1054,6 +1063,8 @@ class _DotKernel:
         (``vpermw``), the sign then moved to bit 15."""
         t, C = self.t, self.C
         f = self.s.fmt(side)
+        if f.is_int:
+            return self.int8_bits(v8, factor)
         ft, table = f.element_type, self.placed_table(side)
         top, w = ft.bits - 1, _vt(C, "i16")
         c = t.op(f"{{r}} = arith.extui {v8} : {_vt(C, 'i8')} to {w}")
@@ -1064,12 +1075,7 @@ class _DotKernel:
                   f"({tb}, {c}) : ({w}, {w}) -> {w}")
         sub = t.op(f"{{r}} = arith.cmpi ult, {mag}, {t.c(1 << ft.man_bits, w)} : {w}")
         p = t.op(f"{{r}} = arith.select {sub}, {tv}, {p} : {_vt(C, 'i1')}, {w}")
-        fb = t.op(f"{{r}} = arith.bitcast {factor} : f32 to i32")
-        d = t.op(f"{{r}} = arith.shrui {fb}, {t.c(16, 'i32')} : i32")
-        d = t.op(f"{{r}} = arith.addi {d}, "
-                 f"{t.c(((integer_shift(f) or 0) - ft.bias) << 7, 'i32')} : i32")
-        d = t.op(f"{{r}} = arith.trunci {d} : i32 to i16")
-        d = t.op(f"{{r}} = vector.broadcast {d} : i16 to {w}")
+        d = self.exponent_add(factor, ft.bias - (integer_shift(f) or 0))
         q = t.op(f"{{r}} = arith.addi {p}, {d} : {w}")
         spec = number(f.element)
         first = next((m for m in range(1 << top) if not math.isfinite(spec.value_of(m))),
@@ -1081,6 +1087,43 @@ class _DotKernel:
             keep = t.op(f"{{r}} = arith.cmpi uge, {m1}, {t.c(first - 1, w)} : {w}")
         q = t.op(f"{{r}} = arith.select {keep}, {tv}, {q} : {_vt(C, 'i1')}, {w}")
         return self.with_sign(c, q, top)
+
+    def exponent_add(self, factor: str, bias: int) -> str:
+        """vector<C x i16>: what adding to bf16 bits (whose exponent field is biased by
+        ``bias``) multiplies them by ``factor`` (a power of two): its exponent field less
+        ``bias``, shifted to bf16's exponent."""
+        t = self.t
+        fb = t.op(f"{{r}} = arith.bitcast {factor} : f32 to i32")
+        d = t.op(f"{{r}} = arith.shrui {fb}, {t.c(16, 'i32')} : i32")
+        d = t.op(f"{{r}} = arith.subi {d}, {t.c(bias << 7, 'i32')} : i32")
+        d = t.op(f"{{r}} = arith.trunci {d} : i32 to i16")
+        return t.op(f"{{r}} = vector.broadcast {d} : i16 to {_vt(self.C, 'i16')}")
+
+    def int8_bits(self, v8: str, factor: str) -> str:
+        """:meth:`placed_bits` for mxint8 (C = 32): vector<32 x i16>, the bf16 bits of the
+        codes times ``factor`` (scale x 2^-6) -- magnitudes below 64 from a 64-entry table of
+        their bf16 bits (``vpermt2w``), those from 64 (to 128) by placing their six low bits
+        under the exponent 6; then the factor's exponent added (zeros kept) and the sign
+        (bit 15 of the sign-extended code) or-ed in: no conversion and no multiply."""
+        t = self.t
+        w, wi = _vt(32, "i16"), _vt(32, "i1")
+        c = t.op(f"{{r}} = arith.extsi {v8} : {_vt(32, 'i8')} to {w}")
+        neg = t.op(f"{{r}} = arith.subi {t.c(0, w)}, {c} : {w}")
+        m = t.op(f"{{r}} = arith.maxsi {c}, {neg} : {w}")  # |c| (128 for -128)
+        bits = [int(np.array(v, np.float32).view(np.uint32)) >> 16 for v in range(64)]
+        tabs = [t.op(f"{{r}} = arith.constant dense<[{', '.join(map(str, part))}]> : {w}")
+                for part in (bits[:32], bits[32:])]
+        tv = t.op(f'{{r}} = llvm.call_intrinsic "llvm.x86.avx512.vpermi2var.hi.512"'
+                  f"({tabs[0]}, {m}, {tabs[1]}) : ({w}, {w}, {w}) -> {w}")
+        top = t.op(f"{{r}} = arith.shli {m}, {t.c(1, w)} : {w}")  # 1.xxxxxx x 2^6
+        top = t.op(f"{{r}} = arith.addi {top}, {t.c(((127 + 6) << 7) - 128, w)} : {w}")
+        big = t.op(f"{{r}} = arith.cmpi uge, {m}, {t.c(64, w)} : {w}")
+        p = t.op(f"{{r}} = arith.select {big}, {top}, {tv} : {wi}, {w}")
+        q = t.op(f"{{r}} = arith.addi {p}, {self.exponent_add(factor, 127)} : {w}")
+        zero = t.op(f"{{r}} = arith.cmpi eq, {m}, {t.c(0, w)} : {w}")
+        q = t.op(f"{{r}} = arith.select {zero}, {p}, {q} : {wi}, {w}")
+        sg = t.op(f"{{r}} = arith.andi {c}, {t.c(-0x8000, w)} : {w}")
+        return t.op(f"{{r}} = arith.ori {q}, {sg} : {w}")
 
     def placed_chunk(self, mem: str, factor: str, row: str, kk: str, ahead: int) -> str:
         """:meth:`placed_bits` for C codes of B's row ``row`` at ``kk``: vector<C x bf16>."""
@@ -1510,7 +1553,7 @@ class _DotKernel:
         base = t.op(f"{{r}} = arith.muli {row}, {self.K} : index")
         at = t.op(f"{{r}} = arith.addi {base}, {kk} : index")
         v8 = self.codes(side, mem, at)
-        if self.bf and PLACED_DECODE and self.placed_table(side) is not None:
+        if self.bf and PLACED_DECODE and self.placed_ok(side):
             return self.placed_bits(side, v8, factor)
         if self.bf:  # the scaled value (exact in bf16 under the range test)
             v = (self.integer_units(side, v8) if integer_shift(f) is not None else

@@ -426,8 +426,9 @@ def test_which_streaming_tiles_are_piped():
         assert kernel("bf16", rf, "amx", k).placed_decode()
         assert not kernel("f32", rf, k=k).placed_decode()
         assert not kernel("bf16", rf, "avx2", k).placed_decode()
+    assert kernel("bf16", "mxint8").placed_decode()  # mxint8 in chunks of 32
     for rf, k in (("mxfp6_e2m3", None), ("mxfp4_e2m1", None), ("nvfp4", None),
-                  ("mxint8", None), ("mxfp8_e4m3", 8)):  # tables, integers, chunks of 8
+                  ("mxint8", 16), ("mxfp8_e4m3", 8)):  # tables, chunks of 16 / 8
         assert not kernel("bf16", rf, k=k).placed_decode(), rf
     # one row against f4 codes in chunks of 16: permutes from the constant table (avx512)
     for lf in ("f32", "bf16", "f16"):
@@ -467,6 +468,13 @@ def _every_code(fmt: str, R_: int, k: int, rng):
     scales 2^-10 .. 2^10 per block.  (the elements as ffi_dot takes them, the scales, f32
     values)"""
     elem = FORMATS[fmt].element
+    if FORMATS[fmt].is_int:  # mxint8: the 256 codes, all finite
+        codes = np.arange(-128, 128)
+        cols = [np.roll(codes, -j * R_) for j in range(-(-256 // R_))]
+        c = np.array(cols, np.int8)
+        s = rng.integers(117, 138, (c.shape[0], 256 // k)).astype(np.uint8).view(
+            ml_dtypes.float8_e8m0fnu)
+        return c, s, R.dequantize(c, s, fmt, block_size=k)
     n = 1 << FLOAT_TYPES[elem].bits
     codes = np.arange(n)
     vals = R.from_bits(codes, elem).astype(np.float64)
@@ -483,18 +491,22 @@ def _every_code(fmt: str, R_: int, k: int, rng):
 
 
 @pytest.mark.skipif("avx512" not in PATHS, reason="this CPU has no AVX512-BF16 / VNNI")
-@pytest.mark.parametrize("fmt", ["mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e2m3", "mxfp6_e3m2"])
+@pytest.mark.parametrize("fmt", ["mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e2m3", "mxfp6_e3m2",
+                                 "mxint8"])
 def test_placed_decode_every_code(fmt):
-    """The float codes decoded by placing their bits (bf16 dot products: the piped tiles of
-    1, 2, 8 and 16 rows, chunks of 32 and 16; the bf16 GEMM, both sides): one-hot rows of A
-    pick each code of B, scaled by 2^-10 .. 2^10 -- every finite code's value (subnormals,
-    both zeros) bit for bit, Inf and NaN codes to Inf / NaN, as the f64 reference."""
+    """The codes decoded by placing their bits (bf16 dot products: the piped tiles of 1, 2,
+    8 and 16 rows, chunks of 32 and 16; the bf16 GEMM, both sides): one-hot rows of A pick
+    each code of B, scaled by 2^-10 .. 2^10 -- every finite code's value (subnormals, both
+    zeros; mxint8's 256 codes, -128 included) bit for bit, Inf and NaN codes to Inf / NaN,
+    as the f64 reference."""
     rng = np.random.default_rng(len(fmt))
-    ft = FLOAT_TYPES[FORMATS[fmt].element]
-    n = 1 << ft.bits
+    is_int = FORMATS[fmt].is_int
+    bits = 8 if is_int else FLOAT_TYPES[FORMATS[fmt].element].bits
+    n = 1 << bits
     for k in (32, 16):
         spec = dot_kernels.DotSpec("bf16", fmt, None, k, "avx512")
-        assert dot_kernels._DotKernel(spec).placed_decode() == (ft.bits == 8 or k == 16)
+        placed = k == 32 if is_int else bits == 8 or k == 16
+        assert dot_kernels._DotKernel(spec).placed_decode() == placed
         for rows in (1, 2, 8, 16):
             e, s, vb = _every_code(fmt, rows, k, rng)
             hot = np.zeros((rows, n), np.float32)
@@ -518,7 +530,8 @@ def test_placed_decode_every_code(fmt):
                          ((e, s, fmt), (ea, sa, "mxfp8_e4m3"))):
             got = np.asarray(ffi_dot.dot(lhs[0], lhs[1], rhs[0], rhs[1], lhs[2], rhs[2],
                                          lhs_block_size=k, rhs_block_size=k, path="avx512"))
-            va, vb2 = (R.dequantize(R.from_bits(np.asarray(z[0]).view(np.uint8),
+            va, vb2 = (R.dequantize(z[0] if FORMATS[z[2]].is_int else
+                                    R.from_bits(np.asarray(z[0]).view(np.uint8),
                                                 FORMATS[z[2]].element), z[1], z[2],
                                     block_size=k) for z in (lhs, rhs))
             with np.errstate(invalid="ignore"):

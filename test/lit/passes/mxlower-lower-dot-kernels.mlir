@@ -408,7 +408,7 @@ func.func private @gemv_f6(memref<?xbf16>, memref<?xi8>, memref<?xi8>, memref<?x
 // CHECK: %[[N:.+]] = arith.select %[[SUB]], %[[T]], %[[P]] : vector<32xi1>, vector<32xi16>
 // CHECK: %[[FB:.+]] = arith.bitcast %{{.*}} : f32 to i32
 // CHECK: %[[E:.+]] = arith.shrui %[[FB]], %{{.*}} : i32
-// CHECK: %[[D:.+]] = arith.addi %[[E]], %c-896_i32{{.*}} : i32
+// CHECK: %[[D:.+]] = arith.subi %[[E]], %c896_i32{{.*}} : i32
 // CHECK: %[[D16:.+]] = arith.trunci %[[D]] : i32 to i16
 // CHECK: %[[DV:.+]] = vector.broadcast %[[D16]] : i16 to vector<32xi16>
 // CHECK: %[[Q:.+]] = arith.addi %[[N]], %[[DV]] : vector<32xi16>
@@ -420,6 +420,30 @@ func.func private @gemv_f6(memref<?xbf16>, memref<?xi8>, memref<?xi8>, memref<?x
 // CHECK-NOT: arith.extf
 // CHECK: llvm.x86.avx512bf16.dpbf16ps.512
 func.func private @gemv_f8(memref<?xbf16>, memref<?xi8>, memref<?xi8>, memref<?xf32>, memref<?xi64>, index, index) attributes {mxlower.dot_kernel = {lhs = "bf16", rhs = "mxfp8_e4m3", path = "avx512"}}
+
+// -----
+
+// bf16 activations against MXINT8 weights: the piped tile's chunk of 32 codes by placed
+// bits too -- magnitudes below 64 from a 64-entry table of their bf16 bits (vpermt2w; 16256
+// is 1.0), from 64 on the six low bits placed under the exponent 6 (16896 + 2m), then the
+// factor's exponent added (zeros kept) and the sign (bit 15 of the widened code) or-ed in.
+// CHECK-LABEL: func.func @gemv_int8(
+// CHECK: %[[C:.+]] = arith.extsi %{{.*}} : vector<32xi8> to vector<32xi16>
+// CHECK: %[[N:.+]] = arith.subi %{{.*}}, %[[C]] : vector<32xi16>
+// CHECK: %[[M:.+]] = arith.maxsi %[[C]], %[[N]] : vector<32xi16>
+// CHECK: %[[T0:.+]] = arith.constant dense<[0, 16256, 16384, {{.*}}]> : vector<32xi16>
+// CHECK: %[[T1:.+]] = arith.constant dense<[16896, 16900, {{.*}}]> : vector<32xi16>
+// CHECK: %[[TV:.+]] = llvm.call_intrinsic "llvm.x86.avx512.vpermi2var.hi.512"(%[[T0]], %[[M]], %[[T1]])
+// CHECK: %[[BIG:.+]] = arith.cmpi uge, %[[M]], %{{.*}} : vector<32xi16>
+// CHECK: %[[P:.+]] = arith.select %[[BIG]], %{{.*}}, %[[TV]] : vector<32xi1>, vector<32xi16>
+// CHECK: %[[Q:.+]] = arith.addi %[[P]], %{{.*}} : vector<32xi16>
+// CHECK: %[[Z:.+]] = arith.cmpi eq, %[[M]], %{{.*}} : vector<32xi16>
+// CHECK: %[[R:.+]] = arith.select %[[Z]], %[[P]], %[[Q]] : vector<32xi1>, vector<32xi16>
+// CHECK: %[[S:.+]] = arith.andi %[[C]], %{{.*}} : vector<32xi16>
+// CHECK: arith.ori %[[R]], %[[S]] : vector<32xi16>
+// CHECK-NOT: arith.sitofp
+// CHECK: llvm.x86.avx512bf16.dpbf16ps.512
+func.func private @gemv_int8(memref<?xbf16>, memref<?xi8>, memref<?xi8>, memref<?xf32>, memref<?xi64>, index, index) attributes {mxlower.dot_kernel = {lhs = "bf16", rhs = "mxint8", path = "avx512"}}
 
 // -----
 
