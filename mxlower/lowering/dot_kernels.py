@@ -181,8 +181,8 @@ PIPE_DEPTH = {"f32": 2, "bf16": 2}
 #: columns of the piped tile of two rows (B read once: 1.5-2.3x faster than a row at a time,
 #: which reads B twice, on a Zen 4) and of one row on bf16 dot products with a table or
 #: placed-bits decode (f4: 1.15-1.4x, f6: 1.6x, f8: 1.4-1.5x, mxint8: 1.07x faster than the
-#: one-row path; the other one-row kernels measured 10-20% slower piped and keep it) (BENCHMARKS.md, tenth
-#: and eleventh sessions)
+#: one-row path; the other one-row kernels measured 10-20% slower piped and keep it)
+#: (BENCHMARKS.md, tenth and eleventh sessions)
 NR_PIPED_FEW = 4
 #: bytes of padding after each row of the piped streaming tiles' copy of A: rows K values
 #: apart (a power of two of bytes, often) share the L1 cache's sets, and the tile reads 3-16
@@ -727,6 +727,11 @@ def _lit(v: int | float, t: str) -> str:
     return str(int(v))
 
 
+def _bf16_bits(values: Sequence[float]) -> list[int]:
+    """The bf16 bits of ``values`` exact in bf16 (their f32 bits' high halves)."""
+    return [int(np.array(v, np.float32).view(np.uint32)) >> 16 for v in values]
+
+
 def _vt(n: int, t: str) -> str:
     return f"vector<{n}x{t}>"
 
@@ -839,16 +844,23 @@ class _DotKernel:
             nxt = t.op(f"{{r}} = arith.divui {nxt}, {t.c(2)} : index")
         t.do(f"memref.prefetch {mem}[{nxt}], read, locality<0>, data : memref<?xi8>")
 
+    def code_at(self, mem: str, row: str, kk: str, ahead: int) -> str:
+        """The element index of B's row ``row`` at ``kk``, its codes prefetched ``ahead``
+        rows on (:meth:`prefetch_codes`)."""
+        t = self.t
+        base = t.op(f"{{r}} = arith.muli {row}, {self.K} : index")
+        at = t.op(f"{{r}} = arith.addi {base}, {kk} : index")
+        self.prefetch_codes(mem, at, ahead)
+        return at
+
     def f4_scaled_table(self, mem: str, factor: str | None, row: str, kk: str,
                         ahead: int = 1) -> tuple[str, str]:
         """(the element index of B's row ``row`` at ``kk``, vector<16xf32>: the 16 f4 codes'
         scaled values in that chunk's block -- the integer units times the block's
         ``factor``, exact; without a factor the integer units); prefetches the chunk
         ``ahead`` rows on as :meth:`chunk` does."""
-        t, K = self.t, self.K
-        base = t.op(f"{{r}} = arith.muli {row}, {K} : index")
-        at = t.op(f"{{r}} = arith.addi {base}, {kk} : index")
-        self.prefetch_codes(mem, at, ahead)
+        t = self.t
+        at = self.code_at(mem, row, kk, ahead)
         units = code_units(self.s.fmt("rhs"), range(16))
         v16 = _vt(16, "f32")
         tb = t.op(f"{{r}} = arith.constant dense<[{', '.join(map(repr, units))}]> : {v16}")
@@ -914,33 +926,28 @@ class _DotKernel:
                     f"[{', '.join(map(str, range(32)))}] : {v16}, {v16}")
 
     def f4_bf16_chunk(self, mem: str, factor: str, row: str, kk: str, ahead: int = 1) -> str:
-        """:meth:`table_decode`: vector<C x bf16>, the scaled values of C f4 codes
-        of B's row ``row`` at ``kk`` by one word permute (``vpermw``) from the block's table
-        of 16 (exact in bf16; ``vcvtne2ps2bf16`` exact too, the range test keeping every
-        value normal) -- per chunk a load widened to i32 lanes, a shift, an or and the
-        permute: each code byte's lane holds its low nibble in the low word's low bits and
-        its high nibble in the high word's (``vpermw`` reads 5 index bits: the table is
-        doubled)."""
-        t, C = self.t, self.C
+        """:meth:`table_decode` in chunks of 32 (those of 16 go by pairs:
+        :meth:`f4_bf16_pair`): vector<32 x bf16>, the scaled values of 32 f4 codes of B's
+        row ``row`` at ``kk`` by one word permute (``vpermw``) from the block's table of 16
+        (exact in bf16; ``vcvtne2ps2bf16`` exact too, the range test keeping every value
+        normal) -- per chunk a load widened to i32 lanes, a shift, an or and the permute:
+        each code byte's lane holds its low nibble in the low word's low bits and its high
+        nibble in the high word's (``vpermw`` reads 5 index bits: the table is doubled)."""
+        t = self.t
         at, tb = self.f4_scaled_table(mem, factor, row, kk, ahead)
-        v16, w = _vt(16, "f32"), _vt(C, "i16")
-        if C == 32:
-            tw = t.op(f'{{r}} = llvm.call_intrinsic "llvm.x86.avx512bf16.cvtne2ps2bf16.512"'
-                      f"({tb}, {tb}) : ({v16}, {v16}) -> {_vt(32, 'bf16')}")
-        else:
-            tw = t.op(f'{{r}} = llvm.call_intrinsic "llvm.x86.avx512bf16.cvtneps2bf16.512"'
-                      f"({tb}) : ({v16}) -> {_vt(16, 'bf16')}")
-        tw = t.op(f"{{r}} = arith.bitcast {tw} : {_vt(C, 'bf16')} to {w}")
+        v16, w, vi = _vt(16, "f32"), _vt(32, "i16"), _vt(16, "i32")
+        tw = t.op(f'{{r}} = llvm.call_intrinsic "llvm.x86.avx512bf16.cvtne2ps2bf16.512"'
+                  f"({tb}, {tb}) : ({v16}, {v16}) -> {_vt(32, 'bf16')}")
+        tw = t.op(f"{{r}} = arith.bitcast {tw} : {_vt(32, 'bf16')} to {w}")
         byte = t.op(f"{{r}} = arith.divui {at}, {t.c(2)} : index")
-        n, vi = C // 2, _vt(C // 2, "i32")
-        raw = t.op(f"{{r}} = vector.load {mem}[{byte}] : memref<?xi8>, {_vt(n, 'i8')}")
-        d = t.op(f"{{r}} = arith.extui {raw} : {_vt(n, 'i8')} to {vi}")
+        raw = t.op(f"{{r}} = vector.load {mem}[{byte}] : memref<?xi8>, {_vt(16, 'i8')}")
+        d = t.op(f"{{r}} = arith.extui {raw} : {_vt(16, 'i8')} to {vi}")
         hi = t.op(f"{{r}} = arith.shli {d}, {t.c(12, vi)} : {vi}")
         d = t.op(f"{{r}} = arith.ori {d}, {hi} : {vi}")
         idx = t.op(f"{{r}} = vector.bitcast {d} : {vi} to {w}")
-        v = t.op(f'{{r}} = llvm.call_intrinsic "llvm.x86.avx512.permvar.hi.{16 * C}"'
+        v = t.op(f'{{r}} = llvm.call_intrinsic "llvm.x86.avx512.permvar.hi.512"'
                  f"({tw}, {idx}) : ({w}, {w}) -> {w}")
-        return t.op(f"{{r}} = arith.bitcast {v} : {w} to {_vt(C, 'bf16')}")
+        return t.op(f"{{r}} = arith.bitcast {v} : {w} to {_vt(32, 'bf16')}")
 
     def bf16_table(self, parts: Sequence[tuple[Sequence[float], str]]) -> str:
         """vector<32 x i16>: the bf16 bits of two parts' 16 constant values times their
@@ -969,7 +976,7 @@ class _DotKernel:
         t, K = self.t, self.K
         base = t.op(f"{{r}} = arith.muli {row}, {K} : index")
         ats = [t.op(f"{{r}} = arith.addi {base}, {kk} : index") for kk in kks]
-        self.prefetch_codes(mem, ats[0], ahead)
+        self.prefetch_codes(mem, ats[0], ahead)  # (the second chunk: the same lines)
         units = code_units(self.s.fmt("rhs"), range(16))
         w, v8 = _vt(32, "i16"), _vt(8, "i8")
         tw = self.bf16_table([(units, f) for f in factors])
@@ -998,11 +1005,9 @@ class _DotKernel:
         (``vpermw``: its 5 index bits are the code's magnitude) from the block's table of
         the 32 magnitudes' scaled values (exact in bf16, normal under the range test), the
         code's sign bit then moved to bit 15."""
-        t, K = self.t, self.K
+        t = self.t
         fmt = self.s.fmt("rhs")
-        base = t.op(f"{{r}} = arith.muli {row}, {K} : index")
-        at = t.op(f"{{r}} = arith.addi {base}, {kk} : index")
-        self.prefetch_codes(mem, at, ahead)
+        at = self.code_at(mem, row, kk, ahead)
         units = code_units(fmt, range(32))  # the magnitudes
         w = _vt(32, "i16")
         tw = self.bf16_table([(units[:16], factor), (units[16:], factor)])
@@ -1022,12 +1027,12 @@ class _DotKernel:
         return t.op(f"{{r}} = arith.ori {v}, {sg} : {w}")
 
     def placed_table(self, side: str) -> list[int] | None:
-        """:meth:`placed_bits`' table for float codes, indexed by a code's low ``log2 C`` bits: the bf16 bits
-        (as i16, exponent field biased by the element's bias, so possibly negative) of the
-        subnormal magnitudes' values, normalized; zero for code 0; Inf and NaN's bf16 bits
-        for those codes -- or None where ``side`` is not a float format with e8m0 scales
-        whose subnormal and special codes fall in distinct entries (f8 and f6 in chunks of
-        16 or 32)."""
+        """:meth:`placed_bits`' table for float codes, indexed by a code's low ``log2 C``
+        bits: the bf16 bits (as i16, exponent field biased by the element's bias, so possibly
+        negative) of the subnormal magnitudes' values, normalized; zero for code 0; Inf's
+        and NaN's bf16 bits for those codes -- or None where ``side`` is not a float format
+        with e8m0 scales whose subnormal and special codes fall in distinct entries (f8 and
+        f6 in chunks of 16 or 32)."""
         f = self.s.fmt(side)
         ft = f.element_type if f is not None else None
         if (ft is None or ft.bits < 6 or f.is_nvfp4 or self.C not in (16, 32)
@@ -1110,7 +1115,7 @@ class _DotKernel:
         c = t.op(f"{{r}} = arith.extsi {v8} : {_vt(32, 'i8')} to {w}")
         neg = t.op(f"{{r}} = arith.subi {t.c(0, w)}, {c} : {w}")
         m = t.op(f"{{r}} = arith.maxsi {c}, {neg} : {w}")  # |c| (128 for -128)
-        bits = [int(np.array(v, np.float32).view(np.uint32)) >> 16 for v in range(64)]
+        bits = _bf16_bits(range(64))
         tabs = [t.op(f"{{r}} = arith.constant dense<[{', '.join(map(str, part))}]> : {w}")
                 for part in (bits[:32], bits[32:])]
         tv = t.op(f'{{r}} = llvm.call_intrinsic "llvm.x86.avx512.vpermi2var.hi.512"'
@@ -1127,10 +1132,8 @@ class _DotKernel:
 
     def placed_chunk(self, mem: str, factor: str, row: str, kk: str, ahead: int) -> str:
         """:meth:`placed_bits` for C codes of B's row ``row`` at ``kk``: vector<C x bf16>."""
-        t, K, C = self.t, self.K, self.C
-        base = t.op(f"{{r}} = arith.muli {row}, {K} : index")
-        at = t.op(f"{{r}} = arith.addi {base}, {kk} : index")
-        self.prefetch_codes(mem, at, ahead)
+        t, C = self.t, self.C
+        at = self.code_at(mem, row, kk, ahead)
         v8 = t.op(f"{{r}} = vector.load {mem}[{at}] : memref<?xi8>, {_vt(C, 'i8')}")
         bits = self.placed_bits("rhs", v8, factor)
         return t.op(f"{{r}} = arith.bitcast {bits} : {_vt(C, 'i16')} to {_vt(C, 'bf16')}")
@@ -1144,7 +1147,7 @@ class _DotKernel:
         12)."""
         t = self.t
         units = code_units(self.s.fmt(side), range(8))
-        bits = [int(np.array(u, np.float32).view(np.uint32)) >> 16 for u in units]
+        bits = _bf16_bits(units)
         bits += [b | 0x8000 for b in bits]
         v32, w16 = _vt(32, "i8"), _vt(16, "i16")
         halves = []
