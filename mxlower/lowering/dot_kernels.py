@@ -199,6 +199,12 @@ BF16_STREAM = True
 #: at M = 8, on a Zen 4; the f32 FMA tiles keep their decode (the same bits widened measured
 #: 0.9-1.1x) (BENCHMARKS.md, eleventh session)
 PLACED_DECODE = True
+#: whether the piped tiles' decodes that scale by a power of two (f4 and f6 tables, placed
+#: bits; not nvfp4's E4M3 factors) read from the panel's scratch, instead of each block's f32
+#: factor, the word that adding to their bits multiplies them by it
+#: (:meth:`_DotKernel.factor_word`, formed once per block by :meth:`prepare_factors`): the
+#: table then costs an integer add, no multiply and no conversion on the FMA pipes
+FACTOR_WORDS = True
 #: whether the one-row path decodes f4 codes in chunks of 16 (nvfp4, and mxfp4 at block size
 #: 16) on the 512-bit paths by one f32 permute from the constant table of their integer units
 #: (:attr:`_DotKernel.f4_perm`): 1.07-1.15x faster at M = 1 on a Zen 4; mxfp4's chunks of 32
@@ -925,7 +931,8 @@ class _DotKernel:
         return t.op(f"{{r}} = vector.shuffle {parts[0]}, {parts[1]} "
                     f"[{', '.join(map(str, range(32)))}] : {v16}, {v16}")
 
-    def f4_bf16_chunk(self, mem: str, factor: str, row: str, kk: str, ahead: int = 1) -> str:
+    def f4_bf16_chunk(self, mem: str, factor: str, row: str, kk: str, ahead: int = 1,
+                      word: bool = False) -> str:
         """:meth:`table_decode` in chunks of 32 (those of 16 go by pairs:
         :meth:`f4_bf16_pair`): vector<32 x bf16>, the scaled values of 32 f4 codes of B's
         row ``row`` at ``kk`` by one word permute (``vpermw``) from the block's table of 16
@@ -934,11 +941,15 @@ class _DotKernel:
         each code byte's lane holds its low nibble in the low word's low bits and its high
         nibble in the high word's (``vpermw`` reads 5 index bits: the table is doubled)."""
         t = self.t
-        at, tb = self.f4_scaled_table(mem, factor, row, kk, ahead)
         v16, w, vi = _vt(16, "f32"), _vt(32, "i16"), _vt(16, "i32")
-        tw = t.op(f'{{r}} = llvm.call_intrinsic "llvm.x86.avx512bf16.cvtne2ps2bf16.512"'
-                  f"({tb}, {tb}) : ({v16}, {v16}) -> {_vt(32, 'bf16')}")
-        tw = t.op(f"{{r}} = arith.bitcast {tw} : {_vt(32, 'bf16')} to {w}")
+        if word:  # the doubled table's bits plus the factor's word
+            at = self.code_at(mem, row, kk, ahead)
+            tw = self.word_table(code_units(self.s.fmt("rhs"), range(16)) * 2, factor)
+        else:
+            at, tb = self.f4_scaled_table(mem, factor, row, kk, ahead)
+            tw = t.op(f'{{r}} = llvm.call_intrinsic "llvm.x86.avx512bf16.cvtne2ps2bf16.512"'
+                      f"({tb}, {tb}) : ({v16}, {v16}) -> {_vt(32, 'bf16')}")
+            tw = t.op(f"{{r}} = arith.bitcast {tw} : {_vt(32, 'bf16')} to {w}")
         byte = t.op(f"{{r}} = arith.divui {at}, {t.c(2)} : index")
         raw = t.op(f"{{r}} = vector.load {mem}[{byte}] : memref<?xi8>, {_vt(16, 'i8')}")
         d = t.op(f"{{r}} = arith.extui {raw} : {_vt(16, 'i8')} to {vi}")
@@ -999,7 +1010,8 @@ class _DotKernel:
                  f"({tw}, {idx}) : ({w}, {w}) -> {w}")
         return t.op(f"{{r}} = arith.bitcast {v} : {w} to {_vt(32, 'bf16')}")
 
-    def f6_bf16_chunk(self, mem: str, factor: str, row: str, kk: str, ahead: int = 1) -> str:
+    def f6_bf16_chunk(self, mem: str, factor: str, row: str, kk: str, ahead: int = 1,
+                      word: bool = False) -> str:
         """:meth:`table_decode` for f6 codes on bf16 dot products (C = 32): vector<32 x bf16>,
         the scaled values of 32 codes of B's row ``row`` at ``kk`` by one word permute
         (``vpermw``: its 5 index bits are the code's magnitude) from the block's table of
@@ -1010,7 +1022,8 @@ class _DotKernel:
         at = self.code_at(mem, row, kk, ahead)
         units = code_units(fmt, range(32))  # the magnitudes
         w = _vt(32, "i16")
-        tw = self.bf16_table([(units[:16], factor), (units[16:], factor)])
+        tw = (self.word_table(units, factor) if word else
+              self.bf16_table([(units[:16], factor), (units[16:], factor)]))
         raw = t.op(f"{{r}} = vector.load {mem}[{at}] : memref<?xi8>, {_vt(32, 'i8')}")
         c = t.op(f"{{r}} = arith.extui {raw} : {_vt(32, 'i8')} to {w}")
         v = t.op(f'{{r}} = llvm.call_intrinsic "llvm.x86.avx512.permvar.hi.512"'
@@ -1057,7 +1070,7 @@ class _DotKernel:
             table[slot] = ((e + ft.bias) << 7) + int(frac * 128)
         return table
 
-    def placed_bits(self, side: str, v8: str, factor: str) -> str:
+    def placed_bits(self, side: str, v8: str, factor: str, word: bool = False) -> str:
         """vector<C x i16>: the bf16 bits of C float codes' values (f8, f6) times the
         block's ``factor`` (a power of two, scale x 2^-integer_shift), with no conversion and
         no multiply: a normal code's magnitude shifted into bf16's exponent and mantissa
@@ -1065,7 +1078,8 @@ class _DotKernel:
         bias, plus the shift) to those bits scales it exactly -- the range test keeps every
         scaled value normal; subnormal codes take their normalized bits, and zero, Inf and
         NaN codes their bf16 bits, from :meth:`placed_table` by one word permute
-        (``vpermw``), the sign then moved to bit 15."""
+        (``vpermw``), the sign then moved to bit 15 (``word``: the factor is its
+        :meth:`factor_word`)."""
         t, C = self.t, self.C
         f = self.s.fmt(side)
         if f.is_int:
@@ -1080,7 +1094,7 @@ class _DotKernel:
                   f"({tb}, {c}) : ({w}, {w}) -> {w}")
         sub = t.op(f"{{r}} = arith.cmpi ult, {mag}, {t.c(1 << ft.man_bits, w)} : {w}")
         p = t.op(f"{{r}} = arith.select {sub}, {tv}, {p} : {_vt(C, 'i1')}, {w}")
-        d = self.exponent_add(factor, ft.bias - (integer_shift(f) or 0))
+        d = self.exponent_add(factor, ft.bias - (integer_shift(f) or 0), word)
         q = t.op(f"{{r}} = arith.addi {p}, {d} : {w}")
         spec = number(f.element)
         first = next((m for m in range(1 << top) if not math.isfinite(spec.value_of(m))),
@@ -1093,16 +1107,73 @@ class _DotKernel:
         q = t.op(f"{{r}} = arith.select {keep}, {tv}, {q} : {_vt(C, 'i1')}, {w}")
         return self.with_sign(c, q, top)
 
-    def exponent_add(self, factor: str, bias: int) -> str:
+    def exponent_add(self, factor: str, bias: int, word: bool = False) -> str:
         """vector<C x i16>: what adding to bf16 bits (whose exponent field is biased by
         ``bias``) multiplies them by ``factor`` (a power of two): its exponent field less
-        ``bias``, shifted to bf16's exponent."""
+        ``bias``, shifted to bf16's exponent (``word``: the factor is its
+        :meth:`factor_word` for that bias, broadcast)."""
         t = self.t
+        if word:
+            return self.word_lanes(factor, self.C)
         fb = t.op(f"{{r}} = arith.bitcast {factor} : f32 to i32")
         d = t.op(f"{{r}} = arith.shrui {fb}, {t.c(16, 'i32')} : i32")
         d = t.op(f"{{r}} = arith.subi {d}, {t.c(bias << 7, 'i32')} : i32")
         d = t.op(f"{{r}} = arith.trunci {d} : i32 to i16")
         return t.op(f"{{r}} = vector.broadcast {d} : i16 to {_vt(self.C, 'i16')}")
+
+    def word_bias(self) -> int | None:
+        """Where the piped tiles of bf16 dot products scale B's codes by adding the block
+        factor's exponent to bf16 bits (:data:`FACTOR_WORDS`; the factor a power of two):
+        the exponent bias of those bits -- 127 for the tables of values (f4, f6 in chunks of
+        32), the element's bias less the integer shift for the placed bits of float codes --
+        and the panel's scratch then holds :meth:`factor_word` for it; else None (f32
+        factors: nvfp4; mxint8, whose tiles of two rows measured 1.1x slower with words and
+        one row 1.1x faster; the f32 FMAs' f4 tables, 1.06x slower with an add and a mask
+        for the multiply)."""
+        f = self.s.fmt("rhs")
+        if not (FACTOR_WORDS and self.piped and self.bf_stream and f is not None
+                and not f.is_nvfp4 and not f.is_int):
+            return None
+        if self.table_decode():
+            return 127 if self.C == 32 else None
+        if self.placed_decode():
+            return f.element_type.bias - (integer_shift(f) or 0)
+        return None
+
+    def factor_word(self, f: str, lanes: int, bias: int) -> str:
+        """The word of the factors ``f`` (f32, or vector<lanes x f32>: powers of two, normal)
+        that an integer add to bits whose exponent is biased by ``bias`` multiplies them by,
+        as f32 bits: the i16 difference of the exponent fields (bf16's), twice (low and high
+        halves, so that a 32-bit broadcast gives every lane).  Exact where the bits are those
+        of a normal value and the product is normal (the range test); zero's bits must not
+        take it (:meth:`word_table`)."""
+        t = self.t
+        it, ft = (_vt(lanes, "i32"), _vt(lanes, "f32")) if lanes else ("i32", "f32")
+        b = t.op(f"{{r}} = arith.bitcast {f} : {ft} to {it}")
+        d = t.op(f"{{r}} = arith.shrui {b}, {t.c(16, it)} : {it}")
+        d = t.op(f"{{r}} = arith.subi {d}, {t.c(bias << 7, it)} : {it}")
+        lo = t.op(f"{{r}} = arith.andi {d}, {t.c(0xFFFF, it)} : {it}")
+        hi = t.op(f"{{r}} = arith.shli {d}, {t.c(16, it)} : {it}")
+        d = t.op(f"{{r}} = arith.ori {lo}, {hi} : {it}")
+        return t.op(f"{{r}} = arith.bitcast {d} : {it} to {ft}")
+
+    def word_lanes(self, word: str, n: int) -> str:
+        """vector<n x i16>: a :meth:`factor_word` (bf16 dot products) in every lane."""
+        t = self.t
+        v = t.op(f"{{r}} = vector.broadcast {word} : f32 to {_vt(n // 2, 'f32')}")
+        return t.op(f"{{r}} = vector.bitcast {v} : {_vt(n // 2, 'f32')} to {_vt(n, 'i16')}")
+
+    def word_table(self, values: Sequence[float], word: str) -> str:
+        """vector<32 x i16>: the bf16 bits of 32 ``values`` (exact constants) times the
+        block's factor, from its :meth:`factor_word`: the values' bits plus the word, zeros'
+        bits kept (an integer add: no multiply and no conversion on the FMA pipes)."""
+        t, it = self.t, _vt(32, "i16")
+        bits = [b - (b >> 15 << 16) for b in _bf16_bits(values)]  # as i16
+        tb = t.op(f"{{r}} = arith.constant dense<[{', '.join(map(str, bits))}]> : {it}")
+        sm = t.op(f"{{r}} = arith.addi {tb}, {self.word_lanes(word, 32)} : {it}")
+        nz = ", ".join("true" if v else "false" for v in values)
+        keep = t.op(f"{{r}} = arith.constant dense<[{nz}]> : {_vt(32, 'i1')}")
+        return t.op(f"{{r}} = arith.select {keep}, {sm}, {tb} : {_vt(32, 'i1')}, {it}")
 
     def int8_bits(self, v8: str, factor: str) -> str:
         """:meth:`placed_bits` for mxint8 (C = 32): vector<32 x i16>, the bf16 bits of the
@@ -1130,12 +1201,13 @@ class _DotKernel:
         sg = t.op(f"{{r}} = arith.andi {c}, {t.c(-0x8000, w)} : {w}")
         return t.op(f"{{r}} = arith.ori {q}, {sg} : {w}")
 
-    def placed_chunk(self, mem: str, factor: str, row: str, kk: str, ahead: int) -> str:
+    def placed_chunk(self, mem: str, factor: str, row: str, kk: str, ahead: int,
+                     word: bool = False) -> str:
         """:meth:`placed_bits` for C codes of B's row ``row`` at ``kk``: vector<C x bf16>."""
         t, C = self.t, self.C
         at = self.code_at(mem, row, kk, ahead)
         v8 = t.op(f"{{r}} = vector.load {mem}[{at}] : memref<?xi8>, {_vt(C, 'i8')}")
-        bits = self.placed_bits("rhs", v8, factor)
+        bits = self.placed_bits("rhs", v8, factor, word)
         return t.op(f"{{r}} = arith.bitcast {bits} : {_vt(C, 'i16')} to {_vt(C, 'bf16')}")
 
     def f4_bf16_units(self, side: str, v8: str) -> str:
@@ -1430,7 +1502,7 @@ class _DotKernel:
 
                     def tile(m: int) -> None:  # one piped tile of the M rows
                         self.copy_rows()
-                        self.prepare_factors(brow0, ncols)
+                        self.prepare_factors(brow0, ncols, piped=True)
                         self.rows(c0, M, m, stream=True, a_direct=a_direct, nr=NR_PIPED_FEW,
                                   piped=True)
 
@@ -1452,7 +1524,7 @@ class _DotKernel:
                         self.copy_rows()
                     if piped:  # the panel's block factors, once: off the decode's chain
                         # (5-25% faster on a Zen 4)
-                        self.prepare_factors(brow0, ncols)
+                        self.prepare_factors(brow0, ncols, piped=True)
                     le = t.op(f"{{r}} = arith.cmpi ule, {M}, {t.c(MR_STREAM_EXACT)} : index")
                     t.if_(le, lambda: self.rows(c0, M, MR_STREAM_EXACT, stream=True,
                                                 a_direct=a_direct, nr=1, piped=piped),
@@ -2276,11 +2348,13 @@ class _DotKernel:
 
         t.for_(r0, hi, c1, [], row)
 
-    def prepare_factors(self, row0: str, count: str) -> None:
+    def prepare_factors(self, row0: str, count: str, piped: bool = False) -> None:
         """B's block factors of rows ``row0 + [0, count)`` into the scratch ``bfs`` (row i's
         block j at ``i * nblk_r + j``): eight blocks at a time in vector lanes, the rest one
-        by one."""
+        by one; for the piped tiles (``piped``) their :meth:`factor_word` where the decode
+        takes one (:meth:`word_bias`)."""
         t, n = self.t, 8
+        bias = self.word_bias() if piped else None
         c0, c1 = t.c(0), t.c(1)
         nb = self.nblk_r
 
@@ -2293,6 +2367,8 @@ class _DotKernel:
                 def body(j: str, _: list[str]) -> list[str]:  # lanes 0: one factor
                     si = t.op(f"{{r}} = arith.addi {sb}, {j} : index")
                     f = self.factor("rhs", "%bs", si, lanes)
+                    if bias is not None:
+                        f = self.factor_word(f, lanes, bias)
                     di = t.op(f"{{r}} = arith.addi {db}, {j} : index")
                     if lanes:
                         t.do(f"vector.store {f}, {self.bfs}[{di}] : memref<?xf32>, "
@@ -2527,9 +2603,12 @@ class _DotKernel:
         t, M, acc_t = self.t, self.M, self.acc_t
         b, n0, ncols, arow0, brow0 = self.unit
         nr = len(colv)
+        # f32 lanes summed as a tree (reassoc: halves added, log2 steps), not one after the
+        # other: 5-6% faster at M = 8 on a Zen 4, as accurate; the exact f64 sums keep order
+        fm = "fastmath<reassoc> " if acc_t == "f32" else ""
         for i, (mi, _) in enumerate(rows):
             for j, (nj, _) in enumerate(colv):
-                red = t.op(f"{{r}} = vector.reduction <add>, {accs[i * nr + j]} : {va} "
+                red = t.op(f"{{r}} = vector.reduction <add>, {accs[i * nr + j]} {fm}: {va} "
                            f"into {acc_t}")
                 if acc_t == "f64":
                     red = t.op(f"{{r}} = arith.truncf {red} : f64 to f32")
@@ -2588,6 +2667,7 @@ class _DotKernel:
                 nj = t.op(f"{{r}} = arith.addi {j0}, {t.c(j)} : index")
                 colv.append((nj, t.op(f"{{r}} = arith.minui {nj}, {nlast} : index")))
             mem, smem = self.side_mems("rhs")
+            word = self.word_bias() is not None  # the scratch holds factor words
 
             def decode(kk: str) -> list[str]:
                 if S == C:
@@ -2636,12 +2716,15 @@ class _DotKernel:
                     o = t.op(f"{{r}} = arith.addi {o}, {blk} : index")  # from the scratch
                     f = t.op(f"{{r}} = memref.load {self.bfs}[{o}] : memref<?xf32>")
                     if self.table_decode():
+                        if not bfdot:
+                            out.append(self.f4_f32_chunk(mem, f, r, kk, PIPED_AHEAD * nr))
+                            continue
                         by = (self.f6_bf16_chunk if s.fmt("rhs").bits == 6 else
-                              self.f4_bf16_chunk if bfdot else self.f4_f32_chunk)
-                        out.append(by(mem, f, r, kk, PIPED_AHEAD * nr))
+                              self.f4_bf16_chunk)
+                        out.append(by(mem, f, r, kk, PIPED_AHEAD * nr, word))
                         continue
                     if self.placed_decode():
-                        out.append(self.placed_chunk(mem, f, r, kk, PIPED_AHEAD * nr))
+                        out.append(self.placed_chunk(mem, f, r, kk, PIPED_AHEAD * nr, word))
                         continue
                     v = self.chunk("rhs", mem, smem, r, kk, K, scaled=True, factor=f,
                                    ahead=PIPED_AHEAD * nr)

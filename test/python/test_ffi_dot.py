@@ -463,9 +463,9 @@ def test_piped_streaming_tiles(plain, fmt):
 
 def _every_code(fmt: str, R_: int, k: int, rng):
     """Weights holding every code of ``fmt`` (float elements): columns whose K = 2^bits
-    codes are the code sequence rotated by R_ per column (the Inf / NaN codes there zeros),
-    then a column per Inf / NaN code holding it at K = 0 only (A's row 0 picks it); random
-    scales 2^-10 .. 2^10 per block.  (the elements as ffi_dot takes them, the scales, f32
+    codes are the code sequence rotated by R_ per column (the Inf / NaN codes there zeros;
+    f4's 16 codes four times over, K = 64), then a column per Inf / NaN code holding it at
+    K = 0 only (A's row 0 picks it); random scales 2^-10 .. 2^10 per block.  (the elements as ffi_dot takes them, the scales, f32
     values)"""
     elem = FORMATS[fmt].element
     if FORMATS[fmt].is_int:  # mxint8: the 256 codes, all finite
@@ -476,7 +476,8 @@ def _every_code(fmt: str, R_: int, k: int, rng):
             ml_dtypes.float8_e8m0fnu)
         return c, s, R.dequantize(c, s, fmt, block_size=k)
     n = 1 << FLOAT_TYPES[elem].bits
-    codes = np.arange(n)
+    codes = np.arange(max(n, 64)) % n
+    n = codes.size
     vals = R.from_bits(codes, elem).astype(np.float64)
     finite = np.where(np.isfinite(vals), codes, 0)
     cols = [np.roll(finite, -j * R_) for j in range(-(-n // R_))]
@@ -492,21 +493,25 @@ def _every_code(fmt: str, R_: int, k: int, rng):
 
 @pytest.mark.skipif("avx512" not in PATHS, reason="this CPU has no AVX512-BF16 / VNNI")
 @pytest.mark.parametrize("fmt", ["mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e2m3", "mxfp6_e3m2",
-                                 "mxint8"])
+                                 "mxint8", "mxfp4_e2m1"])
 def test_placed_decode_every_code(fmt):
-    """The codes decoded by placing their bits (bf16 dot products: the piped tiles of 1, 2,
-    8 and 16 rows, chunks of 32 and 16; the bf16 GEMM, both sides): one-hot rows of A pick
-    each code of B, scaled by 2^-10 .. 2^10 -- every finite code's value (subnormals, both
-    zeros; mxint8's 256 codes, -128 included) bit for bit, Inf and NaN codes to Inf / NaN,
-    as the f64 reference."""
+    """The codes decoded by placing their bits, or from tables scaled by the factor's
+    exponent word (bf16 dot products: the piped tiles of 1, 2, 8 and 16 rows, chunks of 32
+    and 16; the bf16 GEMM, both sides): one-hot rows of A pick each code of B, scaled by
+    2^-10 .. 2^10 -- every finite code's value (subnormals, both zeros; mxint8's 256 codes,
+    -128 included) bit for bit, Inf and NaN codes to Inf / NaN, as the f64 reference."""
     rng = np.random.default_rng(len(fmt))
     is_int = FORMATS[fmt].is_int
     bits = 8 if is_int else FLOAT_TYPES[FORMATS[fmt].element].bits
-    n = 1 << bits
+    n = max(1 << bits, 64)  # K
     for k in (32, 16):
         spec = dot_kernels.DotSpec("bf16", fmt, None, k, "avx512")
-        placed = k == 32 if is_int else bits == 8 or k == 16
-        assert dot_kernels._DotKernel(spec).placed_decode() == placed
+        placed = k == 32 if is_int else bits == 8 or (bits == 6 and k == 16)
+        kern = dot_kernels._DotKernel(spec)
+        assert kern.placed_decode() == placed
+        # the factor's exponent word in the scratch: float codes placed, f4 / f6 tables in
+        # chunks of 32
+        assert (kern.word_bias() is not None) == (not is_int and (placed or k == 32))
         for rows in (1, 2, 8, 16):
             e, s, vb = _every_code(fmt, rows, k, rng)
             hot = np.zeros((rows, n), np.float32)
@@ -517,6 +522,8 @@ def test_placed_decode_every_code(fmt):
             with np.errstate(invalid="ignore"):  # 0 x Inf
                 want = (hot.astype(np.float64) @ vb.astype(np.float64).T).astype(F32)
             assert np.array_equal(got, want, equal_nan=True), (fmt, k, rows)
+        if bits == 4:  # (f4 GEMMs take byte dot products)
+            continue
         # the GEMM: A one-hot in e4m3 (codes of 1 and 0), B every code
         e, s, vb = _every_code(fmt, 1, k, rng)
         rows = dot_kernels.STREAM_M + 4

@@ -89,7 +89,7 @@ func.func private @not_a_kernel(i32)
 // CHECK: arith.mulf %{{.*}}, %{{.*}} : f32
 // CHECK: arith.extf %{{.*}} : vector<8xf32> to vector<8xf64>
 // CHECK: vector.fma %{{.*}} : vector<8xf64>
-// CHECK: vector.reduction <add>, %{{.*}} : vector<8xf64> into f64
+// CHECK: vector.reduction <add>, %{{[^ ]+}} : vector<8xf64> into f64
 // CHECK: arith.truncf %{{.*}} : f64 to f32
 func.func private @exact(memref<?xi8>, memref<?xi8>, memref<?xi8>, memref<?xi8>, memref<?xf32>, memref<?xi64>, index, index) attributes {mxlower.dot_kernel = {lhs = "mxfp4_e2m1", rhs = "mxint8", lhs_block_size = 32 : i64, rhs_block_size = 32 : i64, path = "portable"}}
 
@@ -306,7 +306,8 @@ func.func private @tiles(memref<?xi8>, memref<?xi8>, memref<?xi8>, memref<?xi8>,
 // CHECK: %[[AV:.+]] = vector.load %[[AP]][%{{.*}}] : memref<?xbf16>, vector<32xbf16>
 // CHECK-NEXT: llvm.call_intrinsic "llvm.x86.avx512bf16.dpbf16ps.512"(%[[ACC]], %[[AV]], %[[CUR]]) : (vector<16xf32>, vector<32xbf16>, vector<32xbf16>) -> vector<16xf32>
 // CHECK: scf.yield {{.*}}, %[[NEXT]], %{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}} : {{.*}}, vector<32xbf16>
-// CHECK: vector.reduction <add>, %{{.*}} : vector<16xf32> into f32
+// the f32 lanes summed as a tree (reassociated)
+// CHECK: vector.reduction <add>, %{{[^ ]+}} fastmath<reassoc> : vector<16xf32> into f32
 // the tiles of more rows: 4 x 1 and 8 x 2 (two columns x two steps carried)
 // CHECK: scf.for %{{.*}} -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<32xbf16>, vector<32xbf16>)
 // CHECK: scf.for %{{.*}} -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<32xbf16>, vector<32xbf16>, vector<32xbf16>, vector<32xbf16>)
@@ -316,15 +317,29 @@ func.func private @gemv_bf16(memref<?xbf16>, memref<?xi8>, memref<?xi8>, memref<
 // -----
 
 // bf16 activations against MXFP4 weights: the pipelined tile's chunk of 32 codes by one
-// word permute from the block's table (16 scaled values, converted to bf16 twice over), the
-// block's factor read from the panel's scratch (decoded before the tiles).
+// word permute from the block's table -- the bf16 bits of the 16 codes' integer units (twice
+// over) plus the block factor's exponent word, zeros' bits kept: no multiply, no conversion.
+// The words are formed before the tiles, eight blocks at a time, into the panel's scratch:
+// the factor's bf16 exponent field less 127's (16256), in both halves of an i32.
 // CHECK-LABEL: func.func @gemv_bf16_f4(
+// CHECK: %[[FB:.+]] = arith.bitcast %{{.*}} : vector<8xf32> to vector<8xi32>
+// CHECK: %[[E:.+]] = arith.shrui %[[FB]], %{{.*}} : vector<8xi32>
+// CHECK: %[[C127:.+]] = arith.constant dense<16256> : vector<8xi32>
+// CHECK: %[[D:.+]] = arith.subi %[[E]], %[[C127]] : vector<8xi32>
+// CHECK: %[[LO:.+]] = arith.andi %[[D]], %{{.*}} : vector<8xi32>
+// CHECK: %[[HI:.+]] = arith.shli %[[D]], %{{.*}} : vector<8xi32>
+// CHECK: %[[W:.+]] = arith.ori %[[LO]], %[[HI]] : vector<8xi32>
+// CHECK: %[[WF:.+]] = arith.bitcast %[[W]] : vector<8xi32> to vector<8xf32>
+// CHECK: vector.store %[[WF]], %{{.*}} : memref<?xf32>, vector<8xf32>
 // CHECK: scf.for {{.*}} -> ({{.*}}vector<32xbf16>)
 // CHECK: %[[F:.+]] = memref.load %{{.*}} : memref<?xf32>
+// CHECK: %[[TB:.+]] = arith.constant dense<[0, 16256, 16384, 16448, 16512, 16576, 16640, 16704, 0, -16512, {{.*}}, -16064]> : vector<32xi16>
 // CHECK: %[[FV:.+]] = vector.broadcast %[[F]] : f32 to vector<16xf32>
-// CHECK: %[[T:.+]] = arith.mulf %{{.*}}, %[[FV]] : vector<16xf32>
-// CHECK: %[[TB:.+]] = llvm.call_intrinsic "llvm.x86.avx512bf16.cvtne2ps2bf16.512"(%[[T]], %[[T]]) : (vector<16xf32>, vector<16xf32>) -> vector<32xbf16>
-// CHECK: %[[TW:.+]] = arith.bitcast %[[TB]] : vector<32xbf16> to vector<32xi16>
+// CHECK: %[[WV:.+]] = vector.bitcast %[[FV]] : vector<16xf32> to vector<32xi16>
+// CHECK: %[[S:.+]] = arith.addi %[[TB]], %[[WV]] : vector<32xi16>
+// CHECK: %[[NZ:.+]] = arith.constant dense<[false, true, true, true, true, true, true, true, false, {{.*}}]> : vector<32xi1>
+// CHECK: %[[TW:.+]] = arith.select %[[NZ]], %[[S]], %[[TB]] : vector<32xi1>, vector<32xi16>
+// CHECK-NOT: arith.mulf
 // CHECK: %[[RAW:.+]] = vector.load %{{.*}} : memref<?xi8>, vector<16xi8>
 // CHECK: %[[D:.+]] = arith.extui %[[RAW]] : vector<16xi8> to vector<16xi32>
 // CHECK: %[[H:.+]] = arith.shli %[[D]], %{{.*}} : vector<16xi32>
@@ -375,11 +390,14 @@ func.func private @gemv_nvfp4(memref<?xbf16>, memref<?xi8>, memref<?xi8>, memref
 
 // bf16 activations against MXFP6 (e2m3) weights: the piped tile's chunk of 32 codes by one
 // word permute (its 5 index bits: the code's magnitude) from the block's table of the 32
-// magnitudes' scaled values, the sign bit then moved to bit 15.
+// magnitudes' scaled values (their integer units' bf16 bits plus the factor's exponent
+// word, zero's kept), the sign bit then moved to bit 15.
 // CHECK-LABEL: func.func @gemv_f6(
 // CHECK: scf.for {{.*}} -> ({{.*}}vector<32xbf16>)
-// CHECK: %[[TB:.+]] = llvm.call_intrinsic "llvm.x86.avx512bf16.cvtne2ps2bf16.512"(%{{.*}}, %{{.*}}) : (vector<16xf32>, vector<16xf32>) -> vector<32xbf16>
-// CHECK: %[[TW:.+]] = arith.bitcast %[[TB]] : vector<32xbf16> to vector<32xi16>
+// CHECK: %[[TB:.+]] = arith.constant dense<[0, 16256, 16384, 16448, 16512, 16544, {{.*}}]> : vector<32xi16>
+// CHECK: %[[WV:.+]] = vector.bitcast %{{.*}} : vector<16xf32> to vector<32xi16>
+// CHECK: %[[S:.+]] = arith.addi %[[TB]], %[[WV]] : vector<32xi16>
+// CHECK: %[[TW:.+]] = arith.select %{{.*}}, %[[S]], %[[TB]] : vector<32xi1>, vector<32xi16>
 // CHECK: %[[RAW:.+]] = vector.load %{{.*}} : memref<?xi8>, vector<32xi8>
 // CHECK: %[[C:.+]] = arith.extui %[[RAW]] : vector<32xi8> to vector<32xi16>
 // CHECK: %[[V:.+]] = llvm.call_intrinsic "llvm.x86.avx512.permvar.hi.512"(%[[TW]], %[[C]]) : (vector<32xi16>, vector<32xi16>) -> vector<32xi16>
@@ -395,8 +413,11 @@ func.func private @gemv_f6(memref<?xbf16>, memref<?xi8>, memref<?xi8>, memref<?x
 // decoded by placing their bits, no conversion and no multiply -- the magnitude shifted
 // into bf16's fields, the block factor's exponent (less the bias) added; the subnormal
 // codes' normalized bits (from -256: 2^-9) and zero's and NaN's (32704 = 0x7FC0) by one
-// word permute, the sign moved to bit 15.
+// word permute, the sign moved to bit 15.  The exponent word (the factor's bf16 exponent
+// field less the bias, 7 << 7 = 896, in both halves of an i32) comes from the panel's
+// scratch, formed once per block before the tiles.
 // CHECK-LABEL: func.func @gemv_f8(
+// CHECK: arith.constant dense<896> : vector<8xi32>
 // CHECK: scf.for {{.*}} -> ({{.*}}vector<32xbf16>)
 // CHECK: %[[RAW:.+]] = vector.load %{{.*}} : memref<?xi8>, vector<32xi8>
 // CHECK: %[[C:.+]] = arith.extui %[[RAW]] : vector<32xi8> to vector<32xi16>
@@ -406,11 +427,8 @@ func.func private @gemv_f6(memref<?xbf16>, memref<?xi8>, memref<?xi8>, memref<?x
 // CHECK: %[[T:.+]] = llvm.call_intrinsic "llvm.x86.avx512.permvar.hi.512"(%[[TB]], %[[C]])
 // CHECK: %[[SUB:.+]] = arith.cmpi ult, %[[MAG]], %{{.*}} : vector<32xi16>
 // CHECK: %[[N:.+]] = arith.select %[[SUB]], %[[T]], %[[P]] : vector<32xi1>, vector<32xi16>
-// CHECK: %[[FB:.+]] = arith.bitcast %{{.*}} : f32 to i32
-// CHECK: %[[E:.+]] = arith.shrui %[[FB]], %{{.*}} : i32
-// CHECK: %[[D:.+]] = arith.subi %[[E]], %c896_i32{{.*}} : i32
-// CHECK: %[[D16:.+]] = arith.trunci %[[D]] : i32 to i16
-// CHECK: %[[DV:.+]] = vector.broadcast %[[D16]] : i16 to vector<32xi16>
+// CHECK: %[[W:.+]] = vector.broadcast %{{.*}} : f32 to vector<16xf32>
+// CHECK: %[[DV:.+]] = vector.bitcast %[[W]] : vector<16xf32> to vector<32xi16>
 // CHECK: %[[Q:.+]] = arith.addi %[[N]], %[[DV]] : vector<32xi16>
 // CHECK: %[[K:.+]] = arith.cmpi uge, %{{.*}}, %{{.*}} : vector<32xi16>
 // CHECK: %[[R:.+]] = arith.select %[[K]], %[[T]], %[[Q]] : vector<32xi1>, vector<32xi16>
