@@ -211,6 +211,12 @@ FACTOR_WORDS = True
 #: keep avx2's byte shuffles (the permutes, zmm operations that a Zen 4 splits in two,
 #: measured no faster there) (BENCHMARKS.md, eleventh session)
 ONE_ROW_F4_PERM = True
+#: whether the one-row path (f32 / f16 rows one at a time against MX columns, each block's
+#: sum of unscaled values) runs 16 lanes (zmm) per FMA on the 512-bit paths: half the FMAs
+#: and a chain of two per 32 values, not four: 1.1x faster for mxfp8, 1.15x for mxfp6, 1.3x
+#: for mxint8 at M = 1 on a Zen 4; mxfp4's chunks of 32 (avx2's byte shuffles, 8-lane
+#: halves) measured 0.8x and keep 8 lanes (BENCHMARKS.md, twelfth session)
+ONE_ROW_ZMM = True
 #: f32 lanes of one accumulator
 LANES = 8
 #: the order in which the avx2 one-row path's f4 decode (:meth:`_DotKernel.f4_bf16_units`)
@@ -2418,8 +2424,9 @@ class _DotKernel:
         # (independent FMA chains)
         blockwise = stream and not self.exact and mr == 1 and self.blockwise
         perm = blockwise and self.f4_perm
-        if perm:  # zmm lanes
-            W = 16
+        if perm or (ONE_ROW_ZMM and blockwise and s.path in AVX512_PATHS and C % 16 == 0
+                    and not self.f4_fast):
+            W = 16  # zmm lanes
         wide = stream and not self.exact and mr == 1 and not blockwise
         # bf16 dot products (:attr:`bf_stream`): an accumulator of C / 2 f32 lanes per row and
         # column, one vdpbf16ps per chunk

@@ -499,6 +499,23 @@ func.func private @gemv_f32_f4(memref<?xf32>, memref<?xi8>, memref<?xi8>, memref
 
 // -----
 
+// f32 activations against MXFP8 weights, one row (avx512): each block's 32 values (through
+// f16) times the row's in two 16-lane FMAs (zmm: a chain of two, not four), the block's sum
+// then times its factor from the panel's scratch in one more FMA.
+// CHECK-LABEL: func.func @gemv_f32_f8(
+// CHECK: scf.for %{{.*}} iter_args(%[[ACC:.+]] = %{{.*}}) -> (vector<16xf32>) {
+// CHECK: arith.extf %{{.*}} : vector<32xf16> to vector<32xf32>
+// CHECK: %[[S0:.+]] = vector.fma %{{.*}}, %{{.*}}, %{{.*}} : vector<16xf32>
+// CHECK: %[[S1:.+]] = vector.fma %{{.*}}, %{{.*}}, %[[S0]] : vector<16xf32>
+// CHECK: %[[F:.+]] = memref.load %{{.*}} : memref<?xf32>
+// CHECK: %[[FV:.+]] = vector.broadcast %[[F]] : f32 to vector<16xf32>
+// CHECK: %[[R:.+]] = vector.fma %[[S1]], %[[FV]], %[[ACC]] : vector<16xf32>
+// CHECK-NEXT: scf.yield %[[R]] : vector<16xf32>
+// CHECK: vector.reduction <add>, %{{[^ ]+}} fastmath<reassoc> : vector<16xf32> into f32
+func.func private @gemv_f32_f8(memref<?xf32>, memref<?xi8>, memref<?xi8>, memref<?xf32>, memref<?xi64>, index, index) attributes {mxlower.dot_kernel = {lhs = "f32", rhs = "mxfp8_e4m3", path = "avx512"}}
+
+// -----
+
 // The range test (part = "range"; the kernel's signature): one pass over the plain side's
 // exponent fields (8 lanes) and over the scale codes (32 at a time, unsigned min and max), no
 // scratch, then the mode stored into dims[4].  The kernel reads it and runs, where it is not
