@@ -353,9 +353,10 @@ func.func private @gemv_bf16_f4(memref<?xbf16>, memref<?xi8>, memref<?xi8>, memr
 
 // bf16 activations against NVFP4 weights (chunks of 16): two chunks per step, so that each
 // vdpbf16ps is a 512-bit one, by one word permute from the two blocks' tables of 16 scaled
-// values side by side (each index the code's nibble, the second chunk's or-ed with 16); past
-// K (an odd number of chunks) the second block's factor is 0, its values zeros, and A's
-// padding (zeroed after each row's copy) zeros too.
+// values side by side (each index the code's nibble, the second chunk's or-ed with 16), the
+// two chunks' codes by one 16-byte load; past K (an odd number of chunks) the second
+// block's factor is 0, its codes masked off (zeros: a masked load never faults there), and
+// A's padding (zeroed after each row's copy) zeros too.
 // CHECK-LABEL: func.func @gemv_nvfp4(
 // CHECK: %[[Z:.+]] = arith.constant dense<0.000000e+00> : vector<32xbf16>
 // CHECK: vector.store %[[Z]], %[[AP:[^\[]+]][%{{.*}}] : memref<?xbf16>, vector<32xbf16>
@@ -369,9 +370,9 @@ func.func private @gemv_bf16_f4(memref<?xbf16>, memref<?xi8>, memref<?xi8>, memr
 // CHECK: %[[T1:.+]] = arith.mulf %{{.*}}, %[[B1]] : vector<16xf32>
 // CHECK: %[[TB:.+]] = llvm.call_intrinsic "llvm.x86.avx512bf16.cvtne2ps2bf16.512"(%[[T1]], %[[T0]])
 // CHECK: %[[TW:.+]] = arith.bitcast %[[TB]] : vector<32xbf16> to vector<32xi16>
-// CHECK: %[[R0:.+]] = vector.load %{{.*}} : memref<?xi8>, vector<8xi8>
-// CHECK: %[[R1:.+]] = vector.load %{{.*}} : memref<?xi8>, vector<8xi8>
-// CHECK: %[[R:.+]] = vector.shuffle %[[R0]], %[[R1]] [0, 1, {{.*}}, 15] : vector<8xi8>, vector<8xi8>
+// CHECK: %[[LOW:.+]] = arith.constant dense<[true, true, true, true, true, true, true, true, false, {{.*}}, false]> : vector<16xi1>
+// CHECK: %[[MASK:.+]] = arith.select %[[IN]], %{{.*}}, %[[LOW]] : vector<16xi1>
+// CHECK: %[[R:.+]] = vector.maskedload %{{.*}}[%{{.*}}], %[[MASK]], %{{.*}} : memref<?xi8>, vector<16xi1>, vector<16xi8> into vector<16xi8>
 // CHECK: %[[D:.+]] = arith.extui %[[R]] : vector<16xi8> to vector<16xi32>
 // CHECK: %[[H:.+]] = arith.shli %[[D]], %{{.*}} : vector<16xi32>
 // CHECK: %[[I:.+]] = arith.ori %[[D]], %[[H]] : vector<16xi32>
