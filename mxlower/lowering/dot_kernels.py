@@ -203,7 +203,10 @@ PLACED_DECODE = True
 #: bits; not nvfp4's E4M3 factors) read from the panel's scratch, instead of each block's f32
 #: factor, the word that adding to their bits multiplies them by it
 #: (:meth:`_DotKernel.factor_word`, formed once per block by :meth:`prepare_factors`): the
-#: table then costs an integer add, no multiply and no conversion on the FMA pipes
+#: table then costs an integer add, no multiply and no conversion on the FMA pipes (bf16 x
+#: mxfp4 / mxfp6 / mxfp8 1.1x faster at M = 2, 1.01-1.03x at M = 8 on a Zen 4; see
+#: :meth:`_DotKernel.word_bias` for the kernels that keep f32 factors) (BENCHMARKS.md,
+#: twelfth session)
 FACTOR_WORDS = True
 #: whether the one-row path decodes f4 codes in chunks of 16 (nvfp4, and mxfp4 at block size
 #: 16) on the 512-bit paths by one f32 permute from the constant table of their integer units
@@ -1091,6 +1094,7 @@ class _DotKernel:
         t, C = self.t, self.C
         f = self.s.fmt(side)
         if f.is_int:
+            assert not word  # (mxint8 keeps f32 factors: :meth:`word_bias`)
             return self.int8_bits(v8, factor)
         ft, table = f.element_type, self.placed_table(side)
         top, w = ft.bits - 1, _vt(C, "i16")
