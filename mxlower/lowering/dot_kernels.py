@@ -42,8 +42,10 @@ threads.  Within a unit two ways, chosen at run time by M:
   (:data:`PIPELINED_STREAM`) the tiles of plain f32 / bf16 rows are software-pipelined
   (:meth:`_DotKernel.piped_tile`: B's chunks decoded :data:`PIPE_DEPTH` steps ahead of the
   dot products, A's rows copied once per batch at a padded stride, f4 and f6 codes on bf16
-  dot products by one word permute from the block's table, f8 and mxint8 codes by placing
-  their bits: :meth:`_DotKernel.placed_bits`), two rows run as one such tile (B read once),
+  dot products by one word permute from the block's table -- nvfp4's the row of a constant
+  table of every E4M3 scale code's 16 products that the block's scale byte selects
+  (:data:`NV_TABLES`) --, f8 and mxint8 codes by placing their bits:
+  :meth:`_DotKernel.placed_bits`), two rows run as one such tile (B read once),
   and one row of bf16 activations too where such a decode applies; each chunk of B's codes
   prefetches the same chunk of the next column (group) (:data:`PREFETCH_NEXT_ROW`);
 * **blocked GEMM**: the unit's B panel is decoded once into a scratch of ``NP x K`` f32 (a
@@ -208,6 +210,15 @@ PLACED_DECODE = True
 #: :meth:`_DotKernel.word_bias` for the kernels that keep f32 factors) (BENCHMARKS.md,
 #: twelfth session)
 FACTOR_WORDS = True
+#: whether the piped tiles decode nvfp4 codes from a constant table of every scale code's 16
+#: scaled values (:func:`nvfp4_table`: an E4M3 scale times an e2m1 value is exact in bf16 and
+#: normal, so the table holds the products themselves), the row's table chosen by the block's
+#: scale byte, read as stored: no factor, no multiply and no conversion per block, and no pass
+#: over the panel's scales before its tiles (:meth:`_DotKernel.nv_tables`): bf16 x nvfp4
+#: 1.5x faster at M = 1, 1.4x at M = 2, 1.2-1.3x at M = 8; f32 x nvfp4 1.13-1.15x at M = 2,
+#: 0.98-1.06x at M = 8 (one core, weights warm, on a Zen 4; BENCHMARKS.md, thirteenth
+#: session)
+NV_TABLES = True
 #: whether the one-row path decodes f4 codes in chunks of 16 (nvfp4, and mxfp4 at block size
 #: 16) on the 512-bit paths by one f32 permute from the constant table of their integer units
 #: (:attr:`_DotKernel.f4_perm`): 1.07-1.15x faster at M = 1 on a Zen 4; mxfp4's chunks of 32
@@ -751,6 +762,29 @@ def _vt(n: int, t: str) -> str:
     return f"vector<{n}x{t}>"
 
 
+@functools.lru_cache(maxsize=None)
+def nvfp4_table(kind: str) -> tuple[int | float, ...]:
+    """The constant table of :data:`NV_TABLES`: for each E4M3 scale code s (0-255) the 16
+    values of e2m1 code c times that scale, at ``16 * s + c`` -- as bf16 bits (``kind =
+    "bf16"``, each as an i16) or f32 values (``"f32"``).  Every product of a finite scale is
+    exact (at most six significant bits) and normal (2^-10 to 2688) in both; the NaN codes'
+    rows hold NaN (the kernel's range test never lets their blocks reach the tables)."""
+    f = FORMATS["nvfp4"]
+    units = [float(v) for v in np.arange(16, dtype=np.uint8).view(f.element_dtype)]
+    scales = [float(v) for v in np.arange(256, dtype=np.uint8).view(f.scale_dtype)]
+    out: list[int | float] = []
+    for sc in scales:
+        for u in units:
+            v = sc * u
+            if kind == "f32":
+                out.append(v)
+                continue
+            (b,) = _bf16_bits([v])
+            assert math.isnan(v) or float(np.array(b << 16, np.uint32).view(np.float32)) == v
+            out.append(b - (b >> 15 << 16))  # as i16
+    return tuple(out)
+
+
 # ============================================================================ the kernel
 
 
@@ -772,6 +806,7 @@ class _DotKernel:
         self.bf = spec.bf16_dot  # pairs of bf16 values (vdpbf16ps; AMX tiles)
         self.amx = spec.amx_dot
         self.raw: dict[str, str] = {}  # packed scratches: view -> its bytes (packed_alloc)
+        self.globals: dict[str, str] = {}  # the module's constants: symbol -> memref.global
         # K positions per packed lane (pairs; quads for vpdpbusd) and the lane's type
         self.G = 4 if self.quad else 2
         self.mr_int = spec.gemm_rows
@@ -897,6 +932,42 @@ class _DotKernel:
             return self.C in (16, 32)
         return f.bits == 6 and self.bf_stream and self.C == 32
 
+    def nv_tables(self) -> bool:
+        """Whether the piped tiles decode B's nvfp4 codes from :func:`nvfp4_table` (the
+        tables' decode, :data:`NV_TABLES`)."""
+        f = self.s.fmt("rhs")
+        return NV_TABLES and f is not None and f.is_nvfp4 and self.table_decode()
+
+    def nv_table(self, kind: str) -> str:
+        """``memref<4096 x i16 | f32>``: :func:`nvfp4_table` of ``kind`` ("bf16", "f32"), a
+        constant of the module (64-byte aligned: each row of 16 values in one line)."""
+        name = f"mxlower_nvfp4_{kind}"
+        et = "i16" if kind == "bf16" else "f32"
+        mt = f"memref<4096x{et}>"
+        if name not in self.globals:
+            vals = ", ".join(_lit(v, et) for v in nvfp4_table(kind))
+            self.globals[name] = (f'memref.global "private" constant @{name} : {mt} = '
+                                  f"dense<[{vals}]> {{alignment = 64 : i64}}")
+        return self.t.op(f"{{r}} = memref.get_global @{name} : {mt}")
+
+    def nv_row(self, row: str, blk: str, inside: str | None = None) -> str:
+        """The offset in :func:`nvfp4_table` of the row of B's row ``row``'s block ``blk``:
+        16 times its scale byte, read as stored (``inside`` false: scale code 0's row, all
+        zeros, for a block past K -- its codes masked to 0 would read its clamped
+        neighbour's row, NaN where that scale is; the column is NaN then anyway, but the
+        select also keeps LLVM's SLP vectorizer from gathering the scale bytes of a tile's
+        columns into a vector and back, ``vpinsrb`` / ``vpextrw``, which measured 1.1-1.2x
+        slower for bf16 x nvfp4 on a Zen 4)."""
+        t = self.t
+        o = t.op(f"{{r}} = arith.muli {row}, {self.nblk_r} : index")
+        o = t.op(f"{{r}} = arith.addi {o}, {blk} : index")
+        code = t.op(f"{{r}} = memref.load %bs[{o}] : memref<?xi8>")
+        o = t.op(f"{{r}} = arith.index_castui {code} : i8 to index")
+        o = t.op(f"{{r}} = arith.muli {o}, {t.c(16)} : index")
+        if inside is None:
+            return o
+        return t.op(f"{{r}} = arith.select {inside}, {o}, {t.c(0)} : index")
+
     def placed_decode(self) -> bool:
         """Whether the piped tiles on bf16 dot products decode B's codes by
         :meth:`placed_bits` (f8, f6 where :meth:`table_decode` does not apply, mxint8)."""
@@ -912,7 +983,7 @@ class _DotKernel:
         return self.placed_table(side) is not None
 
     def f4_f32_chunk(self, mem: str, factor: str | None, row: str, kk: str,
-                     ahead: int = 1) -> str:
+                     ahead: int = 1, table: str | None = None) -> str:
         """:meth:`table_decode`, f32 FMAs: vector<C x f32>, the scaled values of C f4 codes
         of B's row ``row`` at ``kk`` by permutes (``vpermps``) from the block's table of 16
         -- eight code bytes widened to i64 lanes, each or-ed with itself shifted left by 28
@@ -920,9 +991,13 @@ class _DotKernel:
         the high one's: per 16 values a widening load, a shift, an or and the permute, no
         conversion and no multiply (3-8% faster than the arithmetic decode at M = 8 on a Zen
         4, up to 23% at M = 2; one step ahead, before the factors came from the scratch,
-        LLVM had spilled the tile 1.6x slower)."""
+        LLVM had spilled the tile 1.6x slower).  ``table``: the block's 16 scaled values
+        as they are (:meth:`nv_tables`), instead of a ``factor``."""
         t, C = self.t, self.C
-        at, tb = self.f4_scaled_table(mem, factor, row, kk, ahead)
+        if table is None:
+            at, tb = self.f4_scaled_table(mem, factor, row, kk, ahead)
+        else:
+            at, tb = self.code_at(mem, row, kk, ahead), table
         byte = t.op(f"{{r}} = arith.divui {at}, {t.c(2)} : index")
         v8, vq, vi, v16 = _vt(8, "i8"), _vt(8, "i64"), _vt(16, "i32"), _vt(16, "f32")
         parts = []
@@ -984,7 +1059,7 @@ class _DotKernel:
         return t.op(f"{{r}} = arith.bitcast {tw} : {_vt(32, 'bf16')} to {_vt(32, 'i16')}")
 
     def f4_bf16_pair(self, mem: str, factors: Sequence[str], row: str, kk: str,
-                     inside: str, ahead: int) -> str:
+                     inside: str, ahead: int, rows: Sequence[str] = ()) -> str:
         """:meth:`table_decode` for f4 codes in chunks of 16 (C = 16) on bf16 dot products,
         two chunks (of B's row ``row``, from ``kk`` on; the second one's codes only where
         ``inside``, else zeros) at a time: vector<32 x bf16>, by one word permute
@@ -995,12 +1070,22 @@ class _DotKernel:
         8-byte loads and a shuffle at M = 1 and 2 on a Zen 4), a widen, a shift, an or, an
         and-or and the permute (each chunk by :meth:`f4_bf16_chunk` took a multiply, a
         conversion and a permute of its own, and a shuffle joined them: 1.1-1.2x faster for
-        nvfp4 at M = 1, 2 and 8 on a Zen 4)."""
+        nvfp4 at M = 1, 2 and 8 on a Zen 4).  ``rows``: the two blocks' offsets in
+        :func:`nvfp4_table` (:meth:`nv_tables`), whose two rows are then the table (two
+        loads), instead of ``factors``."""
         t = self.t
         at = self.code_at(mem, row, kk, ahead)  # (the second chunk: the same lines)
-        units = code_units(self.s.fmt("rhs"), range(16))
         w, m1, v16 = _vt(32, "i16"), _vt(16, "i1"), _vt(16, "i8")
-        tw = self.bf16_table([(units, f) for f in factors])
+        if rows:
+            g = self.nv_table("bf16")
+            h = [t.op(f"{{r}} = vector.load {g}[{o}] : memref<4096xi16>, {_vt(16, 'i16')}")
+                 for o in rows]
+            tw = t.op(f"{{r}} = vector.shuffle {h[0]}, {h[1]} "
+                      f"[{', '.join(map(str, range(32)))}] : {_vt(16, 'i16')}, "
+                      f"{_vt(16, 'i16')}")
+        else:
+            units = code_units(self.s.fmt("rhs"), range(16))
+            tw = self.bf16_table([(units, f) for f in factors])
         byte = t.op(f"{{r}} = arith.divui {at}, {t.c(2)} : index")
         full = t.op(f"{{r}} = arith.constant dense<true> : {m1}")
         low = t.op(f"{{r}} = arith.constant dense<[{', '.join(['true'] * 8 + ['false'] * 8)}]> "
@@ -1514,7 +1599,8 @@ class _DotKernel:
 
                     def tile(m: int) -> None:  # one piped tile of the M rows
                         self.copy_rows()
-                        self.prepare_factors(brow0, ncols, piped=True)
+                        if not self.nv_tables():
+                            self.prepare_factors(brow0, ncols, piped=True)
                         self.rows(c0, M, m, stream=True, a_direct=a_direct, nr=NR_PIPED_FEW,
                                   piped=True)
 
@@ -1534,8 +1620,8 @@ class _DotKernel:
                     piped = self.piped
                     if self.ap is not None:
                         self.copy_rows()
-                    if piped:  # the panel's block factors, once: off the decode's chain
-                        # (5-25% faster on a Zen 4)
+                    if piped and not self.nv_tables():  # the panel's block factors, once:
+                        # off the decode's chain (5-25% faster on a Zen 4)
                         self.prepare_factors(brow0, ncols, piped=True)
                     le = t.op(f"{{r}} = arith.cmpi ule, {M}, {t.c(MR_STREAM_EXACT)} : index")
                     t.if_(le, lambda: self.rows(c0, M, MR_STREAM_EXACT, stream=True,
@@ -1605,7 +1691,7 @@ class _DotKernel:
         t.do("return")
         t.indent = 2
         t.do("}")
-        return "\n".join(t.lines)
+        return "\n".join([*self.globals.values(), *t.lines])
 
     # -- the GEMM's byte dot products ------------------------------------------------------
     def packed_alloc(self, n: str, pt: str) -> str:
@@ -2711,6 +2797,11 @@ class _DotKernel:
                 zero = t.c(0.0, "f32")
                 for _, nc in colv:
                     r = t.op(f"{{r}} = arith.addi {brow0}, {nc} : index")
+                    if self.nv_tables():
+                        offs = [self.nv_row(r, blks[0]), self.nv_row(r, blks[1], inside)]
+                        out.append(self.f4_bf16_pair(mem, (), r, kk, inside,
+                                                     PIPED_AHEAD * nr, offs))
+                        continue
                     o = t.op(f"{{r}} = arith.muli {nc}, {self.nblk_r} : index")
                     fs = []
                     for blk in blks:
@@ -2726,6 +2817,13 @@ class _DotKernel:
                 blk = t.op(f"{{r}} = arith.divui {kk}, {t.c(s.k('rhs'))} : index")
                 for _, nc in colv:
                     r = t.op(f"{{r}} = arith.addi {brow0}, {nc} : index")
+                    if self.nv_tables() and not bfdot:  # the block's row of the table
+                        g = self.nv_table("f32")
+                        tb = t.op(f"{{r}} = vector.load {g}[{self.nv_row(r, blk)}] : "
+                                  f"memref<4096xf32>, {_vt(16, 'f32')}")
+                        out.append(self.f4_f32_chunk(mem, None, r, kk, PIPED_AHEAD * nr,
+                                                     table=tb))
+                        continue
                     o = t.op(f"{{r}} = arith.muli {nc}, {self.nblk_r} : index")  # the factor
                     o = t.op(f"{{r}} = arith.addi {o}, {blk} : index")  # from the scratch
                     f = t.op(f"{{r}} = memref.load {self.bfs}[{o}] : memref<?xf32>")
@@ -2987,7 +3085,17 @@ def expand_declarations(root: Any, path: str | None = None) -> int:
         with f.location:
             text = kernel.function() if part == "dot" else kernel.range_function(name)
             body = ir.Module.parse("module {\n" + text + "\n}")
-        new = body.body.operations[0]
+        *consts, new = body.body.operations
+        have = {ir.StringAttr(o.attributes["sym_name"]).value: o
+                for o in f.parent.regions[0].blocks[0].operations
+                if "sym_name" in o.attributes}
+        for c in consts:  # the kernel's constants (one copy per module)
+            cname = ir.StringAttr(c.attributes["sym_name"]).value
+            if cname not in have:
+                c.operation.move_before(f)
+            elif str(have[cname]) != str(c):
+                failures.append(diag.error(f, f"'func.func' op @{name}: the module's symbol "
+                                              f"@{cname} is not the kernel's constant"))
         new.operation.move_before(f)
         new.operation.attributes["sym_name"] = ir.StringAttr.get(name)
         f.erase()

@@ -546,6 +546,56 @@ def test_placed_decode_every_code(fmt):
             assert np.array_equal(got, want, equal_nan=True), (fmt, k, "gemm")
 
 
+@pytest.mark.skipif("avx512" not in PATHS, reason="this CPU has no AVX512-BF16 / VNNI")
+@pytest.mark.parametrize("plain", ["bf16", "f32"])
+def test_nvfp4_every_scale_code(plain):
+    """nvfp4's piped tiles read each block's values from the row of the constant table its
+    E4M3 scale byte selects: one-hot rows of A (1, 2, 8 and 16 of them, a power of two
+    each) pick every e2m1 code under every finite scale code (both signs, subnormals, both
+    zeros) bit for bit as the f64 reference; K = 3 blocks (the second chunk of the last
+    pair past K); a NaN scale code (0x7F, 0xFF) in a column's last block makes that column
+    NaN, no other."""
+    rng = np.random.default_rng(41)
+    assert dot_kernels.NV_TABLES and dot_kernels._DotKernel(
+        dot_kernels.DotSpec(plain, "nvfp4", None, 16, "avx512")).nv_tables()
+    finite = np.array([c for c in range(256) if c & 0x7F != 0x7F], np.uint8)
+    N, K = finite.size + 2, 48
+    n, kk = np.arange(N)[:, None], np.arange(K)[None, :]
+    codes = ((kk + n) % 16).astype(np.uint8)  # every code at every position of a block
+    sc = finite[(n + 85 * np.arange(K // 16)[None, :]) % finite.size]
+    sc[-2:, -1] = (0x7F, 0xFF)  # NaN scales in the last block of the last two columns
+    e = codes.view(ml_dtypes.float4_e2m1fn)
+    s = sc.view(ml_dtypes.float8_e4m3fn)
+    with np.errstate(invalid="ignore"):
+        vb = R.dequantize(e, s, "nvfp4").astype(np.float64)
+    for rows in (1, 2, 8, 16):
+        for p0 in range(0, K, rows):
+            hot = np.zeros((rows, K), np.float32)
+            pos = (p0 + np.arange(rows)) % K
+            hot[np.arange(rows), pos] = 2.0 ** rng.integers(-3, 4, rows)
+            x = hot.astype(PLAIN[plain])
+            got = np.asarray(ffi_dot.dot(x, None, e, s, None, "nvfp4", path="avx512"))
+            with np.errstate(invalid="ignore"):  # 0 x NaN
+                want = (hot.astype(np.float64) @ vb.T).astype(F32)
+            assert np.isnan(want[:, -2:]).all() and not np.isnan(want[:, :-2]).any()
+            assert np.array_equal(got, want, equal_nan=True), (plain, rows, p0)
+
+
+def test_nvfp4_table():
+    """The tables of NV_TABLES: every scale code times every e2m1 code, exact in bf16 and
+    in f32 (the NaN codes' rows NaN)."""
+    e = np.arange(16, dtype=np.uint8).view(ml_dtypes.float4_e2m1fn).astype(np.float64)
+    sc = np.arange(256, dtype=np.uint8).view(ml_dtypes.float8_e4m3fn).astype(np.float64)
+    want = (sc[:, None] * e[None, :]).ravel()
+    f32 = np.array(dot_kernels.nvfp4_table("f32"), np.float64)
+    bf = np.array(dot_kernels.nvfp4_table("bf16"), np.int16).view(ml_dtypes.bfloat16)
+    for got in (f32, bf.astype(np.float64)):
+        assert np.array_equal(got, want, equal_nan=True)
+        fin = ~np.isnan(want)  # the zeros' signs too
+        assert np.array_equal(np.signbit(got[fin]), np.signbit(want[fin]))
+    assert np.isnan(want.reshape(256, 16)[[0x7F, 0xFF]]).all()
+
+
 @pytest.mark.parametrize("path", dot_kernels.X86_PATHS)
 @pytest.mark.parametrize("fmt, top, k", [("mxfp4_e2m1", 6.0, 32), ("mxfp4_e2m1", 6.0, 226),
                                          ("mxfp6_e3m2", 28.0, 82), ("mxint8", 127 / 64, 32),

@@ -354,22 +354,30 @@ func.func private @gemv_bf16_f4(memref<?xbf16>, memref<?xi8>, memref<?xi8>, memr
 // bf16 activations against NVFP4 weights (chunks of 16): two chunks per step, so that each
 // vdpbf16ps is a 512-bit one, by one word permute from the two blocks' tables of 16 scaled
 // values side by side (each index the code's nibble, the second chunk's or-ed with 16), the
-// two chunks' codes by one 16-byte load; past K (an odd number of chunks) the second
-// block's factor is 0, its codes masked off (zeros: a masked load never faults there), and
-// A's padding (zeroed after each row's copy) zeros too.
+// two chunks' codes by one 16-byte load.  Each block's table is the row of the module's
+// constant (every E4M3 scale code's 16 products, exact in bf16) that its scale byte,
+// read as stored, selects: no multiply, no conversion.  Past K (an odd number of chunks)
+// the second block takes scale code 0's row (zeros), its codes masked off (a masked load
+// never faults there), against A's padding (zeroed after each row's copy).
+// CHECK: memref.global "private" constant @mxlower_nvfp4_bf16 : memref<4096xi16> = dense<"0x{{[0-9A-F]+}}"> {alignment = 64 : i64}
 // CHECK-LABEL: func.func @gemv_nvfp4(
 // CHECK: %[[Z:.+]] = arith.constant dense<0.000000e+00> : vector<32xbf16>
 // CHECK: vector.store %[[Z]], %[[AP:[^\[]+]][%{{.*}}] : memref<?xbf16>, vector<32xbf16>
+// CHECK-NOT: vector.store {{.*}} : memref<?xf32>, vector<8xf32>
 // CHECK: %[[IN:.+]] = arith.cmpi ult, %{{.*}}, %{{.*}} : index
-// CHECK: %[[F0:.+]] = memref.load %{{.*}} : memref<?xf32>
-// CHECK: %[[F1:.+]] = memref.load %{{.*}} : memref<?xf32>
-// CHECK: %[[F1Z:.+]] = arith.select %[[IN]], %[[F1]], %{{.*}} : f32
-// CHECK: %[[B0:.+]] = vector.broadcast %[[F0]] : f32 to vector<16xf32>
-// CHECK: %[[T0:.+]] = arith.mulf %{{.*}}, %[[B0]] : vector<16xf32>
-// CHECK: %[[B1:.+]] = vector.broadcast %[[F1Z]] : f32 to vector<16xf32>
-// CHECK: %[[T1:.+]] = arith.mulf %{{.*}}, %[[B1]] : vector<16xf32>
-// CHECK: %[[TB:.+]] = llvm.call_intrinsic "llvm.x86.avx512bf16.cvtne2ps2bf16.512"(%[[T1]], %[[T0]])
-// CHECK: %[[TW:.+]] = arith.bitcast %[[TB]] : vector<32xbf16> to vector<32xi16>
+// CHECK: %[[S0:.+]] = memref.load %arg2[%{{.*}}] : memref<?xi8>
+// CHECK: %[[C0:.+]] = arith.index_castui %[[S0]] : i8 to index
+// CHECK: %[[O0:.+]] = arith.muli %[[C0]], %{{.*}} : index
+// CHECK: %[[S1:.+]] = memref.load %arg2[%{{.*}}] : memref<?xi8>
+// CHECK: %[[C1:.+]] = arith.index_castui %[[S1]] : i8 to index
+// CHECK: %[[O1:.+]] = arith.muli %[[C1]], %{{.*}} : index
+// CHECK: %[[O1Z:.+]] = arith.select %[[IN]], %[[O1]], %{{.*}} : index
+// CHECK-NOT: arith.mulf
+// CHECK: %[[G:.+]] = memref.get_global @mxlower_nvfp4_bf16 : memref<4096xi16>
+// CHECK: %[[T0:.+]] = vector.load %[[G]][%[[O0]]] : memref<4096xi16>, vector<16xi16>
+// CHECK: %[[T1:.+]] = vector.load %[[G]][%[[O1Z]]] : memref<4096xi16>, vector<16xi16>
+// CHECK: %[[TW:.+]] = vector.shuffle %[[T0]], %[[T1]] [0, 1, {{.*}}, 30, 31] : vector<16xi16>, vector<16xi16>
+// CHECK-NOT: cvtne2ps2bf16
 // CHECK: %[[LOW:.+]] = arith.constant dense<[true, true, true, true, true, true, true, true, false, {{.*}}, false]> : vector<16xi1>
 // CHECK: %[[MASK:.+]] = arith.select %[[IN]], %{{.*}}, %[[LOW]] : vector<16xi1>
 // CHECK: %[[R:.+]] = vector.maskedload %{{.*}}[%{{.*}}], %[[MASK]], %{{.*}} : memref<?xi8>, vector<16xi1>, vector<16xi8> into vector<16xi8>
@@ -514,6 +522,24 @@ func.func private @gemv_f32_f4(memref<?xf32>, memref<?xi8>, memref<?xi8>, memref
 // CHECK-NEXT: scf.yield %[[R]] : vector<16xf32>
 // CHECK: vector.reduction <add>, %{{[^ ]+}} fastmath<reassoc> : vector<16xf32> into f32
 func.func private @gemv_f32_f8(memref<?xf32>, memref<?xi8>, memref<?xi8>, memref<?xf32>, memref<?xi64>, index, index) attributes {mxlower.dot_kernel = {lhs = "f32", rhs = "mxfp8_e4m3", path = "avx512"}}
+
+// -----
+
+// f32 activations against NVFP4 weights, the piped tiles (two rows and more): each block's
+// 16 scaled values are the row of the module's f32 constant (every E4M3 scale code's 16
+// products) that its scale byte selects, permuted by the codes (vpermps): no factor, no
+// multiply, and no pass over the panel's scales before the tiles.
+// CHECK: memref.global "private" constant @mxlower_nvfp4_f32 : memref<4096xf32> = dense<"0x{{[0-9A-F]+}}"> {alignment = 64 : i64}
+// CHECK-LABEL: func.func @gemv_f32_nvfp4(
+// CHECK: %[[G:.+]] = memref.get_global @mxlower_nvfp4_f32 : memref<4096xf32>
+// CHECK: %[[S:.+]] = memref.load %arg2[%{{.*}}] : memref<?xi8>
+// CHECK-NEXT: %[[C:.+]] = arith.index_castui %[[S]] : i8 to index
+// CHECK: %[[O:.+]] = arith.muli %[[C]], %{{.*}} : index
+// CHECK-NEXT: %[[T:.+]] = vector.load %[[G]][%[[O]]] : memref<4096xf32>, vector<16xf32>
+// CHECK-NOT: arith.mulf
+// CHECK: llvm.call_intrinsic "llvm.x86.avx512.permvar.sf.512"(%[[T]], %{{.*}}) : (vector<16xf32>, vector<16xi32>) -> vector<16xf32>
+// CHECK: vector.fma
+func.func private @gemv_f32_nvfp4(memref<?xf32>, memref<?xi8>, memref<?xi8>, memref<?xf32>, memref<?xi64>, index, index) attributes {mxlower.dot_kernel = {lhs = "f32", rhs = "nvfp4", path = "avx512"}}
 
 // -----
 
