@@ -219,6 +219,12 @@ FACTOR_WORDS = True
 #: 0.98-1.06x at M = 8 (one core, weights warm, on a Zen 4; BENCHMARKS.md, thirteenth
 #: session)
 NV_TABLES = True
+#: whether one row of f32 activations runs the piped tile (:meth:`_DotKernel.piped_tile`,
+#: as one row of bf16 ones does) where B's f4 codes decode by permutes from the block's
+#: table (:meth:`_DotKernel.table_decode`; nvfp4's from :data:`NV_TABLES`), instead of the
+#: one-row path's sums of unscaled values per block: f32 x nvfp4 1.09-1.10x faster at M = 1,
+#: f32 x mxfp4 1.05x (one core, weights warm, on a Zen 4; BENCHMARKS.md, thirteenth session)
+ONE_ROW_F4_PIPED = True
 #: whether the one-row path decodes f4 codes in chunks of 16 (nvfp4, and mxfp4 at block size
 #: 16) on the 512-bit paths by one f32 permute from the constant table of their integer units
 #: (:attr:`_DotKernel.f4_perm`): 1.07-1.15x faster at M = 1 on a Zen 4; mxfp4's chunks of 32
@@ -1579,8 +1585,9 @@ class _DotKernel:
                 af = getattr(self, "af", None)
                 one = t.op(f"{{r}} = arith.cmpi ule, {M}, {t.c(2)} : index")
                 # one or two rows: one row at a time against NR_STREAM columns, accumulators
-                # as wide as a chunk (piped: two rows as one tile, one row too on the f4
-                # table with bf16 dot products); more: tiles of MR_STREAM rows against
+                # as wide as a chunk (piped: two rows as one tile, one row too where the
+                # codes decode by tables -- f32 rows too, ONE_ROW_F4_PIPED -- or by placed
+                # bits on bf16 dot products); more: tiles of MR_STREAM rows against
                 # NR_STREAM_TILE columns (the columns' chunks decoded once per tile)
                 def one_by_one() -> None:
                     # A's M rows (<= 2) decoded once (or, for the f4 decode in F4_ORDER,
@@ -1605,7 +1612,8 @@ class _DotKernel:
                                   piped=True)
 
                     m1 = t.op(f"{{r}} = arith.cmpi eq, {M}, {c1} : index")
-                    one = self.bf_stream and (self.table_decode() or self.placed_decode())
+                    one = (self.table_decode() and (self.bf_stream or ONE_ROW_F4_PIPED)
+                           or self.bf_stream and self.placed_decode())
                     t.if_(m1, (lambda: tile(1)) if one else one_by_one, lambda: tile(2))
 
                 def many() -> None:
