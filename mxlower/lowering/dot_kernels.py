@@ -42,9 +42,9 @@ threads.  Within a unit two ways, chosen at run time by M:
   (:data:`PIPELINED_STREAM`) the tiles of plain f32 / bf16 rows are software-pipelined
   (:meth:`_DotKernel.piped_tile`: B's chunks decoded :data:`PIPE_DEPTH` steps ahead of the
   dot products, A's rows copied once per batch at a padded stride, f4 and f6 codes on bf16
-  dot products by one word permute from the block's table -- nvfp4's the row of a constant
-  table of every E4M3 scale code's 16 products that the block's scale byte selects
-  (:data:`NV_TABLES`) --, f8 and mxint8 codes by placing their bits:
+  dot products by one word permute from the block's table -- the row of a constant table of
+  every scale code's products that the block's scale byte selects (:data:`SCALE_TABLES`)
+  --, f8 and mxint8 codes by placing their bits:
   :meth:`_DotKernel.placed_bits`), two rows run as one such tile (B read once),
   and one row of bf16 activations too where such a decode applies; each chunk of B's codes
   prefetches the same chunk of the next column (group) (:data:`PREFETCH_NEXT_ROW`);
@@ -201,27 +201,29 @@ BF16_STREAM = True
 #: at M = 8, on a Zen 4; the f32 FMA tiles keep their decode (the same bits widened measured
 #: 0.9-1.1x) (BENCHMARKS.md, eleventh session)
 PLACED_DECODE = True
-#: whether the piped tiles' decodes that scale by a power of two (f4 and f6 tables, placed
-#: bits; not nvfp4's E4M3 factors) read from the panel's scratch, instead of each block's f32
-#: factor, the word that adding to their bits multiplies them by it
+#: whether the piped tiles' decodes that scale by a power of two (placed bits; the f4 and f6
+#: tables too where :data:`SCALE_TABLES` is off) read from the panel's scratch, instead of
+#: each block's f32 factor, the word that adding to their bits multiplies them by it
 #: (:meth:`_DotKernel.factor_word`, formed once per block by :meth:`prepare_factors`): the
 #: table then costs an integer add, no multiply and no conversion on the FMA pipes (bf16 x
 #: mxfp4 / mxfp6 / mxfp8 1.1x faster at M = 2, 1.01-1.03x at M = 8 on a Zen 4; see
 #: :meth:`_DotKernel.word_bias` for the kernels that keep f32 factors) (BENCHMARKS.md,
 #: twelfth session)
 FACTOR_WORDS = True
-#: whether the piped tiles decode nvfp4 codes from a constant table of every scale code's 16
-#: scaled values (:func:`nvfp4_table`: an E4M3 scale times an e2m1 value is exact in bf16 and
-#: normal, so the table holds the products themselves), the row's table chosen by the block's
-#: scale byte, read as stored: no factor, no multiply and no conversion per block, and no pass
-#: over the panel's scales before its tiles (:meth:`_DotKernel.nv_tables`): bf16 x nvfp4
-#: 1.5x faster at M = 1, 1.4x at M = 2, 1.2-1.3x at M = 8; f32 x nvfp4 1.13-1.15x at M = 2,
-#: 0.98-1.06x at M = 8 (one core, weights warm, on a Zen 4; BENCHMARKS.md, thirteenth
-#: session)
-NV_TABLES = True
+#: whether the piped tiles' table decodes (f4 codes, f6 codes on bf16 dot products:
+#: :meth:`_DotKernel.table_decode`) take each block's table of scaled values as the row of a
+#: constant table of every scale code's products (:func:`scale_table`; an E4M3 or e8m0 scale
+#: times an f4 / f6 value is exact in bf16 and in f32 wherever the range test lets the f32
+#: paths run) that the block's scale byte, read as stored, selects: no factor, no multiply,
+#: conversion or exponent word per block, and no pass over the panel's scales before its
+#: tiles (:meth:`_DotKernel.table_row`).  On a Zen 4, one core, weights warm: bf16 x nvfp4
+#: 1.5x faster at M = 1, 1.4x at M = 2, 1.2-1.3x at M = 8; bf16 x mxfp6 1.55-1.65x at M = 1
+#: and 2, 1.05x at M = 8; bf16 x mxfp4 1.1x at M = 1 and 2, 1.02x at M = 8; f32 x nvfp4 /
+#: mxfp4 1.12-1.15x at M = 2, level to 1.06x at M = 8 (BENCHMARKS.md, thirteenth session)
+SCALE_TABLES = True
 #: whether one row of f32 activations runs the piped tile (:meth:`_DotKernel.piped_tile`,
 #: as one row of bf16 ones does) where B's f4 codes decode by permutes from the block's
-#: table (:meth:`_DotKernel.table_decode`; nvfp4's from :data:`NV_TABLES`), instead of the
+#: table (:meth:`_DotKernel.table_decode`, :data:`SCALE_TABLES`), instead of the
 #: one-row path's sums of unscaled values per block: f32 x nvfp4 1.09-1.10x faster at M = 1,
 #: f32 x mxfp4 1.05x (one core, weights warm, on a Zen 4; BENCHMARKS.md, thirteenth session)
 ONE_ROW_F4_PIPED = True
@@ -769,24 +771,33 @@ def _vt(n: int, t: str) -> str:
 
 
 @functools.lru_cache(maxsize=None)
-def nvfp4_table(kind: str) -> tuple[int | float, ...]:
-    """The constant table of :data:`NV_TABLES`: for each E4M3 scale code s (0-255) the 16
-    values of e2m1 code c times that scale, at ``16 * s + c`` -- as bf16 bits (``kind =
-    "bf16"``, each as an i16) or f32 values (``"f32"``).  Every product of a finite scale is
-    exact (at most six significant bits) and normal (2^-10 to 2688) in both; the NaN codes'
-    rows hold NaN (the kernel's range test never lets their blocks reach the tables)."""
-    f = FORMATS["nvfp4"]
-    units = [float(v) for v in np.arange(16, dtype=np.uint8).view(f.element_dtype)]
+def scale_table(fmt: str, kind: str) -> tuple[int | float, ...]:
+    """The constant table of :data:`SCALE_TABLES` for the MX format ``fmt`` (f4 or f6
+    elements): for each scale code s (0-255) the values of its ``n`` element codes c (f4:
+    the 16 codes; f6: the 32 magnitudes) times that scale, at ``n * s + c`` -- as bf16 bits
+    (``kind = "bf16"``, each as an i16) or f32 values (``"f32"``).  nvfp4: every product of
+    a finite E4M3 scale is exact (at most six significant bits) and normal (2^-10 to 2688);
+    e8m0 scales: a power of two times the value, exact wherever it is a normal number --
+    the entries where it is not (the scales at the range's ends) are NaN, as are the NaN
+    scale codes' rows: the kernel's range test sends such blocks to the f64 contraction
+    before any reaches a table."""
+    f = FORMATS[fmt]
+    n = 16 if f.bits == 4 else 32
+    vals = [float(v) for v in np.arange(n, dtype=np.uint8).view(f.element_dtype)]
     scales = [float(v) for v in np.arange(256, dtype=np.uint8).view(f.scale_dtype)]
+    tiny, big = 2.0 ** -126, float(np.finfo(np.float32).max)
     out: list[int | float] = []
     for sc in scales:
-        for u in units:
+        for u in vals:
             v = sc * u
+            if v != 0 and not tiny <= abs(v) <= big:  # not a normal f32 / bf16
+                v = math.nan
             if kind == "f32":
                 out.append(v)
                 continue
             (b,) = _bf16_bits([v])
-            assert math.isnan(v) or float(np.array(b << 16, np.uint32).view(np.float32)) == v
+            exact = float(np.array(b << 16, np.uint32).view(np.float32)) == v
+            assert math.isnan(v) or exact, (fmt, sc, u)
             out.append(b - (b >> 15 << 16))  # as i16
     return tuple(out)
 
@@ -938,41 +949,52 @@ class _DotKernel:
             return self.C in (16, 32)
         return f.bits == 6 and self.bf_stream and self.C == 32
 
-    def nv_tables(self) -> bool:
-        """Whether the piped tiles decode B's nvfp4 codes from :func:`nvfp4_table` (the
-        tables' decode, :data:`NV_TABLES`)."""
-        f = self.s.fmt("rhs")
-        return NV_TABLES and f is not None and f.is_nvfp4 and self.table_decode()
+    def scale_tables(self) -> bool:
+        """Whether the piped tiles decode B's codes from :func:`scale_table` (the tables'
+        decode on f4 and f6 codes, :data:`SCALE_TABLES`)."""
+        return SCALE_TABLES and self.table_decode()
 
-    def nv_table(self, kind: str) -> str:
-        """``memref<4096 x i16 | f32>``: :func:`nvfp4_table` of ``kind`` ("bf16", "f32"), a
-        constant of the module (64-byte aligned: each row of 16 values in one line)."""
-        name = f"mxlower_nvfp4_{kind}"
+    def table_rows(self) -> int:
+        """Values per scale code in :func:`scale_table`: 16 (f4), 32 (f6)."""
+        return 16 if self.s.fmt("rhs").bits == 4 else 32
+
+    def scale_table_of(self, kind: str) -> str:
+        """``memref<256 n x i16 | f32>``: :func:`scale_table` of B's format and ``kind``
+        ("bf16", "f32"), a constant of the module (64-byte aligned: rows of 16 and 32 values
+        fill whole lines)."""
+        fmt = self.s.fmt("rhs").name
+        name = f"mxlower_{fmt}_{kind}"
         et = "i16" if kind == "bf16" else "f32"
-        mt = f"memref<4096x{et}>"
+        mt = f"memref<{256 * self.table_rows()}x{et}>"
         if name not in self.globals:
-            vals = ", ".join(_lit(v, et) for v in nvfp4_table(kind))
+            vals = ", ".join(_lit(v, et) for v in scale_table(fmt, kind))
             self.globals[name] = (f'memref.global "private" constant @{name} : {mt} = '
                                   f"dense<[{vals}]> {{alignment = 64 : i64}}")
         return self.t.op(f"{{r}} = memref.get_global @{name} : {mt}")
 
-    def nv_row(self, row: str, blk: str, inside: str | None = None) -> str:
-        """The offset in :func:`nvfp4_table` of the row of B's row ``row``'s block ``blk``:
-        16 times its scale byte, read as stored (``inside`` false: scale code 0's row, all
-        zeros, for a block past K -- its codes masked to 0 would read its clamped
-        neighbour's row, NaN where that scale is; the column is NaN then anyway, but the
-        select also keeps LLVM's SLP vectorizer from gathering the scale bytes of a tile's
-        columns into a vector and back, ``vpinsrb`` / ``vpextrw``, which measured 1.1-1.2x
-        slower for bf16 x nvfp4 on a Zen 4)."""
+    def table_row(self, kind: str, row: str, blk: str) -> str:
+        """vector<n x i16 | f32>: the row of :func:`scale_table` (``kind``) that the scale
+        byte of B's row ``row``'s block ``blk``, read as stored, selects.  The byte passes
+        an empty ``llvm.inline_asm`` (no instruction: an optimization barrier) before it
+        becomes an offset: else LLVM's SLP vectorizer gathers the scale bytes of a tile's
+        columns into a vector for the offsets' multiplies and extracts them again
+        (``vpinsrb`` / ``vpextrw``), 1.1-1.5x slower at M = 1 and 2 on a Zen 4.  (A chunk
+        past K, its codes masked to 0, reads its clamped neighbour's row: zeros against A's
+        zero padding, or NaN where that block's scale is NaN -- whose column is NaN then
+        anyway.)"""
         t = self.t
+        g = self.scale_table_of(kind)
+        per = self.table_rows()
         o = t.op(f"{{r}} = arith.muli {row}, {self.nblk_r} : index")
         o = t.op(f"{{r}} = arith.addi {o}, {blk} : index")
         code = t.op(f"{{r}} = memref.load %bs[{o}] : memref<?xi8>")
-        o = t.op(f"{{r}} = arith.index_castui {code} : i8 to index")
-        o = t.op(f"{{r}} = arith.muli {o}, {t.c(16)} : index")
-        if inside is None:
-            return o
-        return t.op(f"{{r}} = arith.select {inside}, {o}, {t.c(0)} : index")
+        c = t.op(f"{{r}} = arith.extui {code} : i8 to i32")
+        c = t.op(f'{{r}} = llvm.inline_asm "", "=r,0" {c} : (i32) -> i32')
+        o = t.op(f"{{r}} = arith.index_castui {c} : i32 to index")
+        o = t.op(f"{{r}} = arith.muli {o}, {t.c(per)} : index")
+        et = "i16" if kind == "bf16" else "f32"
+        return t.op(f"{{r}} = vector.load {g}[{o}] : memref<{256 * per}x{et}>, "
+                    f"{_vt(per, et)}")
 
     def placed_decode(self) -> bool:
         """Whether the piped tiles on bf16 dot products decode B's codes by
@@ -998,7 +1020,7 @@ class _DotKernel:
         conversion and no multiply (3-8% faster than the arithmetic decode at M = 8 on a Zen
         4, up to 23% at M = 2; one step ahead, before the factors came from the scratch,
         LLVM had spilled the tile 1.6x slower).  ``table``: the block's 16 scaled values
-        as they are (:meth:`nv_tables`), instead of a ``factor``."""
+        as they are (:meth:`table_row`), instead of a ``factor``."""
         t, C = self.t, self.C
         if table is None:
             at, tb = self.f4_scaled_table(mem, factor, row, kk, ahead)
@@ -1021,18 +1043,25 @@ class _DotKernel:
         return t.op(f"{{r}} = vector.shuffle {parts[0]}, {parts[1]} "
                     f"[{', '.join(map(str, range(32)))}] : {v16}, {v16}")
 
-    def f4_bf16_chunk(self, mem: str, factor: str, row: str, kk: str, ahead: int = 1,
-                      word: bool = False) -> str:
+    def f4_bf16_chunk(self, mem: str, factor: str | None, row: str, kk: str, ahead: int = 1,
+                      word: bool = False, table: str | None = None) -> str:
         """:meth:`table_decode` in chunks of 32 (those of 16 go by pairs:
         :meth:`f4_bf16_pair`): vector<32 x bf16>, the scaled values of 32 f4 codes of B's
         row ``row`` at ``kk`` by one word permute (``vpermw``) from the block's table of 16
         (exact in bf16; ``vcvtne2ps2bf16`` exact too, the range test keeping every value
         normal) -- per chunk a load widened to i32 lanes, a shift, an or and the permute:
         each code byte's lane holds its low nibble in the low word's low bits and its high
-        nibble in the high word's (``vpermw`` reads 5 index bits: the table is doubled)."""
+        nibble in the high word's (``vpermw`` reads 5 index bits: the table is doubled).
+        ``table``: the block's table's bf16 bits as they are (:meth:`table_row`), instead of
+        the ``factor`` (or its ``word``)."""
         t = self.t
         v16, w, vi = _vt(16, "f32"), _vt(32, "i16"), _vt(16, "i32")
-        if word:  # the doubled table's bits plus the factor's word
+        if table is not None:  # the block's 16 values (bf16 bits), doubled
+            at = self.code_at(mem, row, kk, ahead)
+            tw = t.op(f"{{r}} = vector.shuffle {table}, {table} "
+                      f"[{', '.join(map(str, range(32)))}] : {_vt(16, 'i16')}, "
+                      f"{_vt(16, 'i16')}")
+        elif word:  # the doubled table's bits plus the factor's word
             at = self.code_at(mem, row, kk, ahead)
             tw = self.word_table(code_units(self.s.fmt("rhs"), range(16)) * 2, factor)
         else:
@@ -1076,16 +1105,14 @@ class _DotKernel:
         8-byte loads and a shuffle at M = 1 and 2 on a Zen 4), a widen, a shift, an or, an
         and-or and the permute (each chunk by :meth:`f4_bf16_chunk` took a multiply, a
         conversion and a permute of its own, and a shuffle joined them: 1.1-1.2x faster for
-        nvfp4 at M = 1, 2 and 8 on a Zen 4).  ``rows``: the two blocks' offsets in
-        :func:`nvfp4_table` (:meth:`nv_tables`), whose two rows are then the table (two
-        loads), instead of ``factors``."""
+        nvfp4 at M = 1, 2 and 8 on a Zen 4).  ``rows``: the two blocks' rows of
+        :func:`scale_table` (bf16 bits, :meth:`table_row`), side by side the table, instead
+        of ``factors``."""
         t = self.t
         at = self.code_at(mem, row, kk, ahead)  # (the second chunk: the same lines)
         w, m1, v16 = _vt(32, "i16"), _vt(16, "i1"), _vt(16, "i8")
         if rows:
-            g = self.nv_table("bf16")
-            h = [t.op(f"{{r}} = vector.load {g}[{o}] : memref<4096xi16>, {_vt(16, 'i16')}")
-                 for o in rows]
+            h = rows
             tw = t.op(f"{{r}} = vector.shuffle {h[0]}, {h[1]} "
                       f"[{', '.join(map(str, range(32)))}] : {_vt(16, 'i16')}, "
                       f"{_vt(16, 'i16')}")
@@ -1112,20 +1139,25 @@ class _DotKernel:
                  f"({tw}, {idx}) : ({w}, {w}) -> {w}")
         return t.op(f"{{r}} = arith.bitcast {v} : {w} to {_vt(32, 'bf16')}")
 
-    def f6_bf16_chunk(self, mem: str, factor: str, row: str, kk: str, ahead: int = 1,
-                      word: bool = False) -> str:
+    def f6_bf16_chunk(self, mem: str, factor: str | None, row: str, kk: str, ahead: int = 1,
+                      word: bool = False, table: str | None = None) -> str:
         """:meth:`table_decode` for f6 codes on bf16 dot products (C = 32): vector<32 x bf16>,
         the scaled values of 32 codes of B's row ``row`` at ``kk`` by one word permute
         (``vpermw``: its 5 index bits are the code's magnitude) from the block's table of
         the 32 magnitudes' scaled values (exact in bf16, normal under the range test), the
-        code's sign bit then moved to bit 15."""
+        code's sign bit then moved to bit 15.  ``table``: that table's bf16 bits as they are
+        (:meth:`table_row`), instead of the ``factor`` (or its ``word``)."""
         t = self.t
         fmt = self.s.fmt("rhs")
         at = self.code_at(mem, row, kk, ahead)
         units = code_units(fmt, range(32))  # the magnitudes
         w = _vt(32, "i16")
-        tw = (self.word_table(units, factor) if word else
-              self.bf16_table([(units[:16], factor), (units[16:], factor)]))
+        if table is not None:  # the block's 32 magnitudes' values (bf16 bits)
+            tw = table
+        elif word:
+            tw = self.word_table(units, factor)
+        else:
+            tw = self.bf16_table([(units[:16], factor), (units[16:], factor)])
         raw = t.op(f"{{r}} = vector.load {mem}[{at}] : memref<?xi8>, {_vt(32, 'i8')}")
         c = t.op(f"{{r}} = arith.extui {raw} : {_vt(32, 'i8')} to {w}")
         v = t.op(f'{{r}} = llvm.call_intrinsic "llvm.x86.avx512.permvar.hi.512"'
@@ -1228,7 +1260,8 @@ class _DotKernel:
         """Where the piped tiles of bf16 dot products scale B's codes by adding the block
         factor's exponent to bf16 bits (:data:`FACTOR_WORDS`; the factor a power of two):
         the exponent bias of those bits -- 127 for the tables of values (f4, f6 in chunks of
-        32), the element's bias less the integer shift for the placed bits of float codes --
+        32, where :data:`SCALE_TABLES` is off), the element's bias less the integer shift
+        for the placed bits of float codes --
         and the panel's scratch then holds :meth:`factor_word` for it; else None (f32
         factors: nvfp4; mxint8, whose tiles of two rows measured 1.1x slower with words and
         one row 1.1x faster; the f32 FMAs' f4 tables, 1.06x slower with an add and a mask
@@ -1238,7 +1271,7 @@ class _DotKernel:
                 and not f.is_nvfp4 and not f.is_int):
             return None
         if self.table_decode():
-            return 127 if self.C == 32 else None
+            return 127 if self.C == 32 and not self.scale_tables() else None
         if self.placed_decode():
             return f.element_type.bias - (integer_shift(f) or 0)
         return None
@@ -1606,7 +1639,7 @@ class _DotKernel:
 
                     def tile(m: int) -> None:  # one piped tile of the M rows
                         self.copy_rows()
-                        if not self.nv_tables():
+                        if not self.scale_tables():
                             self.prepare_factors(brow0, ncols, piped=True)
                         self.rows(c0, M, m, stream=True, a_direct=a_direct, nr=NR_PIPED_FEW,
                                   piped=True)
@@ -1628,7 +1661,7 @@ class _DotKernel:
                     piped = self.piped
                     if self.ap is not None:
                         self.copy_rows()
-                    if piped and not self.nv_tables():  # the panel's block factors, once:
+                    if piped and not self.scale_tables():  # the panel's block factors, once:
                         # off the decode's chain (5-25% faster on a Zen 4)
                         self.prepare_factors(brow0, ncols, piped=True)
                     le = t.op(f"{{r}} = arith.cmpi ule, {M}, {t.c(MR_STREAM_EXACT)} : index")
@@ -2805,10 +2838,10 @@ class _DotKernel:
                 zero = t.c(0.0, "f32")
                 for _, nc in colv:
                     r = t.op(f"{{r}} = arith.addi {brow0}, {nc} : index")
-                    if self.nv_tables():
-                        offs = [self.nv_row(r, blks[0]), self.nv_row(r, blks[1], inside)]
+                    if self.scale_tables():
+                        halves = [self.table_row("bf16", r, blk) for blk in blks]
                         out.append(self.f4_bf16_pair(mem, (), r, kk, inside,
-                                                     PIPED_AHEAD * nr, offs))
+                                                     PIPED_AHEAD * nr, halves))
                         continue
                     o = t.op(f"{{r}} = arith.muli {nc}, {self.nblk_r} : index")
                     fs = []
@@ -2825,12 +2858,16 @@ class _DotKernel:
                 blk = t.op(f"{{r}} = arith.divui {kk}, {t.c(s.k('rhs'))} : index")
                 for _, nc in colv:
                     r = t.op(f"{{r}} = arith.addi {brow0}, {nc} : index")
-                    if self.nv_tables() and not bfdot:  # the block's row of the table
-                        g = self.nv_table("f32")
-                        tb = t.op(f"{{r}} = vector.load {g}[{self.nv_row(r, blk)}] : "
-                                  f"memref<4096xf32>, {_vt(16, 'f32')}")
-                        out.append(self.f4_f32_chunk(mem, None, r, kk, PIPED_AHEAD * nr,
-                                                     table=tb))
+                    if self.scale_tables():  # the block's row of the table
+                        if not bfdot:
+                            tb = self.table_row("f32", r, blk)
+                            out.append(self.f4_f32_chunk(mem, None, r, kk, PIPED_AHEAD * nr,
+                                                         table=tb))
+                            continue
+                        tb = self.table_row("bf16", r, blk)
+                        by = (self.f6_bf16_chunk if s.fmt("rhs").bits == 6 else
+                              self.f4_bf16_chunk)
+                        out.append(by(mem, None, r, kk, PIPED_AHEAD * nr, table=tb))
                         continue
                     o = t.op(f"{{r}} = arith.muli {nc}, {self.nblk_r} : index")  # the factor
                     o = t.op(f"{{r}} = arith.addi {o}, {blk} : index")  # from the scratch

@@ -495,8 +495,8 @@ def _every_code(fmt: str, R_: int, k: int, rng):
 @pytest.mark.parametrize("fmt", ["mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e2m3", "mxfp6_e3m2",
                                  "mxint8", "mxfp4_e2m1"])
 def test_placed_decode_every_code(fmt):
-    """The codes decoded by placing their bits, or from tables scaled by the factor's
-    exponent word (bf16 dot products: the piped tiles of 1, 2, 8 and 16 rows, chunks of 32
+    """The codes decoded by placing their bits, or from the rows of the scale-code tables
+    (bf16 dot products: the piped tiles of 1, 2, 8 and 16 rows, chunks of 32
     and 16; the bf16 GEMM, both sides): one-hot rows of A pick each code of B, scaled by
     2^-10 .. 2^10 -- every finite code's value (subnormals, both zeros; mxint8's 256 codes,
     -128 included) bit for bit, Inf and NaN codes to Inf / NaN, as the f64 reference."""
@@ -509,9 +509,10 @@ def test_placed_decode_every_code(fmt):
         placed = k == 32 if is_int else bits == 8 or (bits == 6 and k == 16)
         kern = dot_kernels._DotKernel(spec)
         assert kern.placed_decode() == placed
-        # the factor's exponent word in the scratch: float codes placed, f4 / f6 tables in
-        # chunks of 32
-        assert (kern.word_bias() is not None) == (not is_int and (placed or k == 32))
+        # the factor's exponent word in the scratch: float codes placed (the f4 / f6 tables
+        # are rows of the scale-code tables)
+        assert (kern.word_bias() is not None) == (not is_int and placed)
+        assert kern.scale_tables() == (kern.table_decode() and not placed)
         for rows in (1, 2, 8, 16):
             e, s, vb = _every_code(fmt, rows, k, rng)
             hot = np.zeros((rows, n), np.float32)
@@ -556,8 +557,8 @@ def test_nvfp4_every_scale_code(plain):
     pair past K); a NaN scale code (0x7F, 0xFF) in a column's last block makes that column
     NaN, no other."""
     rng = np.random.default_rng(41)
-    assert dot_kernels.NV_TABLES and dot_kernels._DotKernel(
-        dot_kernels.DotSpec(plain, "nvfp4", None, 16, "avx512")).nv_tables()
+    assert dot_kernels.SCALE_TABLES and dot_kernels._DotKernel(
+        dot_kernels.DotSpec(plain, "nvfp4", None, 16, "avx512")).scale_tables()
     finite = np.array([c for c in range(256) if c & 0x7F != 0x7F], np.uint8)
     N, K = finite.size + 2, 48
     n, kk = np.arange(N)[:, None], np.arange(K)[None, :]
@@ -581,19 +582,30 @@ def test_nvfp4_every_scale_code(plain):
             assert np.array_equal(got, want, equal_nan=True), (plain, rows, p0)
 
 
-def test_nvfp4_table():
-    """The tables of NV_TABLES: every scale code times every e2m1 code, exact in bf16 and
-    in f32 (the NaN codes' rows NaN)."""
-    e = np.arange(16, dtype=np.uint8).view(ml_dtypes.float4_e2m1fn).astype(np.float64)
-    sc = np.arange(256, dtype=np.uint8).view(ml_dtypes.float8_e4m3fn).astype(np.float64)
+@pytest.mark.parametrize("fmt", ["nvfp4", "mxfp4_e2m1", "mxfp6_e2m3", "mxfp6_e3m2"])
+def test_scale_tables(fmt):
+    """The tables of SCALE_TABLES: every scale code times every f4 code (f6: magnitude),
+    exact in bf16 and in f32 wherever the product is a normal number (zeros with their
+    signs), NaN elsewhere (the range ends and NaN scales, which the f32 paths never see)."""
+    f = FORMATS[fmt]
+    n = 16 if f.bits == 4 else 32
+    e = np.arange(n, dtype=np.uint8).view(f.element_dtype).astype(np.float64)
+    sc = np.arange(256, dtype=np.uint8).view(f.scale_dtype).astype(np.float64)
     want = (sc[:, None] * e[None, :]).ravel()
-    f32 = np.array(dot_kernels.nvfp4_table("f32"), np.float64)
-    bf = np.array(dot_kernels.nvfp4_table("bf16"), np.int16).view(ml_dtypes.bfloat16)
+    a = np.abs(want)
+    normal = (want == 0) | ((a >= 2.0 ** -126) & (a <= np.finfo(np.float32).max))
+    want[~normal] = np.nan
+    f32 = np.array(dot_kernels.scale_table(fmt, "f32"), np.float64)
+    bf = np.array(dot_kernels.scale_table(fmt, "bf16"), np.int16).view(ml_dtypes.bfloat16)
     for got in (f32, bf.astype(np.float64)):
         assert np.array_equal(got, want, equal_nan=True)
         fin = ~np.isnan(want)  # the zeros' signs too
         assert np.array_equal(np.signbit(got[fin]), np.signbit(want[fin]))
-    assert np.isnan(want.reshape(256, 16)[[0x7F, 0xFF]]).all()
+    rows = want.reshape(256, n)
+    if f.is_nvfp4:  # every finite E4M3 scale's row whole; the NaN codes' rows NaN
+        assert np.isnan(rows[[0x7F, 0xFF]]).all() and normal.reshape(256, n).sum() == 254 * n
+    else:  # e8m0: scales well inside the range whole; the NaN code's row NaN
+        assert not np.isnan(rows[10:245]).any() and np.isnan(rows[255]).all()
 
 
 @pytest.mark.parametrize("path", dot_kernels.X86_PATHS)

@@ -317,29 +317,24 @@ func.func private @gemv_bf16(memref<?xbf16>, memref<?xi8>, memref<?xi8>, memref<
 // -----
 
 // bf16 activations against MXFP4 weights: the pipelined tile's chunk of 32 codes by one
-// word permute from the block's table -- the bf16 bits of the 16 codes' integer units (twice
-// over) plus the block factor's exponent word, zeros' bits kept: no multiply, no conversion.
-// The words are formed before the tiles, eight blocks at a time, into the panel's scratch:
-// the factor's bf16 exponent field less 127's (16256), in both halves of an i32.
+// word permute from the block's table -- the row of the module's constant table of every
+// e8m0 scale code's 16 products (bf16 bits) that the block's scale byte, read as stored,
+// selects, twice over: no factor, no multiply, no conversion, no pass over the panel's
+// scales before the tiles.  The byte passes an empty inline asm (an optimization barrier:
+// LLVM's SLP vectorizer would gather the tile's columns' bytes into a vector and back).
+// CHECK: memref.global "private" constant @mxlower_mxfp4_e2m1_bf16 : memref<4096xi16> = dense<"0x{{[0-9A-F]+}}"> {alignment = 64 : i64}
 // CHECK-LABEL: func.func @gemv_bf16_f4(
-// CHECK: %[[FB:.+]] = arith.bitcast %{{.*}} : vector<8xf32> to vector<8xi32>
-// CHECK: %[[E:.+]] = arith.shrui %[[FB]], %{{.*}} : vector<8xi32>
-// CHECK: %[[C127:.+]] = arith.constant dense<16256> : vector<8xi32>
-// CHECK: %[[D:.+]] = arith.subi %[[E]], %[[C127]] : vector<8xi32>
-// CHECK: %[[LO:.+]] = arith.andi %[[D]], %{{.*}} : vector<8xi32>
-// CHECK: %[[HI:.+]] = arith.shli %[[D]], %{{.*}} : vector<8xi32>
-// CHECK: %[[W:.+]] = arith.ori %[[LO]], %[[HI]] : vector<8xi32>
-// CHECK: %[[WF:.+]] = arith.bitcast %[[W]] : vector<8xi32> to vector<8xf32>
-// CHECK: vector.store %[[WF]], %{{.*}} : memref<?xf32>, vector<8xf32>
+// CHECK-NOT: vector.store {{.*}} : memref<?xf32>, vector<8xf32>
 // CHECK: scf.for {{.*}} -> ({{.*}}vector<32xbf16>)
-// CHECK: %[[F:.+]] = memref.load %{{.*}} : memref<?xf32>
-// CHECK: %[[TB:.+]] = arith.constant dense<[0, 16256, 16384, 16448, 16512, 16576, 16640, 16704, 0, -16512, {{.*}}, -16064]> : vector<32xi16>
-// CHECK: %[[FV:.+]] = vector.broadcast %[[F]] : f32 to vector<16xf32>
-// CHECK: %[[WV:.+]] = vector.bitcast %[[FV]] : vector<16xf32> to vector<32xi16>
-// CHECK: %[[S:.+]] = arith.addi %[[TB]], %[[WV]] : vector<32xi16>
-// CHECK: %[[NZ:.+]] = arith.constant dense<[false, true, true, true, true, true, true, true, false, {{.*}}]> : vector<32xi1>
-// CHECK: %[[TW:.+]] = arith.select %[[NZ]], %[[S]], %[[TB]] : vector<32xi1>, vector<32xi16>
+// CHECK: %[[G:.+]] = memref.get_global @mxlower_mxfp4_e2m1_bf16 : memref<4096xi16>
+// CHECK: %[[S:.+]] = memref.load %arg2[%{{.*}}] : memref<?xi8>
+// CHECK-NEXT: %[[S32:.+]] = arith.extui %[[S]] : i8 to i32
+// CHECK-NEXT: %[[OP:.+]] = llvm.inline_asm "", "=r,0" %[[S32]] : (i32) -> i32
+// CHECK-NEXT: %[[C:.+]] = arith.index_castui %[[OP]] : i32 to index
+// CHECK: %[[O:.+]] = arith.muli %[[C]], %{{.*}} : index
+// CHECK-NEXT: %[[ROW:.+]] = vector.load %[[G]][%[[O]]] : memref<4096xi16>, vector<16xi16>
 // CHECK-NOT: arith.mulf
+// CHECK: %[[TW:.+]] = vector.shuffle %[[ROW]], %[[ROW]] [0, 1, {{.*}}, 30, 31] : vector<16xi16>, vector<16xi16>
 // CHECK: %[[RAW:.+]] = vector.load %{{.*}} : memref<?xi8>, vector<16xi8>
 // CHECK: %[[D:.+]] = arith.extui %[[RAW]] : vector<16xi8> to vector<16xi32>
 // CHECK: %[[H:.+]] = arith.shli %[[D]], %{{.*}} : vector<16xi32>
@@ -357,25 +352,22 @@ func.func private @gemv_bf16_f4(memref<?xbf16>, memref<?xi8>, memref<?xi8>, memr
 // two chunks' codes by one 16-byte load.  Each block's table is the row of the module's
 // constant (every E4M3 scale code's 16 products, exact in bf16) that its scale byte,
 // read as stored, selects: no multiply, no conversion.  Past K (an odd number of chunks)
-// the second block takes scale code 0's row (zeros), its codes masked off (a masked load
-// never faults there), against A's padding (zeroed after each row's copy).
+// the second chunk's codes are masked off (code 0: a masked load never faults there),
+// against A's padding (zeroed after each row's copy).
 // CHECK: memref.global "private" constant @mxlower_nvfp4_bf16 : memref<4096xi16> = dense<"0x{{[0-9A-F]+}}"> {alignment = 64 : i64}
 // CHECK-LABEL: func.func @gemv_nvfp4(
 // CHECK: %[[Z:.+]] = arith.constant dense<0.000000e+00> : vector<32xbf16>
 // CHECK: vector.store %[[Z]], %[[AP:[^\[]+]][%{{.*}}] : memref<?xbf16>, vector<32xbf16>
 // CHECK-NOT: vector.store {{.*}} : memref<?xf32>, vector<8xf32>
 // CHECK: %[[IN:.+]] = arith.cmpi ult, %{{.*}}, %{{.*}} : index
-// CHECK: %[[S0:.+]] = memref.load %arg2[%{{.*}}] : memref<?xi8>
-// CHECK: %[[C0:.+]] = arith.index_castui %[[S0]] : i8 to index
-// CHECK: %[[O0:.+]] = arith.muli %[[C0]], %{{.*}} : index
-// CHECK: %[[S1:.+]] = memref.load %arg2[%{{.*}}] : memref<?xi8>
-// CHECK: %[[C1:.+]] = arith.index_castui %[[S1]] : i8 to index
-// CHECK: %[[O1:.+]] = arith.muli %[[C1]], %{{.*}} : index
-// CHECK: %[[O1Z:.+]] = arith.select %[[IN]], %[[O1]], %{{.*}} : index
-// CHECK-NOT: arith.mulf
 // CHECK: %[[G:.+]] = memref.get_global @mxlower_nvfp4_bf16 : memref<4096xi16>
-// CHECK: %[[T0:.+]] = vector.load %[[G]][%[[O0]]] : memref<4096xi16>, vector<16xi16>
-// CHECK: %[[T1:.+]] = vector.load %[[G]][%[[O1Z]]] : memref<4096xi16>, vector<16xi16>
+// CHECK: memref.load %arg2[%{{.*}}] : memref<?xi8>
+// CHECK: llvm.inline_asm "", "=r,0"
+// CHECK: %[[T0:.+]] = vector.load %[[G]][%{{.*}}] : memref<4096xi16>, vector<16xi16>
+// CHECK: memref.load %arg2[%{{.*}}] : memref<?xi8>
+// CHECK: llvm.inline_asm "", "=r,0"
+// CHECK: %[[T1:.+]] = vector.load %{{.*}}[%{{.*}}] : memref<4096xi16>, vector<16xi16>
+// CHECK-NOT: arith.mulf
 // CHECK: %[[TW:.+]] = vector.shuffle %[[T0]], %[[T1]] [0, 1, {{.*}}, 30, 31] : vector<16xi16>, vector<16xi16>
 // CHECK-NOT: cvtne2ps2bf16
 // CHECK: %[[LOW:.+]] = arith.constant dense<[true, true, true, true, true, true, true, true, false, {{.*}}, false]> : vector<16xi1>
@@ -399,14 +391,14 @@ func.func private @gemv_nvfp4(memref<?xbf16>, memref<?xi8>, memref<?xi8>, memref
 
 // bf16 activations against MXFP6 (e2m3) weights: the piped tile's chunk of 32 codes by one
 // word permute (its 5 index bits: the code's magnitude) from the block's table of the 32
-// magnitudes' scaled values (their integer units' bf16 bits plus the factor's exponent
-// word, zero's kept), the sign bit then moved to bit 15.
+// magnitudes' scaled values -- the row of the module's constant table of every e8m0 scale
+// code's 32 products (bf16 bits) that the block's scale byte selects -- the sign bit then
+// moved to bit 15.
+// CHECK: memref.global "private" constant @mxlower_mxfp6_e2m3_bf16 : memref<8192xi16>
 // CHECK-LABEL: func.func @gemv_f6(
 // CHECK: scf.for {{.*}} -> ({{.*}}vector<32xbf16>)
-// CHECK: %[[TB:.+]] = arith.constant dense<[0, 16256, 16384, 16448, 16512, 16544, {{.*}}]> : vector<32xi16>
-// CHECK: %[[WV:.+]] = vector.bitcast %{{.*}} : vector<16xf32> to vector<32xi16>
-// CHECK: %[[S:.+]] = arith.addi %[[TB]], %[[WV]] : vector<32xi16>
-// CHECK: %[[TW:.+]] = arith.select %{{.*}}, %[[S]], %[[TB]] : vector<32xi1>, vector<32xi16>
+// CHECK: llvm.inline_asm "", "=r,0"
+// CHECK: %[[TW:.+]] = vector.load %{{.*}}[%{{.*}}] : memref<8192xi16>, vector<32xi16>
 // CHECK: %[[RAW:.+]] = vector.load %{{.*}} : memref<?xi8>, vector<32xi8>
 // CHECK: %[[C:.+]] = arith.extui %[[RAW]] : vector<32xi8> to vector<32xi16>
 // CHECK: %[[V:.+]] = llvm.call_intrinsic "llvm.x86.avx512.permvar.hi.512"(%[[TW]], %[[C]]) : (vector<32xi16>, vector<32xi16>) -> vector<32xi16>
@@ -474,30 +466,34 @@ func.func private @gemv_int8(memref<?xbf16>, memref<?xi8>, memref<?xi8>, memref<
 
 // -----
 
-// One f32 row against NVFP4 weights on avx512 (chunks of 16): the one-row path's codes by
+// One f16 row against NVFP4 weights on avx512 (chunks of 16): the one-row path's codes by
 // one f32 permute from the constant table of the 16 codes' integer units (no factor: the
-// block's sum of unscaled values is multiplied by it once), A's row read in place, FMAs in
-// 16 lanes.
+// block's sum of unscaled values is multiplied by it once), A's row decoded to f32 once,
+// FMAs in 16 lanes.  (One f32 or bf16 row runs the piped tile instead: see @gemv_nvfp4,
+// @gemv_f32_nvfp4.)
 // CHECK-LABEL: func.func @gemv_one_row_f4(
 // CHECK: %[[TB:.+]] = arith.constant dense<[0.000000e+00, 1.000000e+00, 2.000000e+00, 3.000000e+00, 4.000000e+00, 6.000000e+00, 8.000000e+00, 1.200000e+01, 0.000000e+00, -1.000000e+00, {{.*}}]> : vector<16xf32>
 // CHECK-NOT: arith.mulf
 // CHECK: %[[Q:.+]] = arith.extui %{{.*}} : vector<8xi8> to vector<8xi64>
 // CHECK: %[[I:.+]] = vector.bitcast %{{.*}} : vector<8xi64> to vector<16xi32>
 // CHECK: %[[V:.+]] = llvm.call_intrinsic "llvm.x86.avx512.permvar.sf.512"(%[[TB]], %[[I]])
-// CHECK: %[[A:.+]] = vector.load %arg0[%{{.*}}] : memref<?xf32>, vector<16xf32>
+// CHECK: %[[A:.+]] = vector.load %{{.*}}[%{{.*}}] : memref<?xf32>, vector<16xf32>
 // CHECK: vector.fma %{{.*}}, %{{.*}}, %{{.*}} : vector<16xf32>
-func.func private @gemv_one_row_f4(memref<?xf32>, memref<?xi8>, memref<?xi8>, memref<?xf32>, memref<?xi64>, index, index) attributes {mxlower.dot_kernel = {lhs = "f32", rhs = "nvfp4", path = "avx512"}}
+func.func private @gemv_one_row_f4(memref<?xf16>, memref<?xi8>, memref<?xi8>, memref<?xf32>, memref<?xi64>, index, index) attributes {mxlower.dot_kernel = {lhs = "f16", rhs = "nvfp4", path = "avx512"}}
 
 // -----
 
 // f32 activations against MXFP4 weights on avx512: the piped tiles' chunks of 32 codes by
-// two f32 permutes from the block's table (eight code bytes widened to i64 lanes, each
-// or-ed with itself shifted by 28 bits: both nibbles of a byte as i32 indices), then FMAs.
+// two f32 permutes from the block's table -- the row of the module's f32 constant of every
+// e8m0 scale code's 16 products that its scale byte selects (eight code bytes widened to
+// i64 lanes, each or-ed with itself shifted by 28 bits: both nibbles of a byte as i32
+// indices), then FMAs.
+// CHECK: memref.global "private" constant @mxlower_mxfp4_e2m1_f32 : memref<4096xf32>
 // CHECK-LABEL: func.func @gemv_f32_f4(
 // CHECK: scf.for {{.*}} -> ({{.*}}vector<32xf32>)
-// CHECK: %[[F:.+]] = memref.load %{{.*}} : memref<?xf32>
-// CHECK: %[[FV:.+]] = vector.broadcast %[[F]] : f32 to vector<16xf32>
-// CHECK: %[[T:.+]] = arith.mulf %{{.*}}, %[[FV]] : vector<16xf32>
+// CHECK: llvm.inline_asm "", "=r,0"
+// CHECK: %[[T:.+]] = vector.load %{{.*}}[%{{.*}}] : memref<4096xf32>, vector<16xf32>
+// CHECK-NOT: arith.mulf
 // CHECK: %[[Q:.+]] = arith.extui %{{.*}} : vector<8xi8> to vector<8xi64>
 // CHECK: %[[H:.+]] = arith.shli %[[Q]], %{{.*}} : vector<8xi64>
 // CHECK: %[[O:.+]] = arith.ori %[[Q]], %[[H]] : vector<8xi64>
@@ -533,7 +529,9 @@ func.func private @gemv_f32_f8(memref<?xf32>, memref<?xi8>, memref<?xi8>, memref
 // CHECK-LABEL: func.func @gemv_f32_nvfp4(
 // CHECK: %[[G:.+]] = memref.get_global @mxlower_nvfp4_f32 : memref<4096xf32>
 // CHECK: %[[S:.+]] = memref.load %arg2[%{{.*}}] : memref<?xi8>
-// CHECK-NEXT: %[[C:.+]] = arith.index_castui %[[S]] : i8 to index
+// CHECK-NEXT: %[[S32:.+]] = arith.extui %[[S]] : i8 to i32
+// CHECK-NEXT: %[[OP:.+]] = llvm.inline_asm "", "=r,0" %[[S32]] : (i32) -> i32
+// CHECK-NEXT: %[[C:.+]] = arith.index_castui %[[OP]] : i32 to index
 // CHECK: %[[O:.+]] = arith.muli %[[C]], %{{.*}} : index
 // CHECK-NEXT: %[[T:.+]] = vector.load %[[G]][%[[O]]] : memref<4096xf32>, vector<16xf32>
 // CHECK-NOT: arith.mulf
