@@ -186,6 +186,10 @@ PIPE_DEPTH = {"f32": 2, "bf16": 2}
 #: one-row path; the other one-row kernels measured 10-20% slower piped and keep it)
 #: (BENCHMARKS.md, tenth and eleventh sessions)
 NR_PIPED_FEW = 4
+#: columns of those tiles on the f32 FMAs with chunks of 32 (each column carries two 16-lane
+#: chunks a step: four columns spilled, erratically): f32 x mxfp4 1.3x faster at M = 1, 0.95x
+#: at M = 2; f32 x mxfp6's two-row tables 1.45x (BENCHMARKS.md, thirteenth session)
+NR_PIPED_FEW_F32_32 = 2
 #: bytes of padding after each row of the piped streaming tiles' copy of A: rows K values
 #: apart (a power of two of bytes, often) share the L1 cache's sets, and the tile reads 3-16
 #: of them at once
@@ -221,12 +225,20 @@ FACTOR_WORDS = True
 #: and 2, 1.05x at M = 8; bf16 x mxfp4 1.1x at M = 1 and 2, 1.02x at M = 8; f32 x nvfp4 /
 #: mxfp4 1.12-1.15x at M = 2, level to 1.06x at M = 8 (BENCHMARKS.md, thirteenth session)
 SCALE_TABLES = True
+#: whether the piped tiles of one or two f32 rows decode f6 codes from their block's row of
+#: :func:`scale_table` (f32 values) by two-table permutes (:meth:`_DotKernel.f6_f32_chunk`)
+#: instead of converting integer units and multiplying them by the factor on the FMA pipes:
+#: f32 x mxfp6 1.2x faster at M = 1, 1.5x at M = 2; tiles of more rows keep the arithmetic
+#: decode (0.93-1.0x at M = 8) (one core, weights warm, on a Zen 4; BENCHMARKS.md,
+#: thirteenth session)
+F6_F32_TABLES = True
 #: whether one row of f32 activations runs the piped tile (:meth:`_DotKernel.piped_tile`,
-#: as one row of bf16 ones does) where B's f4 codes decode by permutes from the block's
-#: table (:meth:`_DotKernel.table_decode`, :data:`SCALE_TABLES`), instead of the
+#: as one row of bf16 ones does) where B's f4 / f6 codes decode by permutes from the
+#: block's table (:meth:`_DotKernel.table_decode`, :data:`SCALE_TABLES`), instead of the
 #: one-row path's sums of unscaled values per block: f32 x nvfp4 1.09-1.10x faster at M = 1,
-#: f32 x mxfp4 1.05x (one core, weights warm, on a Zen 4; BENCHMARKS.md, thirteenth session)
-ONE_ROW_F4_PIPED = True
+#: f32 x mxfp4 1.05x, f32 x mxfp6 1.2x (one core, weights warm, on a Zen 4; BENCHMARKS.md,
+#: thirteenth session)
+ONE_ROW_TABLES_PIPED = True
 #: whether the one-row path decodes f4 codes in chunks of 16 (nvfp4, and mxfp4 at block size
 #: 16) on the 512-bit paths by one f32 permute from the constant table of their integer units
 #: (:attr:`_DotKernel.f4_perm`): 1.07-1.15x faster at M = 1 on a Zen 4; mxfp4's chunks of 32
@@ -936,23 +948,26 @@ class _DotKernel:
         fv = t.op(f"{{r}} = vector.broadcast {factor} : f32 to {v16}")
         return at, t.op(f"{{r}} = arith.mulf {tb}, {fv} : {v16}")
 
-    def table_decode(self) -> bool:
-        """Whether the piped tiles decode B's codes by permutes from a table of the block's
-        scaled values: f4 codes in chunks of 16 or 32 (:meth:`f4_bf16_chunk` on bf16 dot
-        products, :meth:`f4_f32_chunk` for the f32 FMAs), f6 codes in chunks of 32 on bf16
-        dot products (:meth:`f6_bf16_chunk`: 1.3x faster than the arithmetic decode at M =
-        8, 1.6x at M = 2 on a Zen 4); the 512-bit paths."""
+    def table_decode(self, rows: int = 1) -> bool:
+        """Whether the piped tiles of ``rows`` rows decode B's codes by permutes from a
+        table of the block's scaled values: f4 codes in chunks of 16 or 32
+        (:meth:`f4_bf16_chunk` on bf16 dot products, :meth:`f4_f32_chunk` for the f32
+        FMAs), f6 codes in chunks of 32 on bf16 dot products (:meth:`f6_bf16_chunk`: 1.3x
+        faster than the arithmetic decode at M = 8, 1.6x at M = 2 on a Zen 4) and, in tiles
+        of one or two rows, on the f32 FMAs (:meth:`f6_f32_chunk`, :data:`F6_F32_TABLES`);
+        the 512-bit paths."""
         f = self.s.fmt("rhs")
         if not (self.piped and self.s.path in AVX512_PATHS and f is not None):
             return False
         if f.bits == 4:
             return self.C in (16, 32)
-        return f.bits == 6 and self.bf_stream and self.C == 32
+        return (f.bits == 6 and self.C == 32
+                and (self.bf_stream or F6_F32_TABLES and SCALE_TABLES and rows == 2))
 
-    def scale_tables(self) -> bool:
-        """Whether the piped tiles decode B's codes from :func:`scale_table` (the tables'
-        decode on f4 and f6 codes, :data:`SCALE_TABLES`)."""
-        return SCALE_TABLES and self.table_decode()
+    def scale_tables(self, rows: int = 1) -> bool:
+        """Whether the piped tiles of ``rows`` rows decode B's codes from
+        :func:`scale_table` (their :meth:`table_decode`, :data:`SCALE_TABLES`)."""
+        return SCALE_TABLES and self.table_decode(rows)
 
     def table_rows(self) -> int:
         """Values per scale code in :func:`scale_table`: 16 (f4), 32 (f6)."""
@@ -1165,12 +1180,42 @@ class _DotKernel:
         v = self.with_sign(c, v, fmt.element_type.bits - 1)
         return t.op(f"{{r}} = arith.bitcast {v} : {w} to {_vt(32, 'bf16')}")
 
-    def with_sign(self, c: str, v: str, top: int) -> str:
-        """The i16 lanes ``v`` (bf16 bits of magnitudes) with the sign bit ``top`` of the
-        codes ``c`` (zero-extended to i16) moved to bit 15."""
-        t, w = self.t, _vt(self.C, "i16")
-        sg = t.op(f"{{r}} = arith.shli {c}, {t.c(15 - top, w)} : {w}")
-        sg = t.op(f"{{r}} = arith.andi {sg}, {t.c(-0x8000, w)} : {w}")
+    def f6_f32_chunk(self, mem: str, row: str, kk: str, ahead: int, table: str) -> str:
+        """:meth:`table_decode` for f6 codes on the f32 FMAs (C = 32): vector<32 x f32>, the
+        scaled values of 32 codes of B's row ``row`` at ``kk`` by two-table permutes
+        (``vpermi2ps``: 5 index bits, the code's magnitude) from ``table`` (the block's 32
+        magnitudes' values, :meth:`table_row`), the code's sign bit then moved to bit 31 --
+        per 16 codes a widen, the permute, a shift and an and-or: no conversion and no
+        multiply on the FMA pipes."""
+        t = self.t
+        fmt = self.s.fmt("rhs")
+        at = self.code_at(mem, row, kk, ahead)
+        v16, vi, b16 = _vt(16, "f32"), _vt(16, "i32"), _vt(16, "i8")
+        lo, hi = (t.op(f"{{r}} = vector.extract_strided_slice {table} {{{{offsets = [{o}], "
+                       f"sizes = [16], strides = [1]}}}} : {_vt(32, 'f32')} to {v16}")
+                  for o in (0, 16))
+        top = fmt.element_type.bits - 1
+        parts = []
+        for h in range(2):
+            o = t.op(f"{{r}} = arith.addi {at}, {t.c(16 * h)} : index")
+            raw = t.op(f"{{r}} = vector.load {mem}[{o}] : memref<?xi8>, {b16}")
+            c = t.op(f"{{r}} = arith.extui {raw} : {b16} to {vi}")
+            v = t.op(f'{{r}} = llvm.call_intrinsic "llvm.x86.avx512.vpermi2var.ps.512"'
+                     f"({lo}, {c}, {hi}) : ({v16}, {vi}, {v16}) -> {v16}")
+            vb = t.op(f"{{r}} = arith.bitcast {v} : {v16} to {vi}")
+            vb = self.with_sign(c, vb, top, 32, 16)
+            parts.append(t.op(f"{{r}} = arith.bitcast {vb} : {vi} to {v16}"))
+        return t.op(f"{{r}} = vector.shuffle {parts[0]}, {parts[1]} "
+                    f"[{', '.join(map(str, range(32)))}] : {v16}, {v16}")
+
+    def with_sign(self, c: str, v: str, top: int, width: int = 16,
+                  n: int | None = None) -> str:
+        """The ``n`` (default C) lanes ``v`` of ``width`` bits (bf16 or f32 bits of
+        magnitudes) with the sign bit ``top`` of the codes ``c`` (zero-extended to that
+        width) moved to the lanes' top bit."""
+        t, w = self.t, _vt(n or self.C, f"i{width}")
+        sg = t.op(f"{{r}} = arith.shli {c}, {t.c(width - 1 - top, w)} : {w}")
+        sg = t.op(f"{{r}} = arith.andi {sg}, {t.c(-1 << (width - 1), w)} : {w}")
         return t.op(f"{{r}} = arith.ori {v}, {sg} : {w}")
 
     def placed_table(self, side: str) -> list[int] | None:
@@ -1619,7 +1664,7 @@ class _DotKernel:
                 one = t.op(f"{{r}} = arith.cmpi ule, {M}, {t.c(2)} : index")
                 # one or two rows: one row at a time against NR_STREAM columns, accumulators
                 # as wide as a chunk (piped: two rows as one tile, one row too where the
-                # codes decode by tables -- f32 rows too, ONE_ROW_F4_PIPED -- or by placed
+                # codes decode by tables -- f32 rows too, ONE_ROW_TABLES_PIPED -- or by placed
                 # bits on bf16 dot products); more: tiles of MR_STREAM rows against
                 # NR_STREAM_TILE columns (the columns' chunks decoded once per tile)
                 def one_by_one() -> None:
@@ -1639,13 +1684,15 @@ class _DotKernel:
 
                     def tile(m: int) -> None:  # one piped tile of the M rows
                         self.copy_rows()
-                        if not self.scale_tables():
+                        if not self.scale_tables(m):
                             self.prepare_factors(brow0, ncols, piped=True)
-                        self.rows(c0, M, m, stream=True, a_direct=a_direct, nr=NR_PIPED_FEW,
+                        wide = not self.bf_stream and self.C == 32
+                        self.rows(c0, M, m, stream=True, a_direct=a_direct,
+                                  nr=NR_PIPED_FEW_F32_32 if wide else NR_PIPED_FEW,
                                   piped=True)
 
                     m1 = t.op(f"{{r}} = arith.cmpi eq, {M}, {c1} : index")
-                    one = (self.table_decode() and (self.bf_stream or ONE_ROW_F4_PIPED)
+                    one = (self.table_decode(1) and (self.bf_stream or ONE_ROW_TABLES_PIPED)
                            or self.bf_stream and self.placed_decode())
                     t.if_(m1, (lambda: tile(1)) if one else one_by_one, lambda: tile(2))
 
@@ -1661,8 +1708,8 @@ class _DotKernel:
                     piped = self.piped
                     if self.ap is not None:
                         self.copy_rows()
-                    if piped and not self.scale_tables():  # the panel's block factors, once:
-                        # off the decode's chain (5-25% faster on a Zen 4)
+                    if piped and not self.scale_tables(MR_STREAM_EXACT):  # the panel's
+                        # block factors, once: off the decode's chain (5-25% faster on a Zen 4)
                         self.prepare_factors(brow0, ncols, piped=True)
                     le = t.op(f"{{r}} = arith.cmpi ule, {M}, {t.c(MR_STREAM_EXACT)} : index")
                     t.if_(le, lambda: self.rows(c0, M, MR_STREAM_EXACT, stream=True,
@@ -2816,7 +2863,7 @@ class _DotKernel:
                 k2 = t.op(f"{{r}} = arith.addi {kk}, {t.c(C)} : index")
                 inside = t.op(f"{{r}} = arith.cmpi ult, {k2}, {K} : index")
                 k2 = t.op(f"{{r}} = arith.minui {k2}, {klast} : index")
-                if self.table_decode():
+                if self.table_decode(mr):
                     return decode_pairs(kk, k2, inside)
                 zero = t.c(0.0, _vt(C, "bf16"))
                 out = []
@@ -2838,7 +2885,7 @@ class _DotKernel:
                 zero = t.c(0.0, "f32")
                 for _, nc in colv:
                     r = t.op(f"{{r}} = arith.addi {brow0}, {nc} : index")
-                    if self.scale_tables():
+                    if self.scale_tables(mr):
                         halves = [self.table_row("bf16", r, blk) for blk in blks]
                         out.append(self.f4_bf16_pair(mem, (), r, kk, inside,
                                                      PIPED_AHEAD * nr, halves))
@@ -2858,7 +2905,11 @@ class _DotKernel:
                 blk = t.op(f"{{r}} = arith.divui {kk}, {t.c(s.k('rhs'))} : index")
                 for _, nc in colv:
                     r = t.op(f"{{r}} = arith.addi {brow0}, {nc} : index")
-                    if self.scale_tables():  # the block's row of the table
+                    if self.scale_tables(mr):  # the block's row of the table
+                        if not bfdot and s.fmt("rhs").bits == 6:
+                            out.append(self.f6_f32_chunk(mem, r, kk, PIPED_AHEAD * nr,
+                                                         self.table_row("f32", r, blk)))
+                            continue
                         if not bfdot:
                             tb = self.table_row("f32", r, blk)
                             out.append(self.f4_f32_chunk(mem, None, r, kk, PIPED_AHEAD * nr,
@@ -2872,7 +2923,7 @@ class _DotKernel:
                     o = t.op(f"{{r}} = arith.muli {nc}, {self.nblk_r} : index")  # the factor
                     o = t.op(f"{{r}} = arith.addi {o}, {blk} : index")  # from the scratch
                     f = t.op(f"{{r}} = memref.load {self.bfs}[{o}] : memref<?xf32>")
-                    if self.table_decode():
+                    if self.table_decode(mr):
                         if not bfdot:
                             out.append(self.f4_f32_chunk(mem, f, r, kk, PIPED_AHEAD * nr))
                             continue

@@ -416,7 +416,10 @@ def test_which_streaming_tiles_are_piped():
     assert not kernel("bf16", "mxfp4_e2m1", k=8).table_decode()  # chunks of 8
     assert kernel("f32", "mxfp4_e2m1").table_decode() and kernel("f32", "nvfp4").table_decode()
     assert kernel("bf16", "mxfp6_e2m3").table_decode() and kernel("bf16", "mxfp6_e3m2").table_decode()
-    assert not kernel("f32", "mxfp6_e2m3").table_decode()  # f6 tables: bf16 dot products
+    assert not kernel("f32", "mxfp6_e2m3").table_decode()  # f6 on the FMAs: two rows only
+    assert kernel("f32", "mxfp6_e2m3").table_decode(2)
+    assert kernel("f32", "mxfp6_e3m2").scale_tables(2)
+    assert not kernel("f32", "mxfp6_e2m3").table_decode(8)
     assert not kernel("bf16", "mxfp6_e2m3", k=16).table_decode()  # chunks of 16
     assert not kernel("bf16", "mxfp8_e4m3").table_decode()
     assert not kernel("bf16", "mxfp4_e2m1", "avx2").table_decode()
@@ -496,8 +499,9 @@ def _every_code(fmt: str, R_: int, k: int, rng):
                                  "mxint8", "mxfp4_e2m1"])
 def test_placed_decode_every_code(fmt):
     """The codes decoded by placing their bits, or from the rows of the scale-code tables
-    (bf16 dot products: the piped tiles of 1, 2, 8 and 16 rows, chunks of 32
-    and 16; the bf16 GEMM, both sides): one-hot rows of A pick each code of B, scaled by
+    (bf16 dot products: the piped tiles of 1, 2, 8 and 16 rows, chunks of 32 and 16; the
+    f32 FMAs' tiles of 1, 2 and 8 rows; the bf16 GEMM, both sides): one-hot rows of A pick
+    each code of B, scaled by
     2^-10 .. 2^10 -- every finite code's value (subnormals, both zeros; mxint8's 256 codes,
     -128 included) bit for bit, Inf and NaN codes to Inf / NaN, as the f64 reference."""
     rng = np.random.default_rng(len(fmt))
@@ -513,16 +517,17 @@ def test_placed_decode_every_code(fmt):
         # are rows of the scale-code tables)
         assert (kern.word_bias() is not None) == (not is_int and placed)
         assert kern.scale_tables() == (kern.table_decode() and not placed)
-        for rows in (1, 2, 8, 16):
+        for plain, rows in itertools.chain(itertools.product(["bf16"], (1, 2, 8, 16)),
+                                           itertools.product(["f32"], (1, 2, 8))):
             e, s, vb = _every_code(fmt, rows, k, rng)
             hot = np.zeros((rows, n), np.float32)
             hot[np.arange(rows), np.arange(rows)] = 2.0 ** rng.integers(-3, 4, rows)
-            x = hot.astype(ml_dtypes.bfloat16)
+            x = hot.astype(PLAIN[plain])
             got = np.asarray(ffi_dot.dot(x, None, e, s, None, fmt, rhs_block_size=k,
                                          path="avx512"))
             with np.errstate(invalid="ignore"):  # 0 x Inf
                 want = (hot.astype(np.float64) @ vb.astype(np.float64).T).astype(F32)
-            assert np.array_equal(got, want, equal_nan=True), (fmt, k, rows)
+            assert np.array_equal(got, want, equal_nan=True), (fmt, k, plain, rows)
         if bits == 4:  # (f4 GEMMs take byte dot products)
             continue
         # the GEMM: A one-hot in e4m3 (codes of 1 and 0), B every code

@@ -541,6 +541,29 @@ func.func private @gemv_f32_nvfp4(memref<?xf32>, memref<?xi8>, memref<?xi8>, mem
 
 // -----
 
+// f32 activations against MXFP6 (e2m3) weights, the piped tile of two rows: each chunk of 32
+// codes by two-table permutes (vpermi2ps: 5 index bits, the code's magnitude) from the
+// block's 32 values -- the row of the module's f32 constant of every e8m0 scale code's 32
+// products that its scale byte selects -- the sign bit then moved to bit 31: no conversion
+// and no multiply on the FMA pipes.  (Tiles of more rows keep the arithmetic decode.)
+// CHECK: memref.global "private" constant @mxlower_mxfp6_e2m3_f32 : memref<8192xf32>
+// CHECK-LABEL: func.func @gemv_f32_f6(
+// CHECK: llvm.inline_asm "", "=r,0"
+// CHECK: %[[T:.+]] = vector.load %{{.*}}[%{{.*}}] : memref<8192xf32>, vector<32xf32>
+// CHECK: %[[LO:.+]] = vector.extract_strided_slice %[[T]] {offsets = [0], sizes = [16], strides = [1]}
+// CHECK: %[[HI:.+]] = vector.extract_strided_slice %[[T]] {offsets = [16], sizes = [16], strides = [1]}
+// CHECK: %[[C:.+]] = arith.extui %{{.*}} : vector<16xi8> to vector<16xi32>
+// CHECK: %[[V:.+]] = llvm.call_intrinsic "llvm.x86.avx512.vpermi2var.ps.512"(%[[LO]], %[[C]], %[[HI]])
+// CHECK: %[[VB:.+]] = arith.bitcast %[[V]] : vector<16xf32> to vector<16xi32>
+// CHECK: %[[SG:.+]] = arith.shli %[[C]], %{{.*}} : vector<16xi32>
+// CHECK: %[[SB:.+]] = arith.andi %[[SG]], %{{.*}} : vector<16xi32>
+// CHECK: arith.ori %[[VB]], %[[SB]] : vector<16xi32>
+// CHECK-NOT: arith.mulf
+// CHECK: vector.fma
+func.func private @gemv_f32_f6(memref<?xf32>, memref<?xi8>, memref<?xi8>, memref<?xf32>, memref<?xi64>, index, index) attributes {mxlower.dot_kernel = {lhs = "f32", rhs = "mxfp6_e2m3", path = "avx512"}}
+
+// -----
+
 // The range test (part = "range"; the kernel's signature): one pass over the plain side's
 // exponent fields (8 lanes) and over the scale codes (32 at a time, unsigned min and max), no
 // scratch, then the mode stored into dims[4].  The kernel reads it and runs, where it is not
