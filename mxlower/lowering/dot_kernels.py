@@ -186,9 +186,10 @@ PIPE_DEPTH = {"f32": 2, "bf16": 2}
 #: one-row path; the other one-row kernels measured 10-20% slower piped and keep it)
 #: (BENCHMARKS.md, tenth and eleventh sessions)
 NR_PIPED_FEW = 4
-#: columns of those tiles on the f32 FMAs with chunks of 32 (each column carries two 16-lane
-#: chunks a step: four columns spilled, erratically): f32 x mxfp4 1.3x faster at M = 1, 0.95x
-#: at M = 2; f32 x mxfp6's two-row tables 1.45x (BENCHMARKS.md, thirteenth session)
+#: columns of those tiles on the f32 FMAs with table decodes in chunks of 32 (each column
+#: carries two 16-lane chunks a step: four columns spilled, erratically): f32 x mxfp4 1.3x
+#: faster at M = 1, 0.95x at M = 2; f32 x mxfp6's two-row tables 1.45x; mxint8's two rows
+#: measured 0.85-0.97x and keep four (BENCHMARKS.md, thirteenth session)
 NR_PIPED_FEW_F32_32 = 2
 #: bytes of padding after each row of the piped streaming tiles' copy of A: rows K values
 #: apart (a power of two of bytes, often) share the L1 cache's sets, and the tile reads 3-16
@@ -1686,7 +1687,7 @@ class _DotKernel:
                         self.copy_rows()
                         if not self.scale_tables(m):
                             self.prepare_factors(brow0, ncols, piped=True)
-                        wide = not self.bf_stream and self.C == 32
+                        wide = not self.bf_stream and self.C == 32 and self.table_decode(m)
                         self.rows(c0, M, m, stream=True, a_direct=a_direct,
                                   nr=NR_PIPED_FEW_F32_32 if wide else NR_PIPED_FEW,
                                   piped=True)
