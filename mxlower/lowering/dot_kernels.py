@@ -226,19 +226,19 @@ FACTOR_WORDS = True
 #: and 2, 1.05x at M = 8; bf16 x mxfp4 1.1x at M = 1 and 2, 1.02x at M = 8; f32 x nvfp4 /
 #: mxfp4 1.12-1.15x at M = 2, level to 1.06x at M = 8 (BENCHMARKS.md, thirteenth session)
 SCALE_TABLES = True
-#: whether the piped tiles of one or two f32 rows decode f6 codes from their block's row of
+#: whether the piped tile of two f32 rows decodes f6 codes from their block's row of
 #: :func:`scale_table` (f32 values) by two-table permutes (:meth:`_DotKernel.f6_f32_chunk`)
 #: instead of converting integer units and multiplying them by the factor on the FMA pipes:
-#: f32 x mxfp6 1.2x faster at M = 1, 1.5x at M = 2; tiles of more rows keep the arithmetic
-#: decode (0.93-1.0x at M = 8) (one core, weights warm, on a Zen 4; BENCHMARKS.md,
-#: thirteenth session)
+#: f32 x mxfp6 1.45-1.5x faster at M = 2; tiles of more rows keep the arithmetic decode
+#: (0.93-1.0x at M = 8), one row the one-row path (0.82x piped) (one core, weights warm, on
+#: a Zen 4; BENCHMARKS.md, thirteenth session)
 F6_F32_TABLES = True
 #: whether one row of f32 activations runs the piped tile (:meth:`_DotKernel.piped_tile`,
-#: as one row of bf16 ones does) where B's f4 / f6 codes decode by permutes from the
-#: block's table (:meth:`_DotKernel.table_decode`, :data:`SCALE_TABLES`), instead of the
-#: one-row path's sums of unscaled values per block: f32 x nvfp4 1.09-1.10x faster at M = 1,
-#: f32 x mxfp4 1.05x, f32 x mxfp6 1.2x (one core, weights warm, on a Zen 4; BENCHMARKS.md,
-#: thirteenth session)
+#: as one row of bf16 ones does) where B's f4 codes decode by permutes from the block's
+#: table (:meth:`_DotKernel.table_decode`, :data:`SCALE_TABLES`), instead of the one-row
+#: path's sums of unscaled values per block: f32 x nvfp4 1.09-1.10x faster at M = 1, f32 x
+#: mxfp4 1.05x (1.3x with two columns, :data:`NR_PIPED_FEW_F32_32`) (one core, weights
+#: warm, on a Zen 4; BENCHMARKS.md, thirteenth session)
 ONE_ROW_TABLES_PIPED = True
 #: whether the one-row path decodes f4 codes in chunks of 16 (nvfp4, and mxfp4 at block size
 #: 16) on the 512-bit paths by one f32 permute from the constant table of their integer units
@@ -955,8 +955,8 @@ class _DotKernel:
         (:meth:`f4_bf16_chunk` on bf16 dot products, :meth:`f4_f32_chunk` for the f32
         FMAs), f6 codes in chunks of 32 on bf16 dot products (:meth:`f6_bf16_chunk`: 1.3x
         faster than the arithmetic decode at M = 8, 1.6x at M = 2 on a Zen 4) and, in tiles
-        of one or two rows, on the f32 FMAs (:meth:`f6_f32_chunk`, :data:`F6_F32_TABLES`);
-        the 512-bit paths."""
+        of two rows, on the f32 FMAs (:meth:`f6_f32_chunk`, :data:`F6_F32_TABLES`); the
+        512-bit paths."""
         f = self.s.fmt("rhs")
         if not (self.piped and self.s.path in AVX512_PATHS and f is not None):
             return False
@@ -1128,8 +1128,7 @@ class _DotKernel:
         at = self.code_at(mem, row, kk, ahead)  # (the second chunk: the same lines)
         w, m1, v16 = _vt(32, "i16"), _vt(16, "i1"), _vt(16, "i8")
         if rows:
-            h = rows
-            tw = t.op(f"{{r}} = vector.shuffle {h[0]}, {h[1]} "
+            tw = t.op(f"{{r}} = vector.shuffle {rows[0]}, {rows[1]} "
                       f"[{', '.join(map(str, range(32)))}] : {_vt(16, 'i16')}, "
                       f"{_vt(16, 'i16')}")
         else:
@@ -3186,13 +3185,15 @@ def expand_declarations(root: Any, path: str | None = None) -> int:
         have = {ir.StringAttr(o.attributes["sym_name"]).value: o
                 for o in f.parent.regions[0].blocks[0].operations
                 if "sym_name" in o.attributes}
-        for c in consts:  # the kernel's constants (one copy per module)
-            cname = ir.StringAttr(c.attributes["sym_name"]).value
-            if cname not in have:
+        names = [ir.StringAttr(c.attributes["sym_name"]).value for c in consts]
+        clash = [n for n, c in zip(names, consts) if n in have and str(have[n]) != str(c)]
+        if clash:
+            failures.append(diag.error(f, f"'func.func' op @{name}: the module's symbol "
+                                          f"@{clash[0]} is not the kernel's constant"))
+            continue
+        for n, c in zip(names, consts):  # the kernel's constants (one copy per module)
+            if n not in have:
                 c.operation.move_before(f)
-            elif str(have[cname]) != str(c):
-                failures.append(diag.error(f, f"'func.func' op @{name}: the module's symbol "
-                                              f"@{cname} is not the kernel's constant"))
         new.operation.move_before(f)
         new.operation.attributes["sym_name"] = ir.StringAttr.get(name)
         f.erase()

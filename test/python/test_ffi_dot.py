@@ -587,6 +587,29 @@ def test_nvfp4_every_scale_code(plain):
             assert np.array_equal(got, want, equal_nan=True), (plain, rows, p0)
 
 
+def test_kernel_constants_in_the_module():
+    """The kernels' constants (the scale-code tables) go into the declarations' module once
+    however many kernels read them; a symbol of that name that is not the constant is an
+    error at the declaration (located), which then keeps no body."""
+    ir = upstream.module("ir")
+    decl = dot_kernels.declaration(dot_kernels.DotSpec("bf16", "nvfp4", None, 16, "avx512"),
+                                   "k1")
+    with upstream.context():
+        m = ir.Module.parse("module {\n" + decl + "\n" + decl.replace("@k1", "@k2") + "\n}")
+        assert dot_kernels.expand_declarations(m.operation) == 2
+        text = str(m)
+    assert text.count("memref.global") == 1
+    assert "func.func @k1(" in text and "func.func @k2(" in text
+    with upstream.context():
+        m = ir.Module.parse('module {\nmemref.global "private" constant '
+                            "@mxlower_nvfp4_bf16 : memref<1xi16> = dense<0>\n" + decl + "\n}")
+        with pytest.raises(Exception, match="@k1: the module's symbol @mxlower_nvfp4_bf16 "
+                                            "is not the kernel's constant"):
+            dot_kernels.expand_declarations(m.operation)
+        assert "memref<1xi16>" in str(m) and str(m).count("memref.global") == 1
+        assert "func.func private @k1" in str(m)  # still the declaration
+
+
 @pytest.mark.parametrize("fmt", ["nvfp4", "mxfp4_e2m1", "mxfp6_e2m3", "mxfp6_e3m2"])
 def test_scale_tables(fmt):
     """The tables of SCALE_TABLES: every scale code times every f4 code (f6: magnitude),

@@ -618,3 +618,15 @@ func.func private @j(memref<?xf32>) attributes {mxlower.dot_kernel = {lhs = "f32
 func.func @i(%a: memref<?xf32>, %b: memref<?xi8>, %bs: memref<?xi8>, %o: memref<?xf32>, %d: memref<?xi64>, %u0: index, %u1: index) attributes {mxlower.dot_kernel = {lhs = "f32", rhs = "mxfp4_e2m1"}} {
   return
 }
+
+// -----
+
+// Two kernels reading the same table: one copy of the module's constant.
+// CHECK: memref.global "private" constant @mxlower_nvfp4_bf16 : memref<4096xi16>
+// CHECK-NOT: memref.global
+// CHECK-LABEL: func.func @k1(
+// CHECK-NOT: memref.global
+// CHECK-LABEL: func.func @k2(
+// CHECK: memref.get_global @mxlower_nvfp4_bf16
+func.func private @k1(memref<?xbf16>, memref<?xi8>, memref<?xi8>, memref<?xf32>, memref<?xi64>, index, index) attributes {mxlower.dot_kernel = {lhs = "bf16", rhs = "nvfp4", path = "avx512"}}
+func.func private @k2(memref<?xbf16>, memref<?xi8>, memref<?xi8>, memref<?xf32>, memref<?xi64>, index, index) attributes {mxlower.dot_kernel = {lhs = "bf16", rhs = "nvfp4", path = "avx512"}}
