@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["collect_ops"]
+__all__ = ["attribute_items", "collect_ops"]
 
 
 def collect_ops(root: Any, pred: Callable[[Any], bool] | None = None, *,
@@ -40,4 +40,19 @@ def collect_ops(root: Any, pred: Callable[[Any], bool] | None = None, *,
         op.walk(visit, ir.WalkOrder.PRE_ORDER)
     else:
         op.walk(visit)
+    return out
+
+
+def attribute_items(op: Any) -> list[tuple[str, Any | None]]:
+    """(name, attribute) of each attribute of ``op`` (either binding stack), the attribute
+    None where the bindings cannot type it -- a dense array of an element type they do not
+    know (``array<f8E8M0FNU: ...>``), which reading raises on (or, through a
+    ``NamedAttribute``, aborts the process)."""
+    out: list[tuple[str, Any | None]] = []
+    for a in op.attributes:
+        name = a if isinstance(a, str) else a.name
+        try:
+            out.append((name, op.attributes[name]))
+        except TypeError:
+            out.append((name, None))
     return out

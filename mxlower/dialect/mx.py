@@ -362,10 +362,20 @@ def _ttype(shape, elt: str) -> str:
     return "tensor<" + "".join(f"{_size(d)}x" for d in shape) + elt + ">"
 
 
+def _attr(attrs, name: str, what: str):
+    """``attrs[name]`` -- or a clear error where the Python bindings cannot type that
+    attribute (a dense array of an element type they do not know, e.g. f8E8M0FNU)."""
+    try:
+        return attrs[name]
+    except TypeError:
+        raise MXError(f"attribute '{name}' must be {what}, got an attribute of a type the "
+                      f"bindings cannot read") from None
+
+
 def _attr_str(attrs, name: str, what: str) -> str | None:
     if name not in attrs:
         return None
-    a = attrs[name]
+    a = _attr(attrs, name, f"a string ({what})")
     if not isinstance(a, ir.StringAttr):
         raise MXError(f"attribute '{name}' must be a string ({what}), got {a}")
     return ir.StringAttr(a).value
@@ -374,7 +384,7 @@ def _attr_str(attrs, name: str, what: str) -> str | None:
 def _attr_int(attrs, name: str) -> int | None:
     if name not in attrs:
         return None
-    a = attrs[name]
+    a = _attr(attrs, name, "an integer")
     if not isinstance(a, ir.IntegerAttr):
         raise MXError(f"attribute '{name}' must be an integer, got {a}")
     return ir.IntegerAttr(a).value
@@ -567,7 +577,7 @@ def _dequantize_op(op, fmt: MXFormat, k: int, axis: int, shape) -> DequantizeOp:
 def _dot_dims(attrs) -> tuple[tuple[int, ...], ...]:
     if "dot_dimension_numbers" not in attrs:
         raise MXError("missing attribute 'dot_dimension_numbers' (a #stablehlo.dot<...>)")
-    a = attrs["dot_dimension_numbers"]
+    a = _attr(attrs, "dot_dimension_numbers", "a #stablehlo.dot<...>")
     if not stablehlo.DotDimensionNumbers.isinstance(a):
         raise MXError(f"attribute 'dot_dimension_numbers' must be a #stablehlo.dot<...>, got {a}")
     d = stablehlo.DotDimensionNumbers(a)
@@ -765,7 +775,7 @@ def _table(attrs, number: str) -> NumberSpec | None:
     if number != LUT_NUMBER:
         raise MXError(f"attribute 'table' goes with number = \"{LUT_NUMBER}\" (a custom "
                       f"lookup table), got number '{number}'")
-    a = attrs["table"]
+    a = _attr(attrs, "table", "an array<f32: ...> (the lookup table's values)")
     if not isinstance(a, ir.DenseF32ArrayAttr):
         raise MXError(f"attribute 'table' must be an array<f32: ...> (the lookup table's "
                       f"values), got {a}")

@@ -19,7 +19,7 @@ import re
 import sys
 from typing import Any
 
-from mxlower.bindings import collect_ops
+from mxlower.bindings import attribute_items, collect_ops
 from mxlower.diagnostics import Diagnostic, DiagnosticEngine, InputError, location_of
 
 __all__ = ["MAX_NESTING", "Chunk", "check_dialects", "check_resources", "check_text",
@@ -310,9 +310,9 @@ def _resource_attrs(op: Any) -> list[tuple[str, Any]]:
     attributes (dense elements, strings, ...) are skipped unprinted: only the attributes the
     bindings leave untyped are printed to be looked at, and resources print by name."""
     out = []
-    for a in op.attributes:
-        name = a if isinstance(a, str) else a.name
-        attr = op.attributes[name]
+    for name, attr in attribute_items(op):
+        if attr is None:  # a dense array the bindings cannot type: never a dense_resource
+            continue
         if type(attr).__name__ != "Attribute":
             continue
         if _RESOURCE_RE.match(str(attr)):

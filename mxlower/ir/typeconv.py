@@ -26,6 +26,7 @@ from collections.abc import Callable
 from typing import Any
 
 from mxlower import diagnostics as diag
+from mxlower.bindings import attribute_items
 
 __all__ = [
     "element_type",
@@ -111,9 +112,9 @@ def retype_op(o: Any, map_type: TypeMap, map_attr: Callable[[Any], Any]) -> None
                     t = map_type(a.type)
                     if t is not None:
                         a.set_type(t)
-        for named in list(o.attributes):
-            new = map_attr(o.attributes[named])
-            if new is not None:
+        for named, attr in attribute_items(o):
+            new = None if attr is None else map_attr(attr)  # (None: an array the bindings
+            if new is not None:  # cannot type, which holds no type to map)
                 o.attributes[named] = new
 
 

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from mxlower import diagnostics as diag
-from mxlower.bindings import collect_ops
+from mxlower.bindings import attribute_items, collect_ops
 from mxlower.ir.typeconv import map_function_type, retype_op, verify_retyped, with_element_type
 
 __all__ = ["BoolMemrefWidening"]
@@ -98,7 +98,8 @@ class BoolMemrefWidening:
                 a.type for r in o.regions for b in r.blocks for a in b.arguments]:
             if self.map_type(t) is not None:
                 return True
-        return any(self.map_attr(o.attributes[n]) is not None for n in o.attributes)
+        return any(a is not None and self.map_attr(a) is not None  # (None: a dense array
+                   for _, a in attribute_items(o))  # the bindings cannot type: no memref)
 
     # ------------------------------------------------------------------------- driver
     def run(self) -> None:

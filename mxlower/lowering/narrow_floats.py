@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from mxlower import diagnostics as diag
-from mxlower.bindings import collect_ops
+from mxlower.bindings import attribute_items, collect_ops
 from mxlower.ir.literals import dense_body, element_codes
 from mxlower.ir.typeconv import (element_type, map_function_type, retype_op, verify_retyped,
                                  with_element_type)
@@ -217,9 +217,11 @@ class NarrowFloatLowering:
                                      "narrow float types convert to and from f64, f32, bf16, "
                                      "f16 and each other")
             return "conv"
-        for named in o.attributes:
+        for named, attr in attribute_items(o):
             try:
-                self.map_attr(o.attributes[named])
+                if attr is None:  # a dense array of an element type the bindings cannot type
+                    raise ValueError(named)
+                self.map_attr(attr)
             except ValueError:
                 raise diag.error(o, f"'{name}' has an attribute '{named}' holding a narrow "
                                  "float type that mxlower-lower-narrow-floats-to-llvm cannot "

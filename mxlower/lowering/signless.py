@@ -53,7 +53,10 @@ def make_signless(module: Any) -> int:
                         a.set_type(_signless(ir, a.type))
             for name in ("function_type", "value"):
                 if name in o.attributes:
-                    attr = o.attributes[name]
+                    try:
+                        attr = o.attributes[name]
+                    except TypeError:  # a dense array the bindings cannot type (of a
+                        continue  # float element type: nothing unsigned in it)
                     text = str(attr)
                     if _UNSIGNED.search(text) and (name == "function_type"
                                                    or "dense<" in text[:7]):

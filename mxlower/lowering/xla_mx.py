@@ -137,7 +137,10 @@ def emit_block_scaled_dot(b: Builder, lhs: Any, rhs: Any, lhs_scales: Any,
 def _str_attr(o: Any, name: str) -> str | None:
     if name not in o.attributes:
         return None
-    a = o.attributes[name]
+    try:
+        a = o.attributes[name]
+    except TypeError:  # a dense array the bindings cannot type: not a string
+        return None
     return a.value if isinstance(a, ir.StringAttr) else None
 
 

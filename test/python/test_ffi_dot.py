@@ -501,9 +501,9 @@ def test_placed_decode_every_code(fmt):
     """The codes decoded by placing their bits, or from the rows of the scale-code tables
     (bf16 dot products: the piped tiles of 1, 2, 8 and 16 rows, chunks of 32 and 16; the
     f32 FMAs' tiles of 1, 2 and 8 rows; the bf16 GEMM, both sides): one-hot rows of A pick
-    each code of B, scaled by
-    2^-10 .. 2^10 -- every finite code's value (subnormals, both zeros; mxint8's 256 codes,
-    -128 included) bit for bit, Inf and NaN codes to Inf / NaN, as the f64 reference."""
+    each code of B, scaled by 2^-10 .. 2^10 -- every finite code's value (subnormals, both
+    zeros; mxint8's 256 codes, -128 included) bit for bit, Inf and NaN codes to Inf / NaN,
+    as the f64 reference."""
     rng = np.random.default_rng(len(fmt))
     is_int = FORMATS[fmt].is_int
     bits = 8 if is_int else FLOAT_TYPES[FORMATS[fmt].element].bits
@@ -590,7 +590,8 @@ def test_nvfp4_every_scale_code(plain):
 def test_kernel_constants_in_the_module():
     """The kernels' constants (the scale-code tables) go into the declarations' module once
     however many kernels read them; a symbol of that name that is not the constant is an
-    error at the declaration (located), which then keeps no body."""
+    error at the declaration (``mxlower-opt`` reports it at the declaration's location),
+    which then keeps no body."""
     ir = upstream.module("ir")
     decl = dot_kernels.declaration(dot_kernels.DotSpec("bf16", "nvfp4", None, 16, "avx512"),
                                    "k1")

@@ -285,6 +285,45 @@ def test_an_elided_resource_is_refused_before_the_hand_over(tmp_path, capsys):
     assert "e.mlir:3:8: error: attribute 'value' is dense_resource<__elided__>" in err
 
 
+# attributes holding dense arrays of an element type the MLIR Python bindings cannot type
+# (reading one raises, or through a NamedAttribute aborts): found by test_fuzz's mutants
+F8_ARRAY = "array<f8E8M0FNU: 0.0, 1.0>"
+ODD_ATTRS = f"""
+func.func @main(%x: memref<4xi1>) attributes {{t = {F8_ARRAY}}} {{
+  %c0 = arith.constant 0 : index
+  %v = memref.load %x[%c0] {{u = {F8_ARRAY}}} : memref<4xi1>
+  return
+}}
+"""
+ODD_TABLE = """
+func.func @main(%x: tensor<4x64xf32>) -> tensor<4x64xf32> {
+  %y = "mx.cast"(%x) {number = NUMBER, table = TABLE} : (tensor<4x64xf32>) -> tensor<4x64xf32>
+  return %y : tensor<4x64xf32>
+}
+"""
+
+
+@pytest.mark.parametrize("text,args,rc,message", [
+    (ODD_TABLE.replace("NUMBER", '"e2m1fo"').replace("TABLE", F8_ARRAY),
+     ["--mxlower-gpu-to-nvvm", "--allow-unregistered-dialect"], 1, "cannot hand the module"),
+    (ODD_TABLE.replace("NUMBER", '"lut"').replace("TABLE", F8_ARRAY), ["--mxlower-verify-mx"],
+     1, "x.mlir:3:8: error: 'mx.cast' op attribute 'table' must be an array<f32: ...>"),
+    (ODD_TABLE.replace("NUMBER", F8_ARRAY).replace(", table = TABLE", ""),
+     ["--mxlower-verify-mx"], 1, "attribute 'number' must be a string"),
+    (ODD_ATTRS, ["--mxlower-widen-bool-memrefs"], 0, ""),
+    (ODD_ATTRS, ["--mxlower-lower-narrow-floats-to-llvm"], 1,
+     "x.mlir:2:1: error: 'func.func' has an attribute 't' holding a narrow float type"),
+])
+def test_attributes_the_bindings_cannot_type_are_read_safely(tmp_path, capsys, text, args, rc,
+                                                             message):
+    p = tmp_path / "x.mlir"
+    p.write_text(text)
+    assert opt.main([str(p), *args]) == rc
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "internal error" not in err, err
+    assert message in err, err
+
+
 UNSIGNED_OPS = """
 func.func @main(%a: tensor<6xUT>, %b: tensor<6xUT>) -> (tensor<6xUT>, tensor<6xUT>, tensor<6xUT>,
     tensor<6xi1>, tensor<6xf32>, tensor<6xUT>, tensor<6xUT>, tensor<6xUT>, tensor<6xUT>,
