@@ -974,10 +974,10 @@ class _DotKernel:
         """Values per scale code in :func:`scale_table`: 16 (f4), 32 (f6)."""
         return 16 if self.s.fmt("rhs").bits == 4 else 32
 
-    def scale_table_of(self, kind: str) -> str:
-        """``memref<256 n x i16 | f32>``: :func:`scale_table` of B's format and ``kind``
-        ("bf16", "f32"), a constant of the module (64-byte aligned: rows of 16 and 32 values
-        fill whole lines)."""
+    def scale_table_of(self, kind: str) -> tuple[str, str]:
+        """(``memref<256 n x et>``, et): :func:`scale_table` of B's format and ``kind``
+        ("bf16": et i16, "f32": et f32), a constant of the module (64-byte aligned: rows of
+        16 and 32 values fill whole lines)."""
         fmt = self.s.fmt("rhs").name
         name = f"mxlower_{fmt}_{kind}"
         et = "i16" if kind == "bf16" else "f32"
@@ -986,7 +986,7 @@ class _DotKernel:
             vals = ", ".join(_lit(v, et) for v in scale_table(fmt, kind))
             self.globals[name] = (f'memref.global "private" constant @{name} : {mt} = '
                                   f"dense<[{vals}]> {{alignment = 64 : i64}}")
-        return self.t.op(f"{{r}} = memref.get_global @{name} : {mt}")
+        return self.t.op(f"{{r}} = memref.get_global @{name} : {mt}"), et
 
     def table_row(self, kind: str, row: str, blk: str) -> str:
         """vector<n x i16 | f32>: the row of :func:`scale_table` (``kind``) that the scale
@@ -999,7 +999,7 @@ class _DotKernel:
         zero padding, or NaN where that block's scale is NaN -- whose column is NaN then
         anyway.)"""
         t = self.t
-        g = self.scale_table_of(kind)
+        g, et = self.scale_table_of(kind)
         per = self.table_rows()
         o = t.op(f"{{r}} = arith.muli {row}, {self.nblk_r} : index")
         o = t.op(f"{{r}} = arith.addi {o}, {blk} : index")
@@ -1008,7 +1008,6 @@ class _DotKernel:
         c = t.op(f'{{r}} = llvm.inline_asm "", "=r,0" {c} : (i32) -> i32')
         o = t.op(f"{{r}} = arith.index_castui {c} : i32 to index")
         o = t.op(f"{{r}} = arith.muli {o}, {t.c(per)} : index")
-        et = "i16" if kind == "bf16" else "f32"
         return t.op(f"{{r}} = vector.load {g}[{o}] : memref<{256 * per}x{et}>, "
                     f"{_vt(per, et)}")
 
@@ -1054,10 +1053,7 @@ class _DotKernel:
             idx = t.op(f"{{r}} = vector.bitcast {q} : {vq} to {vi}")
             parts.append(t.op(f'{{r}} = llvm.call_intrinsic "llvm.x86.avx512.permvar.sf.512"'
                               f"({tb}, {idx}) : ({v16}, {vi}) -> {v16}"))
-        if len(parts) == 1:
-            return parts[0]
-        return t.op(f"{{r}} = vector.shuffle {parts[0]}, {parts[1]} "
-                    f"[{', '.join(map(str, range(32)))}] : {v16}, {v16}")
+        return self.concat(parts, 16)
 
     def f4_bf16_chunk(self, mem: str, factor: str | None, row: str, kk: str, ahead: int = 1,
                       word: bool = False, table: str | None = None) -> str:
@@ -1074,9 +1070,7 @@ class _DotKernel:
         v16, w, vi = _vt(16, "f32"), _vt(32, "i16"), _vt(16, "i32")
         if table is not None:  # the block's 16 values (bf16 bits), doubled
             at = self.code_at(mem, row, kk, ahead)
-            tw = t.op(f"{{r}} = vector.shuffle {table}, {table} "
-                      f"[{', '.join(map(str, range(32)))}] : {_vt(16, 'i16')}, "
-                      f"{_vt(16, 'i16')}")
+            tw = self.concat([table, table], 16, "i16")
         elif word:  # the doubled table's bits plus the factor's word
             at = self.code_at(mem, row, kk, ahead)
             tw = self.word_table(code_units(self.s.fmt("rhs"), range(16)) * 2, factor)
@@ -1128,9 +1122,7 @@ class _DotKernel:
         at = self.code_at(mem, row, kk, ahead)  # (the second chunk: the same lines)
         w, m1, v16 = _vt(32, "i16"), _vt(16, "i1"), _vt(16, "i8")
         if rows:
-            tw = t.op(f"{{r}} = vector.shuffle {rows[0]}, {rows[1]} "
-                      f"[{', '.join(map(str, range(32)))}] : {_vt(16, 'i16')}, "
-                      f"{_vt(16, 'i16')}")
+            tw = self.concat(rows, 16, "i16")
         else:
             units = code_units(self.s.fmt("rhs"), range(16))
             tw = self.bf16_table([(units, f) for f in factors])
@@ -1205,8 +1197,7 @@ class _DotKernel:
             vb = t.op(f"{{r}} = arith.bitcast {v} : {v16} to {vi}")
             vb = self.with_sign(c, vb, top, 32, 16)
             parts.append(t.op(f"{{r}} = arith.bitcast {vb} : {vi} to {v16}"))
-        return t.op(f"{{r}} = vector.shuffle {parts[0]}, {parts[1]} "
-                    f"[{', '.join(map(str, range(32)))}] : {v16}, {v16}")
+        return self.concat(parts, 16)
 
     def with_sign(self, c: str, v: str, top: int, width: int = 16,
                   n: int | None = None) -> str:
@@ -1426,13 +1417,13 @@ class _DotKernel:
                 out.append(t.op(f"{{r}} = vector.bitcast {d} : {w16} to {_vt(8, 'f32')}"))
         return self.concat(out)
 
-    def concat(self, parts: list[str]) -> str:
-        """The vector<8 x f32> ``parts`` (a power of two of them) as one vector."""
-        t, n = self.t, 8
+    def concat(self, parts: Sequence[str], n: int = 8, et: str = "f32") -> str:
+        """The vector<n x et> ``parts`` (a power of two of them) as one vector."""
+        t = self.t
         while len(parts) > 1:
             idx = ", ".join(map(str, range(2 * n)))
-            parts = [t.op(f"{{r}} = vector.shuffle {a}, {b} [{idx}] : {_vt(n, 'f32')}, "
-                          f"{_vt(n, 'f32')}") for a, b in zip(parts[0::2], parts[1::2])]
+            parts = [t.op(f"{{r}} = vector.shuffle {a}, {b} [{idx}] : {_vt(n, et)}, "
+                          f"{_vt(n, et)}") for a, b in zip(parts[0::2], parts[1::2])]
             n *= 2
         return parts[0]
 
@@ -2870,9 +2861,7 @@ class _DotKernel:
                 for v0, v1 in zip(decode_chunks(kk), decode_chunks(k2)):
                     v1 = t.op(f"{{r}} = arith.select {inside}, {v1}, {zero} : "
                               f"{_vt(C, 'bf16')}")
-                    out.append(t.op(f"{{r}} = vector.shuffle {v0}, {v1} "
-                                    f"[{', '.join(map(str, range(S)))}] : {_vt(C, 'bf16')}, "
-                                    f"{_vt(C, 'bf16')}"))
+                    out.append(self.concat([v0, v1], C, "bf16"))
                 return out
 
             def decode_pairs(kk: str, k2: str, inside: str) -> list[str]:
@@ -2906,19 +2895,16 @@ class _DotKernel:
                 for _, nc in colv:
                     r = t.op(f"{{r}} = arith.addi {brow0}, {nc} : index")
                     if self.scale_tables(mr):  # the block's row of the table
-                        if not bfdot and s.fmt("rhs").bits == 6:
-                            out.append(self.f6_f32_chunk(mem, r, kk, PIPED_AHEAD * nr,
-                                                         self.table_row("f32", r, blk)))
-                            continue
-                        if not bfdot:
-                            tb = self.table_row("f32", r, blk)
+                        tb = self.table_row("bf16" if bfdot else "f32", r, blk)
+                        six = s.fmt("rhs").bits == 6
+                        if bfdot:
+                            by = self.f6_bf16_chunk if six else self.f4_bf16_chunk
+                            out.append(by(mem, None, r, kk, PIPED_AHEAD * nr, table=tb))
+                        elif six:
+                            out.append(self.f6_f32_chunk(mem, r, kk, PIPED_AHEAD * nr, tb))
+                        else:
                             out.append(self.f4_f32_chunk(mem, None, r, kk, PIPED_AHEAD * nr,
                                                          table=tb))
-                            continue
-                        tb = self.table_row("bf16", r, blk)
-                        by = (self.f6_bf16_chunk if s.fmt("rhs").bits == 6 else
-                              self.f4_bf16_chunk)
-                        out.append(by(mem, None, r, kk, PIPED_AHEAD * nr, table=tb))
                         continue
                     o = t.op(f"{{r}} = arith.muli {nc}, {self.nblk_r} : index")  # the factor
                     o = t.op(f"{{r}} = arith.addi {o}, {blk} : index")  # from the scratch
