@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["attribute_items", "collect_ops"]
+__all__ = ["attribute_items", "collect_ops", "typed_attribute"]
 
 
 def collect_ops(root: Any, pred: Callable[[Any], bool] | None = None, *,
@@ -43,16 +43,18 @@ def collect_ops(root: Any, pred: Callable[[Any], bool] | None = None, *,
     return out
 
 
+def typed_attribute(attributes: Any, name: str) -> Any | None:
+    """``attributes[name]`` (an op's attribute map, either binding stack), or None where the
+    bindings cannot type that attribute -- a dense array of an element type they do not know
+    (``array<f8E8M0FNU: ...>``), which reading raises on (or, through a ``NamedAttribute``,
+    aborts the process)."""
+    try:
+        return attributes[name]
+    except TypeError:
+        return None
+
+
 def attribute_items(op: Any) -> list[tuple[str, Any | None]]:
-    """(name, attribute) of each attribute of ``op`` (either binding stack), the attribute
-    None where the bindings cannot type it -- a dense array of an element type they do not
-    know (``array<f8E8M0FNU: ...>``), which reading raises on (or, through a
-    ``NamedAttribute``, aborts the process)."""
-    out: list[tuple[str, Any | None]] = []
-    for a in op.attributes:
-        name = a if isinstance(a, str) else a.name
-        try:
-            out.append((name, op.attributes[name]))
-        except TypeError:
-            out.append((name, None))
-    return out
+    """(name, :func:`typed_attribute`) of each attribute of ``op``."""
+    names = [a if isinstance(a, str) else a.name for a in op.attributes]
+    return [(name, typed_attribute(op.attributes, name)) for name in names]

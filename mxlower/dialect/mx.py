@@ -69,7 +69,7 @@ import dataclasses
 from typing import Any
 
 from mxlower import diagnostics as diag
-from mxlower.bindings import collect_ops
+from mxlower.bindings import collect_ops, typed_attribute
 from mxlower.bindings.jaxlib import ir, stablehlo
 from mxlower.cast_reference import resolve
 from mxlower.formats import (
@@ -365,11 +365,11 @@ def _ttype(shape, elt: str) -> str:
 def _attr(attrs, name: str, what: str):
     """``attrs[name]`` -- or a clear error where the Python bindings cannot type that
     attribute (a dense array of an element type they do not know, e.g. f8E8M0FNU)."""
-    try:
-        return attrs[name]
-    except TypeError:
+    a = typed_attribute(attrs, name)
+    if a is None:
         raise MXError(f"attribute '{name}' must be {what}, got an attribute of a type the "
-                      f"bindings cannot read") from None
+                      f"bindings cannot read")
+    return a
 
 
 def _attr_str(attrs, name: str, what: str) -> str | None:

@@ -17,7 +17,7 @@ import re
 import sys
 from typing import Any
 
-from mxlower.bindings import collect_ops
+from mxlower.bindings import collect_ops, typed_attribute
 from mxlower.diagnostics import error
 
 __all__ = ["make_signless"]
@@ -53,10 +53,9 @@ def make_signless(module: Any) -> int:
                         a.set_type(_signless(ir, a.type))
             for name in ("function_type", "value"):
                 if name in o.attributes:
-                    try:
-                        attr = o.attributes[name]
-                    except TypeError:  # a dense array the bindings cannot type (of a
-                        continue  # float element type: nothing unsigned in it)
+                    attr = typed_attribute(o.attributes, name)
+                    if attr is None:  # a dense array the bindings cannot type (of a float
+                        continue  # element type: nothing unsigned in it)
                     text = str(attr)
                     if _UNSIGNED.search(text) and (name == "function_type"
                                                    or "dense<" in text[:7]):

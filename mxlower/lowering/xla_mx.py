@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from mxlower.bindings import typed_attribute
 from mxlower.bindings.jaxlib import ir, stablehlo
 from mxlower.dialect import mx
 from mxlower.formats import FORMATS, WIDE_TYPES, MXFormat
@@ -137,10 +138,7 @@ def emit_block_scaled_dot(b: Builder, lhs: Any, rhs: Any, lhs_scales: Any,
 def _str_attr(o: Any, name: str) -> str | None:
     if name not in o.attributes:
         return None
-    try:
-        a = o.attributes[name]
-    except TypeError:  # a dense array the bindings cannot type: not a string
-        return None
+    a = typed_attribute(o.attributes, name)  # (None: an array the bindings cannot type)
     return a.value if isinstance(a, ir.StringAttr) else None
 
 
