@@ -28,7 +28,6 @@ import argparse
 import json
 import os
 import time
-from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
@@ -38,13 +37,24 @@ import mxlower.jax as mxj
 from mxlower.benchmarking import cpu_model
 
 
-def time_group(cases: dict[str, tuple[Callable, tuple]], reps: int) -> dict[str, float]:
-    """Median seconds per call of each compiled case, timed round-robin."""
+def time_group(cases: dict[str, tuple], reps: int) -> dict[str, float]:
+    """Median seconds per call of each jitted case (compiled by its first call), timed
+    round-robin.  A case is ``(fn, args)`` or ``(fn, args, reduction)``: a K-sharded dot
+    compiled with :data:`mxlower.jax.sharding.FORCE_REDUCTION` set to ``reduction`` (the A/B
+    switch; each case needs a function of its own, or jit reuses the first one's program).
+    jit calls, not ahead-of-time ``Compiled`` objects: JAX 0.10's ``Compiled`` refuses f4
+    arrays committed to a device (a layout mismatch its jit calls do not have)."""
+    from mxlower.jax import sharding
+
     compiled = {}
-    for name, (fn, args) in cases.items():
-        c = jax.jit(fn).lower(*args).compile()
-        for _ in range(2):
+    for name, (fn, args, *force) in cases.items():
+        c = jax.jit(fn)
+        sharding.FORCE_REDUCTION = force[0] if force else None
+        try:
             jax.block_until_ready(c(*args))
+        finally:
+            sharding.FORCE_REDUCTION = None
+        jax.block_until_ready(c(*args))
         compiled[name] = (c, args)
     times: dict[str, list[float]] = {n: [] for n in cases}
     for _ in range(reps):
@@ -153,14 +163,38 @@ def bench_sharded(m: int, n: int, k: int, dot_k: int, reps: int) -> dict[str, li
             dot(impl), (jax.device_put(qa, one), jax.device_put(qb, one)))
         dcases[f"scaled_dot impl={impl}, M over {len(devices)}"] = (
             dot(impl), (jax.device_put(qa, on(P("x", None))), jax.device_put(qb, on(P()))))
-        dcases[f"scaled_dot impl={impl}, K over {len(devices)} (all-reduce)"] = (
+        dcases[f"scaled_dot impl={impl}, K over {len(devices)}"] = (
             dot(impl), (jax.device_put(qa, on(P(None, "x"))),
                         jax.device_put(qb, on(P(None, "x")))))
+    # the K-sharded kernel dot's three ways (mxlower.jax.sharding.Reduction), A/B
+    kargs = dcases[f"scaled_dot impl=auto, K over {len(devices)}"][1]
+    for how in ("gather", "scatter", "all-reduce"):
+        dcases[f"scaled_dot impl=auto, K over {len(devices)}, forced {how}"] = (
+            dot("auto"), kargs, how)
     dt = time_group(dcases, reps)
+
+    # the GEMV of tensor parallelism: bf16 activations [8, dot_k * 4] against mxfp4 weights
+    # [m, dot_k * 4], K sharded (both operands), the partials summed across the devices
+    gk = 4 * dot_k
+    xs = jnp.asarray(rng.standard_normal((8, gk)), jnp.bfloat16)
+    ws = mxj.quantize(np.asarray(rng.standard_normal((m, gk)), np.float32), "mxfp4_e2m1")
+
+    def gemv():
+        return lambda x, w: mxj.scaled_dot(x, w, preferred_element_type=jnp.bfloat16)
+
+    gcases = {"GEMV impl=auto, one device": (gemv(), (jax.device_put(xs, one),
+                                                    jax.device_put(ws, one)))}
+    gargs = (jax.device_put(xs, on(P(None, "x"))), jax.device_put(ws, on(P(None, "x"))))
+    gcases[f"GEMV impl=auto, K over {len(devices)}"] = (gemv(), gargs)
+    gcases[f"GEMV impl=auto, K over {len(devices)}, forced all-reduce"] = (
+        gemv(), gargs, "all-reduce")
+    gt = time_group(gcases, reps)
     return {"quantize": [{"case": c, "ms": s * 1e3, "gb_s": m * k * 4 / s / 1e9}
                          for c, s in qt.items()],
             "dot": [{"case": c, "ms": s * 1e3, "gflop_s": 2 * m * n * dot_k / s / 1e9}
-                    for c, s in dt.items()]}
+                    for c, s in dt.items()],
+            "gemv": [{"case": c, "ms": s * 1e3, "gflop_s": 2 * 8 * m * gk / s / 1e9}
+                     for c, s in gt.items()]}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -229,6 +263,11 @@ def main_sharded(args: argparse.Namespace) -> int:
     print(f"\nscaled_dot mxfp8 x mxfp8 [{args.m}, {args.dot_k}] x [{args.n}, {args.dot_k}]\n")
     print("| case | ms | GFLOP/s |\n|---|---:|---:|")
     for row in r["dot"]:
+        print(f"| {row['case']} | {row['ms']:.2f} | {row['gflop_s']:.1f} |")
+    print(f"\nscaled_dot bf16 [8, {4 * args.dot_k}] x mxfp4 [{args.m}, {4 * args.dot_k}] "
+          "(bf16 result)\n")
+    print("| case | ms | GFLOP/s |\n|---|---:|---:|")
+    for row in r["gemv"]:
         print(f"| {row['case']} | {row['ms']:.2f} | {row['gflop_s']:.1f} |")
     if args.json:
         with open(args.json, "w") as f:

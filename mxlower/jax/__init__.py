@@ -58,13 +58,14 @@ StableHLO that XLA's SPMD partitioner (Shardy) partitions like any JAX op.  Shar
 non-blocked axes freely; shard the blocked axis on block boundaries (each shard's length a
 multiple of the block size), and quantize/dequantize run without any communication, every
 block local to its device.  A ``scaled_dot`` whose contracting (blocked) axis is sharded
-computes partial f32 sums per shard and all-reduces them.  Blocks that straddle shards are
-still computed correctly; XLA then moves data first.  Bit-identical to one device except the
-K all-reduce's summation order (docs/jax.md, "Sharding").
+computes partial f32 sums per shard and reduce-scatters (or all-reduces) them, or, where
+that moves fewer bytes, gathers the operands and splits the result instead.  Blocks that
+straddle shards are still computed correctly; XLA then moves data first.  Bit-identical to
+one device except a K reduction's summation order (docs/jax.md, "Sharding").
 Past one machine nothing changes in mxlower: JAX's multi-controller runtime runs the same
 SPMD program in every process.  Call ``jax.distributed.initialize()`` on each host, build the
 mesh over ``jax.devices()`` (all hosts' devices, e.g. ``jax.make_mesh((hosts, local),
-("data", "model"))`` keeping the "model" axis inside a host so the K all-reduce stays on the
+("data", "model"))`` keeping the "model" axis inside a host so the K reduction stays on the
 fast intra-host links), assemble inputs with ``jax.make_array_from_process_local_data``, and
 call the same jitted function.  test/python/test_jax_sharding.py and
 test_jax_sharding_kernels.py prove the partitioned program on one machine (8 virtual CPU

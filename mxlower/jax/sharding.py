@@ -22,25 +22,40 @@ otherwise (XLA moves the data first; the results stay bit-identical, only slower
 are sharded like the operands' factors.
 
 The dot (``mx_scaled_dot``): batch, lhs-free and rhs-free dimensions are factors as above and
-run per shard (bit-identical to the unsharded program); contracting dimensions are
-*reduced* factors.  A sharded contracting dimension (block boundaries as for quantize) makes
-each shard compute the f32 partial dot of its slice of K -- exact or rounded once, as the
-unsharded kernel path does -- and the partials are all-reduced in f32 (``lax.psum``, XLA's
-fast collective) with care for XLA:CPU, whose f32 arithmetic flushes subnormals.  Where every
-shard's partials are zero or at least 2^-103 (found by a one-integer ``pmax``), every sum of
-them is zero or normal and the plain ``psum`` is used; otherwise an integer all-reduce
+run per shard (bit-identical to the unsharded program where a shard's dot takes the same
+kernel path); contracting dimensions are *reduced* factors.  A sharded contracting dimension
+(block boundaries as for quantize) runs one of three ways (:class:`Reduction`, chosen by
+:meth:`Plan.reduction`); the result dimension of the largest factor that is not sharded yet
+and that the contracting shard count divides takes over those mesh axes:
+
+- **gather**, where the operand bytes a shard lacks (its operands' other slices of K) are
+  fewer than one f32 partial result's bytes (large results, short K): the operands are
+  gathered whole along K and each shard computes its slice of that result dimension (its
+  operands sliced by ``axis_index``) with K whole -- no sum across shards, the kernel's own
+  bits, and no shard holds more than a partial result would take;
+- **scatter**, otherwise (the GEMV of tensor parallelism: a small result, large K-sharded
+  weights): each shard computes the f32 partial dot of its slice of K -- exact or rounded
+  once, as the unsharded kernel path does -- the partials are reduce-scattered along that
+  dimension (``lax.psum_scatter``), and each shard applies the epilogue to its slice only;
+- **all-reduce** where no result dimension divides: the partials all-reduced (``lax.psum``).
+
+The sums of partials take care for XLA:CPU, whose f32 arithmetic flushes subnormals.  Where
+every shard's partials are zero or at least 2^-103 (found by a one-integer ``pmax``), every
+sum of them is zero or normal and the plain sum is used; otherwise an integer all-reduce
 (``pmax``) finds each element's largest exponent over the shards, every partial
 is scaled on its bits so that the largest sits near 2^100 (:data:`ldexp_p`), the scaled
 partials are summed, and the sum is scaled back on its bits (subnormal results rounded to
 nearest even), multiplied by the global scale exactly and converted to the result type
 (:data:`epilogue_p`, the one-device epilogue).  This changes the order of summation, which
-docs/semantics.md section 6 leaves open: the all-reduce of ``s`` shards adds at most
+docs/semantics.md section 6 leaves open: the sum over ``s`` shards adds at most
 ``(s - 1) * 2^-24`` of ``sum |a b|`` to the shards' own errors, within the bound for up to 16
 shards along K.  Where ``sum |a b|`` is itself deep in the subnormal range (below about
 2^-130), the per-shard rounding of the partials to f32 can leave the result an ulp of the
 subnormal grid from the once-rounded sum; and a shard's partial dot overflowing f32 where the
 whole sum cancels back into range (scales near the top of e8m0's range) gives an infinity one
-device would not.
+device would not.  A result the program wants replicated is gathered by XLA after the
+gather and scatter ways (a reduce-scatter and an all-gather: the bytes of one all-reduce,
+the epilogue run once per slice instead of on every shard).
 
 Each rule rebinds its primitive on the shard's operands, so the per-shard code is whatever
 the primitive's CPU rule emits: when ``mx_scaled_dot`` gets its own kernel it runs per shard
@@ -95,7 +110,7 @@ from mxlower.jax.dtypes import mlir_name
 from mxlower.lowering import mx_math
 from mxlower.numbers import scale as scale_spec
 
-__all__ = ["PLANS", "Dim", "Plan", "applies", "devices_p", "lower", "mark", "plan_for"]
+__all__ = ["PLANS", "Dim", "Plan", "Reduction", "applies", "devices_p", "lower", "mark", "plan_for"]
 
 _F32 = np.dtype(np.float32)
 
@@ -112,6 +127,22 @@ Value = tuple[Dim, ...]
 
 
 @dataclasses.dataclass(frozen=True)
+class Reduction:
+    """How a call whose reduced factors are sharded runs (``axes``: the mesh axes they are
+    sharded over, ``shards`` their number).  ``how`` is ``"gather"`` (every shard gathers the
+    operands whole along the reduced factors and computes the slice of the result along
+    ``dim``, its shard's part of the result factor there: no sum across shards),
+    ``"scatter"`` (each shard's partial result over its slice of the reduced factors,
+    reduce-scattered along result dimension ``dim``) or ``"all-reduce"`` (the partials
+    all-reduced: no result dimension divides into ``shards``)."""
+
+    axes: tuple[str, ...]
+    shards: int
+    how: str
+    dim: int | None = None
+
+
+@dataclasses.dataclass(frozen=True)
 class Plan:
     """How one kernel call's operands and results split into shards.
 
@@ -124,7 +155,7 @@ class Plan:
     operands: tuple[Value, ...]
     results: tuple[Value, ...]
     sizes: dict[str, int]
-    local: Callable[[tuple[str, ...]], Callable[..., Any]]
+    local: Callable[[Reduction | None], Callable[..., Any]]
     reduced: tuple[str, ...] = ()
 
     @property
@@ -190,18 +221,92 @@ class Plan:
                 used |= set(axes)
         return chosen
 
+    def reduction(self, mesh: Any, chosen: dict[str, tuple[str, ...]], arg_shapes: Any,
+                  result_shape: Any) -> Reduction | None:
+        """How the call runs where :meth:`choose` shards a reduced factor (None: it does
+        not).  The shards go to the result dimension the program already wants sharded over
+        the reduced factors' mesh axes, else to that of the largest factor not sharded yet;
+        either must divide into the shards.  The operands are gathered where their bytes
+        still to be moved (the parts a shard does not hold) are fewer than one f32 partial
+        result's, the partials reduce-scattered otherwise -- and all-reduced where no result
+        dimension divides, or where a partial result under :data:`SMALL_PARTIAL` bytes is
+        wanted whole (one collective then costs less than a reduce-scatter and the
+        all-gather after it)."""
+        axes = tuple(a for f in self.reduced for a in chosen.get(f, ()))
+        if not axes:
+            return None
+        shards = math.prod(mesh.shape[a] for a in axes)
+        (result,) = self.results
+        out = result_shape[0] if isinstance(result_shape, (list, tuple)) else result_shape
+        spec = tuple(getattr(getattr(out, "sharding", None), "spec", ()) or ())
+        free = [(_axes(spec[i]) == axes if i < len(spec) else False,
+                 self.sizes[d.factor], -i) for i, d in enumerate(result)
+                if d.factor not in chosen and self.sizes[d.factor] % shards == 0]
+        partial = 4 * math.prod(_shape(out))
+        wanted = bool(free) and max(free)[0]
+        if not free or (partial < SMALL_PARTIAL and not wanted and not FORCE_REDUCTION):
+            return Reduction(axes, shards, "all-reduce")
+        dim = -max(free)[2]
+        moved = sum(_nbytes(a) * (1 - 1 / _shards_of(mesh, v, chosen, self.reduced))
+                    for a, v in zip(arg_shapes, self.operands))
+        how = FORCE_REDUCTION or ("gather" if moved < partial else "scatter")
+        return Reduction(axes, shards, how, None if how == "all-reduce" else dim)
+
     def partition(self, mesh: Any, arg_shapes: Any, result_shape: Any) -> tuple[Any, ...]:
         """``custom_partitioning``'s ``partition``: the shards' function and shardings."""
         specs = [getattr(a.sharding, "spec", ()) for a in arg_shapes]
         chosen = self.choose(mesh, specs)
+        red = self.reduction(mesh, chosen, arg_shapes, result_shape)
+        out = dict(chosen)
+        if red is not None:
+            (result,) = self.results
+            if red.how == "gather":  # operands whole along the reduced factors
+                chosen = {f: a for f, a in chosen.items() if f not in self.reduced}
+            if red.dim is not None:
+                out[result[red.dim].factor] = red.axes
 
-        def sharding(v: Value) -> NamedSharding:
-            return NamedSharding(mesh, P(*(_entry(chosen.get(d.factor, ())) for d in v)))
+        def sharding(v: Value, axes: dict[str, tuple[str, ...]]) -> NamedSharding:
+            return NamedSharding(mesh, P(*(_entry(axes.get(d.factor, ())) for d in v)))
 
-        reduce_axes = tuple(a for f in self.reduced for a in chosen.get(f, ()))
-        results = [sharding(v) for v in self.results]
-        return (mesh, self.local(reduce_axes), tuple(results) if len(results) > 1 else results[0],
-                tuple(sharding(v) for v in self.operands))
+        results = [sharding(v, out) for v in self.results]
+        run = self.local(red)
+        if red is not None and red.how == "gather":
+            run = self._sliced(run, red)
+        return (mesh, run, tuple(results) if len(results) > 1 else results[0],
+                tuple(sharding(v, chosen) for v in self.operands))
+
+    def _sliced(self, run: Callable[..., Any], red: Reduction) -> Callable[..., Any]:
+        """``run`` on each operand's slice along the result factor ``red`` shards: the part
+        of it that this shard's part of the result reads."""
+        factor = self.results[0][red.dim].factor
+
+        def sliced(*args: Any) -> Any:
+            i = lax.axis_index(red.axes)
+            parts = []
+            for x, v in zip(args, self.operands):
+                for d, dim in enumerate(v):
+                    if dim.factor == factor:
+                        n = x.shape[d] // red.shards
+                        x = lax.dynamic_slice_in_dim(x, i * n, n, axis=d)
+                parts.append(x)
+            return run(*parts)
+
+        return sliced
+
+
+def _shape(a: Any) -> tuple[int, ...]:
+    return tuple(a.shape)
+
+
+def _nbytes(a: Any) -> int:
+    return math.prod(_shape(a)) * max(1, np.dtype(a.dtype).itemsize)
+
+
+def _shards_of(mesh: Any, value: Value, chosen: dict[str, tuple[str, ...]],
+               reduced: tuple[str, ...]) -> int:
+    """The number of shards a value is split into along the reduced factors."""
+    return math.prod(mesh.shape[a] for d in value if d.factor in reduced
+                     for a in chosen.get(d.factor, ())) or 1
 
 
 def _axes(entry: Any) -> tuple[str, ...]:
@@ -227,9 +332,9 @@ def _elementwise(shape: Sequence[int], axis: int | None = None,
     return full, per_block, sizes
 
 
-def _rebind(prim: Any, params: dict[str, Any]) -> Callable[[tuple[str, ...]], Callable]:
-    def local(reduce_axes: tuple[str, ...]) -> Callable:
-        assert not reduce_axes, reduce_axes
+def _rebind(prim: Any, params: dict[str, Any]) -> Callable[[Reduction | None], Callable]:
+    def local(red: Reduction | None) -> Callable:
+        assert red is None, red
 
         def run(*args: Any) -> Any:
             out = prim.bind(*args, **params)
@@ -316,27 +421,35 @@ def _dot_plan(prim: Any, avals: Sequence[Any], params: dict[str, Any]) -> Plan:
     result = tuple(Dim(f"b{i}") for i in range(len(lb))) + tuple(lfree) + tuple(rfree)
     body = dict(params, lhs_ste=False, rhs_ste=False)
 
-    def local(reduce_axes: tuple[str, ...]) -> Callable:
-        if not reduce_axes:
+    def local(red: Reduction | None) -> Callable:
+        if red is None or red.how == "gather":
             return lambda *args: prim.bind(*args, **body)
         partial = dict(body, has_g=False, out_dtype=_F32)
+        axes = red.axes
+
+        def summed(y: Any) -> Any:  # this shard's part of the sum of the partials
+            if red.dim is None:
+                return lax.psum(y, axes)
+            return lax.psum_scatter(y, axes, scatter_dimension=red.dim, tiled=True)
 
         def careful(y: Any) -> Any:
             # each element's largest exponent field over the shards (integers: exact) ...
             e = lax.pmax(lax.shift_right_logical(lax.bitcast_convert_type(y, np.int32),
-                                                 np.int32(23)) & 0xFF, reduce_axes)
-            # ... brought to 2^100 on the bits, so the f32 all-reduce meets no subnormal
-            total = lax.psum(ldexp_p.bind(y, _SHIFT - e), reduce_axes)
+                                                 np.int32(23)) & 0xFF, axes)
+            # ... brought to 2^100 on the bits, so the f32 sum meets no subnormal
+            total = summed(ldexp_p.bind(y, _SHIFT - e))
+            if red.dim is not None:
+                n = e.shape[red.dim] // red.shards
+                e = lax.dynamic_slice_in_dim(e, lax.axis_index(axes) * n, n, axis=red.dim)
             return ldexp_p.bind(total, e - _SHIFT)
 
         def run(*args: Any) -> Any:
             y = prim.bind(*(args[:-1] if has_g else args), **partial)
             # partials all zero or at least 2^-103 (f32 field 24) on every shard: each of their
-            # sums is a multiple of 2^-126, so a plain f32 all-reduce cannot meet a subnormal
+            # sums is a multiple of 2^-126, so a plain f32 sum cannot meet a subnormal
             mag = lax.bitcast_convert_type(y, np.int32) & 0x7FFFFFFF
-            tiny = lax.pmax(jnp.any((mag != 0) & (mag < (24 << 23))).astype(np.int32),
-                            reduce_axes)
-            total = lax.cond(tiny > 0, careful, lambda y: lax.psum(y, reduce_axes), y)
+            tiny = lax.pmax(jnp.any((mag != 0) & (mag < (24 << 23))).astype(np.int32), axes)
+            total = lax.cond(tiny > 0, careful, summed, y)
             return epilogue_p.bind(total, *args[-1:] if has_g else (),
                                    out_dtype=params["out_dtype"])
 
@@ -345,6 +458,15 @@ def _dot_plan(prim: Any, avals: Sequence[Any], params: dict[str, Any]) -> Plan:
     return Plan(tuple(operands), (result,), sizes, local,
                 reduced=tuple(f"c{j}" for j in range(len(lc))))
 
+
+#: f32 partial results of fewer bytes are all-reduced unless the program wants the result
+#: sharded (:meth:`Plan.reduction`): a GEMV's [8, 4096] on 8 host devices took 2.6 ms
+#: all-reduced, 3.1 ms reduce-scattered and gathered again (BENCHMARKS.md)
+SMALL_PARTIAL = 1 << 20
+
+#: the A/B switch of :meth:`Plan.reduction` (None: chosen by bytes; "gather", "scatter" or
+#: "all-reduce" where a result dimension divides into the shards)
+FORCE_REDUCTION: str | None = None
 
 #: the exponent field a K-sharded dot's largest partial is scaled to before the all-reduce
 #: (2^100: eight such partials sum far below f32's overflow; a partial 2^-226 of the largest
@@ -444,7 +566,7 @@ def lower(ctx: Any, *args: Any, **params: Any) -> Sequence[Any]:
     plan = plan_for(ctx, params)
     assert plan is not None
     n = _operand_count(ctx.primitive.name, params, len(args))
-    cp = custom_partitioning(plan.local(()))
+    cp = custom_partitioning(plan.local(None))
     devices = ctx.module_context.axis_context.num_devices
     cp.def_partition(partition=plan.partition, sharding_rule=plan.sharding_rule(devices))
     multiple = ctx.primitive.multiple_results

@@ -68,8 +68,9 @@ def _child() -> dict:  # noqa: C901 (one case after another)
                  "reduce-scatter")
         return {"calls": calls, "collectives": [n for n in names if n in text]}
 
-    def case(name, fn, args, shardings, *, exact=True):
-        f = jax.jit(fn, in_shardings=tuple(NamedSharding(mesh, s) for s in shardings))
+    def case(name, fn, args, shardings, *, exact=True, out=None):
+        f = jax.jit(fn, in_shardings=tuple(NamedSharding(mesh, s) for s in shardings),
+                    **({} if out is None else {"out_shardings": NamedSharding(mesh, out)}))
         placed = [jax.device_put(a, NamedSharding(mesh, s)) for a, s in zip(args, shardings)]
         got = f(*placed)
         want = jax.jit(fn)(*args)
@@ -139,9 +140,17 @@ def _child() -> dict:  # noqa: C901 (one case after another)
 
     case("dot_batch_dims", bmm, [x, xb], [P("data", "model", None), P("data", None, None)])
 
-    # K sharded: per-shard partial sums, all-reduced; within the contract
-    def k_check(name, fn, args, shardings, lhs, rhs, out="f32", g=None):
-        (got,) = case(name, fn, args, shardings, exact=False)
+    # K sharded: per-shard partial sums, summed across the shards (or operands gathered);
+    # within the contract.  The test's results are small: all but dot_k_small and
+    # dot_k_wanted take the large results' ways (no all-reduce for small partials)
+    from mxlower.jax import sharding
+
+    small, sharding.SMALL_PARTIAL = sharding.SMALL_PARTIAL, 0
+
+    def k_check(name, fn, args, shardings, lhs, rhs, out="f32", g=None, out_sharding=None):
+        fn = (lambda f: lambda *a: f(*a))(fn)  # a function of its own: jit lowers it anew
+        (got,) = case(name, fn, args, shardings, exact=False, out=out_sharding)
+        res[name]["equal"] = same(got, jax.jit(fn)(*args))
         try:
             assert_dot_close(np.asarray(got), lhs, rhs, dn, out=out, global_scale=g, what=name)
             res[name]["within_contract"] = True
@@ -152,6 +161,21 @@ def _child() -> dict:  # noqa: C901 (one case after another)
     a = R.dequantize(np.asarray(qx.elements), np.asarray(qx.scales), "mxfp4_e2m1")
     b = R.dequantize(np.asarray(qw.elements), np.asarray(qw.scales), "mxfp8_e4m3")
     k_check("dot_k", mlp, [x, w], [P("data", None, "model"), P(None, "model")], a, b)
+    # K sharded where a shard's f32 partial result [2, 16, 512] would outweigh the operand
+    # bytes it lacks: the operands are gathered and each shard computes its slice of N (no
+    # sum across shards: the kernel's bits where the slice takes the same kernel path)
+    w2 = (rng.standard_normal((512, 256)) * np.exp2(rng.integers(-4, 4, (512, 256)))).astype(
+        np.float32)
+    qw2 = mxj.quantize(w2, "mxfp8_e4m3")
+    b2 = R.dequantize(np.asarray(qw2.elements), np.asarray(qw2.scales), "mxfp8_e4m3")
+    k_check("dot_k_gather", mlp, [x, w2], [P("data", None, "model"), P(None, "model")], a, b2)
+    # K sharded and no result dimension divisible by its 4 shards: the partials all-reduced
+    x3, w3 = x[:3, :5], w[:7]
+    a3 = R.dequantize(np.asarray(qx.elements)[:3, :5], np.asarray(qx.scales)[:3, :5],
+                      "mxfp4_e2m1")
+    b3 = R.dequantize(np.asarray(qw.elements)[:7], np.asarray(qw.scales)[:7], "mxfp8_e4m3")
+    k_check("dot_k_all_reduce", mlp, [x3, w3], [P(None, None, "model"), P(None, "model")],
+            a3, b3)
     # M or N sharded: no all-reduce, but a shard's row count can choose another path of the
     # dot than the whole array's (the fused kernel's streaming rows for <= 16 rows, the
     # dequantize kernels + XLA's f32 dot for a GEMM, or the kernel computing rhs x lhs), so
@@ -182,6 +206,17 @@ def _child() -> dict:  # noqa: C901 (one case after another)
             a, b)
     res["dot_k_subnormal"]["nonzero"] = float(np.count_nonzero(
         R.scaled_dot(a, None, b, None, dimension_numbers=dn)))
+    k_check("dot_k_subnormal_all_reduce", mlp, [tx[:3, :5], tw[:7]],
+            [P(None, None, "model"), P(None, "model")], a[:3, :5], b[:7])
+    # the default threshold: a small partial result is all-reduced, unless the program wants
+    # the result sharded over K's mesh axes (then reduce-scattered, nothing gathered after)
+    sharding.SMALL_PARTIAL = small
+    qx, qw = mxj.quantize(x, "mxfp4_e2m1"), mxj.quantize(w, "mxfp8_e4m3")
+    a = R.dequantize(np.asarray(qx.elements), np.asarray(qx.scales), "mxfp4_e2m1")
+    b = R.dequantize(np.asarray(qw.elements), np.asarray(qw.scales), "mxfp8_e4m3")
+    k_check("dot_k_small", mlp, [x, w], [P("data", None, "model"), P(None, "model")], a, b)
+    k_check("dot_k_wanted", mlp, [x, w], [P("data", None, "model"), P(None, "model")], a, b,
+            out_sharding=P("data", None, "model"))
 
     # transformations: grad (through the straight-through estimator) and vmap, sharded
     def loss(x):
@@ -227,6 +262,9 @@ _DOT_K = (("mxlower_dot_mxfp4_e2m1k32_mxfp8_e4m3k32", "f4e2m1fn[1,32,64]")
               dot_kernels.DotSpec("mxfp4_e2m1", "mxfp8_e4m3", path=ffi_dot.host_path()),
               dot_kernels.cpu_vendor())
           else ("mxlower_dequantize_mxfp4_e2m1", "f4e2m1fn[2,16,64]"))
+#: the gathered K-sharded dot: each shard's slice of N with K whole, batch 2 x 16 rows
+_DOT_K_GATHER = ((_DOT_K[0], "f4e2m1fn[1,32,256]") if _DOT_K[0].startswith("mxlower_dot")
+                 else (_DOT_K[0], "f4e2m1fn[2,16,256]"))
 PER_SHARD = {
     "qdq_blocked": ("mxlower_quantize_mxfp8_e4m3", "f32[2,16,64]"),
     "qdq_rows": ("mxlower_quantize_mxfp6_e3m2", "f32[2,4,256]"),
@@ -246,6 +284,13 @@ PER_SHARD = {
     "dot_k": _DOT_K,
     "dot_k_mixed": ("mxlower_dequantize_nvfp4", "f4e2m1fn[4,16,32]"),
     "dot_k_subnormal": _DOT_K,
+    "dot_k_gather": _DOT_K_GATHER,
+    "dot_k_small": _DOT_K,
+    "dot_k_wanted": _DOT_K,
+    # 15 rows: the fused kernel's streaming rows, K = 256 / 4 shards
+    "dot_k_all_reduce": ("mxlower_dot_mxfp4_e2m1k32_mxfp8_e4m3k32", "f4e2m1fn[1,15,64]"),
+    "dot_k_subnormal_all_reduce": ("mxlower_dot_mxfp4_e2m1k32_mxfp8_e4m3k32",
+                                   "f4e2m1fn[1,15,64]"),
 }
 
 PER_SHARD.update({"grad": ("mxlower_quantize_mxfp8_e4m3", "f32[2,16,64]"),
@@ -319,10 +364,44 @@ def test_m_or_n_sharded_dot_within_contract(res, name):
 
 
 @pytest.mark.parametrize("name", ["dot_k", "dot_k_mixed", "dot_k_subnormal"])
-def test_k_sharded_dot_sums_partials_within_contract(res, name):
-    """Each shard's partial dot, all-reduced with subnormal results kept."""
+def test_k_sharded_dot_reduce_scatters_partials_within_contract(res, name):
+    """Each shard's partial dot, reduce-scattered along a result dimension with subnormal
+    results kept (the all-reduce: the one-integer test for tiny partials)."""
     assert res[name]["within_contract"] is True, res[name]["within_contract"]
-    assert "all-reduce" in res[name]["collectives"], res[name]
+    assert "reduce-scatter" in res[name]["collectives"], res[name]
+
+
+@pytest.mark.parametrize("name", ["dot_k_all_reduce", "dot_k_subnormal_all_reduce"])
+def test_k_sharded_dot_all_reduces_where_no_result_dimension_divides(res, name):
+    assert res[name]["within_contract"] is True, res[name]["within_contract"]
+    assert res[name]["collectives"] == ["all-reduce"], res[name]
+    assert res[name]["out_shardings"] == ["P()"], res[name]
+
+
+def test_k_sharded_dot_with_a_small_result_all_reduces(res):
+    """A partial result under SMALL_PARTIAL bytes wanted whole: one all-reduce."""
+    entry = res["dot_k_small"]
+    assert entry["within_contract"] is True, entry
+    assert entry["collectives"] == ["all-reduce"], entry
+
+
+def test_k_sharded_dot_reduce_scatters_where_the_result_is_wanted_sharded(res):
+    """out_shardings split N over K's mesh axis: the partials reduce-scattered along N,
+    nothing gathered after (small as the result is)."""
+    entry = res["dot_k_wanted"]
+    assert entry["within_contract"] is True, entry
+    assert "reduce-scatter" in entry["collectives"], entry
+    assert "all-gather" not in entry["collectives"], entry
+    assert entry["out_shardings"] == ["P('data', None, 'model')"], entry
+
+
+def test_k_sharded_dot_with_a_large_result_gathers_the_operands(res):
+    """[4, 16, 512] from K = 256 over 4 shards: the operands are gathered (fewer bytes than
+    one f32 partial result), each shard computes its slice of N with K whole: no sum across
+    shards, the one-device bits."""
+    entry = res["dot_k_gather"]
+    assert entry["collectives"] == ["all-gather"], entry
+    assert entry["equal"] and entry["within_contract"] is True, entry
 
 
 def test_subnormal_case_is_not_trivial(res):
@@ -400,3 +479,53 @@ def test_dot_plan_factors():
     assert "c0_u32" in rule and "c0_u2" in rule and "need_replication" in rule
     # a mesh of 16 does not divide 8 blocks: elements and scales become separate factors
     assert "c0_x32" in str(plan.sharding_rule(16))
+
+
+def test_dot_plan_reduction(monkeypatch):
+    """How a K-sharded dot runs (Plan.reduction): the operands gathered where the bytes a
+    shard lacks are fewer than one f32 partial result's, the partials reduce-scattered
+    otherwise -- both along the result dimension the program wants split over K's axes, else
+    the largest result factor not yet sharded that the K shard count divides -- and
+    all-reduced where none divides or a small result is wanted whole."""
+    import jax
+    import numpy as np
+    from jax.sharding import AbstractMesh, NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    from mxlower.jax import primitives, sharding
+
+    params = dict(lhs_format="mxfp4_e2m1", lhs_block_size=32, lhs_axis=2, lhs_ste=False,
+                  rhs_format="mxfp8_e4m3", rhs_block_size=32, rhs_axis=1, rhs_ste=False,
+                  has_g=False, dimension_numbers=(((2,), (1,)), ((), ())),
+                  out_dtype=np.dtype("float32"), impl="auto")
+
+    def reduction(b, m, n, chosen, out=P()):
+        shapes = [((b, m, 256), "float4_e2m1fn"), ((b, m, 8), "float8_e8m0fnu"),
+                  ((n, 256), "float8_e4m3fn"), ((n, 8), "float8_e8m0fnu")]
+        avals = [_aval(*sd) for sd in shapes]
+        plan = sharding.PLANS["mx_scaled_dot"](primitives.scaled_dot_p, avals, params)
+        args = [jax.ShapeDtypeStruct(*sd) for sd in shapes]
+        mesh = AbstractMesh((2, 4), ("data", "model"))
+        result = jax.ShapeDtypeStruct((b, m, n), np.float32, sharding=NamedSharding(mesh, out))
+        return plan.reduction(_Mesh, chosen, args, result)
+
+    k = {"c0": ("model",)}
+    R = sharding.Reduction
+    # a 16 KB partial result (under SMALL_PARTIAL) wanted whole: all-reduced
+    assert reduction(4, 16, 64, k) == R(("model",), 4, "all-reduce")
+    # ... wanted split over "model" on M: reduce-scattered along M, though N is larger
+    assert reduction(4, 16, 64, k, P(None, "model")) == R(("model",), 4, "scatter", 1)
+    monkeypatch.setattr(sharding, "SMALL_PARTIAL", 0)
+    # 3/4 of 33.8 KB to move, a 16 KB partial: reduce-scattered along N (64, the largest)
+    assert reduction(4, 16, 64, k) == R(("model",), 4, "scatter", 2)
+    # N = 512: 114 KB to move, a 128 KB partial: gathered, N split
+    assert reduction(4, 16, 512, k) == R(("model",), 4, "gather", 2)
+    # N already sharded over "data": M (16) takes the K shards
+    assert reduction(4, 16, 64, dict(k, r0=("data",))) == R(("model",), 4, "scatter", 1)
+    # 3, 5, 7: no result dimension divides into 4 shards
+    assert reduction(3, 5, 7, k) == R(("model",), 4, "all-reduce")
+    # K not sharded: nothing to reduce
+    assert reduction(4, 16, 64, {"l0": ("data",)}) is None
+    # the A/B switch
+    monkeypatch.setattr(sharding, "FORCE_REDUCTION", "all-reduce")
+    assert reduction(4, 16, 512, k) == R(("model",), 4, "all-reduce")
