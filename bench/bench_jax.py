@@ -171,6 +171,9 @@ def bench_sharded(m: int, n: int, k: int, dot_k: int, reps: int) -> dict[str, li
     for how in ("gather", "scatter", "all-reduce"):
         dcases[f"scaled_dot impl=auto, K over {len(devices)}, forced {how}"] = (
             dot("auto"), kargs, how)
+    # ... and with the result left split over the devices (out_shardings): no all-gather after
+    dcases[f"scaled_dot impl=auto, K over {len(devices)}, result M over {len(devices)}"] = (
+        jax.jit(dot("auto"), out_shardings=on(P("x", None))), kargs)
     dt = time_group(dcases, reps)
 
     # the GEMV of tensor parallelism: bf16 activations [8, dot_k * 4] against mxfp4 weights

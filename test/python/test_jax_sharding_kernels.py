@@ -218,6 +218,25 @@ def _child() -> dict:  # noqa: C901 (one case after another)
     k_check("dot_k_wanted", mlp, [x, w], [P("data", None, "model"), P(None, "model")], a, b,
             out_sharding=P("data", None, "model"))
 
+    # the gathered way's collective (sharding._gather_along): each shard's part along one
+    # dimension over one or two mesh axes, gathered whole on its bits, for every element width
+    # (f4 in byte pairs; an odd last dimension through XLA's own all-gather)
+    rng_g = np.random.default_rng(7)
+    gathers = {}
+    for dt, shape, d in ((jnp.float4_e2m1fn, (4, 8, 64), 2), (jnp.float4_e2m1fn, (4, 64, 3), 1),
+                         (jnp.float8_e4m3fn, (64, 8), 0), (jnp.float8_e8m0fnu, (8, 64), 1),
+                         (jnp.bfloat16, (4, 64, 2), 1), (jnp.float32, (64,), 0)):
+        full = jnp.asarray(rng_g.standard_normal(shape) * 4, np.float32).astype(dt)
+        if dt == jnp.float8_e8m0fnu:
+            full = jnp.asarray(np.exp2(rng_g.integers(-20, 20, shape)), np.float32).astype(dt)
+        for axes in (("model",), ("data", "model")):
+            spec = P(*([None] * d + [axes if len(axes) > 1 else axes[0]]))
+            f = jax.jit(jax.shard_map(lambda y, d=d, axes=axes: sharding._gather_along(y, d, axes),
+                                      mesh=mesh, in_specs=spec, out_specs=P(), check_vma=False))
+            got = f(jax.device_put(full, NamedSharding(mesh, spec)))
+            gathers[f"{np.dtype(dt).name}{shape}@{d}/{len(axes)}"] = same(got, full)
+    res["gather_along"] = gathers
+
     # transformations: grad (through the straight-through estimator) and vmap, sharded
     def loss(x):
         return jnp.sum(mxj.dequantize(mxj.quantize(x, "mxfp8_e4m3")) * x)
@@ -376,6 +395,10 @@ def test_k_sharded_dot_all_reduces_where_no_result_dimension_divides(res, name):
     assert res[name]["within_contract"] is True, res[name]["within_contract"]
     assert res[name]["collectives"] == ["all-reduce"], res[name]
     assert res[name]["out_shardings"] == ["P()"], res[name]
+
+
+def test_gather_along_every_width(res):
+    assert res["gather_along"] and all(res["gather_along"].values()), res["gather_along"]
 
 
 def test_k_sharded_dot_with_a_small_result_all_reduces(res):
