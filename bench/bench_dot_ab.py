@@ -12,8 +12,9 @@ may differ: the summation order is the kernel's to choose), then timed interleav
 the caches before every run (a 64 MiB buffer written), as a GEMV of inference reads them.
 
 Kernels: plain f32 and bf16 activations x [M, K] against MX weights [N, K] (mxfp4, mxfp6_e2m3,
-mxfp8_e4m3, nvfp4, mxint8), N = K = ``--nk``; the host's SIMD path (``MXLOWER_DOT_PATH``
-forces one, in both trees).
+mxfp8_e4m3, nvfp4, mxint8), N = K = ``--nk``; with ``--x mx`` activations of the weights'
+format (MX x MX, as ``jax.nn.scaled_matmul`` has them); the host's SIMD path
+(``MXLOWER_DOT_PATH`` forces one, in both trees).
 
     python bench/bench_dot_ab.py --before a421701 --m 1,2,8
 """
@@ -56,6 +57,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--nk", type=int, default=4096, help="N = K of the weights")
     ap.add_argument("--reps", type=int, default=15)
     ap.add_argument("--json", help="also save the numbers here")
+    ap.add_argument("--x", default="f32,bf16",
+                    help="activations: f32, bf16, mx (the weights' format), comma-separated")
+    ap.add_argument("--formats", default=",".join(FORMATS), help="the weights' formats")
     a = ap.parse_args(argv)
 
     import jax
@@ -69,7 +73,8 @@ def main(argv: list[str] | None = None) -> int:
     from mxlower.testing import assert_dot_close
 
     path = ffi_dot.host_path()
-    kernels = [(x, f, path) for f in FORMATS for x in ("f32", "bf16")]
+    kernels = [(f if x == "mx" else x, f, path) for f in a.formats.split(",")
+               for x in a.x.split(",")]
     with tempfile.TemporaryDirectory() as tmp:
         export(a.before, pathlib.Path(tmp))
         old = lowered_by(_CHILD, pathlib.Path(tmp), kernels)
@@ -88,14 +93,22 @@ def main(argv: list[str] | None = None) -> int:
         w = mxj.quantize(w32, fmt, impl="xla")
         e = np.asarray(w.elements)
         t = FLOAT_TYPES.get(MX[fmt].element)
-        if t is not None and t.bits == 6:  # f6 elements are held as their codes
+        six = t is not None and t.bits == 6
+        if six:  # f6 elements are held as their codes
             e = R.from_bits(e, MX[fmt].element)
         wv = R.dequantize(e, np.asarray(w.scales), fmt)
         for M in map(int, a.m.split(",")):
             x = rng.standard_normal((M, NK)).astype(np.float32)
             if lhs == "bf16":
                 x = x.astype(ml_dtypes.bfloat16)
-            ops = [jax.device_put(o[None]) for o in (x, w.elements, w.scales)]
+            xs: tuple = (x,)
+            if lhs == fmt:  # MX activations, the weights' format
+                q = mxj.quantize(x, fmt, impl="xla")
+                xs = (q.elements, q.scales)
+                qe = np.asarray(q.elements)
+                x = R.dequantize(R.from_bits(qe, MX[fmt].element) if six else qe,
+                                 np.asarray(q.scales), fmt)
+            ops = [jax.device_put(np.asarray(o)[None]) for o in (*xs, w.elements, w.scales)]
             out = jax.ShapeDtypeStruct((1, M, NK), np.float32)
             fns = {k: jax.jit(jax.ffi.ffi_call(t, out))
                    for k, t in (("before", spec.name + "_before"), ("after", target))}
@@ -104,7 +117,8 @@ def main(argv: list[str] | None = None) -> int:
                                  (((1,), (1,)), ((), ())), what=f"{spec.name} M={M} {k}")
             t = round_robin({k: (lambda f=f: jax.block_until_ready(f(*ops)))
                              for k, f in fns.items()}, a.reps, before=lambda: flush.fill(1.0))
-            rows.append({"kernel": spec.name, "weights": fmt, "x": lhs, "M": M,
+            rows.append({"kernel": spec.name, "weights": fmt, "x": "mx" if lhs == fmt else lhs,
+                         "M": M,
                          "before_ms": t["before"] * 1e3,
                          "after_ms": t["after"] * 1e3,
                          "before_over_after": t["before"] / t["after"]})

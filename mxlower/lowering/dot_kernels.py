@@ -38,7 +38,8 @@ threads.  Within a unit two ways, chosen at run time by M:
   :data:`MR_STREAM` rows against :data:`NR_STREAM_TILE` columns, the chunk scaled once for
   the tile's rows -- A's rows (few) decoded once per unit into a scratch of ``M x K`` f32,
   or read in place when they are plain f32 (on avx512, bf16 rows are read in place too and
-  the tile runs on bf16 dot products: :attr:`_DotKernel.bf_stream`).  On the 512-bit paths
+  the tile runs on bf16 dot products: :attr:`_DotKernel.bf_stream`; so do MX rows against MX
+  weights off the exact path, decoded to bf16 once per batch: :attr:`_DotKernel.a_bf16`).  On the 512-bit paths
   (:data:`PIPELINED_STREAM`) the tiles of plain f32 / bf16 rows are software-pipelined
   (:meth:`_DotKernel.piped_tile`: B's chunks decoded :data:`PIPE_DEPTH` steps ahead of the
   dot products, A's rows copied once per batch at a padded stride, f4 and f6 codes on bf16
@@ -198,6 +199,13 @@ A_PAD_BYTES = 64
 #: whether the avx512 path's streaming tiles (3-16 rows) of bf16 activations run on bf16
 #: dot products (:attr:`_DotKernel.bf_stream`)
 BF16_STREAM = True
+#: whether the avx512 path's streaming tiles of MX activations against MX weights (the pairs
+#: off the exact path: an f8 side, two block sizes) decode A's few rows to bf16 once per
+#: batch and run on bf16 dot products as bf16 rows do (:attr:`_DotKernel.a_bf16`): exact,
+#: the values of every MX format having at most 8 significant bits and the range test
+#: keeping them normal; mxfp8 x mxfp8 at M = 8 2.1x faster than on the f32 FMAs, on a Zen 4
+#: (BENCHMARKS.md, fourteenth session)
+MX_ROWS_BF16 = True
 #: whether the f8, f6 and mxint8 codes bound for bf16 dot products (the piped tiles of bf16
 #: rows, where no table decode applies, and the bf16 GEMM's packing) are decoded by placing
 #: their bits (:meth:`_DotKernel.placed_bits`: no conversion, no multiply): for mxfp8
@@ -850,8 +858,14 @@ class _DotKernel:
         # the streaming tiles (3-16 rows) of bf16 activations against MX weights on bf16 dot
         # products (avx512: A's bf16 values read as stored, B's scaled chunk truncated to
         # bf16, both exact; vdpbf16ps: pairs of exact products into f32 lanes)
-        self.bf_stream = (BF16_STREAM and spec.path in AVX512_PATHS and spec.lhs == "bf16"
+        # ... and MX activations decoded to bf16 once per batch (:data:`MX_ROWS_BF16`:
+        # exact, every MX value having at most 8 significant bits and the range test
+        # keeping the f32 paths' values normal), their tiles as those of bf16 rows
+        self.a_bf16 = (MX_ROWS_BF16 and spec.fmt("lhs") is not None and not spec.exact)
+        self.bf_stream = (BF16_STREAM and spec.path in AVX512_PATHS
+                          and (spec.lhs == "bf16" or self.a_bf16)
                           and spec.fmt("rhs") is not None and self.C >= 8)
+        self.a_bf16 = self.a_bf16 and self.bf_stream
         # the one-row path's f4 codes by permutes from the constant table of their integer
         # units (the 512-bit paths: :meth:`f4_f32_chunk` without a factor), A as it is
         self.f4_perm = (ONE_ROW_F4_PERM and spec.path in AVX512_PATHS and spec.blockwise
@@ -1589,7 +1603,7 @@ class _DotKernel:
         # products), at a padded stride (:data:`A_PAD_BYTES`), and the batch it holds
         self.ap = None
         if self.piped and (s.lhs == "f32" or self.bf_stream):
-            lt = s.lhs
+            lt = self.ap_type = "bf16" if self.a_bf16 else s.lhs
             self.apad = A_PAD_BYTES // (2 if lt == "bf16" else 4)  # values
             self.kp = t.op(f"{{r}} = arith.addi {K}, {t.c(self.apad)} : index")
             n = t.op(f"{{r}} = arith.muli {t.c(STREAM_M)}, {self.kp} : index")
@@ -1757,7 +1771,7 @@ class _DotKernel:
         t.do(f"memref.dealloc {self.ad} : memref<?xf32>")
         t.do(f"memref.dealloc {self.bd} : memref<?xf32>")
         if self.ap is not None:
-            t.do(f"memref.dealloc {self.ap} : memref<?x{s.lhs}>")
+            t.do(f"memref.dealloc {self.ap} : memref<?x{self.ap_type}>")
         if s.exact:
             t.do(f"memref.dealloc {self.af} : memref<?xf32>")
         if s.packed_gemm:
@@ -2981,33 +2995,46 @@ class _DotKernel:
         t.for_(c0, ncols, t.c(nr), [], cols)
 
     def copy_rows(self) -> None:
-        """Copies the unit's M rows of A (plain, as stored) into :attr:`ap` at its padded
-        stride, unless the call's previous unit copied that batch's."""
-        t, s, C, K, M = self.t, self.s, self.C, self.K, self.M
+        """Copies the unit's M rows of A (plain, as stored; MX rows decoded to f32 by
+        :meth:`prepare` and converted to bf16, exactly: :attr:`a_bf16`) into :attr:`ap` at
+        its padded stride, unless the call's previous unit copied that batch's."""
+        t, C, K, M = self.t, self.C, self.K, self.M
         b, _, _, arow0, _ = self.unit
         c0, c1 = t.c(0), t.c(1)
-        vt = _vt(C, s.lhs)
-        vz = _vt(self.apad, s.lhs)
+        at = self.ap_type
+        vt = _vt(C, at)
+        vz = _vt(self.apad, at)
         zero = t.c(0.0, vz)
         held = t.op(f"{{r}} = memref.load {self.apb}[{c0}] : memref<1xindex>")
         fresh = t.op(f"{{r}} = arith.cmpi ne, {held}, {b} : index")
 
         def copy() -> None:
+            if self.a_bf16:  # the rows' scaled values, f32, in the scratch first
+                self.prepare("lhs", arow0, c0, M, self.ad, None)
+
             def row(i: str, _: list[str]) -> list[str]:
-                r = t.op(f"{{r}} = arith.addi {arow0}, {i} : index")
-                src = t.op(f"{{r}} = arith.muli {r}, {K} : index")
+                if self.a_bf16:
+                    src = t.op(f"{{r}} = arith.muli {i}, {K} : index")
+                else:
+                    r = t.op(f"{{r}} = arith.addi {arow0}, {i} : index")
+                    src = t.op(f"{{r}} = arith.muli {r}, {K} : index")
                 dst = t.op(f"{{r}} = arith.muli {i}, {self.kp} : index")
 
                 def step(kk: str, _: list[str]) -> list[str]:
                     o = t.op(f"{{r}} = arith.addi {src}, {kk} : index")
-                    v = t.op(f"{{r}} = vector.load %a[{o}] : memref<?x{s.lhs}>, {vt}")
+                    if self.a_bf16:  # exact: at most 8 significant bits, normal or zero
+                        v = t.op(f"{{r}} = vector.load {self.ad}[{o}] : memref<?xf32>, "
+                                 f"{_vt(C, 'f32')}")
+                        v = t.op(f"{{r}} = arith.truncf {v} : {_vt(C, 'f32')} to {vt}")
+                    else:
+                        v = t.op(f"{{r}} = vector.load %a[{o}] : memref<?x{at}>, {vt}")
                     o = t.op(f"{{r}} = arith.addi {dst}, {kk} : index")
-                    t.do(f"vector.store {v}, {self.ap}[{o}] : memref<?x{s.lhs}>, {vt}")
+                    t.do(f"vector.store {v}, {self.ap}[{o}] : memref<?x{at}>, {vt}")
                     return []
 
                 t.for_(c0, K, t.c(C), [], step)
                 o = t.op(f"{{r}} = arith.addi {dst}, {K} : index")  # the padding: zeros
-                t.do(f"vector.store {zero}, {self.ap}[{o}] : memref<?x{s.lhs}>, {vz}")
+                t.do(f"vector.store {zero}, {self.ap}[{o}] : memref<?x{at}>, {vz}")
                 return []
 
             t.for_(c0, M, c1, [], row)

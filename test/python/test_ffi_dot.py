@@ -396,6 +396,55 @@ def test_bf16_activations_stream_on_bf16_dot_products(fmt):
     np.testing.assert_array_equal(got, want)
 
 
+@pytest.mark.skipif("avx512" not in PATHS, reason="this CPU has no AVX512-BF16 / VNNI")
+@pytest.mark.parametrize("lf, rf, k", [("mxfp8_e4m3", "mxfp8_e4m3", None),
+                                       ("mxfp8_e5m2", "mxfp4_e2m1", None),
+                                       ("mxint8", "mxfp8_e5m2", 64),
+                                       ("nvfp4", "mxfp6_e3m2", None),
+                                       ("mxfp6_e2m3", "nvfp4", None)])
+def test_mx_rows_stream_on_bf16_dot_products(lf, rf, k):
+    """MX activations against MX weights off the exact path (an f8 side, two block sizes):
+    the streaming tiles decode A's rows to bf16 once and run as bf16 rows do -- bit for bit
+    the kernel of bf16 rows holding the decoded values (the decode is exact), for 1 to 16
+    rows, batches, ragged columns, A's values down to 2^-126 (scales near the range's low
+    end, products kept normal by large weights' scales); within section 6 of the
+    reference; the exact pairs keep their exact block sums."""
+    def kernel(lf, rf, path="avx512"):
+        return dot_kernels._DotKernel(dot_kernels.DotSpec(lf, rf, None, None, path))
+
+    assert kernel(lf, rf).a_bf16 and kernel(lf, rf).bf_stream and kernel(lf, rf).piped
+    assert not kernel(lf, rf, "vnni").a_bf16
+    assert not kernel("mxfp4_e2m1", "mxfp4_e2m1").a_bf16  # exact block sums
+    assert not kernel("bf16", rf).a_bf16 and not kernel(lf, "bf16").a_bf16
+    rng = np.random.default_rng(MX.index(lf) * 11 + MX.index(rf))
+    kk = k or (16 if "nvfp4" in (lf, rf) else 32)
+    for batch, M, N, kb in (((), 1, 37, 2), ((), 2, 33, 1), ((2,), 7, 33, 2), ((), 16, 70, 3),
+                            ((), 3, 35, 1)):
+        K = kb * kk
+        a, sa, va = _side(rng, lf, batch + (M, K), kk)
+        b, sb, vb = _side(rng, rf, batch + (N, K), kk)
+        got = np.asarray(ffi_dot.dot(a, sa, b, sb, lf, rf, lhs_block_size=kk,
+                                     rhs_block_size=kk, path="avx512"))
+        nb = len(batch)
+        dn = (((nb + 1,), (nb + 1,)), (tuple(range(nb)), tuple(range(nb))))
+        assert_dot_close(got, va, vb, dn, what=f"{lf} x {rf} {M} rows")
+        want = np.asarray(ffi_dot.dot(va.astype(ml_dtypes.bfloat16), None, b, sb, None, rf,
+                                      rhs_block_size=kk, path="avx512"))
+        np.testing.assert_array_equal(got, want)
+    if k is None and "nvfp4" not in (lf, rf):
+        # A's values down to 2^-126 (its smallest code times its smallest scale), B's scales
+        # lifting the products: the f32 path, A's decode exact there too (bf16 rows holding
+        # those values go to the f64 contraction: a plain side's test reads exponent fields)
+        lo = 1 + {"mxfp8_e4m3": 9, "mxfp8_e5m2": 16, "mxint8": 6, "mxfp6_e2m3": 3}[lf]
+        ea, sa, va = _with_scales(rng, lf, (9, 2 * kk), range(lo, lo + 3))
+        eb, sb, vb = _with_scales(rng, rf, (21, 2 * kk), range(150, 153))
+        assert np.abs(va[va != 0]).min() < 2.0 ** -100
+        for M in (1, 2, 9):
+            got = np.asarray(ffi_dot.dot(ea[:M], sa[:M], eb, sb, lf, rf, path="avx512"))
+            assert_dot_close(got, va[:M], vb, (((1,), (1,)), ((), ())),
+                             what=f"{lf} x {rf} low A, {M} rows")
+
+
 def test_which_streaming_tiles_are_piped():
     """The software-pipelined streaming tiles (B's chunks decoded two steps ahead of the
     FMAs or bf16 dot products) on the 512-bit paths, for every MX weight format under

@@ -466,6 +466,24 @@ func.func private @gemv_int8(memref<?xbf16>, memref<?xi8>, memref<?xi8>, memref<
 
 // -----
 
+// MXFP8 activations against MXFP8 weights on avx512 (a pair off the exact path): the streaming
+// tiles decode A's few rows once per batch -- to their scaled f32 values in the scratch, then
+// to bf16 (exact: at most 8 significant bits, normal under the range test) in the padded copy
+// -- and run on bf16 dot products as bf16 rows do.
+// CHECK-LABEL: func.func @gemv_mx_f8(
+// CHECK: %[[AP:.+]] = memref.alloc(%{{.*}}) : memref<?xbf16>
+// CHECK: memref.load %{{.*}} : memref<1xindex>
+// CHECK: vector.store %{{.*}}, %[[AD:[^\[]+]][%{{.*}}] : memref<?xf32>, vector<32xf32>
+// CHECK: %[[V:.+]] = vector.load %[[AD]][%{{.*}}] : memref<?xf32>, vector<32xf32>
+// CHECK-NEXT: %[[H:.+]] = arith.truncf %[[V]] : vector<32xf32> to vector<32xbf16>
+// CHECK: vector.store %[[H]], %[[AP]][%{{.*}}] : memref<?xbf16>, vector<32xbf16>
+// CHECK: %[[AV:.+]] = vector.load %[[AP]][%{{.*}}] : memref<?xbf16>, vector<32xbf16>
+// CHECK-NEXT: llvm.call_intrinsic "llvm.x86.avx512bf16.dpbf16ps.512"(%{{.*}}, %[[AV]], %{{.*}}) : (vector<16xf32>, vector<32xbf16>, vector<32xbf16>) -> vector<16xf32>
+// CHECK: memref.dealloc %[[AP]] : memref<?xbf16>
+func.func private @gemv_mx_f8(memref<?xi8>, memref<?xi8>, memref<?xi8>, memref<?xi8>, memref<?xf32>, memref<?xi64>, index, index) attributes {mxlower.dot_kernel = {lhs = "mxfp8_e4m3", rhs = "mxfp8_e4m3", path = "avx512"}}
+
+// -----
+
 // One f16 row against NVFP4 weights on avx512 (chunks of 16): the one-row path's codes by
 // one f32 permute from the constant table of the 16 codes' integer units (no factor: the
 // block's sum of unscaled values is multiplied by it once), A's row decoded to f32 once,
