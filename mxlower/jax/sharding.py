@@ -25,8 +25,9 @@ The dot (``mx_scaled_dot``): batch, lhs-free and rhs-free dimensions are factors
 run per shard (bit-identical to the unsharded program where a shard's dot takes the same
 kernel path); contracting dimensions are *reduced* factors.  A sharded contracting dimension
 (block boundaries as for quantize) runs one of three ways (:class:`Reduction`, chosen by
-:meth:`Plan.reduction`); the result dimension of the largest factor that is not sharded yet
-and that the contracting shard count divides takes over those mesh axes:
+:meth:`Plan.reduction`); a result dimension that the contracting shard count divides takes
+over those mesh axes -- the one the program wants split over them, else that of the largest
+factor not sharded yet:
 
 - **gather**, where the operand bytes a shard lacks (its operands' other slices of K) are
   fewer than one f32 partial result's bytes (large results, short K): the operands are
@@ -39,7 +40,8 @@ and that the contracting shard count divides takes over those mesh axes:
   weights): each shard computes the f32 partial dot of its slice of K -- exact or rounded
   once, as the unsharded kernel path does -- the partials are reduce-scattered along that
   dimension (``lax.psum_scatter``), and each shard applies the epilogue to its slice only;
-- **all-reduce** where no result dimension divides: the partials all-reduced (``lax.psum``).
+- **all-reduce** where no result dimension divides, or where a partial result under
+  :data:`SMALL_PARTIAL` bytes is wanted whole: the partials all-reduced (``lax.psum``).
 
 The sums of partials take care for XLA:CPU, whose f32 arithmetic flushes subnormals.  Where
 every shard's partials are zero or at least 2^-103 (found by a one-integer ``pmax``), every
@@ -112,7 +114,8 @@ from mxlower.jax.dtypes import mlir_name
 from mxlower.lowering import mx_math
 from mxlower.numbers import scale as scale_spec
 
-__all__ = ["PLANS", "Dim", "Plan", "Reduction", "applies", "devices_p", "lower", "mark", "plan_for"]
+__all__ = ["PLANS", "Dim", "Plan", "Reduction", "applies", "devices_p", "lower", "mark",
+           "plan_for"]
 
 _F32 = np.dtype(np.float32)
 
@@ -336,7 +339,7 @@ def _shards_of(mesh: Any, value: Value, chosen: dict[str, tuple[str, ...]],
                reduced: tuple[str, ...]) -> int:
     """The number of shards a value is split into along the reduced factors."""
     return math.prod(mesh.shape[a] for d in value if d.factor in reduced
-                     for a in chosen.get(d.factor, ())) or 1
+                     for a in chosen.get(d.factor, ()))
 
 
 def _axes(entry: Any) -> tuple[str, ...]:

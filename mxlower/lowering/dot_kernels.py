@@ -39,9 +39,9 @@ threads.  Within a unit two ways, chosen at run time by M:
   the tile's rows -- A's rows (few) decoded once per unit into a scratch of ``M x K`` f32,
   or read in place when they are plain f32 (on avx512, bf16 rows are read in place too and
   the tile runs on bf16 dot products: :attr:`_DotKernel.bf_stream`; so do MX rows against MX
-  weights off the exact path, decoded to bf16 once per batch: :attr:`_DotKernel.a_bf16`).  On the 512-bit paths
-  (:data:`PIPELINED_STREAM`) the tiles of plain f32 / bf16 rows are software-pipelined
-  (:meth:`_DotKernel.piped_tile`: B's chunks decoded :data:`PIPE_DEPTH` steps ahead of the
+  weights off the exact path, decoded to bf16 once per batch: :attr:`_DotKernel.a_bf16`).
+  On the 512-bit paths (:data:`PIPELINED_STREAM`) the tiles of plain f32 / bf16 rows are
+  software-pipelined (:meth:`_DotKernel.piped_tile`: B's chunks decoded :data:`PIPE_DEPTH` steps ahead of the
   dot products, A's rows copied once per batch at a padded stride, f4 and f6 codes on bf16
   dot products by one word permute from the block's table -- the row of a constant table of
   every scale code's products that the block's scale byte selects (:data:`SCALE_TABLES`)
@@ -203,8 +203,8 @@ BF16_STREAM = True
 #: off the exact path: an f8 side, two block sizes) decode A's few rows to bf16 once per
 #: batch and run on bf16 dot products as bf16 rows do (:attr:`_DotKernel.a_bf16`): exact,
 #: the values of every MX format having at most 8 significant bits and the range test
-#: keeping them normal; mxfp8 x mxfp8 at M = 8 2.1x faster than on the f32 FMAs, on a Zen 4
-#: (BENCHMARKS.md, fourteenth session)
+#: keeping them normal; mxfp8 x mxfp8 1.5x faster than on the f32 FMAs at M = 1, 2.6-2.7x at
+#: M = 2, 1.75-2.2x at M = 8, on a Zen 4 (BENCHMARKS.md, fourteenth session)
 MX_ROWS_BF16 = True
 #: whether the f8, f6 and mxint8 codes bound for bf16 dot products (the piped tiles of bf16
 #: rows, where no table decode applies, and the bf16 GEMM's packing) are decoded by placing
