@@ -39,9 +39,10 @@ threads.  Within a unit two ways, chosen at run time by M:
   the tile's rows -- A's rows (few) decoded once per unit into a scratch of ``M x K`` f32,
   or read in place when they are plain f32 (on avx512, bf16 rows are read in place too and
   the tile runs on bf16 dot products: :attr:`_DotKernel.bf_stream`; so do MX rows against MX
-  weights off the exact path, decoded to bf16 once per batch: :attr:`_DotKernel.a_bf16`).
-  On the 512-bit paths (:data:`PIPELINED_STREAM`) the tiles of plain f32 / bf16 rows are
-  software-pipelined (:meth:`_DotKernel.piped_tile`: B's chunks decoded :data:`PIPE_DEPTH` steps ahead of the
+  weights, decoded to bf16 once per batch: :attr:`_DotKernel.a_bf16` -- the exact pairs' with
+  f64 lanes, :attr:`_DotKernel.exact_bf16`).  On the 512-bit paths
+  (:data:`PIPELINED_STREAM`) the tiles of plain f32 / bf16 rows are software-pipelined
+  (:meth:`_DotKernel.piped_tile`: B's chunks decoded :data:`PIPE_DEPTH` steps ahead of the
   dot products, A's rows copied once per batch at a padded stride, f4 and f6 codes on bf16
   dot products by one word permute from the block's table -- the row of a constant table of
   every scale code's products that the block's scale byte selects (:data:`SCALE_TABLES`)
@@ -206,6 +207,16 @@ BF16_STREAM = True
 #: keeping them normal; mxfp8 x mxfp8 1.5x faster than on the f32 FMAs at M = 1, 2.6-2.7x at
 #: M = 2, 1.75-2.2x at M = 8, on a Zen 4 (BENCHMARKS.md, fourteenth session)
 MX_ROWS_BF16 = True
+#: whether the avx512 path's streaming tiles of the exact pairs (both sides integer-unit
+#: formats with one block size of 16 or 32: :attr:`DotSpec.exact`) run on bf16 dot products
+#: too (:attr:`_DotKernel.exact_bf16`), A's rows decoded to bf16 as for :data:`MX_ROWS_BF16`:
+#: each ``vdpbf16ps`` lane adds two exact products of one block, from zero, and the lanes are
+#: added into f64 lanes at every step -- the same exact sums as the FMA tiles' integer block
+#: sums, the same f64 accumulation (docs/semantics.md section 6: bit-exact whenever that f64
+#: sum is exact); on a Zen 4 nvfp4 x nvfp4 2.0-2.3x faster at M = 1 to 16, mxfp4 x mxfp4
+#: 1.4-2.05x, e2m3 x e2m3 1.5-2.3x, mxint8 x mxint8 1.1-1.3x (one row keeps the FMAs)
+#: (BENCHMARKS.md, fourteenth session)
+EXACT_BF16 = True
 #: whether the f8, f6 and mxint8 codes bound for bf16 dot products (the piped tiles of bf16
 #: rows, where no table decode applies, and the bf16 GEMM's packing) are decoded by placing
 #: their bits (:meth:`_DotKernel.placed_bits`: no conversion, no multiply): for mxfp8
@@ -861,7 +872,13 @@ class _DotKernel:
         # ... and MX activations decoded to bf16 once per batch (:data:`MX_ROWS_BF16`:
         # exact, every MX value having at most 8 significant bits and the range test
         # keeping the f32 paths' values normal), their tiles as those of bf16 rows
-        self.a_bf16 = (MX_ROWS_BF16 and spec.fmt("lhs") is not None and not spec.exact)
+        # the exact pairs' tiles on bf16 dot products, each step's lanes added into f64 lanes
+        # (:data:`EXACT_BF16`: every lane two products of one block, exact)
+        kb = spec.k("rhs")
+        self.exact_bf16 = (EXACT_BF16 and spec.exact and spec.path in AVX512_PATHS
+                           and self.C in (16, 32) and kb in (16, 32))
+        self.a_bf16 = (MX_ROWS_BF16 and spec.fmt("lhs") is not None
+                       and (not spec.exact or self.exact_bf16))
         self.bf_stream = (BF16_STREAM and spec.path in AVX512_PATHS
                           and (spec.lhs == "bf16" or self.a_bf16)
                           and spec.fmt("rhs") is not None and self.C >= 8)
@@ -874,7 +891,8 @@ class _DotKernel:
                         and fb.bits == 4 and not fb.is_nvfp4 and self.C == 32
                         and not self.f4_perm)
         # the streaming tiles software-pipelined (:meth:`piped_tile`)
-        self.piped = PIPELINED_STREAM[spec.path] and not spec.exact and fb is not None
+        self.piped = (PIPELINED_STREAM[spec.path] and (not spec.exact or self.exact_bf16)
+                      and fb is not None)
 
     # -- side descriptions ---------------------------------------------------------------
     def mem_type(self, side: str) -> str:
@@ -1590,7 +1608,8 @@ class _DotKernel:
         pk = t.op(f"{{r}} = arith.muli {cnp}, {K} : index")
         self.bd = t.op(f"{{r}} = memref.alloc({pk}) : memref<?xf32>")
         self.blockwise = s.blockwise
-        if self.blockwise:  # the streaming path's B factors: a panel's columns x blocks
+        if self.blockwise or self.exact_bf16:  # the streaming path's B factors: a panel's
+            # columns x blocks
             self.nblk_r = t.op(f"{{r}} = arith.divui {K}, {t.c(s.k('rhs'))} : index")
             fb = t.op(f"{{r}} = arith.muli {cnp}, {self.nblk_r} : index")
             self.bfs = t.op(f"{{r}} = memref.alloc({fb}) : memref<?xf32>")
@@ -1697,15 +1716,17 @@ class _DotKernel:
                                   piped=True)
 
                     m1 = t.op(f"{{r}} = arith.cmpi eq, {M}, {c1} : index")
+                    # (one row of an exact pair by placed bits -- mxint8 -- measured 0.93x
+                    # the FMAs' integer block sums: it keeps them)
                     one = (self.table_decode(1) and (self.bf_stream or ONE_ROW_TABLES_PIPED)
-                           or self.bf_stream and self.placed_decode())
+                           or self.bf_stream and self.placed_decode() and not self.exact)
                     t.if_(m1, (lambda: tile(1)) if one else one_by_one, lambda: tile(2))
 
                 def many() -> None:
                     if not a_direct and not self.bf_stream:  # A's M rows (<= STREAM_M)
                         # decoded once
                         self.prepare("lhs", arow0, c0, M, self.ad, af)
-                    if self.exact:
+                    if self.exact and not self.exact_bf16:
                         self.rows(c0, M, MR_STREAM_EXACT, stream=True, a_direct=a_direct, nr=1)
                         return
                     # up to MR_STREAM_EXACT rows: one tile that size (a tile of MR_STREAM
@@ -1720,7 +1741,8 @@ class _DotKernel:
                     t.if_(le, lambda: self.rows(c0, M, MR_STREAM_EXACT, stream=True,
                                                 a_direct=a_direct, nr=1, piped=piped),
                           lambda: self.rows(c0, M, MR_STREAM, stream=True, a_direct=a_direct,
-                                            nr=NR_STREAM_TILE[s.path], piped=piped))
+                                            nr=1 if self.exact else NR_STREAM_TILE[s.path],
+                                            piped=piped))
 
                 t.if_(one, few, many)
 
@@ -1779,7 +1801,7 @@ class _DotKernel:
                 t.do(f"memref.dealloc {buf} : memref<?x{ty}>")
             for buf in (self.bq, self.aq):
                 t.do(f"memref.dealloc {self.raw[buf]} : memref<?xi8>")
-        if self.blockwise:
+        if self.blockwise or self.exact_bf16:
             t.do(f"memref.dealloc {self.bfs} : memref<?xf32>")
         t.do("return")
         t.indent = 2
@@ -2501,12 +2523,14 @@ class _DotKernel:
         return f"%{nm}", (f"%{nm}s" if self.s.fmt(side) is not None else None)
 
     def prepare(self, side: str, row0: str, r0: str, count: str, dst: str,
-                fdst: str | None, pad_to: int = 0, order: bool = False) -> None:
+                fdst: str | None, pad_to: int = 0, order: bool = False,
+                scaled: bool | None = None) -> None:
         """Decodes rows ``row0 + [r0, r0 + count)`` of a side into ``dst`` (row i at i * K):
-        integer units with their factors in ``fdst`` (exact kernels) or scaled values; with
-        ``pad_to``, rows up to it repeat the last one; ``order``: each chunk in
-        :data:`F4_ORDER`."""
+        integer units with their factors in ``fdst`` (exact kernels, unless ``scaled``) or
+        scaled values; with ``pad_to``, rows up to it repeat the last one; ``order``: each
+        chunk in :data:`F4_ORDER`."""
         t, K, C = self.t, self.K, self.C
+        scaled = not self.exact if scaled is None else scaled
         mem, smem = self.side_mems(side)
         c1 = t.c(1)
         hi = t.c(pad_to) if pad_to else count
@@ -2518,13 +2542,13 @@ class _DotKernel:
             ob = t.op(f"{{r}} = arith.muli {i}, {K} : index")
 
             def ck(kk: str, _: list[str]) -> list[str]:
-                v = self.chunk(side, mem, smem, src, kk, K, scaled=not self.exact, order=order)
+                v = self.chunk(side, mem, smem, src, kk, K, scaled=scaled, order=order)
                 o = t.op(f"{{r}} = arith.addi {ob}, {kk} : index")
                 t.do(f"vector.store {v}, {dst}[{o}] : memref<?xf32>, {_vt(C, 'f32')}")
                 return []
 
             t.for_(t.c(0), K, t.c(C), [], ck)
-            if self.exact:
+            if not scaled:
                 def fk(j: str, _: list[str]) -> list[str]:
                     sb = t.op(f"{{r}} = arith.muli {src}, {self.nblk} : index")
                     si = t.op(f"{{r}} = arith.addi {sb}, {j} : index")
@@ -2844,6 +2868,12 @@ class _DotKernel:
         W = self.pipe_lanes()
         S = 2 * C if bfdot and C == 16 else C  # K values per step
         va, vh, vcf = _vt(S // 2 if bfdot else W, "f32"), _vt(S, "bf16"), _vt(C, "f32")
+        # the exact tiles (:attr:`exact_bf16`): each step's lanes from zero (two exact products
+        # of one block each), added into f64 lanes
+        exact = self.exact
+        assert not exact or (bfdot and self.exact_bf16)
+        vacc = _vt(S // 2, "f64") if exact else va
+        zero_va = t.c(0.0, va)
         bt = vh if bfdot else vcf  # the carried chunks' type
         mlast = t.op(f"{{r}} = arith.subi {M}, {c1} : index")
         nlast = t.op(f"{{r}} = arith.subi {ncols}, {c1} : index")
@@ -2966,10 +2996,14 @@ class _DotKernel:
                         a = t.op(f"{{r}} = vector.load {mem}[{o}] : memref<?xbf16>, {vh}")
                         for j in range(nr):
                             x = i * nr + j
-                            accs[x] = t.op(f'{{r}} = llvm.call_intrinsic '
-                                           f'"llvm.x86.avx512bf16.dpbf16ps.{16 * S}"'
-                                           f"({accs[x]}, {a}, {cur[j]}) : ({va}, {vh}, {vh}) "
-                                           f"-> {va}")
+                            into = zero_va if exact else accs[x]
+                            p = t.op(f'{{r}} = llvm.call_intrinsic '
+                                     f'"llvm.x86.avx512bf16.dpbf16ps.{16 * S}"'
+                                     f"({into}, {a}, {cur[j]}) : ({va}, {vh}, {vh}) -> {va}")
+                            if exact:
+                                p = t.op(f"{{r}} = arith.extf {p} : {va} to {vacc}")
+                                p = t.op(f"{{r}} = arith.addf {accs[x]}, {p} : {vacc}")
+                            accs[x] = p
                         continue
                     for p in range(C // W):
                         op = t.op(f"{{r}} = arith.addi {o}, {t.c(p * W)} : index")
@@ -2982,14 +3016,14 @@ class _DotKernel:
                             accs[x] = t.op(f"{{r}} = vector.fma {a}, {bv}, {accs[x]} : {va}")
                 return accs + nxt
 
-            zero = t.c(0.0, va)
-            inits = [(zero, va)] * (mr * nr)
+            zero = t.c(0.0, vacc)
+            inits = [(zero, vacc)] * (mr * nr)
             for d in range(depth):  # the first chunks (past K: the last one again)
                 kd = c0 if d == 0 else t.op(f"{{r}} = arith.minui {t.c(d * S)}, {klast} : "
                                              "index")
                 inits += [(v, bt) for v in decode(kd)]
             out = t.for_(c0, K, t.c(S), inits, step)
-            self.store_tile(rows, colv, out[:mr * nr], va)
+            self.store_tile(rows, colv, out[:mr * nr], vacc)
             return []
 
         t.for_(c0, ncols, t.c(nr), [], cols)
@@ -3010,7 +3044,7 @@ class _DotKernel:
 
         def copy() -> None:
             if self.a_bf16:  # the rows' scaled values, f32, in the scratch first
-                self.prepare("lhs", arow0, c0, M, self.ad, None)
+                self.prepare("lhs", arow0, c0, M, self.ad, None, scaled=True)
 
             def row(i: str, _: list[str]) -> list[str]:
                 if self.a_bf16:

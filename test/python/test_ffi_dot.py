@@ -414,7 +414,7 @@ def test_mx_rows_stream_on_bf16_dot_products(lf, rf, k):
 
     assert kernel(lf, rf).a_bf16 and kernel(lf, rf).bf_stream and kernel(lf, rf).piped
     assert not kernel(lf, rf, "vnni").a_bf16
-    assert not kernel("mxfp4_e2m1", "mxfp4_e2m1").a_bf16  # exact block sums
+    assert not kernel("mxfp4_e2m1", "mxfp4_e2m1", "vnni").a_bf16  # exact block sums, FMAs
     assert not kernel("bf16", rf).a_bf16 and not kernel(lf, "bf16").a_bf16
     rng = np.random.default_rng(MX.index(lf) * 11 + MX.index(rf))
     kk = k or (16 if "nvfp4" in (lf, rf) else 32)
@@ -445,6 +445,36 @@ def test_mx_rows_stream_on_bf16_dot_products(lf, rf, k):
                              what=f"{lf} x {rf} low A, {M} rows")
 
 
+@pytest.mark.skipif("avx512" not in PATHS, reason="this CPU has no AVX512-BF16 / VNNI")
+@pytest.mark.parametrize("lf, rf, k", [("mxfp4_e2m1", "mxfp4_e2m1", None), ("nvfp4", "nvfp4", None),
+                                       ("mxint8", "mxint8", None),
+                                       ("mxfp6_e3m2", "mxfp6_e3m2", None),
+                                       ("mxfp6_e2m3", "mxfp4_e2m1", None),
+                                       ("mxfp4_e2m1", "mxint8", 16)])
+def test_exact_pairs_stream_on_bf16_dot_products(lf, rf, k):
+    """The exact pairs (integer-unit formats, one block size of 16 or 32) on avx512's bf16
+    dot products (EXACT_BF16): every lane two exact products of one block, added into f64
+    lanes -- the exact sum rounded once where the f64 sum is exact (the data here: a few
+    binades), so bit for bit the FMA tiles' integer block sums (vnni) and the f64 dot of the
+    decoded values, for 1 to 16 rows, batches, ragged columns, K of one to three blocks."""
+    kern = dot_kernels._DotKernel(dot_kernels.DotSpec(lf, rf, k, k, "avx512"))
+    assert kern.exact_bf16 and kern.piped and kern.bf_stream and kern.a_bf16
+    rng = np.random.default_rng(MX.index(lf) * 13 + MX.index(rf))
+    kk = k or FORMATS[lf].block_size
+    for batch, M, N, kb in (((), 1, 37, 2), ((), 2, 33, 1), ((2,), 5, 33, 2), ((), 8, 70, 3),
+                            ((), 16, 35, 3), ((), 3, 3, 1)):
+        K = kb * kk
+        a, sa, va = _side(rng, lf, batch + (M, K), kk)
+        b, sb, vb = _side(rng, rf, batch + (N, K), kk)
+        got = np.asarray(ffi_dot.dot(a, sa, b, sb, lf, rf, lhs_block_size=kk,
+                                     rhs_block_size=kk, path="avx512"))
+        fma = np.asarray(ffi_dot.dot(a, sa, b, sb, lf, rf, lhs_block_size=kk,
+                                     rhs_block_size=kk, path="vnni"))
+        np.testing.assert_array_equal(got, fma)
+        want = np.einsum("...mk,...nk->...mn", va.astype(np.float64), vb.astype(np.float64))
+        np.testing.assert_array_equal(got, want.astype(F32))
+
+
 def test_which_streaming_tiles_are_piped():
     """The software-pipelined streaming tiles (B's chunks decoded two steps ahead of the
     FMAs or bf16 dot products) on the 512-bit paths, for every MX weight format under
@@ -459,7 +489,12 @@ def test_which_streaming_tiles_are_piped():
             assert kernel(lf, rf).piped and kernel(lf, rf, "amx").piped, (lf, rf)
             for path in ("vnni", "avx2", "portable"):
                 assert not kernel(lf, rf, path).piped, (lf, rf, path)
-    assert not kernel("mxfp4_e2m1", "mxfp4_e2m1").piped  # exact block sums
+    # the exact pairs with blocks of 16 or 32: on bf16 dot products, f64 lanes (avx512)
+    assert kernel("mxfp4_e2m1", "mxfp4_e2m1").piped
+    assert kernel("mxfp4_e2m1", "mxfp4_e2m1").exact_bf16 and kernel("nvfp4", "nvfp4").exact_bf16
+    assert not dot_kernels._DotKernel(dot_kernels.DotSpec(  # blocks of 64: the FMAs
+        "mxfp4_e2m1", "mxfp4_e2m1", 64, 64, "avx512")).piped
+    assert not kernel("mxfp4_e2m1", "mxfp4_e2m1", "vnni").piped
     assert not kernel("mxfp4_e2m1", "f32").piped  # plain weights
     assert kernel("bf16", "mxfp4_e2m1").table_decode() and kernel("bf16", "nvfp4").table_decode()
     assert not kernel("bf16", "mxfp4_e2m1", k=8).table_decode()  # chunks of 8
