@@ -142,6 +142,20 @@ def test_exact_block_sums():
             assert np.all(got == F32(want))
         else:  # the GEMM path: f32 sums of scaled values, within the contract
             assert np.all(np.abs(got - want) <= 1e-6 * 3 * 127 * k * 2.0 ** (140 - 133))
+    # blocks of 16 (two a step of the bf16 tiles): a huge block, a tiny one beside it and the
+    # huge one's negative -- no step may add the first two in f32
+    k = 16
+    e = np.full((1, 3 * k), 0x7, np.uint8)  # e2m1 6.0
+    e[0, 2 * k:] = 0xF  # -6.0
+    e = e.view(ml_dtypes.float4_e2m1fn)
+    s_a = np.array([[170, 100, 170]], np.uint8).view(ml_dtypes.float8_e8m0fnu)
+    ones = np.full((1, 3 * k), 0x2, np.uint8).view(ml_dtypes.float4_e2m1fn)  # 1.0
+    s_b = np.full((1, 3), 127, np.uint8).view(ml_dtypes.float8_e8m0fnu)
+    for M in (1, 5):
+        got = np.asarray(ffi_dot.dot(np.repeat(e, M, 0), np.repeat(s_a, M, 0), ones, s_b,
+                                     "mxfp4_e2m1", "mxfp4_e2m1", lhs_block_size=k,
+                                     rhs_block_size=k))
+        assert np.all(got == F32(6 * k * 2.0 ** (100 - 127))), (M, got)
 
 
 #: pairings of the GEMM's integer dot products: bytes (e2m1 / nvfp4 with each other or e2m3),

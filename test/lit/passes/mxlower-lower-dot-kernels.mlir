@@ -97,16 +97,20 @@ func.func private @exact(memref<?xi8>, memref<?xi8>, memref<?xi8>, memref<?xi8>,
 
 // The same exact pair on avx512, the streaming tiles: A's rows decoded to bf16 once per batch,
 // then per step (one block of 32) and column one vdpbf16ps from zero -- each lane two exact
-// products of the block -- whose lanes are added into f64 lanes: the f64 sums of exact block
-// sums, as the FMA tiles form them.
+// products of the block --, its two halves of lanes added (exact: one block's integers times
+// one power of two), and added into f64 lanes: the f64 sums of exact block sums, as the FMA
+// tiles form them.
 // CHECK-LABEL: func.func @exact_bf16(
 // CHECK: arith.truncf %{{.*}} : vector<32xf32> to vector<32xbf16>
 // CHECK: %[[Z:.+]] = arith.constant dense<0.000000e+00> : vector<16xf32>
-// CHECK: scf.for %{{.*}} iter_args(%[[ACC:[^ ]+]] = %{{.*}}) -> (vector<16xf64>, {{.*}}) {
+// CHECK: scf.for %{{.*}} iter_args(%[[ACC:[^ ]+]] = %{{.*}}) -> (vector<8xf64>, {{.*}}) {
 // CHECK: %[[P:.+]] = llvm.call_intrinsic "llvm.x86.avx512bf16.dpbf16ps.512"(%[[Z]], %{{.*}}, %{{.*}}) : (vector<16xf32>, vector<32xbf16>, vector<32xbf16>) -> vector<16xf32>
-// CHECK-NEXT: %[[W:.+]] = arith.extf %[[P]] : vector<16xf32> to vector<16xf64>
-// CHECK-NEXT: arith.addf %[[ACC]], %[[W]] : vector<16xf64>
-// CHECK: vector.reduction <add>, %{{[^ ]+}} : vector<16xf64> into f64
+// CHECK-NEXT: %[[L:.+]] = vector.extract_strided_slice %[[P]] {offsets = [0], sizes = [8], strides = [1]} : vector<16xf32> to vector<8xf32>
+// CHECK-NEXT: %[[H:.+]] = vector.extract_strided_slice %[[P]] {offsets = [8], sizes = [8], strides = [1]} : vector<16xf32> to vector<8xf32>
+// CHECK-NEXT: %[[S:.+]] = arith.addf %[[L]], %[[H]] : vector<8xf32>
+// CHECK-NEXT: %[[W:.+]] = arith.extf %[[S]] : vector<8xf32> to vector<8xf64>
+// CHECK-NEXT: arith.addf %[[ACC]], %[[W]] : vector<8xf64>
+// CHECK: vector.reduction <add>, %{{[^ ]+}} : vector<8xf64> into f64
 // CHECK: arith.truncf %{{.*}} : f64 to f32
 func.func private @exact_bf16(memref<?xi8>, memref<?xi8>, memref<?xi8>, memref<?xi8>, memref<?xf32>, memref<?xi64>, index, index) attributes {mxlower.dot_kernel = {lhs = "mxfp4_e2m1", rhs = "mxint8", path = "avx512"}}
 
