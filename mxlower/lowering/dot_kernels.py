@@ -2882,7 +2882,7 @@ class _DotKernel:
         fold = exact and FOLD_EXACT and s.k("rhs") >= S
         vacc = _vt(S // 4 if fold else S // 2, "f64") if exact else va
         vhalf = _vt(S // 4, "f32")
-        zero_va = t.c(0.0, va)
+        zero_va = t.c(0.0, va) if exact else None
         bt = vh if bfdot else vcf  # the carried chunks' type
         mlast = t.op(f"{{r}} = arith.subi {M}, {c1} : index")
         nlast = t.op(f"{{r}} = arith.subi {ncols}, {c1} : index")
