@@ -201,7 +201,8 @@ A_PAD_BYTES = 64
 #: dot products (:attr:`_DotKernel.bf_stream`)
 BF16_STREAM = True
 #: whether the avx512 path's streaming tiles of MX activations against MX weights (the pairs
-#: off the exact path: an f8 side, two block sizes) decode A's few rows to bf16 once per
+#: off the exact path -- an f8 side, two block sizes -- and the exact ones that
+#: :data:`EXACT_BF16` takes) decode A's few rows to bf16 once per
 #: batch and run on bf16 dot products as bf16 rows do (:attr:`_DotKernel.a_bf16`): exact,
 #: the values of every MX format having at most 8 significant bits and the range test
 #: keeping them normal; mxfp8 x mxfp8 1.5x faster than on the f32 FMAs at M = 1, 2.6-2.7x at
@@ -871,19 +872,18 @@ class _DotKernel:
         self.ut = "i8" if self.byte else "i16"
         # B's block sums (byte products): i16 for vpmaddubsw's lanes, i32 for vpdpbusd's
         self.st = "i32" if self.quad else "i16"
-        # the streaming tiles (3-16 rows) of bf16 activations against MX weights on bf16 dot
-        # products (avx512: A's bf16 values read as stored, B's scaled chunk truncated to
-        # bf16, both exact; vdpbf16ps: pairs of exact products into f32 lanes)
-        # ... and MX activations decoded to bf16 once per batch (:data:`MX_ROWS_BF16`:
-        # exact, every MX value having at most 8 significant bits and the range test
-        # keeping the f32 paths' values normal), their tiles as those of bf16 rows
-        # the exact pairs' tiles on bf16 dot products, each step's lanes added into f64 lanes
-        # (:data:`EXACT_BF16`: every lane two products of one block, exact)
-        kb = spec.k("rhs")
+        # the exact pairs' streaming tiles on bf16 dot products, each step's lanes added into
+        # f64 lanes (:data:`EXACT_BF16`: every lane two exact products of one block)
         self.exact_bf16 = (EXACT_BF16 and spec.exact and spec.path in AVX512_PATHS
-                           and self.C in (16, 32) and kb in (16, 32))
+                           and self.C in (16, 32) and spec.k("rhs") in (16, 32))
+        # MX activations decoded to bf16 once per batch (:data:`MX_ROWS_BF16`: exact, every
+        # MX value having at most 8 significant bits and the range test keeping the f32
+        # paths' values normal), their tiles then those of bf16 rows ...
         self.a_bf16 = (MX_ROWS_BF16 and spec.fmt("lhs") is not None
                        and (not spec.exact or self.exact_bf16))
+        # ... the streaming tiles (3-16 rows) of bf16 activations against MX weights on bf16
+        # dot products (avx512: A's bf16 values read as stored, B's scaled chunk truncated to
+        # bf16, both exact; vdpbf16ps: pairs of exact products into f32 lanes)
         self.bf_stream = (BF16_STREAM and spec.path in AVX512_PATHS
                           and (spec.lhs == "bf16" or self.a_bf16)
                           and spec.fmt("rhs") is not None and self.C >= 8)
