@@ -888,6 +888,7 @@ class _DotKernel:
                           and (spec.lhs == "bf16" or self.a_bf16)
                           and spec.fmt("rhs") is not None and self.C >= 8)
         self.a_bf16 = self.a_bf16 and self.bf_stream
+        self.exact_bf16 = self.exact_bf16 and self.a_bf16  # (the tiles it runs on)
         # the one-row path's f4 codes by permutes from the constant table of their integer
         # units (the 512-bit paths: :meth:`f4_f32_chunk` without a factor), A as it is
         self.f4_perm = (ONE_ROW_F4_PERM and spec.path in AVX512_PATHS and spec.blockwise

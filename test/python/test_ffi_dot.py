@@ -489,6 +489,17 @@ def test_exact_pairs_stream_on_bf16_dot_products(lf, rf, k):
         np.testing.assert_array_equal(got, want.astype(F32))
 
 
+@pytest.mark.parametrize("flag", ["MX_ROWS_BF16", "BF16_STREAM"])
+def test_exact_pairs_keep_the_fma_tiles_without_bf16_rows(monkeypatch, flag):
+    """The A/B switches the exact bf16 tiles build on: either off, the exact pairs take the
+    FMA tiles' integer block sums again (the kernel builds; nothing asks for bf16 tiles)."""
+    monkeypatch.setattr(dot_kernels, flag, False)
+    kern = dot_kernels._DotKernel(dot_kernels.DotSpec("mxfp4_e2m1", "mxfp4_e2m1",
+                                                      path="avx512"))
+    assert not kern.exact_bf16 and not kern.piped and not kern.a_bf16
+    assert "dpbf16ps" not in kern.function()
+
+
 def test_which_streaming_tiles_are_piped():
     """The software-pipelined streaming tiles (B's chunks decoded two steps ahead of the
     FMAs or bf16 dot products) on the 512-bit paths, for every MX weight format under
