@@ -23,7 +23,12 @@ runs on integer dot products on avx2; only when asked for mxfp8) and ``kernel`` 
 against XLA's f32 dot of the dequantized operands (already f32) and ``before`` (the
 dequantize kernels + XLA's dot: ``MXLOWER_DOT_KERNEL=0``); GFLOP/s = 2 M N K / time.  Where
 the host runs several x86 paths (``vnni`` and ``avx2``), the kernel on each other one is a
-column too (``kernel <path>``), timed in the same round robin.
+column too (``kernel <path>``), timed in the same round robin.  "% peak": the kernel's
+GFLOP/s against the peak of the instruction its GEMM runs on (``vdpbf16ps``, ``vpdpbusd``,
+``vpdpwssd`` or the f32 FMAs: :func:`mxlower.benchmarking.gemm_probe`), and XLA's against
+the f32 FMAs' -- each peak measured in the same run on every core at once
+(:func:`mxlower.benchmarking.peaks`: independent chains of the instruction alone, operands
+in registers), printed before the table.
 
 Every case is timed round-robin in one process (the fastest of ``--reps`` runs after a
 warm-up), so load from other processes hits every case alike.  The SIMD path is
@@ -45,7 +50,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import mxlower.jax as mxj
-from mxlower.benchmarking import round_robin
+from mxlower.benchmarking import gemm_probe, path_probes, peaks, round_robin
 from mxlower.execution import ffi_dot
 
 FORMATS = ("mxfp4_e2m1", "mxfp6_e2m3", "mxfp8_e4m3", "nvfp4", "mxint8")
@@ -116,8 +121,9 @@ def _other_paths() -> list[str]:
     return [p for p in ffi_dot.kernel_paths() if p != ffi_dot.host_path() and p != "portable"]
 
 
-def gemm(n: int, reps: int) -> list[str]:
+def gemm(n: int, reps: int, peak: dict[str, dict[str, float]]) -> list[str]:
     rng = np.random.default_rng(1)
+    fma = f"f32 FMA {'zmm' if ffi_dot.host_path() in ('amx', 'avx512') else 'ymm'}"
     rows = []
     for fmt in ("mxfp4_e2m1", "nvfp4", "mxfp6_e2m3", "mxfp6_e3m2", "mxint8", "mxfp8_e4m3"):
         a = mxj.quantize(rng.standard_normal((n, n)).astype(np.float32), fmt, impl="xla")
@@ -144,11 +150,16 @@ def gemm(n: int, reps: int) -> list[str]:
             "xla": _timer(lambda: xla(ad, bd)),  # noqa: B023
         }, reps)
         fl = 2.0 * n ** 3
+        probe = gemm_probe(ffi_dot.spec_for(fmt, fmt, a.elements, b.elements))
+        share = (f"{probe} | {fl / t['kernel'] / 1e6 / peak[probe]['gflops']:.0%}" if probe
+                 else "- | -")
         rows.append(f"| {n}^3 | {fmt} | {t['scaled_dot']:.2f} | {fl / t['scaled_dot'] / 1e6:.0f} | "
-                    f"{t['kernel']:.2f} | "
+                    f"{t['kernel']:.2f} | {share} | "
                     + "".join(f"{t[p]:.2f} | " for p in others)
                     + f"{t['before']:.2f} | {t['xla']:.2f} | "
-                    f"{fl / t['xla'] / 1e6:.0f} | {t['xla'] / t['scaled_dot']:.2f}x | "
+                    f"{fl / t['xla'] / 1e6:.0f} | "
+                    f"{fl / t['xla'] / 1e6 / peak[fma]['gflops']:.0%} | "
+                    f"{t['xla'] / t['scaled_dot']:.2f}x | "
                     f"{t['before'] / t['scaled_dot']:.2f}x |")
         print(rows[-1], flush=True)
     return rows
@@ -171,12 +182,17 @@ def main() -> None:
             gemv(int(m), a.nk, a.reps)
     if a.gemm:
         others = _other_paths()
-        print("\n| size | format | scaled_dot ms | GFLOP/s | kernel ms | "
+        peak = peaks(path_probes(ffi_dot.host_path()))
+        print("\nPeaks (every core at once; GFLOP/s = 2 x multiply-adds, integer ones too): "
+              + "; ".join(f"{k} {v['gflops']:.0f} ({v['per_ns']:.2f} instructions/ns, "
+                          f"{v['threads']} threads)" for k, v in peak.items()))
+        print("\n| size | format | scaled_dot ms | GFLOP/s | kernel ms | instruction | % peak | "
               + "".join(f"kernel {p} ms | " for p in others)
-              + "before ms | XLA f32 dot ms | XLA GFLOP/s | x XLA | x before |")
-        print("|---|---|---:|---:|---:|" + "---:|" * len(others) + "---:|---:|---:|---:|---:|")
+              + "before ms | XLA f32 dot ms | XLA GFLOP/s | XLA % FMA peak | x XLA | x before |")
+        print("|---|---|---:|---:|---:|---|---:|" + "---:|" * len(others)
+              + "---:|---:|---:|---:|---:|---:|")
         for n in a.gemm.split(","):
-            gemm(int(n), a.reps)
+            gemm(int(n), a.reps, peak)
     print(f"\nload average at end: {os.getloadavg()}")
 
 
