@@ -28,7 +28,7 @@ GFLOP/s against the peak of the instruction its GEMM runs on (``vdpbf16ps``, ``v
 ``vpdpwssd`` or the f32 FMAs: :func:`mxlower.benchmarking.gemm_probe`), and XLA's against
 the f32 FMAs' -- each peak measured in the same run on every core at once
 (:func:`mxlower.benchmarking.peaks`: independent chains of the instruction alone, operands
-in registers), printed before the table.
+in registers; the best of the runs before and after the GEMMs), printed before the table.
 
 Every case is timed round-robin in one process (the fastest of ``--reps`` runs after a
 warm-up), so load from other processes hits every case alike.  The SIMD path is
@@ -50,7 +50,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import mxlower.jax as mxj
-from mxlower.benchmarking import gemm_probe, path_probes, peaks, round_robin
+from mxlower.benchmarking import best_peaks, gemm_probe, path_probes, peaks, round_robin
 from mxlower.execution import ffi_dot
 
 FORMATS = ("mxfp4_e2m1", "mxfp6_e2m3", "mxfp8_e4m3", "nvfp4", "mxint8")
@@ -121,9 +121,9 @@ def _other_paths() -> list[str]:
     return [p for p in ffi_dot.kernel_paths() if p != ffi_dot.host_path() and p != "portable"]
 
 
-def gemm(n: int, reps: int, peak: dict[str, dict[str, float]]) -> list[str]:
+def gemm(n: int, reps: int) -> list[tuple[str, dict[str, float], str | None]]:
+    """Per format: (format, {case: seconds}, the probe of the kernel's GEMM instruction)."""
     rng = np.random.default_rng(1)
-    fma = f"f32 FMA {'zmm' if ffi_dot.host_path() in ('amx', 'avx512') else 'ymm'}"
     rows = []
     for fmt in ("mxfp4_e2m1", "nvfp4", "mxfp6_e2m3", "mxfp6_e3m2", "mxint8", "mxfp8_e4m3"):
         a = mxj.quantize(rng.standard_normal((n, n)).astype(np.float32), fmt, impl="xla")
@@ -149,20 +149,24 @@ def gemm(n: int, reps: int, peak: dict[str, dict[str, float]]) -> list[str]:
             "before": _timer(lambda: before(a, b)),  # noqa: B023
             "xla": _timer(lambda: xla(ad, bd)),  # noqa: B023
         }, reps)
-        fl = 2.0 * n ** 3
         probe = gemm_probe(ffi_dot.spec_for(fmt, fmt, a.elements, b.elements))
-        share = (f"{probe} | {fl / t['kernel'] / 1e6 / peak[probe]['gflops']:.0%}" if probe
-                 else "- | -")
-        rows.append(f"| {n}^3 | {fmt} | {t['scaled_dot']:.2f} | {fl / t['scaled_dot'] / 1e6:.0f} | "
-                    f"{t['kernel']:.2f} | {share} | "
-                    + "".join(f"{t[p]:.2f} | " for p in others)
-                    + f"{t['before']:.2f} | {t['xla']:.2f} | "
-                    f"{fl / t['xla'] / 1e6:.0f} | "
-                    f"{fl / t['xla'] / 1e6 / peak[fma]['gflops']:.0%} | "
-                    f"{t['xla'] / t['scaled_dot']:.2f}x | "
-                    f"{t['before'] / t['scaled_dot']:.2f}x |")
-        print(rows[-1], flush=True)
+        print(f"{n}^3 {fmt}: kernel {t['kernel']:.2f} ms, XLA {t['xla']:.2f} ms", flush=True)
+        rows.append((fmt, t, probe))
     return rows
+
+
+def gemm_row(n: int, fmt: str, t: dict[str, float], probe: str | None, others: list[str],
+             peak: dict[str, dict[str, float]]) -> str:
+    fma = f"f32 FMA {'zmm' if ffi_dot.host_path() in ('amx', 'avx512') else 'ymm'}"
+    fl = 2.0 * n ** 3
+    share = (f"{probe} | {fl / t['kernel'] / 1e6 / peak[probe]['gflops']:.0%}" if probe
+             else "- | -")
+    return (f"| {n}^3 | {fmt} | {t['scaled_dot']:.2f} | {fl / t['scaled_dot'] / 1e6:.0f} | "
+            f"{t['kernel']:.2f} | {share} | "
+            + "".join(f"{t[p]:.2f} | " for p in others)
+            + f"{t['before']:.2f} | {t['xla']:.2f} | {fl / t['xla'] / 1e6:.0f} | "
+            f"{fl / t['xla'] / 1e6 / peak[fma]['gflops']:.0%} | "
+            f"{t['xla'] / t['scaled_dot']:.2f}x | {t['before'] / t['scaled_dot']:.2f}x |")
 
 
 def main() -> None:
@@ -182,8 +186,11 @@ def main() -> None:
             gemv(int(m), a.nk, a.reps)
     if a.gemm:
         others = _other_paths()
-        peak = peaks(path_probes(ffi_dot.host_path()))
-        print("\nPeaks (every core at once; GFLOP/s = 2 x multiply-adds, integer ones too): "
+        first = peaks(path_probes(ffi_dot.host_path()))
+        runs = [(int(n), gemm(int(n), a.reps)) for n in a.gemm.split(",")]
+        peak = best_peaks(first, peaks(path_probes(ffi_dot.host_path())))
+        print("\nPeaks (every core at once, the best before and after the GEMMs; GFLOP/s = 2 x "
+              "multiply-adds, integer ones too): "
               + "; ".join(f"{k} {v['gflops']:.0f} ({v['per_ns']:.2f} instructions/ns, "
                           f"{v['threads']} threads)" for k, v in peak.items()))
         print("\n| size | format | scaled_dot ms | GFLOP/s | kernel ms | instruction | % peak | "
@@ -191,8 +198,9 @@ def main() -> None:
               + "before ms | XLA f32 dot ms | XLA GFLOP/s | XLA % FMA peak | x XLA | x before |")
         print("|---|---|---:|---:|---:|---|---:|" + "---:|" * len(others)
               + "---:|---:|---:|---:|---:|---:|")
-        for n in a.gemm.split(","):
-            gemm(int(n), a.reps, peak)
+        for n, rows in runs:
+            for fmt, t, probe in rows:
+                print(gemm_row(n, fmt, t, probe, others, peak))
     print(f"\nload average at end: {os.getloadavg()}")
 
 
