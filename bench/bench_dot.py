@@ -25,9 +25,9 @@ dequantize kernels + XLA's dot: ``MXLOWER_DOT_KERNEL=0``); GFLOP/s = 2 M N K / t
 the host runs several x86 paths (``vnni`` and ``avx2``), the kernel on each other one is a
 column too (``kernel <path>``), timed in the same round robin.  "% peak": the kernel's
 GFLOP/s against the peak of the instruction its GEMM runs on (``vdpbf16ps``, ``vpdpbusd``,
-``vpdpwssd`` or the f32 FMAs: :func:`mxlower.benchmarking.gemm_probe`), and XLA's against
+``vpdpwssd`` or the f32 FMAs: :func:`mxlower.execution.peaks.gemm_probe`), and XLA's against
 the f32 FMAs' -- each peak measured in the same run on every core at once
-(:func:`mxlower.benchmarking.peaks`: independent chains of the instruction alone, operands
+(:func:`mxlower.execution.peaks.peaks`: independent chains of the instruction alone, operands
 in registers; the best of the runs before and after the GEMMs), printed before the table.
 
 Every case is timed round-robin in one process (the fastest of ``--reps`` runs after a
@@ -50,7 +50,8 @@ import jax.numpy as jnp
 import numpy as np
 
 import mxlower.jax as mxj
-from mxlower.benchmarking import best_peaks, gemm_probe, path_probes, peaks, round_robin
+from mxlower.benchmarking import round_robin
+from mxlower.execution.peaks import best_peaks, gemm_probe, path_probes, peaks
 from mxlower.execution import ffi_dot
 
 FORMATS = ("mxfp4_e2m1", "mxfp6_e2m3", "mxfp8_e4m3", "nvfp4", "mxint8")

@@ -1,4 +1,4 @@
-"""mxlower.benchmarking's peak probes (what bench/bench_dot.py reports the GEMMs' share of the
+"""mxlower.execution.peaks (what bench/bench_dot.py reports the GEMMs' share of the
 machine's peak against): each probe JIT-compiles and computes what its instruction must --
 PROBE_CHAINS chains of n instructions on operands of ones -- so a probe of the wrong
 instruction, operands or chains fails here, not silently in a benchmark."""
@@ -11,7 +11,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from mxlower import benchmarking as B
+from mxlower.execution import peaks as B
 from mxlower.execution import ffi_dot
 
 #: the probes this host can run: those of its dot-kernel paths
