@@ -14,9 +14,13 @@ the caches before every run (a 64 MiB buffer written), as a GEMV of inference re
 Kernels: plain f32 and bf16 activations x [M, K] against MX weights [N, K] (mxfp4, mxfp6_e2m3,
 mxfp8_e4m3, nvfp4, mxint8), N = K = ``--nk``; with ``--x mx`` activations of the weights'
 format (MX x MX, as ``jax.nn.scaled_matmul`` has them); the host's SIMD path
-(``MXLOWER_DOT_PATH`` forces one, in both trees).
+(``MXLOWER_DOT_PATH`` forces one, in both trees).  ``--spread S`` multiplies each block of 32
+values of both sides by a random power of two up to 2^S before quantizing: block scales that
+far apart (the exact pairs' groups of blocks summed in f32 where their scales allow it:
+``dot_kernels.EXACT_GROUP``).
 
     python bench/bench_dot_ab.py --before a421701 --m 1,2,8
+    python bench/bench_dot_ab.py --before a421701 --m 2,8,16 --x mx --spread 8
 """
 
 from __future__ import annotations
@@ -60,6 +64,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--x", default="f32,bf16",
                     help="activations: f32, bf16, mx (the weights' format), comma-separated")
     ap.add_argument("--formats", default=",".join(FORMATS), help="the weights' formats")
+    ap.add_argument("--spread", type=int, default=0,
+                    help="each block of 32 values of both sides times 2^u, u uniform in [0, "
+                         "SPREAD]: block scales SPREAD binades further apart than normal "
+                         "data's (the exact pairs' groups: EXACT_GROUP)")
     a = ap.parse_args(argv)
 
     import jax
@@ -83,13 +91,21 @@ def main(argv: list[str] | None = None) -> int:
 
     rng = np.random.default_rng(0)
     flush = np.zeros(1 << 24, np.float32)  # 64 MiB, written before each timed run
+
+    def spread(v: np.ndarray) -> np.ndarray:
+        if not a.spread:
+            return v
+        blocks = v.reshape(v.shape[0], -1, 32)
+        up = np.exp2(rng.integers(0, a.spread + 1, blocks.shape[:2])).astype(np.float32)
+        return (blocks * up[..., None]).reshape(v.shape)
+
     session = Session()
     rows = []
     NK = a.nk
     for lhs, fmt, _ in kernels:
         spec = ffi_dot.DotSpec(lhs, fmt, path=path)
         target = ffi_dot.register(spec)
-        w32 = rng.standard_normal((NK, NK)).astype(np.float32)
+        w32 = spread(rng.standard_normal((NK, NK)).astype(np.float32))
         w = mxj.quantize(w32, fmt, impl="xla")
         e = np.asarray(w.elements)
         t = FLOAT_TYPES.get(MX[fmt].element)
@@ -98,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
             e = R.from_bits(e, MX[fmt].element)
         wv = R.dequantize(e, np.asarray(w.scales), fmt)
         for M in map(int, a.m.split(",")):
-            x = rng.standard_normal((M, NK)).astype(np.float32)
+            x = spread(rng.standard_normal((M, NK)).astype(np.float32))
             if lhs == "bf16":
                 x = x.astype(ml_dtypes.bfloat16)
             xs: tuple = (x,)
@@ -126,7 +142,8 @@ def main(argv: list[str] | None = None) -> int:
                   file=sys.stderr)
 
     print(session.header(f"dot kernel GEMV: {a.before} against this checkout, N = K = {NK}, "
-                         f"path {path}, weights evicted before each run, best of {a.reps}"))
+                         f"path {path}, weights evicted before each run, best of {a.reps}"
+                         + (f", block spread {a.spread}" if a.spread else "")))
     print("| M | weights | x | before (ms) | after (ms) | before / after |")
     print("|---:|---|---|---:|---:|---:|")
     for r in sorted(rows, key=lambda r: r["M"]):

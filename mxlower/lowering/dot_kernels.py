@@ -40,7 +40,8 @@ threads.  Within a unit two ways, chosen at run time by M:
   or read in place when they are plain f32 (on avx512, bf16 rows are read in place too and
   the tile runs on bf16 dot products: :attr:`_DotKernel.bf_stream`; so do MX rows against MX
   weights, decoded to bf16 once per batch: :attr:`_DotKernel.a_bf16` -- the exact pairs' with
-  f64 lanes, :attr:`_DotKernel.exact_bf16`).  On the 512-bit paths
+  f64 lanes, :attr:`_DotKernel.exact_bf16`, where the scales allow a group of
+  :data:`EXACT_GROUP` blocks at a time: :meth:`_DotKernel.group_fast`).  On the 512-bit paths
   (:data:`PIPELINED_STREAM`) the tiles of plain f32 / bf16 rows are software-pipelined
   (:meth:`_DotKernel.piped_tile`: B's chunks decoded :data:`PIPE_DEPTH` steps ahead of the
   dot products, A's rows copied once per batch at a padded stride, f4 and f6 codes on bf16
@@ -223,6 +224,20 @@ EXACT_BF16 = True
 #: f64 add take it, into half as many f64 lanes: 1.2-1.4x faster at M = 2 to 16 on a Zen 4
 #: (two columns a tile then measured 0.67x: spills)
 FOLD_EXACT = True
+#: steps (of 32 values, one block each) that the exact pairs' bf16 tiles
+#: (:data:`EXACT_BF16`) sum in f32 lanes before adding them into their f64 lanes, where a
+#: run-time look at the group's scale codes shows every partial sum exact in f32
+#: (:meth:`_DotKernel.group_fast`: the spread of the blocks' scale exponents within the
+#: group, A's rows' and the tile's columns', no more than :meth:`_DotKernel.group_room`);
+#: the other groups take a conversion and an f64 add per step as before.  The same exact
+#: sums, added into the f64 lanes a group at a time; such tiles also run two columns at a
+#: time from three rows on.  0: every step into the f64 lanes
+EXACT_GROUP = 8
+#: the least room (binades of spread: :meth:`_DotKernel.group_room`) a pair's groups must
+#: allow for them to be built: e2m1 x e2m1 11, e2m1 x e2m3 9, e2m1 x mxint8 8, e2m3 x e2m3 7,
+#: e2m3 x mxint8 and e3m2 x e2m1 6; mxint8 x mxint8 (5), e3m2 with the others (1-5) and
+#: nvfp4 (E4M3 scales, blocks of 16) keep the step at a time
+EXACT_GROUP_ROOM = 6
 #: whether the f8, f6 and mxint8 codes bound for bf16 dot products (the piped tiles of bf16
 #: rows, where no table decode applies, and the bf16 GEMM's packing) are decoded by placing
 #: their bits (:meth:`_DotKernel.placed_bits`: no conversion, no multiply): for mxfp8
@@ -789,6 +804,24 @@ class _Text:
         self.do("}")
 
 
+    def if_values(self, cond: str, types: Sequence[str], then: Callable[[], list[str]],
+                  other: Callable[[], list[str]]) -> list[str]:
+        """``scf.if`` yielding values of ``types`` (``then()`` / ``other()`` return them)."""
+        self.n += 1
+        res = f"%f{self.n}"
+        ts = ", ".join(types)
+        self.do(f"{res}:{len(types)} = scf.if {cond} -> ({ts}) {{")
+        for i, branch in enumerate((then, other)):
+            if i:
+                self.do("} else {")
+            self.indent += 2
+            out = branch()
+            self.do(f"scf.yield {', '.join(out)} : {ts}")
+            self.indent -= 2
+        self.do("}")
+        return [f"{res}#{j}" for j in range(len(types))]
+
+
 def _lit(v: int | float, t: str) -> str:
     if t in ("f32", "f64", "f16", "bf16"):
         if isinstance(v, float) and math.isnan(v):
@@ -889,6 +922,12 @@ class _DotKernel:
                           and spec.fmt("rhs") is not None and self.C >= 8)
         self.a_bf16 = self.a_bf16 and self.bf_stream
         self.exact_bf16 = self.exact_bf16 and self.a_bf16  # (the tiles it runs on)
+        # ... a group of steps at a time in f32 lanes where the scales allow it
+        fa = spec.fmt("lhs")
+        self.grouped = (EXACT_GROUP > 0 and FOLD_EXACT and self.exact_bf16 and self.C == 32
+                        and spec.k("rhs") == 32 and fa is not None and fb is not None
+                        and fa.scale == fb.scale == "f8E8M0FNU"
+                        and self.group_room() >= EXACT_GROUP_ROOM)
         # the one-row path's f4 codes by permutes from the constant table of their integer
         # units (the 512-bit paths: :meth:`f4_f32_chunk` without a factor), A as it is
         self.f4_perm = (ONE_ROW_F4_PERM and spec.path in AVX512_PATHS and spec.blockwise
@@ -899,6 +938,20 @@ class _DotKernel:
         # the streaming tiles software-pipelined (:meth:`piped_tile`)
         self.piped = (PIPELINED_STREAM[spec.path] and (not spec.exact or self.exact_bf16)
                       and fb is not None)
+
+    def group_room(self) -> int:
+        """The most binades by which the scale exponents of a group's blocks (of one row of
+        A plus one column of B) may differ for the group's f32 sums to be exact
+        (:data:`EXACT_GROUP`): each folded lane sums 4 x EXACT_GROUP products of integer
+        units, each at most ``unit_max(a) x unit_max(b)`` times the block's power of two,
+        and every partial sum is a multiple of the group's least power of two, so it is
+        exact while below 2^24 of those."""
+        ua, ub = (unit_max(self.s.fmt(side)) for side in ("lhs", "rhs"))
+        most = 4 * max(EXACT_GROUP, 1) * ua * ub
+        room = 0
+        while most << (room + 1) <= 1 << 24:
+            room += 1
+        return room if most <= 1 << 24 else -1
 
     # -- side descriptions ---------------------------------------------------------------
     def mem_type(self, side: str) -> str:
@@ -1624,6 +1677,14 @@ class _DotKernel:
             self.nblk = nblk
             mb = t.op(f"{{r}} = arith.muli {t.c(STREAM_M)}, {nblk} : index")
             self.af = t.op(f"{{r}} = memref.alloc({mb}) : memref<?xf32>")
+        if self.grouped:  # A's rows' spread per group (copy_rows), a tile's f64 sums
+            ng = t.op(f"{{r}} = arith.divui {self.nblk}, {t.c(EXACT_GROUP)} : index")
+            self.ngroups = ng
+            ng1 = t.op(f"{{r}} = arith.addi {ng}, {c1} : index")
+            self.arng = t.op(f"{{r}} = memref.alloc({ng1}) : memref<?xi32>")
+            self.acc64_t = f"memref<{MR_STREAM * NR_PIPED_FEW * 8}xf64>"
+            self.acc64 = t.op(f"{{r}} = memref.alloc() {{{{alignment = 64 : i64}}}} : "
+                              f"{self.acc64_t}")
         # the piped streaming tiles' copy of A's rows (plain f32, or bf16 on bf16 dot
         # products), at a padded stride (:data:`A_PAD_BYTES`), and the batch it holds
         self.ap = None
@@ -1744,11 +1805,14 @@ class _DotKernel:
                         # block factors, once: off the decode's chain (5-25% faster on a Zen 4)
                         self.prepare_factors(brow0, ncols, piped=True)
                     le = t.op(f"{{r}} = arith.cmpi ule, {M}, {t.c(MR_STREAM_EXACT)} : index")
+                    # (the exact tiles one column at a time: two spilled their f64 lanes; not
+                    # those summing groups in f32, whose f64 lanes wait in memory)
+                    nr = 1 if self.exact and not self.grouped else NR_STREAM_TILE[s.path]
                     t.if_(le, lambda: self.rows(c0, M, MR_STREAM_EXACT, stream=True,
-                                                a_direct=a_direct, nr=1, piped=piped),
+                                                a_direct=a_direct, nr=nr if self.grouped else 1,
+                                                piped=piped),
                           lambda: self.rows(c0, M, MR_STREAM, stream=True, a_direct=a_direct,
-                                            nr=1 if self.exact else NR_STREAM_TILE[s.path],
-                                            piped=piped))
+                                            nr=nr, piped=piped))
 
                 t.if_(one, few, many)
 
@@ -1809,6 +1873,9 @@ class _DotKernel:
                 t.do(f"memref.dealloc {self.raw[buf]} : memref<?xi8>")
         if self.blockwise or self.exact_bf16:
             t.do(f"memref.dealloc {self.bfs} : memref<?xf32>")
+        if self.grouped:
+            t.do(f"memref.dealloc {self.arng} : memref<?xi32>")
+            t.do(f"memref.dealloc {self.acc64} : {self.acc64_t}")
         t.do("return")
         t.indent = 2
         t.do("}")
@@ -2866,7 +2933,11 @@ class _DotKernel:
         column.  On bf16 dot products with chunks of 16 (nvfp4), two
         chunks per step, so that each ``vdpbf16ps`` is a 512-bit one: a second chunk past K
         (K an odd number of chunks) is zeros, as are A's values there (:meth:`copy_rows`
-        zeroes the padding)."""
+        zeroes the padding).  The exact tiles (:attr:`exact_bf16`) add each step's exact
+        block sums into f64 lanes; those of :attr:`grouped` pairs keep the f64 lanes in
+        memory and take K in groups of :data:`EXACT_GROUP` steps, each either summed in f32
+        lanes and added once (:meth:`group_fast`: every partial sum exact) or added step by
+        step, the steps past the last whole group step by step."""
         t, s, C, K, M = self.t, self.s, self.C, self.K, self.M
         b, n0, ncols, arow0, brow0 = self.unit
         c0, c1 = t.c(0), t.c(1)
@@ -2995,7 +3066,14 @@ class _DotKernel:
 
             depth = PIPE_DEPTH["bf16" if bfdot else "f32"]
 
-            def step(kk: str, carry: list[str]) -> list[str]:
+            def step(kk: str, carry: list[str], summed: bool = False,
+                     in_memory: bool = False) -> list[str]:
+                """One step; ``summed``: an exact tile's step of a group summed in f32
+                lanes (its accumulators f32, as a plain tile's); ``in_memory``: an exact
+                tile's step adding into the f64 lanes in acc64 (``carry``: only the
+                chunks)."""
+                if in_memory:
+                    carry = [""] * (mr * nr) + carry
                 accs, cur = list(carry[:mr * nr]), carry[mr * nr:mr * nr + nr]
                 nxt = t.op(f"{{r}} = arith.addi {kk}, {t.c(depth * S)} : index")
                 nxt = carry[mr * nr + nr:] + decode(
@@ -3006,11 +3084,11 @@ class _DotKernel:
                         a = t.op(f"{{r}} = vector.load {mem}[{o}] : memref<?xbf16>, {vh}")
                         for j in range(nr):
                             x = i * nr + j
-                            into = zero_va if exact else accs[x]
+                            into = zero_va if exact and not summed else accs[x]
                             p = t.op(f'{{r}} = llvm.call_intrinsic '
                                      f'"llvm.x86.avx512bf16.dpbf16ps.{16 * S}"'
                                      f"({into}, {a}, {cur[j]}) : ({va}, {vh}, {vh}) -> {va}")
-                            if exact:
+                            if exact and not summed:
                                 pt = va
                                 if fold:
                                     h = [t.op(f"{{r}} = vector.extract_strided_slice {p} "
@@ -3020,6 +3098,14 @@ class _DotKernel:
                                     p = t.op(f"{{r}} = arith.addf {h[0]}, {h[1]} : {vhalf}")
                                     pt = vhalf
                                 p = t.op(f"{{r}} = arith.extf {p} : {pt} to {vacc}")
+                                if in_memory:  # the tile's f64 lanes in acc64
+                                    ox = t.c(x * (S // 4))
+                                    m = t.op(f"{{r}} = vector.load {self.acc64}[{ox}] : "
+                                             f"{self.acc64_t}, {vacc}")
+                                    p = t.op(f"{{r}} = arith.addf {m}, {p} : {vacc}")
+                                    t.do(f"vector.store {p}, {self.acc64}[{ox}] : "
+                                         f"{self.acc64_t}, {vacc}")
+                                    continue
                                 p = t.op(f"{{r}} = arith.addf {accs[x]}, {p} : {vacc}")
                             accs[x] = p
                         continue
@@ -3032,16 +3118,72 @@ class _DotKernel:
                                       f" : {vcf} to {va}")
                             x = i * nr + j
                             accs[x] = t.op(f"{{r}} = vector.fma {a}, {bv}, {accs[x]} : {va}")
-                return accs + nxt
+                return nxt if in_memory else accs + nxt
 
             zero = t.c(0.0, vacc)
             inits = [(zero, vacc)] * (mr * nr)
+            chunks = []
             for d in range(depth):  # the first chunks (past K: the last one again)
                 kd = c0 if d == 0 else t.op(f"{{r}} = arith.minui {t.c(d * S)}, {klast} : "
                                              "index")
-                inits += [(v, bt) for v in decode(kd)]
-            out = t.for_(c0, K, t.c(S), inits, step)
-            self.store_tile(rows, colv, out[:mr * nr], vacc)
+                chunks += [(v, bt) for v in decode(kd)]
+            if not self.grouped:
+                out = t.for_(c0, K, t.c(S), inits + chunks, step)
+                self.store_tile(rows, colv, out[:mr * nr], vacc)
+                return []
+            # groups of EXACT_GROUP steps: the tile's f64 lanes in memory (acc64, a vector
+            # of S // 4 lanes per row and column), each group's steps either summed in f32
+            # lanes and added once (group_fast) or added step by step; the steps past the
+            # last whole group step by step
+            lanes = S // 4
+            n64 = mr * nr
+
+            def sums() -> list[str]:
+                return [t.op(f"{{r}} = vector.load {self.acc64}[{t.c(x * lanes)}] : "
+                             f"{self.acc64_t}, {vacc}") for x in range(n64)]
+
+            def keep(vals: list[str]) -> None:
+                for x, v in enumerate(vals):
+                    t.do(f"vector.store {v}, {self.acc64}[{t.c(x * lanes)}] : "
+                         f"{self.acc64_t}, {vacc}")
+
+            keep([zero] * n64)
+            gs = S * EXACT_GROUP
+            whole = t.op(f"{{r}} = arith.divui {K}, {t.c(gs)} : index")
+            whole = t.op(f"{{r}} = arith.muli {whole}, {t.c(gs)} : index")
+            bts = [bt] * len(chunks)
+
+            def by_steps(lo: str, hi: str, carried: list[str]) -> list[str]:
+                # (each step's f64 add in memory: kept in registers, a tile's 16 f64 vectors
+                # beside the pipeline's chunks spilled, 0.72-0.91x a tile of one column)
+                return t.for_(lo, hi, t.c(S), list(zip(carried, bts)),
+                              lambda kk, c: step(kk, c, in_memory=True))
+
+            def group(kg: str, carried: list[str]) -> list[str]:
+                end = t.op(f"{{r}} = arith.addi {kg}, {t.c(gs)} : index")
+
+                def summed() -> list[str]:
+                    f32s = [(zero_va, va)] * n64
+                    out = t.for_(kg, end, t.c(S), f32s + list(zip(carried, bts)),
+                                 lambda kk, c: step(kk, c, summed=True))
+                    added = []
+                    for x, (acc, lane) in enumerate(zip(sums(), out[:n64])):
+                        h = [t.op(f"{{r}} = vector.extract_strided_slice {lane} "
+                                  f"{{{{offsets = [{o_}], sizes = [{lanes}], "
+                                  f"strides = [1]}}}} : {va} to {vhalf}")
+                             for o_ in (0, lanes)]
+                        h = t.op(f"{{r}} = arith.addf {h[0]}, {h[1]} : {vhalf}")
+                        h = t.op(f"{{r}} = arith.extf {h} : {vhalf} to {vacc}")
+                        added.append(t.op(f"{{r}} = arith.addf {acc}, {h} : {vacc}"))
+                    keep(added)
+                    return out[n64:]
+
+                return t.if_values(self.group_fast(kg, colv), bts, summed,
+                                   lambda: by_steps(kg, end, carried))
+
+            left = t.for_(c0, whole, t.c(gs), chunks, group)
+            by_steps(whole, K, left)
+            self.store_tile(rows, colv, sums(), vacc)
             return []
 
         t.for_(c0, ncols, t.c(nr), [], cols)
@@ -3090,9 +3232,67 @@ class _DotKernel:
                 return []
 
             t.for_(c0, M, c1, [], row)
+            if self.grouped:
+                self.row_spreads()
             t.do(f"memref.store {b}, {self.apb}[{c0}] : memref<1xindex>")
 
         t.if_(fresh, copy)
+
+    def spread(self, smem: str, base: str) -> str:
+        """i32: the largest minus the least of the :data:`EXACT_GROUP` scale codes (e8m0:
+        biased exponents) from ``smem[base]`` on."""
+        t = self.t
+        hi = lo = None
+        for u in range(EXACT_GROUP):
+            o = t.op(f"{{r}} = arith.addi {base}, {t.c(u)} : index")
+            c = t.op(f"{{r}} = memref.load {smem}[{o}] : memref<?xi8>")
+            c = t.op(f"{{r}} = arith.extui {c} : i8 to i32")
+            hi = c if hi is None else t.op(f"{{r}} = arith.maxui {hi}, {c} : i32")
+            lo = c if lo is None else t.op(f"{{r}} = arith.minui {lo}, {c} : i32")
+        return t.op(f"{{r}} = arith.subi {hi}, {lo} : i32")
+
+    def row_spreads(self) -> None:
+        """Per whole group of :data:`EXACT_GROUP` blocks, the largest :meth:`spread` of the
+        unit's M rows of A into :attr:`arng` (:meth:`group_fast`)."""
+        t, M = self.t, self.M
+        c0, c1 = t.c(0), t.c(1)
+        arow0 = self.unit[3]
+
+        def group(g: str, _: list[str]) -> list[str]:
+            b0 = t.op(f"{{r}} = arith.muli {g}, {t.c(EXACT_GROUP)} : index")
+
+            def row(i: str, acc: list[str]) -> list[str]:
+                r = t.op(f"{{r}} = arith.addi {arow0}, {i} : index")
+                o = t.op(f"{{r}} = arith.muli {r}, {self.nblk} : index")
+                o = t.op(f"{{r}} = arith.addi {o}, {b0} : index")
+                return [t.op(f"{{r}} = arith.maxui {acc[0]}, {self.spread('%as', o)} : i32")]
+
+            most = t.for_(c0, M, c1, [(t.c(0, "i32"), "i32")], row)[0]
+            t.do(f"memref.store {most}, {self.arng}[{g}] : memref<?xi32>")
+            return []
+
+        t.for_(c0, self.ngroups, c1, [], group)
+
+    def group_fast(self, kg: str, colv: list[tuple[str, str]]) -> str:
+        """i1: whether the group of :data:`EXACT_GROUP` steps from K position ``kg`` sums
+        exactly in f32 lanes for every row of A and the tile's columns: A's rows' largest
+        spread (:meth:`row_spreads`) plus the columns' largest within
+        :meth:`group_room` -- a bound on every (row, column) pair's spread of block
+        exponents (the two codes' sum)."""
+        t = self.t
+        brow0 = self.unit[4]
+        g = t.op(f"{{r}} = arith.divui {kg}, {t.c(EXACT_GROUP * self.C)} : index")
+        most = t.op(f"{{r}} = memref.load {self.arng}[{g}] : memref<?xi32>")
+        b0 = t.op(f"{{r}} = arith.muli {g}, {t.c(EXACT_GROUP)} : index")
+        cols = None
+        for _, nc in colv:
+            r = t.op(f"{{r}} = arith.addi {brow0}, {nc} : index")
+            o = t.op(f"{{r}} = arith.muli {r}, {self.nblk_r} : index")
+            o = t.op(f"{{r}} = arith.addi {o}, {b0} : index")
+            sp = self.spread("%bs", o)
+            cols = sp if cols is None else t.op(f"{{r}} = arith.maxui {cols}, {sp} : i32")
+        both = t.op(f"{{r}} = arith.addi {most}, {cols} : i32")
+        return t.op(f"{{r}} = arith.cmpi ule, {both}, {t.c(self.group_room(), 'i32')} : i32")
 
     def pipe_lanes(self) -> int:
         """f32 lanes of the pipelined tile's accumulators (the 512-bit paths): 16 (zmm)

@@ -489,6 +489,90 @@ def test_exact_pairs_stream_on_bf16_dot_products(lf, rf, k):
         np.testing.assert_array_equal(got, want.astype(F32))
 
 
+def test_exact_group_rooms():
+    """The exact bf16 tiles sum groups of EXACT_GROUP steps in f32 lanes (where the scales
+    allow) for the pairs whose units leave EXACT_GROUP_ROOM binades of spread: a folded
+    lane's 4 x 8 products of at most unit_max(a) x unit_max(b) below 2^24 of the group's
+    least power of two.  Not mxint8 x mxint8, e3m2 with anything but e2m1, nvfp4 (E4M3
+    scales, blocks of 16), blocks of 16, other paths, plain sides."""
+    def kern(lf, rf, path="avx512", k=None):
+        return dot_kernels._DotKernel(dot_kernels.DotSpec(lf, rf, k, k, path))
+
+    rooms = {("mxfp4_e2m1", "mxfp4_e2m1"): 11, ("mxfp6_e2m3", "mxfp6_e2m3"): 7,
+             ("mxfp4_e2m1", "mxfp6_e2m3"): 9, ("mxfp4_e2m1", "mxint8"): 8,
+             ("mxfp6_e2m3", "mxint8"): 6, ("mxint8", "mxint8"): 5,
+             ("mxfp6_e3m2", "mxfp4_e2m1"): 6, ("mxfp6_e3m2", "mxfp6_e2m3"): 4,
+             ("mxfp6_e3m2", "mxfp6_e3m2"): 1}
+    for (lf, rf), room in rooms.items():
+        k = kern(lf, rf)
+        ua, ub = (dot_kernels.unit_max(FORMATS[f]) for f in (lf, rf))
+        assert k.group_room() == room, (lf, rf)
+        assert 4 * 8 * ua * ub << room <= 1 << 24 < 4 * 8 * ua * ub << (room + 1)
+        assert k.grouped == (room >= dot_kernels.EXACT_GROUP_ROOM), (lf, rf)
+    assert not kern("nvfp4", "nvfp4").grouped and not kern("mxfp4_e2m1", "mxfp4_e2m1", k=16).grouped
+    assert not kern("mxfp4_e2m1", "mxfp4_e2m1", "vnni").grouped
+    assert not kern("bf16", "mxfp4_e2m1").grouped
+
+
+def _coded_side(rng, name, shape, codes):
+    """(elements, scales, f32 values): random codes of ``name`` in blocks of 32 under the
+    scale codes ``codes`` ([..., K / 32])."""
+    q = mxj.quantize(rng.standard_normal(shape).astype(F32), name, block_size=32, impl="xla")
+    e = np.asarray(q.elements)
+    s = np.asarray(codes, np.uint8).view(ml_dtypes.float8_e8m0fnu)
+    t = FLOAT_TYPES.get(FORMATS[name].element)
+    c = R.from_bits(e, FORMATS[name].element) if t is not None and t.bits == 6 else e
+    return q.elements, jnp.asarray(s), R.dequantize(c, s, name, block_size=32)
+
+
+@pytest.mark.skipif("avx512" not in PATHS, reason="this CPU has no AVX512-BF16 / VNNI")
+@pytest.mark.parametrize("lf, rf", [("mxfp4_e2m1", "mxfp4_e2m1"), ("mxfp6_e2m3", "mxfp6_e2m3"),
+                                    ("mxfp6_e2m3", "mxfp4_e2m1"), ("mxfp4_e2m1", "mxint8"),
+                                    ("mxfp6_e3m2", "mxfp4_e2m1")])
+def test_exact_groups_bit_for_bit(lf, rf):
+    """Groups of 8 steps summed in f32 lanes (the spread of their scale codes within the
+    pair's room) and groups added step by step (A's codes 40 apart in the second group),
+    whole groups and the steps past them (K of 8, 9, 17 and 24 blocks), 1 to 16 rows, ragged
+    columns: bit for bit the FMA tiles' integer block sums (vnni) and the f64 dot."""
+    assert dot_kernels._DotKernel(dot_kernels.DotSpec(lf, rf, path="avx512")).grouped
+    rng = np.random.default_rng(MX.index(lf) * 7 + MX.index(rf))
+    for M, kb in ((1, 8), (2, 9), (3, 17), (5, 24), (8, 17), (16, 9)):
+        blk = np.arange(kb)
+        ca = 126 + blk % 3 + np.where(blk // 8 == 1, np.where(blk % 2, 20, -20), 0)
+        cb = 127 + (blk + 1) % 3
+        a, sa, va = _coded_side(rng, lf, (M, 32 * kb), np.broadcast_to(ca, (M, kb)))
+        b, sb, vb = _coded_side(rng, rf, (19, 32 * kb), np.broadcast_to(cb, (19, kb)))
+        got, fma = (np.asarray(ffi_dot.dot(a, sa, b, sb, lf, rf, path=p))
+                    for p in ("avx512", "vnni"))
+        want = (va.astype(np.float64) @ vb.astype(np.float64).T).astype(F32)
+        np.testing.assert_array_equal(got, want, err_msg=f"M={M} K={32 * kb}")
+        np.testing.assert_array_equal(fma, want)
+
+
+@pytest.mark.skipif("avx512" not in PATHS, reason="this CPU has no AVX512-BF16 / VNNI")
+@pytest.mark.parametrize("M", [1, 2, 8])
+def test_exact_groups_keep_what_f32_lanes_would_lose(M):
+    """A group whose scales are 40 binades apart -- a tiny block, then a huge one and its
+    negation -- must not be summed in f32 lanes (the tiny block's products would vanish
+    into the huge ones before those cancel): the result is the tiny block's dot, exactly."""
+    rng = np.random.default_rng(5)
+    K = 16 * 32
+    x = np.zeros((M, K), F32)
+    x[:, 256:288] = rng.standard_normal((M, 32)) * 2.0 ** -20  # block 8: tiny
+    x[:, 288:320] = rng.standard_normal((M, 32)) * 2.0 ** 20  # block 9: huge
+    x[:, 320:352] = -x[:, 288:320]  # block 10: its negation
+    w = rng.standard_normal((19, K)).astype(F32)
+    w[:, 320:352] = w[:, 288:320]
+    qa, qb = (mxj.quantize(v, "mxfp4_e2m1", impl="xla") for v in (x, w))
+    got = np.asarray(ffi_dot.dot(qa.elements, qa.scales, qb.elements, qb.scales,
+                                 "mxfp4_e2m1", "mxfp4_e2m1", path="avx512"))
+    va, vb = (np.asarray(mxj.dequantize(q)).astype(np.float64) for q in (qa, qb))
+    want = (va[:, 256:288] @ vb[:, 256:288].T).astype(F32)
+    assert np.count_nonzero(want) > want.size // 2
+    assert np.array_equal((va @ vb.T).astype(F32), want)
+    np.testing.assert_array_equal(got, want)
+
+
 @pytest.mark.parametrize("flag", ["MX_ROWS_BF16", "BF16_STREAM"])
 def test_exact_pairs_keep_the_fma_tiles_without_bf16_rows(monkeypatch, flag):
     """The A/B switches the exact bf16 tiles build on: either off, the exact pairs take the

@@ -95,11 +95,12 @@ func.func private @exact(memref<?xi8>, memref<?xi8>, memref<?xi8>, memref<?xi8>,
 
 // -----
 
-// The same exact pair on avx512, the streaming tiles: A's rows decoded to bf16 once per batch,
-// then per step (one block of 32) and column one vdpbf16ps from zero -- each lane two exact
-// products of the block --, its two halves of lanes added (exact: one block's integers times
-// one power of two), and added into f64 lanes: the f64 sums of exact block sums, as the FMA
-// tiles form them.
+// An exact pair on avx512 (mxint8 x mxint8), the streaming tiles: A's rows decoded to bf16
+// once per batch, then per step (one block of 32) and column one vdpbf16ps from zero -- each
+// lane two exact products of the block --, its two halves of lanes added (exact: one block's
+// integers times one power of two), and added into f64 lanes: the f64 sums of exact block
+// sums, as the FMA tiles form them.  (mxint8's units leave no room for groups of steps summed
+// in f32: see @exact_groups.)
 // CHECK-LABEL: func.func @exact_bf16(
 // CHECK: arith.truncf %{{.*}} : vector<32xf32> to vector<32xbf16>
 // CHECK: %[[Z:.+]] = arith.constant dense<0.000000e+00> : vector<16xf32>
@@ -112,7 +113,34 @@ func.func private @exact(memref<?xi8>, memref<?xi8>, memref<?xi8>, memref<?xi8>,
 // CHECK-NEXT: arith.addf %[[ACC]], %[[W]] : vector<8xf64>
 // CHECK: vector.reduction <add>, %{{[^ ]+}} : vector<8xf64> into f64
 // CHECK: arith.truncf %{{.*}} : f64 to f32
-func.func private @exact_bf16(memref<?xi8>, memref<?xi8>, memref<?xi8>, memref<?xi8>, memref<?xf32>, memref<?xi64>, index, index) attributes {mxlower.dot_kernel = {lhs = "mxfp4_e2m1", rhs = "mxint8", path = "avx512"}}
+// CHECK-NOT: scf.if %{{.*}} -> (vector<32xbf16>
+func.func private @exact_bf16(memref<?xi8>, memref<?xi8>, memref<?xi8>, memref<?xi8>, memref<?xf32>, memref<?xi64>, index, index) attributes {mxlower.dot_kernel = {lhs = "mxint8", rhs = "mxint8", path = "avx512"}}
+
+// -----
+
+// The exact pairs with room for it (e2m1 x e2m1: 11 binades) sum groups of 8 steps in f32
+// lanes where the group's scale codes show every partial sum exact: A's rows' largest spread
+// (max - min of a group's 8 codes) stored per group once per batch, each column's taken from
+// its 8 scale bytes, their sum against 11; then either the group's steps accumulate in f32
+// lanes (vdpbf16ps into the running lanes, not from zero), folded and added into the tile's
+// f64 lanes (in memory) once, or each step is added into them as above.
+// CHECK-LABEL: func.func @exact_groups(
+// CHECK: memref.store %{{.*}} : memref<?xi32>
+// CHECK: arith.maxui %{{.*}} : i32
+// CHECK: arith.minui %{{.*}} : i32
+// CHECK: %[[ROOM:.+]] = arith.constant 11 : i32
+// CHECK-NEXT: %[[OK:.+]] = arith.cmpi ule, %{{.*}}, %[[ROOM]] : i32
+// CHECK-NEXT: scf.if %[[OK]] -> (vector<32xbf16>
+// CHECK: scf.for %{{.*}} iter_args(%[[F:[^ ]+]] = %{{.*}}) -> (vector<16xf32>
+// CHECK: llvm.call_intrinsic "llvm.x86.avx512bf16.dpbf16ps.512"(%[[F]], %{{.*}}, %{{.*}})
+// CHECK: arith.extf %{{.*}} : vector<8xf32> to vector<8xf64>
+// CHECK: vector.store %{{.*}} : memref<256xf64>, vector<8xf64>
+// CHECK: } else {
+// CHECK: %[[Z:.+]] = llvm.call_intrinsic "llvm.x86.avx512bf16.dpbf16ps.512"(%cst
+// CHECK: arith.extf %{{.*}} : vector<8xf32> to vector<8xf64>
+// CHECK: vector.load %{{.*}} : memref<256xf64>, vector<8xf64>
+// CHECK: vector.store %{{.*}} : memref<256xf64>, vector<8xf64>
+func.func private @exact_groups(memref<?xi8>, memref<?xi8>, memref<?xi8>, memref<?xi8>, memref<?xf32>, memref<?xi64>, index, index) attributes {mxlower.dot_kernel = {lhs = "mxfp4_e2m1", rhs = "mxfp4_e2m1", path = "avx512"}}
 
 // -----
 
