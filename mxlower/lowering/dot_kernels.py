@@ -233,11 +233,19 @@ FOLD_EXACT = True
 #: sums, added into the f64 lanes a group at a time; such tiles also run two columns at a
 #: time from three rows on.  0: every step into the f64 lanes
 EXACT_GROUP = 8
+#: the shortest group: a pair whose groups of EXACT_GROUP steps leave too little room takes
+#: groups half as long (one more binade each time) down to this many steps, else none
+EXACT_GROUP_MIN = 4
 #: the least room (binades of spread: :meth:`_DotKernel.group_room`) a pair's groups must
-#: allow for them to be built: e2m1 x e2m1 11, e2m1 x e2m3 9, e2m1 x mxint8 8, e2m3 x e2m3 7,
-#: e2m3 x mxint8 and e3m2 x e2m1 6; mxint8 x mxint8 (5), e3m2 with the others (1-5) and
-#: nvfp4 (E4M3 scales, blocks of 16) keep the step at a time
+#: allow: groups of 8 steps for e2m1 x e2m1 (11), e2m1 x e2m3 (9), e2m1 x mxint8 (8), e2m3 x
+#: e2m3 (7), e2m3 x mxint8 and e3m2 x e2m1 (6); of 4 for mxint8 x mxint8 (6, and nvfp4 x
+#: nvfp4 with :data:`EXACT_GROUP_UNFOLDED`); none for e3m2's other pairs
 EXACT_GROUP_ROOM = 6
+#: whether the exact tiles whose steps hold two blocks (blocks of 16: nvfp4, e2m1 at k = 16;
+#: 16 f64 lanes per row and column, not folded) sum groups too: nvfp4 x nvfp4 measured 1.1-1.5x
+#: faster where the scales allowed, 0.8-0.9x where they did not (the checks of 8 E4M3 scales
+#: a group, its unfolded f64 lanes) on a Zen 4 -- not by default
+EXACT_GROUP_UNFOLDED = False
 #: whether the f8, f6 and mxint8 codes bound for bf16 dot products (the piped tiles of bf16
 #: rows, where no table decode applies, and the bf16 GEMM's packing) are decoded by placing
 #: their bits (:meth:`_DotKernel.placed_bits`: no conversion, no multiply): for mxfp8
@@ -922,12 +930,15 @@ class _DotKernel:
                           and spec.fmt("rhs") is not None and self.C >= 8)
         self.a_bf16 = self.a_bf16 and self.bf_stream
         self.exact_bf16 = self.exact_bf16 and self.a_bf16  # (the tiles it runs on)
-        # ... a group of steps at a time in f32 lanes where the scales allow it
-        fa = spec.fmt("lhs")
-        self.grouped = (EXACT_GROUP > 0 and FOLD_EXACT and self.exact_bf16 and self.C == 32
-                        and spec.k("rhs") == 32 and fa is not None and fb is not None
-                        and fa.scale == fb.scale == "f8E8M0FNU"
-                        and self.group_room() >= EXACT_GROUP_ROOM)
+        # ... a group of steps at a time in f32 lanes where the scales allow it: the longest
+        # group (EXACT_GROUP steps, halved down to EXACT_GROUP_MIN) with room enough
+        self.group_steps = 0
+        if self.exact_bf16 and EXACT_GROUP and (self.folded() or EXACT_GROUP_UNFOLDED):
+            g = EXACT_GROUP
+            while g >= EXACT_GROUP_MIN and self.group_room(g) < EXACT_GROUP_ROOM:
+                g //= 2
+            self.group_steps = g if g >= EXACT_GROUP_MIN else 0
+        self.grouped = self.group_steps > 0
         # the one-row path's f4 codes by permutes from the constant table of their integer
         # units (the 512-bit paths: :meth:`f4_f32_chunk` without a factor), A as it is
         self.f4_perm = (ONE_ROW_F4_PERM and spec.path in AVX512_PATHS and spec.blockwise
@@ -939,15 +950,28 @@ class _DotKernel:
         self.piped = (PIPELINED_STREAM[spec.path] and (not spec.exact or self.exact_bf16)
                       and fb is not None)
 
-    def group_room(self) -> int:
+    def step_values(self) -> int:
+        """K values per step of the piped tiles on bf16 dot products: a chunk, two of 16."""
+        return 2 * self.C if self.C == 16 else self.C
+
+    def folded(self) -> bool:
+        """Whether the exact bf16 tiles add each step's two halves of lanes first (one block a
+        step: :data:`FOLD_EXACT`)."""
+        return FOLD_EXACT and self.s.k("rhs") >= self.step_values()
+
+    def group_room(self, steps: int | None = None) -> int:
         """The most binades by which the scale exponents of a group's blocks (of one row of
-        A plus one column of B) may differ for the group's f32 sums to be exact
-        (:data:`EXACT_GROUP`): each folded lane sums 4 x EXACT_GROUP products of integer
-        units, each at most ``unit_max(a) x unit_max(b)`` times the block's power of two,
-        and every partial sum is a multiple of the group's least power of two, so it is
-        exact while below 2^24 of those."""
-        ua, ub = (unit_max(self.s.fmt(side)) for side in ("lhs", "rhs"))
-        most = 4 * max(EXACT_GROUP, 1) * ua * ub
+        A plus one column of B; E4M3 scales: their exponent fields, 1 for subnormals) may
+        differ for a group of ``steps`` steps (default :attr:`group_steps`) to sum exactly
+        in f32 lanes: each lane sums 2 x ``steps`` products (4 x where the step's halves
+        are folded: one block a step), each at most ``unit_max(a) x unit_max(b)`` times the
+        block's power of two (times 15 x 15 for two E4M3 scales' significands), and every
+        partial sum is a multiple of the group's least power of two, so it is exact while
+        below 2^24 of those; -1 where none is."""
+        steps = self.group_steps if steps is None else steps
+        ua, ub = (unit_max(self.s.fmt(side)) * (15 if self.s.fmt(side).is_nvfp4 else 1)
+                  for side in ("lhs", "rhs"))
+        most = (4 if self.folded() else 2) * max(steps, 1) * ua * ub
         room = 0
         while most << (room + 1) <= 1 << 24:
             room += 1
@@ -1678,11 +1702,11 @@ class _DotKernel:
             mb = t.op(f"{{r}} = arith.muli {t.c(STREAM_M)}, {nblk} : index")
             self.af = t.op(f"{{r}} = memref.alloc({mb}) : memref<?xf32>")
         if self.grouped:  # A's rows' spread per group (copy_rows), a tile's f64 sums
-            ng = t.op(f"{{r}} = arith.divui {self.nblk}, {t.c(EXACT_GROUP)} : index")
+            ng = t.op(f"{{r}} = arith.divui {self.nblk}, {t.c(self.group_blocks())} : index")
             self.ngroups = ng
             ng1 = t.op(f"{{r}} = arith.addi {ng}, {c1} : index")
             self.arng = t.op(f"{{r}} = memref.alloc({ng1}) : memref<?xi32>")
-            self.acc64_t = f"memref<{MR_STREAM * NR_PIPED_FEW * 8}xf64>"
+            self.acc64_t = f"memref<{MR_STREAM * NR_PIPED_FEW * 16}xf64>"
             self.acc64 = t.op(f"{{r}} = memref.alloc() {{{{alignment = 64 : i64}}}} : "
                               f"{self.acc64_t}")
         # the piped streaming tiles' copy of A's rows (plain f32, or bf16 on bf16 dot
@@ -1807,9 +1831,10 @@ class _DotKernel:
                     le = t.op(f"{{r}} = arith.cmpi ule, {M}, {t.c(MR_STREAM_EXACT)} : index")
                     # (the exact tiles one column at a time: two spilled their f64 lanes; not
                     # those summing groups in f32, whose f64 lanes wait in memory)
-                    nr = 1 if self.exact and not self.grouped else NR_STREAM_TILE[s.path]
+                    wide = self.grouped and self.folded()
+                    nr = 1 if self.exact and not wide else NR_STREAM_TILE[s.path]
                     t.if_(le, lambda: self.rows(c0, M, MR_STREAM_EXACT, stream=True,
-                                                a_direct=a_direct, nr=nr if self.grouped else 1,
+                                                a_direct=a_direct, nr=nr if wide else 1,
                                                 piped=piped),
                           lambda: self.rows(c0, M, MR_STREAM, stream=True, a_direct=a_direct,
                                             nr=nr, piped=piped))
@@ -3099,7 +3124,7 @@ class _DotKernel:
                                     pt = vhalf
                                 p = t.op(f"{{r}} = arith.extf {p} : {pt} to {vacc}")
                                 if in_memory:  # the tile's f64 lanes in acc64
-                                    ox = t.c(x * (S // 4))
+                                    ox = t.c(x * (S // 4 if fold else S // 2))
                                     m = t.op(f"{{r}} = vector.load {self.acc64}[{ox}] : "
                                              f"{self.acc64_t}, {vacc}")
                                     p = t.op(f"{{r}} = arith.addf {m}, {p} : {vacc}")
@@ -3131,11 +3156,11 @@ class _DotKernel:
                 out = t.for_(c0, K, t.c(S), inits + chunks, step)
                 self.store_tile(rows, colv, out[:mr * nr], vacc)
                 return []
-            # groups of EXACT_GROUP steps: the tile's f64 lanes in memory (acc64, a vector
-            # of S // 4 lanes per row and column), each group's steps either summed in f32
-            # lanes and added once (group_fast) or added step by step; the steps past the
-            # last whole group step by step
-            lanes = S // 4
+            # groups of group_steps steps: the tile's f64 lanes in memory (acc64, a vector
+            # of S // 4 lanes -- folded -- or S // 2 per row and column), each group's steps
+            # either summed in f32 lanes and added once (group_fast) or added step by step;
+            # the steps past the last whole group step by step
+            lanes = S // 4 if fold else S // 2
             n64 = mr * nr
 
             def sums() -> list[str]:
@@ -3148,14 +3173,20 @@ class _DotKernel:
                          f"{self.acc64_t}, {vacc}")
 
             keep([zero] * n64)
-            gs = S * EXACT_GROUP
+            gs = S * self.group_steps
             whole = t.op(f"{{r}} = arith.divui {K}, {t.c(gs)} : index")
             whole = t.op(f"{{r}} = arith.muli {whole}, {t.c(gs)} : index")
             bts = [bt] * len(chunks)
 
             def by_steps(lo: str, hi: str, carried: list[str]) -> list[str]:
-                # (each step's f64 add in memory: kept in registers, a tile's 16 f64 vectors
-                # beside the pipeline's chunks spilled, 0.72-0.91x a tile of one column)
+                if nr == 1:  # the f64 lanes in registers through the steps
+                    out = t.for_(lo, hi, t.c(S), list(zip(sums() + carried,
+                                                          [vacc] * n64 + bts)), step)
+                    keep(out[:n64])
+                    return out[n64:]
+                # (two columns: each step's f64 add in memory -- kept in registers, a tile's
+                # 16 f64 vectors beside the pipeline's chunks spilled, 0.72-0.91x a tile of
+                # one column)
                 return t.for_(lo, hi, t.c(S), list(zip(carried, bts)),
                               lambda kk, c: step(kk, c, in_memory=True))
 
@@ -3167,13 +3198,15 @@ class _DotKernel:
                     out = t.for_(kg, end, t.c(S), f32s + list(zip(carried, bts)),
                                  lambda kk, c: step(kk, c, summed=True))
                     added = []
-                    for x, (acc, lane) in enumerate(zip(sums(), out[:n64])):
-                        h = [t.op(f"{{r}} = vector.extract_strided_slice {lane} "
-                                  f"{{{{offsets = [{o_}], sizes = [{lanes}], "
-                                  f"strides = [1]}}}} : {va} to {vhalf}")
-                             for o_ in (0, lanes)]
-                        h = t.op(f"{{r}} = arith.addf {h[0]}, {h[1]} : {vhalf}")
-                        h = t.op(f"{{r}} = arith.extf {h} : {vhalf} to {vacc}")
+                    for acc, lane in zip(sums(), out[:n64]):
+                        h, ht = lane, va
+                        if fold:
+                            h = [t.op(f"{{r}} = vector.extract_strided_slice {lane} "
+                                      f"{{{{offsets = [{o_}], sizes = [{lanes}], "
+                                      f"strides = [1]}}}} : {va} to {vhalf}")
+                                 for o_ in (0, lanes)]
+                            h, ht = t.op(f"{{r}} = arith.addf {h[0]}, {h[1]} : {vhalf}"), vhalf
+                        h = t.op(f"{{r}} = arith.extf {h} : {ht} to {vacc}")
                         added.append(t.op(f"{{r}} = arith.addf {acc}, {h} : {vacc}"))
                     keep(added)
                     return out[n64:]
@@ -3238,34 +3271,45 @@ class _DotKernel:
 
         t.if_(fresh, copy)
 
-    def spread(self, smem: str, base: str) -> str:
-        """i32: the largest minus the least of the :data:`EXACT_GROUP` scale codes (e8m0:
-        biased exponents) from ``smem[base]`` on."""
+    def group_blocks(self) -> int:
+        """Blocks of a group of :attr:`group_steps` steps."""
+        return self.group_steps * self.step_values() // self.s.k("rhs")
+
+    def spread(self, side: str, base: str) -> str:
+        """i32: the largest minus the least exponent of ``side``'s :meth:`group_blocks`
+        scale codes from ``base`` on (e8m0: the code; E4M3: its exponent field, 1 for the
+        subnormals, whose significands are those of exponent 1's)."""
         t = self.t
+        e4m3 = self.s.fmt(side).is_nvfp4
+        smem = self.side_mems(side)[1]
         hi = lo = None
-        for u in range(EXACT_GROUP):
+        for u in range(self.group_blocks()):
             o = t.op(f"{{r}} = arith.addi {base}, {t.c(u)} : index")
             c = t.op(f"{{r}} = memref.load {smem}[{o}] : memref<?xi8>")
             c = t.op(f"{{r}} = arith.extui {c} : i8 to i32")
+            if e4m3:
+                c = t.op(f"{{r}} = arith.shrui {c}, {t.c(3, 'i32')} : i32")
+                c = t.op(f"{{r}} = arith.andi {c}, {t.c(15, 'i32')} : i32")
+                c = t.op(f"{{r}} = arith.maxui {c}, {t.c(1, 'i32')} : i32")
             hi = c if hi is None else t.op(f"{{r}} = arith.maxui {hi}, {c} : i32")
             lo = c if lo is None else t.op(f"{{r}} = arith.minui {lo}, {c} : i32")
         return t.op(f"{{r}} = arith.subi {hi}, {lo} : i32")
 
     def row_spreads(self) -> None:
-        """Per whole group of :data:`EXACT_GROUP` blocks, the largest :meth:`spread` of the
+        """Per whole group of :meth:`group_blocks` blocks, the largest :meth:`spread` of the
         unit's M rows of A into :attr:`arng` (:meth:`group_fast`)."""
         t, M = self.t, self.M
         c0, c1 = t.c(0), t.c(1)
         arow0 = self.unit[3]
 
         def group(g: str, _: list[str]) -> list[str]:
-            b0 = t.op(f"{{r}} = arith.muli {g}, {t.c(EXACT_GROUP)} : index")
+            b0 = t.op(f"{{r}} = arith.muli {g}, {t.c(self.group_blocks())} : index")
 
             def row(i: str, acc: list[str]) -> list[str]:
                 r = t.op(f"{{r}} = arith.addi {arow0}, {i} : index")
                 o = t.op(f"{{r}} = arith.muli {r}, {self.nblk} : index")
                 o = t.op(f"{{r}} = arith.addi {o}, {b0} : index")
-                return [t.op(f"{{r}} = arith.maxui {acc[0]}, {self.spread('%as', o)} : i32")]
+                return [t.op(f"{{r}} = arith.maxui {acc[0]}, {self.spread('lhs', o)} : i32")]
 
             most = t.for_(c0, M, c1, [(t.c(0, "i32"), "i32")], row)[0]
             t.do(f"memref.store {most}, {self.arng}[{g}] : memref<?xi32>")
@@ -3274,22 +3318,23 @@ class _DotKernel:
         t.for_(c0, self.ngroups, c1, [], group)
 
     def group_fast(self, kg: str, colv: list[tuple[str, str]]) -> str:
-        """i1: whether the group of :data:`EXACT_GROUP` steps from K position ``kg`` sums
+        """i1: whether the group of :attr:`group_steps` steps from K position ``kg`` sums
         exactly in f32 lanes for every row of A and the tile's columns: A's rows' largest
         spread (:meth:`row_spreads`) plus the columns' largest within
         :meth:`group_room` -- a bound on every (row, column) pair's spread of block
-        exponents (the two codes' sum)."""
+        exponents (the two scales' exponents summed)."""
         t = self.t
         brow0 = self.unit[4]
-        g = t.op(f"{{r}} = arith.divui {kg}, {t.c(EXACT_GROUP * self.C)} : index")
+        gs = self.group_steps * self.step_values()
+        g = t.op(f"{{r}} = arith.divui {kg}, {t.c(gs)} : index")
         most = t.op(f"{{r}} = memref.load {self.arng}[{g}] : memref<?xi32>")
-        b0 = t.op(f"{{r}} = arith.muli {g}, {t.c(EXACT_GROUP)} : index")
+        b0 = t.op(f"{{r}} = arith.muli {g}, {t.c(self.group_blocks())} : index")
         cols = None
         for _, nc in colv:
             r = t.op(f"{{r}} = arith.addi {brow0}, {nc} : index")
             o = t.op(f"{{r}} = arith.muli {r}, {self.nblk_r} : index")
             o = t.op(f"{{r}} = arith.addi {o}, {b0} : index")
-            sp = self.spread("%bs", o)
+            sp = self.spread("rhs", o)
             cols = sp if cols is None else t.op(f"{{r}} = arith.maxui {cols}, {sp} : i32")
         both = t.op(f"{{r}} = arith.addi {most}, {cols} : i32")
         return t.op(f"{{r}} = arith.cmpi ule, {both}, {t.c(self.group_room(), 'i32')} : i32")

@@ -490,26 +490,36 @@ def test_exact_pairs_stream_on_bf16_dot_products(lf, rf, k):
 
 
 def test_exact_group_rooms():
-    """The exact bf16 tiles sum groups of EXACT_GROUP steps in f32 lanes (where the scales
-    allow) for the pairs whose units leave EXACT_GROUP_ROOM binades of spread: a folded
-    lane's 4 x 8 products of at most unit_max(a) x unit_max(b) below 2^24 of the group's
-    least power of two.  Not mxint8 x mxint8, e3m2 with anything but e2m1, nvfp4 (E4M3
-    scales, blocks of 16), blocks of 16, other paths, plain sides."""
+    """The exact bf16 tiles sum groups of steps in f32 lanes (where the scales allow) for the
+    pairs whose units leave EXACT_GROUP_ROOM binades of spread in a group of EXACT_GROUP
+    steps, else of half as many (down to EXACT_GROUP_MIN): a folded lane's 4 x steps
+    products of at most unit_max(a) x unit_max(b) below 2^24 of the group's least power of
+    two (2 x steps unfolded; E4M3 scales: times 15 x 15).  Not e3m2 with anything but e2m1,
+    the unfolded tiles (blocks of 16: nvfp4) unless EXACT_GROUP_UNFOLDED, other paths,
+    plain sides."""
     def kern(lf, rf, path="avx512", k=None):
         return dot_kernels._DotKernel(dot_kernels.DotSpec(lf, rf, k, k, path))
 
-    rooms = {("mxfp4_e2m1", "mxfp4_e2m1"): 11, ("mxfp6_e2m3", "mxfp6_e2m3"): 7,
-             ("mxfp4_e2m1", "mxfp6_e2m3"): 9, ("mxfp4_e2m1", "mxint8"): 8,
-             ("mxfp6_e2m3", "mxint8"): 6, ("mxint8", "mxint8"): 5,
-             ("mxfp6_e3m2", "mxfp4_e2m1"): 6, ("mxfp6_e3m2", "mxfp6_e2m3"): 4,
-             ("mxfp6_e3m2", "mxfp6_e3m2"): 1}
-    for (lf, rf), room in rooms.items():
+    rooms8 = {("mxfp4_e2m1", "mxfp4_e2m1"): 11, ("mxfp6_e2m3", "mxfp6_e2m3"): 7,
+              ("mxfp4_e2m1", "mxfp6_e2m3"): 9, ("mxfp4_e2m1", "mxint8"): 8,
+              ("mxfp6_e2m3", "mxint8"): 6, ("mxint8", "mxint8"): 5,
+              ("mxfp6_e3m2", "mxfp4_e2m1"): 6, ("mxfp6_e3m2", "mxfp6_e2m3"): 4,
+              ("mxfp6_e3m2", "mxfp6_e3m2"): 1}
+    steps = {("mxint8", "mxint8"): 4, ("mxfp6_e3m2", "mxfp6_e2m3"): 0,
+             ("mxfp6_e3m2", "mxfp6_e3m2"): 0}
+    for (lf, rf), room in rooms8.items():
         k = kern(lf, rf)
         ua, ub = (dot_kernels.unit_max(FORMATS[f]) for f in (lf, rf))
-        assert k.group_room() == room, (lf, rf)
+        assert k.folded() and k.group_room(8) == room, (lf, rf)
         assert 4 * 8 * ua * ub << room <= 1 << 24 < 4 * 8 * ua * ub << (room + 1)
-        assert k.grouped == (room >= dot_kernels.EXACT_GROUP_ROOM), (lf, rf)
-    assert not kern("nvfp4", "nvfp4").grouped and not kern("mxfp4_e2m1", "mxfp4_e2m1", k=16).grouped
+        assert k.group_steps == steps.get((lf, rf), 8), (lf, rf)
+        assert k.grouped == bool(k.group_steps)
+        if k.grouped:
+            assert k.group_room() >= dot_kernels.EXACT_GROUP_ROOM
+            assert k.group_room(k.group_steps // 2) == k.group_room() + 1
+    nv = kern("nvfp4", "nvfp4")
+    assert not nv.folded() and not nv.grouped and nv.group_room(4) == 6  # 2 x 4 x 180^2
+    assert not kern("mxfp4_e2m1", "mxfp4_e2m1", k=16).grouped
     assert not kern("mxfp4_e2m1", "mxfp4_e2m1", "vnni").grouped
     assert not kern("bf16", "mxfp4_e2m1").grouped
 
@@ -528,12 +538,13 @@ def _coded_side(rng, name, shape, codes):
 @pytest.mark.skipif("avx512" not in PATHS, reason="this CPU has no AVX512-BF16 / VNNI")
 @pytest.mark.parametrize("lf, rf", [("mxfp4_e2m1", "mxfp4_e2m1"), ("mxfp6_e2m3", "mxfp6_e2m3"),
                                     ("mxfp6_e2m3", "mxfp4_e2m1"), ("mxfp4_e2m1", "mxint8"),
-                                    ("mxfp6_e3m2", "mxfp4_e2m1")])
+                                    ("mxfp6_e3m2", "mxfp4_e2m1"), ("mxint8", "mxint8")])
 def test_exact_groups_bit_for_bit(lf, rf):
-    """Groups of 8 steps summed in f32 lanes (the spread of their scale codes within the
-    pair's room) and groups added step by step (A's codes 40 apart in the second group),
-    whole groups and the steps past them (K of 8, 9, 17 and 24 blocks), 1 to 16 rows, ragged
-    columns: bit for bit the FMA tiles' integer block sums (vnni) and the f64 dot."""
+    """Groups of steps summed in f32 lanes (the spread of their scale codes within the pair's
+    room) and groups added step by step (A's codes 40 apart in the second group of 8
+    blocks), whole groups and the steps past them (K of 8, 9, 17 and 24 blocks), 1 to 16
+    rows, ragged columns: bit for bit the FMA tiles' integer block sums (vnni) and the f64
+    dot."""
     assert dot_kernels._DotKernel(dot_kernels.DotSpec(lf, rf, path="avx512")).grouped
     rng = np.random.default_rng(MX.index(lf) * 7 + MX.index(rf))
     for M, kb in ((1, 8), (2, 9), (3, 17), (5, 24), (8, 17), (16, 9)):
@@ -571,6 +582,45 @@ def test_exact_groups_keep_what_f32_lanes_would_lose(M):
     assert np.count_nonzero(want) > want.size // 2
     assert np.array_equal((va @ vb.T).astype(F32), want)
     np.testing.assert_array_equal(got, want)
+
+
+_UNFOLDED = r"""
+import sys
+import numpy as np
+sys.path.insert(0, sys.argv[1])
+from mxlower.lowering import dot_kernels
+dot_kernels.EXACT_GROUP_UNFOLDED = True  # before any kernel is built
+from test_ffi_dot import _side, F32
+from mxlower.execution import ffi_dot
+rng = np.random.default_rng(3)
+for lf, rf, g in (("nvfp4", "nvfp4", 4), ("mxfp4_e2m1", "nvfp4", 8),
+                  ("mxfp4_e2m1", "mxfp4_e2m1", 8)):
+    kern = dot_kernels._DotKernel(dot_kernels.DotSpec(lf, rf, 16, 16, "avx512"))
+    assert kern.group_steps == g, (lf, rf, kern.group_steps)
+    for M, kb in ((1, 8), (2, 9), (8, 17), (5, 24), (16, 9)):
+        a, sa, va = _side(rng, lf, (M, 16 * kb), 16)
+        b, sb, vb = _side(rng, rf, (19, 16 * kb), 16)
+        got = np.asarray(ffi_dot.dot(a, sa, b, sb, lf, rf, lhs_block_size=16,
+                                     rhs_block_size=16, path="avx512"))
+        want = (va.astype(np.float64) @ vb.astype(np.float64).T).astype(F32)
+        assert np.array_equal(got, want), (lf, rf, M, kb)
+print("ok")
+"""
+
+
+@pytest.mark.skipif("avx512" not in PATHS, reason="this CPU has no AVX512-BF16 / VNNI")
+def test_exact_groups_of_unfolded_steps():
+    """EXACT_GROUP_UNFOLDED (off by default): the tiles whose steps hold two blocks of 16 --
+    nvfp4's E4M3 scales (their exponent fields' spread), e2m1 at k = 16 -- sum groups too
+    (of 4 steps for nvfp4 x nvfp4), bit for bit the f64 dot (in a process of its own: the switch must be set
+    before the kernels are built)."""
+    import pathlib
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", _UNFOLDED, str(pathlib.Path(__file__).parent)],
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stderr[-3000:]
 
 
 @pytest.mark.parametrize("flag", ["MX_ROWS_BF16", "BF16_STREAM"])

@@ -95,12 +95,12 @@ func.func private @exact(memref<?xi8>, memref<?xi8>, memref<?xi8>, memref<?xi8>,
 
 // -----
 
-// An exact pair on avx512 (mxint8 x mxint8), the streaming tiles: A's rows decoded to bf16
+// An exact pair on avx512 (e3m2 x mxint8), the streaming tiles: A's rows decoded to bf16
 // once per batch, then per step (one block of 32) and column one vdpbf16ps from zero -- each
 // lane two exact products of the block --, its two halves of lanes added (exact: one block's
 // integers times one power of two), and added into f64 lanes: the f64 sums of exact block
-// sums, as the FMA tiles form them.  (mxint8's units leave no room for groups of steps summed
-// in f32: see @exact_groups.)
+// sums, as the FMA tiles form them.  (e3m2's and mxint8's units leave no room for groups of
+// steps summed in f32: see @exact_groups.)
 // CHECK-LABEL: func.func @exact_bf16(
 // CHECK: arith.truncf %{{.*}} : vector<32xf32> to vector<32xbf16>
 // CHECK: %[[Z:.+]] = arith.constant dense<0.000000e+00> : vector<16xf32>
@@ -114,7 +114,7 @@ func.func private @exact(memref<?xi8>, memref<?xi8>, memref<?xi8>, memref<?xi8>,
 // CHECK: vector.reduction <add>, %{{[^ ]+}} : vector<8xf64> into f64
 // CHECK: arith.truncf %{{.*}} : f64 to f32
 // CHECK-NOT: scf.if %{{.*}} -> (vector<32xbf16>
-func.func private @exact_bf16(memref<?xi8>, memref<?xi8>, memref<?xi8>, memref<?xi8>, memref<?xf32>, memref<?xi64>, index, index) attributes {mxlower.dot_kernel = {lhs = "mxint8", rhs = "mxint8", path = "avx512"}}
+func.func private @exact_bf16(memref<?xi8>, memref<?xi8>, memref<?xi8>, memref<?xi8>, memref<?xf32>, memref<?xi64>, index, index) attributes {mxlower.dot_kernel = {lhs = "mxfp6_e3m2", rhs = "mxint8", path = "avx512"}}
 
 // -----
 
@@ -134,12 +134,12 @@ func.func private @exact_bf16(memref<?xi8>, memref<?xi8>, memref<?xi8>, memref<?
 // CHECK: scf.for %{{.*}} iter_args(%[[F:[^ ]+]] = %{{.*}}) -> (vector<16xf32>
 // CHECK: llvm.call_intrinsic "llvm.x86.avx512bf16.dpbf16ps.512"(%[[F]], %{{.*}}, %{{.*}})
 // CHECK: arith.extf %{{.*}} : vector<8xf32> to vector<8xf64>
-// CHECK: vector.store %{{.*}} : memref<256xf64>, vector<8xf64>
+// CHECK: vector.store %{{.*}} : memref<{{[0-9]+}}xf64>, vector<8xf64>
 // CHECK: } else {
 // CHECK: %[[Z:.+]] = llvm.call_intrinsic "llvm.x86.avx512bf16.dpbf16ps.512"(%cst
 // CHECK: arith.extf %{{.*}} : vector<8xf32> to vector<8xf64>
-// CHECK: vector.load %{{.*}} : memref<256xf64>, vector<8xf64>
-// CHECK: vector.store %{{.*}} : memref<256xf64>, vector<8xf64>
+// CHECK: vector.load %{{.*}} : memref<{{[0-9]+}}xf64>, vector<8xf64>
+// CHECK: vector.store %{{.*}} : memref<{{[0-9]+}}xf64>, vector<8xf64>
 func.func private @exact_groups(memref<?xi8>, memref<?xi8>, memref<?xi8>, memref<?xi8>, memref<?xf32>, memref<?xi64>, index, index) attributes {mxlower.dot_kernel = {lhs = "mxfp4_e2m1", rhs = "mxfp4_e2m1", path = "avx512"}}
 
 // -----
