@@ -224,9 +224,9 @@ EXACT_BF16 = True
 #: f64 add take it, into half as many f64 lanes: 1.2-1.4x faster at M = 2 to 16 on a Zen 4
 #: (two columns a tile then measured 0.67x: spills)
 FOLD_EXACT = True
-#: steps (of 32 values, one block each) that the exact pairs' bf16 tiles
-#: (:data:`EXACT_BF16`) sum in f32 lanes before adding them into their f64 lanes, where a
-#: run-time look at the group's scale codes shows every partial sum exact in f32
+#: steps (of 32 values) that the exact pairs' bf16 tiles (:data:`EXACT_BF16`) sum in f32
+#: lanes before adding them into their f64 lanes (at most: :attr:`_DotKernel.group_steps`),
+#: where a run-time look at the group's scale codes shows every partial sum exact in f32
 #: (:meth:`_DotKernel.group_fast`: the spread of the blocks' scale exponents within the
 #: group, A's rows' and the tile's columns', no more than :meth:`_DotKernel.group_room`);
 #: the other groups take a conversion and an f64 add per step as before.  The same exact
@@ -810,7 +810,6 @@ class _Text:
             other()
             self.indent -= 2
         self.do("}")
-
 
     def if_values(self, cond: str, types: Sequence[str], then: Callable[[], list[str]],
                   other: Callable[[], list[str]]) -> list[str]:
@@ -1706,6 +1705,7 @@ class _DotKernel:
             self.ngroups = ng
             ng1 = t.op(f"{{r}} = arith.addi {ng}, {c1} : index")
             self.arng = t.op(f"{{r}} = memref.alloc({ng1}) : memref<?xi32>")
+            # (at most MR_STREAM rows x NR_PIPED_FEW columns x 16 lanes)
             self.acc64_t = f"memref<{MR_STREAM * NR_PIPED_FEW * 16}xf64>"
             self.acc64 = t.op(f"{{r}} = memref.alloc() {{{{alignment = 64 : i64}}}} : "
                               f"{self.acc64_t}")
