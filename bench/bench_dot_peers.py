@@ -10,6 +10,8 @@ GEMV (``--gemv``, N = K = 4096): activations x [M, K] against MX weights w [N, K
 * ``JAX scaled_matmul``: ``jax.nn.scaled_matmul`` under ``jax.jit`` on the same packed weights;
   it takes only scaled operands, so x is quantized first (to mxfp8_e4m3 beside MX weights, to
   nvfp4 beside nvfp4 ones; outside the timing) -- a different, less exact product;
+* ``mxlower (x quantized)``: ``mxlower.jax.scaled_dot`` of those same MX operands (what
+  ``jax.nn.scaled_matmul`` runs after ``mxlower.jax.install()``);
 * ``torch bf16`` / ``torch f32``: ``torch.nn.functional.linear(x, w)`` with the weights
   dequantized to bf16 / f32 beforehand (what a torch user without MX kernels runs);
 * ``XLA f32``: XLA's f32 dot with the weights dequantized to f32 [K, N] beforehand.
@@ -104,14 +106,15 @@ def gemv(M: int, NK: int, reps: int) -> None:
             "mx32": _timed(lambda: sd(xj, w)),  # noqa: B023
             "mx16": _timed(lambda: sd(xb, w)),  # noqa: B023
             "jax": _jax_scaled_matmul(xq, w),
+            "mxq": _timed(lambda: sd(xq, w)),  # noqa: B023
             "tbf16": _torch_linear(x, wd, "bf16"),
             "tf32": _torch_linear(x, wd, "f32"),
             "xla": _timed(lambda: xkn(xj, wd_kn)),  # noqa: B023
         }, reps)
+        peer = min(v for k, v in t.items() if k not in ("mx32", "mx16", "mxq") and v == v)
         print(f"| {M} | {fmt} | {_cell(t['mx32'])} | {_cell(t['mx16'])} | {_cell(t['jax'])} | "
-              f"{_cell(t['tbf16'])} | {_cell(t['tf32'])} | {_cell(t['xla'])} | "
-              f"{min(v for k, v in t.items() if k not in ('mx32', 'mx16') and v == v) / t['mx32']:.1f}x |",
-              flush=True)
+              f"{_cell(t['mxq'])} | {_cell(t['tbf16'])} | {_cell(t['tf32'])} | "
+              f"{_cell(t['xla'])} | {peer / t['mx32']:.1f}x |", flush=True)
 
 
 def gemm(n: int, reps: int) -> None:
@@ -157,8 +160,9 @@ def main() -> None:
     if a.gemv:
         print("\nGEMV, ms (last column: the fastest peer's time / mxlower f32's)\n")
         print("| M | weights | mxlower f32 x | mxlower bf16 x | JAX scaled_matmul (x quantized) | "
-              "torch bf16 | torch f32 | XLA f32 | fastest peer / mxlower |")
-        print("|---:|---|---:|---:|---:|---:|---:|---:|---:|")
+              "mxlower (x quantized) | torch bf16 | torch f32 | XLA f32 | "
+              "fastest peer / mxlower f32 x |")
+        print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
         for m in a.gemv.split(","):
             gemv(int(m), a.nk, a.reps)
     if a.gemm:
