@@ -23,7 +23,6 @@ __all__ = ["PROBES", "Probe", "best_peaks", "compiled_probe", "gemm_probe", "pat
            "peaks", "probe_function"]
 
 
-
 @dataclass(frozen=True)
 class Probe:
     """One instruction whose peak rate :func:`peaks` measures: ``acc = op(acc, a, b)`` on
