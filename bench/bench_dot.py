@@ -51,8 +51,8 @@ import numpy as np
 
 import mxlower.jax as mxj
 from mxlower.benchmarking import round_robin
-from mxlower.execution.peaks import best_peaks, gemm_probe, path_probes, peaks
 from mxlower.execution import ffi_dot
+from mxlower.execution.peaks import best_peaks, fma_probe, gemm_probe, path_probes, peaks
 
 FORMATS = ("mxfp4_e2m1", "mxfp6_e2m3", "mxfp8_e4m3", "nvfp4", "mxint8")
 
@@ -158,7 +158,7 @@ def gemm(n: int, reps: int) -> list[tuple[str, dict[str, float], str | None]]:
 
 def gemm_row(n: int, fmt: str, t: dict[str, float], probe: str | None, others: list[str],
              peak: dict[str, dict[str, float]]) -> str:
-    fma = f"f32 FMA {'zmm' if ffi_dot.host_path() in ('amx', 'avx512') else 'ymm'}"
+    fma = fma_probe(ffi_dot.host_path())
     fl = 2.0 * n ** 3
     share = (f"{probe} | {fl / t['kernel'] / 1e6 / peak[probe]['gflops']:.0%}" if probe
              else "- | -")

@@ -19,8 +19,8 @@ from mxlower.bindings import upstream
 import mxlower.execution.ffi as ffi
 from mxlower.lowering.dot_kernels import AVX512_PATHS, DotSpec
 
-__all__ = ["PROBES", "Probe", "best_peaks", "compiled_probe", "gemm_probe", "path_probes",
-           "peaks", "probe_function"]
+__all__ = ["PROBES", "Probe", "best_peaks", "compiled_probe", "fma_probe", "gemm_probe",
+           "path_probes", "peaks", "probe_function"]
 
 
 @dataclass(frozen=True)
@@ -61,22 +61,30 @@ PROBES = {p.name: p for p in (
 PROBE_CHAINS = 12
 
 
+def _width(path: str) -> str:
+    return "zmm" if path in AVX512_PATHS else "ymm"
+
+
+def fma_probe(path: str) -> str:
+    """The probe of the f32 FMAs at a dot-kernel path's vector width."""
+    return f"f32 FMA {_width(path)}"
+
+
 def path_probes(path: str) -> list[str]:
     """The probes of the instructions a dot-kernel path
     (:data:`mxlower.lowering.dot_kernels.PATHS`) runs: the f32 FMAs at its vector width, its
     dot products."""
     if path in AVX512_PATHS:
-        return ["f32 FMA zmm", "vdpbf16ps zmm", "vpdpbusd zmm", "vpdpwssd zmm"]
+        return [fma_probe(path), "vdpbf16ps zmm", "vpdpbusd zmm", "vpdpwssd zmm"]
     if path == "vnni":
-        return ["f32 FMA ymm", "vpdpbusd ymm", "vpdpwssd ymm"]
-    return ["f32 FMA ymm"]
+        return [fma_probe(path), "vpdpbusd ymm", "vpdpwssd ymm"]
+    return [fma_probe(path)]
 
 
 def gemm_probe(spec: DotSpec) -> str | None:
     """The probe of the instruction ``spec``'s GEMM runs on (its packed GEMM's dot products,
     else the f32 FMAs at its path's width); None for AMX tiles, which no probe measures."""
-    zmm = spec.path in AVX512_PATHS
-    width = "zmm" if zmm else "ymm"
+    width = _width(spec.path)
     if spec.amx_dot:
         return None
     if spec.quad_dot:
@@ -87,7 +95,7 @@ def gemm_probe(spec: DotSpec) -> str | None:
         return "vdpbf16ps zmm"
     if spec.int_dot:  # avx2's vpmaddubsw / vpmaddwd + adds: no probe
         return None
-    return f"f32 FMA {width}"
+    return fma_probe(spec.path)
 
 
 def probe_function(probe: Probe) -> str:

@@ -937,7 +937,6 @@ class _DotKernel:
             while g >= EXACT_GROUP_MIN and self.group_room(g) < EXACT_GROUP_ROOM:
                 g //= 2
             self.group_steps = g if g >= EXACT_GROUP_MIN else 0
-        self.grouped = self.group_steps > 0
         # the one-row path's f4 codes by permutes from the constant table of their integer
         # units (the 512-bit paths: :meth:`f4_f32_chunk` without a factor), A as it is
         self.f4_perm = (ONE_ROW_F4_PERM and spec.path in AVX512_PATHS and spec.blockwise
@@ -948,6 +947,11 @@ class _DotKernel:
         # the streaming tiles software-pipelined (:meth:`piped_tile`)
         self.piped = (PIPELINED_STREAM[spec.path] and (not spec.exact or self.exact_bf16)
                       and fb is not None)
+
+    @property
+    def grouped(self) -> bool:
+        """Whether the exact tiles sum groups of :attr:`group_steps` steps in f32 lanes."""
+        return self.group_steps > 0
 
     def step_values(self) -> int:
         """K values per step of the piped tiles on bf16 dot products: a chunk, two of 16."""
@@ -2968,7 +2972,7 @@ class _DotKernel:
         c0, c1 = t.c(0), t.c(1)
         bfdot = self.bf_stream
         W = self.pipe_lanes()
-        S = 2 * C if bfdot and C == 16 else C  # K values per step
+        S = self.step_values() if bfdot else C  # K values per step
         va, vh, vcf = _vt(S // 2 if bfdot else W, "f32"), _vt(S, "bf16"), _vt(C, "f32")
         # the exact tiles (:attr:`exact_bf16`): each step's lanes from zero (two exact products
         # of one block each), added into f64 lanes
@@ -2976,9 +2980,22 @@ class _DotKernel:
         assert not exact or (bfdot and self.exact_bf16)
         # (a step within one block -- k >= S --: its two halves of lanes added first, exactly,
         # so that one conversion and one f64 add take the step)
-        fold = exact and FOLD_EXACT and s.k("rhs") >= S
-        vacc = _vt(S // 4 if fold else S // 2, "f64") if exact else va
+        fold = exact and self.folded()
+        lanes64 = S // 4 if fold else S // 2  # f64 lanes per row and column
+        vacc = _vt(lanes64, "f64") if exact else va
         vhalf = _vt(S // 4, "f32")
+
+        def widened(p: str) -> str:
+            """An exact tile's f32 lanes ``p`` (a step's or a group's) in f64 lanes: their two
+            halves added first where the tile folds (exact: see group_room)."""
+            pt = va
+            if fold:
+                h = [t.op(f"{{r}} = vector.extract_strided_slice {p} "
+                          f"{{{{offsets = [{o_}], sizes = [{S // 4}], "
+                          f"strides = [1]}}}} : {va} to {vhalf}")
+                     for o_ in (0, S // 4)]
+                p, pt = t.op(f"{{r}} = arith.addf {h[0]}, {h[1]} : {vhalf}"), vhalf
+            return t.op(f"{{r}} = arith.extf {p} : {pt} to {vacc}")
         zero_va = t.c(0.0, va) if exact else None
         bt = vh if bfdot else vcf  # the carried chunks' type
         mlast = t.op(f"{{r}} = arith.subi {M}, {c1} : index")
@@ -3114,17 +3131,9 @@ class _DotKernel:
                                      f'"llvm.x86.avx512bf16.dpbf16ps.{16 * S}"'
                                      f"({into}, {a}, {cur[j]}) : ({va}, {vh}, {vh}) -> {va}")
                             if exact and not summed:
-                                pt = va
-                                if fold:
-                                    h = [t.op(f"{{r}} = vector.extract_strided_slice {p} "
-                                              f"{{{{offsets = [{o_}], sizes = [{S // 4}], "
-                                              f"strides = [1]}}}} : {va} to {vhalf}")
-                                         for o_ in (0, S // 4)]
-                                    p = t.op(f"{{r}} = arith.addf {h[0]}, {h[1]} : {vhalf}")
-                                    pt = vhalf
-                                p = t.op(f"{{r}} = arith.extf {p} : {pt} to {vacc}")
+                                p = widened(p)
                                 if in_memory:  # the tile's f64 lanes in acc64
-                                    ox = t.c(x * (S // 4 if fold else S // 2))
+                                    ox = t.c(x * lanes64)
                                     m = t.op(f"{{r}} = vector.load {self.acc64}[{ox}] : "
                                              f"{self.acc64_t}, {vacc}")
                                     p = t.op(f"{{r}} = arith.addf {m}, {p} : {vacc}")
@@ -3160,20 +3169,19 @@ class _DotKernel:
             # of S // 4 lanes -- folded -- or S // 2 per row and column), each group's steps
             # either summed in f32 lanes and added once (group_fast) or added step by step;
             # the steps past the last whole group step by step
-            lanes = S // 4 if fold else S // 2
             n64 = mr * nr
 
             def sums() -> list[str]:
-                return [t.op(f"{{r}} = vector.load {self.acc64}[{t.c(x * lanes)}] : "
+                return [t.op(f"{{r}} = vector.load {self.acc64}[{t.c(x * lanes64)}] : "
                              f"{self.acc64_t}, {vacc}") for x in range(n64)]
 
             def keep(vals: list[str]) -> None:
                 for x, v in enumerate(vals):
-                    t.do(f"vector.store {v}, {self.acc64}[{t.c(x * lanes)}] : "
+                    t.do(f"vector.store {v}, {self.acc64}[{t.c(x * lanes64)}] : "
                          f"{self.acc64_t}, {vacc}")
 
             keep([zero] * n64)
-            gs = S * self.group_steps
+            gs = self.group_values()
             whole = t.op(f"{{r}} = arith.divui {K}, {t.c(gs)} : index")
             whole = t.op(f"{{r}} = arith.muli {whole}, {t.c(gs)} : index")
             bts = [bt] * len(chunks)
@@ -3197,18 +3205,8 @@ class _DotKernel:
                     f32s = [(zero_va, va)] * n64
                     out = t.for_(kg, end, t.c(S), f32s + list(zip(carried, bts)),
                                  lambda kk, c: step(kk, c, summed=True))
-                    added = []
-                    for acc, lane in zip(sums(), out[:n64]):
-                        h, ht = lane, va
-                        if fold:
-                            h = [t.op(f"{{r}} = vector.extract_strided_slice {lane} "
-                                      f"{{{{offsets = [{o_}], sizes = [{lanes}], "
-                                      f"strides = [1]}}}} : {va} to {vhalf}")
-                                 for o_ in (0, lanes)]
-                            h, ht = t.op(f"{{r}} = arith.addf {h[0]}, {h[1]} : {vhalf}"), vhalf
-                        h = t.op(f"{{r}} = arith.extf {h} : {ht} to {vacc}")
-                        added.append(t.op(f"{{r}} = arith.addf {acc}, {h} : {vacc}"))
-                    keep(added)
+                    keep([t.op(f"{{r}} = arith.addf {acc}, {widened(lane)} : {vacc}")
+                          for acc, lane in zip(sums(), out[:n64])])
                     return out[n64:]
 
                 return t.if_values(self.group_fast(kg, colv), bts, summed,
@@ -3271,9 +3269,13 @@ class _DotKernel:
 
         t.if_(fresh, copy)
 
+    def group_values(self) -> int:
+        """K values of a group of :attr:`group_steps` steps."""
+        return self.group_steps * self.step_values()
+
     def group_blocks(self) -> int:
         """Blocks of a group of :attr:`group_steps` steps."""
-        return self.group_steps * self.step_values() // self.s.k("rhs")
+        return self.group_values() // self.s.k("rhs")
 
     def spread(self, side: str, base: str) -> str:
         """i32: the largest minus the least exponent of ``side``'s :meth:`group_blocks`
@@ -3325,8 +3327,7 @@ class _DotKernel:
         exponents (the two scales' exponents summed)."""
         t = self.t
         brow0 = self.unit[4]
-        gs = self.group_steps * self.step_values()
-        g = t.op(f"{{r}} = arith.divui {kg}, {t.c(gs)} : index")
+        g = t.op(f"{{r}} = arith.divui {kg}, {t.c(self.group_values())} : index")
         most = t.op(f"{{r}} = memref.load {self.arng}[{g}] : memref<?xi32>")
         b0 = t.op(f"{{r}} = arith.muli {g}, {t.c(self.group_blocks())} : index")
         cols = None
