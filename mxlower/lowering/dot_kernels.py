@@ -230,22 +230,23 @@ FOLD_EXACT = True
 #: (:meth:`_DotKernel.group_fast`: the spread of the blocks' scale exponents within the
 #: group, A's rows' and the tile's columns', no more than :meth:`_DotKernel.group_room`);
 #: the other groups take a conversion and an f64 add per step as before.  The same exact
-#: sums, added into the f64 lanes a group at a time; such tiles also run two columns at a
-#: time from three rows on.  0: every step into the f64 lanes
+#: sums, added into the f64 lanes a group at a time (the group's two halves of lanes added
+#: first, one (row, column) after another); such tiles also run two columns at a time from
+#: three rows on.  0: every step into the f64 lanes
 EXACT_GROUP = 8
 #: the shortest group: a pair whose groups of EXACT_GROUP steps leave too little room takes
 #: groups half as long (one more binade each time) down to this many steps, else none
 EXACT_GROUP_MIN = 4
 #: the least room (binades of spread: :meth:`_DotKernel.group_room`) a pair's groups must
 #: allow: groups of 8 steps for e2m1 x e2m1 (11), e2m1 x e2m3 (9), e2m1 x mxint8 (8), e2m3 x
-#: e2m3 (7), e2m3 x mxint8 and e3m2 x e2m1 (6); of 4 for mxint8 x mxint8 (6, and nvfp4 x
-#: nvfp4 with :data:`EXACT_GROUP_UNFOLDED`); none for e3m2's other pairs
-EXACT_GROUP_ROOM = 6
+#: e2m3 (7), e2m3 x mxint8 and e3m2 x e2m1 (6), mxint8 x mxint8 (5), e3m2 x e2m3 and nvfp4 x
+#: nvfp4 (4); of 4 for e3m2 x mxint8 (4); none for e3m2 x e3m2
+EXACT_GROUP_ROOM = 4
 #: whether the exact tiles whose steps hold two blocks (blocks of 16: nvfp4, e2m1 at k = 16;
-#: 16 f64 lanes per row and column, not folded) sum groups too: nvfp4 x nvfp4 measured 1.1-1.5x
-#: faster where the scales allowed, 0.8-0.9x where they did not (the checks of 8 E4M3 scales
-#: a group, its unfolded f64 lanes) on a Zen 4 -- not by default
-EXACT_GROUP_UNFOLDED = False
+#: 16 f64 lanes per row and column, not folded) sum groups too (the group's f32 lanes folded
+#: into 8 of them as it is added): nvfp4 x nvfp4 on normal data 1.4-2x faster at M = 2 to 16
+#: on a Zen 4 (BENCHMARKS.md, sixteenth session)
+EXACT_GROUP_UNFOLDED = True
 #: whether the f8, f6 and mxint8 codes bound for bf16 dot products (the piped tiles of bf16
 #: rows, where no table decode applies, and the bf16 GEMM's packing) are decoded by placing
 #: their bits (:meth:`_DotKernel.placed_bits`: no conversion, no multiply): for mxfp8
@@ -966,15 +967,16 @@ class _DotKernel:
         """The most binades by which the scale exponents of a group's blocks (of one row of
         A plus one column of B; E4M3 scales: their exponent fields, 1 for subnormals) may
         differ for a group of ``steps`` steps (default :attr:`group_steps`) to sum exactly
-        in f32 lanes: each lane sums 2 x ``steps`` products (4 x where the step's halves
-        are folded: one block a step), each at most ``unit_max(a) x unit_max(b)`` times the
-        block's power of two (times 15 x 15 for two E4M3 scales' significands), and every
-        partial sum is a multiple of the group's least power of two, so it is exact while
-        below 2^24 of those; -1 where none is."""
+        in f32 lanes: each lane sums 2 x ``steps`` products, and its two halves are added
+        (where the step's halves are folded: one block a step, else as the group is added
+        into the f64 lanes): 4 x ``steps`` products, each at most ``unit_max(a) x
+        unit_max(b)`` times the block's power of two (times 15 x 15 for two E4M3 scales'
+        significands), and every partial sum is a multiple of the group's least power of
+        two, so it is exact while below 2^24 of those; -1 where none is."""
         steps = self.group_steps if steps is None else steps
         ua, ub = (unit_max(self.s.fmt(side)) * (15 if self.s.fmt(side).is_nvfp4 else 1)
                   for side in ("lhs", "rhs"))
-        most = (4 if self.folded() else 2) * max(steps, 1) * ua * ub
+        most = 4 * max(steps, 1) * ua * ub
         room = 0
         while most << (room + 1) <= 1 << 24:
             room += 1
@@ -1835,7 +1837,7 @@ class _DotKernel:
                     le = t.op(f"{{r}} = arith.cmpi ule, {M}, {t.c(MR_STREAM_EXACT)} : index")
                     # (the exact tiles one column at a time: two spilled their f64 lanes; not
                     # those summing groups in f32, whose f64 lanes wait in memory)
-                    wide = self.grouped and self.folded()
+                    wide = self.grouped
                     nr = 1 if self.exact and not wide else NR_STREAM_TILE[s.path]
                     t.if_(le, lambda: self.rows(c0, M, MR_STREAM_EXACT, stream=True,
                                                 a_direct=a_direct, nr=nr if wide else 1,
@@ -2985,17 +2987,18 @@ class _DotKernel:
         vacc = _vt(lanes64, "f64") if exact else va
         vhalf = _vt(S // 4, "f32")
 
-        def widened(p: str) -> str:
+        def widened(p: str, halves: bool = fold) -> str:
             """An exact tile's f32 lanes ``p`` (a step's or a group's) in f64 lanes: their two
-            halves added first where the tile folds (exact: see group_room)."""
-            pt = va
-            if fold:
-                h = [t.op(f"{{r}} = vector.extract_strided_slice {p} "
-                          f"{{{{offsets = [{o_}], sizes = [{S // 4}], "
-                          f"strides = [1]}}}} : {va} to {vhalf}")
-                     for o_ in (0, S // 4)]
-                p, pt = t.op(f"{{r}} = arith.addf {h[0]}, {h[1]} : {vhalf}"), vhalf
-            return t.op(f"{{r}} = arith.extf {p} : {pt} to {vacc}")
+            halves added first where ``halves`` (the tile folds; every group: exact, see
+            group_room), into S / 4 lanes then."""
+            if not halves:
+                return t.op(f"{{r}} = arith.extf {p} : {va} to {vacc}")
+            h = [t.op(f"{{r}} = vector.extract_strided_slice {p} "
+                      f"{{{{offsets = [{o_}], sizes = [{S // 4}], "
+                      f"strides = [1]}}}} : {va} to {vhalf}")
+                 for o_ in (0, S // 4)]
+            p = t.op(f"{{r}} = arith.addf {h[0]}, {h[1]} : {vhalf}")
+            return t.op(f"{{r}} = arith.extf {p} : {vhalf} to {_vt(S // 4, 'f64')}")
         zero_va = t.c(0.0, va) if exact else None
         bt = vh if bfdot else vcf  # the carried chunks' type
         mlast = t.op(f"{{r}} = arith.subi {M}, {c1} : index")
@@ -3205,8 +3208,16 @@ class _DotKernel:
                     f32s = [(zero_va, va)] * n64
                     out = t.for_(kg, end, t.c(S), f32s + list(zip(carried, bts)),
                                  lambda kk, c: step(kk, c, summed=True))
-                    keep([t.op(f"{{r}} = arith.addf {acc}, {widened(lane)} : {vacc}")
-                          for acc, lane in zip(sums(), out[:n64])])
+                    # each (row, column)'s group, its halves added, into the first S / 4 of
+                    # its f64 lanes (all of them where the tile folds), one after another
+                    # (loads of every sum first held 16-32 of them in registers: spills)
+                    vg = _vt(S // 4, "f64")
+                    for x, lane in enumerate(out[:n64]):
+                        ox = t.c(x * lanes64)
+                        acc = t.op(f"{{r}} = vector.load {self.acc64}[{ox}] : "
+                                   f"{self.acc64_t}, {vg}")
+                        acc = t.op(f"{{r}} = arith.addf {acc}, {widened(lane, True)} : {vg}")
+                        t.do(f"vector.store {acc}, {self.acc64}[{ox}] : {self.acc64_t}, {vg}")
                     return out[n64:]
 
                 return t.if_values(self.group_fast(kg, colv), bts, summed,

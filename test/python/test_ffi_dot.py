@@ -492,11 +492,10 @@ def test_exact_pairs_stream_on_bf16_dot_products(lf, rf, k):
 def test_exact_group_rooms():
     """The exact bf16 tiles sum groups of steps in f32 lanes (where the scales allow) for the
     pairs whose units leave EXACT_GROUP_ROOM binades of spread in a group of EXACT_GROUP
-    steps, else of half as many (down to EXACT_GROUP_MIN): a folded lane's 4 x steps
-    products of at most unit_max(a) x unit_max(b) below 2^24 of the group's least power of
-    two (2 x steps unfolded; E4M3 scales: times 15 x 15).  Not e3m2 with anything but e2m1,
-    the unfolded tiles (blocks of 16: nvfp4) unless EXACT_GROUP_UNFOLDED, other paths,
-    plain sides."""
+    steps, else of half as many (down to EXACT_GROUP_MIN): a lane's 4 x steps products,
+    its two halves added, of at most unit_max(a) x unit_max(b) below 2^24 of the group's
+    least power of two (E4M3 scales: times 15 x 15), folded tiles or not (blocks of 16:
+    nvfp4, e2m1 at k = 16).  Not e3m2 x e3m2, other paths, plain sides."""
     def kern(lf, rf, path="avx512", k=None):
         return dot_kernels._DotKernel(dot_kernels.DotSpec(lf, rf, k, k, path))
 
@@ -504,9 +503,8 @@ def test_exact_group_rooms():
               ("mxfp4_e2m1", "mxfp6_e2m3"): 9, ("mxfp4_e2m1", "mxint8"): 8,
               ("mxfp6_e2m3", "mxint8"): 6, ("mxint8", "mxint8"): 5,
               ("mxfp6_e3m2", "mxfp4_e2m1"): 6, ("mxfp6_e3m2", "mxfp6_e2m3"): 4,
-              ("mxfp6_e3m2", "mxfp6_e3m2"): 1}
-    steps = {("mxint8", "mxint8"): 4, ("mxfp6_e3m2", "mxfp6_e2m3"): 0,
-             ("mxfp6_e3m2", "mxfp6_e3m2"): 0}
+              ("mxfp6_e3m2", "mxfp6_e3m2"): 1, ("mxfp6_e3m2", "mxint8"): 3}
+    steps = {("mxfp6_e3m2", "mxint8"): 4, ("mxfp6_e3m2", "mxfp6_e3m2"): 0}
     for (lf, rf), room in rooms8.items():
         k = kern(lf, rf)
         ua, ub = (dot_kernels.unit_max(FORMATS[f]) for f in (lf, rf))
@@ -517,9 +515,10 @@ def test_exact_group_rooms():
         if k.grouped:
             assert k.group_room() >= dot_kernels.EXACT_GROUP_ROOM
             assert k.group_room(k.group_steps // 2) == k.group_room() + 1
-    nv = kern("nvfp4", "nvfp4")
-    assert not nv.folded() and not nv.grouped and nv.group_room(4) == 6  # 2 x 4 x 180^2
-    assert not kern("mxfp4_e2m1", "mxfp4_e2m1", k=16).grouped
+    nv = kern("nvfp4", "nvfp4")  # 4 x 8 x 180^2 < 2^20
+    assert not nv.folded() and nv.group_steps == 8 and nv.group_room() == 4
+    e16 = kern("mxfp4_e2m1", "mxfp4_e2m1", k=16)
+    assert not e16.folded() and e16.group_steps == 8 and e16.group_room() == 11
     assert not kern("mxfp4_e2m1", "mxfp4_e2m1", "vnni").grouped
     assert not kern("bf16", "mxfp4_e2m1").grouped
 
@@ -584,43 +583,58 @@ def test_exact_groups_keep_what_f32_lanes_would_lose(M):
     np.testing.assert_array_equal(got, want)
 
 
-_UNFOLDED = r"""
-import sys
-import numpy as np
-sys.path.insert(0, sys.argv[1])
-from mxlower.lowering import dot_kernels
-dot_kernels.EXACT_GROUP_UNFOLDED = True  # before any kernel is built
-from test_ffi_dot import _side, F32
-from mxlower.execution import ffi_dot
-rng = np.random.default_rng(3)
-for lf, rf, g in (("nvfp4", "nvfp4", 4), ("mxfp4_e2m1", "nvfp4", 8),
-                  ("mxfp4_e2m1", "mxfp4_e2m1", 8)):
+@pytest.mark.skipif("avx512" not in PATHS, reason="this CPU has no AVX512-BF16 / VNNI")
+@pytest.mark.parametrize("lf, rf, room", [("nvfp4", "nvfp4", 4), ("mxfp4_e2m1", "nvfp4", 7),
+                                          ("mxfp4_e2m1", "mxfp4_e2m1", 11)])
+def test_exact_groups_of_unfolded_steps(lf, rf, room):
+    """The tiles whose steps hold two blocks of 16 (EXACT_GROUP_UNFOLDED) -- nvfp4's E4M3
+    scales (their exponent fields' spread), e2m1 at k = 16 -- sum groups of 8 steps too,
+    the group's two halves of lanes added as it goes into the f64 lanes: random data whose
+    blocks' scales lie up to 6 binades apart (groups fast and slow), whole groups and the
+    steps past them, 1 to 16 rows: bit for bit the f64 dot."""
     kern = dot_kernels._DotKernel(dot_kernels.DotSpec(lf, rf, 16, 16, "avx512"))
-    assert kern.group_steps == g, (lf, rf, kern.group_steps)
-    for M, kb in ((1, 8), (2, 9), (8, 17), (5, 24), (16, 9)):
+    assert kern.group_steps == 8 and kern.group_room() == room and not kern.folded()
+    rng = np.random.default_rng(3)
+    for M, kb in ((1, 8), (2, 9), (3, 16), (8, 17), (5, 24), (16, 33)):
         a, sa, va = _side(rng, lf, (M, 16 * kb), 16)
         b, sb, vb = _side(rng, rf, (19, 16 * kb), 16)
         got = np.asarray(ffi_dot.dot(a, sa, b, sb, lf, rf, lhs_block_size=16,
                                      rhs_block_size=16, path="avx512"))
         want = (va.astype(np.float64) @ vb.astype(np.float64).T).astype(F32)
-        assert np.array_equal(got, want), (lf, rf, M, kb)
-print("ok")
-"""
+        np.testing.assert_array_equal(got, want, err_msg=f"M={M} K={16 * kb}")
 
 
 @pytest.mark.skipif("avx512" not in PATHS, reason="this CPU has no AVX512-BF16 / VNNI")
-def test_exact_groups_of_unfolded_steps():
-    """EXACT_GROUP_UNFOLDED (off by default): the tiles whose steps hold two blocks of 16 --
-    nvfp4's E4M3 scales (their exponent fields' spread), e2m1 at k = 16 -- sum groups too
-    (of 4 steps for nvfp4 x nvfp4), bit for bit the f64 dot (in a process of its own: the switch must be set
-    before the kernels are built)."""
-    import pathlib
-    import subprocess
-    import sys
-
-    out = subprocess.run([sys.executable, "-c", _UNFOLDED, str(pathlib.Path(__file__).parent)],
-                         capture_output=True, text=True, timeout=600)
-    assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stderr[-3000:]
+@pytest.mark.parametrize("M", [1, 2, 8])
+def test_exact_nvfp4_groups_keep_what_f32_lanes_would_lose(M):
+    """nvfp4's group check reads the E4M3 scales' exponent fields: in a group of 16 blocks, a
+    tiny block (exponent field 1) in the first half of a step's lanes, a huge one (field
+    15) in the second half and its negation in the next step's first half -- 28 binades
+    apart, beyond f32 lanes -- must be added step by step: the result is the dot without
+    the huge blocks, exactly."""
+    rng = np.random.default_rng(6)
+    K = 16 * 16
+    qa, qb = (mxj.quantize(rng.standard_normal((n, K)).astype(F32), "nvfp4", impl="xla")
+              for n in (M, 19))
+    (ea, sa), (eb, sb) = ((np.array(q.elements), np.array(q.scales).view(np.uint8))
+                          for q in (qa, qb))
+    for e, neg in ((ea, True), (eb, False)):
+        e[:, 96:112] = -e[:, 80:96] if neg else e[:, 80:96]
+    for s in (sa, sb):
+        s[:, 4] = 0x08 | (s[:, 4] & 7)  # field 1: 2^-6 x 1.m
+        s[:, 5] = s[:, 6] = 0x78 | (s[:, 5] & 3)  # field 15: 2^8 x 1.m (not NaN)
+    (va, vb) = (R.dequantize(e, s.view(ml_dtypes.float8_e4m3fn), "nvfp4", block_size=16)
+                .astype(np.float64) for e, s in ((ea, sa), (eb, sb)))
+    got = np.asarray(ffi_dot.dot(jnp.asarray(ea), jnp.asarray(sa.view(ml_dtypes.float8_e4m3fn)),
+                                 jnp.asarray(eb), jnp.asarray(sb.view(ml_dtypes.float8_e4m3fn)),
+                                 "nvfp4", "nvfp4", lhs_block_size=16, rhs_block_size=16,
+                                 path="avx512"))
+    keep = np.r_[0:80, 112:K]
+    want = (va[:, keep] @ vb[:, keep].T).astype(F32)
+    assert np.array_equal((va @ vb.T).astype(F32), want)
+    tiny = (va[:, 64:80] @ vb[:, 64:80].T)
+    assert np.count_nonzero(tiny) > tiny.size // 2
+    np.testing.assert_array_equal(got, want)
 
 
 @pytest.mark.parametrize("flag", ["MX_ROWS_BF16", "BF16_STREAM"])

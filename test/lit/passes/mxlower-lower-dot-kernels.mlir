@@ -95,12 +95,12 @@ func.func private @exact(memref<?xi8>, memref<?xi8>, memref<?xi8>, memref<?xi8>,
 
 // -----
 
-// An exact pair on avx512 (e3m2 x mxint8), the streaming tiles: A's rows decoded to bf16
+// An exact pair on avx512 (e3m2 x e3m2), the streaming tiles: A's rows decoded to bf16
 // once per batch, then per step (one block of 32) and column one vdpbf16ps from zero -- each
 // lane two exact products of the block --, its two halves of lanes added (exact: one block's
 // integers times one power of two), and added into f64 lanes: the f64 sums of exact block
-// sums, as the FMA tiles form them.  (e3m2's and mxint8's units leave no room for groups of
-// steps summed in f32: see @exact_groups.)
+// sums, as the FMA tiles form them.  (e3m2 x e3m2's units leave no room for groups of steps
+// summed in f32: see @exact_groups.)
 // CHECK-LABEL: func.func @exact_bf16(
 // CHECK: arith.truncf %{{.*}} : vector<32xf32> to vector<32xbf16>
 // CHECK: %[[Z:.+]] = arith.constant dense<0.000000e+00> : vector<16xf32>
@@ -114,7 +114,7 @@ func.func private @exact(memref<?xi8>, memref<?xi8>, memref<?xi8>, memref<?xi8>,
 // CHECK: vector.reduction <add>, %{{[^ ]+}} : vector<8xf64> into f64
 // CHECK: arith.truncf %{{.*}} : f64 to f32
 // CHECK-NOT: scf.if %{{.*}} -> (vector<32xbf16>
-func.func private @exact_bf16(memref<?xi8>, memref<?xi8>, memref<?xi8>, memref<?xi8>, memref<?xf32>, memref<?xi64>, index, index) attributes {mxlower.dot_kernel = {lhs = "mxfp6_e3m2", rhs = "mxint8", path = "avx512"}}
+func.func private @exact_bf16(memref<?xi8>, memref<?xi8>, memref<?xi8>, memref<?xi8>, memref<?xf32>, memref<?xi64>, index, index) attributes {mxlower.dot_kernel = {lhs = "mxfp6_e3m2", rhs = "mxfp6_e3m2", path = "avx512"}}
 
 // -----
 
