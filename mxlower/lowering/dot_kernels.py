@@ -239,9 +239,15 @@ EXACT_GROUP = 8
 EXACT_GROUP_MIN = 4
 #: the least room (binades of spread: :meth:`_DotKernel.group_room`) a pair's groups must
 #: allow: groups of 8 steps for e2m1 x e2m1 (11), e2m1 x e2m3 (9), e2m1 x mxint8 (8), e2m3 x
-#: e2m3 (7), e2m3 x mxint8 and e3m2 x e2m1 (6), mxint8 x mxint8 (5), e3m2 x e2m3 and nvfp4 x
-#: nvfp4 (4); of 4 for e3m2 x mxint8 (4); none for e3m2 x e3m2
-EXACT_GROUP_ROOM = 4
+#: e2m3 (7), e2m3 x mxint8 and e3m2 x e2m1 (6); of 4 for mxint8 x mxint8 (6); none for e3m2's
+#: other pairs.  (mxint8 x mxint8 in groups of 8, room 5, measured 1.1-1.2x faster on normal
+#: data, 0.82-0.86x where each block of 32 took a random power of two up to 2^3)
+EXACT_GROUP_ROOM = 6
+#: the same for the pairs with an E4M3-scaled side (nvfp4), whose scales' significands take
+#: 8 bits of the room (15 x 15): nvfp4 x nvfp4 in groups of 8, room 4 -- 1.7-2.6x faster at
+#: M = 2 to 16 on normal data (every group summed in f32), 0.8-0.95x with blocks 2^3 apart
+#: (none), on a Zen 4 (BENCHMARKS.md, sixteenth session)
+EXACT_GROUP_ROOM_E4M3 = 4
 #: whether the exact tiles whose steps hold two blocks (blocks of 16: nvfp4, e2m1 at k = 16;
 #: 16 f64 lanes per row and column, not folded) sum groups too (the group's f32 lanes folded
 #: into 8 of them as it is added): nvfp4 x nvfp4 on normal data 1.4-2x faster at M = 2 to 16
@@ -935,7 +941,9 @@ class _DotKernel:
         self.group_steps = 0
         if self.exact_bf16 and EXACT_GROUP and (self.folded() or EXACT_GROUP_UNFOLDED):
             g = EXACT_GROUP
-            while g >= EXACT_GROUP_MIN and self.group_room(g) < EXACT_GROUP_ROOM:
+            least = (EXACT_GROUP_ROOM_E4M3 if any(spec.fmt(x).is_nvfp4 for x in ("lhs", "rhs"))
+                     else EXACT_GROUP_ROOM)
+            while g >= EXACT_GROUP_MIN and self.group_room(g) < least:
                 g //= 2
             self.group_steps = g if g >= EXACT_GROUP_MIN else 0
         # the one-row path's f4 codes by permutes from the constant table of their integer

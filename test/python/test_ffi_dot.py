@@ -492,10 +492,11 @@ def test_exact_pairs_stream_on_bf16_dot_products(lf, rf, k):
 def test_exact_group_rooms():
     """The exact bf16 tiles sum groups of steps in f32 lanes (where the scales allow) for the
     pairs whose units leave EXACT_GROUP_ROOM binades of spread in a group of EXACT_GROUP
-    steps, else of half as many (down to EXACT_GROUP_MIN): a lane's 4 x steps products,
-    its two halves added, of at most unit_max(a) x unit_max(b) below 2^24 of the group's
-    least power of two (E4M3 scales: times 15 x 15), folded tiles or not (blocks of 16:
-    nvfp4, e2m1 at k = 16).  Not e3m2 x e3m2, other paths, plain sides."""
+    steps (EXACT_GROUP_ROOM_E4M3 with an nvfp4 side), else of half as many (down to
+    EXACT_GROUP_MIN): a lane's 4 x steps products, its two halves added, of at most
+    unit_max(a) x unit_max(b) below 2^24 of the group's least power of two (E4M3 scales:
+    times 15 x 15), folded tiles or not (blocks of 16: nvfp4, e2m1 at k = 16).  Not e3m2
+    with anything but e2m1, other paths, plain sides."""
     def kern(lf, rf, path="avx512", k=None):
         return dot_kernels._DotKernel(dot_kernels.DotSpec(lf, rf, k, k, path))
 
@@ -504,7 +505,8 @@ def test_exact_group_rooms():
               ("mxfp6_e2m3", "mxint8"): 6, ("mxint8", "mxint8"): 5,
               ("mxfp6_e3m2", "mxfp4_e2m1"): 6, ("mxfp6_e3m2", "mxfp6_e2m3"): 4,
               ("mxfp6_e3m2", "mxfp6_e3m2"): 1, ("mxfp6_e3m2", "mxint8"): 3}
-    steps = {("mxfp6_e3m2", "mxint8"): 4, ("mxfp6_e3m2", "mxfp6_e3m2"): 0}
+    steps = {("mxint8", "mxint8"): 4, ("mxfp6_e3m2", "mxfp6_e2m3"): 0,
+             ("mxfp6_e3m2", "mxint8"): 0, ("mxfp6_e3m2", "mxfp6_e3m2"): 0}
     for (lf, rf), room in rooms8.items():
         k = kern(lf, rf)
         ua, ub = (dot_kernels.unit_max(FORMATS[f]) for f in (lf, rf))
@@ -514,6 +516,7 @@ def test_exact_group_rooms():
         assert k.grouped == bool(k.group_steps)
         if k.grouped:
             assert k.group_room() >= dot_kernels.EXACT_GROUP_ROOM
+            assert k.group_steps == 8 or k.group_room(8) < dot_kernels.EXACT_GROUP_ROOM
             assert k.group_room(k.group_steps // 2) == k.group_room() + 1
     nv = kern("nvfp4", "nvfp4")  # 4 x 8 x 180^2 < 2^20
     assert not nv.folded() and nv.group_steps == 8 and nv.group_room() == 4
