@@ -44,10 +44,10 @@ threads.  Within a unit two ways, chosen at run time by M:
   :data:`EXACT_GROUP` blocks at a time: :meth:`_DotKernel.group_fast`).  On the 512-bit paths
   (:data:`PIPELINED_STREAM`) the tiles of plain f32 / bf16 rows are software-pipelined
   (:meth:`_DotKernel.piped_tile`: B's chunks decoded :data:`PIPE_DEPTH` steps ahead of the
-  dot products, A's rows copied once per batch at a padded stride, f4 and f6 codes on bf16
-  dot products by one word permute from the block's table -- the row of a constant table of
-  every scale code's products that the block's scale byte selects (:data:`SCALE_TABLES`)
-  --, f8 and mxint8 codes by placing their bits:
+  dot products, A's rows copied once per batch in slabs of a step's values of every row, f4
+  and f6 codes on bf16 dot products by one word permute from the block's table -- the row
+  of a constant table of every scale code's products that the block's scale byte selects
+  (:data:`SCALE_TABLES`) --, f8 and mxint8 codes by placing their bits:
   :meth:`_DotKernel.placed_bits`), two rows run as one such tile (B read once),
   and one row of bf16 activations too where such a decode applies; each chunk of B's codes
   prefetches the same chunk of the next column (group) (:data:`PREFETCH_NEXT_ROW`);
@@ -194,10 +194,6 @@ NR_PIPED_FEW = 4
 #: faster at M = 1, 0.95x at M = 2; f32 x mxfp6's two-row tables 1.45x; mxint8's two rows
 #: measured 0.85-0.97x and keep four (BENCHMARKS.md, thirteenth session)
 NR_PIPED_FEW_F32_32 = 2
-#: bytes of padding after each row of the piped streaming tiles' copy of A: rows K values
-#: apart (a power of two of bytes, often) share the L1 cache's sets, and the tile reads 3-16
-#: of them at once
-A_PAD_BYTES = 64
 #: whether the avx512 path's streaming tiles (3-16 rows) of bf16 activations run on bf16
 #: dot products (:attr:`_DotKernel.bf_stream`)
 BF16_STREAM = True
@@ -1724,14 +1720,23 @@ class _DotKernel:
             self.acc64 = t.op(f"{{r}} = memref.alloc() {{{{alignment = 64 : i64}}}} : "
                               f"{self.acc64_t}")
         # the piped streaming tiles' copy of A's rows (plain f32, or bf16 on bf16 dot
-        # products), at a padded stride (:data:`A_PAD_BYTES`), and the batch it holds
+        # products) in slabs of a step's values of every row (:meth:`copy_rows`), and the
+        # batch it holds
         self.ap = None
         if self.piped and (s.lhs == "f32" or self.bf_stream):
             lt = self.ap_type = "bf16" if self.a_bf16 else s.lhs
-            self.apad = A_PAD_BYTES // (2 if lt == "bf16" else 4)  # values
-            self.kp = t.op(f"{{r}} = arith.addi {K}, {t.c(self.apad)} : index")
-            n = t.op(f"{{r}} = arith.muli {t.c(STREAM_M)}, {self.kp} : index")
-            self.ap = t.op(f"{{r}} = memref.alloc({n}) : memref<?x{lt}>")
+            self.lay = self.step_values() if self.bf_stream else self.C
+            kl = t.op(f"{{r}} = arith.ceildivui {K}, {t.c(self.lay)} : index")
+            self.kl = t.op(f"{{r}} = arith.muli {kl}, {t.c(self.lay)} : index")
+            n = t.op(f"{{r}} = arith.muli {t.c(STREAM_M)}, {self.kl} : index")
+            self.ap = t.op(f"{{r}} = memref.alloc({n}) {{{{alignment = 64 : i64}}}} : "
+                           f"memref<?x{lt}>")
+            # the slabs' rows: M (one or two rows: tiles of M rows), else M rounded up to
+            # MR_STREAM (the last tile's rows past M: zeros)
+            few = t.op(f"{{r}} = arith.cmpi ule, {M}, {t.c(2)} : index")
+            up = t.op(f"{{r}} = arith.ceildivui {M}, {t.c(MR_STREAM)} : index")
+            up = t.op(f"{{r}} = arith.muli {up}, {t.c(MR_STREAM)} : index")
+            self.arows = t.op(f"{{r}} = arith.select {few}, {M}, {up} : index")
             self.apb = t.op("{r} = memref.alloca() : memref<1xindex>")
             t.do(f"memref.store {Bt}, {self.apb}[{c0}] : memref<1xindex>")
         pt = self.pt
@@ -2967,8 +2972,8 @@ class _DotKernel:
         dot products) while the FMAs (or ``vdpbf16ps``) run on the chunk decoded that many
         steps before.  The dot products of a step then wait on nothing, so a decode's long
         chain (load, shuffles, widen, convert, scale) no longer bounds the step, nor do they
-        hold the scheduler while it runs.  A's rows come from their padded copy
-        (:meth:`copy_rows`); f32 accumulators of :meth:`pipe_lanes` lanes per row and
+        hold the scheduler while it runs.  A's rows come from their copy in slabs
+        (:meth:`copy_rows`: one pointer for the tile's rows); f32 accumulators of :meth:`pipe_lanes` lanes per row and
         column.  On bf16 dot products with chunks of 16 (nvfp4), two
         chunks per step, so that each ``vdpbf16ps`` is a 512-bit one: a second chunk past K
         (K an odd number of chunks) is zeros, as are A's values there (:meth:`copy_rows`
@@ -3108,12 +3113,13 @@ class _DotKernel:
                 return out
 
             def a_row(i: int) -> tuple[str, str]:
-                """(memory, offset of K = 0) of the tile's row i of A: the padded copy of
-                plain f32 / bf16 rows, else (f16) the scratch of decoded rows."""
-                mc = rows[i][1]
+                """(memory, offset of K = 0) of the tile's row i of A: in the slabs of plain
+                f32 / bf16 rows (the rows past M, zeros, unclamped: one pointer then
+                serves every row), else (f16) the scratch of decoded rows."""
                 if self.ap is not None:
-                    return self.ap, t.op(f"{{r}} = arith.muli {mc}, {self.kp} : index")
-                return self.ad, t.op(f"{{r}} = arith.muli {mc}, {K} : index")
+                    return self.ap, t.op(f"{{r}} = arith.muli {rows[i][0]}, "
+                                         f"{t.c(self.lay)} : index")
+                return self.ad, t.op(f"{{r}} = arith.muli {rows[i][1]}, {K} : index")
 
             bases = [a_row(i) for i in range(mr)]
 
@@ -3131,8 +3137,11 @@ class _DotKernel:
                 nxt = t.op(f"{{r}} = arith.addi {kk}, {t.c(depth * S)} : index")
                 nxt = carry[mr * nr + nr:] + decode(
                     t.op(f"{{r}} = arith.minui {nxt}, {klast} : index"))
+                # (in the slabs: K position kk of row r at kk x arows + r x lay)
+                ks = (t.op(f"{{r}} = arith.muli {kk}, {self.arows} : index")
+                      if self.ap is not None else kk)
                 for i, (mem, base) in enumerate(bases):
-                    o = t.op(f"{{r}} = arith.addi {base}, {kk} : index")
+                    o = t.op(f"{{r}} = arith.addi {base}, {ks} : index")
                     if bfdot:
                         a = t.op(f"{{r}} = vector.load {mem}[{o}] : memref<?xbf16>, {vh}")
                         for j in range(nr):
@@ -3240,15 +3249,38 @@ class _DotKernel:
 
     def copy_rows(self) -> None:
         """Copies the unit's M rows of A (plain, as stored; MX rows decoded to f32 by
-        :meth:`prepare` and converted to bf16, exactly: :attr:`a_bf16`) into :attr:`ap` at
-        its padded stride, unless the call's previous unit copied that batch's."""
+        :meth:`prepare` and converted to bf16, exactly: :attr:`a_bf16`) into :attr:`ap`,
+        unless the call's previous unit copied that batch's: in slabs of :attr:`lay` values
+        (a piped tile's step) of the tiles' :attr:`arows` rows, slab after slab -- K position
+        k of row r at (k // lay) x arows x lay + r x lay + k % lay --, so that a step reads
+        its rows at fixed distances from one pointer (rows K values apart took a register
+        each: 8 rows and the decode's pointers spilled); zeros past K in the last slab (a
+        second chunk of 16 past K) and in the rows from M to arows (their results are not
+        stored)."""
         t, C, K, M = self.t, self.C, self.K, self.M
         b, _, _, arow0, _ = self.unit
         c0, c1 = t.c(0), t.c(1)
-        at = self.ap_type
+        at, L = self.ap_type, self.lay
         vt = _vt(C, at)
-        vz = _vt(self.apad, at)
-        zero = t.c(0.0, vz)
+        zero = t.c(0.0, vt)
+
+        def slab_at(i: str, kk: str) -> str:
+            """The offset in :attr:`ap` of row ``i``'s K position ``kk`` (a chunk's)."""
+            sl = t.op(f"{{r}} = arith.divui {kk}, {t.c(L)} : index")
+            o = t.op(f"{{r}} = arith.muli {sl}, {self.arows} : index")
+            o = t.op(f"{{r}} = arith.muli {o}, {t.c(L)} : index")
+            w = t.op(f"{{r}} = arith.remui {kk}, {t.c(L)} : index")
+            ri = t.op(f"{{r}} = arith.muli {i}, {t.c(L)} : index")
+            o = t.op(f"{{r}} = arith.addi {o}, {ri} : index")
+            return t.op(f"{{r}} = arith.addi {o}, {w} : index")
+
+        def zeros(i: str, lo: str) -> None:
+            """Zeros into row ``i`` from K position ``lo`` to the end of its last slab."""
+            def chunk(kk: str, _: list[str]) -> list[str]:
+                t.do(f"vector.store {zero}, {self.ap}[{slab_at(i, kk)}] : memref<?x{at}>, {vt}")
+                return []
+
+            t.for_(lo, self.kl, t.c(C), [], chunk)
         held = t.op(f"{{r}} = memref.load {self.apb}[{c0}] : memref<1xindex>")
         fresh = t.op(f"{{r}} = arith.cmpi ne, {held}, {b} : index")
 
@@ -3262,7 +3294,6 @@ class _DotKernel:
                 else:
                     r = t.op(f"{{r}} = arith.addi {arow0}, {i} : index")
                     src = t.op(f"{{r}} = arith.muli {r}, {K} : index")
-                dst = t.op(f"{{r}} = arith.muli {i}, {self.kp} : index")
 
                 def step(kk: str, _: list[str]) -> list[str]:
                     o = t.op(f"{{r}} = arith.addi {src}, {kk} : index")
@@ -3272,16 +3303,22 @@ class _DotKernel:
                         v = t.op(f"{{r}} = arith.truncf {v} : {_vt(C, 'f32')} to {vt}")
                     else:
                         v = t.op(f"{{r}} = vector.load %a[{o}] : memref<?x{at}>, {vt}")
-                    o = t.op(f"{{r}} = arith.addi {dst}, {kk} : index")
-                    t.do(f"vector.store {v}, {self.ap}[{o}] : memref<?x{at}>, {vt}")
+                    t.do(f"vector.store {v}, {self.ap}[{slab_at(i, kk)}] : "
+                         f"memref<?x{at}>, {vt}")
                     return []
 
                 t.for_(c0, K, t.c(C), [], step)
-                o = t.op(f"{{r}} = arith.addi {dst}, {K} : index")  # the padding: zeros
-                t.do(f"vector.store {zero}, {self.ap}[{o}] : memref<?x{at}>, {vz}")
+                if L > C:
+                    zeros(i, K)
                 return []
 
             t.for_(c0, M, c1, [], row)
+
+            def empty(i: str, _: list[str]) -> list[str]:
+                zeros(i, c0)
+                return []
+
+            t.for_(M, self.arows, c1, [], empty)
             if self.grouped:
                 self.row_spreads()
             t.do(f"memref.store {b}, {self.apb}[{c0}] : memref<1xindex>")

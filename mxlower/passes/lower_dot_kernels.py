@@ -43,8 +43,8 @@ class LowerDotKernels(ModulePass):
       small scratch; on ``avx512`` and ``amx`` the tiles of plain rows are
       software-pipelined -- B's chunks decoded two steps ahead of the FMAs or
       ``vdpbf16ps``, f4 codes by permutes from each block's table of scaled values, A's
-      rows copied once at a padded stride); larger M decodes B's panel once and runs a
-      6 x 2 register tile of FMAs;
+      rows copied once, a step's values of every row side by side); larger M decodes B's
+      panel once and runs a 6 x 2 register tile of FMAs;
     * where both sides are integer-unit formats (e2m1, e2m3, e3m2, int8) with one block size,
       each block's sum of the integer units is exact and is scaled by the two blocks' factors
       (streaming: accumulated in f64 -- the f64 sum of exact block sums, rounded once); the

@@ -709,7 +709,8 @@ def test_piped_streaming_tiles(plain, fmt):
     of 4 rows, one and two of 8), K of one block (the loop's steps decode its only chunk
     again) to three, two chunks per block (k = 64), f4 in chunks of 16 (two per step on bf16
     dot products, from two blocks' tables; past K zeros), ragged columns across panels,
-    batches (A's padded copy made again for each batch), and an empty contraction (zeros)."""
+    batches (A's copy in slabs made again for each batch; M = 3, 11: tiles reading rows
+    past M), and an empty contraction (zeros)."""
     rng = np.random.default_rng(FORMATS[fmt].block_size + len(plain))
     ks = (16,) if fmt == "nvfp4" else (None, 16, 64) if fmt == "mxfp4_e2m1" else (None, 64)
     for k in ks:

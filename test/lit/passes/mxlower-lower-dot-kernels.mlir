@@ -331,15 +331,17 @@ func.func private @tiles(memref<?xi8>, memref<?xi8>, memref<?xi8>, memref<?xi8>,
 
 // bf16 activations against MXFP8 weights on avx512, the streaming tiles (one or two rows:
 // one tile of 4 columns; 3 to 16 rows: tiles of 4 or 8), software-pipelined: A's rows copied
-// once per batch at a padded stride (K + 32 values), B's first two chunks per column
+// once per batch in slabs of a step's 32 values of every row (the tiles' rows: M, or M
+// rounded up to 8; K rounded up to 32), read from one pointer; B's first two chunks per column
 // decoded to their scaled bf16 values (placed bits, the factor from the panel's scratch)
 // before the loop over K; each step decodes the chunks two steps on (carried: 4 columns x 2) while
 // one vdpbf16ps per row and column runs on the chunk decoded two steps before.
 // CHECK-LABEL: func.func @gemv_bf16(
 // CHECK-SAME: %[[A:[^:]+]]: memref<?xbf16>
-// CHECK: %[[KP:.+]] = arith.addi %{{.*}}, %c32{{.*}} : index
-// CHECK: %[[N:.+]] = arith.muli %c16{{.*}}, %[[KP]] : index
-// CHECK: %[[AP:.+]] = memref.alloc(%[[N]]) : memref<?xbf16>
+// CHECK: %[[AP:.+]] = memref.alloc(%{{.*}}) {alignment = 64 : i64} : memref<?xbf16>
+// CHECK: %[[UP:.+]] = arith.ceildivui %{{.*}}, %c8{{.*}} : index
+// CHECK: %[[UP8:.+]] = arith.muli %[[UP]], %c8{{.*}} : index
+// CHECK: %[[ROWS:.+]] = arith.select %{{.*}}, %{{.*}}, %[[UP8]] : index
 // CHECK: memref.load %{{.*}} : memref<1xindex>
 // CHECK: %[[V:.+]] = vector.load %[[A]][%{{.*}}] : memref<?xbf16>, vector<32xbf16>
 // CHECK: vector.store %[[V]], %[[AP]][%{{.*}}] : memref<?xbf16>, vector<32xbf16>
@@ -352,7 +354,9 @@ func.func private @tiles(memref<?xi8>, memref<?xi8>, memref<?xi8>, memref<?xi8>,
 // CHECK: scf.for %{{.*}} iter_args(%[[ACC:[^ ]+]] = %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[CUR:[^ ]+]] = %[[B0]], {{.*}}) -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<32xbf16>, vector<32xbf16>, vector<32xbf16>, vector<32xbf16>, vector<32xbf16>, vector<32xbf16>, vector<32xbf16>, vector<32xbf16>)
 // CHECK: arith.ori %{{.*}}, %{{.*}} : vector<32xi16>
 // CHECK-NEXT: %[[NEXT:.+]] = arith.bitcast %{{.*}} : vector<32xi16> to vector<32xbf16>
-// CHECK: %[[AV:.+]] = vector.load %[[AP]][%{{.*}}] : memref<?xbf16>, vector<32xbf16>
+// CHECK: %[[KR:.+]] = arith.muli %{{.*}}, %[[ROWS]] : index
+// CHECK: %[[O:.+]] = arith.addi %{{.*}}, %[[KR]] : index
+// CHECK: %[[AV:.+]] = vector.load %[[AP]][%[[O]]] : memref<?xbf16>, vector<32xbf16>
 // CHECK-NEXT: llvm.call_intrinsic "llvm.x86.avx512bf16.dpbf16ps.512"(%[[ACC]], %[[AV]], %[[CUR]]) : (vector<16xf32>, vector<32xbf16>, vector<32xbf16>) -> vector<16xf32>
 // CHECK: scf.yield {{.*}}, %[[NEXT]], %{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}} : {{.*}}, vector<32xbf16>
 // the f32 lanes summed as a tree (reassociated)
@@ -402,11 +406,11 @@ func.func private @gemv_bf16_f4(memref<?xbf16>, memref<?xi8>, memref<?xi8>, memr
 // constant (every E4M3 scale code's 16 products, exact in bf16) that its scale byte,
 // read as stored, selects: no multiply, no conversion.  Past K (an odd number of chunks)
 // the second chunk's codes are masked off (code 0: a masked load never faults there),
-// against A's padding (zeroed after each row's copy).
+// against zeros in A's last slab (stored after each row's copy).
 // CHECK: memref.global "private" constant @mxlower_nvfp4_bf16 : memref<4096xi16> = dense<"0x{{[0-9A-F]+}}"> {alignment = 64 : i64}
 // CHECK-LABEL: func.func @gemv_nvfp4(
-// CHECK: %[[Z:.+]] = arith.constant dense<0.000000e+00> : vector<32xbf16>
-// CHECK: vector.store %[[Z]], %[[AP:[^\[]+]][%{{.*}}] : memref<?xbf16>, vector<32xbf16>
+// CHECK: %[[Z:.+]] = arith.constant dense<0.000000e+00> : vector<16xbf16>
+// CHECK: vector.store %[[Z]], %[[AP:[^\[]+]][%{{.*}}] : memref<?xbf16>, vector<16xbf16>
 // CHECK-NOT: vector.store {{.*}} : memref<?xf32>, vector<8xf32>
 // CHECK: %[[IN:.+]] = arith.cmpi ult, %{{.*}}, %{{.*}} : index
 // CHECK: %[[G:.+]] = memref.get_global @mxlower_nvfp4_bf16 : memref<4096xi16>
@@ -517,10 +521,10 @@ func.func private @gemv_int8(memref<?xbf16>, memref<?xi8>, memref<?xi8>, memref<
 
 // MXFP8 activations against MXFP8 weights on avx512 (a pair off the exact path): the streaming
 // tiles decode A's few rows once per batch -- to their scaled f32 values in the scratch, then
-// to bf16 (exact: at most 8 significant bits, normal under the range test) in the padded copy
-// -- and run on bf16 dot products as bf16 rows do.
+// to bf16 (exact: at most 8 significant bits, normal under the range test) in the copy in
+// slabs -- and run on bf16 dot products as bf16 rows do.
 // CHECK-LABEL: func.func @gemv_mx_f8(
-// CHECK: %[[AP:.+]] = memref.alloc(%{{.*}}) : memref<?xbf16>
+// CHECK: %[[AP:.+]] = memref.alloc(%{{.*}}) {alignment = 64 : i64} : memref<?xbf16>
 // CHECK: memref.load %{{.*}} : memref<1xindex>
 // CHECK: vector.store %{{.*}}, %[[AD:[^\[]+]][%{{.*}}] : memref<?xf32>, vector<32xf32>
 // CHECK: %[[V:.+]] = vector.load %[[AD]][%{{.*}}] : memref<?xf32>, vector<32xf32>
