@@ -856,13 +856,19 @@ def scale_table(fmt: str, kind: str) -> tuple[int | float, ...]:
     """The constant table of :data:`SCALE_TABLES` for the MX format ``fmt`` (f4 or f6
     elements): for each scale code s (0-255) the values of its ``n`` element codes c (f4:
     the 16 codes; f6: the 32 magnitudes) times that scale, at ``n * s + c`` -- as bf16 bits
-    (``kind = "bf16"``, each as an i16) or f32 values (``"f32"``).  nvfp4: every product of
+    (``kind = "bf16"``, each as an i16) or f32 values (``"f32"``); ``"bf16x2"``: the bf16
+    rows of f4 formats twice over, 32 values at ``32 * s + c`` and ``32 * s + 16 + c``
+    (``vpermw``'s table of 32 words as one load).  nvfp4: every product of
     a finite E4M3 scale is exact (at most six significant bits) and normal (2^-10 to 2688);
     e8m0 scales: a power of two times the value, exact wherever it is a normal number --
     the entries where it is not (the scales at the range's ends) are NaN, as are the NaN
     scale codes' rows: the kernel's range test sends such blocks to the f64 contraction
     before any reaches a table."""
     f = FORMATS[fmt]
+    if kind == "bf16x2":
+        assert f.bits == 4, fmt
+        rows = scale_table(fmt, "bf16")
+        return tuple(v for r in range(256) for v in rows[16 * r:16 * r + 16] * 2)
     n = 16 if f.bits == 4 else 32
     vals = [float(v) for v in np.arange(n, dtype=np.uint8).view(f.element_dtype)]
     scales = [float(v) for v in np.arange(256, dtype=np.uint8).view(f.scale_dtype)]
@@ -1094,18 +1100,19 @@ class _DotKernel:
         :func:`scale_table` (their :meth:`table_decode`, :data:`SCALE_TABLES`)."""
         return SCALE_TABLES and self.table_decode(rows)
 
-    def table_rows(self) -> int:
-        """Values per scale code in :func:`scale_table`: 16 (f4), 32 (f6)."""
-        return 16 if self.s.fmt("rhs").bits == 4 else 32
+    def table_rows(self, kind: str = "bf16") -> int:
+        """Values per scale code in :func:`scale_table` (``kind``): 16 (f4), 32 (f6, and f4
+        doubled: "bf16x2")."""
+        return 16 if self.s.fmt("rhs").bits == 4 and kind != "bf16x2" else 32
 
     def scale_table_of(self, kind: str) -> tuple[str, str]:
         """(``memref<256 n x et>``, et): :func:`scale_table` of B's format and ``kind``
-        ("bf16": et i16, "f32": et f32), a constant of the module (64-byte aligned: rows of
-        16 and 32 values fill whole lines)."""
+        ("bf16", "bf16x2": et i16, "f32": et f32), a constant of the module (64-byte
+        aligned: rows of 16 and 32 values fill whole lines)."""
         fmt = self.s.fmt("rhs").name
         name = f"mxlower_{fmt}_{kind}"
-        et = "i16" if kind == "bf16" else "f32"
-        mt = f"memref<{256 * self.table_rows()}x{et}>"
+        et = "f32" if kind == "f32" else "i16"
+        mt = f"memref<{256 * self.table_rows(kind)}x{et}>"
         if name not in self.globals:
             vals = ", ".join(_lit(v, et) for v in scale_table(fmt, kind))
             self.globals[name] = (f'memref.global "private" constant @{name} : {mt} = '
@@ -1124,7 +1131,7 @@ class _DotKernel:
         anyway.)"""
         t = self.t
         g, et = self.scale_table_of(kind)
-        per = self.table_rows()
+        per = self.table_rows(kind)
         o = t.op(f"{{r}} = arith.muli {row}, {self.nblk_r} : index")
         o = t.op(f"{{r}} = arith.addi {o}, {blk} : index")
         code = t.op(f"{{r}} = memref.load %bs[{o}] : memref<?xi8>")
@@ -1188,13 +1195,14 @@ class _DotKernel:
         normal) -- per chunk a load widened to i32 lanes, a shift, an or and the permute:
         each code byte's lane holds its low nibble in the low word's low bits and its high
         nibble in the high word's (``vpermw`` reads 5 index bits: the table is doubled).
-        ``table``: the block's table's bf16 bits as they are (:meth:`table_row`), instead of
-        the ``factor`` (or its ``word``)."""
+        ``table``: the block's table's bf16 bits twice over, as they are (the row of
+        ``bf16x2``: :meth:`table_row`; one load, where a row of 16 took a broadcast too),
+        instead of the ``factor`` (or its ``word``)."""
         t = self.t
         v16, w, vi = _vt(16, "f32"), _vt(32, "i16"), _vt(16, "i32")
-        if table is not None:  # the block's 16 values (bf16 bits), doubled
+        if table is not None:  # the block's 16 values (bf16 bits) twice (bf16x2's row)
             at = self.code_at(mem, row, kk, ahead)
-            tw = self.concat([table, table], 16, "i16")
+            tw = table
         elif word:  # the doubled table's bits plus the factor's word
             at = self.code_at(mem, row, kk, ahead)
             tw = self.word_table(code_units(self.s.fmt("rhs"), range(16)) * 2, factor)
@@ -3078,8 +3086,9 @@ class _DotKernel:
                 for _, nc in colv:
                     r = t.op(f"{{r}} = arith.addi {brow0}, {nc} : index")
                     if self.scale_tables(mr):  # the block's row of the table
-                        tb = self.table_row("bf16" if bfdot else "f32", r, blk)
                         six = s.fmt("rhs").bits == 6
+                        tb = self.table_row("f32" if not bfdot else "bf16" if six else
+                                            "bf16x2", r, blk)
                         if bfdot:
                             by = self.f6_bf16_chunk if six else self.f4_bf16_chunk
                             out.append(by(mem, None, r, kk, PIPED_AHEAD * nr, table=tb))

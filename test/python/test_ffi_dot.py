@@ -876,7 +876,8 @@ def test_kernel_constants_in_the_module():
 def test_scale_tables(fmt):
     """The tables of SCALE_TABLES: every scale code times every f4 code (f6: magnitude),
     exact in bf16 and in f32 wherever the product is a normal number (zeros with their
-    signs), NaN elsewhere (the range ends and NaN scales, which the f32 paths never see)."""
+    signs), NaN elsewhere (the range ends and NaN scales, which the f32 paths never see);
+    f4's bf16 rows twice over in bf16x2."""
     f = FORMATS[fmt]
     n = 16 if f.bits == 4 else 32
     e = np.arange(n, dtype=np.uint8).view(f.element_dtype).astype(np.float64)
@@ -896,6 +897,10 @@ def test_scale_tables(fmt):
         assert np.isnan(rows[[0x7F, 0xFF]]).all() and normal.reshape(256, n).sum() == 254 * n
     else:  # e8m0: scales well inside the range whole; the NaN code's row NaN
         assert not np.isnan(rows[10:245]).any() and np.isnan(rows[255]).all()
+    if f.bits == 4:  # bf16x2: each row of the bf16 table twice over
+        x2 = np.array(dot_kernels.scale_table(fmt, "bf16x2"), np.int16).reshape(256, 2, n)
+        assert (x2 == np.array(dot_kernels.scale_table(fmt, "bf16"), np.int16).reshape(
+            256, 1, n)).all()
 
 
 @pytest.mark.parametrize("path", dot_kernels.X86_PATHS)

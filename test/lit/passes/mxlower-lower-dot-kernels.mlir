@@ -371,23 +371,23 @@ func.func private @gemv_bf16(memref<?xbf16>, memref<?xi8>, memref<?xi8>, memref<
 
 // bf16 activations against MXFP4 weights: the pipelined tile's chunk of 32 codes by one
 // word permute from the block's table -- the row of the module's constant table of every
-// e8m0 scale code's 16 products (bf16 bits) that the block's scale byte, read as stored,
-// selects, twice over: no factor, no multiply, no conversion, no pass over the panel's
-// scales before the tiles.  The byte passes an empty inline asm (an optimization barrier:
+// e8m0 scale code's 16 products (bf16 bits, each row twice over: vpermw's 32 words by one
+// load) that the block's scale byte, read as stored, selects: no factor, no multiply, no
+// conversion, no shuffle, no pass over the panel's scales before the tiles.  The byte passes an empty inline asm (an optimization barrier:
 // LLVM's SLP vectorizer would gather the tile's columns' bytes into a vector and back).
-// CHECK: memref.global "private" constant @mxlower_mxfp4_e2m1_bf16 : memref<4096xi16> = dense<"0x{{[0-9A-F]+}}"> {alignment = 64 : i64}
+// CHECK: memref.global "private" constant @mxlower_mxfp4_e2m1_bf16x2 : memref<8192xi16> = dense<"0x{{[0-9A-F]+}}"> {alignment = 64 : i64}
 // CHECK-LABEL: func.func @gemv_bf16_f4(
 // CHECK-NOT: vector.store {{.*}} : memref<?xf32>, vector<8xf32>
 // CHECK: scf.for {{.*}} -> ({{.*}}vector<32xbf16>)
-// CHECK: %[[G:.+]] = memref.get_global @mxlower_mxfp4_e2m1_bf16 : memref<4096xi16>
+// CHECK: %[[G:.+]] = memref.get_global @mxlower_mxfp4_e2m1_bf16x2 : memref<8192xi16>
 // CHECK: %[[S:.+]] = memref.load %arg2[%{{.*}}] : memref<?xi8>
 // CHECK-NEXT: %[[S32:.+]] = arith.extui %[[S]] : i8 to i32
 // CHECK-NEXT: %[[OP:.+]] = llvm.inline_asm "", "=r,0" %[[S32]] : (i32) -> i32
 // CHECK-NEXT: %[[C:.+]] = arith.index_castui %[[OP]] : i32 to index
 // CHECK: %[[O:.+]] = arith.muli %[[C]], %{{.*}} : index
-// CHECK-NEXT: %[[ROW:.+]] = vector.load %[[G]][%[[O]]] : memref<4096xi16>, vector<16xi16>
+// CHECK-NEXT: %[[TW:.+]] = vector.load %[[G]][%[[O]]] : memref<8192xi16>, vector<32xi16>
 // CHECK-NOT: arith.mulf
-// CHECK: %[[TW:.+]] = vector.shuffle %[[ROW]], %[[ROW]] [0, 1, {{.*}}, 30, 31] : vector<16xi16>, vector<16xi16>
+// CHECK-NOT: vector.shuffle
 // CHECK: %[[RAW:.+]] = vector.load %{{.*}} : memref<?xi8>, vector<16xi8>
 // CHECK: %[[D:.+]] = arith.extui %[[RAW]] : vector<16xi8> to vector<16xi32>
 // CHECK: %[[H:.+]] = arith.shli %[[D]], %{{.*}} : vector<16xi32>
