@@ -587,16 +587,17 @@ def test_exact_groups_keep_what_f32_lanes_would_lose(M):
 
 
 @pytest.mark.skipif("avx512" not in PATHS, reason="this CPU has no AVX512-BF16 / VNNI")
-@pytest.mark.parametrize("lf, rf, room", [("nvfp4", "nvfp4", 4), ("mxfp4_e2m1", "nvfp4", 7),
-                                          ("mxfp4_e2m1", "mxfp4_e2m1", 11)])
-def test_exact_groups_of_unfolded_steps(lf, rf, room):
+@pytest.mark.parametrize("lf, rf, room, steps", [
+    ("nvfp4", "nvfp4", 4, 8), ("mxfp4_e2m1", "nvfp4", 7, 8), ("mxfp4_e2m1", "mxfp4_e2m1", 11, 8),
+    ("mxfp6_e2m3", "mxfp6_e2m3", 7, 8), ("mxint8", "mxint8", 6, 4)])
+def test_exact_groups_of_unfolded_steps(lf, rf, room, steps):
     """The tiles whose steps hold two blocks of 16 (EXACT_GROUP_UNFOLDED) -- nvfp4's E4M3
-    scales (their exponent fields' spread), e2m1 at k = 16 -- sum groups of 8 steps too,
-    the group's two halves of lanes added as it goes into the f64 lanes: random data whose
-    blocks' scales lie up to 6 binades apart (groups fast and slow), whole groups and the
-    steps past them, 1 to 16 rows: bit for bit the f64 dot."""
+    scales (their exponent fields' spread), the e8m0 formats at k = 16 -- sum groups of
+    steps too, the group's two halves of lanes added as it goes into the f64 lanes: random
+    data whose blocks' scales lie up to 6 binades apart (groups fast and slow), whole
+    groups and the steps past them, 1 to 16 rows: bit for bit the f64 dot."""
     kern = dot_kernels._DotKernel(dot_kernels.DotSpec(lf, rf, 16, 16, "avx512"))
-    assert kern.group_steps == 8 and kern.group_room() == room and not kern.folded()
+    assert kern.group_steps == steps and kern.group_room() == room and not kern.folded()
     rng = np.random.default_rng(3)
     for M, kb in ((1, 8), (2, 9), (3, 16), (8, 17), (5, 24), (16, 33)):
         a, sa, va = _side(rng, lf, (M, 16 * kb), 16)
