@@ -240,14 +240,16 @@ EXACT_GROUP_MIN = 4
 #: data, 0.82-0.86x where each block of 32 took a random power of two up to 2^3)
 EXACT_GROUP_ROOM = 6
 #: the same for the pairs with an E4M3-scaled side (nvfp4), whose scales' significands take
-#: 8 bits of the room (15 x 15): nvfp4 x nvfp4 in groups of 8, room 4 -- 1.7-2.6x faster at
-#: M = 2 to 16 on normal data (every group summed in f32), 0.8-0.95x with blocks 2^3 apart
-#: (none), on a Zen 4 (BENCHMARKS.md, sixteenth session)
+#: 8 bits of the room (15 x 15): nvfp4 x nvfp4 in groups of 8, room 4 -- on a Zen 4
+#: 1.3-1.6x faster at M = 2, 2.2-2.8x at M = 8 and 16 on normal data (every group summed in
+#: f32), 1.04-1.12x with each block of 32 times a random 2^0 or 2^1, 0.87-0.93x where the
+#: blocks lay up to 2^2 or 2^3 apart (every group step by step) (BENCHMARKS.md, sixteenth
+#: session); one row (the decode's GEMV) takes no groups of unfolded steps
 EXACT_GROUP_ROOM_E4M3 = 4
 #: whether the exact tiles whose steps hold two blocks (blocks of 16: nvfp4, e2m1 at k = 16;
 #: 16 f64 lanes per row and column, not folded) sum groups too (the group's f32 lanes folded
-#: into 8 of them as it is added): nvfp4 x nvfp4 on normal data 1.4-2x faster at M = 2 to 16
-#: on a Zen 4 (BENCHMARKS.md, sixteenth session)
+#: into 8 of them as it is added), in tiles of two rows or more (see
+#: :data:`EXACT_GROUP_ROOM_E4M3`)
 EXACT_GROUP_UNFOLDED = True
 #: whether the f8, f6 and mxint8 codes bound for bf16 dot products (the piped tiles of bf16
 #: rows, where no table decode applies, and the bf16 GEMM's packing) are decoded by placing
@@ -2985,11 +2987,12 @@ class _DotKernel:
         column.  On bf16 dot products with chunks of 16 (nvfp4), two
         chunks per step, so that each ``vdpbf16ps`` is a 512-bit one: a second chunk past K
         (K an odd number of chunks) is zeros, as are A's values there (:meth:`copy_rows`
-        zeroes the padding).  The exact tiles (:attr:`exact_bf16`) add each step's exact
-        block sums into f64 lanes; those of :attr:`grouped` pairs keep the f64 lanes in
-        memory and take K in groups of :data:`EXACT_GROUP` steps, each either summed in f32
-        lanes and added once (:meth:`group_fast`: every partial sum exact) or added step by
-        step, the steps past the last whole group step by step."""
+        zeroes the last slab's rest).  The exact tiles (:attr:`exact_bf16`) add each step's
+        exact block sums into f64 lanes; those of :attr:`grouped` pairs (not one row
+        against unfolded steps) keep the f64 lanes in memory and take K in groups of
+        :data:`EXACT_GROUP` steps, each either summed in f32 lanes and added once
+        (:meth:`group_fast`: every partial sum exact) or added step by step, the steps past
+        the last whole group step by step."""
         t, s, C, K, M = self.t, self.s, self.C, self.K, self.M
         b, n0, ncols, arow0, brow0 = self.unit
         c0, c1 = t.c(0), t.c(1)
@@ -3190,7 +3193,10 @@ class _DotKernel:
                 kd = c0 if d == 0 else t.op(f"{{r}} = arith.minui {t.c(d * S)}, {klast} : "
                                              "index")
                 chunks += [(v, bt) for v in decode(kd)]
-            if not self.grouped:
+            # (one row against unfolded steps -- nvfp4 --: every step into the f64 lanes, in
+            # registers; its groups measured 1.07-1.16x where every group was summed in f32,
+            # 0.8-0.9x where the blocks' scales lay 2^1 to 2^3 apart)
+            if not self.grouped or mr == 1 and not fold:
                 out = t.for_(c0, K, t.c(S), inits + chunks, step)
                 self.store_tile(rows, colv, out[:mr * nr], vacc)
                 return []
