@@ -2983,16 +2983,16 @@ class _DotKernel:
         steps before.  The dot products of a step then wait on nothing, so a decode's long
         chain (load, shuffles, widen, convert, scale) no longer bounds the step, nor do they
         hold the scheduler while it runs.  A's rows come from their copy in slabs
-        (:meth:`copy_rows`: one pointer for the tile's rows); f32 accumulators of :meth:`pipe_lanes` lanes per row and
-        column.  On bf16 dot products with chunks of 16 (nvfp4), two
-        chunks per step, so that each ``vdpbf16ps`` is a 512-bit one: a second chunk past K
-        (K an odd number of chunks) is zeros, as are A's values there (:meth:`copy_rows`
-        zeroes the last slab's rest).  The exact tiles (:attr:`exact_bf16`) add each step's
-        exact block sums into f64 lanes; those of :attr:`grouped` pairs (not one row
-        against unfolded steps) keep the f64 lanes in memory and take K in groups of
-        :data:`EXACT_GROUP` steps, each either summed in f32 lanes and added once
-        (:meth:`group_fast`: every partial sum exact) or added step by step, the steps past
-        the last whole group step by step."""
+        (:meth:`copy_rows`: one pointer for the tile's rows); f32 accumulators of
+        :meth:`pipe_lanes` lanes per row and column.  On bf16 dot products with chunks of
+        16 (nvfp4), two chunks per step, so that each ``vdpbf16ps`` is a 512-bit one: a
+        second chunk past K (K an odd number of chunks) is zeros, as are A's values there
+        (:meth:`copy_rows` zeroes the last slab's rest).  The exact tiles
+        (:attr:`exact_bf16`) add each step's exact block sums into f64 lanes; those of
+        :attr:`grouped` pairs (not one row against unfolded steps) keep the f64 lanes in
+        memory and take K in groups of :data:`EXACT_GROUP` steps, each either summed in f32
+        lanes and added once (:meth:`group_fast`: every partial sum exact) or added step by
+        step, the steps past the last whole group step by step."""
         t, s, C, K, M = self.t, self.s, self.C, self.K, self.M
         b, n0, ncols, arow0, brow0 = self.unit
         c0, c1 = t.c(0), t.c(1)

@@ -373,8 +373,9 @@ func.func private @gemv_bf16(memref<?xbf16>, memref<?xi8>, memref<?xi8>, memref<
 // word permute from the block's table -- the row of the module's constant table of every
 // e8m0 scale code's 16 products (bf16 bits, each row twice over: vpermw's 32 words by one
 // load) that the block's scale byte, read as stored, selects: no factor, no multiply, no
-// conversion, no shuffle, no pass over the panel's scales before the tiles.  The byte passes an empty inline asm (an optimization barrier:
-// LLVM's SLP vectorizer would gather the tile's columns' bytes into a vector and back).
+// conversion, no shuffle, no pass over the panel's scales before the tiles.  The byte
+// passes an empty inline asm (an optimization barrier: LLVM's SLP vectorizer would gather
+// the tile's columns' bytes into a vector and back).
 // CHECK: memref.global "private" constant @mxlower_mxfp4_e2m1_bf16x2 : memref<8192xi16> = dense<"0x{{[0-9A-F]+}}"> {alignment = 64 : i64}
 // CHECK-LABEL: func.func @gemv_bf16_f4(
 // CHECK-NOT: vector.store {{.*}} : memref<?xf32>, vector<8xf32>
