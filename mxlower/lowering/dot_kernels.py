@@ -41,8 +41,8 @@ threads.  Within a unit two ways, chosen at run time by M:
   the tile runs on bf16 dot products: :attr:`_DotKernel.bf_stream`; so do MX rows against MX
   weights, decoded to bf16 once per batch: :attr:`_DotKernel.a_bf16` -- the exact pairs' with
   f64 lanes, :attr:`_DotKernel.exact_bf16`, where the scales allow a group of
-  :data:`EXACT_GROUP` blocks at a time: :meth:`_DotKernel.group_fast`).  On the 512-bit paths
-  (:data:`PIPELINED_STREAM`) the tiles of plain f32 / bf16 rows are software-pipelined
+  :data:`EXACT_GROUP` blocks at a time: :meth:`_DotKernel.group_spread`).  On the 512-bit
+  paths (:data:`PIPELINED_STREAM`) the tiles of plain f32 / bf16 rows are software-pipelined
   (:meth:`_DotKernel.piped_tile`: B's chunks decoded :data:`PIPE_DEPTH` steps ahead of the
   dot products, A's rows copied once per batch in slabs of a step's values of every row, f4
   and f6 codes on bf16 dot products by one word permute from the block's table -- the row
@@ -223,7 +223,7 @@ FOLD_EXACT = True
 #: steps (of 32 values) that the exact pairs' bf16 tiles (:data:`EXACT_BF16`) sum in f32
 #: lanes before adding them into their f64 lanes (at most: :attr:`_DotKernel.group_steps`),
 #: where a run-time look at the group's scale codes shows every partial sum exact in f32
-#: (:meth:`_DotKernel.group_fast`: the spread of the blocks' scale exponents within the
+#: (:meth:`_DotKernel.group_spread`: the spread of the blocks' scale exponents within the
 #: group, A's rows' and the tile's columns', no more than :meth:`_DotKernel.group_room`);
 #: the other groups take a conversion and an f64 add per step as before.  The same exact
 #: sums, added into the f64 lanes a group at a time (the group's two halves of lanes added
@@ -233,6 +233,13 @@ EXACT_GROUP = 8
 #: the shortest group: a pair whose groups of EXACT_GROUP steps leave too little room takes
 #: groups half as long (one more binade each time) down to this many steps, else none
 EXACT_GROUP_MIN = 4
+#: the shortest parts of a group that its spread sends past the group's room: a group of
+#: EXACT_GROUP steps whose spread exceeds group_room(n) by one or two binades is summed in f32
+#: lanes in parts of n / 2 or n / 4 steps (a part's spread is at most the group's), down to
+#: this many, before it goes step by step: nvfp4 x nvfp4 1.14-1.37x faster where the blocks
+#: lay up to 2^2 apart, e2m3 x e2m3 1.45-1.56x at M = 8 and 16 where up to 2^3, level on
+#: normal data, on a Zen 4 (BENCHMARKS.md, sixteenth session)
+EXACT_GROUP_PARTS = 2
 #: the least room (binades of spread: :meth:`_DotKernel.group_room`) a pair's groups must
 #: allow: groups of 8 steps for e2m1 x e2m1 (11), e2m1 x e2m3 (9), e2m1 x mxint8 (8), e2m3 x
 #: e2m3 (7), e2m3 x mxint8 and e3m2 x e2m1 (6); of 4 for mxint8 x mxint8 (6); none for e3m2's
@@ -242,9 +249,10 @@ EXACT_GROUP_ROOM = 6
 #: the same for the pairs with an E4M3-scaled side (nvfp4), whose scales' significands take
 #: 8 bits of the room (15 x 15): nvfp4 x nvfp4 in groups of 8, room 4 -- on a Zen 4
 #: 1.3-1.6x faster at M = 2, 2.2-2.8x at M = 8 and 16 on normal data (every group summed in
-#: f32), 1.04-1.12x with each block of 32 times a random 2^0 or 2^1, 0.87-0.93x where the
-#: blocks lay up to 2^2 or 2^3 apart (every group step by step) (BENCHMARKS.md, sixteenth
-#: session); one row (the decode's GEMV) takes no groups of unfolded steps
+#: f32), 1.04-1.12x with each block of 32 times a random 2^0 or 2^1, level with up to 2^2
+#: (in parts: :data:`EXACT_GROUP_PARTS`), 0.82-0.93x where the blocks lay up to 2^3 apart
+#: or more (every group step by step) (BENCHMARKS.md, sixteenth session); one row (the
+#: decode's GEMV) takes no groups of unfolded steps
 EXACT_GROUP_ROOM_E4M3 = 4
 #: whether the exact tiles whose steps hold two blocks (blocks of 16: nvfp4, e2m1 at k = 16;
 #: 16 f64 lanes per row and column, not folded) sum groups too (the group's f32 lanes folded
@@ -2991,8 +2999,9 @@ class _DotKernel:
         (:attr:`exact_bf16`) add each step's exact block sums into f64 lanes; those of
         :attr:`grouped` pairs (not one row against unfolded steps) keep the f64 lanes in
         memory and take K in groups of :data:`EXACT_GROUP` steps, each either summed in f32
-        lanes and added once (:meth:`group_fast`: every partial sum exact) or added step by
-        step, the steps past the last whole group step by step."""
+        lanes and added once -- whole, or in parts of :data:`EXACT_GROUP_PARTS` steps or
+        more (:meth:`group_spread`: every partial sum exact) -- or added step by step, the
+        steps past the last whole group step by step."""
         t, s, C, K, M = self.t, self.s, self.C, self.K, self.M
         b, n0, ncols, arow0, brow0 = self.unit
         c0, c1 = t.c(0), t.c(1)
@@ -3202,8 +3211,8 @@ class _DotKernel:
                 return []
             # groups of group_steps steps: the tile's f64 lanes in memory (acc64, a vector
             # of S // 4 lanes -- folded -- or S // 2 per row and column), each group's steps
-            # either summed in f32 lanes and added once (group_fast) or added step by step;
-            # the steps past the last whole group step by step
+            # either summed in f32 lanes and added once, whole or in parts (group_spread), or
+            # added step by step; the steps past the last whole group step by step
             n64 = mr * nr
 
             def sums() -> list[str]:
@@ -3233,27 +3242,51 @@ class _DotKernel:
                 return t.for_(lo, hi, t.c(S), list(zip(carried, bts)),
                               lambda kk, c: step(kk, c, in_memory=True))
 
+            def summed(lo: str, carried: list[str], steps: int) -> list[str]:
+                """``steps`` steps from ``lo`` summed in f32 lanes, then added into the f64
+                lanes: each (row, column)'s sum, its halves added, into the first S / 4 of
+                its f64 lanes (all of them where the tile folds), one after another (loads
+                of every sum first held 16-32 of them in registers: spills)."""
+                hi = t.op(f"{{r}} = arith.addi {lo}, {t.c(steps * S)} : index")
+                f32s = [(zero_va, va)] * n64
+                out = t.for_(lo, hi, t.c(S), f32s + list(zip(carried, bts)),
+                             lambda kk, c: step(kk, c, summed=True))
+                vg = _vt(S // 4, "f64")
+                for x, lane in enumerate(out[:n64]):
+                    ox = t.c(x * lanes64)
+                    acc = t.op(f"{{r}} = vector.load {self.acc64}[{ox}] : "
+                               f"{self.acc64_t}, {vg}")
+                    acc = t.op(f"{{r}} = arith.addf {acc}, {widened(lane, True)} : {vg}")
+                    t.do(f"vector.store {acc}, {self.acc64}[{ox}] : {self.acc64_t}, {vg}")
+                return out[n64:]
+
             def group(kg: str, carried: list[str]) -> list[str]:
                 end = t.op(f"{{r}} = arith.addi {kg}, {t.c(gs)} : index")
+                spread = self.group_spread(kg, colv)
 
-                def summed() -> list[str]:
-                    f32s = [(zero_va, va)] * n64
-                    out = t.for_(kg, end, t.c(S), f32s + list(zip(carried, bts)),
-                                 lambda kk, c: step(kk, c, summed=True))
-                    # each (row, column)'s group, its halves added, into the first S / 4 of
-                    # its f64 lanes (all of them where the tile folds), one after another
-                    # (loads of every sum first held 16-32 of them in registers: spills)
-                    vg = _vt(S // 4, "f64")
-                    for x, lane in enumerate(out[:n64]):
-                        ox = t.c(x * lanes64)
-                        acc = t.op(f"{{r}} = vector.load {self.acc64}[{ox}] : "
-                                   f"{self.acc64_t}, {vg}")
-                        acc = t.op(f"{{r}} = arith.addf {acc}, {widened(lane, True)} : {vg}")
-                        t.do(f"vector.store {acc}, {self.acc64}[{ox}] : {self.acc64_t}, {vg}")
-                    return out[n64:]
+                # (the shorter groups -- mxint8 x mxint8's 4 steps -- in no parts: parts of 2
+                # measured 0.90-0.96x for them on a Zen 4, normal data or spread)
+                least = EXACT_GROUP_PARTS if self.group_steps == EXACT_GROUP else self.group_steps
 
-                return t.if_values(self.group_fast(kg, colv), bts, summed,
-                                   lambda: by_steps(kg, end, carried))
+                def by(steps: int) -> list[str]:
+                    """The group, whose spread is within group_room(steps), as parts of
+                    ``steps`` steps summed in f32 lanes (a part's spread is at most the
+                    group's); else in parts half as long (one more binade of room), down
+                    to EXACT_GROUP_PARTS steps; else step by step."""
+                    if steps < least:
+                        return by_steps(kg, end, carried)
+                    ok = t.op(f"{{r}} = arith.cmpi ule, {spread}, "
+                              f"{t.c(self.group_room(steps), 'i32')} : i32")
+
+                    def parts() -> list[str]:
+                        if steps == self.group_steps:
+                            return summed(kg, carried, steps)
+                        return t.for_(kg, end, t.c(steps * S), list(zip(carried, bts)),
+                                      lambda lo, c: summed(lo, c, steps))
+
+                    return t.if_values(ok, bts, parts, lambda: by(steps // 2))
+
+                return by(self.group_steps)
 
             left = t.for_(c0, whole, t.c(gs), chunks, group)
             by_steps(whole, K, left)
@@ -3370,7 +3403,7 @@ class _DotKernel:
 
     def row_spreads(self) -> None:
         """Per whole group of :meth:`group_blocks` blocks, the largest :meth:`spread` of the
-        unit's M rows of A into :attr:`arng` (:meth:`group_fast`)."""
+        unit's M rows of A into :attr:`arng` (:meth:`group_spread`)."""
         t, M = self.t, self.M
         c0, c1 = t.c(0), t.c(1)
         arow0 = self.unit[3]
@@ -3390,12 +3423,12 @@ class _DotKernel:
 
         t.for_(c0, self.ngroups, c1, [], group)
 
-    def group_fast(self, kg: str, colv: list[tuple[str, str]]) -> str:
-        """i1: whether the group of :attr:`group_steps` steps from K position ``kg`` sums
-        exactly in f32 lanes for every row of A and the tile's columns: A's rows' largest
-        spread (:meth:`row_spreads`) plus the columns' largest within
-        :meth:`group_room` -- a bound on every (row, column) pair's spread of block
-        exponents (the two scales' exponents summed)."""
+    def group_spread(self, kg: str, colv: list[tuple[str, str]]) -> str:
+        """i32: a bound on every (row, column) pair's spread of block exponents (the two
+        scales' exponents summed) in the group of :attr:`group_steps` steps from K position
+        ``kg``: A's rows' largest spread (:meth:`row_spreads`) plus the tile's columns'
+        largest; the group sums exactly in f32 lanes, in parts of ``n`` steps, while it is
+        within :meth:`group_room` (``n``)."""
         t = self.t
         brow0 = self.unit[4]
         g = t.op(f"{{r}} = arith.divui {kg}, {t.c(self.group_values())} : index")
@@ -3408,8 +3441,7 @@ class _DotKernel:
             o = t.op(f"{{r}} = arith.addi {o}, {b0} : index")
             sp = self.spread("rhs", o)
             cols = sp if cols is None else t.op(f"{{r}} = arith.maxui {cols}, {sp} : i32")
-        both = t.op(f"{{r}} = arith.addi {most}, {cols} : i32")
-        return t.op(f"{{r}} = arith.cmpi ule, {both}, {t.c(self.group_room(), 'i32')} : i32")
+        return t.op(f"{{r}} = arith.addi {most}, {cols} : i32")
 
     def pipe_lanes(self) -> int:
         """f32 lanes of the pipelined tile's accumulators (the 512-bit paths): 16 (zmm)

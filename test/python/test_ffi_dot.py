@@ -587,6 +587,41 @@ def test_exact_groups_keep_what_f32_lanes_would_lose(M):
 
 
 @pytest.mark.skipif("avx512" not in PATHS, reason="this CPU has no AVX512-BF16 / VNNI")
+@pytest.mark.parametrize("M", [2, 8])
+@pytest.mark.parametrize("eb, way", [(5, "group"), (6, "parts of 4"), (7, "parts of 2"),
+                                     (8, "step by step")])
+def test_exact_groups_in_parts(M, eb, way):
+    """A group whose spread exceeds its room by one or two binades is summed in f32 lanes in
+    parts of 4 or 2 steps, past that step by step (EXACT_GROUP_PARTS): e2m1 x e2m1 (room 11
+    for 8 steps), A's first block 0.5 at 2^0 and then 6.0 at 2^6, B's 0.5 at 2^0 and then
+    6.0 at 2^eb, the next group the big blocks' negation: the dot is 0.25 exactly.  Summed
+    as one group at eb = 7 (seven big steps, 2^23 of the least product) or in parts of 4 at
+    eb = 8, the 0.25 would vanish into the big sums."""
+    kern = dot_kernels._DotKernel(dot_kernels.DotSpec("mxfp4_e2m1", "mxfp4_e2m1",
+                                                      path="avx512"))
+    assert kern.group_steps == 8 and [kern.group_room(n) for n in (8, 4, 2)] == [11, 12, 13]
+    assert dot_kernels.EXACT_GROUP_PARTS == 2
+    f4 = ml_dtypes.float4_e2m1fn
+    K, N = 16 * 32, 19
+    a, b = np.zeros((M, K), np.float32), np.zeros((N, K), np.float32)
+    a[:, 0] = b[:, 0] = 0.5
+    a[:, 32:256] = a[:, 256:480] = b[:, 32:256] = 6.0
+    b[:, 256:480] = -6.0
+    codes = np.full(16, 127)
+    sa, sb = codes.copy(), codes.copy()
+    sa[1:15], sb[1:15] = 127 + 6, 127 + eb
+    sides = [(x.astype(f4), np.broadcast_to(c.astype(np.uint8), (x.shape[0], 16)).view(
+        ml_dtypes.float8_e8m0fnu)) for x, c in ((a, sa), (b, sb))]
+    got = np.asarray(ffi_dot.dot(jnp.asarray(sides[0][0]), jnp.asarray(sides[0][1]),
+                                 jnp.asarray(sides[1][0]), jnp.asarray(sides[1][1]),
+                                 "mxfp4_e2m1", "mxfp4_e2m1", path="avx512"))
+    va, vb = (R.dequantize(e, sc, "mxfp4_e2m1", block_size=32).astype(np.float64)
+              for e, sc in sides)
+    assert np.array_equal(va @ vb.T, np.full((M, N), 0.25))
+    np.testing.assert_array_equal(got, np.full((M, N), 0.25, np.float32), err_msg=way)
+
+
+@pytest.mark.skipif("avx512" not in PATHS, reason="this CPU has no AVX512-BF16 / VNNI")
 @pytest.mark.parametrize("lf, rf, room, steps", [
     ("nvfp4", "nvfp4", 4, 8), ("mxfp4_e2m1", "nvfp4", 7, 8), ("mxfp4_e2m1", "mxfp4_e2m1", 11, 8),
     ("mxfp6_e2m3", "mxfp6_e2m3", 7, 8), ("mxint8", "mxint8", 6, 4)])

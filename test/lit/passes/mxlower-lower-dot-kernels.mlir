@@ -123,18 +123,28 @@ func.func private @exact_bf16(memref<?xi8>, memref<?xi8>, memref<?xi8>, memref<?
 // (max - min of a group's 8 codes) stored per group once per batch, each column's taken from
 // its 8 scale bytes, their sum against 11; then either the group's steps accumulate in f32
 // lanes (vdpbf16ps into the running lanes, not from zero), folded and added into the tile's
-// f64 lanes (in memory) once, or each step is added into them as above.
+// f64 lanes (in memory) once -- whole, or where the spread is one or two binades past the
+// room in parts of 4 or 2 steps --, or each step is added into them as above.
 // CHECK-LABEL: func.func @exact_groups(
 // CHECK: memref.store %{{.*}} : memref<?xi32>
 // CHECK: arith.maxui %{{.*}} : i32
 // CHECK: arith.minui %{{.*}} : i32
 // CHECK: %[[ROOM:.+]] = arith.constant 11 : i32
-// CHECK-NEXT: %[[OK:.+]] = arith.cmpi ule, %{{.*}}, %[[ROOM]] : i32
+// CHECK-NEXT: %[[OK:.+]] = arith.cmpi ule, %[[SPREAD:[^,]+]], %[[ROOM]] : i32
 // CHECK-NEXT: scf.if %[[OK]] -> (vector<32xbf16>
 // CHECK: scf.for %{{.*}} iter_args(%[[F:[^ ]+]] = %{{.*}}) -> (vector<16xf32>
 // CHECK: llvm.call_intrinsic "llvm.x86.avx512bf16.dpbf16ps.512"(%[[F]], %{{.*}}, %{{.*}})
 // CHECK: arith.extf %{{.*}} : vector<8xf32> to vector<8xf64>
 // CHECK: vector.store %{{.*}} : memref<{{[0-9]+}}xf64>, vector<8xf64>
+// CHECK: } else {
+// one or two binades past the room: the group in parts of 4 steps (room 12), then of 2 (13)
+// CHECK: %[[R4:.+]] = arith.constant 12 : i32
+// CHECK-NEXT: %[[OK4:.+]] = arith.cmpi ule, %[[SPREAD]], %[[R4]] : i32
+// CHECK-NEXT: scf.if %[[OK4]] -> (vector<32xbf16>
+// CHECK: scf.for %{{.*}} step %c128{{.*}} iter_args(
+// CHECK: %[[R2:.+]] = arith.constant 13 : i32
+// CHECK-NEXT: %[[OK2:.+]] = arith.cmpi ule, %[[SPREAD]], %[[R2]] : i32
+// CHECK: scf.for %{{.*}} step %c64{{.*}} iter_args(
 // CHECK: } else {
 // CHECK: %[[Z:.+]] = llvm.call_intrinsic "llvm.x86.avx512bf16.dpbf16ps.512"(%cst
 // CHECK: arith.extf %{{.*}} : vector<8xf32> to vector<8xf64>
