@@ -3032,6 +3032,14 @@ class _DotKernel:
                  for o_ in (0, S // 4)]
             p = t.op(f"{{r}} = arith.addf {h[0]}, {h[1]} : {vhalf}")
             return t.op(f"{{r}} = arith.extf {p} : {vhalf} to {_vt(S // 4, 'f64')}")
+
+        def add_into_acc64(x: int, v: str, vt: str) -> None:
+            """f64 lanes ``v`` (``vt``) added into the first of (row, column) ``x``'s f64
+            lanes in the grouped tile's :attr:`acc64`."""
+            ox = t.c(x * lanes64)
+            m = t.op(f"{{r}} = vector.load {self.acc64}[{ox}] : {self.acc64_t}, {vt}")
+            m = t.op(f"{{r}} = arith.addf {m}, {v} : {vt}")
+            t.do(f"vector.store {m}, {self.acc64}[{ox}] : {self.acc64_t}, {vt}")
         zero_va = t.c(0.0, va) if exact else None
         bt = vh if bfdot else vcf  # the carried chunks' type
         mlast = t.op(f"{{r}} = arith.subi {M}, {c1} : index")
@@ -3174,12 +3182,7 @@ class _DotKernel:
                             if exact and not summed:
                                 p = widened(p)
                                 if in_memory:  # the tile's f64 lanes in acc64
-                                    ox = t.c(x * lanes64)
-                                    m = t.op(f"{{r}} = vector.load {self.acc64}[{ox}] : "
-                                             f"{self.acc64_t}, {vacc}")
-                                    p = t.op(f"{{r}} = arith.addf {m}, {p} : {vacc}")
-                                    t.do(f"vector.store {p}, {self.acc64}[{ox}] : "
-                                         f"{self.acc64_t}, {vacc}")
+                                    add_into_acc64(x, p, vacc)
                                     continue
                                 p = t.op(f"{{r}} = arith.addf {accs[x]}, {p} : {vacc}")
                             accs[x] = p
@@ -3251,13 +3254,8 @@ class _DotKernel:
                 f32s = [(zero_va, va)] * n64
                 out = t.for_(lo, hi, t.c(S), f32s + list(zip(carried, bts)),
                              lambda kk, c: step(kk, c, summed=True))
-                vg = _vt(S // 4, "f64")
                 for x, lane in enumerate(out[:n64]):
-                    ox = t.c(x * lanes64)
-                    acc = t.op(f"{{r}} = vector.load {self.acc64}[{ox}] : "
-                               f"{self.acc64_t}, {vg}")
-                    acc = t.op(f"{{r}} = arith.addf {acc}, {widened(lane, True)} : {vg}")
-                    t.do(f"vector.store {acc}, {self.acc64}[{ox}] : {self.acc64_t}, {vg}")
+                    add_into_acc64(x, widened(lane, True), _vt(S // 4, "f64"))
                 return out[n64:]
 
             def group(kg: str, carried: list[str]) -> list[str]:
