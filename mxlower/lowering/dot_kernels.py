@@ -2006,94 +2006,56 @@ class _DotKernel:
           columns' pair of words or quad of bytes); the block factors at ``fdst[blk * NP +
           pos]`` (pos: pairs of bytes order each group of 16 columns as :meth:`int_gemm`'s
           accumulators do, the even columns then the odd ones; otherwise pos = i); bytes:
-          the block's sums of units times -o at ``sdst[blk * NP + i]``."""
+          the block's sums of units times -o at ``sdst[blk * NP + i]``
+          (:meth:`int_pack_columns`)."""
         t, C, K, s = self.t, self.C, self.K, self.s
-        _, smem = self.side_mems(side)
-        kb = s.k(side)
         c0, c1 = t.c(0), t.c(1)
         last = t.op(f"{{r}} = arith.subi {count}, {c1} : index")
-        off, G, st = s.byte_offset, self.G, self.st
-        ut, pt = self.ut, self.pt
+        if side == "rhs":  # rows: the panel's NP columns
+            self.int_pack_columns(row0, last, dst, fdst, sdst)
+            return
+        _, smem = self.side_mems(side)
+        kb = s.k(side)
+        off, G, ut, pt = s.byte_offset, self.G, self.ut, self.pt
         vu, vp = _vt(C, ut), _vt(C // G, pt)
-        a_side = side == "lhs"
 
         def row(i: str, _: list[str]) -> list[str]:
             li = t.op(f"{{r}} = arith.minui {i}, {last} : index")
             src = t.op(f"{{r}} = arith.addi {row0}, {li} : index")
-            pos = i
-            if a_side:
-                fo = t.op(f"{{r}} = arith.muli {i}, {self.nblk} : index")
-                do = t.op(f"{{r}} = arith.muli {i}, {self.kq} : index")
-            elif self.byte and not self.quad:  # the accumulators' order: per 16 columns,
-                # even then odd
-                lane = t.op(f"{{r}} = arith.remui {i}, {t.c(16)} : index")
-                grp = t.op(f"{{r}} = arith.subi {i}, {lane} : index")
-                odd = t.op(f"{{r}} = arith.remui {lane}, {t.c(2)} : index")
-                hlf = t.op(f"{{r}} = arith.divui {lane}, {t.c(2)} : index")
-                pos = t.op(f"{{r}} = arith.muli {odd}, {t.c(8)} : index")
-                pos = t.op(f"{{r}} = arith.addi {pos}, {hlf} : index")
-                pos = t.op(f"{{r}} = arith.addi {grp}, {pos} : index")
+            fo = t.op(f"{{r}} = arith.muli {i}, {self.nblk} : index")
+            do = t.op(f"{{r}} = arith.muli {i}, {self.kq} : index")
 
             def block(blk: str, _: list[str]) -> list[str]:
                 si = t.op(f"{{r}} = arith.muli {src}, {self.nblk} : index")
                 si = t.op(f"{{r}} = arith.addi {si}, {blk} : index")
                 f = self.factor(side, smem, si)
-                if a_side:
-                    o = t.op(f"{{r}} = arith.addi {fo}, {blk} : index")
-                else:
-                    bo = t.op(f"{{r}} = arith.muli {blk}, {t.c(NP)} : index")
-                    o = t.op(f"{{r}} = arith.addi {bo}, {pos} : index")
+                o = t.op(f"{{r}} = arith.addi {fo}, {blk} : index")
                 t.do(f"memref.store {f}, {fdst}[{o}] : memref<?xf32>")
                 k0 = t.op(f"{{r}} = arith.muli {blk}, {t.c(kb)} : index")
-                byte_sums = not a_side and self.byte
 
-                def chunk(q: str, acc: list[str]) -> list[str]:
+                def chunk(q: str, _: list[str]) -> list[str]:
                     kk = t.op(f"{{r}} = arith.addi {k0}, {q} : index")
                     u = self.packed_units(side, src, kk, f if self.bf else None)
                     p0 = t.op(f"{{r}} = arith.divui {kk}, {t.c(G)} : index")
-                    if a_side:
-                        if self.byte:  # wrapping i8: o = 128 turns mxint8's codes into
-                            # their offset bytes
-                            u = t.op(f"{{r}} = arith.addi {u}, "
-                                     f"{t.c(off if off < 128 else off - 256, vu)} : {vu}")
-                        pairs = t.op(f"{{r}} = vector.bitcast {u} : {vu} to {vp}")
-                        o = t.op(f"{{r}} = arith.addi {do}, {p0} : index")
-                        t.do(f"vector.store {pairs}, {dst}[{o}] : memref<?x{pt}>, {vp}")
-                        return []
-                    out = []
-                    if byte_sums:
-                        w = t.op(f"{{r}} = arith.extsi {u} : {vu} to {_vt(C, st)}")
-                        r = t.op(f"{{r}} = vector.reduction <add>, {w} : {_vt(C, st)} "
-                                 f"into {st}")
-                        out = [t.op(f"{{r}} = arith.addi {acc[0]}, {r} : {st}")]
+                    if self.byte:  # wrapping i8: o = 128 turns mxint8's codes into their
+                        # offset bytes
+                        u = t.op(f"{{r}} = arith.addi {u}, "
+                                 f"{t.c(off if off < 128 else off - 256, vu)} : {vu}")
                     pairs = t.op(f"{{r}} = vector.bitcast {u} : {vu} to {vp}")
-                    for p in range(C // G):
-                        e = t.op(f"{{r}} = vector.extract {pairs}[{p}] : {pt} from {vp}")
-                        o = t.op(f"{{r}} = arith.addi {p0}, {t.c(p)} : index")
-                        o = t.op(f"{{r}} = arith.muli {o}, {t.c(NP)} : index")
-                        o = t.op(f"{{r}} = arith.addi {o}, {i} : index")
-                        t.do(f"memref.store {e}, {dst}[{o}] : memref<?x{pt}>")
-                    return out
+                    o = t.op(f"{{r}} = arith.addi {do}, {p0} : index")
+                    t.do(f"vector.store {pairs}, {dst}[{o}] : memref<?x{pt}>, {vp}")
+                    return []
 
-                inits = [(t.c(0, st), st)] if byte_sums else []
                 if kb == C:
-                    res = chunk(c0, [x for x, _ in inits])
+                    chunk(c0, [])
                 else:
-                    res = t.for_(c0, t.c(kb), t.c(C), inits, chunk)
-                if byte_sums:
-                    neg = t.op(f"{{r}} = arith.muli {res[0]}, {t.c(-off, st)} : {st}")
-                    o = t.op(f"{{r}} = arith.addi {bo}, {i} : index")
-                    t.do(f"memref.store {neg}, {sdst}[{o}] : memref<?x{st}>")
+                    t.for_(c0, t.c(kb), t.c(C), [], chunk)
                 return []
 
             t.for_(c0, self.nblk, c1, [], block)
             if self.amx:  # the groups past K up to a whole tile: zeros
                 def pad(p: str, _: list[str]) -> list[str]:
-                    if a_side:
-                        o = t.op(f"{{r}} = arith.addi {do}, {p} : index")
-                    else:
-                        o = t.op(f"{{r}} = arith.muli {p}, {t.c(NP)} : index")
-                        o = t.op(f"{{r}} = arith.addi {o}, {i} : index")
+                    o = t.op(f"{{r}} = arith.addi {do}, {p} : index")
                     t.do(f"memref.store {t.c(0, pt)}, {dst}[{o}] : memref<?x{pt}>")
                     return []
 
@@ -2102,6 +2064,127 @@ class _DotKernel:
             return []
 
         t.for_(c0, rows, c1, [], row)
+
+    def factor_pos(self, i: str) -> str:
+        """Where B's column ``i`` of the panel keeps its block factors in the packed GEMM's
+        row of factors (:meth:`int_pack`): pairs of bytes (``vpmaddubsw``) order each group
+        of 16 columns as :meth:`int_gemm`'s accumulators do, the even columns then the odd
+        ones; otherwise ``i``."""
+        t = self.t
+        if not self.byte or self.quad:
+            return i
+        lane = t.op(f"{{r}} = arith.remui {i}, {t.c(16)} : index")
+        grp = t.op(f"{{r}} = arith.subi {i}, {lane} : index")
+        odd = t.op(f"{{r}} = arith.remui {lane}, {t.c(2)} : index")
+        hlf = t.op(f"{{r}} = arith.divui {lane}, {t.c(2)} : index")
+        pos = t.op(f"{{r}} = arith.muli {odd}, {t.c(8)} : index")
+        pos = t.op(f"{{r}} = arith.addi {pos}, {hlf} : index")
+        return t.op(f"{{r}} = arith.addi {grp}, {pos} : index")
+
+    def transpose(self, vs: Sequence[str], et: str) -> list[str]:
+        """The n x n matrix of ``vs`` (n vectors of n ``et`` lanes, n a power of two)
+        transposed: n log2(n) two-source shuffles, stage h swapping bit h of the row index
+        with bit h of the lane index (lane j of row i, bit h clear in i and set in j, trades
+        places with lane j - h of row i + h)."""
+        t, n = self.t, len(vs)
+        vt = _vt(n, et)
+        out = list(vs)
+        h = n // 2
+        while h:
+            lo = ", ".join(str(j + n - h if j & h else j) for j in range(n))
+            hi = ", ".join(str(j + n if j & h else j + h) for j in range(n))
+            for i in range(n):
+                if i & h:
+                    continue
+                a, b = out[i], out[i + h]
+                out[i] = t.op(f"{{r}} = vector.shuffle {a}, {b} [{lo}] : {vt}, {vt}")
+                out[i + h] = t.op(f"{{r}} = vector.shuffle {a}, {b} [{hi}] : {vt}, {vt}")
+            h //= 2
+        return out
+
+    def int_pack_columns(self, row0: str, last: str, dst: str, fdst: str,
+                         sdst: str | None) -> None:
+        """:meth:`int_pack` of B's panel (:data:`NP` columns ``row0 + i``, clamped at
+        ``last``) P = C / G columns at a time: per block and chunk, the P columns' P groups
+        each (a vector a column, as A's rows are formed) transposed (:meth:`transpose`)
+        into P vectors of one group of the P columns, each stored whole at ``dst[p * NP +
+        i]`` (a scalar store per group and column measured 1.00-1.09x slower at 1024^3:
+        MXFP8's GEMM 1.09x, BENCHMARKS.md, seventeenth session)."""
+        t, C, s = self.t, self.C, self.s
+        _, smem = self.side_mems("rhs")
+        kb = s.k("rhs")
+        c0, c1 = t.c(0), t.c(1)
+        off, G, st, ut, pt = s.byte_offset, self.G, self.st, self.ut, self.pt
+        P = C // G
+        vu, vp = _vt(C, ut), _vt(P, pt)
+        byte_sums = self.byte
+
+        def columns(i0: str, _: list[str]) -> list[str]:
+            cols, srcs, poss = [], [], []
+            for c in range(P):
+                i = t.op(f"{{r}} = arith.addi {i0}, {t.c(c)} : index")
+                li = t.op(f"{{r}} = arith.minui {i}, {last} : index")
+                cols.append(i)
+                srcs.append(t.op(f"{{r}} = arith.addi {row0}, {li} : index"))
+                poss.append(self.factor_pos(i))
+
+            def block(blk: str, _: list[str]) -> list[str]:
+                bo = t.op(f"{{r}} = arith.muli {blk}, {t.c(NP)} : index")
+                fs = []
+                for pos, src in zip(poss, srcs):
+                    si = t.op(f"{{r}} = arith.muli {src}, {self.nblk} : index")
+                    si = t.op(f"{{r}} = arith.addi {si}, {blk} : index")
+                    f = self.factor("rhs", smem, si)
+                    o = t.op(f"{{r}} = arith.addi {bo}, {pos} : index")
+                    t.do(f"memref.store {f}, {fdst}[{o}] : memref<?xf32>")
+                    fs.append(f)
+                k0 = t.op(f"{{r}} = arith.muli {blk}, {t.c(kb)} : index")
+
+                def chunk(q: str, acc: list[str]) -> list[str]:
+                    kk = t.op(f"{{r}} = arith.addi {k0}, {q} : index")
+                    groups, out = [], []
+                    for c, src in enumerate(srcs):
+                        u = self.packed_units("rhs", src, kk, fs[c] if self.bf else None)
+                        if byte_sums:
+                            w = t.op(f"{{r}} = arith.extsi {u} : {vu} to {_vt(C, st)}")
+                            r = t.op(f"{{r}} = vector.reduction <add>, {w} : {_vt(C, st)} "
+                                     f"into {st}")
+                            out.append(t.op(f"{{r}} = arith.addi {acc[c]}, {r} : {st}"))
+                        groups.append(t.op(f"{{r}} = vector.bitcast {u} : {vu} to {vp}"))
+                    p0 = t.op(f"{{r}} = arith.divui {kk}, {t.c(G)} : index")
+                    for p, v in enumerate(self.transpose(groups, pt)):
+                        o = t.op(f"{{r}} = arith.addi {p0}, {t.c(p)} : index")
+                        o = t.op(f"{{r}} = arith.muli {o}, {t.c(NP)} : index")
+                        o = t.op(f"{{r}} = arith.addi {o}, {i0} : index")
+                        t.do(f"vector.store {v}, {dst}[{o}] : memref<?x{pt}>, {vp}")
+                    return out
+
+                inits = [(t.c(0, st), st)] * P if byte_sums else []
+                if kb == C:
+                    res = chunk(c0, [x for x, _ in inits])
+                else:
+                    res = t.for_(c0, t.c(kb), t.c(C), inits, chunk)
+                for i, r in zip(cols, res):
+                    neg = t.op(f"{{r}} = arith.muli {r}, {t.c(-off, st)} : {st}")
+                    o = t.op(f"{{r}} = arith.addi {bo}, {i} : index")
+                    t.do(f"memref.store {neg}, {sdst}[{o}] : memref<?x{st}>")
+                return []
+
+            t.for_(c0, self.nblk, c1, [], block)
+            return []
+
+        t.for_(c0, t.c(NP), t.c(P), [], columns)
+        if self.amx:  # the groups past K up to a whole tile: zeros
+            def pad(p: str, _: list[str]) -> list[str]:
+                o = t.op(f"{{r}} = arith.muli {p}, {t.c(NP)} : index")
+                for j in range(0, NP, 16):
+                    oj = t.op(f"{{r}} = arith.addi {o}, {t.c(j)} : index")
+                    t.do(f"vector.store {t.c(0, _vt(16, pt))}, {dst}[{oj}] : "
+                         f"memref<?x{pt}>, {_vt(16, pt)}")
+                return []
+
+            t.for_(t.op(f"{{r}} = arith.divui {self.K}, {t.c(G)} : index"), self.kq, c1, [],
+                   pad)
 
     def pack_a_block(self, r0: str) -> str:
         """Packs the block of A's rows ``r0 + [0, mbw)`` of the unit's batch (``dims[5]``

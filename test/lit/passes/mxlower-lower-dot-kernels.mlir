@@ -167,7 +167,8 @@ func.func private @f8(memref<?xbf16>, memref<?xi8>, memref<?xi8>, memref<?xf32>,
 // MXFP4 x MXFP4 on avx2: the GEMM (more than 16 rows) by byte dot products.  A's rows are
 // decoded once per call by a byte shuffle, offset by 12 to unsigned bytes and stored as
 // pairs of K positions (one vector store per chunk); B's panel pair-major (16 columns per
-// 32-byte load).  Per block, i16 accumulators start at B's block sums times -12 and take one
+// 32-byte load), packed 16 columns at a time: each chunk's 16 pairs of the 16 columns
+// transposed in registers (64 two-source shuffles), a vector store per pair.  Per block, i16 accumulators start at B's block sums times -12 and take one
 // vpmaddubsw (A's pair broadcast) and one (wrapping) add per pair of K positions -- the
 // block's exact sums, no f32 operand; vpmaddwd by (1, 0) and (0, 1) widens the even and the
 // odd columns to i32, converted exactly and multiplied into f32 FMA lanes with the blocks'
@@ -177,7 +178,9 @@ func.func private @f8(memref<?xbf16>, memref<?xi8>, memref<?xi8>, memref<?xf32>,
 // CHECK: %[[AQ:.*]] = memref.view %{{.*}}[%{{.*}}][%{{.*}}] : memref<?xi8> to memref<?xi16>
 // CHECK: %[[BSUM:.*]] = memref.alloc(%{{.*}}) : memref<?xi16>
 // CHECK: vector.reduction <add>, %{{.*}} : vector<32xi16> into i16
-// CHECK: memref.store %{{.*}}, %[[BQ]][%{{.*}}] : memref<?xi16>
+// CHECK-COUNT-64: vector.shuffle %{{.*}}, %{{.*}} [{{.*}}] : vector<16xi16>, vector<16xi16>
+// CHECK-COUNT-16: vector.store %{{.*}}, %[[BQ]][%{{.*}}] : memref<?xi16>, vector<16xi16>
+// CHECK-NOT: memref.store %{{.*}}, %[[BQ]]
 // CHECK: arith.muli %{{.*}}, %c-12_i16 : i16
 // CHECK: %[[U:.*]] = llvm.call_intrinsic "llvm.x86.avx2.pshuf.b"
 // CHECK: %[[O:.*]] = arith.addi %[[U]], %{{.*}} : vector<32xi8>
@@ -211,7 +214,8 @@ func.func private @bytes(memref<?xi8>, memref<?xi8>, memref<?xi8>, memref<?xi8>,
 
 // MXINT8 x MXINT8 on vnni: the GEMM by vpdpbusd.  A's codes are offset by 128 (wrapping i8:
 // the sign bit flipped) to unsigned bytes and stored as quads of K positions, one i32 each;
-// B's panel quad-major (8 columns per 32-byte load), its block sums times -128 in i32.  Per
+// B's panel quad-major (8 columns per 32-byte load; 8 columns' 8 quads transposed in
+// registers, a vector store per quad), its block sums times -128 in i32.  Per
 // block, i32 accumulators start at those sums and take one vpdpbusd per quad of K positions
 // (A's quad broadcast against 8 columns' quads) -- no add, no widening, no f32 operand --
 // then convert exactly and are multiplied into f32 FMA lanes with the blocks' factors; the
@@ -222,6 +226,8 @@ func.func private @bytes(memref<?xi8>, memref<?xi8>, memref<?xi8>, memref<?xi8>,
 // CHECK: %[[AQ:.*]] = memref.view %{{.*}}[%{{.*}}][%{{.*}}] : memref<?xi8> to memref<?xi32>
 // CHECK: %[[BSUM:.*]] = memref.alloc(%{{.*}}) : memref<?xi32>
 // CHECK: vector.reduction <add>, %{{.*}} : vector<32xi32> into i32
+// CHECK-COUNT-24: vector.shuffle %{{.*}}, %{{.*}} [{{.*}}] : vector<8xi32>, vector<8xi32>
+// CHECK-COUNT-8: vector.store %{{.*}}, %[[BQ]][%{{.*}}] : memref<?xi32>, vector<8xi32>
 // CHECK: arith.muli %{{.*}}, %c-128_i32 : i32
 // CHECK: %[[O:.*]] = arith.addi %{{.*}}, %cst{{.*}} : vector<32xi8>
 // CHECK-NEXT: %[[P:.*]] = vector.bitcast %[[O]] : vector<32xi8> to vector<8xi32>
@@ -262,7 +268,8 @@ func.func private @words(memref<?xi8>, memref<?xi8>, memref<?xi8>, memref<?xi8>,
 // MXFP8 x MXFP8 on avx512: the GEMM by vdpbf16ps, in 512-bit vectors.  Each side's codes
 // decoded once per call (A) or unit (B) to their scaled values' bf16 bits, exact (placed
 // bits: the block factor's exponent added, no conversion, no multiply), stored as pairs of
-// K positions (one i32 each).  f32 accumulators run over the
+// K positions (one i32 each; B 16 columns at a time, each chunk's 16 pairs of the 16
+// columns transposed in registers, a vector store per pair).  f32 accumulators run over the
 // whole of K, one vdpbf16ps per pair (A's pair broadcast against 16 columns' pairs: two
 // exact products added into each lane) -- no block ends, no conversion; each accumulator
 // is 16 columns, stored as it is.
@@ -273,6 +280,8 @@ func.func private @words(memref<?xi8>, memref<?xi8>, memref<?xi8>, memref<?xi8>,
 // CHECK: arith.addi %{{.*}}, %{{.*}} : vector<32xi16>
 // CHECK: arith.ori %{{.*}}, %{{.*}} : vector<32xi16>
 // CHECK: vector.bitcast %{{.*}} : vector<32xi16> to vector<16xi32>
+// CHECK-COUNT-64: vector.shuffle %{{.*}}, %{{.*}} [{{.*}}] : vector<16xi32>, vector<16xi32>
+// CHECK-COUNT-16: vector.store %{{.*}} : memref<?xi32>, vector<16xi32>
 // CHECK: %[[T:.*]]:8 = scf.for %{{.*}} iter_args(%{{.*}} = %cst{{.*}}) -> (vector<16xf32>,
 // CHECK: scf.for %{{.*}} = %{{.*}} to %c16{{.*}} step %{{.*}} iter_args(
 // CHECK: vector.load %{{.*}}[%{{.*}}] : memref<?xi32>, vector<16xi32>
@@ -309,8 +318,9 @@ func.func private @bf16s(memref<?xi8>, memref<?xi8>, memref<?xi8>, memref<?xi8>,
 // CHECK: %[[CT:.*]] = memref.alloca() : memref<32x32xf32>
 // CHECK: llvm.call_intrinsic "llvm.x86.avx512.permvar.hi.512"
 // CHECK: arith.ori %{{.*}}, %{{.*}} : vector<32xi16>
-// CHECK: memref.store %{{.*}}, %[[BQ]][%{{.*}}] : memref<?xi32>
-// CHECK: memref.store %c0_i32, %[[BQ]][%{{.*}}] : memref<?xi32>
+// CHECK: vector.store %{{.*}}, %[[BQ]][%{{.*}}] : memref<?xi32>, vector<16xi32>
+// CHECK: vector.store %{{.*}}, %[[BQ]][%{{.*}}] : memref<?xi32>, vector<16xi32>
+// CHECK-NOT: memref.store %{{.*}}, %[[BQ]]
 // CHECK: llvm.call_intrinsic "llvm.x86.avx2.pshuf.b"
 // CHECK: arith.trunci %{{.*}} : vector<32xi32> to vector<32xi16>
 // CHECK: vector.store %{{.*}}, %[[AQ]][%{{.*}}] : memref<?xi32>, vector<16xi32>
