@@ -89,9 +89,9 @@ def gemm_probe(spec: DotSpec) -> str | None:
         return None
     if spec.quad_dot:
         return f"vpdpbusd {width}"
-    if spec.word_dot and spec.path != "avx2":
+    if spec.word_dot and spec.path != "avx2" and not spec.bf16_blocks:
         return f"vpdpwssd {width}"
-    if spec.bf16_dot:
+    if spec.bf16_dot or spec.bf16_blocks:
         return "vdpbf16ps zmm"
     if spec.int_dot:  # avx2's vpmaddubsw / vpmaddwd + adds: no probe
         return None

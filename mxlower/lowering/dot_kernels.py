@@ -65,10 +65,13 @@ threads.  Within a unit two ways, chosen at run time by M:
   for e2m1 / nvfp4 with each other or e2m3 (:attr:`DotSpec.byte_dot`), ``vpmaddwd`` into
   i32 otherwise (:attr:`DotSpec.word_dot`); on vnni and avx512, ``vpdpbusd`` (four byte
   products summed into i32, :attr:`DotSpec.quad_dot`) for every pairing of e2m1, nvfp4,
-  e2m3 and mxint8, ``vpdpwssd`` for e3m2 (all exact) -- converted to f32 (exactly),
-  multiplied by the two blocks' factors and accumulated in f32 FMA lanes; on avx512, for
-  the pairs with an f8 side, ``vdpbf16ps`` on the scaled values (pairs of exact bf16
-  products added into f32 accumulators that run over the whole of K)
+  e2m3 and mxint8, ``vpdpwssd`` for e3m2 on vnni (all exact) -- converted to f32
+  (exactly), multiplied by the two blocks' factors and accumulated in f32 FMA lanes; on
+  avx512, e3m2's pairs by ``vdpbf16ps`` on the scaled values into lanes that start each
+  block at zero (the same exact block sums, :attr:`DotSpec.bf16_blocks`), each block's
+  sum then added into the f32 lanes, and for the pairs with an f8 side ``vdpbf16ps`` on
+  the scaled values (pairs of exact bf16 products added into f32 accumulators that run
+  over the whole of K)
   (:meth:`_DotKernel.int_gemm`): two to eight times the multiply-adds of an f32 FMA per
   instruction.
 
@@ -215,6 +218,11 @@ MX_ROWS_BF16 = True
 #: 1.4-2.05x, e2m3 x e2m3 1.5-2.3x, mxint8 x mxint8 1.1-1.3x (one row keeps the FMAs)
 #: (BENCHMARKS.md, fourteenth session)
 EXACT_BF16 = True
+#: whether the packed GEMM of the word pairs (:attr:`DotSpec.word_dot`: an e3m2 side) forms
+#: each block's exact sum on bf16 dot products on avx512 (:attr:`DotSpec.bf16_blocks`)
+#: rather than ``vpdpwssd``: the same sums and roundings, one add per block and 16 columns
+#: instead of a conversion, a multiply and an FMA
+BF16_BLOCKS = True
 #: whether those tiles add a step's two halves of lanes first where the step lies within one
 #: block (k >= the step's 32 values: all but nvfp4), exactly, so that one conversion and one
 #: f64 add take it, into half as many f64 lanes: 1.2-1.4x faster at M = 2 to 16 on a Zen 4
@@ -674,6 +682,18 @@ class DotSpec:
         return self.k("lhs") * ua * ub < 2 ** 24 and self.k("lhs") % 2 == 0
 
     @property
+    def bf16_blocks(self) -> bool:
+        """Whether the word pairs' packed GEMM (:attr:`word_dot`) runs on bf16 dot products
+        (path ``avx512``, :data:`BF16_BLOCKS`): both sides' scaled values (integer units
+        times the block's factor) as bf16, exact (at most 8 significant bits, normal under
+        the range test), one ``vdpbf16ps`` per pair of K positions into f32 accumulators
+        that start each block at zero: every partial sum a multiple of the two blocks'
+        factors below 2^24 of it (k x max|a| x max|b| < 2^24), so the block's sum is
+        exact -- the i32 sum times the two factors -- and one add takes it into the result
+        lanes: the word dot products' sums and roundings."""
+        return BF16_BLOCKS and self.path == "avx512" and self.word_dot
+
+    @property
     def int_dot(self) -> bool:
         """Whether the GEMM path runs on integer dot products (:attr:`byte_dot`,
         :attr:`word_dot`)."""
@@ -915,7 +935,8 @@ class _DotKernel:
         fb = spec.fmt("rhs")
         # the integer GEMM's pairs of K positions: two i16 units in an i32 (words) or two
         # bytes in an i16
-        self.word = spec.word_dot
+        self.bfx = spec.bf16_blocks  # the word pairs' exact block sums on bf16 dot products
+        self.word = spec.word_dot and not self.bfx
         self.quad = spec.quad_dot
         self.bf = spec.bf16_dot  # pairs of bf16 values (vdpbf16ps; AMX tiles)
         self.amx = spec.amx_dot
@@ -924,7 +945,7 @@ class _DotKernel:
         # K positions per packed lane (pairs; quads for vpdpbusd) and the lane's type
         self.G = 4 if self.quad else 2
         self.mr_int = spec.gemm_rows
-        self.pt = "i32" if self.word or self.quad or self.bf else "i16"
+        self.pt = "i32" if self.word or self.quad or self.bf or self.bfx else "i16"
         # the packed units: bytes (byte dot products, offset on A's side, B's block sums
         # kept) or i16 (words; bf16 bits)
         self.byte = spec.byte_dot
@@ -1976,9 +1997,9 @@ class _DotKernel:
         base = t.op(f"{{r}} = arith.muli {row}, {self.K} : index")
         at = t.op(f"{{r}} = arith.addi {base}, {kk} : index")
         v8 = self.codes(side, mem, at)
-        if self.bf and PLACED_DECODE and self.placed_ok(side):
+        if (self.bf or self.bfx) and PLACED_DECODE and self.placed_ok(side):
             return self.placed_bits(side, v8, factor)
-        if self.bf:  # the scaled value (exact in bf16 under the range test)
+        if self.bf or self.bfx:  # the scaled value (exact in bf16 under the range test)
             v = (self.integer_units(side, v8) if integer_shift(f) is not None else
                  self.f16_decode(side, v8, 0))
             fv = t.op(f"{{r}} = vector.broadcast {factor} : f32 to {_vt(C, 'f32')}")
@@ -2035,7 +2056,7 @@ class _DotKernel:
 
                 def chunk(q: str, _: list[str]) -> list[str]:
                     kk = t.op(f"{{r}} = arith.addi {k0}, {q} : index")
-                    u = self.packed_units(side, src, kk, f if self.bf else None)
+                    u = self.packed_units(side, src, kk, f if self.bf or self.bfx else None)
                     p0 = t.op(f"{{r}} = arith.divui {kk}, {t.c(G)} : index")
                     if self.byte:  # wrapping i8: o = 128 turns mxint8's codes into their
                         # offset bytes
@@ -2144,7 +2165,8 @@ class _DotKernel:
                     kk = t.op(f"{{r}} = arith.addi {k0}, {q} : index")
                     groups, out = [], []
                     for c, src in enumerate(srcs):
-                        u = self.packed_units("rhs", src, kk, fs[c] if self.bf else None)
+                        u = self.packed_units("rhs", src, kk,
+                                              fs[c] if self.bf or self.bfx else None)
                         if byte_sums:
                             w = t.op(f"{{r}} = arith.extsi {u} : {vu} to {_vt(C, st)}")
                             r = t.op(f"{{r}} = vector.reduction <add>, {w} : {_vt(C, st)} "
@@ -2314,14 +2336,17 @@ class _DotKernel:
         blocks' factors (exact) and accumulated in f32 FMA lanes.  No scaled operand is
         formed.  On avx512 every vector is 512 bits (16 columns), and the **bf16** pairs
         (:attr:`DotSpec.bf16_dot`) are packed scaled: one ``vdpbf16ps`` per pair of K
-        positions into f32 accumulators that run over the whole of K, no block ends."""
+        positions into f32 accumulators that run over the whole of K, no block ends; the
+        words' pairs too (:attr:`DotSpec.bf16_blocks`), but into accumulators that start
+        each block at zero and end it as the block's exact sum, added into f32 lanes."""
         t, s, M, N = self.t, self.s, self.M, self.N
         b, n0, ncols, arow0, brow0 = self.unit
         c0, c1 = t.c(0), t.c(1)
         kb = s.k("lhs")
         word, quad, bf, G, NV = self.word, self.quad, self.bf, self.G, NV_INT
+        bfx = self.bfx  # bf16 dot products from zero each block (:attr:`DotSpec.bf16_blocks`)
         vnni = s.path in VNNI_PATHS
-        lanes32 = word or quad or bf  # 32-bit accumulators, L columns each, in order
+        lanes32 = word or quad or bf or bfx  # 32-bit accumulators, L columns each, in order
         if NV % 2:  # the results leave 16 columns at a time: two word vectors
             raise ValueError(f"NV_INT must be even, got {NV}")
         zmm = s.path in AVX512_PATHS  # 512-bit vectors (every kernel of the path is lanes32)
@@ -2332,7 +2357,7 @@ class _DotKernel:
         v8, v16, w8, f8 = _vt(4 * L, "i8"), _vt(2 * L, "i16"), _vt(L, "i32"), _vt(L, "f32")
         vbf = _vt(2 * L, "bf16")
         vacc = w8 if lanes32 else v16  # a load of B: cv columns' groups
-        acc_t = f8 if bf else vacc  # an accumulator
+        acc_t = f8 if bf or bfx else vacc  # an accumulator
         ones = [] if lanes32 else [
             t.op(f"{{r}} = arith.constant dense<[{', '.join([pair] * 8)}]> : {v16}")
             for pair in ("1, 0", "0, 1")]
@@ -2357,7 +2382,7 @@ class _DotKernel:
                     so = [t.op(f"{{r}} = arith.addi {so}, {j} : index") for j in jg]
                     if bf:  # scaled values: one running sum over K
                         inits = None
-                    elif word:
+                    elif word or bfx:
                         inits = [t.c(0, acc_t)] * NV
                     else:
                         inits = [t.op(f"{{r}} = vector.load {self.bsum}[{o}] : "
@@ -2374,7 +2399,7 @@ class _DotKernel:
                                       f"{vacc}")
                             if lanes32:  # the intrinsics' operand types
                                 bw = t.op(f"{{r}} = vector.bitcast {bw} : {vacc} to "
-                                          f"{v8 if quad else vbf if bf else v16}")
+                                          f"{v8 if quad else vbf if bf or bfx else v16}")
                             bvs.append(bw)
                         out = list(sums)
                         for i in range(self.mr_int):
@@ -2383,7 +2408,7 @@ class _DotKernel:
                             av = t.op(f"{{r}} = vector.broadcast {a} : {pt} to {vacc}")
                             for g in range(NV):
                                 x = i * NV + g
-                                if bf:  # pairs of bf16 products added into f32 lanes
+                                if bf or bfx:  # pairs of bf16 products added into f32 lanes
                                     ao = t.op(f"{{r}} = vector.bitcast {av} : {vacc} to {vbf}")
                                     intr = f"llvm.x86.avx512bf16.dpbf16ps.{bits}"
                                     out[x] = t.op(f'{{r}} = llvm.call_intrinsic "{intr}"('
@@ -2427,6 +2452,10 @@ class _DotKernel:
                             fb.append(t.op(f"{{r}} = vector.load {self.bfq}[{oq}] : "
                                            f"memref<?xf32>, {f8}"))
                     out = []
+                    if bfx:  # the exact block sums of scaled values (an add, not an FMA:
+                        # Zen 4's adds leave the multiply pipes to the dot products)
+                        return [t.op(f"{{r}} = arith.addf {accs[x]}, {sums[x]} : {f8}")
+                                for x in range(self.mr_int * NV)]
                     for i in range(self.mr_int):
                         o = t.op(f"{{r}} = arith.addi {l0}, {t.c(i)} : index")
                         o = t.op(f"{{r}} = arith.muli {o}, {self.nblk} : index")

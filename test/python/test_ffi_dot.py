@@ -41,9 +41,14 @@ INT_PATHS = [p for p in dot_kernels.X86_PATHS if p in PATHS]
 SHAPES = [((), 1, 1, 1), ((), 2, 37, 3), ((2,), 7, 33, 2), ((), 13, 70, 3), ((), 20, 35, 1)]
 
 
-def _side(rng, name: str, shape, k=None):
-    """(elements or values, scales or None, f32 values) of random data in ``name``."""
+def _side(rng, name: str, shape, k=None, spread=0):
+    """(elements or values, scales or None, f32 values) of random data in ``name``;
+    ``spread``: each block of ``k`` (MX) values times 2^u, u uniform in [0, spread]."""
     x = (rng.standard_normal(shape) * np.exp2(rng.integers(-3, 4, shape))).astype(F32)
+    if spread:
+        kk = k or FORMATS[name].block_size
+        u = rng.integers(0, spread + 1, shape[:-1] + (shape[-1] // kk,))
+        x *= np.repeat(np.exp2(u), kk, axis=-1).astype(F32)
     x[rng.random(shape) < 0.1] = 0
     if name in PLAIN:
         v = x.astype(PLAIN[name])
@@ -227,6 +232,15 @@ def test_which_kernels_take_integer_dot_products():
     assert not bf16("mxfp8_e4m3", "nvfp4") and not bf16("mxfp8_e4m3", "mxfp8_e4m3", 32, 64)
     assert not bf16("f32", "mxfp8_e4m3") and not bf16("mxfp8_e4m3", "bf16")
     assert not dot_kernels.DotSpec("mxfp8_e4m3", "mxfp8_e4m3", path="vnni").packed_gemm
+    # avx512's word pairs: exact block sums on bf16 dot products
+    def blocks(lf, rf, k=None, path="avx512"):
+        return dot_kernels.DotSpec(lf, rf, k, k, path).bf16_blocks
+
+    assert blocks("mxfp6_e3m2", "mxfp6_e3m2") and blocks("mxfp6_e3m2", "mxint8")
+    assert blocks("mxfp6_e3m2", "mxfp6_e3m2", 82) and blocks("mxfp4_e2m1", "mxfp4_e2m1", 2)
+    assert not blocks("mxfp6_e3m2", "mxfp6_e3m2", 84) and not blocks("mxint8", "mxint8")
+    assert not blocks("mxfp6_e3m2", "mxfp6_e3m2", path="vnni")
+    assert not blocks("mxfp6_e3m2", "mxfp6_e3m2", path="amx")
 
 
 def test_host_paths():
@@ -340,6 +354,37 @@ def test_integer_dot_products_gemm(lf, rf, k, path):
         if (k or 0) > 64 and shape[3] > 2:
             continue
         _run(lf, rf, shape, rng, path, k=k)
+
+
+#: the word pairs (an e3m2 side; blocks of 2), whose GEMM takes bf16 dot products on avx512
+WORD_PAIRS = [("mxfp6_e3m2", "mxfp6_e3m2", None), ("mxfp4_e2m1", "mxfp6_e3m2", None),
+              ("mxfp6_e3m2", "mxint8", None), ("nvfp4", "mxfp6_e3m2", 16),
+              ("mxfp6_e2m3", "mxfp6_e3m2", None), ("mxfp4_e2m1", "mxfp4_e2m1", 2)]
+
+
+@pytest.mark.skipif(not {"avx512", "vnni"} <= set(PATHS), reason="this CPU has no avx512 path")
+@pytest.mark.parametrize("lf, rf, k", WORD_PAIRS)
+def test_bf16_block_sums_are_the_word_dot_products(lf, rf, k):
+    """avx512's GEMM of the word pairs (bf16 dot products of both sides' scaled values into
+    lanes that start each block at zero, the exact block sum then added:
+    :attr:`DotSpec.bf16_blocks`) gives the vnni path's results bit for bit (vpdpwssd's i32
+    block sums, converted and multiplied by the two factors in an FMA): the same exact
+    block sums, added in the same order -- where a sum over blocks in bf16 dot products'
+    lanes rounds differently (blocks up to 2^20 apart; mutation-checked)."""
+    assert dot_kernels.DotSpec(lf, rf, k, k, "avx512").bf16_blocks
+    assert dot_kernels.DotSpec(lf, rf, k, k, "vnni").word_dot
+    rng = np.random.default_rng(WORD_PAIRS.index((lf, rf, k)))
+    kk = k or 32
+    for batch, M, N, kb in (((), 41, 70, 9), ((2,), 20, 33, 3)):
+        a, sa, va = _side(rng, lf, batch + (M, kb * kk), k, spread=20)
+        b, sb, vb = _side(rng, rf, batch + (N, kb * kk), k, spread=20)
+        got = {path: np.asarray(ffi_dot.dot(a, sa, b, sb, lf, rf, lhs_block_size=k,
+                                            rhs_block_size=k, path=path))
+               for path in ("avx512", "vnni")}
+        assert np.array_equal(got["avx512"], got["vnni"]), (lf, rf, k, M, N)
+        nb = len(batch)
+        dn = (((nb + 1,), (nb + 1,)), (tuple(range(nb)), tuple(range(nb))))
+        assert_dot_close(got["avx512"], va, vb, dn, what=f"{lf} x {rf}")
 
 
 #: pairings of the GEMM's bf16 dot products (path avx512): an f8 side, one block size

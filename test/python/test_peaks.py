@@ -58,3 +58,15 @@ def test_path_probes():
     assert B.path_probes("avx2") == B.path_probes("portable") == ["f32 FMA ymm"]
     for path in ("avx512", "vnni", "portable"):
         assert all(name in B.PROBES for name in B.path_probes(path))
+
+
+def test_gemm_probes():
+    """The instruction each packed GEMM runs on: e3m2's pairs vpdpwssd on vnni, vdpbf16ps on
+    avx512 (their exact block sums on bf16 dot products)."""
+    from mxlower.lowering.dot_kernels import DotSpec
+    e3m2 = ("mxfp6_e3m2", "mxfp6_e3m2")
+    assert B.gemm_probe(DotSpec(*e3m2, path="vnni")) == "vpdpwssd ymm"
+    assert B.gemm_probe(DotSpec(*e3m2, path="avx512")) == "vdpbf16ps zmm"
+    assert B.gemm_probe(DotSpec("mxint8", "mxint8", path="avx512")) == "vpdpbusd zmm"
+    assert B.gemm_probe(DotSpec("mxfp8_e4m3", "mxfp8_e4m3", path="avx512")) == "vdpbf16ps zmm"
+    assert B.gemm_probe(DotSpec(*e3m2, path="amx")) is None

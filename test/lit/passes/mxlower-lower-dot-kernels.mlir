@@ -301,6 +301,29 @@ func.func private @bf16s(memref<?xi8>, memref<?xi8>, memref<?xi8>, memref<?xi8>,
 
 // -----
 
+// MXFP6 E3M2 x MXFP6 E3M2 on avx512 (the word pairs): the GEMM's exact block sums on
+// vdpbf16ps.  Both sides packed as scaled bf16 pairs (exact); per block the accumulators
+// start at zero, take one vdpbf16ps per pair of K positions -- every partial sum exact --
+// and are added into the result lanes: no vpdpwssd, no conversion, no multiply, no FMA.
+// CHECK-LABEL: func.func @blocks(
+// CHECK-NOT: vpdpwssd
+// CHECK: scf.for %{{.*}} iter_args(
+// CHECK: %[[Z:.*]] = arith.constant dense<0.000000e+00> : vector<16xf32>
+// CHECK: %[[S:.*]]:8 = scf.for %{{.*}} = %{{.*}} to %c16{{.*}} step %{{.*}} iter_args(%{{.*}} = %[[Z]], %{{.*}} = %[[Z]],
+// CHECK: llvm.call_intrinsic "llvm.x86.avx512bf16.dpbf16ps.512"(%{{.*}}, %{{.*}}, %{{.*}}) : (vector<16xf32>, vector<32xbf16>, vector<32xbf16>) -> vector<16xf32>
+// CHECK: scf.yield %{{.*}} : vector<16xf32>,
+// CHECK-NOT: arith.sitofp
+// CHECK-NOT: vector.fma
+// CHECK-COUNT-8: arith.addf %{{.*}}, %[[S]]#{{[0-7]}} : vector<16xf32>
+// CHECK: scf.yield %{{.*}} : vector<16xf32>,
+// CHECK-NOT: vpdpwssd
+// CHECK: vector.maskedstore
+// LLVM-LABEL: llvm.func @blocks(
+// LLVM: llvm.call_intrinsic "llvm.x86.avx512bf16.dpbf16ps.512"
+func.func private @blocks(memref<?xi8>, memref<?xi8>, memref<?xi8>, memref<?xi8>, memref<?xf32>, memref<?xi64>, index, index) attributes {mxlower.dot_kernel = {lhs = "mxfp6_e3m2", rhs = "mxfp6_e3m2", path = "avx512"}}
+
+// -----
+
 // MXFP4 x MXFP8 on amx: the GEMM on AMX-BF16 tiles (an f8 or e3m2 side; the pairs of
 // avx512's byte dot products keep those).  Both sides packed as scaled bf16 pairs
 // into bytes seen as i32 (the stores) and as bf16 rows (the tiles): A's rows of whole tiles
