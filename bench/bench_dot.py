@@ -6,8 +6,9 @@ GEMV (``--gemv``: M = 1 and 8, N = K = 4096 by default): plain activations x [M,
 bf16) against MX weights w [N, K] (mxfp4, mxfp6_e2m3, mxfp8_e4m3, nvfp4, mxint8):
 
 * ``scaled_dot``: ``mxlower.jax.scaled_dot(x, w)`` (``impl="auto"``) under ``jax.jit``: the
-  run-time range test, then the kernel -- what a user runs;
-* ``kernel``: ``ffi_dot.dot`` alone under ``jax.jit`` (no range test);
+  kernel's custom call (its handler makes the run-time range test) -- what a user runs;
+* ``kernel``: ``ffi_dot.dot`` alone under ``jax.jit`` (the same custom call, without
+  ``scaled_dot``'s dispatch);
 * ``before``: the same scaled_dot with the dot kernel switched off (``MXLOWER_DOT_KERNEL=0``:
   the weights dequantized to f32 by the dequantize kernel, then XLA's dot: what
   ``impl="auto"`` did before this kernel);
@@ -16,6 +17,11 @@ bf16) against MX weights w [N, K] (mxfp4, mxfp6_e2m3, mxfp8_e4m3, nvfp4, mxint8)
   alone, no dequantization;
 * ``memcpy``: ``numpy.copyto`` of the packed weight bytes (elements + scales) into a buffer
   already mapped (one thread).  "% memcpy" = memcpy time / scaled_dot time.
+
+Every GEMV case runs cold: a 64 MiB buffer is read before each timed run
+(:func:`mxlower.benchmarking.evictor`), so the weights come from memory as in inference (the
+round robin alone left them in a 32 MiB L3 for the case run right after another that read
+them: the sixteenth session's and earlier "kernel ms" were such warm runs).
 
 GEMM (``--gemm``: 1024^3 by default): both sides MX (the same format), ``scaled_dot`` with
 ``MXLOWER_DOT_KERNEL=all`` (the kernel: by default for the integer-unit formats, whose GEMM
@@ -50,7 +56,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import mxlower.jax as mxj
-from mxlower.benchmarking import round_robin
+from mxlower.benchmarking import evictor, round_robin
 from mxlower.execution import ffi_dot
 from mxlower.execution.peaks import best_peaks, fma_probe, gemm_probe, path_probes, peaks
 
@@ -62,9 +68,10 @@ def _timer(f: Callable[[], object]) -> Callable[[], object]:
     return lambda: jax.block_until_ready(f())
 
 
-def _round_robin(cases: dict[str, Callable[[], object]], reps: int) -> dict[str, float]:
+def _round_robin(cases: dict[str, Callable[[], object]], reps: int,
+                 before: Callable[[], object] | None = None) -> dict[str, float]:
     """:func:`mxlower.benchmarking.round_robin`, in milliseconds."""
-    return {k: v * 1e3 for k, v in round_robin(cases, reps).items()}
+    return {k: v * 1e3 for k, v in round_robin(cases, reps, before).items()}
 
 
 def _before(f: Callable, *args: object) -> Callable:
@@ -79,6 +86,7 @@ def _before(f: Callable, *args: object) -> Callable:
 def gemv(M: int, NK: int, reps: int) -> list[str]:
     rng = np.random.default_rng(0)
     rows = []
+    evict = evictor()  # every run cold (round_robin's order left the kernel's warm in L3)
     for fmt in FORMATS:
         w32 = rng.standard_normal((NK, NK)).astype(np.float32)
         w = mxj.quantize(w32, fmt, impl="xla")
@@ -105,7 +113,7 @@ def gemv(M: int, NK: int, reps: int) -> list[str]:
                 "xla_nk": _timer(lambda: xnk(x32, wd_nk)),  # noqa: B023
                 "xla_kn": _timer(lambda: xkn(x32, wd_kn)),  # noqa: B023
                 "memcpy": lambda: np.copyto(dst, packed),  # noqa: B023
-            }, reps)
+            }, reps, evict)
             gbs = packed.nbytes / t["scaled_dot"] / 1e6
             rows.append(f"| {M} | {fmt} | {act} | {packed.nbytes / 1e6:.2f} | "
                         f"{t['scaled_dot']:.2f} | {t['kernel']:.2f} | {gbs:.1f} | "

@@ -9,7 +9,8 @@ under ``<name>_before``).  Per kernel and M, the two ``jax.ffi.ffi_call``s run o
 operands, both checked against the exact dot (docs/semantics.md section 6's bound; their bits
 may differ: the summation order is the kernel's to choose), then timed interleaved
 (:func:`mxlower.benchmarking.round_robin`, best of ``--reps``) with the weights evicted from
-the caches before every run (a 64 MiB buffer written), as a GEMV of inference reads them.
+the caches before every run (a 64 MiB buffer read: :func:`mxlower.benchmarking.evictor`), as
+a GEMV of inference reads them.
 
 Kernels: plain f32 and bf16 activations x [M, K] against MX weights [N, K] (mxfp4, mxfp6_e2m3,
 mxfp8_e4m3, nvfp4, mxint8), N = K = ``--nk``; with ``--x mx`` activations of the weights'
@@ -36,7 +37,7 @@ import numpy as np
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from bench_kernels_ab import export, lowered_by, register_lowered  # noqa: E402
 
-from mxlower.benchmarking import Session, round_robin  # noqa: E402
+from mxlower.benchmarking import Session, evictor, round_robin  # noqa: E402
 
 FORMATS = ("mxfp4_e2m1", "mxfp6_e2m3", "mxfp8_e4m3", "nvfp4", "mxint8")
 
@@ -90,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
             for name, text in old.items()]
 
     rng = np.random.default_rng(0)
-    flush = np.zeros(1 << 24, np.float32)  # 64 MiB, written before each timed run
+    evict = evictor()  # 64 MiB read before each timed run
 
     def spread(v: np.ndarray) -> np.ndarray:
         if not a.spread:
@@ -132,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
                 assert_dot_close(np.asarray(f(*ops))[0], x.astype(np.float32), wv,
                                  (((1,), (1,)), ((), ())), what=f"{spec.name} M={M} {k}")
             t = round_robin({k: (lambda f=f: jax.block_until_ready(f(*ops)))
-                             for k, f in fns.items()}, a.reps, before=lambda: flush.fill(1.0))
+                             for k, f in fns.items()}, a.reps, before=evict)
             rows.append({"kernel": spec.name, "weights": fmt, "x": "mx" if lhs == fmt else lhs,
                          "M": M,
                          "before_ms": t["before"] * 1e3,
