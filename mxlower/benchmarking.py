@@ -16,6 +16,8 @@ import subprocess
 import time
 from collections.abc import Callable
 
+import numpy as np
+
 __all__ = ["Session", "cpu_model", "evictor", "round_robin"]
 
 
@@ -37,8 +39,6 @@ def evictor(mib: int = 64) -> Callable[[], object]:
     inference reads its weights; for :func:`round_robin`'s ``before``.  It reads rather than
     writes: a cache left full of dirty lines would make the timed run pay their write-backs
     (a memcpy of 9 MB measured 15-20% slower after a 64 MiB write than after a read)."""
-    import numpy as np
-
     buf = np.ones(mib << 17, np.int64)
     return lambda: int(np.bitwise_or.reduce(buf))
 
