@@ -1217,6 +1217,35 @@ def test_split_across_xla_threads():
             _run(lf, rf, ((2,), dot_kernels.MB_INT + 40, 3 * dot_kernels.NP + 1, 2), rng, path)
 
 
+@pytest.mark.parametrize("lf, rf", [("mxfp4_e2m1", "mxfp4_e2m1"), ("mxint8", "mxint8"),
+                                     ("mxfp6_e2m3", "mxint8"), ("mxfp6_e3m2", "mxfp4_e2m1")])
+def test_integer_gemm_factors_at_the_range_tests_edges(lf, rf):
+    """The integer GEMM's block end takes the two blocks' factor (e8m0: powers of two) by
+    an integer add of their bits (:data:`dot_kernels.BLOCK_END_EXPONENTS`): exact wherever
+    the range test keeps the f32 paths -- their product down to 2^-126 and up near f32's
+    top.  With K one block, each result is that block's exact sum times the factor, rounded
+    once: bit for bit the exact dot, on every integer path (a wrong bias or a product's
+    subnormal or overflowing bits would be off by powers of two)."""
+    rng = np.random.default_rng(47)
+    M, N, k = 20, 37, 32
+    sa, sb = (dot_kernels.integer_shift(FORMATS[f]) for f in (lf, rf))
+    # the smallest codes whose values' grid 2^(c - 127 - shift) keeps the product >= 2^-126,
+    # and large ones (values up to 2^(c - 127) x max unit) whose sums stay below 2^127
+    low = (127 - 63 + sa, 127 - 63 + sb)
+    high = (127 + 56, 127 + 56)
+    for codes in (low, high, (low[0], high[1])):
+        (a, sa_, va), (b, sb_, vb) = (
+            _with_scales(rng, f, (rows, k), [c]) for f, rows, c in
+            ((lf, M, codes[0]), (rf, N, codes[1])))
+        want = (va.astype(np.float64) @ vb.astype(np.float64).T).astype(F32)
+        assert np.isfinite(want).all() and (np.abs(want[want != 0]) >= 2.0 ** -126).all()
+        for path in INT_PATHS:
+            spec = dot_kernels.DotSpec(lf, rf, path=path)
+            assert spec.int_dot or spec.bf16_blocks, (lf, rf, path)
+            got = np.asarray(ffi_dot.dot(a, sa_, b, sb_, lf, rf, path=path))
+            assert np.array_equal(got, want), (lf, rf, codes, path)
+
+
 def _with_scales(rng, fmt, shape, codes):
     """(elements, scales, f32 values) of random data in ``fmt`` whose scale codes are drawn
     from ``codes`` (e8m0) -- values far outside f32's normal range included (exact in f32:

@@ -172,7 +172,8 @@ func.func private @f8(memref<?xbf16>, memref<?xi8>, memref<?xi8>, memref<?xf32>,
 // vpmaddubsw (A's pair broadcast) and one (wrapping) add per pair of K positions -- the
 // block's exact sums, no f32 operand; vpmaddwd by (1, 0) and (0, 1) widens the even and the
 // odd columns to i32, converted exactly and multiplied into f32 FMA lanes with the blocks'
-// factors; the results stored under a mask (the columns past N).
+// factors (their product, powers of two, by an integer add of their bits: no multiply);
+// the results stored under a mask (the columns past N).
 // CHECK-LABEL: func.func @bytes(
 // CHECK: %[[BQ:.*]] = memref.view %{{.*}}[%{{.*}}][%{{.*}}] : memref<?xi8> to memref<?xi16>
 // CHECK: %[[AQ:.*]] = memref.view %{{.*}}[%{{.*}}][%{{.*}}] : memref<?xi8> to memref<?xi16>
@@ -197,7 +198,8 @@ func.func private @f8(memref<?xbf16>, memref<?xi8>, memref<?xi8>, memref<?xf32>,
 // CHECK: scf.yield %{{.*}} : vector<16xi16>,
 // CHECK: llvm.call_intrinsic "llvm.x86.avx2.pmadd.wd"(%{{.*}}, %{{.*}}) : (vector<16xi16>, vector<16xi16>) -> vector<8xi32>
 // CHECK-NEXT: arith.sitofp %{{.*}} : vector<8xi32> to vector<8xf32>
-// CHECK-NEXT: arith.mulf %{{.*}} : vector<8xf32>
+// CHECK-NEXT: arith.addi %{{.*}}, %{{.*}} : vector<8xi32>
+// CHECK-NEXT: arith.bitcast %{{.*}} : vector<8xi32> to vector<8xf32>
 // CHECK-NEXT: vector.fma %{{.*}} : vector<8xf32>
 // CHECK: vector.shuffle %{{.*}}, %{{.*}} [0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15] : vector<8xf32>, vector<8xf32>
 // CHECK: vector.maskedstore %{{.*}}[%{{.*}}], %{{.*}}, %{{.*}} : memref<?xf32>, vector<16xi1>, vector<16xf32>
@@ -243,7 +245,8 @@ func.func private @bytes(memref<?xi8>, memref<?xi8>, memref<?xi8>, memref<?xi8>,
 // CHECK: scf.yield %{{.*}} : vector<8xi32>,
 // CHECK-NOT: pmadd
 // CHECK: arith.sitofp %{{.*}} : vector<8xi32> to vector<8xf32>
-// CHECK-NEXT: arith.mulf %{{.*}} : vector<8xf32>
+// CHECK-NEXT: arith.addi %{{.*}}, %{{.*}} : vector<8xi32>
+// CHECK-NEXT: arith.bitcast %{{.*}} : vector<8xi32> to vector<8xf32>
 // CHECK-NEXT: vector.fma %{{.*}} : vector<8xf32>
 // CHECK: vector.shuffle %{{.*}}, %{{.*}} [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15] : vector<8xf32>, vector<8xf32>
 // CHECK: vector.maskedstore %{{.*}}[%{{.*}}], %{{.*}}, %{{.*}} : memref<?xf32>, vector<16xi1>, vector<16xf32>
