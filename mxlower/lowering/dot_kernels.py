@@ -281,6 +281,12 @@ EXACT_GROUP_UNFOLDED = True
 #: at M = 8, on a Zen 4; the f32 FMA tiles keep their decode (the same bits widened measured
 #: 0.9-1.1x) (BENCHMARKS.md, eleventh session)
 PLACED_DECODE = True
+#: whether the f32 FMA tiles (plain f32 rows, 2-16) decode e4m3 weights' codes the same
+#: way, the bf16 bits widened by a shift (:meth:`_DotKernel.placed_f32`): the f16 decode's
+#: two multiplies a vector (its rebias and the block's factor) shared the FMA pipes on a
+#: Zen 4 (1.04-1.28x at M = 2 to 16; e5m2, one multiply, 0.85-0.98x, and mxint8, 0.68-0.77x
+#: at M = 2, keep theirs) (BENCHMARKS.md, seventeenth session)
+PLACED_F32 = True
 #: whether the piped tiles' decodes that scale by a power of two (placed bits; the f4 and f6
 #: tables too where :data:`SCALE_TABLES` is off) read from the panel's scratch, instead of
 #: each block's f32 factor, the word that adding to their bits multiplies them by it
@@ -1184,6 +1190,16 @@ class _DotKernel:
         :meth:`placed_bits` (f8, f6 where :meth:`table_decode` does not apply, mxint8)."""
         return (PLACED_DECODE and self.piped and self.bf_stream and not self.table_decode()
                 and self.placed_ok("rhs"))
+
+    def placed_f32(self) -> bool:
+        """Whether the piped tiles of the f32 FMAs decode B's e4m3 codes by
+        :meth:`placed_bits` (:data:`PLACED_F32`), the bf16 bits widened to f32 by a shift:
+        the scaled values with no conversion and no multiply, which share the FMA pipes on
+        a Zen 4 (e5m2's f16 decode needs no rebias: one multiply, kept)."""
+        f = self.s.fmt("rhs")
+        return (PLACED_F32 and self.piped and not self.bf_stream and f is not None
+                and f.bits == 8 and not f.is_int and f.element_type.bias != 15
+                and self.s.path in AVX512_PATHS and self.placed_ok("rhs"))
 
     def placed_ok(self, side: str) -> bool:
         """Whether :meth:`placed_bits` decodes ``side``'s codes: float codes with a
@@ -3265,6 +3281,17 @@ class _DotKernel:
                         continue
                     if self.placed_decode():
                         out.append(self.placed_chunk(mem, f, r, kk, PIPED_AHEAD * nr, word))
+                        continue
+                    if self.placed_f32():
+                        b16 = self.placed_chunk(mem, f, r, kk, PIPED_AHEAD * nr)
+                        b16 = t.op(f"{{r}} = arith.bitcast {b16} : {_vt(C, 'bf16')} to "
+                                   f"{_vt(C, 'i16')}")
+                        w32 = t.op(f"{{r}} = arith.extui {b16} : {_vt(C, 'i16')} to "
+                                   f"{_vt(C, 'i32')}")
+                        w32 = t.op(f"{{r}} = arith.shli {w32}, {t.c(16, _vt(C, 'i32'))} : "
+                                   f"{_vt(C, 'i32')}")
+                        out.append(t.op(f"{{r}} = arith.bitcast {w32} : {_vt(C, 'i32')} to "
+                                        f"{_vt(C, 'f32')}"))
                         continue
                     v = self.chunk("rhs", mem, smem, r, kk, K, scaled=True, factor=f,
                                    ahead=PIPED_AHEAD * nr)
