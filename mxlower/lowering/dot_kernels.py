@@ -957,7 +957,9 @@ class _DotKernel:
         # K positions per packed lane (pairs; quads for vpdpbusd) and the lane's type
         self.G = 4 if self.quad else 2
         self.mr_int = spec.gemm_rows
-        self.pt = "i32" if self.word or self.quad or self.bf or self.bfx else "i16"
+        # both sides packed as scaled bf16 values (the bf16 dot products, whole-K or blocks)
+        self.scaled = self.bf or self.bfx
+        self.pt = "i32" if self.word or self.quad or self.scaled else "i16"
         # the packed units: bytes (byte dot products, offset on A's side, B's block sums
         # kept) or i16 (words; bf16 bits)
         self.byte = spec.byte_dot
@@ -2019,9 +2021,9 @@ class _DotKernel:
         base = t.op(f"{{r}} = arith.muli {row}, {self.K} : index")
         at = t.op(f"{{r}} = arith.addi {base}, {kk} : index")
         v8 = self.codes(side, mem, at)
-        if (self.bf or self.bfx) and PLACED_DECODE and self.placed_ok(side):
+        if self.scaled and PLACED_DECODE and self.placed_ok(side):
             return self.placed_bits(side, v8, factor)
-        if self.bf or self.bfx:  # the scaled value (exact in bf16 under the range test)
+        if self.scaled:  # the scaled value (exact in bf16 under the range test)
             v = (self.integer_units(side, v8) if integer_shift(f) is not None else
                  self.f16_decode(side, v8, 0))
             fv = t.op(f"{{r}} = vector.broadcast {factor} : f32 to {_vt(C, 'f32')}")
@@ -2078,7 +2080,7 @@ class _DotKernel:
 
                 def chunk(q: str, _: list[str]) -> list[str]:
                     kk = t.op(f"{{r}} = arith.addi {k0}, {q} : index")
-                    u = self.packed_units(side, src, kk, f if self.bf or self.bfx else None)
+                    u = self.packed_units(side, src, kk, f if self.scaled else None)
                     p0 = t.op(f"{{r}} = arith.divui {kk}, {t.c(G)} : index")
                     if self.byte:  # wrapping i8: o = 128 turns mxint8's codes into their
                         # offset bytes
@@ -2187,8 +2189,7 @@ class _DotKernel:
                     kk = t.op(f"{{r}} = arith.addi {k0}, {q} : index")
                     groups, out = [], []
                     for c, src in enumerate(srcs):
-                        u = self.packed_units("rhs", src, kk,
-                                              fs[c] if self.bf or self.bfx else None)
+                        u = self.packed_units("rhs", src, kk, fs[c] if self.scaled else None)
                         if byte_sums:
                             w = t.op(f"{{r}} = arith.extsi {u} : {vu} to {_vt(C, st)}")
                             r = t.op(f"{{r}} = vector.reduction <add>, {w} : {_vt(C, st)} "
