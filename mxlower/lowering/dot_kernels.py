@@ -3283,16 +3283,10 @@ class _DotKernel:
                     if self.placed_decode():
                         out.append(self.placed_chunk(mem, f, r, kk, PIPED_AHEAD * nr, word))
                         continue
-                    if self.placed_f32():
+                    if self.placed_f32():  # (bf16 to f32: exact, a shift)
                         b16 = self.placed_chunk(mem, f, r, kk, PIPED_AHEAD * nr)
-                        b16 = t.op(f"{{r}} = arith.bitcast {b16} : {_vt(C, 'bf16')} to "
-                                   f"{_vt(C, 'i16')}")
-                        w32 = t.op(f"{{r}} = arith.extui {b16} : {_vt(C, 'i16')} to "
-                                   f"{_vt(C, 'i32')}")
-                        w32 = t.op(f"{{r}} = arith.shli {w32}, {t.c(16, _vt(C, 'i32'))} : "
-                                   f"{_vt(C, 'i32')}")
-                        out.append(t.op(f"{{r}} = arith.bitcast {w32} : {_vt(C, 'i32')} to "
-                                        f"{_vt(C, 'f32')}"))
+                        out.append(t.op(f"{{r}} = arith.extf {b16} : {_vt(C, 'bf16')} to "
+                                        f"{vcf}"))
                         continue
                     v = self.chunk("rhs", mem, smem, r, kk, K, scaled=True, factor=f,
                                    ahead=PIPED_AHEAD * nr)

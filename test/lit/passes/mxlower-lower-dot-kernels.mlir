@@ -639,9 +639,8 @@ func.func private @gemv_f32_f4(memref<?xf32>, memref<?xi8>, memref<?xi8>, memref
 // added, subnormal codes from a table) and widen the bf16 bits to f32 by a shift: no f16
 // conversion, no multiply beside the FMAs.
 // CHECK: llvm.call_intrinsic "llvm.x86.avx512.permvar.hi.512"
-// CHECK: arith.extui %{{.*}} : vector<32xi16> to vector<32xi32>
-// CHECK: arith.shli %{{.*}}, %{{.*}} : vector<32xi32>
-// CHECK-NEXT: arith.bitcast %{{.*}} : vector<32xi32> to vector<32xf32>
+// CHECK: %[[W:.+]] = arith.bitcast %{{.*}} : vector<32xi16> to vector<32xbf16>
+// CHECK-NEXT: arith.extf %[[W]] : vector<32xbf16> to vector<32xf32>
 func.func private @gemv_f32_f8(memref<?xf32>, memref<?xi8>, memref<?xi8>, memref<?xf32>, memref<?xi64>, index, index) attributes {mxlower.dot_kernel = {lhs = "f32", rhs = "mxfp8_e4m3", path = "avx512"}}
 
 // -----
