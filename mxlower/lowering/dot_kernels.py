@@ -35,7 +35,8 @@ threads.  Within a unit two ways, chosen at run time by M:
   values (integer units or f8 values) in one f32 vector and one FMA by the block's factor
   (per 32 weights: the decode, four FMAs, and one FMA per block instead of a multiply per
   value); for more rows, once per tile of :data:`MR_STREAM_EXACT` (up to that many rows) or
-  :data:`MR_STREAM` rows against :data:`NR_STREAM_TILE` columns, the chunk scaled once for
+  :data:`MR_STREAM` rows against :data:`NR_STREAM_TILE` columns (or
+  :meth:`_DotKernel.few_columns`), the chunk scaled once for
   the tile's rows -- A's rows (few) decoded once per unit into a scratch of ``M x K`` f32,
   or read in place when they are plain f32 (on avx512, bf16 rows are read in place too and
   the tile runs on bf16 dot products: :attr:`_DotKernel.bf_stream`; so do MX rows against MX
@@ -48,7 +49,8 @@ threads.  Within a unit two ways, chosen at run time by M:
   and f6 codes on bf16 dot products by one word permute from the block's table -- the row
   of a constant table of every scale code's products that the block's scale byte selects
   (:data:`SCALE_TABLES`) --, f8 and mxint8 codes by placing their bits:
-  :meth:`_DotKernel.placed_bits`), two rows run as one such tile (B read once),
+  :meth:`_DotKernel.placed_bits`; on the f32 FMAs mxint8 and f6 codes' integer units by a
+  magic number: :meth:`_DotKernel.magic_chunk`), two rows run as one such tile (B read once),
   and one row of bf16 activations too where such a decode applies; each chunk of B's codes
   prefetches the same chunk of the next column (group) (:data:`PREFETCH_NEXT_ROW`);
 * **blocked GEMM**: the unit's B panel is decoded once into a scratch of ``NP x K`` f32 (a
@@ -167,6 +169,13 @@ STREAM_M = 16
 MR, NR = 6, 2
 #: rows of a streaming tile (from 3 rows of A on; one or two rows go one at a time)
 MR_STREAM, MR_STREAM_EXACT = 8, 4
+#: columns of the (not exact) streaming tiles of 3-4 rows whose decode yields a vector a chunk
+#: from a table, or mxint8's magic numbers on the f32 FMAs (:meth:`_DotKernel.few_columns`);
+#: the others take :data:`NR_STREAM_TILE` (one column had been every tile's: 1.2-1.6x slower
+#: at M = 3, 4 than two; four against two: bf16 x mxfp4 / mxfp6 / nvfp4 1.04-1.26x, f32 x
+#: nvfp4 / mxint8 1.04-1.26x, f32 x mxfp4 0.65-0.8x, bf16 x mxint8 0.9-0.99x, mxfp8
+#: 0.84-1.03x, on a Zen 4) (BENCHMARKS.md, eighteenth session)
+NR_FEW_TABLES = 4
 #: columns of B one row of A streams at a time (one or two rows of A): one measured 7-25%
 #: faster than two for every format at M = 1 and 2 (BENCHMARKS.md, fourth session)
 NR_STREAM = 1
@@ -287,6 +296,16 @@ PLACED_DECODE = True
 #: Zen 4 (1.04-1.28x at M = 2 to 16; e5m2, one multiply, 0.85-0.98x, and mxint8, 0.68-0.77x
 #: at M = 2, keep theirs) (BENCHMARKS.md, seventeenth session)
 PLACED_F32 = True
+#: whether the f32 FMA tiles (plain f32 rows, 2-16) decode B's integer units (mxint8's
+#: codes, f6 codes' units from a word table) scaled by the block's factor 2^e by a magic
+#: number (:meth:`_DotKernel.magic_chunk`): the units' low bits put under the exponent 23 + e
+#: by an xor, then 2^(23 + e) (and the offset) subtracted -- an integer op and an f32
+#: subtract (Zen 4's add pipes) where the conversion and the factor's multiply shared the
+#: FMA pipes with the tile's FMAs
+MAGIC_F32 = True
+#: the largest block factor's exponent :meth:`_DotKernel.magic_chunk` takes (2^(23 + e)
+#: must be a finite f32); the range test sends larger ones to the f64 contraction
+MAGIC_TOP = 127 - 23
 #: whether the piped tiles' decodes that scale by a power of two (placed bits; the f4 and f6
 #: tables too where :data:`SCALE_TABLES` is off) read from the panel's scratch, instead of
 #: each block's f32 factor, the word that adding to their bits multiplies them by it
@@ -1203,6 +1222,58 @@ class _DotKernel:
                 and f.bits == 8 and not f.is_int and f.element_type.bias != 15
                 and self.s.path in AVX512_PATHS and self.placed_ok("rhs"))
 
+    def few_columns(self) -> int:
+        """Columns of the (not exact) streaming tiles of up to :data:`MR_STREAM_EXACT` rows:
+        :data:`NR_FEW_TABLES` where B's codes decode by a table (:meth:`table_decode`) into
+        one vector a chunk (bf16 dot products, or f32 FMAs on chunks of 16: nvfp4) and for
+        mxint8's :meth:`magic_chunk`, else :data:`NR_STREAM_TILE`."""
+        if (self.table_decode(MR_STREAM_EXACT) and (self.bf_stream or self.C == 16)
+                or self.magic_f32() and self.s.fmt("rhs").is_int):
+            return NR_FEW_TABLES
+        return NR_STREAM_TILE[self.s.path]
+
+    def magic_f32(self) -> bool:
+        """Whether the piped tiles of the f32 FMAs decode B's integer units by
+        :meth:`magic_chunk` (:data:`MAGIC_F32`): mxint8 codes, and f6 codes on the 512-bit
+        paths in chunks of 32 (a word permute from their units); the kernel's range test
+        then also asks that every block factor be at most 2^:data:`MAGIC_TOP`."""
+        f = self.s.fmt("rhs")
+        return (MAGIC_F32 and self.piped and not self.bf_stream and f is not None
+                and (f.is_int or f.bits == 6 and self.C == 32
+                     and self.s.path in AVX512_PATHS))
+
+    def magic_chunk(self, mem: str, factor: str, row: str, kk: str, ahead: int) -> str:
+        """:meth:`magic_f32`: vector<C x f32>, the scaled values of C codes of B's row
+        ``row`` at ``kk``, their block's ``factor`` 2^e (normal, at most 2^MAGIC_TOP).  A
+        unit u (|u| < 2^(m - 1): mxint8's codes m = 8, f6's units m = 10) as its low m
+        bits w, xor-ed with the bits of 2^(23 + e) plus 2^(m - 1), reads as the f32
+        2^(23 + e) + (u + 2^(m - 1)) 2^e; less that word's own value (the same binade:
+        exact) it is u 2^e, exact (normal: the range test's q_b >= -126) -- per 16 values
+        a widening, an xor and a subtract: no conversion and no multiply."""
+        t, C = self.t, self.C
+        f = self.s.fmt("rhs")
+        at = self.code_at(mem, row, kk, ahead)
+        v8 = t.op(f"{{r}} = vector.load {mem}[{at}] : memref<?xi8>, {_vt(C, 'i8')}")
+        vi, vf = _vt(C, "i32"), _vt(C, "f32")
+        if f.is_int:
+            m, w = 8, t.op(f"{{r}} = arith.extui {v8} : {_vt(C, 'i8')} to {vi}")
+        else:  # the codes' units mod 2^10 by one word permute from two tables of 32
+            m, wh = 10, _vt(C, "i16")
+            units = [int(u) % (1 << 10) for u in code_units(f, range(64))]
+            tabs = [t.op(f"{{r}} = arith.constant dense<[{', '.join(map(str, part))}]> : "
+                         f"{wh}") for part in (units[:32], units[32:])]
+            c = t.op(f"{{r}} = arith.extui {v8} : {_vt(C, 'i8')} to {wh}")
+            u = t.op(f'{{r}} = llvm.call_intrinsic "llvm.x86.avx512.vpermi2var.hi.512"'
+                     f"({tabs[0]}, {c}, {tabs[1]}) : ({wh}, {wh}, {wh}) -> {wh}")
+            w = t.op(f"{{r}} = arith.extui {u} : {wh} to {vi}")
+        fb = t.op(f"{{r}} = arith.bitcast {factor} : f32 to i32")
+        mb = t.op(f"{{r}} = arith.addi {fb}, {t.c((23 << 23) + (1 << (m - 1)), 'i32')} : i32")
+        mv = t.op(f"{{r}} = vector.broadcast {mb} : i32 to {vi}")
+        x = t.op(f"{{r}} = arith.xori {w}, {mv} : {vi}")
+        x = t.op(f"{{r}} = arith.bitcast {x} : {vi} to {vf}")
+        mf = t.op(f"{{r}} = arith.bitcast {mv} : {vi} to {vf}")
+        return t.op(f"{{r}} = arith.subf {x}, {mf} : {vf}")
+
     def placed_ok(self, side: str) -> bool:
         """Whether :meth:`placed_bits` decodes ``side``'s codes: float codes with a
         :meth:`placed_table`, mxint8 in chunks of 32 (the 512-bit paths)."""
@@ -1916,7 +1987,9 @@ class _DotKernel:
                     wide = self.grouped
                     nr = 1 if self.exact and not wide else NR_STREAM_TILE[s.path]
                     t.if_(le, lambda: self.rows(c0, M, MR_STREAM_EXACT, stream=True,
-                                                a_direct=a_direct, nr=nr if wide else 1,
+                                                a_direct=a_direct,
+                                                nr=(nr if wide else 1) if self.exact else
+                                                self.few_columns(),
                                                 piped=piped),
                           lambda: self.rows(c0, M, MR_STREAM, stream=True, a_direct=a_direct,
                                             nr=nr, piped=piped))
@@ -2719,6 +2792,9 @@ class _DotKernel:
         ok = both(ok, le(add(add(ta, tb), lk), c127))
         if s.headroom:
             ok = both(ok, le(add(ta, t.c(s.headroom, "i32")), c127))
+        if self.magic_f32():  # every block factor at most 2^MAGIC_TOP
+            q, top = s.fmt("rhs").value_exponents
+            ok = both(ok, le(tb, t.c(MAGIC_TOP + top - q, "i32")))
         mode = t.op(f"{{r}} = arith.select {ok}, {t.c(0, 'i64')}, {t.c(1, 'i64')} : i64")
         t.do(f"memref.store {mode}, %dims[{t.c(4)}] : memref<?xi64>")
         t.do("return")
@@ -3282,6 +3358,9 @@ class _DotKernel:
                         continue
                     if self.placed_decode():
                         out.append(self.placed_chunk(mem, f, r, kk, PIPED_AHEAD * nr, word))
+                        continue
+                    if self.magic_f32():
+                        out.append(self.magic_chunk(mem, f, r, kk, PIPED_AHEAD * nr))
                         continue
                     if self.placed_f32():  # (bf16 to f32: exact, a shift)
                         b16 = self.placed_chunk(mem, f, r, kk, PIPED_AHEAD * nr)

@@ -96,6 +96,17 @@ def test_plain_activations_against_mx_weights(plain, fmt):
     _run(fmt, plain, SHAPES[1], rng, PATHS[0])  # the plain side on the right
 
 
+@pytest.mark.parametrize("fmt", MX)
+@pytest.mark.parametrize("plain", list(PLAIN))
+def test_tiles_of_three_and_four_rows(plain, fmt):
+    """Three and four plain rows take one streaming tile of MR_STREAM_EXACT rows (the rows
+    past M clamped) against :meth:`_DotKernel.few_columns` columns at a time: N neither a
+    multiple of those columns nor of a panel, K one block and several, a batch."""
+    rng = np.random.default_rng(11)
+    for shape in (((), 3, 37, 3), ((2,), 4, 35, 1), ((), 4, 70, 2)):
+        _run(plain, fmt, shape, rng, PATHS[0])
+
+
 @pytest.mark.parametrize("path", PATHS)
 def test_every_simd_path(path):
     """Each path this CPU runs, on the formats whose decoding differs between them (f4 by a
@@ -841,8 +852,8 @@ def _every_code(fmt: str, R_: int, k: int, rng):
                                  "mxint8", "mxfp4_e2m1"])
 def test_placed_decode_every_code(fmt):
     """The codes decoded by placing their bits, or from the rows of the scale-code tables
-    (bf16 dot products: the piped tiles of 1, 2, 8 and 16 rows, chunks of 32 and 16; the
-    f32 FMAs' tiles of 1, 2 and 8 rows; the bf16 GEMM, both sides): one-hot rows of A pick
+    (bf16 dot products: the piped tiles of 1, 2, 4, 8 and 16 rows, chunks of 32 and 16; the
+    f32 FMAs' tiles of 1, 2, 4 and 8 rows; the bf16 GEMM, both sides): one-hot rows of A pick
     each code of B, scaled by 2^-10 .. 2^10 -- every finite code's value (subnormals, both
     zeros; mxint8's 256 codes, -128 included) bit for bit, Inf and NaN codes to Inf / NaN,
     as the f64 reference."""
@@ -859,8 +870,8 @@ def test_placed_decode_every_code(fmt):
         # are rows of the scale-code tables)
         assert (kern.word_bias() is not None) == (not is_int and placed)
         assert kern.scale_tables() == (kern.table_decode() and not placed)
-        for plain, rows in itertools.chain(itertools.product(["bf16"], (1, 2, 8, 16)),
-                                           itertools.product(["f32"], (1, 2, 8))):
+        for plain, rows in itertools.chain(itertools.product(["bf16"], (1, 2, 4, 8, 16)),
+                                           itertools.product(["f32"], (1, 2, 4, 8))):
             e, s, vb = _every_code(fmt, rows, k, rng)
             hot = np.zeros((rows, n), np.float32)
             hot[np.arange(rows), np.arange(rows)] = 2.0 ** rng.integers(-3, 4, rows)
@@ -892,6 +903,38 @@ def test_placed_decode_every_code(fmt):
             with np.errstate(invalid="ignore"):
                 want = (va.astype(np.float64) @ vb2.astype(np.float64).T).astype(F32)
             assert np.array_equal(got, want, equal_nan=True), (fmt, k, "gemm")
+
+
+@pytest.mark.skipif("avx512" not in PATHS, reason="this CPU has no AVX512-BF16 / VNNI")
+@pytest.mark.parametrize("fmt", ["mxint8", "mxfp6_e2m3", "mxfp6_e3m2"])
+def test_magic_decode_at_the_top_factor(fmt):
+    """The f32 tiles' magic-number decode (:meth:`_DotKernel.magic_chunk`) puts a block's
+    units under the exponent 23 + e of its factor 2^e: every code bit for bit with factors
+    from 2^(MAGIC_TOP - 2) up to 2^MAGIC_TOP (tiny f32 rows keep the sums finite, so the
+    range test's overflow bound passes), and one step above the range test sends the kernel
+    to its f64 contraction (2^(23 + e) would overflow the decode's f32)."""
+    rng = np.random.default_rng(len(fmt) + 7)
+    k = 32
+    kern = dot_kernels._DotKernel(dot_kernels.DotSpec("f32", fmt, None, k, "avx512"))
+    assert kern.magic_f32()
+    q = FORMATS[fmt].value_exponents[0]  # the factor of scale code c is 2^(c + q)
+    edge = dot_kernels.MAGIC_TOP - q
+    for codes in ((edge - 2, edge - 1, edge), (edge - 1, edge + 1)):
+        e, _, _ = _every_code(fmt, 5, k, rng)
+        s = rng.choice(np.asarray(codes, np.uint8), (e.shape[0], e.shape[1] // k)).view(
+            ml_dtypes.float8_e8m0fnu)
+        t = FLOAT_TYPES.get(FORMATS[fmt].element)
+        vb = R.dequantize(e if t is None else R.from_bits(np.asarray(e).view(np.uint8),
+                                                            FORMATS[fmt].element), s, fmt,
+                          block_size=k)
+        for rows in (2, 4, 8):  # one-hot rows of A pick each code
+            hot = np.zeros((rows, e.shape[1]), F32)
+            hot[np.arange(rows), np.arange(rows) * 3] = 2.0 ** -100
+            got = np.asarray(ffi_dot.dot(hot, None, e, s, None, fmt, rhs_block_size=k,
+                                         path="avx512"))
+            want = (hot.astype(np.float64) @ vb.astype(np.float64).T).astype(F32)
+            assert np.isfinite(want).all() and np.any(want != 0)
+            assert np.array_equal(got, want), (fmt, codes, rows)
 
 
 @pytest.mark.skipif("avx512" not in PATHS, reason="this CPU has no AVX512-BF16 / VNNI")

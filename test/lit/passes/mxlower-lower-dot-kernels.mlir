@@ -669,7 +669,10 @@ func.func private @gemv_f32_nvfp4(memref<?xf32>, memref<?xi8>, memref<?xi8>, mem
 // codes by two-table permutes (vpermi2ps: 5 index bits, the code's magnitude) from the
 // block's 32 values -- the row of the module's f32 constant of every e8m0 scale code's 32
 // products that its scale byte selects -- the sign bit then moved to bit 31: no conversion
-// and no multiply on the FMA pipes.  (Tiles of more rows keep the arithmetic decode.)
+// and no multiply on the FMA pipes.  Tiles of more rows decode by a magic number: the
+// codes' integer units (mod 2^10, from a word permute) xor-ed into the bits of the block's
+// factor times 2^23 (and the offset 2^9), then that word's value subtracted -- an integer op
+// and an f32 subtract instead of a conversion and a multiply.
 // CHECK: memref.global "private" constant @mxlower_mxfp6_e2m3_f32 : memref<8192xf32>
 // CHECK-LABEL: func.func @gemv_f32_f6(
 // CHECK: llvm.inline_asm "", "=r,0"
@@ -684,7 +687,43 @@ func.func private @gemv_f32_nvfp4(memref<?xf32>, memref<?xi8>, memref<?xi8>, mem
 // CHECK: arith.ori %[[VB]], %[[SB]] : vector<16xi32>
 // CHECK-NOT: arith.mulf
 // CHECK: vector.fma
+// CHECK: llvm.call_intrinsic "llvm.x86.avx512.vpermi2var.hi.512"
+// CHECK-NEXT: %[[U:.+]] = arith.extui %{{.*}} : vector<32xi16> to vector<32xi32>
+// CHECK-NEXT: %[[FB:.+]] = arith.bitcast %{{.*}} : f32 to i32
+// CHECK-NEXT: %[[OFF:.+]] = arith.constant 192938496 : i32
+// CHECK-NEXT: %[[MB:.+]] = arith.addi %[[FB]], %[[OFF]] : i32
+// CHECK-NEXT: %[[MV:.+]] = vector.broadcast %[[MB]] : i32 to vector<32xi32>
+// CHECK-NEXT: %[[X:.+]] = arith.xori %[[U]], %[[MV]] : vector<32xi32>
+// CHECK-NEXT: %[[XF:.+]] = arith.bitcast %[[X]] : vector<32xi32> to vector<32xf32>
+// CHECK-NEXT: %[[MF:.+]] = arith.bitcast %[[MV]] : vector<32xi32> to vector<32xf32>
+// CHECK-NEXT: arith.subf %[[XF]], %[[MF]] : vector<32xf32>
 func.func private @gemv_f32_f6(memref<?xf32>, memref<?xi8>, memref<?xi8>, memref<?xf32>, memref<?xi64>, index, index) attributes {mxlower.dot_kernel = {lhs = "f32", rhs = "mxfp6_e2m3", path = "avx512"}}
+
+// -----
+
+// f32 activations against MXINT8 weights, the piped tiles: the codes' bytes widened (no sign
+// extension), xor-ed with the bits of the block's factor times 2^23 plus 2^7, the result
+// less that word's value -- each code times its factor, exact, with no conversion and no
+// multiply.  (23 << 23) + 128 = 192938112.  The range test then also bounds the block
+// factors (2^(23 + e) a finite f32: e <= 104; the largest values 2^7 of it: t_b <= 111).
+// CHECK-LABEL: func.func @gemv_f32_i8(
+// CHECK-NOT: func.func
+// CHECK: %[[W:.+]] = arith.extui %{{.*}} : vector<32xi8> to vector<32xi32>
+// CHECK-NEXT: %[[FB:.+]] = arith.bitcast %{{.*}} : f32 to i32
+// CHECK-NEXT: %[[OFF:.+]] = arith.constant 192938112 : i32
+// CHECK-NEXT: %[[MB:.+]] = arith.addi %[[FB]], %[[OFF]] : i32
+// CHECK-NEXT: %[[MV:.+]] = vector.broadcast %[[MB]] : i32 to vector<32xi32>
+// CHECK-NEXT: %[[X:.+]] = arith.xori %[[W]], %[[MV]] : vector<32xi32>
+// CHECK-NEXT: %[[XF:.+]] = arith.bitcast %[[X]] : vector<32xi32> to vector<32xf32>
+// CHECK-NEXT: %[[MF:.+]] = arith.bitcast %[[MV]] : vector<32xi32> to vector<32xf32>
+// CHECK-NEXT: %[[V:.+]] = arith.subf %[[XF]], %[[MF]] : vector<32xf32>
+// CHECK: vector.fma
+// CHECK-LABEL: func.func @gemv_f32_i8_range(
+// CHECK: %[[TOP:.+]] = arith.constant 111 : i32
+// CHECK-NEXT: arith.cmpi sle, %{{.*}}, %[[TOP]] : i32
+// CHECK: memref.store
+func.func private @gemv_f32_i8(memref<?xf32>, memref<?xi8>, memref<?xi8>, memref<?xf32>, memref<?xi64>, index, index) attributes {mxlower.dot_kernel = {lhs = "f32", rhs = "mxint8", path = "avx512"}}
+func.func private @gemv_f32_i8_range(memref<?xf32>, memref<?xi8>, memref<?xi8>, memref<?xf32>, memref<?xi64>, index, index) attributes {mxlower.dot_kernel = {lhs = "f32", rhs = "mxint8", path = "avx512", part = "range"}}
 
 // -----
 
