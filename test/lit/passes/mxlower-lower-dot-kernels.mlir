@@ -407,8 +407,8 @@ func.func private @tiles(memref<?xi8>, memref<?xi8>, memref<?xi8>, memref<?xi8>,
 // CHECK: scf.yield {{.*}}, %[[NEXT]], %{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}} : {{.*}}, vector<32xbf16>
 // the f32 lanes summed as a tree (reassociated)
 // CHECK: vector.reduction <add>, %{{[^ ]+}} fastmath<reassoc> : vector<16xf32> into f32
-// the tiles of more rows: 4 x 1 and 8 x 2 (two columns x two steps carried)
-// CHECK: scf.for %{{.*}} -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<32xbf16>, vector<32xbf16>)
+// the tiles of more rows: 4 x 2 and 8 x 2 (two columns x two steps carried)
+// CHECK: scf.for %{{.*}} -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<32xbf16>, vector<32xbf16>, vector<32xbf16>, vector<32xbf16>)
 // CHECK: scf.for %{{.*}} -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<32xbf16>, vector<32xbf16>, vector<32xbf16>, vector<32xbf16>)
 // CHECK: memref.dealloc %[[AP]] : memref<?xbf16>
 func.func private @gemv_bf16(memref<?xbf16>, memref<?xi8>, memref<?xi8>, memref<?xf32>, memref<?xi64>, index, index) attributes {mxlower.dot_kernel = {lhs = "bf16", rhs = "mxfp8_e4m3", path = "avx512"}}
