@@ -138,7 +138,8 @@ def handler_text(spec: DotSpec) -> str:
     f.fail_if(e.icmp("slt", rank, e.i64(3)), "a must have rank 3 or more ([..., M, K])")
     lead = e.binary("sub", rank, e.i64(2))
     a_dims = e.load(buffers["a"], buf.dims.offset, "!llvm.ptr")
-    shapes = "a [..., M, K], b [..., N, K], out [..., M, N] (the same leading dimensions)"
+    shapes = (f"a [..., M, K], b [..., {'K, N' if spec.rhs_kn else 'N, K'}], out [..., M, N] "
+              "(the same leading dimensions)")
     true = e.emit("{r} = llvm.mlir.constant(true) : i1")
     for o, _ in ins + outs:
         if o == "a":
@@ -158,8 +159,9 @@ def handler_text(spec: DotSpec) -> str:
     B = e.emit(f"{{r}} = llvm.call @__mxlower_ffi_product({a_dims}, {lead}) : "
                "(!llvm.ptr, i64) -> i64")
     M, K = dim("a", 0), dim("a", 1)
-    N = dim("b", 0)
-    for o, i, want in (("b", 1, K), ("out", 0, M), ("out", 1, N)):
+    kn = spec.rhs_kn  # b [..., K, N] (scales [..., K / k, N])
+    N = dim("b", 1 if kn else 0)
+    for o, i, want in (("b", 0 if kn else 1, K), ("out", 0, M), ("out", 1, N)):
         f.fail_if(e.icmp("ne", dim(o, i), want), f"shapes must be {shapes}")
     for side, nm in (("lhs", "a"), ("rhs", "b")):
         k = spec.k(side)
@@ -167,11 +169,13 @@ def handler_text(spec: DotSpec) -> str:
             continue
         f.fail_if(e.icmp("ne", e.binary("urem", K, e.i64(k)), zero),
                   f"the block size {k} must divide K")
-        rows = M if nm == "a" else N
-        for i, want in ((0, rows), (1, e.binary("udiv", K, e.i64(k)))):
-            f.fail_if(e.icmp("ne", dim(f"{nm}_scales", i), want),
-                      f"{nm}_scales must have shape [..., {'M' if nm == 'a' else 'N'}, "
-                      f"K / {k}]")
+        rows, blocks = (M if nm == "a" else N), e.binary("udiv", K, e.i64(k))
+        want = ((0, blocks), (1, rows)) if kn and nm == "b" else ((0, rows), (1, blocks))
+        shape = (f"K / {k}, N" if kn and nm == "b" else
+                 f"{'M' if nm == 'a' else 'N'}, K / {k}")
+        for i, w in want:
+            f.fail_if(e.icmp("ne", dim(f"{nm}_scales", i), w),
+                      f"{nm}_scales must have shape [..., {shape}]")
     # the dims buffer ([B, M, N, K, mode, mbw]: the range test stores the mode; mbw, a
     # packed GEMM's rows of A per block of units), the (data, size)
     # slots
@@ -343,38 +347,44 @@ def _side_name(fmt: str | Datatype | None, x: Any) -> str | Datatype:
 def spec_for(lhs_format: str | Datatype | None, rhs_format: str | Datatype | None,
              lhs: Any, rhs: Any,
              lhs_block_size: int | None = None, rhs_block_size: int | None = None,
-             path: str | None = None) -> DotSpec:
+             path: str | None = None, rhs_kn: bool = False) -> DotSpec:
     """The kernel of a dot of these sides (``path``: default :func:`host_path`); a format is
     an MX format's name or datatype, None for a plain side (its type is ``lhs`` / ``rhs``'s
-    dtype)."""
+    dtype); ``rhs_kn``: the rhs held ``[..., K, N]`` (:attr:`DotSpec.rhs_kn`)."""
     return DotSpec(_side_name(lhs_format, lhs), _side_name(rhs_format, rhs),
                    lhs_block_size if lhs_format else None,
-                   rhs_block_size if rhs_format else None, path or host_path())
+                   rhs_block_size if rhs_format else None, path or host_path(), rhs_kn)
 
 
 def dot(a: Any, a_scales: Any, b: Any, b_scales: Any, lhs_format: str | Datatype | None,
         rhs_format: str | Datatype | None, *, lhs_block_size: int | None = None,
-        rhs_block_size: int | None = None, path: str | None = None) -> Any:
+        rhs_block_size: int | None = None, path: str | None = None,
+        rhs_kn: bool = False) -> Any:
     """``out[..., m, n] = sum_k A[..., m, k] B[..., n, k]`` (f32) by the kernel, through
     ``jax.ffi.ffi_call``: ``a`` [..., M, K] and ``b`` [..., N, K] with the same leading
     (batch) dimensions, each MX (elements and scales [..., rows, K / k]; f6 as uint8 codes)
     or plain f32 / bf16 / f16 (scales None, format None); a format is an MX format's name or
     its datatype (``"e2m1fo:e8m0_t32"``, ``"bfp16"``, a :class:`~mxlower.numbers.Datatype`:
-    blocks along K, the last dimension).  Any values: the kernel takes the
+    blocks along K, the last dimension).  ``rhs_kn``: ``b`` is held K-major, [..., K, N]
+    (scales [..., K / k, N]), MX against a plain ``a``: weights ``[K, N]`` blocked along K,
+    read as they are.  Any values: the kernel takes the
     exact f64 contraction where the f32 one could flush or overflow (docs/semantics.md
     section 6).  Works under jit and vmap."""
     import jax  # optional, heavy
 
-    spec = spec_for(lhs_format, rhs_format, a, b, lhs_block_size, rhs_block_size, path)
-    if a.ndim < 2 or b.ndim < 2 or a.shape[:-2] != b.shape[:-2] or a.shape[-1] != b.shape[-1]:
-        raise ValueError(f"dot: shapes must be [..., M, K] and [..., N, K], got {a.shape} and "
+    spec = spec_for(lhs_format, rhs_format, a, b, lhs_block_size, rhs_block_size, path,
+                    rhs_kn)
+    kb = -2 if rhs_kn else -1  # b's K
+    if a.ndim < 2 or b.ndim < 2 or a.shape[:-2] != b.shape[:-2] or a.shape[-1] != b.shape[kb]:
+        raise ValueError(f"dot: shapes must be [..., M, K] and "
+                         f"[..., {'K, N' if rhs_kn else 'N, K'}], got {a.shape} and "
                          f"{b.shape}")
     batch = tuple(a.shape[:-2])
-    M, N = a.shape[-2], b.shape[-2]
+    M, N = a.shape[-2], b.shape[-1 if rhs_kn else -2]
     if not batch:  # the handler takes [..., rows, K] with at least one leading dimension
         return dot(*(None if v is None else v[None] for v in (a, a_scales, b, b_scales)),
                    lhs_format, rhs_format, lhs_block_size=lhs_block_size,
-                   rhs_block_size=rhs_block_size, path=path)[0]
+                   rhs_block_size=rhs_block_size, path=path, rhs_kn=rhs_kn)[0]
     operands = [v for v in (a, a_scales, b, b_scales) if v is not None]
     name = register(spec)
     # any leading dimensions: vmap adds one in front of every operand

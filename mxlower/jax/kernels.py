@@ -48,7 +48,6 @@ the same primitives, and the kernel handles any leading (batch) dimensions.
 from __future__ import annotations
 
 import contextlib
-import math
 import operator
 import os
 from collections.abc import Iterator
@@ -395,13 +394,11 @@ def _fused_dot(ctx: Any, args: Any, dimension_numbers: Any,
 
     def normalize(x: Any, side: str) -> Any:
         batch, contract = dims[side]
-        free = [d for d in range(x.ndim) if d not in batch and d not in contract]
-        order = list(batch) + free + list(contract)
+        kn = spec.rhs_kn and side == ("lhs" if swap else "rhs")  # read K-major as stored
+        order, shape3 = dot_call.normalize_order(x.shape, contract, batch, kn)
         if order != list(range(x.ndim)):
             x = x.transpose(order)
-        bn = math.prod(x.shape[:len(batch)])
-        rows = math.prod(x.shape[len(batch):len(batch) + len(free)])
-        return x.reshape((bn, rows, x.shape[-1]))
+        return x.reshape(shape3)
 
     def run(*vals: Any) -> Any:
         v = dict(zip(names, vals))
@@ -412,7 +409,8 @@ def _fused_dot(ctx: Any, args: Any, dimension_numbers: Any,
                           normalize(v[f"{b_}_scales"], b_) if f"{b_}_scales" in v else None,
                           params[f"{a}_format"], params[f"{b_}_format"],
                           lhs_block_size=params[f"{a}_block_size"],
-                          rhs_block_size=params[f"{b_}_block_size"], path=spec.path)
+                          rhs_block_size=params[f"{b_}_block_size"], path=spec.path,
+                          rhs_kn=spec.rhs_kn)
         if swap:
             out = out.transpose(0, 2, 1)
         return out.reshape(result_shape)

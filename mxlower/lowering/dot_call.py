@@ -101,14 +101,41 @@ def plan(lhs: Side, rhs: Side, contracting: tuple[Sequence[int], Sequence[int]],
                                if j not in c and j not in batch[i])
     swap = free["lhs"] > STREAM_M >= free["rhs"]
     a, b = (rhs, lhs) if swap else (lhs, rhs)
+    ib = 0 if swap else 1
+    kn = (a.fmt is None and b.fmt is not None and free["rhs" if swap else "lhs"] <= STREAM_M
+          and k_major(b.shape, contracting[ib], batch[ib]))
     try:
         spec = DotSpec(a.fmt or a.element_type, b.fmt or b.element_type,
-                       a.block_size if a.fmt else None, b.block_size if b.fmt else None, path)
+                       a.block_size if a.fmt else None, b.block_size if b.fmt else None, path,
+                       kn)
     except ValueError:
         return None
     if min(free.values()) > STREAM_M and not gemm and not gemm_by_default(spec, vendor):
         return None
     return spec, swap
+
+
+def k_major(shape: Sequence[int], contracting: Sequence[int], batch: Sequence[int]) -> bool:
+    """Whether a side of ``shape`` is held ``[batch..., K, free...]`` and not already
+    ``[batch..., free..., K]``: the K-major weights (``[K, N]`` blocked along K) that the
+    kernel reads as stored (:attr:`DotSpec.rhs_kn`) where the ``[N, K]`` kernel would want a
+    transposed copy."""
+    free = [d for d in range(len(shape)) if d not in contracting and d not in batch]
+    return (list(batch) + list(contracting) + free == list(range(len(shape)))
+            and list(batch) + free + list(contracting) != list(range(len(shape))))
+
+
+def normalize_order(shape: Sequence[int], contracting: Sequence[int], batch: Sequence[int],
+                    kn: bool) -> tuple[list[int], list[int]]:
+    """(the permutation, the 3-d shape) that bring a side to ``[B, rows, K]`` -- or, ``kn``
+    (:attr:`DotSpec.rhs_kn`), ``[B, K, N]`` --: batch, free and contracting dimensions."""
+    free = [d for d in range(len(shape)) if d not in contracting and d not in batch]
+    bn = math.prod(shape[d] for d in batch)
+    rows = math.prod(shape[d] for d in free)
+    k = shape[contracting[0]]
+    if kn:
+        return list(batch) + list(contracting) + free, [bn, k, rows]
+    return list(batch) + free + list(contracting), [bn, rows, k]
 
 
 def side_of(o: Any) -> Side:
@@ -137,11 +164,8 @@ def emit_call(b: Any, s: Any, spec: DotSpec, swap: bool) -> Any:
 
     def normalize(v: Any, side: str) -> Any:
         bd, cd = dims[side]
-        shape = b.shape(v)
-        freed = [d for d in range(len(shape)) if d not in bd and d not in cd]
-        v = b.transpose(v, list(bd) + freed + list(cd))
-        return b.reshape(v, [math.prod(shape[d] for d in bd), math.prod(shape[d] for d in freed),
-                             shape[cd[0]]])
+        perm, shape3 = normalize_order(b.shape(v), cd, bd, spec.rhs_kn and side == order[1])
+        return b.reshape(b.transpose(v, perm), shape3)
 
     values = {side: normalize(getattr(s, side).value, side) for side in order}
     operands = []
@@ -150,7 +174,7 @@ def emit_call(b: Any, s: Any, spec: DotSpec, swap: bool) -> Any:
         if getattr(s, side).scales is not None:
             operands.append(normalize(getattr(s, side).scales, side))
     B, M = b.shape(values[order[0]])[:2]
-    N = b.shape(values[order[1]])[1]
+    N = b.shape(values[order[1]])[2 if spec.rhs_kn else 1]
     layout = ir.DenseElementsAttr.get(np.array([2, 1, 0], dtype=np.int64),
                                       type=ir.IndexType.get())
     call = stablehlo.CustomCallOp(

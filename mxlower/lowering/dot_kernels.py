@@ -563,6 +563,9 @@ class DotSpec:
     lhs_block_size: int | None = None
     rhs_block_size: int | None = None
     path: str = "portable"
+    #: B held K-major, ``[B, K, N]`` (scales ``[B, K / k, N]``): the layout of weights
+    #: ``[K, N]`` blocked along K, read as stored by :class:`_KnKernel` (a plain A side)
+    rhs_kn: bool = False
 
     def __post_init__(self) -> None:
         for side in ("lhs", "rhs"):
@@ -587,6 +590,9 @@ class DotSpec:
                                      f"got {k}")
         if self.lhs in WIDE_TYPES and self.rhs in WIDE_TYPES:
             raise ValueError("dot kernel: at least one side must be an MX format")
+        if self.rhs_kn and (self.rhs in WIDE_TYPES or self.lhs not in WIDE_TYPES):
+            raise ValueError("dot kernel: a K-major rhs (rhs_layout = \"kn\") must be MX "
+                             "against a plain lhs")
         if self.path not in PATHS:
             raise ValueError(f"dot kernel: unknown path {self.path!r} (known: "
                              f"{', '.join(PATHS)})")
@@ -599,6 +605,8 @@ class DotSpec:
             if rest is None or not rest.endswith("_" + path):
                 continue
             body = rest[:-len(path) - 1]
+            kn = body.endswith("_kn")
+            body = body[:-3] if kn else body
             for i, ch in enumerate(body):
                 if ch != "_":
                     continue
@@ -607,7 +615,7 @@ class DotSpec:
                     continue
                 (lhs, kl), (rhs, kr) = sides
                 try:
-                    spec = cls(lhs, rhs, kl, kr, path)
+                    spec = cls(lhs, rhs, kl, kr, path, kn)
                 except ValueError:
                     continue
                 if spec.name == name:
@@ -777,6 +785,8 @@ class DotSpec:
         for side in ("lhs", "rhs"):
             v = getattr(self, side)
             parts.append(v if v in WIDE_TYPES else f"{v}k{self.k(side)}")
+        if self.rhs_kn:
+            parts.append("kn")
         parts.append(self.path)
         return "_".join(parts)
 
@@ -3704,6 +3714,231 @@ class _DotKernel:
         return self.factor("rhs", "%bs", o)
 
 
+#: rows of K ahead whose codes the K-major GEMV's step prefetches (:class:`_KnKernel`)
+KN_PREFETCH_ROWS = 16
+
+
+def _f64_lit(v: float) -> str:
+    """An f64 literal of MLIR's dense attributes, Inf and NaN as their bits."""
+    if math.isnan(v):
+        return "0x7FF8000000000000"
+    if math.isinf(v):
+        return "0x7FF0000000000000" if v > 0 else "0xFFF0000000000000"
+    return repr(float(v))
+
+
+class _KnKernel(_DotKernel):
+    """The dot kernel of :attr:`DotSpec.rhs_kn`: plain rows of A ``[B, M, K]`` against MX
+    weights held K-major, ``[B, K, N]`` with scales ``[B, K / k, N]`` -- the layout of
+    weights ``[K, N]`` blocked along K (a ``[in, out]`` kernel quantized along its input
+    axis), read as stored instead of through a transposed copy (XLA:CPU's transpose of a
+    16 MB f8 or u8 array takes tens of milliseconds).  The units are the ``[N, K]`` kernel's,
+    ``(batch, panel of NP columns)``; a panel's NP columns are one vector row: per row of K,
+    the columns' codes are contiguous (a load, the decode of :meth:`integer_units` /
+    :meth:`f16_decode`), times the columns' factors of that block (one vector of scale
+    codes a block, contiguous too), and each row of A's value at K broadcast into one FMA
+    per row of the tile -- tiles of 8, 4, 2 and 1 rows cover M exactly.  The panels that
+    are no whole vector (N's last), f4 codes of an odd N (a row's codes then start
+    mid-byte), and every unit where the range test fails take :meth:`kn_f64`: one result
+    at a time, each product exact in f64, summed in f64, rounded once."""
+
+    def __init__(self, spec: DotSpec):
+        super().__init__(spec)
+        self.C = NP  # a panel's columns: one vector
+
+    def function(self) -> str:
+        s, t = self.s, self.t
+        t.do(f"func.func @{s.name}({', '.join(f'{n}: {ty}' for n, ty in self.args())}) "
+             "{")
+        t.indent = 4
+        c1 = t.c(1)
+        dims = [t.op(f"{{r}} = memref.load %dims[{t.c(i)}] : memref<?xi64>") for i in range(5)]
+        Bt, M, N, K = (t.op(f"{{r}} = arith.index_cast {d} : i64 to index") for d in dims[:4])
+        self.M, self.N, self.K = M, N, K
+        cnp = t.c(NP)
+        npan = t.op(f"{{r}} = arith.ceildivui {N}, {cnp} : index")
+        self.nblk = t.op(f"{{r}} = arith.divui {K}, {t.c(s.k('rhs'))} : index")
+        # dims[4]: 0 the f32 path, else the exact f64 contraction (the range test's)
+        fast = t.op(f"{{r}} = arith.cmpi eq, {dims[4]}, {t.c(0, 'i64')} : i64")
+        if s.fmt("rhs").bits == 4:  # a row of codes from a byte's start: N even
+            odd = t.op(f"{{r}} = arith.remui {N}, {t.c(2)} : index")
+            even = t.op(f"{{r}} = arith.cmpi eq, {odd}, {t.c(0)} : index")
+            fast = t.op(f"{{r}} = arith.andi {fast}, {even} : i1")
+
+        def unit(u: str, _: list[str]) -> list[str]:
+            b = t.op(f"{{r}} = arith.divui {u}, {npan} : index")
+            p = t.op(f"{{r}} = arith.remui {u}, {npan} : index")
+            n0 = t.op(f"{{r}} = arith.muli {p}, {cnp} : index")
+            left = t.op(f"{{r}} = arith.subi {N}, {n0} : index")
+            ncols = t.op(f"{{r}} = arith.minui {left}, {cnp} : index")
+            whole = t.op(f"{{r}} = arith.cmpi eq, {ncols}, {cnp} : index")
+            go = t.op(f"{{r}} = arith.andi {fast}, {whole} : i1")
+            t.if_(go, lambda: self.kn_rows(b, n0), lambda: self.kn_f64(b, n0, ncols))
+            return []
+
+        t.for_("%u0", "%u1", c1, [], unit)
+        t.do("return")
+        t.indent = 2
+        t.do("}")
+        return "\n".join([*self.globals.values(), *t.lines])
+
+    def kn_rows(self, b: str, n0: str) -> None:
+        """The f32 path of the unit's panel (NP whole columns from ``n0``): M rows in tiles
+        of 8, then one each of 4, 2 and 1 as M's low bits ask."""
+        t, M = self.t, self.M
+        r8 = t.op(f"{{r}} = arith.divui {M}, {t.c(8)} : index")
+        r8 = t.op(f"{{r}} = arith.muli {r8}, {t.c(8)} : index")
+        t.for_(t.c(0), r8, t.c(8), [], lambda m0, _: self.kn_tile(b, n0, m0, 8) or [])
+        rem = t.op(f"{{r}} = arith.subi {M}, {r8} : index")
+        for bit, below in ((4, 0), (2, 4), (1, 6)):
+            has = t.op(f"{{r}} = arith.andi {rem}, {t.c(bit)} : index")
+            has = t.op(f"{{r}} = arith.cmpi ne, {has}, {t.c(0)} : index")
+            done = t.op(f"{{r}} = arith.andi {rem}, {t.c(below)} : index")
+            m0 = t.op(f"{{r}} = arith.addi {r8}, {done} : index")
+            t.if_(has, lambda m0=m0, bit=bit: self.kn_tile(b, n0, m0, bit))
+
+    def kn_a(self, row: str, k: str, f64: bool = False) -> str:
+        """A's value at (absolute row ``row``, ``k``): f32, or (``f64``) exact in f64 (a
+        subnormal one from its bits)."""
+        t, pt = self.t, self.s.lhs
+        o = t.op(f"{{r}} = arith.muli {row}, {self.K} : index")
+        o = t.op(f"{{r}} = arith.addi {o}, {k} : index")
+        v = t.op(f"{{r}} = memref.load %a[{o}] : memref<?x{pt}>")
+        if pt != "f32":  # exact (bf16: a shift; f16: F16C, whatever the flush modes)
+            v = t.op(f"{{r}} = arith.extf {v} : {pt} to f32")
+        if not f64:
+            return v
+        v1 = t.op(f"{{r}} = vector.broadcast {v} : f32 to vector<1xf32>")
+        d = self.f64_of_f32(v1, 1)
+        return t.op(f"{{r}} = vector.extract {d}[0] : f64 from vector<1xf64>")
+
+    def kn_tile(self, b: str, n0: str, m0: str, mr: int) -> None:
+        """Rows ``m0`` to ``m0 + mr`` (of batch ``b``) against the panel's NP columns: per
+        block of K the columns' factors, per row of K the columns' codes decoded (unscaled),
+        scaled by a multiply, and one FMA a row with A's value broadcast."""
+        t, s, C, K, N = self.t, self.s, self.C, self.K, self.N
+        f = s.fmt("rhs")
+        kb = t.c(s.k("rhs"))
+        vf = _vt(C, "f32")
+        arow0 = t.op(f"{{r}} = arith.muli {b}, {self.M} : index")
+        rows = [t.op(f"{{r}} = arith.addi {arow0}, {m0} : index")]
+        for i in range(1, mr):
+            rows.append(t.op(f"{{r}} = arith.addi {rows[0]}, {t.c(i)} : index"))
+        bk = t.op(f"{{r}} = arith.muli {b}, {K} : index")  # B's first row of K
+        bb = t.op(f"{{r}} = arith.muli {b}, {self.nblk} : index")  # its first row of scales
+        ahead = t.op(f"{{r}} = arith.muli {N}, {t.c(KN_PREFETCH_ROWS)} : index")
+        four = f.bits == 4
+
+        def block(jb: str, accs: list[str]) -> list[str]:
+            so = t.op(f"{{r}} = arith.addi {bb}, {jb} : index")
+            so = t.op(f"{{r}} = arith.muli {so}, {N} : index")
+            so = t.op(f"{{r}} = arith.addi {so}, {n0} : index")
+            fv = self.factor("rhs", "%bs", so, n=C)
+            k0 = t.op(f"{{r}} = arith.muli {jb}, {kb} : index")
+
+            def step(dk: str, accs: list[str]) -> list[str]:
+                k = t.op(f"{{r}} = arith.addi {k0}, {dk} : index")
+                at = t.op(f"{{r}} = arith.addi {bk}, {k} : index")
+                at = t.op(f"{{r}} = arith.muli {at}, {N} : index")
+                at = t.op(f"{{r}} = arith.addi {at}, {n0} : index")
+                nxt = t.op(f"{{r}} = arith.addi {at}, {ahead} : index")
+                if four:
+                    nxt = t.op(f"{{r}} = arith.divui {nxt}, {t.c(2)} : index")
+                t.do(f"memref.prefetch %b[{nxt}], read, locality<0>, data : memref<?xi8>")
+                v8 = self.codes("rhs", "%b", at)
+                v = (self.integer_units("rhs", v8) if integer_shift(f) is not None else
+                     self.f16_decode("rhs", v8, 0))
+                v = t.op(f"{{r}} = arith.mulf {v}, {fv} : {vf}")
+                out = []
+                for i, row in enumerate(rows):
+                    a = t.op(f"{{r}} = vector.broadcast {self.kn_a(row, k)} : f32 to {vf}")
+                    out.append(t.op(f"{{r}} = vector.fma {a}, {v}, {accs[i]} : {vf}"))
+                return out
+
+            return t.for_(t.c(0), kb, t.c(1), [(a, vf) for a in accs], step)
+
+        zero = t.c(0.0, vf)
+        accs = t.for_(t.c(0), self.nblk, t.c(1), [(zero, vf)] * mr, block)
+        for acc, row in zip(accs, rows):
+            o = t.op(f"{{r}} = arith.muli {row}, {N} : index")
+            o = t.op(f"{{r}} = arith.addi {o}, {n0} : index")
+            t.do(f"vector.store {acc}, %out[{o}] : memref<?xf32>, {vf}")
+
+    def kn_values(self) -> str:
+        """``memref<2^bits x f64>``: every code's value times 2^integer_shift (the integer
+        units; Inf and NaN codes theirs), a constant of the module."""
+        f = self.s.fmt("rhs")
+        name = f"mxlower_{f.name}_units_f64"
+        if f.is_int:
+            vals = [float(c - 256 if c >= 128 else c) for c in range(256)]
+        else:
+            vals = code_units(f, range(1 << f.element_type.bits))
+        mt = f"memref<{len(vals)}xf64>"
+        if name not in self.globals:
+            self.globals[name] = (f'memref.global "private" constant @{name} : {mt} = '
+                                  f"dense<[{', '.join(map(_f64_lit, vals))}]>")
+        return self.t.op(f"{{r}} = memref.get_global @{name} : {mt}"), mt
+
+    def kn_f64(self, b: str, n0: str, ncols: str) -> None:
+        """The unit's ``ncols`` columns from ``n0`` as docs/semantics.md section 6's exact
+        contraction, one result at a time: A's values and B's (the code's integer units from
+        :meth:`kn_values` times the block's factor, :meth:`f64_factor`) exact in f64, their
+        products exact, summed in f64 over K, rounded once (:meth:`round_f32`)."""
+        t, s, K, N = self.t, self.s, self.K, self.N
+        f = s.fmt("rhs")
+        table, mt = self.kn_values()
+        kb = t.c(s.k("rhs"))
+        arow0 = t.op(f"{{r}} = arith.muli {b}, {self.M} : index")
+        bk = t.op(f"{{r}} = arith.muli {b}, {K} : index")
+        bb = t.op(f"{{r}} = arith.muli {b}, {self.nblk} : index")
+
+        def row(m: str, _: list[str]) -> list[str]:
+            ar = t.op(f"{{r}} = arith.addi {arow0}, {m} : index")
+
+            def col(j: str, _: list[str]) -> list[str]:
+                n = t.op(f"{{r}} = arith.addi {n0}, {j} : index")
+
+                def step(k: str, acc: list[str]) -> list[str]:
+                    a = self.kn_a(ar, k, f64=True)
+                    e = t.op(f"{{r}} = arith.addi {bk}, {k} : index")
+                    e = t.op(f"{{r}} = arith.muli {e}, {N} : index")
+                    e = t.op(f"{{r}} = arith.addi {e}, {n} : index")
+                    if f.bits == 4:  # the low nibble first
+                        byte = t.op(f"{{r}} = arith.divui {e}, {t.c(2)} : index")
+                        c = t.op(f"{{r}} = memref.load %b[{byte}] : memref<?xi8>")
+                        c = t.op(f"{{r}} = arith.extui {c} : i8 to i32")
+                        odd = t.op(f"{{r}} = arith.remui {e}, {t.c(2)} : index")
+                        sh = t.op(f"{{r}} = arith.index_cast {odd} : index to i32")
+                        sh = t.op(f"{{r}} = arith.muli {sh}, {t.c(4, 'i32')} : i32")
+                        c = t.op(f"{{r}} = arith.shrui {c}, {sh} : i32")
+                        c = t.op(f"{{r}} = arith.andi {c}, {t.c(15, 'i32')} : i32")
+                    else:
+                        c = t.op(f"{{r}} = memref.load %b[{e}] : memref<?xi8>")
+                        c = t.op(f"{{r}} = arith.extui {c} : i8 to i32")
+                        if f.element_type is not None and f.element_type.bits == 6:
+                            c = t.op(f"{{r}} = arith.andi {c}, {t.c(63, 'i32')} : i32")
+                    ci = t.op(f"{{r}} = arith.index_cast {c} : i32 to index")
+                    v = t.op(f"{{r}} = memref.load {table}[{ci}] : {mt}")
+                    blk = t.op(f"{{r}} = arith.divui {k}, {kb} : index")
+                    so = t.op(f"{{r}} = arith.addi {bb}, {blk} : index")
+                    so = t.op(f"{{r}} = arith.muli {so}, {N} : index")
+                    so = t.op(f"{{r}} = arith.addi {so}, {n} : index")
+                    v = t.op(f"{{r}} = arith.mulf {v}, {self.f64_factor('rhs', '%bs', so)} : f64")
+                    p = t.op(f"{{r}} = arith.mulf {a}, {v} : f64")
+                    return [t.op(f"{{r}} = arith.addf {acc[0]}, {p} : f64")]
+
+                (acc,) = t.for_(t.c(0), K, t.c(1), [(t.c(0.0, "f64"), "f64")], step)
+                o = t.op(f"{{r}} = arith.muli {ar}, {N} : index")
+                o = t.op(f"{{r}} = arith.addi {o}, {n} : index")
+                t.do(f"memref.store {self.round_f32(acc)}, %out[{o}] : memref<?xf32>")
+                return []
+
+            t.for_(t.c(0), ncols, t.c(1), [], col)
+            return []
+
+        t.for_(t.c(0), self.M, t.c(1), [], row)
+
+
 def build(spec: DotSpec) -> str:
     """The kernel module of ``spec`` as MLIR text, parsed and verified by upstream MLIR: its
     declarations (:func:`declarations`: the kernel and its range test) expanded by
@@ -3720,7 +3955,10 @@ def build(spec: DotSpec) -> str:
 
 #: the attribute marking a kernel declaration: a dictionary of :class:`DotSpec`'s fields
 ATTR = "mxlower.dot_kernel"
-_FIELDS = ("lhs", "rhs", "lhs_block_size", "rhs_block_size", "path", "part")
+_FIELDS = ("lhs", "rhs", "lhs_block_size", "rhs_block_size", "path", "rhs_layout", "part")
+#: B's layouts a declaration's ``rhs_layout`` field names: ``[..., N, K]`` (the default) or
+#: K-major ``[..., K, N]`` (:attr:`DotSpec.rhs_kn`)
+LAYOUTS = ("nk", "kn")
 #: what a declaration's ``part`` field names: the kernel, or its range test
 #: (:meth:`_DotKernel.range_function`), ``@<kernel>_range`` by :func:`declarations`
 PARTS = ("dot", "range")
@@ -3749,6 +3987,8 @@ def declaration(spec: DotSpec, name: str | None = None, part: str = "dot") -> st
         if spec.fmt(side) is not None:
             fields.append(f"{side}_block_size = {spec.k(side)} : i64")
     fields.append(f'path = "{spec.path}"')
+    if spec.rhs_kn:
+        fields.append('rhs_layout = "kn"')
     if part != "dot":
         fields.append(f'part = "{part}"')
     arg_types = ", ".join(t for _, t in _DotKernel(spec).args())
@@ -3787,6 +4027,11 @@ def _spec_of(f: Any, path: str | None) -> tuple[DotSpec, str]:
     if path:
         values["path"] = path
     part = values.pop("part", "dot")
+    layout = values.pop("rhs_layout", "nk")
+    if layout not in LAYOUTS:
+        raise DotKernelError(f"'{ATTR}' field 'rhs_layout' must be one of "
+                             f"{', '.join(LAYOUTS)}, got '{layout}'")
+    values["rhs_kn"] = layout == "kn"
     if part not in PARTS:
         raise DotKernelError(f"'{ATTR}' field 'part' must be one of {', '.join(PARTS)}, "
                              f"got '{part}'")
@@ -3814,7 +4059,7 @@ def expand_declarations(root: Any, path: str | None = None) -> int:
             spec, part = _spec_of(f, path)
             if len(f.regions[0].blocks):
                 raise DotKernelError("a kernel declaration must not have a body")
-            kernel = _DotKernel(spec)
+            kernel = _KnKernel(spec) if spec.rhs_kn else _DotKernel(spec)
             want = [t for _, t in kernel.args()]
             got = [str(t) for t in ir.TypeAttr(f.attributes["function_type"]).value.inputs]
             results = list(ir.TypeAttr(f.attributes["function_type"]).value.results)

@@ -107,6 +107,114 @@ def test_tiles_of_three_and_four_rows(plain, fmt):
         _run(plain, fmt, shape, rng, PATHS[0])
 
 
+def _k_major(e, s):
+    """``[..., N, K]`` elements and scales held K-major, ``[..., K, N]``: the same values."""
+    return (np.ascontiguousarray(np.swapaxes(np.asarray(e), -1, -2)),
+            np.ascontiguousarray(np.swapaxes(np.asarray(s), -1, -2)))
+
+
+@pytest.mark.parametrize("fmt", MX)
+@pytest.mark.parametrize("plain", list(PLAIN))
+def test_k_major_weights(plain, fmt):
+    """Weights held ``[..., K, N]`` (blocked along K: a ``[in, out]`` kernel quantized along
+    its input axis), read as stored (:attr:`DotSpec.rhs_kn`): the f32 path's tiles of 8, 4,
+    2 and 1 rows over whole panels of columns, and the exact f64 path for N's last partial
+    panel, f4 codes of an odd N and N below a panel -- every M from 1 to 20, batches, K one
+    block and several; bit for bit the same as the [..., N, K] kernel's f64 path where the
+    results are exact (one-hot rows)."""
+    rng = np.random.default_rng(MX.index(fmt) * 3 + list(PLAIN).index(plain))
+    for M, N, kb, batch in ((1, 64, 1, ()), (2, 37, 3, ()), (3, 96, 2, (2,)), (7, 5, 1, ()),
+                            (8, 32, 2, ()), (13, 70, 1, ()), (16, 33, 2, ()), (20, 64, 1, ())):
+        K = kb * FORMATS[fmt].block_size
+        a, _, va = _side(rng, plain, batch + (M, K))
+        e, s, vb = _side(rng, fmt, batch + (N, K))
+        ek, sk = _k_major(e, s)
+        got = ffi_dot.dot(a, None, ek, sk, None, fmt, rhs_kn=True, path=PATHS[0])
+        nb = len(batch)
+        dn = (((nb + 1,), (nb + 1,)), (tuple(range(nb)), tuple(range(nb))))
+        assert got.shape == batch + (M, N)
+        assert_dot_close(got, va, vb, dn, what=f"{plain} x {fmt} k-major M={M} N={N}")
+    # one-hot rows: each result one exact product (every tile and the f64 path alike)
+    e, s, vb = _side(rng, fmt, (70, 2 * FORMATS[fmt].block_size))
+    hot = np.zeros((11, vb.shape[1]), F32)
+    hot[np.arange(11), np.arange(11) * 2] = 2.0 ** rng.integers(-3, 4, 11)
+    x = hot.astype(PLAIN[plain])
+    got = np.asarray(ffi_dot.dot(x, None, *_k_major(e, s), None, fmt, rhs_kn=True))
+    want = (hot.astype(np.float64) @ vb.astype(np.float64).T).astype(F32)
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("fmt", ["mxfp8_e4m3", "mxfp4_e2m1", "nvfp4", "mxint8"])
+def test_k_major_weights_take_the_f64_contraction(fmt):
+    """K-major weights whose scales (or activations) leave the f32 path's range: the range
+    test (the same as the [N, K] kernel's) sends every unit to the exact f64 contraction --
+    subnormal results kept, subnormal f32 activations decoded from their bits -- and Inf /
+    NaN codes and scales give the reference's Inf / NaN."""
+    rng = np.random.default_rng(MX.index(fmt) + 40)
+    dn = (((1,), (1,)), ((), ()))
+    low = range(0, 6) if not FORMATS[fmt].is_nvfp4 else None
+    for M, N in ((3, 64), (8, 40)):
+        K = 2 * FORMATS[fmt].block_size
+        if low is not None:  # values, products and sums below 2^-126
+            e, s, vb = _with_scales(rng, fmt, (N, K), low)
+            x = rng.standard_normal((M, K)).astype(F32)
+        else:  # nvfp4's values are never that small: subnormal activations instead
+            e, s, vb = _side(rng, fmt, (N, K))
+            x = (rng.standard_normal((M, K)) * 2.0 ** -140).astype(F32)
+        got = np.asarray(ffi_dot.dot(x, None, *_k_major(e, s), None, fmt, rhs_kn=True))
+        assert_dot_close(got, x, vb, dn, what=f"f32 x {fmt} k-major, range ends")
+        assert np.any(got != 0)
+        # the same bits as the [N, K] kernel's f64 contraction where its results are exact
+        hot = np.zeros((M, K), F32)
+        hot[np.arange(M), np.arange(M)] = 2.0 ** -20
+        if low is None:
+            hot *= 2.0 ** -120
+        np.testing.assert_array_equal(
+            np.asarray(ffi_dot.dot(hot, None, *_k_major(e, s), None, fmt, rhs_kn=True)),
+            np.asarray(ffi_dot.dot(hot, None, e, s, None, fmt)))
+    # NaN / Inf: a NaN scale poisons its block's column; Inf codes (e5m2) give Inf / NaN
+    e, s, vb = _side(rng, fmt, (32, 2 * FORMATS[fmt].block_size))
+    sb = np.asarray(s).view(np.uint8).copy()
+    sb[3, 1] = 0x7F if FORMATS[fmt].is_nvfp4 else 0xFF  # NaN
+    s = sb.view(np.asarray(s).dtype)
+    vb = vb.copy()
+    vb[3, FORMATS[fmt].block_size:] = np.nan
+    x = rng.standard_normal((5, vb.shape[1])).astype(F32)
+    got = np.asarray(ffi_dot.dot(x, None, *_k_major(e, s), None, fmt, rhs_kn=True))
+    want = R.scaled_dot(x, None, vb, None)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    assert np.isnan(got[:, 3]).all() and np.isfinite(np.delete(got, 3, axis=1)).all()
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_k_major_every_simd_path(path):
+    """The K-major kernel on each path this CPU runs (f4 codes by a byte shuffle on the x86
+    paths, through f16 on the portable one)."""
+    rng = np.random.default_rng(9)
+    dn = (((1,), (1,)), ((), ()))
+    for plain, fmt in (("f32", "mxfp4_e2m1"), ("bf16", "mxfp8_e4m3"), ("f16", "nvfp4"),
+                       ("f32", "mxint8")):
+        a, _, va = _side(rng, plain, (5, 64))
+        e, s, vb = _side(rng, fmt, (71, 64))
+        got = ffi_dot.dot(a, None, *_k_major(e, s), None, fmt, rhs_kn=True, path=path)
+        assert_dot_close(got, va, vb, dn, what=f"{plain} x {fmt} k-major {path}")
+
+
+def test_k_major_shapes_are_checked():
+    """The K-major kernel's handler checks b [..., K, N] and its scales [..., K / k, N]:
+    clear errors, no crash."""
+    rng = np.random.default_rng(3)
+    e, s, _ = _side(rng, "mxfp8_e4m3", (64, 96))
+    ek, sk = _k_major(e, s)
+    x = rng.standard_normal((2, 96)).astype(F32)
+    with pytest.raises(ValueError, match=r"shapes must be \[..., M, K\] and \[..., K, N\]"):
+        ffi_dot.dot(x, None, e, s, None, "mxfp8_e4m3", rhs_kn=True)
+    with pytest.raises(Exception, match=r"b_scales must have shape \[..., K / 32, N\]"):
+        ffi_dot.dot(x, None, ek, np.asarray(sk)[:, :32], None, "mxfp8_e4m3", rhs_kn=True)
+    with pytest.raises(ValueError, match="K-major rhs"):
+        dot_kernels.DotSpec("mxfp8_e4m3", "mxfp8_e4m3", rhs_kn=True)
+
+
 @pytest.mark.parametrize("path", PATHS)
 def test_every_simd_path(path):
     """Each path this CPU runs, on the formats whose decoding differs between them (f4 by a

@@ -246,6 +246,43 @@ def test_layouts_batch_dims_and_plain_sides():
     _check(plain.astype(ml_dtypes.bfloat16), _side(rng, "mxfp6_e3m2", (2, 64), codes=LOW))
 
 
+@pytest.mark.parametrize("fmt", ALL)
+def test_k_major_weights_are_read_as_stored(fmt):
+    """Weights ``[K, N]`` blocked along K (a ``[in, out]`` kernel quantized along its input
+    axis) against plain rows: the K-major kernel reads them as stored -- its call alone, no
+    transpose of the weights (XLA:CPU's of a 16 MB f8 array took 64 ms against a 1.2 ms
+    GEMV: BENCHMARKS.md) -- batched too, under vmap and grad; the range ends take its f64
+    contraction."""
+    rng = np.random.default_rng(ALL.index(fmt) + 70)
+    k = FORMATS[fmt].block_size
+    path = ffi_dot.host_path()
+    kn = (((1,), (0,)), ((), ()))
+    for plain, M, N in ((F32, 3, 40), (ml_dtypes.bfloat16, 8, 64), (F32, 1, 7)):
+        x = rng.standard_normal((M, 2 * k)).astype(plain)
+        w = _side(rng, fmt, (2 * k, N), axis=0)
+        _check(x, w, kn)
+        text = jax.jit(lambda u, v: mxj.scaled_dot(u, v, kn)).lower(x, w).as_text()
+        name = "f32" if plain is F32 else "bf16"
+        assert re.findall(r"custom_call @(\w+)", text) == [
+            f"mxlower_dot_{name}_{fmt}k{k}_kn_{path}"]
+        assert "stablehlo.transpose" not in text
+    # [B, K, N] with the batch first; vmap over a leading axis of both; the gradient
+    xb = rng.standard_normal((2, 3, k)).astype(F32)
+    wb = _side(rng, fmt, (2, k, 33), axis=1)
+    _check(xb, wb, (((2,), (1,)), ((0,), (0,))))
+    w = _side(rng, fmt, (k, 24), axis=0)
+    xs = rng.standard_normal((4, 2, k)).astype(F32)
+    got = jax.vmap(lambda u: mxj.scaled_dot(u, w, kn))(xs)
+    for i in range(4):
+        assert_dot_close(got[i], xs[i], _values(w), kn, what=f"vmap {i}")
+    g = jax.grad(lambda u: mxj.scaled_dot(u, w, kn).sum())(xs[0])
+    np.testing.assert_allclose(np.asarray(g), np.broadcast_to(_values(w).sum(axis=1), g.shape),
+                               rtol=1e-6, atol=1e-6 * np.abs(_values(w)).sum(axis=1).max())
+    if not FORMATS[fmt].is_nvfp4:  # scales near the bottom of the range: the f64 path
+        _check(rng.standard_normal((3, k)).astype(F32), _side(rng, fmt, (k, 40), axis=0,
+                                                              codes=LOW), kn, f64=True)
+
+
 @pytest.mark.parametrize("out", [jnp.bfloat16, jnp.float16])
 def test_narrow_results(out):
     rng = np.random.default_rng(13)

@@ -727,6 +727,34 @@ func.func private @gemv_f32_i8_range(memref<?xf32>, memref<?xi8>, memref<?xi8>, 
 
 // -----
 
+// Plain rows against weights held K-major ([B, K, N], scales [B, K / k, N]: rhs_layout =
+// "kn"): per unit (a panel of 32 columns) tiles of 8, 4, 2, 1 rows; per block of K the
+// columns' 32 scale codes, per row of K the columns' 32 codes -- contiguous -- decoded,
+// scaled, and one FMA a row with A's value broadcast; a partial panel (and every unit where
+// the range test fails) takes the exact f64 contraction, one result at a time, the codes'
+// values from a constant table.
+// CHECK: memref.global "private" constant @mxlower_mxfp8_e4m3_units_f64 : memref<256xf64>
+// CHECK-LABEL: func.func @gemv_kn(
+// CHECK: scf.if %{{.*}} {
+// CHECK: scf.for %{{.*}} step %c8{{.*}} {
+// CHECK: %[[F:.+]] = vector.load %arg2[%{{.*}}] : memref<?xi8>, vector<32xi8>
+// CHECK: scf.for
+// CHECK: memref.prefetch %arg1
+// CHECK: vector.load %arg1[%{{.*}}] : memref<?xi8>, vector<32xi8>
+// CHECK: arith.mulf %{{.*}}, %{{.*}} : vector<32xf32>
+// CHECK: %[[A:.+]] = memref.load %arg0[%{{.*}}] : memref<?xf32>
+// CHECK-NEXT: %[[AV:.+]] = vector.broadcast %[[A]] : f32 to vector<32xf32>
+// CHECK-NEXT: vector.fma %[[AV]], %{{.*}}, %{{.*}} : vector<32xf32>
+// CHECK: vector.store %{{.*}}, %arg3[%{{.*}}] : memref<?xf32>, vector<32xf32>
+// CHECK: } else {
+// CHECK: memref.get_global @mxlower_mxfp8_e4m3_units_f64 : memref<256xf64>
+// CHECK: arith.addf %{{.*}}, %{{.*}} : f64
+// CHECK-NOT: func.func
+// CHECK: memref.store %{{.*}}, %arg3[%{{.*}}] : memref<?xf32>
+func.func private @gemv_kn(memref<?xf32>, memref<?xi8>, memref<?xi8>, memref<?xf32>, memref<?xi64>, index, index) attributes {mxlower.dot_kernel = {lhs = "f32", rhs = "mxfp8_e4m3", path = "avx512", rhs_layout = "kn"}}
+
+// -----
+
 // The range test (part = "range"; the kernel's signature): one pass over the plain side's
 // exponent fields (8 lanes) and over the scale codes (32 at a time, unsigned min and max), no
 // scratch, then the mode stored into dims[4].  The kernel reads it and runs, where it is not
@@ -777,6 +805,10 @@ func.func private @g(memref<?xf32>) attributes {mxlower.dot_kernel = {lhs = "f32
 func.func private @h(memref<?xf32>) attributes {mxlower.dot_kernel = {lhs = "f32"}}
 // expected-error @+1 {{@j: 'mxlower.dot_kernel' field 'part' must be one of dot, range, got 'both'}}
 func.func private @j(memref<?xf32>) attributes {mxlower.dot_kernel = {lhs = "f32", rhs = "mxfp4_e2m1", part = "both"}}
+// expected-error @+1 {{@k: 'mxlower.dot_kernel' field 'rhs_layout' must be one of nk, kn, got 'mk'}}
+func.func private @k(memref<?xf32>) attributes {mxlower.dot_kernel = {lhs = "f32", rhs = "mxfp4_e2m1", rhs_layout = "mk"}}
+// expected-error @+1 {{@l: dot kernel: a K-major rhs (rhs_layout = "kn") must be MX against a plain lhs}}
+func.func private @l(memref<?xi8>) attributes {mxlower.dot_kernel = {lhs = "mxfp4_e2m1", rhs = "mxfp4_e2m1", rhs_layout = "kn"}}
 // expected-error @+1 {{@i: a kernel declaration must not have a body}}
 func.func @i(%a: memref<?xf32>, %b: memref<?xi8>, %bs: memref<?xi8>, %o: memref<?xf32>, %d: memref<?xi64>, %u0: index, %u1: index) attributes {mxlower.dot_kernel = {lhs = "f32", rhs = "mxfp4_e2m1"}} {
   return

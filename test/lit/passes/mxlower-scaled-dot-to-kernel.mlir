@@ -18,7 +18,7 @@
 // SPELLING: stablehlo.custom_call @mxlower_dot_f32_mxint8k8_avx2(
 // SPELLING-SAME: (tensor<1x1x64xf32>, tensor<1x8x64xi8>, tensor<1x8x8xf8E8M0FNU>) -> tensor<1x1x8xf32>
 // SPELLING-LABEL: func.func @swapped_code
-// SPELLING: stablehlo.custom_call @mxlower_dot_bf16_mxfp8_e4m3k32_avx2(
+// SPELLING: stablehlo.custom_call @mxlower_dot_bf16_mxfp8_e4m3k32_kn_avx2(
 // SPELLING-LABEL: func.func @nvfp4_global
 // SPELLING: stablehlo.custom_call @mxlower_dot_bf16_nvfp4k16_avx2(
 // SPELLING-LABEL: func.func @gemm_both
@@ -52,17 +52,34 @@ func.func @gemv(%x: tensor<1x4096xf32>, %w: tensor<256x4096xf4E2M1FN>, %s: tenso
 
 // -----
 
-// Weights stored [K, N] and written w^T @ x: each side is transposed to [B, rows, K]; the MX
-// side has many rows and the plain one few, so the kernel takes them swapped and its
-// [B, M, N] is transposed back.
+// Weights stored [K, N] and written w^T @ x: the MX side has many rows and the plain one
+// few, so the kernel takes them swapped -- the weights as its K-major rhs, read as stored
+// (no transpose of them) -- and its small [B, M, N] is transposed back.
 // CHECK-LABEL: func.func @swapped(
-// CHECK: stablehlo.transpose %{{.*}}, dims = [1, 0] : (tensor<64x40xf8E4M3FN>) -> tensor<40x64xf8E4M3FN>
-// CHECK: stablehlo.custom_call @mxlower_dot_bf16_mxfp8_e4m3k32_portable(
-// CHECK-SAME: (tensor<1x2x64xbf16>, tensor<1x40x64xf8E4M3FN>, tensor<1x40x2xf8E8M0FNU>) -> tensor<1x2x40xf32>
+// CHECK-NOT: tensor<40x64xf8E4M3FN>
+// CHECK: stablehlo.custom_call @mxlower_dot_bf16_mxfp8_e4m3k32_kn_portable(
+// CHECK-SAME: (tensor<1x2x64xbf16>, tensor<1x64x40xf8E4M3FN>, tensor<1x2x40xf8E8M0FNU>) -> tensor<1x2x40xf32>
 // CHECK: stablehlo.transpose %{{.*}}, dims = [0, 2, 1] : (tensor<1x2x40xf32>) -> tensor<1x40x2xf32>
 func.func @swapped(%w: tensor<64x40xf8E4M3FN>, %s: tensor<2x40xf8E8M0FNU>, %x: tensor<2x64xbf16>) -> tensor<40x2xf32> {
   %0 = "mx.scaled_dot"(%w, %s, %x) {lhs_format = "mxfp8_e4m3", lhs_axis = 0 : i64, dot_dimension_numbers = #stablehlo.dot<lhs_contracting_dimensions = [0], rhs_contracting_dimensions = [1]>} : (tensor<64x40xf8E4M3FN>, tensor<2x40xf8E8M0FNU>, tensor<2x64xbf16>) -> tensor<40x2xf32>
   return %0 : tensor<40x2xf32>
+}
+
+// -----
+
+// Weights stored [K, N] (blocked along K) and written x @ w: the K-major kernel (rhs_layout
+// "kn") reads them as stored -- reshaped to [B, K, N], scales [B, K / k, N], no transpose.
+// CHECK-LABEL: func.func @k_major(
+// CHECK-SAME: %[[X:.*]]: tensor<2x64xf32>, %[[W:.*]]: tensor<64x40xf8E4M3FN>, %[[S:.*]]: tensor<2x40xf8E8M0FNU>)
+// CHECK-NOT: stablehlo.transpose
+// CHECK: %[[W3:.*]] = stablehlo.reshape %[[W]] : (tensor<64x40xf8E4M3FN>) -> tensor<1x64x40xf8E4M3FN>
+// CHECK: %[[S3:.*]] = stablehlo.reshape %[[S]] : (tensor<2x40xf8E8M0FNU>) -> tensor<1x2x40xf8E8M0FNU>
+// CHECK: stablehlo.custom_call @mxlower_dot_f32_mxfp8_e4m3k32_kn_portable(%{{.*}}, %[[W3]], %[[S3]])
+// CHECK-SAME: (tensor<1x2x64xf32>, tensor<1x64x40xf8E4M3FN>, tensor<1x2x40xf8E8M0FNU>) -> tensor<1x2x40xf32>
+// CHECK-NOT: stablehlo.transpose
+func.func @k_major(%x: tensor<2x64xf32>, %w: tensor<64x40xf8E4M3FN>, %s: tensor<2x40xf8E8M0FNU>) -> tensor<2x40xf32> {
+  %0 = "mx.scaled_dot"(%x, %w, %s) {rhs_format = "mxfp8_e4m3", rhs_axis = 0 : i64, dot_dimension_numbers = #stablehlo.dot<lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [0]>} : (tensor<2x64xf32>, tensor<64x40xf8E4M3FN>, tensor<2x40xf8E8M0FNU>) -> tensor<2x40xf32>
+  return %0 : tensor<2x40xf32>
 }
 
 // -----
