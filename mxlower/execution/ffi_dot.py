@@ -193,9 +193,10 @@ def handler_text(spec: DotSpec) -> str:
     slots.append((dims, e.i64(6)))
     # the range test, once: whether the units take the f32 paths or the exact f64 one
     ffi._call_kernel(e, f"{name}_range", slots, zero, zero)
-    panels = e.binary("udiv", e.binary("add", N, e.i64(NP - 1)), e.i64(NP))
+    P = spec.panel  # columns of B per unit
+    panels = e.binary("udiv", e.binary("add", N, e.i64(P - 1)), e.i64(P))
     units = e.binary("mul", B, panels)
-    work = e.binary("mul", e.binary("mul", units, e.i64(NP)), e.binary("mul", M, K))
+    work = e.binary("mul", e.binary("mul", units, e.i64(P)), e.binary("mul", M, K))
     big = e.icmp("sge", work, e.i64(PARALLEL_WORK))
     api_size = e.load(f.api, abi.Api.struct_size.offset, "i64")
     has_pool = e.icmp("sge", api_size, e.i64(abi.struct_size(abi.Api,

@@ -163,6 +163,8 @@ VNNI_PATHS = ("amx", "avx512", "vnni")
 AVX512_PATHS = ("amx", "avx512")
 #: columns of B per work unit (the GEMM path's packed panel)
 NP = 32
+#: columns of K-major weights per work unit (:attr:`DotSpec.panel`)
+KN_PANEL = 256
 #: the largest M that takes the streaming path
 STREAM_M = 16
 #: rows x columns of the GEMM's register tile
@@ -772,6 +774,12 @@ class DotSpec:
         """Rows of A per tile of the packed GEMM: two AMX tiles' (:attr:`amx_dot`), else the
         path's :data:`MR_INT`."""
         return 2 * AMX_ROWS if self.amx_dot else MR_INT[self.path]
+
+    @property
+    def panel(self) -> int:
+        """Columns of B per work unit: :data:`NP`, or :data:`KN_PANEL` for K-major weights
+        (:attr:`rhs_kn`: wide rows of their codes per visit of a row of K)."""
+        return KN_PANEL if self.rhs_kn else NP
 
     @property
     def packed_gemm(self) -> bool:
@@ -3716,6 +3724,10 @@ class _DotKernel:
 
 #: rows of K ahead whose codes the K-major GEMV's step prefetches (:class:`_KnKernel`)
 KN_PREFETCH_ROWS = 16
+#: the K-major GEMV's tiles: rows of A -> vectors of 32 columns (16 accumulators of 512
+#: bits), so that each visit of a row of K -- a page apart, for N of a few thousand --
+#: reads as many of its codes as the registers allow
+KN_TILES = {8: 1, 4: 2, 2: 4, 1: 8}
 
 
 def _f64_lit(v: float) -> str:
@@ -3732,22 +3744,25 @@ class _KnKernel(_DotKernel):
     weights held K-major, ``[B, K, N]`` with scales ``[B, K / k, N]`` -- the layout of
     weights ``[K, N]`` blocked along K (a ``[in, out]`` kernel quantized along its input
     axis), read as stored instead of through a transposed copy (XLA:CPU's transpose of a
-    16 MB f8 or u8 array takes tens of milliseconds).  The units are the ``[N, K]`` kernel's,
-    ``(batch, panel of NP columns)``; a panel's NP columns are one vector row: per row of K,
-    the columns' codes are contiguous (a load, the decode of :meth:`integer_units` /
-    :meth:`f16_decode`), times the columns' factors of that block (one vector of scale
-    codes a block, contiguous too), and each row of A's value at K broadcast into one FMA
-    per row of the tile -- tiles of 8, 4, 2 and 1 rows cover M exactly.  The panels that
-    are no whole vector (N's last), f4 codes of an odd N (a row's codes then start
-    mid-byte), and every unit where the range test fails take :meth:`kn_f64`: one result
-    at a time, each product exact in f64, summed in f64, rounded once."""
+    16 MB f8 or u8 array takes tens of milliseconds).  The units are ``(batch, panel of
+    KN_PANEL columns)`` (:attr:`DotSpec.panel`): per row of K a panel's codes are
+    contiguous, so a tile reads :data:`KN_TILES` vectors of 32 columns a row of K -- each
+    visit of a row (a page apart for N of a few thousand) as many codes as the
+    accumulators allow (one row of A: 256 columns, 1.4-2x faster than 32) --, decodes them
+    (:meth:`integer_units` / :meth:`f16_decode`), scales them by the columns' factors of
+    that block (a vector of scale codes, contiguous too) and takes each row of A's value at
+    K, broadcast, into one FMA per vector; tiles of 8, 4, 2 and 1 rows cover M exactly.
+    The columns past a panel's whole vectors (N's last), f4 codes of an odd N (a row's
+    codes then start mid-byte) and every unit where the range test fails take
+    :meth:`kn_f64`: one result at a time, each product exact in f64, summed in f64,
+    rounded once."""
 
     def __init__(self, spec: DotSpec):
         super().__init__(spec)
-        self.C = NP  # a panel's columns: one vector
+        self.C = 32  # columns a vector
 
     def function(self) -> str:
-        s, t = self.s, self.t
+        s, t, C = self.s, self.t, self.C
         t.do(f"func.func @{s.name}({', '.join(f'{n}: {ty}' for n, ty in self.args())}) "
              "{")
         t.indent = 4
@@ -3755,7 +3770,7 @@ class _KnKernel(_DotKernel):
         dims = [t.op(f"{{r}} = memref.load %dims[{t.c(i)}] : memref<?xi64>") for i in range(5)]
         Bt, M, N, K = (t.op(f"{{r}} = arith.index_cast {d} : i64 to index") for d in dims[:4])
         self.M, self.N, self.K = M, N, K
-        cnp = t.c(NP)
+        cnp = t.c(s.panel)
         npan = t.op(f"{{r}} = arith.ceildivui {N}, {cnp} : index")
         self.nblk = t.op(f"{{r}} = arith.divui {K}, {t.c(s.k('rhs'))} : index")
         # dims[4]: 0 the f32 path, else the exact f64 contraction (the range test's)
@@ -3771,9 +3786,15 @@ class _KnKernel(_DotKernel):
             n0 = t.op(f"{{r}} = arith.muli {p}, {cnp} : index")
             left = t.op(f"{{r}} = arith.subi {N}, {n0} : index")
             ncols = t.op(f"{{r}} = arith.minui {left}, {cnp} : index")
-            whole = t.op(f"{{r}} = arith.cmpi eq, {ncols}, {cnp} : index")
-            go = t.op(f"{{r}} = arith.andi {fast}, {whole} : i1")
-            t.if_(go, lambda: self.kn_rows(b, n0), lambda: self.kn_f64(b, n0, ncols))
+            # whole vectors of columns on the f32 path, the rest exactly
+            nv = t.op(f"{{r}} = arith.divui {ncols}, {t.c(C)} : index")
+            nv = t.op(f"{{r}} = arith.select {fast}, {nv}, {t.c(0)} : index")
+            t.if_(t.op(f"{{r}} = arith.cmpi ne, {nv}, {t.c(0)} : index"),
+                  lambda: self.kn_rows(b, n0, nv))
+            done = t.op(f"{{r}} = arith.muli {nv}, {t.c(C)} : index")
+            n1 = t.op(f"{{r}} = arith.addi {n0}, {done} : index")
+            rest = t.op(f"{{r}} = arith.subi {ncols}, {done} : index")
+            self.kn_f64(b, n1, rest)
             return []
 
         t.for_("%u0", "%u1", c1, [], unit)
@@ -3782,20 +3803,36 @@ class _KnKernel(_DotKernel):
         t.do("}")
         return "\n".join([*self.globals.values(), *t.lines])
 
-    def kn_rows(self, b: str, n0: str) -> None:
-        """The f32 path of the unit's panel (NP whole columns from ``n0``): M rows in tiles
-        of 8, then one each of 4, 2 and 1 as M's low bits ask."""
-        t, M = self.t, self.M
+    def kn_rows(self, b: str, n0: str, nv: str) -> None:
+        """The f32 path of ``nv`` whole vectors of columns from ``n0``: M rows in tiles of 8,
+        then one each of 4, 2 and 1 as M's low bits ask, each against :data:`KN_TILES`
+        vectors of columns at a time (the last ones one at a time)."""
+        t, M, C = self.t, self.M, self.C
+
+        def cols(m0: str, mr: int) -> None:
+            nc = KN_TILES[mr]
+            whole = t.op(f"{{r}} = arith.divui {nv}, {t.c(nc)} : index")
+            whole = t.op(f"{{r}} = arith.muli {whole}, {t.c(nc)} : index")
+
+            def group(v: str, nc: int) -> list[str]:
+                c0 = t.op(f"{{r}} = arith.muli {v}, {t.c(C)} : index")
+                self.kn_tile(b, t.op(f"{{r}} = arith.addi {n0}, {c0} : index"), m0, mr, nc)
+                return []
+
+            t.for_(t.c(0), whole, t.c(nc), [], lambda v, _: group(v, nc))
+            if nc > 1:
+                t.for_(whole, nv, t.c(1), [], lambda v, _: group(v, 1))
+
         r8 = t.op(f"{{r}} = arith.divui {M}, {t.c(8)} : index")
         r8 = t.op(f"{{r}} = arith.muli {r8}, {t.c(8)} : index")
-        t.for_(t.c(0), r8, t.c(8), [], lambda m0, _: self.kn_tile(b, n0, m0, 8) or [])
+        t.for_(t.c(0), r8, t.c(8), [], lambda m0, _: cols(m0, 8) or [])
         rem = t.op(f"{{r}} = arith.subi {M}, {r8} : index")
         for bit, below in ((4, 0), (2, 4), (1, 6)):
             has = t.op(f"{{r}} = arith.andi {rem}, {t.c(bit)} : index")
             has = t.op(f"{{r}} = arith.cmpi ne, {has}, {t.c(0)} : index")
             done = t.op(f"{{r}} = arith.andi {rem}, {t.c(below)} : index")
             m0 = t.op(f"{{r}} = arith.addi {r8}, {done} : index")
-            t.if_(has, lambda m0=m0, bit=bit: self.kn_tile(b, n0, m0, bit))
+            t.if_(has, lambda m0=m0, bit=bit: cols(m0, bit))
 
     def kn_a(self, row: str, k: str, f64: bool = False) -> str:
         """A's value at (absolute row ``row``, ``k``): f32, or (``f64``) exact in f64 (a
@@ -3812,10 +3849,11 @@ class _KnKernel(_DotKernel):
         d = self.f64_of_f32(v1, 1)
         return t.op(f"{{r}} = vector.extract {d}[0] : f64 from vector<1xf64>")
 
-    def kn_tile(self, b: str, n0: str, m0: str, mr: int) -> None:
-        """Rows ``m0`` to ``m0 + mr`` (of batch ``b``) against the panel's NP columns: per
-        block of K the columns' factors, per row of K the columns' codes decoded (unscaled),
-        scaled by a multiply, and one FMA a row with A's value broadcast."""
+    def kn_tile(self, b: str, n0: str, m0: str, mr: int, nc: int) -> None:
+        """Rows ``m0`` to ``m0 + mr`` (of batch ``b``) against ``nc`` vectors of columns
+        from ``n0``: per block of K the columns' factors, per row of K the columns' codes
+        decoded (unscaled), scaled by a multiply, and one FMA a row and vector with A's
+        value broadcast."""
         t, s, C, K, N = self.t, self.s, self.C, self.K, self.N
         f = s.fmt("rhs")
         kb = t.c(s.k("rhs"))
@@ -3829,11 +3867,16 @@ class _KnKernel(_DotKernel):
         ahead = t.op(f"{{r}} = arith.muli {N}, {t.c(KN_PREFETCH_ROWS)} : index")
         four = f.bits == 4
 
+        # the byte of each line of a group's codes (KN_PREFETCH_ROWS rows on)
+        line = 128 if four else 64
+        lines = range(0, nc * C, line)
+
         def block(jb: str, accs: list[str]) -> list[str]:
             so = t.op(f"{{r}} = arith.addi {bb}, {jb} : index")
             so = t.op(f"{{r}} = arith.muli {so}, {N} : index")
             so = t.op(f"{{r}} = arith.addi {so}, {n0} : index")
-            fv = self.factor("rhs", "%bs", so, n=C)
+            fvs = [self.factor("rhs", "%bs", t.op(f"{{r}} = arith.addi {so}, {t.c(j * C)} : "
+                                                  "index"), n=C) for j in range(nc)]
             k0 = t.op(f"{{r}} = arith.muli {jb}, {kb} : index")
 
             def step(dk: str, accs: list[str]) -> list[str]:
@@ -3842,27 +3885,36 @@ class _KnKernel(_DotKernel):
                 at = t.op(f"{{r}} = arith.muli {at}, {N} : index")
                 at = t.op(f"{{r}} = arith.addi {at}, {n0} : index")
                 nxt = t.op(f"{{r}} = arith.addi {at}, {ahead} : index")
-                if four:
-                    nxt = t.op(f"{{r}} = arith.divui {nxt}, {t.c(2)} : index")
-                t.do(f"memref.prefetch %b[{nxt}], read, locality<0>, data : memref<?xi8>")
-                v8 = self.codes("rhs", "%b", at)
-                v = (self.integer_units("rhs", v8) if integer_shift(f) is not None else
-                     self.f16_decode("rhs", v8, 0))
-                v = t.op(f"{{r}} = arith.mulf {v}, {fv} : {vf}")
-                out = []
+                for o in lines:
+                    p = t.op(f"{{r}} = arith.addi {nxt}, {t.c(o)} : index")
+                    if four:
+                        p = t.op(f"{{r}} = arith.divui {p}, {t.c(2)} : index")
+                    t.do(f"memref.prefetch %b[{p}], read, locality<0>, data : memref<?xi8>")
+                vs = []
+                for j in range(nc):
+                    aj = t.op(f"{{r}} = arith.addi {at}, {t.c(j * C)} : index")
+                    v8 = self.codes("rhs", "%b", aj)
+                    v = (self.integer_units("rhs", v8) if integer_shift(f) is not None else
+                         self.f16_decode("rhs", v8, 0))
+                    vs.append(t.op(f"{{r}} = arith.mulf {v}, {fvs[j]} : {vf}"))
+                out = list(accs)
                 for i, row in enumerate(rows):
                     a = t.op(f"{{r}} = vector.broadcast {self.kn_a(row, k)} : f32 to {vf}")
-                    out.append(t.op(f"{{r}} = vector.fma {a}, {v}, {accs[i]} : {vf}"))
+                    for j in range(nc):
+                        x = i * nc + j
+                        out[x] = t.op(f"{{r}} = vector.fma {a}, {vs[j]}, {accs[x]} : {vf}")
                 return out
 
             return t.for_(t.c(0), kb, t.c(1), [(a, vf) for a in accs], step)
 
         zero = t.c(0.0, vf)
-        accs = t.for_(t.c(0), self.nblk, t.c(1), [(zero, vf)] * mr, block)
-        for acc, row in zip(accs, rows):
+        accs = t.for_(t.c(0), self.nblk, t.c(1), [(zero, vf)] * (mr * nc), block)
+        for i, row in enumerate(rows):
             o = t.op(f"{{r}} = arith.muli {row}, {N} : index")
             o = t.op(f"{{r}} = arith.addi {o}, {n0} : index")
-            t.do(f"vector.store {acc}, %out[{o}] : memref<?xf32>, {vf}")
+            for j in range(nc):
+                oj = t.op(f"{{r}} = arith.addi {o}, {t.c(j * C)} : index")
+                t.do(f"vector.store {accs[i * nc + j]}, %out[{oj}] : memref<?xf32>, {vf}")
 
     def kn_values(self) -> str:
         """``memref<2^bits x f64>``: every code's value times 2^integer_shift (the integer

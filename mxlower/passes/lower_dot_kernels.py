@@ -58,10 +58,11 @@ class LowerDotKernels(ModulePass):
       f32 results per 32 rows of A and the panel's 32 columns);
     * ``rhs_layout = "kn"`` (default ``"nk"``) declares B held K-major -- ``B[b, k, n]``,
       its scales ``[b, K / k, n]``: weights ``[K, N]`` blocked along K -- against a plain A:
-      per panel of 32 columns, each row of K's 32 codes (contiguous) decoded, scaled by
-      the columns' factors and taken into one FMA per row of A (tiles of 8, 4, 2 and 1
-      rows); a partial panel, f4 codes of an odd N and every unit where the range test
-      fails take the exact f64 contraction one result at a time.
+      units of 256 columns, tiles of 8, 4, 2 or 1 rows against 1, 2, 4 or 8 vectors of 32
+      columns, each row of K's codes (contiguous) decoded, scaled by the columns' factors
+      and taken into one FMA per row and vector; the columns past the whole vectors, f4
+      codes of an odd N and every unit where the range test fails take the exact f64
+      contraction one result at a time.
 
     The kernel keeps the declaration's symbol name, so calls to it stay valid.  A
     declaration whose dictionary names no kernel (unknown fields or formats, a bad block

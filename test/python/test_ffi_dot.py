@@ -120,11 +120,12 @@ def test_k_major_weights(plain, fmt):
     its input axis), read as stored (:attr:`DotSpec.rhs_kn`): the f32 path's tiles of 8, 4,
     2 and 1 rows over whole panels of columns, and the exact f64 path for N's last partial
     panel, f4 codes of an odd N and N below a panel -- every M from 1 to 20, batches, K one
-    block and several; bit for bit the same as the [..., N, K] kernel's f64 path where the
-    results are exact (one-hot rows)."""
+    block and several, panels of 256 columns whole and cut; bit for bit the exact results
+    of one-hot rows."""
     rng = np.random.default_rng(MX.index(fmt) * 3 + list(PLAIN).index(plain))
-    for M, N, kb, batch in ((1, 64, 1, ()), (2, 37, 3, ()), (3, 96, 2, (2,)), (7, 5, 1, ()),
-                            (8, 32, 2, ()), (13, 70, 1, ()), (16, 33, 2, ()), (20, 64, 1, ())):
+    for M, N, kb, batch in ((1, 300, 1, ()), (2, 37, 3, ()), (3, 96, 2, (2,)), (7, 5, 1, ()),
+                            (8, 32, 2, ()), (13, 70, 1, ()), (16, 33, 2, ()), (20, 64, 1, ()),
+                            (2, 520, 1, ()), (4, 264, 1, ()), (1, 512, 2, (2,))):
         K = kb * FORMATS[fmt].block_size
         a, _, va = _side(rng, plain, batch + (M, K))
         e, s, vb = _side(rng, fmt, batch + (N, K))

@@ -728,11 +728,12 @@ func.func private @gemv_f32_i8_range(memref<?xf32>, memref<?xi8>, memref<?xi8>, 
 // -----
 
 // Plain rows against weights held K-major ([B, K, N], scales [B, K / k, N]: rhs_layout =
-// "kn"): per unit (a panel of 32 columns) tiles of 8, 4, 2, 1 rows; per block of K the
-// columns' 32 scale codes, per row of K the columns' 32 codes -- contiguous -- decoded,
-// scaled, and one FMA a row with A's value broadcast; a partial panel (and every unit where
-// the range test fails) takes the exact f64 contraction, one result at a time, the codes'
-// values from a constant table.
+// "kn"): per unit (a panel of 256 columns) tiles of 8, 4, 2, 1 rows against 1, 2, 4, 8
+// vectors of 32 columns; per block of K the columns' scale codes, per row of K the columns'
+// codes -- contiguous -- decoded, scaled, and one FMA a row and vector with A's value
+// broadcast; the columns past the panel's whole vectors (and every unit where the range
+// test fails) take the exact f64 contraction, one result at a time, the codes' values from
+// a constant table.
 // CHECK: memref.global "private" constant @mxlower_mxfp8_e4m3_units_f64 : memref<256xf64>
 // CHECK-LABEL: func.func @gemv_kn(
 // CHECK: scf.if %{{.*}} {
@@ -746,7 +747,6 @@ func.func private @gemv_f32_i8_range(memref<?xf32>, memref<?xi8>, memref<?xi8>, 
 // CHECK-NEXT: %[[AV:.+]] = vector.broadcast %[[A]] : f32 to vector<32xf32>
 // CHECK-NEXT: vector.fma %[[AV]], %{{.*}}, %{{.*}} : vector<32xf32>
 // CHECK: vector.store %{{.*}}, %arg3[%{{.*}}] : memref<?xf32>, vector<32xf32>
-// CHECK: } else {
 // CHECK: memref.get_global @mxlower_mxfp8_e4m3_units_f64 : memref<256xf64>
 // CHECK: arith.addf %{{.*}}, %{{.*}} : f64
 // CHECK-NOT: func.func
