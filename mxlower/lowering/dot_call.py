@@ -30,6 +30,11 @@ from mxlower.numbers import Datatype
 
 __all__ = ["CALLABLE_TYPES", "Side", "callable_side", "emit_call", "plan", "side_of"]
 
+#: whether :func:`plan` gives K-major MX weights against plain rows the K-major kernel
+#: (:attr:`DotSpec.rhs_kn`: read as stored), else the ``[N, K]`` one after a transpose
+#: (XLA:CPU's transpose of a 16 MB f8 array took 64 ms, the GEMV 1.2 ms: BENCHMARKS.md,
+#: eighteenth session; bench/bench_dot_layouts.py switches it for its "transposed" column)
+K_MAJOR = True
 #: element types a kernel call can take on XLA:CPU (f6 has no XLA type there)
 CALLABLE_TYPES = frozenset({"f32", "bf16", "f16", "f4E2M1FN", "f8E4M3FN", "f8E5M2", "i8",
                             "ui8"})
@@ -102,7 +107,8 @@ def plan(lhs: Side, rhs: Side, contracting: tuple[Sequence[int], Sequence[int]],
     swap = free["lhs"] > STREAM_M >= free["rhs"]
     a, b = (rhs, lhs) if swap else (lhs, rhs)
     ib = 0 if swap else 1
-    kn = (a.fmt is None and b.fmt is not None and free["rhs" if swap else "lhs"] <= STREAM_M
+    kn = (K_MAJOR and a.fmt is None and b.fmt is not None
+          and free["rhs" if swap else "lhs"] <= STREAM_M
           and k_major(b.shape, contracting[ib], batch[ib]))
     try:
         spec = DotSpec(a.fmt or a.element_type, b.fmt or b.element_type,

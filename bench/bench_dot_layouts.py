@@ -1,0 +1,95 @@
+"""The GEMV against MX weights held ``[N, K]`` and ``[K, N]`` (blocked along K: a ``[in,
+out]`` kernel quantized along its input axis), in one run; prints Markdown for
+BENCHMARKS.md.
+
+Per format, plain activations x ``[M, K]`` (f32 or bf16), ``mxlower.jax.scaled_dot`` under
+``jax.jit`` (``impl="auto"``), every case cold (a 64 MiB buffer read before each timed
+run: :func:`mxlower.benchmarking.evictor`):
+
+* ``[N, K]``: ``x @ w.T`` with w ``[N, K]`` -- the ``[N, K]`` dot kernel;
+* ``[K, N] read as stored``: ``x @ w`` with w ``[K, N]`` -- the K-major kernel
+  (:attr:`mxlower.lowering.dot_kernels.DotSpec.rhs_kn`);
+* ``[K, N] transposed``: the same dot with
+  :data:`mxlower.lowering.dot_call.K_MAJOR` off -- XLA transposes the weights to ``[N, K]``
+  for the ``[N, K]`` kernel (what every ``[K, N]`` GEMV did before the K-major kernel);
+* ``memcpy``: ``numpy.copyto`` of the packed weight bytes (elements + scales).
+
+    python bench/bench_dot_layouts.py
+    python bench/bench_dot_layouts.py --m 1,8 --nk 4096 --x f32,bf16 --reps 7
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import jax
+import ml_dtypes
+import numpy as np
+
+import mxlower.jax as mxj
+from mxlower.benchmarking import Session, evictor, round_robin
+from mxlower.execution import ffi_dot
+from mxlower.lowering import dot_call
+
+FORMATS = "mxfp4_e2m1,mxfp6_e2m3,mxfp8_e4m3,nvfp4,mxint8"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--m", default="1,8", help="rows of activations")
+    ap.add_argument("--nk", type=int, default=4096, help="N = K of the weights")
+    ap.add_argument("--x", default="f32,bf16", help="activations: f32, bf16")
+    ap.add_argument("--formats", default=FORMATS)
+    ap.add_argument("--reps", type=int, default=7)
+    a = ap.parse_args(argv)
+    session = Session()
+    rng = np.random.default_rng(0)
+    evict = evictor()
+    nk = a.nk
+    nk_dn, kn_dn = (((1,), (1,)), ((), ())), (((1,), (0,)), ((), ()))
+    rows = []
+    for fmt in a.formats.split(","):
+        w = rng.standard_normal((nk, nk)).astype(np.float32)
+        w_nk = mxj.quantize(w, fmt, impl="xla")
+        w_kn = mxj.quantize(np.ascontiguousarray(w.T), fmt, axis=0, impl="xla")
+        # the bytes XLA holds: f4 two per byte, everything else one per byte
+        four = fmt in ("mxfp4_e2m1", "nvfp4")
+        src = np.ones((nk * nk // 2 if four else nk * nk) + np.asarray(w_nk.scales).nbytes,
+                      np.uint8)
+        dst = np.empty_like(src)
+        for m in map(int, a.m.split(",")):
+            for xt in a.x.split(","):
+                x = rng.standard_normal((m, nk)).astype(np.float32)
+                x = jax.device_put(x.astype(ml_dtypes.bfloat16) if xt == "bf16" else x)
+                nk_f = jax.jit(lambda x, w: mxj.scaled_dot(x, w, nk_dn))
+                kn_f = jax.jit(lambda x, w: mxj.scaled_dot(x, w, kn_dn))
+                dot_call.K_MAJOR = False
+                try:
+                    tr_f = jax.jit(lambda x, w: mxj.scaled_dot(x, w, kn_dn)).lower(
+                        x, w_kn).compile()
+                finally:
+                    dot_call.K_MAJOR = True
+                outs = [np.asarray(f(x, v)) for f, v in ((nk_f, w_nk), (kn_f, w_kn),
+                                                        (tr_f, w_kn))]
+                for o in outs[1:]:  # the same dot, summed in other orders
+                    np.testing.assert_allclose(o, outs[0], rtol=1e-4, atol=1e-3)
+                t = round_robin({
+                    "nk": lambda: jax.block_until_ready(nk_f(x, w_nk)),
+                    "kn": lambda: jax.block_until_ready(kn_f(x, w_kn)),
+                    "tr": lambda: jax.block_until_ready(tr_f(x, w_kn)),
+                    "memcpy": lambda: np.copyto(dst, src)}, a.reps, before=evict)
+                rows.append((m, fmt, xt, src.nbytes / 1e6, t))
+    print(session.header(f"scaled_dot GEMV, weights [N, K] and [K, N], N = K = {nk}, path "
+                         f"{ffi_dot.host_path()}, every case cold, best of {a.reps}"))
+    print("| M | weights | x | packed MB | [N, K] ms | [K, N] read as stored ms | "
+          "[K, N] transposed ms | memcpy ms | stored / transposed | stored % memcpy |")
+    print("|---:|---|---|---:|---:|---:|---:|---:|---:|---:|")
+    for m, fmt, xt, mb, t in rows:
+        print(f"| {m} | {fmt} | {xt} | {mb:.2f} | {t['nk'] * 1e3:.2f} | {t['kn'] * 1e3:.2f} | "
+              f"{t['tr'] * 1e3:.2f} | {t['memcpy'] * 1e3:.2f} | {t['tr'] / t['kn']:.1f}x | "
+              f"{100 * t['memcpy'] / t['kn']:.0f}% |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
