@@ -28,7 +28,8 @@ from mxlower.formats import FORMATS, format_of, get_datatype, why_not_format
 from mxlower.lowering.dot_kernels import STREAM_M, DotSpec, gemm_by_default
 from mxlower.numbers import Datatype
 
-__all__ = ["CALLABLE_TYPES", "Side", "callable_side", "emit_call", "plan", "side_of"]
+__all__ = ["CALLABLE_TYPES", "K_MAJOR", "Side", "callable_side", "emit_call", "k_major",
+           "normalize_order", "plan", "side_of"]
 
 #: whether :func:`plan` gives K-major MX weights against plain rows the K-major kernel
 #: (:attr:`DotSpec.rhs_kn`: read as stored), else the ``[N, K]`` one after a transpose
@@ -91,7 +92,9 @@ def plan(lhs: Side, rhs: Side, contracting: tuple[Sequence[int], Sequence[int]],
     than XLA's dot): the kernel's f32 GEMM path is slower than the dequantize kernels +
     XLA's f32 dot, its packed dot products faster (BENCHMARKS.md).  ``swap``: the kernel
     computes ``rhs x lhs``
-    (the side with few free rows streams the other: a GEMV written ``w @ x``).  A side's
+    (the side with few free rows streams the other: a GEMV written ``w @ x``).  MX weights
+    held K-major (:func:`k_major`) against plain rows take the K-major kernel
+    (:attr:`DotSpec.rhs_kn`, :data:`K_MAJOR`; f4 ones where N is even).  A side's
     format may be a datatype (:class:`Side`)."""
     lhs, rhs = _named(lhs), _named(rhs)
     sides = {"lhs": lhs, "rhs": rhs}
@@ -107,9 +110,12 @@ def plan(lhs: Side, rhs: Side, contracting: tuple[Sequence[int], Sequence[int]],
     swap = free["lhs"] > STREAM_M >= free["rhs"]
     a, b = (rhs, lhs) if swap else (lhs, rhs)
     ib = 0 if swap else 1
+    # (f4 codes of an odd N would start a row of K mid-byte: the K-major kernel's exact
+    # path, one result at a time, would take them all)
     kn = (K_MAJOR and a.fmt is None and b.fmt is not None
           and free["rhs" if swap else "lhs"] <= STREAM_M
-          and k_major(b.shape, contracting[ib], batch[ib]))
+          and k_major(b.shape, contracting[ib], batch[ib])
+          and (FORMATS[b.fmt].bits != 4 or free["lhs" if swap else "rhs"] % 2 == 0))
     try:
         spec = DotSpec(a.fmt or a.element_type, b.fmt or b.element_type,
                        a.block_size if a.fmt else None, b.block_size if b.fmt else None, path,

@@ -3916,9 +3916,10 @@ class _KnKernel(_DotKernel):
                 oj = t.op(f"{{r}} = arith.addi {o}, {t.c(j * C)} : index")
                 t.do(f"vector.store {accs[i * nc + j]}, %out[{oj}] : memref<?xf32>, {vf}")
 
-    def kn_values(self) -> str:
-        """``memref<2^bits x f64>``: every code's value times 2^integer_shift (the integer
-        units; Inf and NaN codes theirs), a constant of the module."""
+    def kn_values(self) -> tuple[str, str]:
+        """(the memref, its type ``memref<2^bits x f64>``): every code's value times
+        2^integer_shift (the integer units; Inf and NaN codes theirs), a constant of the
+        module."""
         f = self.s.fmt("rhs")
         name = f"mxlower_{f.name}_units_f64"
         if f.is_int:

@@ -263,9 +263,11 @@ def test_k_major_weights_are_read_as_stored(fmt):
         _check(x, w, kn)
         text = jax.jit(lambda u, v: mxj.scaled_dot(u, v, kn)).lower(x, w).as_text()
         name = "f32" if plain is F32 else "bf16"
+        # (f4 weights of an odd N keep the transpose: their rows of K start mid-byte)
+        kn_ = FORMATS[fmt].bits != 4 or N % 2 == 0
         assert re.findall(r"custom_call @(\w+)", text) == [
-            f"mxlower_dot_{name}_{fmt}k{k}_kn_{path}"]
-        assert "stablehlo.transpose" not in text
+            f"mxlower_dot_{name}_{fmt}k{k}{'_kn' if kn_ else ''}_{path}"]
+        assert ("stablehlo.transpose" in text) != kn_
     # [B, K, N] with the batch first; vmap over a leading axis of both; the gradient
     xb = rng.standard_normal((2, 3, k)).astype(F32)
     wb = _side(rng, fmt, (2, k, 33), axis=1)

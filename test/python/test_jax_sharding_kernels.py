@@ -131,6 +131,28 @@ def _child() -> dict:  # noqa: C901 (one case after another)
 
     case("dot_plain_lhs_n", gemv, [x, w], [P("data", None, None), P("model", None)])
 
+    # K-major weights [K, N] (blocked along K) against plain rows: N sharded, the K-major
+    # kernel on each shard's [K, N / 4] (the same FMAs per column: the same bits); K
+    # sharded, the per-shard partials summed (within the contract)
+    xk = x[:, :2]
+    wk = (rng.standard_normal((256, 512)) * np.exp2(rng.integers(-4, 4, (256, 512)))).astype(
+        np.float32)
+    dkn = (((2,), (0,)), ((), ()))
+
+    def gemv_kn(x, w):
+        return mxj.scaled_dot(x, mxj.quantize(w, "mxfp8_e4m3", axis=0), dkn)
+
+    case("dot_kn_n", gemv_kn, [xk, wk], [P("data", None, None), P(None, "model")])
+    (got,) = case("dot_kn_k", gemv_kn, [xk, wk], [P(None, None, "model"), P("model", None)],
+                  exact=False)
+    qk = mxj.quantize(wk, "mxfp8_e4m3", axis=0)
+    bk = R.dequantize(np.asarray(qk.elements), np.asarray(qk.scales), "mxfp8_e4m3", axis=0)
+    try:
+        assert_dot_close(np.asarray(got), xk, bk, dkn, what="dot_kn_k")
+        res["dot_kn_k"]["within_contract"] = True
+    except AssertionError as err:
+        res["dot_kn_k"]["within_contract"] = str(err)
+
     # batch dimensions on both sides: [B, M, K] x [B, N, K]
     xb = x[:, :8]
 
@@ -299,6 +321,7 @@ PER_SHARD = {
     "dot_n": ("mxlower_dot_mxfp8_e4m3k32_mxfp4_e2m1k32", "f8e4m3fn[1,16,256]"),
     "dot_batch_n": ("mxlower_dot_mxfp8_e4m3k32_mxfp4_e2m1k32", "f8e4m3fn[1,16,256]"),
     "dot_plain_lhs_n": ("mxlower_dot_mxfp6_e2m3k32_bf16", "u8[1,16,256]"),
+    "dot_kn_n": ("mxlower_dot_f32_mxfp8_e4m3k32_kn", "f32[1,4,256]"),
     "dot_batch_dims": ("mxlower_dot_mxfp8_e5m2k32_mxint8k32", "f8e5m2[2,4,256]"),
     "dot_k": _DOT_K,
     "dot_k_mixed": ("mxlower_dequantize_nvfp4", "f4e2m1fn[4,16,32]"),
@@ -341,7 +364,8 @@ def test_kernel_runs_per_shard(res, name):
 @pytest.mark.parametrize("name", ["qdq_blocked", "qdq_rows", "qdq_nvfp4", "qdq_datatype",
                                   "qdq_datatype_gf32",
                                   "convert", "convert_f6", "cast_tiles", "dot_batch_m",
-                                  "dot_n", "dot_batch_n", "dot_plain_lhs_n", "dot_batch_dims"])
+                                  "dot_n", "dot_batch_n", "dot_plain_lhs_n", "dot_batch_dims",
+                                  "dot_kn_n"])
 def test_no_collectives_where_blocks_are_local(res, name):
     assert res[name]["collectives"] == [], (name, res[name]["collectives"])
 
@@ -375,6 +399,14 @@ def test_export_over_an_abstract_mesh(res):
     devices to run its kernels per shard, and says so (as JAX's own scaled_matmul)."""
     assert res["export_abstract_mesh_xla"] is True
     assert "AbstractMesh cannot be used" in res["export_abstract_mesh_auto"]
+
+
+def test_k_major_weights_sharded_along_k(res):
+    """K-major weights sharded along K: each shard's partial dot by the K-major kernel, the
+    partials summed within the contract."""
+    entry = res["dot_kn_k"]
+    assert entry["within_contract"] is True, entry["within_contract"]
+    assert _kernels(entry, "mxlower_dot_f32_mxfp8_e4m3k32_kn"), sorted(entry["calls"])
 
 
 @pytest.mark.parametrize("name", PATH_DEPENDENT)
