@@ -1257,7 +1257,7 @@ class _DotKernel:
         then also asks that every block factor be at most 2^:data:`MAGIC_TOP`."""
         f = self.s.fmt("rhs")
         return (MAGIC_F32 and self.piped and not self.bf_stream and f is not None
-                and (f.is_int or f.bits == 6 and self.C == 32
+                and not self.s.rhs_kn and (f.is_int or f.bits == 6 and self.C == 32
                      and self.s.path in AVX512_PATHS))
 
     def magic_chunk(self, mem: str, factor: str, row: str, kk: str, ahead: int) -> str:
