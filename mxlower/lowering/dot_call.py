@@ -25,7 +25,7 @@ import numpy as np
 
 from mxlower.bindings.jaxlib import ir, stablehlo
 from mxlower.formats import FORMATS, format_of, get_datatype, why_not_format
-from mxlower.lowering.dot_kernels import STREAM_M, DotSpec, gemm_by_default
+from mxlower.lowering.dot_kernels import KN_STREAM_M, STREAM_M, DotSpec, gemm_by_default
 from mxlower.numbers import Datatype
 
 __all__ = ["CALLABLE_TYPES", "K_MAJOR", "Side", "callable_side", "emit_call", "k_major",
@@ -93,7 +93,8 @@ def plan(lhs: Side, rhs: Side, contracting: tuple[Sequence[int], Sequence[int]],
     XLA's f32 dot, its packed dot products faster (BENCHMARKS.md).  ``swap``: the kernel
     computes ``rhs x lhs``
     (the side with few free rows streams the other: a GEMV written ``w @ x``).  MX weights
-    held K-major (:func:`k_major`) against plain rows take the K-major kernel
+    held K-major (:func:`k_major`) against plain rows -- at most
+    :data:`~mxlower.lowering.dot_kernels.KN_STREAM_M` of them -- take the K-major kernel
     (:attr:`DotSpec.rhs_kn`, :data:`K_MAJOR`; f4 ones where N is even).  A side's
     format may be a datatype (:class:`Side`)."""
     lhs, rhs = _named(lhs), _named(rhs)
@@ -113,7 +114,7 @@ def plan(lhs: Side, rhs: Side, contracting: tuple[Sequence[int], Sequence[int]],
     # (f4 codes of an odd N would start a row of K mid-byte: the K-major kernel's exact
     # path, one result at a time, would take them all)
     kn = (K_MAJOR and a.fmt is None and b.fmt is not None
-          and free["rhs" if swap else "lhs"] <= STREAM_M
+          and free["rhs" if swap else "lhs"] <= KN_STREAM_M
           and k_major(b.shape, contracting[ib], batch[ib])
           and (FORMATS[b.fmt].bits != 4 or free["lhs" if swap else "rhs"] % 2 == 0))
     try:
@@ -122,7 +123,8 @@ def plan(lhs: Side, rhs: Side, contracting: tuple[Sequence[int], Sequence[int]],
                        kn)
     except ValueError:
         return None
-    if min(free.values()) > STREAM_M and not gemm and not gemm_by_default(spec, vendor):
+    if (min(free.values()) > STREAM_M and not spec.rhs_kn and not gemm
+            and not gemm_by_default(spec, vendor)):
         return None
     return spec, swap
 

@@ -167,6 +167,11 @@ NP = 32
 KN_PANEL = 256
 #: the largest M that takes the streaming path
 STREAM_M = 16
+#: the most plain rows that take the K-major kernel (:class:`_KnKernel`: tiles of 8 rows,
+#: each a pass over the weights) rather than the transposed weights' path: at N = K = 4096
+#: it ran M = 17, 64, 256 in 7, 33, 71 ms against 101, 106, 144 for XLA's transpose and the
+#: dequantize kernel + XLA's dot (BENCHMARKS.md, eighteenth session)
+KN_STREAM_M = 256
 #: rows x columns of the GEMM's register tile
 MR, NR = 6, 2
 #: rows of a streaming tile (from 3 rows of A on; one or two rows go one at a time)

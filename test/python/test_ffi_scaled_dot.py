@@ -252,12 +252,13 @@ def test_k_major_weights_are_read_as_stored(fmt):
     axis) against plain rows: the K-major kernel reads them as stored -- its call alone, no
     transpose of the weights (XLA:CPU's of a 16 MB f8 array took 64 ms against a 1.2 ms
     GEMV: BENCHMARKS.md) -- batched too, under vmap and grad; the range ends take its f64
-    contraction."""
+    contraction.  More rows than a GEMV's (up to KN_STREAM_M) take it too: a pass over the
+    weights per 8 rows beats XLA's transpose of them."""
     rng = np.random.default_rng(ALL.index(fmt) + 70)
     k = FORMATS[fmt].block_size
     path = ffi_dot.host_path()
     kn = (((1,), (0,)), ((), ()))
-    for plain, M, N in ((F32, 3, 40), (ml_dtypes.bfloat16, 8, 64), (F32, 1, 7)):
+    for plain, M, N in ((F32, 3, 40), (ml_dtypes.bfloat16, 8, 64), (F32, 1, 7), (F32, 40, 34)):
         x = rng.standard_normal((M, 2 * k)).astype(plain)
         w = _side(rng, fmt, (2 * k, N), axis=0)
         _check(x, w, kn)
