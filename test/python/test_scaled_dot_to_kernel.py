@@ -63,8 +63,10 @@ CASES = [
     (None, "mxfp8_e4m3", (8, 64), (33, 64), LAST, 32, "bfloat16"),
     (None, "nvfp4", (3, 48), (17, 48), LAST, 16, np.float16),
     (None, "mxint8", (2, 128), (9, 128), LAST, 32, F32),
-    # weights stored [K, N] (rhs contracted over dim 0: a transpose before the call)
+    # weights stored [K, N] (rhs contracted over dim 0): the K-major kernel reads them as
+    # stored, for more rows than a GEMV's too (up to KN_STREAM_M)
     (None, "mxfp8_e5m2", (2, 64), (64, 12), (((1,), (0,)), ((), ())), 32, F32),
+    (None, "mxfp4_e2m1", (20, 64), (64, 40), (((1,), (0,)), ((), ())), 32, "bfloat16"),
     # w @ x: the MX side has many rows, the plain one few (the kernel takes them swapped)
     ("mxfp4_e2m1", None, (40, 64), (2, 64), LAST, 32, F32),
     # both sides MX, batch dimensions, K = 3 blocks (the exact block sums)
@@ -90,6 +92,7 @@ def test_kernel_calls_within_contract(path):
     text = m.lowered()
     calls = re.findall(r"stablehlo\.custom_call @(mxlower_dot_\w+)", text)
     assert len(calls) == len(CASES), calls
+    assert sum("_kn_" in c for c in calls) == 2, calls
     assert all(c.endswith("_" + path) for c in calls)
     assert "mx." not in text.replace("mxlower", "")
     outs = m.run()
