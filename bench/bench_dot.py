@@ -56,7 +56,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import mxlower.jax as mxj
-from mxlower.benchmarking import evictor, round_robin
+from mxlower.benchmarking import evictor, packed_nbytes, round_robin
 from mxlower.execution import ffi_dot
 from mxlower.execution.peaks import best_peaks, fma_probe, gemm_probe, path_probes, peaks
 
@@ -92,9 +92,7 @@ def gemv(M: int, NK: int, reps: int) -> list[str]:
         w = mxj.quantize(w32, fmt, impl="xla")
         wd = np.asarray(mxj.dequantize(w))
         wd_nk, wd_kn = jnp.asarray(wd), jnp.asarray(np.ascontiguousarray(wd.T))
-        # the bytes XLA holds: f4 two per byte, everything else one per byte
-        ebytes = NK * NK // 2 if fmt in ("mxfp4_e2m1", "nvfp4") else NK * NK
-        packed = np.ones(ebytes + np.asarray(w.scales).nbytes, np.uint8)
+        packed = np.ones(packed_nbytes(w), np.uint8)  # the bytes XLA holds
         dst = np.empty_like(packed)
         for act in ("f32", "bf16"):
             x = jnp.asarray(rng.standard_normal((M, NK)).astype(np.float32))

@@ -27,7 +27,7 @@ import ml_dtypes
 import numpy as np
 
 import mxlower.jax as mxj
-from mxlower.benchmarking import Session, evictor, round_robin
+from mxlower.benchmarking import Session, evictor, packed_nbytes, round_robin
 from mxlower.execution import ffi_dot
 from mxlower.lowering import dot_call
 
@@ -52,10 +52,7 @@ def main(argv: list[str] | None = None) -> int:
         w = rng.standard_normal((nk, nk)).astype(np.float32)
         w_nk = mxj.quantize(w, fmt, impl="xla")
         w_kn = mxj.quantize(np.ascontiguousarray(w.T), fmt, axis=0, impl="xla")
-        # the bytes XLA holds: f4 two per byte, everything else one per byte
-        four = fmt in ("mxfp4_e2m1", "nvfp4")
-        src = np.ones((nk * nk // 2 if four else nk * nk) + np.asarray(w_nk.scales).nbytes,
-                      np.uint8)
+        src = np.ones(packed_nbytes(w_nk), np.uint8)  # the bytes XLA holds
         dst = np.empty_like(src)
         for m in map(int, a.m.split(",")):
             for xt in a.x.split(","):

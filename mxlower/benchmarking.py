@@ -18,7 +18,9 @@ from collections.abc import Callable
 
 import numpy as np
 
-__all__ = ["Session", "cpu_model", "evictor", "round_robin"]
+from mxlower.formats import FORMATS
+
+__all__ = ["Session", "cpu_model", "evictor", "packed_nbytes", "round_robin"]
 
 
 def cpu_model() -> str:
@@ -41,6 +43,15 @@ def evictor(mib: int = 64) -> Callable[[], object]:
     (a memcpy of 9 MB measured 15-20% slower after a 64 MiB write than after a read)."""
     buf = np.ones(mib << 17, np.int64)
     return lambda: int(np.bitwise_or.reduce(buf))
+
+
+def packed_nbytes(q: object) -> int:
+    """The bytes XLA holds for an MX array ``q`` (:class:`mxlower.jax.MXArray`): its elements
+    (f4 two per byte, every other format one per byte) and its scales -- what a memcpy
+    baseline copies."""
+    elements, scales = np.asarray(q.elements), np.asarray(q.scales)
+    per = 2 if FORMATS[q.format].bits == 4 else 1
+    return elements.size // per + scales.nbytes
 
 
 def round_robin(fns: dict[str, Callable[[], object]], reps: int,

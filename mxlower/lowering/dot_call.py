@@ -109,14 +109,14 @@ def plan(lhs: Side, rhs: Side, contracting: tuple[Sequence[int], Sequence[int]],
         free[name] = math.prod(d for j, d in enumerate(side.shape)
                                if j not in c and j not in batch[i])
     swap = free["lhs"] > STREAM_M >= free["rhs"]
-    a, b = (rhs, lhs) if swap else (lhs, rhs)
-    ib = 0 if swap else 1
+    an, bn = ("rhs", "lhs") if swap else ("lhs", "rhs")  # the kernel's sides A and B
+    a, b = sides[an], sides[bn]
+    ib = ("lhs", "rhs").index(bn)
     # (f4 codes of an odd N would start a row of K mid-byte: the K-major kernel's exact
     # path, one result at a time, would take them all)
-    kn = (K_MAJOR and a.fmt is None and b.fmt is not None
-          and free["rhs" if swap else "lhs"] <= KN_STREAM_M
+    kn = (K_MAJOR and a.fmt is None and b.fmt is not None and free[an] <= KN_STREAM_M
           and k_major(b.shape, contracting[ib], batch[ib])
-          and (FORMATS[b.fmt].bits != 4 or free["lhs" if swap else "rhs"] % 2 == 0))
+          and (FORMATS[b.fmt].bits != 4 or free[bn] % 2 == 0))
     try:
         spec = DotSpec(a.fmt or a.element_type, b.fmt or b.element_type,
                        a.block_size if a.fmt else None, b.block_size if b.fmt else None, path,

@@ -1839,12 +1839,8 @@ class _DotKernel:
     # -- the kernel --------------------------------------------------------------------------
     def function(self) -> str:
         s, t = self.s, self.t
-        t.do(f"func.func @{s.name}({', '.join(f'{n}: {ty}' for n, ty in self.args())}) "
-             "{")
-        t.indent = 4
+        dims, (Bt, M, N, K) = self.open_function(s.name, 5)
         c0, c1 = t.c(0), t.c(1)
-        dims = [t.op(f"{{r}} = memref.load %dims[{t.c(i)}] : memref<?xi64>") for i in range(5)]
-        Bt, M, N, K = (t.op(f"{{r}} = arith.index_cast {d} : i64 to index") for d in dims[:4])
         self.M, self.N, self.K = M, N, K
         # dims[4]: 0 the f32 paths, else the exact f64 contraction (see range_function)
         in_f64 = t.op(f"{{r}} = arith.cmpi ne, {dims[4]}, {t.c(0, 'i64')} : i64")
@@ -1933,11 +1929,7 @@ class _DotKernel:
             self.bfq = t.op(f"{{r}} = memref.alloc({n}) : memref<?xf32>")
 
         def unit_of(u: str) -> None:
-            b = t.op(f"{{r}} = arith.divui {u}, {npan} : index")
-            p = t.op(f"{{r}} = arith.remui {u}, {npan} : index")
-            n0 = t.op(f"{{r}} = arith.muli {p}, {cnp} : index")
-            left = t.op(f"{{r}} = arith.subi {N}, {n0} : index")
-            ncols = t.op(f"{{r}} = arith.minui {left}, {cnp} : index")
+            b, n0, ncols = self.panel_of(u, npan, cnp)
             arow0 = t.op(f"{{r}} = arith.muli {b}, {M} : index")  # A's first row
             bn = t.op(f"{{r}} = arith.muli {b}, {N} : index")
             brow0 = t.op(f"{{r}} = arith.addi {bn}, {n0} : index")  # B's first row
@@ -2079,10 +2071,36 @@ class _DotKernel:
         if self.grouped:
             t.do(f"memref.dealloc {self.arng} : memref<?xi32>")
             t.do(f"memref.dealloc {self.acc64} : {self.acc64_t}")
+        return self.close_function()
+
+    def open_function(self, name: str, ndims: int) -> tuple[list[str], list[str]]:
+        """Opens ``func.func @name`` with the kernel's signature (:meth:`args`): (the first
+        ``ndims`` values of ``%dims``, i64; its first four as indices: batch, M, N, K)."""
+        t = self.t
+        t.do(f"func.func @{name}({', '.join(f'{n}: {ty}' for n, ty in self.args())}) {{")
+        t.indent = 4
+        dims = [t.op(f"{{r}} = memref.load %dims[{t.c(i)}] : memref<?xi64>")
+                for i in range(ndims)]
+        return dims, [t.op(f"{{r}} = arith.index_cast {d} : i64 to index") for d in dims[:4]]
+
+    def close_function(self) -> str:
+        """Returns from and closes the function :meth:`open_function` opened: the module's
+        constants (:attr:`globals`) and the function, as text."""
+        t = self.t
         t.do("return")
         t.indent = 2
         t.do("}")
         return "\n".join([*self.globals.values(), *t.lines])
+
+    def panel_of(self, u: str, npan: str, cnp: str) -> tuple[str, str, str]:
+        """(batch, first column, columns) of work unit ``u``: batch ``u / npan``, panel
+        ``u % npan`` of ``cnp`` columns of B, the last one cut at N."""
+        t = self.t
+        b = t.op(f"{{r}} = arith.divui {u}, {npan} : index")
+        p = t.op(f"{{r}} = arith.remui {u}, {npan} : index")
+        n0 = t.op(f"{{r}} = arith.muli {p}, {cnp} : index")
+        left = t.op(f"{{r}} = arith.subi {self.N}, {n0} : index")
+        return b, n0, t.op(f"{{r}} = arith.minui {left}, {cnp} : index")
 
     # -- the GEMM's byte dot products ------------------------------------------------------
     def packed_alloc(self, n: str, pt: str) -> str:
@@ -2778,10 +2796,7 @@ class _DotKernel:
         <= 127) -- mxlower.lowering.mx_math's run-time test for XLA's dot, computed by the
         kernel on the operands as stored."""
         t, s = self.t, self.s
-        t.do(f"func.func @{name}({', '.join(f'{n}: {ty}' for n, ty in self.args())}) {{")
-        t.indent = 4
-        dims = [t.op(f"{{r}} = memref.load %dims[{t.c(i)}] : memref<?xi64>") for i in range(4)]
-        Bt, M, N, K = (t.op(f"{{r}} = arith.index_cast {d} : i64 to index") for d in dims)
+        dims, (Bt, M, N, K) = self.open_function(name, 4)
         self.K = K
         bm = t.op(f"{{r}} = arith.muli {Bt}, {M} : index")
         bn = t.op(f"{{r}} = arith.muli {Bt}, {N} : index")
@@ -2820,10 +2835,7 @@ class _DotKernel:
             ok = both(ok, le(tb, t.c(MAGIC_TOP + top - q, "i32")))
         mode = t.op(f"{{r}} = arith.select {ok}, {t.c(0, 'i64')}, {t.c(1, 'i64')} : i64")
         t.do(f"memref.store {mode}, %dims[{t.c(4)}] : memref<?xi64>")
-        t.do("return")
-        t.indent = 2
-        t.do("}")
-        return "\n".join(t.lines)
+        return self.close_function()
 
     def exponent_range(self, side: str, rows: str) -> tuple[str, str]:
         """(q, t), i32: every value of the side's ``rows`` x K (rows counting the batch)
@@ -3768,12 +3780,8 @@ class _KnKernel(_DotKernel):
 
     def function(self) -> str:
         s, t, C = self.s, self.t, self.C
-        t.do(f"func.func @{s.name}({', '.join(f'{n}: {ty}' for n, ty in self.args())}) "
-             "{")
-        t.indent = 4
+        dims, (_, M, N, K) = self.open_function(s.name, 5)
         c1 = t.c(1)
-        dims = [t.op(f"{{r}} = memref.load %dims[{t.c(i)}] : memref<?xi64>") for i in range(5)]
-        Bt, M, N, K = (t.op(f"{{r}} = arith.index_cast {d} : i64 to index") for d in dims[:4])
         self.M, self.N, self.K = M, N, K
         cnp = t.c(s.panel)
         npan = t.op(f"{{r}} = arith.ceildivui {N}, {cnp} : index")
@@ -3786,11 +3794,7 @@ class _KnKernel(_DotKernel):
             fast = t.op(f"{{r}} = arith.andi {fast}, {even} : i1")
 
         def unit(u: str, _: list[str]) -> list[str]:
-            b = t.op(f"{{r}} = arith.divui {u}, {npan} : index")
-            p = t.op(f"{{r}} = arith.remui {u}, {npan} : index")
-            n0 = t.op(f"{{r}} = arith.muli {p}, {cnp} : index")
-            left = t.op(f"{{r}} = arith.subi {N}, {n0} : index")
-            ncols = t.op(f"{{r}} = arith.minui {left}, {cnp} : index")
+            b, n0, ncols = self.panel_of(u, npan, cnp)
             # whole vectors of columns on the f32 path, the rest exactly
             nv = t.op(f"{{r}} = arith.divui {ncols}, {t.c(C)} : index")
             nv = t.op(f"{{r}} = arith.select {fast}, {nv}, {t.c(0)} : index")
@@ -3803,10 +3807,7 @@ class _KnKernel(_DotKernel):
             return []
 
         t.for_("%u0", "%u1", c1, [], unit)
-        t.do("return")
-        t.indent = 2
-        t.do("}")
-        return "\n".join([*self.globals.values(), *t.lines])
+        return self.close_function()
 
     def kn_rows(self, b: str, n0: str, nv: str) -> None:
         """The f32 path of ``nv`` whole vectors of columns from ``n0``: M rows in tiles of 8,
