@@ -225,7 +225,7 @@ def handler_text(spec: DotSpec) -> str:
 
 def _gemm_units(e: Any, f: Any, spec: DotSpec, dims: str, has_pool: str, ctx: str, B: str,
                 M: str, panels: str, units: str) -> tuple[str, str]:
-    """(units, chunks at most) of a packed GEMM's call (more than STREAM_M rows, the f32
+    """(units, chunks at most) of a packed GEMM's call (more than ``spec.stream_m`` rows, the f32
     paths): the (batch, panel) units of each block of ``mbw`` rows of A, ``dims[5] = mbw``,
     in one chunk per thread.  M is cut in equal blocks of about sqrt(B M N / threads) rows
     (at least :data:`GEMM_MIN_ROWS`, at most MB_INT, rounded up to a multiple of the tile's
@@ -260,7 +260,7 @@ def _gemm_units(e: Any, f: Any, spec: DotSpec, dims: str, has_pool: str, ctx: st
     e.store(mbw, dims, 8 * 5, "i64")
     nmb = ceil_div(M, mbw)
     mode = e.load(dims, 8 * 4, "i64")
-    gemm = e.binary("and", e.icmp("ugt", M, e.i64(dot_kernels.STREAM_M)),
+    gemm = e.binary("and", e.icmp("ugt", M, e.i64(spec.stream_m)),
                     e.icmp("eq", mode, e.i64(0)), "i1")
     out = e.emit(f"{{r}} = llvm.select {gemm}, {e.binary('mul', units, nmb)}, {units} : i1, i64")
     # one chunk per thread (the parallel helper makes at most ceil(most / GEMM_UNITS))

@@ -343,8 +343,8 @@ def dot_plan(shapes: dict[str, tuple[int, ...]], dimension_numbers: Any,
              params: dict[str, Any]) -> tuple[DotSpec, bool] | None:
     """(kernel, swap) of an ``mx_scaled_dot`` on the CPU (:mod:`mxlower.execution.ffi_dot`),
     or None where the kernel does not apply: an MX side contracted over several dimensions,
-    the dot kernel switched off (``MXLOWER_DOT_KERNEL=0``), and a GEMM (more than
-    :data:`~mxlower.lowering.dot_kernels.STREAM_M` free rows on both sides) unless
+    the dot kernel switched off (``MXLOWER_DOT_KERNEL=0``), and a GEMM (more free rows on
+    both sides than stream: :attr:`~mxlower.lowering.dot_kernels.DotSpec.stream_m`) unless
     ``MXLOWER_DOT_KERNEL=all`` or the kernel's integer dot products apply (both sides
     e2m1 / nvfp4, e2m3, e3m2 or mxint8 with one block size on avx2, vnni or avx512; the
     other MX pairs with one block size on avx512 where the CPU's vendor runs its bf16 dot

@@ -84,9 +84,10 @@ def plan(lhs: Side, rhs: Side, contracting: tuple[Sequence[int], Sequence[int]],
     """``(spec, swap)`` of the kernel computing this dot, or None where none applies: more
     than one contracting dimension, an MX side not contracted over its blocked axis, a side
     type the kernel does not read (a plain side other than f32 / bf16 / f16), and -- unless
-    ``gemm`` -- a GEMM (more than :data:`STREAM_M` free rows on both sides) that does not
-    take the kernel by default (:func:`mxlower.lowering.dot_kernels.gemm_by_default` on the
-    CPU ``vendor``: the integer dot products for both sides e2m1 / nvfp4, e2m3, e3m2 or
+    ``gemm`` -- a GEMM (more free rows on both sides than stream, :attr:`DotSpec.stream_m`:
+    :data:`STREAM_M` MX rows, up to :data:`~mxlower.lowering.dot_kernels.PLAIN_STREAM_M`
+    plain ones against MX weights) that does not take the kernel by default
+    (:func:`mxlower.lowering.dot_kernels.gemm_by_default` on the CPU ``vendor``: the integer dot products for both sides e2m1 / nvfp4, e2m3, e3m2 or
     mxint8 with one block size, on avx2, vnni and avx512; the bf16 dot products for the
     other MX pairs with one block size, on avx512, where the vendor's CPUs run them faster
     than XLA's dot): the kernel's f32 GEMM path is slower than the dequantize kernels +
@@ -108,7 +109,11 @@ def plan(lhs: Side, rhs: Side, contracting: tuple[Sequence[int], Sequence[int]],
             return None
         free[name] = math.prod(d for j, d in enumerate(side.shape)
                                if j not in c and j not in batch[i])
-    swap = free["lhs"] > STREAM_M >= free["rhs"]
+    # the kernel's A side: the lhs unless only the rhs's rows stream against the other side
+    # (so that plain rows against MX weights are A whatever their count: the shards of a dot
+    # split along either side's rows compute as the whole does)
+    swap = (free["rhs"] <= _stream_m(rhs, lhs, path)
+            and free["lhs"] > _stream_m(lhs, rhs, path))
     an, bn = ("rhs", "lhs") if swap else ("lhs", "rhs")  # the kernel's sides A and B
     a, b = sides[an], sides[bn]
     ib = ("lhs", "rhs").index(bn)
@@ -123,10 +128,20 @@ def plan(lhs: Side, rhs: Side, contracting: tuple[Sequence[int], Sequence[int]],
                        kn)
     except ValueError:
         return None
-    if (min(free.values()) > STREAM_M and not spec.rhs_kn and not gemm
-            and not gemm_by_default(spec, vendor)):
+    if free[an] > spec.stream_m and not gemm and not gemm_by_default(spec, vendor):
         return None
     return spec, swap
+
+
+def _stream_m(a: Side, b: Side, path: str) -> int:
+    """The most rows of ``a`` that stream against ``b`` as the kernel's A and B sides
+    (:attr:`DotSpec.stream_m`; :data:`STREAM_M` where no kernel takes them)."""
+    try:
+        return DotSpec(a.fmt or a.element_type, b.fmt or b.element_type,
+                       a.block_size if a.fmt else None, b.block_size if b.fmt else None,
+                       path).stream_m
+    except ValueError:
+        return STREAM_M
 
 
 def k_major(shape: Sequence[int], contracting: Sequence[int], batch: Sequence[int]) -> bool:

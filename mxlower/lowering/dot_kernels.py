@@ -28,7 +28,8 @@ Work units are ``(batch, panel of NP columns of B)`` -- for a packed GEMM's call
 ``(block of dims[5] rows of A, batch, panel)`` -- ; the caller splits the unit range across
 threads.  Within a unit two ways, chosen at run time by M:
 
-* **streaming** (``M <= STREAM_M``, the GEMV of inference): B's codes are decoded straight from
+* **streaming** (``M <=`` :attr:`DotSpec.stream_m`: 16 MX rows, 256 plain ones -- 1024 bf16
+  rows on avx512 --, the GEMV of inference and more): B's codes are decoded straight from
   memory as they are read, the unit's block factors decoded first, eight scale codes at a
   time, into a scratch of ``NP x K / k`` -- for one or two rows of A, one row at a time
   against :data:`NR_STREAM` columns: per column and block a partial sum of the *unscaled*
@@ -37,7 +38,7 @@ threads.  Within a unit two ways, chosen at run time by M:
   value); for more rows, once per tile of :data:`MR_STREAM_EXACT` (up to that many rows) or
   :data:`MR_STREAM` rows against :data:`NR_STREAM_TILE` columns (or
   :meth:`_DotKernel.few_columns`), the chunk scaled once for
-  the tile's rows -- A's rows (few) decoded once per unit into a scratch of ``M x K`` f32,
+  the tile's rows -- A's rows decoded once per unit into a scratch of ``M x K`` f32,
   or read in place when they are plain f32 (on avx512, bf16 rows are read in place too and
   the tile runs on bf16 dot products: :attr:`_DotKernel.bf_stream`; so do MX rows against MX
   weights, decoded to bf16 once per batch: :attr:`_DotKernel.a_bf16` -- the exact pairs' with
@@ -45,7 +46,7 @@ threads.  Within a unit two ways, chosen at run time by M:
   :data:`EXACT_GROUP` blocks at a time: :meth:`_DotKernel.group_spread`).  On the 512-bit
   paths (:data:`PIPELINED_STREAM`) the tiles of plain f32 / bf16 rows are software-pipelined
   (:meth:`_DotKernel.piped_tile`: B's chunks decoded :data:`PIPE_DEPTH` steps ahead of the
-  dot products, A's rows copied once per batch in slabs of a step's values of every row, f4
+  dot products, A's rows copied once per batch in slabs of a step's values of a tile's rows, f4
   and f6 codes on bf16 dot products by one word permute from the block's table -- the row
   of a constant table of every scale code's products that the block's scale byte selects
   (:data:`SCALE_TABLES`) --, f8 and mxint8 codes by placing their bits:
@@ -165,8 +166,18 @@ AVX512_PATHS = ("amx", "avx512")
 NP = 32
 #: columns of K-major weights per work unit (:attr:`DotSpec.panel`)
 KN_PANEL = 256
-#: the largest M that takes the streaming path
+#: the largest M that takes the streaming path where A is MX (:attr:`DotSpec.stream_m`;
+#: more rows: the GEMM paths)
 STREAM_M = 16
+#: the largest M of plain rows (f32, f16; bf16 off the 512-bit paths) against MX weights that
+#: takes the streaming path (:attr:`DotSpec.stream_m`: tiles of 8 rows, each a pass over the
+#: unit's panel of weights): at N = K = 4096 its f32 rows ran 17, 64, 256 rows 5-10x, 2-2.6x,
+#: 1.2-1.4x faster than the dequantize kernel + XLA's f32 dot, 512 level, 1024 1.6-2x
+#: slower (on a Zen 4; BENCHMARKS.md, nineteenth session)
+PLAIN_STREAM_M = 256
+#: the same for bf16 rows on the 512-bit paths' bf16 dot products (:data:`BF16_STREAM`):
+#: 1.3-1.7x faster than the dequantize kernel + XLA's f32 dot at 1024 rows
+BF16_STREAM_M = 1024
 #: the most plain rows that take the K-major kernel (:class:`_KnKernel`: tiles of 8 rows,
 #: each a pass over the weights) rather than the transposed weights' path: at N = K = 4096
 #: it ran M = 17, 64, 256 in 7, 33, 71 ms against 101, 106, 144 for XLA's transpose and the
@@ -785,6 +796,23 @@ class DotSpec:
         """Columns of B per work unit: :data:`NP`, or :data:`KN_PANEL` for K-major weights
         (:attr:`rhs_kn`: wide rows of their codes per visit of a row of K)."""
         return KN_PANEL if self.rhs_kn else NP
+
+    @property
+    def stream_m(self) -> int:
+        """The most rows of A (M) that take the streaming path, more the GEMM paths: plain
+        rows against MX weights stream up to :data:`PLAIN_STREAM_M` rows
+        (:data:`BF16_STREAM_M` bf16 rows on the 512-bit paths' bf16 dot products, chunks of
+        8 values and more), MX rows up to :data:`STREAM_M`; the K-major kernel
+        (:attr:`rhs_kn`), whose rows all stream, takes up to :data:`KN_STREAM_M` by its
+        callers' choice."""
+        if self.rhs_kn:
+            return KN_STREAM_M
+        if self.fmt("lhs") is not None or self.fmt("rhs") is None:
+            return STREAM_M
+        if (BF16_STREAM and self.lhs == "bf16" and self.path in AVX512_PATHS
+                and self.chunk >= 8):
+            return BF16_STREAM_M
+        return PLAIN_STREAM_M
 
     @property
     def packed_gemm(self) -> bool:
@@ -1847,8 +1875,13 @@ class _DotKernel:
         cnp = t.c(NP)
         npan = t.op(f"{{r}} = arith.ceildivui {N}, {cnp} : index")
         a_mx = s.fmt("lhs") is not None
-        # scratches: A's rows (STREAM_M rows, also the GEMM's MR rows), B's panel, factors
-        mk = t.op(f"{{r}} = arith.muli {t.c(max(STREAM_M, MR))}, {K} : index")
+        # scratches: A's rows (M rounded up to MR_STREAM, at least STREAM_M and the GEMM's MR
+        # rows, at most the streaming path's), B's panel, factors
+        up = t.op(f"{{r}} = arith.ceildivui {M}, {t.c(MR_STREAM)} : index")
+        up = t.op(f"{{r}} = arith.muli {up}, {t.c(MR_STREAM)} : index")
+        up = t.op(f"{{r}} = arith.maxui {up}, {t.c(max(STREAM_M, MR))} : index")
+        self.srows = t.op(f"{{r}} = arith.minui {up}, {t.c(max(s.stream_m, MR))} : index")
+        mk = t.op(f"{{r}} = arith.muli {self.srows}, {K} : index")
         self.ad = t.op(f"{{r}} = memref.alloc({mk}) : memref<?xf32>")
         pk = t.op(f"{{r}} = arith.muli {cnp}, {K} : index")
         self.bd = t.op(f"{{r}} = memref.alloc({pk}) : memref<?xf32>")
@@ -1861,7 +1894,7 @@ class _DotKernel:
         if s.exact:  # the streaming path's A factors
             nblk = t.op(f"{{r}} = arith.divui {K}, {t.c(s.k('rhs'))} : index")
             self.nblk = nblk
-            mb = t.op(f"{{r}} = arith.muli {t.c(STREAM_M)}, {nblk} : index")
+            mb = t.op(f"{{r}} = arith.muli {self.srows}, {nblk} : index")
             self.af = t.op(f"{{r}} = memref.alloc({mb}) : memref<?xf32>")
         if self.grouped:  # A's rows' spread per group (copy_rows), a tile's f64 sums
             ng = t.op(f"{{r}} = arith.divui {self.nblk}, {t.c(self.group_blocks())} : index")
@@ -1881,7 +1914,7 @@ class _DotKernel:
             self.lay = self.step_values() if self.bf_stream else self.C
             kl = t.op(f"{{r}} = arith.ceildivui {K}, {t.c(self.lay)} : index")
             self.kl = t.op(f"{{r}} = arith.muli {kl}, {t.c(self.lay)} : index")
-            n = t.op(f"{{r}} = arith.muli {t.c(STREAM_M)}, {self.kl} : index")
+            n = t.op(f"{{r}} = arith.muli {self.srows}, {self.kl} : index")
             self.ap = t.op(f"{{r}} = memref.alloc({n}) {{{{alignment = 64 : i64}}}} : "
                            f"memref<?x{lt}>")
             # the slabs' rows: M (one or two rows: tiles of M rows), else M rounded up to
@@ -1890,6 +1923,10 @@ class _DotKernel:
             up = t.op(f"{{r}} = arith.ceildivui {M}, {t.c(MR_STREAM)} : index")
             up = t.op(f"{{r}} = arith.muli {up}, {t.c(MR_STREAM)} : index")
             self.arows = t.op(f"{{r}} = arith.select {few}, {M}, {up} : index")
+            # the rows of a slab: a tile's (each tile's rows then contiguous over all of K:
+            # 256 rows in slabs of all rows put every step of a tile on another page)
+            self.grows = t.op(f"{{r}} = arith.minui {self.arows}, {t.c(MR_STREAM)} : index")
+            self.gspan = t.op(f"{{r}} = arith.muli {self.grows}, {self.kl} : index")
             self.apb = t.op("{r} = memref.alloca() : memref<1xindex>")
             t.do(f"memref.store {Bt}, {self.apb}[{c0}] : memref<1xindex>")
         pt = self.pt
@@ -1982,7 +2019,7 @@ class _DotKernel:
                     t.if_(m1, (lambda: tile(1)) if one else one_by_one, lambda: tile(2))
 
                 def many() -> None:
-                    if not a_direct and not self.bf_stream:  # A's M rows (<= STREAM_M)
+                    if not a_direct and not self.bf_stream:  # A's M rows (<= stream_m)
                         # decoded once
                         self.prepare("lhs", arow0, c0, M, self.ad, af)
                     if self.exact and not self.exact_bf16:
@@ -2031,14 +2068,14 @@ class _DotKernel:
             if s.packed_gemm:  # the unit loop's f32 units stream: GEMMs run outside it
                 t.if_(in_f64, self.f64_unit, stream)
             else:
-                small = t.op(f"{{r}} = arith.cmpi ule, {M}, {t.c(STREAM_M)} : index")
+                small = t.op(f"{{r}} = arith.cmpi ule, {M}, {t.c(s.stream_m)} : index")
                 t.if_(in_f64, self.f64_unit, lambda: t.if_(small, stream, gemm))
             return []
 
         if not s.packed_gemm:
             t.for_("%u0", "%u1", c1, [], unit)
         else:  # the packed GEMM: units of (block of rows of A, batch, panel)
-            big = t.op(f"{{r}} = arith.cmpi ugt, {M}, {t.c(STREAM_M)} : index")
+            big = t.op(f"{{r}} = arith.cmpi ugt, {M}, {t.c(s.stream_m)} : index")
             f32 = t.op(f"{{r}} = arith.cmpi eq, {dims[4]}, {t.c(0, 'i64')} : i64")
             go = t.op(f"{{r}} = arith.andi {big}, {f32} : i1")
 
@@ -3416,8 +3453,7 @@ class _DotKernel:
                 f32 / bf16 rows (the rows past M, zeros, unclamped: one pointer then
                 serves every row), else (f16) the scratch of decoded rows."""
                 if self.ap is not None:
-                    return self.ap, t.op(f"{{r}} = arith.muli {rows[i][0]}, "
-                                         f"{t.c(self.lay)} : index")
+                    return self.ap, self.slab_row(rows[i][0])
                 return self.ad, t.op(f"{{r}} = arith.muli {rows[i][1]}, {K} : index")
 
             bases = [a_row(i) for i in range(mr)]
@@ -3436,8 +3472,8 @@ class _DotKernel:
                 nxt = t.op(f"{{r}} = arith.addi {kk}, {t.c(depth * S)} : index")
                 nxt = carry[mr * nr + nr:] + decode(
                     t.op(f"{{r}} = arith.minui {nxt}, {klast} : index"))
-                # (in the slabs: K position kk of row r at kk x arows + r x lay)
-                ks = (t.op(f"{{r}} = arith.muli {kk}, {self.arows} : index")
+                # (in the slabs: K position kk of row r at slab_row(r) + kk x grows)
+                ks = (t.op(f"{{r}} = arith.muli {kk}, {self.grows} : index")
                       if self.ap is not None else kk)
                 for i, (mem, base) in enumerate(bases):
                     o = t.op(f"{{r}} = arith.addi {base}, {ks} : index")
@@ -3567,10 +3603,11 @@ class _DotKernel:
         """Copies the unit's M rows of A (plain, as stored; MX rows decoded to f32 by
         :meth:`prepare` and converted to bf16, exactly: :attr:`a_bf16`) into :attr:`ap`,
         unless the call's previous unit copied that batch's: in slabs of :attr:`lay` values
-        (a piped tile's step) of the tiles' :attr:`arows` rows, slab after slab -- K position
-        k of row r at (k // lay) x arows x lay + r x lay + k % lay --, so that a step reads
-        its rows at fixed distances from one pointer (rows K values apart took a register
-        each: 8 rows and the decode's pointers spilled); zeros past K in the last slab (a
+        (a piped tile's step) of a tile's :attr:`grows` rows (of the :attr:`arows`), slab
+        after slab -- K position k of row r at :meth:`slab_row` (r) + (k // lay) x grows x
+        lay + k % lay --, so that a step reads its rows at fixed distances from one pointer
+        (rows K values apart took a register each: 8 rows and the decode's pointers
+        spilled) and a tile's slabs follow one another; zeros past K in the last slab (a
         second chunk of 16 past K) and in the rows from M to arows (their results are not
         stored)."""
         t, C, K, M = self.t, self.C, self.K, self.M
@@ -3583,11 +3620,10 @@ class _DotKernel:
         def slab_at(i: str, kk: str) -> str:
             """The offset in :attr:`ap` of row ``i``'s K position ``kk`` (a chunk's)."""
             sl = t.op(f"{{r}} = arith.divui {kk}, {t.c(L)} : index")
-            o = t.op(f"{{r}} = arith.muli {sl}, {self.arows} : index")
+            o = t.op(f"{{r}} = arith.muli {sl}, {self.grows} : index")
             o = t.op(f"{{r}} = arith.muli {o}, {t.c(L)} : index")
             w = t.op(f"{{r}} = arith.remui {kk}, {t.c(L)} : index")
-            ri = t.op(f"{{r}} = arith.muli {i}, {t.c(L)} : index")
-            o = t.op(f"{{r}} = arith.addi {o}, {ri} : index")
+            o = t.op(f"{{r}} = arith.addi {o}, {self.slab_row(i)} : index")
             return t.op(f"{{r}} = arith.addi {o}, {w} : index")
 
         def zeros(i: str, lo: str) -> None:
@@ -3640,6 +3676,16 @@ class _DotKernel:
             t.do(f"memref.store {b}, {self.apb}[{c0}] : memref<1xindex>")
 
         t.if_(fresh, copy)
+
+    def slab_row(self, r: str) -> str:
+        """The offset in :attr:`ap` (:meth:`copy_rows`) of row ``r``'s K position 0: its
+        tile's slabs (:attr:`gspan` values each tile), the row's place in a slab."""
+        t = self.t
+        o = t.op(f"{{r}} = arith.divui {r}, {self.grows} : index")
+        o = t.op(f"{{r}} = arith.muli {o}, {self.gspan} : index")
+        w = t.op(f"{{r}} = arith.remui {r}, {self.grows} : index")
+        w = t.op(f"{{r}} = arith.muli {w}, {t.c(self.lay)} : index")
+        return t.op(f"{{r}} = arith.addi {o}, {w} : index")
 
     def group_values(self) -> int:
         """K values of a group of :attr:`group_steps` steps."""

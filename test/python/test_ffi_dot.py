@@ -107,6 +107,22 @@ def test_tiles_of_three_and_four_rows(plain, fmt):
         _run(plain, fmt, shape, rng, PATHS[0])
 
 
+@pytest.mark.parametrize("fmt", MX)
+@pytest.mark.parametrize("plain", list(PLAIN))
+def test_many_plain_rows_stream(plain, fmt):
+    """Plain rows against MX weights stream up to :attr:`DotSpec.stream_m` rows (256; 1024
+    bf16 rows on avx512), more than MX rows (16): tiles of MR_STREAM rows, each tile's rows
+    of A in slabs of their own; one row more takes the blocked GEMM."""
+    spec = dot_kernels.DotSpec(plain, fmt, path=PATHS[0])
+    assert spec.stream_m == (dot_kernels.BF16_STREAM_M if plain == "bf16"
+                             and PATHS[0] in dot_kernels.AVX512_PATHS
+                             else dot_kernels.PLAIN_STREAM_M)
+    assert dot_kernels.DotSpec(fmt, plain).stream_m == dot_kernels.STREAM_M
+    rng = np.random.default_rng(13)
+    for shape in _many_rows(plain, fmt, PATHS[0]):
+        _run(plain, fmt, shape, rng, PATHS[0])
+
+
 def _k_major(e, s):
     """``[..., N, K]`` elements and scales held K-major, ``[..., K, N]``: the same values."""
     return (np.ascontiguousarray(np.swapaxes(np.asarray(e), -1, -2)),
@@ -223,8 +239,16 @@ def test_every_simd_path(path):
     rng = np.random.default_rng(5)
     for lf, rf in (("f32", "mxfp4_e2m1"), ("bf16", "nvfp4"), ("mxfp4_e2m1", "mxfp4_e2m1"),
                    ("mxint8", "mxfp6_e3m2"), ("f16", "mxfp8_e4m3")):
-        for shape in SHAPES[1:]:
+        for shape in SHAPES[1:] + _many_rows(lf, rf, path)[2:]:
             _run(lf, rf, shape, rng, path)
+
+
+def _many_rows(lf: str, rf: str, path: str) -> list[tuple]:
+    """Shapes of many rows of ``lf`` against ``rf``: 17 and 43 (tiles of MR_STREAM rows, the
+    last one cut), the most rows that stream (:attr:`DotSpec.stream_m`) and one more (the
+    GEMM paths)."""
+    most = dot_kernels.DotSpec(lf, rf, path=path).stream_m
+    return [((), 17, 37, 3), ((2,), 43, 35, 2), ((), most, 33, 1), ((), most + 1, 33, 1)]
 
 
 def test_the_environment_forces_a_path(monkeypatch):

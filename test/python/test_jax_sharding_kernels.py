@@ -293,8 +293,9 @@ def _kernels(entry: dict, prefix: str) -> dict:
 
 
 #: case -> (kernel name prefix, the per-shard operand shape its calls must show); a dot whose
-#: shard is a GEMV-sized one (at most 16 free rows on a side) runs the fused dot kernel on
-#: its shard, the others the dequantize kernels + XLA's dot
+#: shard is a GEMV-sized one (at most 16 free MX rows on a side, 256 plain rows against MX
+#: weights) runs the fused dot kernel on its shard, the others the dequantize kernels +
+#: XLA's dot
 #: the K-sharded mxfp4 x mxfp8 GEMM: the dot kernel's bf16 dot products where they take
 #: GEMMs by default (dot_kernels.gemm_by_default: the avx512 path on an AMD CPU), else the
 #: dequantize kernels (+ XLA's dot)
@@ -320,7 +321,9 @@ PER_SHARD = {
     "dot_batch_m": ("mxlower_dot_mxfp4_e2m1k32_mxfp8_e4m3k32", "f4e2m1fn[1,8,256]"),
     "dot_n": ("mxlower_dot_mxfp8_e4m3k32_mxfp4_e2m1k32", "f8e4m3fn[1,16,256]"),
     "dot_batch_n": ("mxlower_dot_mxfp8_e4m3k32_mxfp4_e2m1k32", "f8e4m3fn[1,16,256]"),
-    "dot_plain_lhs_n": ("mxlower_dot_mxfp6_e2m3k32_bf16", "u8[1,16,256]"),
+    # (the 32 plain rows of a shard stream against its 16 columns, as the 64 rows of the
+    # whole dot against its 64: the same bits)
+    "dot_plain_lhs_n": ("mxlower_dot_bf16_mxfp6_e2m3k32", "bf16[1,32,256]"),
     "dot_kn_n": ("mxlower_dot_f32_mxfp8_e4m3k32_kn", "f32[1,4,256]"),
     "dot_batch_dims": ("mxlower_dot_mxfp8_e5m2k32_mxint8k32", "f8e5m2[2,4,256]"),
     "dot_k": _DOT_K,

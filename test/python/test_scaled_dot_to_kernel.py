@@ -14,6 +14,8 @@ from mxlower import reference as R
 from mxlower.bindings import jaxlib as J
 from mxlower.execution import ffi_dot
 from mxlower.formats import FORMATS
+from mxlower.lowering import dot_call
+from mxlower.lowering.dot_kernels import PLAIN_STREAM_M, STREAM_M
 from mxlower.pipeline.manager import run_pipeline
 from mxlower.testing import MxModule, assert_dot_close
 
@@ -69,6 +71,10 @@ CASES = [
     (None, "mxfp4_e2m1", (20, 64), (64, 40), (((1,), (0,)), ((), ())), 32, "bfloat16"),
     # w @ x: the MX side has many rows, the plain one few (the kernel takes them swapped)
     ("mxfp4_e2m1", None, (40, 64), (2, 64), LAST, 32, F32),
+    # more plain rows than a GEMV's against [N, K] weights stream too (DotSpec.stream_m),
+    # in either order
+    (None, "mxfp8_e4m3", (40, 64), (24, 64), LAST, 32, F32),
+    ("mxint8", None, (48, 64), (20, 64), LAST, 32, "bfloat16"),
     # both sides MX, batch dimensions, K = 3 blocks (the exact block sums)
     ("mxfp4_e2m1", "mxint8", (2, 5, 96), (2, 7, 96), (((2,), (2,)), ((0,), (0,))), 32, F32),
     ("mxint8", "mxint8", (4, 32), (6, 32), LAST, 32, F32),
@@ -246,11 +252,38 @@ def test_a_kernel_spec_keyed_by_datatype_is_the_format_spec():
             DotSpec(lhs, "f32", k)
 
 
+def test_plan_streams_the_side_with_few_rows():
+    """dot_call.plan: the kernel's A side is the lhs unless only the rhs's rows stream
+    (DotSpec.stream_m: STREAM_M MX rows, PLAIN_STREAM_M plain ones against MX weights); more
+    rows on both sides are a GEMM, which plain rows take only when asked."""
+    def side(fmt, rows):
+        return (dot_call.Side(fmt, "f8E4M3FN", 32, 1, (rows, 64)) if fmt else
+                dot_call.Side(None, "f32", None, None, (rows, 64)))
+
+    def plan(lhs, rhs, **kw):
+        p = dot_call.plan(lhs, rhs, *LAST, "avx2", **kw)
+        return p and (p[0].lhs, p[1])
+
+    w, x = "mxfp8_e4m3", None
+    most = PLAIN_STREAM_M
+    assert plan(side(x, most), side(w, 4096)) == ("f32", False)
+    assert plan(side(w, 4096), side(x, most)) == ("f32", True)
+    assert plan(side(w, STREAM_M + 1), side(x, 10)) == ("f32", True)
+    assert plan(side(x, most), side(w, 10)) == ("f32", False)
+    assert plan(side(w, 10), side(x, 100)) == (w, False)
+    assert plan(side(x, STREAM_M + 1), side(w, STREAM_M)) == ("f32", False)
+    assert plan(side(w, STREAM_M), side(w, 4096)) == (w, False)
+    assert plan(side(w, 4096), side(w, STREAM_M)) == (w, True)
+    for lhs, rhs in ((side(x, most + 1), side(w, most + 1)),
+                     (side(w, most + 1), side(x, most + 1))):
+        assert plan(lhs, rhs) is None
+        assert plan(lhs, rhs, gemm=True) is not None
+
+
 def test_plan_takes_a_side_as_a_datatype():
     """dot_call.plan: a side given by its datatype (the blocked dimension in the dot's layout)
     plans the kernel its format does; the parsed op's side (either spelling) by its datatype."""
     from mxlower.formats import block_datatype
-    from mxlower.lowering import dot_call
 
     dims = (((0,), (1,)), ((), ()))
     w = dot_call.Side("mxfp8_e4m3", "f8E4M3FN", 32, 0, (64, 40))

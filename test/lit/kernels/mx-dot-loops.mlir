@@ -3,7 +3,8 @@
 // (avx2, one row of A: two byte shuffles map 32 f4 codes to the bf16 bytes of their integer
 // values, unpacked into f32 lanes; more rows: interleaved, one byte shuffle, converted), multiplied
 // and accumulated in vector FMAs; the only buffers it allocates are its cache-sized scratches
-// (STREAM/MR rows of A and a panel of 32 columns of B, sized by K), never a dequantized operand.
+// (the streaming rows of A and a panel of 32 columns of B, sized by K), never a dequantized
+// operand.
 // REQUIRES: llvm-tools
 // RUN: %PYTHON -m mxlower.execution.ffi_dot f32 mxfp4_e2m1 --path avx2 | FileCheck %s --check-prefix=GEMV
 // RUN: %PYTHON -m mxlower.execution.ffi_dot mxfp4_e2m1 mxint8 | FileCheck %s --check-prefix=EXACT
@@ -14,8 +15,10 @@
 // GEMV-SAME: %[[A:[^:]+]]: memref<?xf32>, %[[B:[^:]+]]: memref<?xi8>, %[[BS:[^:]+]]: memref<?xi8>, %[[OUT:[^:]+]]: memref<?xf32>, %[[DIMS:[^:]+]]: memref<?xi64>, %{{[^:]+}}: index, %{{[^:]+}}: index)
 // GEMV: %[[KD:.*]] = memref.load %[[DIMS]][%c3] : memref<?xi64>
 // GEMV: %[[K:.*]] = arith.index_cast %[[KD]] : i64 to index
-// the two scratches, a few rows by K: nothing shaped like an operand
-// GEMV: %[[R:.*]] = arith.muli %c16{{.*}}, %[[K]] : index
+// the two scratches, A's rows (M rounded up to 8, 16 to 256 rows) and B's panel by K:
+// nothing shaped like an operand
+// GEMV: %[[SR:.*]] = arith.minui %{{.*}}, %c256{{.*}} : index
+// GEMV: %[[R:.*]] = arith.muli %[[SR]], %[[K]] : index
 // GEMV-NEXT: memref.alloc(%[[R]]) : memref<?xf32>
 // GEMV: %[[P:.*]] = arith.muli %c32{{.*}}, %[[K]] : index
 // GEMV-NEXT: memref.alloc(%[[P]]) : memref<?xf32>

@@ -14,9 +14,17 @@
 // CHECK-LABEL: func.func @gemv(
 // CHECK-SAME: %[[A:[^:]+]]: memref<?xf32>, %[[B:[^:]+]]: memref<?xi8>, %[[BS:[^:]+]]: memref<?xi8>, %[[OUT:[^:]+]]: memref<?xf32>, %[[DIMS:[^:]+]]: memref<?xi64>, %{{[^:]+}}: index, %{{[^:]+}}: index)
 // CHECK-NOT: mxlower.dot_kernel
+// CHECK: %[[MD:.*]] = memref.load %[[DIMS]][%c1] : memref<?xi64>
 // CHECK: %[[KD:.*]] = memref.load %[[DIMS]][%c3] : memref<?xi64>
+// CHECK: %[[M:.*]] = arith.index_cast %[[MD]] : i64 to index
 // CHECK: %[[K:.*]] = arith.index_cast %[[KD]] : i64 to index
-// CHECK: %[[R:.*]] = arith.muli %c16{{.*}}, %[[K]] : index
+// the scratch of A's rows: M rounded up to 8, at least 16, at most the 256 plain rows that
+// stream
+// CHECK: %[[UP:.*]] = arith.ceildivui %[[M]], %c8{{.*}} : index
+// CHECK: %[[UP8:.*]] = arith.muli %[[UP]], %c8{{.*}} : index
+// CHECK: %[[LO:.*]] = arith.maxui %[[UP8]], %c16{{.*}} : index
+// CHECK: %[[SR:.*]] = arith.minui %[[LO]], %c256{{.*}} : index
+// CHECK: %[[R:.*]] = arith.muli %[[SR]], %[[K]] : index
 // CHECK-NEXT: %[[AD:.*]] = memref.alloc(%[[R]]) : memref<?xf32>
 // CHECK: %[[P:.*]] = arith.muli %c32{{.*}}, %[[K]] : index
 // CHECK-NEXT: memref.alloc(%[[P]]) : memref<?xf32>
@@ -26,6 +34,8 @@
 // CHECK-NEXT: %[[FS:.*]] = memref.alloc(%[[NF]]) : memref<?xf32>
 // CHECK-NOT: memref.alloc
 // CHECK: scf.for
+// (up to 256 plain rows stream, more take the blocked GEMM)
+// CHECK: arith.cmpi ule, %[[M]], %c256{{.*}} : index
 // CHECK: scf.if
 // (the exact f64 contraction where the range test failed; else the f32 paths)
 // CHECK: vector<32xf64>
@@ -388,6 +398,8 @@ func.func private @tiles(memref<?xi8>, memref<?xi8>, memref<?xi8>, memref<?xi8>,
 // CHECK: %[[UP:.+]] = arith.ceildivui %{{.*}}, %c8{{.*}} : index
 // CHECK: %[[UP8:.+]] = arith.muli %[[UP]], %c8{{.*}} : index
 // CHECK: %[[ROWS:.+]] = arith.select %{{.*}}, %{{.*}}, %[[UP8]] : index
+// each tile's rows in slabs of their own (at most 8 rows a slab)
+// CHECK: %[[SLAB:.+]] = arith.minui %[[ROWS]], %c8{{.*}} : index
 // CHECK: memref.load %{{.*}} : memref<1xindex>
 // CHECK: %[[V:.+]] = vector.load %[[A]][%{{.*}}] : memref<?xbf16>, vector<32xbf16>
 // CHECK: vector.store %[[V]], %[[AP]][%{{.*}}] : memref<?xbf16>, vector<32xbf16>
@@ -400,7 +412,7 @@ func.func private @tiles(memref<?xi8>, memref<?xi8>, memref<?xi8>, memref<?xi8>,
 // CHECK: scf.for %{{.*}} iter_args(%[[ACC:[^ ]+]] = %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[CUR:[^ ]+]] = %[[B0]], {{.*}}) -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<32xbf16>, vector<32xbf16>, vector<32xbf16>, vector<32xbf16>, vector<32xbf16>, vector<32xbf16>, vector<32xbf16>, vector<32xbf16>)
 // CHECK: arith.ori %{{.*}}, %{{.*}} : vector<32xi16>
 // CHECK-NEXT: %[[NEXT:.+]] = arith.bitcast %{{.*}} : vector<32xi16> to vector<32xbf16>
-// CHECK: %[[KR:.+]] = arith.muli %{{.*}}, %[[ROWS]] : index
+// CHECK: %[[KR:.+]] = arith.muli %{{.*}}, %[[SLAB]] : index
 // CHECK: %[[O:.+]] = arith.addi %{{.*}}, %[[KR]] : index
 // CHECK: %[[AV:.+]] = vector.load %[[AP]][%[[O]]] : memref<?xbf16>, vector<32xbf16>
 // CHECK-NEXT: llvm.call_intrinsic "llvm.x86.avx512bf16.dpbf16ps.512"(%[[ACC]], %[[AV]], %[[CUR]]) : (vector<16xf32>, vector<32xbf16>, vector<32xbf16>) -> vector<16xf32>
