@@ -3452,9 +3452,13 @@ class _DotKernel:
                 """(memory, offset of K = 0) of the tile's row i of A: in the slabs of plain
                 f32 / bf16 rows (the rows past M, zeros, unclamped: one pointer then
                 serves every row), else (f16) the scratch of decoded rows."""
-                if self.ap is not None:
-                    return self.ap, self.slab_row(rows[i][0])
+                if self.ap is not None:  # (the tile's first row, m0, starts its slabs)
+                    return self.ap, t.op(f"{{r}} = arith.addi {tile0}, {t.c(i * self.lay)} "
+                                         ": index")
                 return self.ad, t.op(f"{{r}} = arith.muli {rows[i][1]}, {K} : index")
+
+            tile0 = (t.op(f"{{r}} = arith.muli {m0}, {self.kl} : index")
+                     if self.ap is not None else None)
 
             bases = [a_row(i) for i in range(mr)]
 
@@ -3617,19 +3621,22 @@ class _DotKernel:
         vt = _vt(C, at)
         zero = t.c(0.0, vt)
 
-        def slab_at(i: str, kk: str) -> str:
-            """The offset in :attr:`ap` of row ``i``'s K position ``kk`` (a chunk's)."""
+        def slab_at(base: str, kk: str) -> str:
+            """The offset in :attr:`ap` of K position ``kk`` (a chunk's) of the row whose K
+            position 0 is at ``base`` (:meth:`slab_row`)."""
             sl = t.op(f"{{r}} = arith.divui {kk}, {t.c(L)} : index")
             o = t.op(f"{{r}} = arith.muli {sl}, {self.grows} : index")
             o = t.op(f"{{r}} = arith.muli {o}, {t.c(L)} : index")
             w = t.op(f"{{r}} = arith.remui {kk}, {t.c(L)} : index")
-            o = t.op(f"{{r}} = arith.addi {o}, {self.slab_row(i)} : index")
+            o = t.op(f"{{r}} = arith.addi {o}, {base} : index")
             return t.op(f"{{r}} = arith.addi {o}, {w} : index")
 
-        def zeros(i: str, lo: str) -> None:
-            """Zeros into row ``i`` from K position ``lo`` to the end of its last slab."""
+        def zeros(base: str, lo: str) -> None:
+            """Zeros into the row at ``base`` from K position ``lo`` to the end of its last
+            slab."""
             def chunk(kk: str, _: list[str]) -> list[str]:
-                t.do(f"vector.store {zero}, {self.ap}[{slab_at(i, kk)}] : memref<?x{at}>, {vt}")
+                t.do(f"vector.store {zero}, {self.ap}[{slab_at(base, kk)}] : "
+                     f"memref<?x{at}>, {vt}")
                 return []
 
             t.for_(lo, self.kl, t.c(C), [], chunk)
@@ -3646,6 +3653,7 @@ class _DotKernel:
                 else:
                     r = t.op(f"{{r}} = arith.addi {arow0}, {i} : index")
                     src = t.op(f"{{r}} = arith.muli {r}, {K} : index")
+                base = self.slab_row(i)
 
                 def step(kk: str, _: list[str]) -> list[str]:
                     o = t.op(f"{{r}} = arith.addi {src}, {kk} : index")
@@ -3655,19 +3663,19 @@ class _DotKernel:
                         v = t.op(f"{{r}} = arith.truncf {v} : {_vt(C, 'f32')} to {vt}")
                     else:
                         v = t.op(f"{{r}} = vector.load %a[{o}] : memref<?x{at}>, {vt}")
-                    t.do(f"vector.store {v}, {self.ap}[{slab_at(i, kk)}] : "
+                    t.do(f"vector.store {v}, {self.ap}[{slab_at(base, kk)}] : "
                          f"memref<?x{at}>, {vt}")
                     return []
 
                 t.for_(c0, K, t.c(C), [], step)
                 if L > C:
-                    zeros(i, K)
+                    zeros(base, K)
                 return []
 
             t.for_(c0, M, c1, [], row)
 
             def empty(i: str, _: list[str]) -> list[str]:
-                zeros(i, c0)
+                zeros(self.slab_row(i), c0)
                 return []
 
             t.for_(M, self.arows, c1, [], empty)
@@ -3679,7 +3687,8 @@ class _DotKernel:
 
     def slab_row(self, r: str) -> str:
         """The offset in :attr:`ap` (:meth:`copy_rows`) of row ``r``'s K position 0: its
-        tile's slabs (:attr:`gspan` values each tile), the row's place in a slab."""
+        tile's slabs (:attr:`gspan` values each tile), the row's place in a slab (a tile's
+        row i at m0 x kl + i x lay, the tiles starting at multiples of :attr:`grows`)."""
         t = self.t
         o = t.op(f"{{r}} = arith.divui {r}, {self.grows} : index")
         o = t.op(f"{{r}} = arith.muli {o}, {self.gspan} : index")
