@@ -28,8 +28,8 @@ Work units are ``(batch, panel of NP columns of B)`` -- for a packed GEMM's call
 ``(block of dims[5] rows of A, batch, panel)`` -- ; the caller splits the unit range across
 threads.  Within a unit two ways, chosen at run time by M:
 
-* **streaming** (``M <=`` :attr:`DotSpec.stream_m`: 16 MX rows, 256 plain ones -- 1024 bf16
-  rows on avx512 --, the GEMV of inference and more): B's codes are decoded straight from
+* **streaming** (``M <=`` :attr:`DotSpec.stream_m`: 16 MX rows, 64 plain ones -- 256 on the
+  512-bit paths, 1024 bf16 rows there --, the GEMV of inference and more): B's codes are decoded straight from
   memory as they are read, the unit's block factors decoded first, eight scale codes at a
   time, into a scratch of ``NP x K / k`` -- for one or two rows of A, one row at a time
   against :data:`NR_STREAM` columns: per column and block a partial sum of the *unscaled*
@@ -169,12 +169,15 @@ KN_PANEL = 256
 #: the largest M that takes the streaming path where A is MX (:attr:`DotSpec.stream_m`;
 #: more rows: the GEMM paths)
 STREAM_M = 16
-#: the largest M of plain rows (f32, f16; bf16 off the 512-bit paths) against MX weights that
-#: takes the streaming path (:attr:`DotSpec.stream_m`: tiles of 8 rows, each a pass over the
-#: unit's panel of weights): at N = K = 4096 its f32 rows ran 17, 64, 256 rows 5-10x, 2-2.6x,
-#: 1.2-1.4x faster than the dequantize kernel + XLA's f32 dot, 512 level, 1024 1.6-2x
-#: slower (on a Zen 4; BENCHMARKS.md, nineteenth session)
-PLAIN_STREAM_M = 256
+#: per path, the largest M of plain rows (f32, f16; bf16 off the 512-bit paths) against MX
+#: weights that takes the streaming path (:attr:`DotSpec.stream_m`: tiles of 8 rows, each a
+#: pass over the unit's panel of weights), more rows the dequantize kernel + XLA's f32 dot:
+#: at N = K = 4096 on a Zen 4, the 512-bit paths' f32 rows ran 17, 64, 256 rows 5-10x,
+#: 2.4-3x, 1.2-1.4x faster than those (f16 rows 4-4.4x, 1.9-2.3x, level), 512 level, 1024
+#: 1.6-2x slower; the 256-bit paths' (and the portable one's) 17, 64 rows 3-3.8x,
+#: 1.2-1.7x, 128 level -- against XLA's dot on that host's AVX-512 (BENCHMARKS.md,
+#: nineteenth session)
+PLAIN_STREAM_M = {"amx": 256, "avx512": 256, "vnni": 64, "avx2": 64, "portable": 64}
 #: the same for bf16 rows on the 512-bit paths' bf16 dot products (:data:`BF16_STREAM`):
 #: 1.3-1.7x faster than the dequantize kernel + XLA's f32 dot at 1024 rows
 BF16_STREAM_M = 1024
@@ -800,7 +803,7 @@ class DotSpec:
     @property
     def stream_m(self) -> int:
         """The most rows of A (M) that take the streaming path, more the GEMM paths: plain
-        rows against MX weights stream up to :data:`PLAIN_STREAM_M` rows
+        rows against MX weights stream up to the path's :data:`PLAIN_STREAM_M` rows
         (:data:`BF16_STREAM_M` bf16 rows on the 512-bit paths' bf16 dot products, chunks of
         8 values and more), MX rows up to :data:`STREAM_M`; the K-major kernel
         (:attr:`rhs_kn`), whose rows all stream, takes up to :data:`KN_STREAM_M` by its
@@ -812,7 +815,7 @@ class DotSpec:
         if (BF16_STREAM and self.lhs == "bf16" and self.path in AVX512_PATHS
                 and self.chunk >= 8):
             return BF16_STREAM_M
-        return PLAIN_STREAM_M
+        return PLAIN_STREAM_M[self.path]
 
     @property
     def packed_gemm(self) -> bool:

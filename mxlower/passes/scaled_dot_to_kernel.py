@@ -84,8 +84,8 @@ class ScaledDotToKernel(ModulePass):
     path: str = option("", "SIMD path of the kernels (empty: the best this host runs)",
                        choices=("",) + dot_kernels.PATHS)
     gemm: bool = option(False, "call the kernel for every GEMM (more free rows on both sides "
-                        "than stream: 16 MX rows, 256 plain ones against MX weights, 1024 "
-                        "bf16 ones on avx512); by default only those of its packed dot products "
+                        "than stream: 16 MX rows, 64 plain ones against MX weights, 256 on "
+                        "avx512 and amx, 1024 bf16 ones there); by default only those of its packed dot products "
                         "(both sides e2m1 / nvfp4, e2m3, e3m2 or mxint8; on amx, or on avx512 "
                         "and an AMD CPU, the other MX pairs with one block size), the "
                         "others being left to mxlower-decompose-mx")

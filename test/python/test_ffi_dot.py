@@ -110,13 +110,14 @@ def test_tiles_of_three_and_four_rows(plain, fmt):
 @pytest.mark.parametrize("fmt", MX)
 @pytest.mark.parametrize("plain", list(PLAIN))
 def test_many_plain_rows_stream(plain, fmt):
-    """Plain rows against MX weights stream up to :attr:`DotSpec.stream_m` rows (256; 1024
-    bf16 rows on avx512), more than MX rows (16): tiles of MR_STREAM rows, each tile's rows
-    of A in slabs of their own; one row more takes the blocked GEMM."""
+    """Plain rows against MX weights stream up to :attr:`DotSpec.stream_m` rows (the
+    path's PLAIN_STREAM_M; 1024 bf16 rows on avx512), more than MX rows (16): tiles of
+    MR_STREAM rows, each tile's rows of A in slabs of their own; one row more takes the
+    blocked GEMM."""
     spec = dot_kernels.DotSpec(plain, fmt, path=PATHS[0])
     assert spec.stream_m == (dot_kernels.BF16_STREAM_M if plain == "bf16"
                              and PATHS[0] in dot_kernels.AVX512_PATHS
-                             else dot_kernels.PLAIN_STREAM_M)
+                             else dot_kernels.PLAIN_STREAM_M[PATHS[0]])
     assert dot_kernels.DotSpec(fmt, plain).stream_m == dot_kernels.STREAM_M
     rng = np.random.default_rng(13)
     for shape in _many_rows(plain, fmt, PATHS[0]):

@@ -15,9 +15,9 @@
 // GEMV-SAME: %[[A:[^:]+]]: memref<?xf32>, %[[B:[^:]+]]: memref<?xi8>, %[[BS:[^:]+]]: memref<?xi8>, %[[OUT:[^:]+]]: memref<?xf32>, %[[DIMS:[^:]+]]: memref<?xi64>, %{{[^:]+}}: index, %{{[^:]+}}: index)
 // GEMV: %[[KD:.*]] = memref.load %[[DIMS]][%c3] : memref<?xi64>
 // GEMV: %[[K:.*]] = arith.index_cast %[[KD]] : i64 to index
-// the two scratches, A's rows (M rounded up to 8, 16 to 256 rows) and B's panel by K:
-// nothing shaped like an operand
-// GEMV: %[[SR:.*]] = arith.minui %{{.*}}, %c256{{.*}} : index
+// the two scratches, A's rows (M rounded up to 8, 16 to 64 rows on avx2) and B's panel by
+// K: nothing shaped like an operand
+// GEMV: %[[SR:.*]] = arith.minui %{{.*}}, %c64{{.*}} : index
 // GEMV: %[[R:.*]] = arith.muli %[[SR]], %[[K]] : index
 // GEMV-NEXT: memref.alloc(%[[R]]) : memref<?xf32>
 // GEMV: %[[P:.*]] = arith.muli %c32{{.*}}, %[[K]] : index

@@ -18,12 +18,12 @@
 // CHECK: %[[KD:.*]] = memref.load %[[DIMS]][%c3] : memref<?xi64>
 // CHECK: %[[M:.*]] = arith.index_cast %[[MD]] : i64 to index
 // CHECK: %[[K:.*]] = arith.index_cast %[[KD]] : i64 to index
-// the scratch of A's rows: M rounded up to 8, at least 16, at most the 256 plain rows that
-// stream
+// the scratch of A's rows: M rounded up to 8, at least 16, at most the 64 plain rows that
+// stream on avx2
 // CHECK: %[[UP:.*]] = arith.ceildivui %[[M]], %c8{{.*}} : index
 // CHECK: %[[UP8:.*]] = arith.muli %[[UP]], %c8{{.*}} : index
 // CHECK: %[[LO:.*]] = arith.maxui %[[UP8]], %c16{{.*}} : index
-// CHECK: %[[SR:.*]] = arith.minui %[[LO]], %c256{{.*}} : index
+// CHECK: %[[SR:.*]] = arith.minui %[[LO]], %c64{{.*}} : index
 // CHECK: %[[R:.*]] = arith.muli %[[SR]], %[[K]] : index
 // CHECK-NEXT: %[[AD:.*]] = memref.alloc(%[[R]]) : memref<?xf32>
 // CHECK: %[[P:.*]] = arith.muli %c32{{.*}}, %[[K]] : index
@@ -34,8 +34,8 @@
 // CHECK-NEXT: %[[FS:.*]] = memref.alloc(%[[NF]]) : memref<?xf32>
 // CHECK-NOT: memref.alloc
 // CHECK: scf.for
-// (up to 256 plain rows stream, more take the blocked GEMM)
-// CHECK: arith.cmpi ule, %[[M]], %c256{{.*}} : index
+// (up to 64 plain rows stream, more take the blocked GEMM)
+// CHECK: arith.cmpi ule, %[[M]], %c64{{.*}} : index
 // CHECK: scf.if
 // (the exact f64 contraction where the range test failed; else the f32 paths)
 // CHECK: vector<32xf64>
