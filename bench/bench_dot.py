@@ -3,7 +3,7 @@ memcpy of the packed weights and XLA's f32 dot of the dequantized operands, in o
 prints Markdown for BENCHMARKS.md.
 
 GEMV (``--gemv``: M = 1 and 8, N = K = 4096 by default): plain activations x [M, K] (f32 or
-bf16) against MX weights w [N, K] (mxfp4, mxfp6_e2m3, mxfp8_e4m3, nvfp4, mxint8):
+bf16; ``--x f16`` too) against MX weights w [N, K] (mxfp4, mxfp6_e2m3, mxfp8_e4m3, nvfp4, mxint8):
 
 * ``scaled_dot``: ``mxlower.jax.scaled_dot(x, w)`` (``impl="auto"``) under ``jax.jit``: the
   kernel's custom call (its handler makes the run-time range test) -- what a user runs;
@@ -61,6 +61,8 @@ from mxlower.execution import ffi_dot
 from mxlower.execution.peaks import best_peaks, fma_probe, gemm_probe, path_probes, peaks
 
 FORMATS = ("mxfp4_e2m1", "mxfp6_e2m3", "mxfp8_e4m3", "nvfp4", "mxint8")
+#: the GEMVs' plain activation types (``--x``)
+ACTIVATIONS = {"f32": jnp.float32, "bf16": jnp.bfloat16, "f16": jnp.float16}
 
 
 def _timer(f: Callable[[], object]) -> Callable[[], object]:
@@ -83,7 +85,7 @@ def _before(f: Callable, *args: object) -> Callable:
         del os.environ["MXLOWER_DOT_KERNEL"]
 
 
-def gemv(M: int, NK: int, reps: int) -> list[str]:
+def gemv(M: int, NK: int, reps: int, acts: tuple[str, ...] = ("f32", "bf16")) -> list[str]:
     rng = np.random.default_rng(0)
     rows = []
     evict = evictor()  # every run cold (round_robin's order left the kernel's warm in L3)
@@ -94,10 +96,9 @@ def gemv(M: int, NK: int, reps: int) -> list[str]:
         wd_nk, wd_kn = jnp.asarray(wd), jnp.asarray(np.ascontiguousarray(wd.T))
         packed = np.ones(packed_nbytes(w), np.uint8)  # the bytes XLA holds
         dst = np.empty_like(packed)
-        for act in ("f32", "bf16"):
+        for act in acts:
             x = jnp.asarray(rng.standard_normal((M, NK)).astype(np.float32))
-            if act == "bf16":
-                x = x.astype(jnp.bfloat16)
+            x = x.astype(ACTIVATIONS[act])
             sd = jax.jit(lambda x, w: mxj.scaled_dot(x, w))
             kern = jax.jit(lambda x, e, s, fmt=fmt: ffi_dot.dot(x, None, e, s, None, fmt))
             before = _before(lambda x, w: mxj.scaled_dot(x, w), x, w)
@@ -182,7 +183,13 @@ def main() -> None:
     ap.add_argument("--nk", type=int, default=4096, help="N = K of the GEMVs")
     ap.add_argument("--gemm", default="1024", help="sizes n of n^3 GEMMs ('' for none)")
     ap.add_argument("--reps", type=int, default=10)
+    ap.add_argument("--x", default="f32,bf16",
+                    help=f"the GEMVs' activation types ({', '.join(ACTIVATIONS)})")
     a = ap.parse_args()
+    acts = tuple(a.x.split(","))
+    for act in acts:
+        if act not in ACTIVATIONS:
+            ap.error(f"--x: {act!r} is not one of {', '.join(ACTIVATIONS)}")
     print(f"SIMD path: {ffi_dot.host_path()}; load average at start: {os.getloadavg()}")
     if a.gemv:
         print("\n| M | weights | x | packed MB | scaled_dot ms | kernel ms | GB/s | memcpy ms | "
@@ -190,7 +197,7 @@ def main() -> None:
               "x before |")
         print("|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
         for m in a.gemv.split(","):
-            gemv(int(m), a.nk, a.reps)
+            gemv(int(m), a.nk, a.reps, acts)
     if a.gemm:
         others = _other_paths()
         first = peaks(path_probes(ffi_dot.host_path()))

@@ -172,8 +172,8 @@ STREAM_M = 16
 #: per path, the largest M of plain rows (f32, f16; bf16 off the 512-bit paths) against MX
 #: weights that takes the streaming path (:attr:`DotSpec.stream_m`: tiles of 8 rows, each a
 #: pass over the unit's panel of weights), more rows the dequantize kernel + XLA's f32 dot:
-#: at N = K = 4096 on a Zen 4, the 512-bit paths' f32 rows ran 17, 64, 256 rows 5-10x,
-#: 2.4-3x, 1.2-1.4x faster than those (f16 rows 4-4.4x, 1.9-2.3x, level), 512 level, 1024
+#: at N = K = 4096 on a Zen 4, the 512-bit paths' f32 rows ran 17, 64, 256 rows 5.3-6.3x,
+#: 2.3-3.1x, 1.3-1.4x faster than those (f16 rows 5-5.9x, 2-2.4x, 1-1.2x), 512 level, 1024
 #: 1.6-2x slower; the 256-bit paths' (and the portable one's) 17, 64 rows 3-3.8x,
 #: 1.2-1.7x, 128 level -- against XLA's dot on that host's AVX-512 (BENCHMARKS.md,
 #: nineteenth session)
