@@ -225,8 +225,8 @@ def handler_text(spec: DotSpec) -> str:
 
 def _gemm_units(e: Any, f: Any, spec: DotSpec, dims: str, has_pool: str, ctx: str, B: str,
                 M: str, panels: str, units: str) -> tuple[str, str]:
-    """(units, chunks at most) of a packed GEMM's call (more than ``spec.stream_m`` rows, the f32
-    paths): the (batch, panel) units of each block of ``mbw`` rows of A, ``dims[5] = mbw``,
+    """(units, chunks at most) of a packed GEMM's call (more than ``spec.stream_m`` rows, the
+    f32 paths): the (batch, panel) units of each block of ``mbw`` rows of A, ``dims[5] = mbw``,
     in one chunk per thread.  M is cut in equal blocks of about sqrt(B M N / threads) rows
     (at least :data:`GEMM_MIN_ROWS`, at most MB_INT, rounded up to a multiple of the tile's
     rows, :attr:`~mxlower.lowering.dot_kernels.DotSpec.gemm_rows`), so that each thread's

@@ -86,9 +86,11 @@ def plan(lhs: Side, rhs: Side, contracting: tuple[Sequence[int], Sequence[int]],
     type the kernel does not read (a plain side other than f32 / bf16 / f16), and -- unless
     ``gemm`` -- a GEMM (more free rows on both sides than stream, :attr:`DotSpec.stream_m`:
     :data:`STREAM_M` MX rows, the path's
-    :data:`~mxlower.lowering.dot_kernels.PLAIN_STREAM_M` plain ones against MX weights) that does not take the kernel by default
-    (:func:`mxlower.lowering.dot_kernels.gemm_by_default` on the CPU ``vendor``: the integer dot products for both sides e2m1 / nvfp4, e2m3, e3m2 or
-    mxint8 with one block size, on avx2, vnni and avx512; the bf16 dot products for the
+    :data:`~mxlower.lowering.dot_kernels.PLAIN_STREAM_M` plain ones against MX weights)
+    that does not take the kernel by default
+    (:func:`mxlower.lowering.dot_kernels.gemm_by_default` on the CPU ``vendor``: the
+    integer dot products for both sides e2m1 / nvfp4, e2m3, e3m2 or mxint8 with one block
+    size, on avx2, vnni and avx512; the bf16 dot products for the
     other MX pairs with one block size, on avx512, where the vendor's CPUs run them faster
     than XLA's dot): the kernel's f32 GEMM path is slower than the dequantize kernels +
     XLA's f32 dot, its packed dot products faster (BENCHMARKS.md).  ``swap``: the kernel

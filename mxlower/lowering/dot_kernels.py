@@ -29,9 +29,10 @@ Work units are ``(batch, panel of NP columns of B)`` -- for a packed GEMM's call
 threads.  Within a unit two ways, chosen at run time by M:
 
 * **streaming** (``M <=`` :attr:`DotSpec.stream_m`: 16 MX rows, 64 plain ones -- 256 on the
-  512-bit paths, 1024 bf16 rows there --, the GEMV of inference and more): B's codes are decoded straight from
-  memory as they are read, the unit's block factors decoded first, eight scale codes at a
-  time, into a scratch of ``NP x K / k`` -- for one or two rows of A, one row at a time
+  512-bit paths, 1024 bf16 rows there --, the GEMV of inference and more): B's codes are
+  decoded straight from memory as they are read, the unit's block factors decoded first,
+  eight scale codes at a time, into a scratch of ``NP x K / k`` -- for one or two rows of
+  A, one row at a time
   against :data:`NR_STREAM` columns: per column and block a partial sum of the *unscaled*
   values (integer units or f8 values) in one f32 vector and one FMA by the block's factor
   (per 32 weights: the decode, four FMAs, and one FMA per block instead of a multiply per
@@ -46,8 +47,8 @@ threads.  Within a unit two ways, chosen at run time by M:
   :data:`EXACT_GROUP` blocks at a time: :meth:`_DotKernel.group_spread`).  On the 512-bit
   paths (:data:`PIPELINED_STREAM`) the tiles of plain f32 / bf16 rows are software-pipelined
   (:meth:`_DotKernel.piped_tile`: B's chunks decoded :data:`PIPE_DEPTH` steps ahead of the
-  dot products, A's rows copied once per batch in slabs of a step's values of a tile's rows, f4
-  and f6 codes on bf16 dot products by one word permute from the block's table -- the row
+  dot products, A's rows copied once per batch in slabs of a step's values of a tile's rows,
+  f4 and f6 codes on bf16 dot products by one word permute from the block's table -- the row
   of a constant table of every scale code's products that the block's scale byte selects
   (:data:`SCALE_TABLES`) --, f8 and mxint8 codes by placing their bits:
   :meth:`_DotKernel.placed_bits`; on the f32 FMAs mxint8 and f6 codes' integer units by a

@@ -85,10 +85,10 @@ class ScaledDotToKernel(ModulePass):
                        choices=("",) + dot_kernels.PATHS)
     gemm: bool = option(False, "call the kernel for every GEMM (more free rows on both sides "
                         "than stream: 16 MX rows, 64 plain ones against MX weights, 256 on "
-                        "avx512 and amx, 1024 bf16 ones there); by default only those of its packed dot products "
-                        "(both sides e2m1 / nvfp4, e2m3, e3m2 or mxint8; on amx, or on avx512 "
-                        "and an AMD CPU, the other MX pairs with one block size), the "
-                        "others being left to mxlower-decompose-mx")
+                        "avx512 and amx, 1024 bf16 ones there); by default only those of its "
+                        "packed dot products (both sides e2m1 / nvfp4, e2m3, e3m2 or "
+                        "mxint8; on amx, or on avx512 and an AMD CPU, the other MX pairs "
+                        "with one block size), the others being left to mxlower-decompose-mx")
 
     def run(self, op: Any) -> None:
         path = self.path or dot_kernels.usable_paths()[0]
