@@ -1287,6 +1287,31 @@ def test_scaled_dot_dispatch_layouts_jit_vmap_grad():
     np.testing.assert_allclose(gx, ct @ vw.T, rtol=1e-5, atol=1e-5)
 
 
+def test_many_plain_rows_run_the_kernel_under_jit_vmap_grad():
+    """More plain rows than a GEMV's against [N, K] MX weights stream in the kernel, not
+    the dequantize kernels + XLA's dot (DotSpec.stream_m), under jit, vmap and grad; one row
+    past the path's limit takes those."""
+    rng = np.random.default_rng(41)
+    w = mxj.quantize(rng.standard_normal((48, 96)).astype(F32), "mxfp8_e4m3", impl="xla")
+    vw = np.asarray(mxj.dequantize(w))
+    x = rng.standard_normal((40, 96)).astype(F32)
+    f = jax.jit(lambda x, w: mxj.scaled_dot(x, w))
+    text = f.lower(x, w).compile().as_text()
+    assert "mxlower_dot_f32_mxfp8_e4m3k32" in text and "mxlower_dequantize" not in text
+    assert_dot_close(f(x, w), x, vw, (((1,), (1,)), ((), ())), what="40 rows")
+    xs = rng.standard_normal((3, 40, 96)).astype(F32)
+    batched = jax.jit(jax.vmap(lambda x: mxj.scaled_dot(x, w)))(xs)
+    for i in range(3):
+        np.testing.assert_array_equal(batched[i], f(xs[i], w))
+    ct = rng.standard_normal((40, 48)).astype(F32)
+    gx = jax.jit(jax.grad(lambda x: jnp.sum(ct * mxj.scaled_dot(x, w))))(x)
+    np.testing.assert_allclose(gx, ct @ vw, rtol=1e-5, atol=1e-5)
+    most = dot_kernels.DotSpec("f32", "mxfp8_e4m3", path=ffi_dot.host_path()).stream_m
+    x2 = rng.standard_normal((most + 1, 96)).astype(F32)
+    text = f.lower(x2, w).compile().as_text()
+    assert "mxlower_dot_" not in text and "mxlower_dequantize" in text
+
+
 def test_installed_scaled_matmul_runs_the_kernel():
     """``jax.nn.scaled_matmul`` after ``mxlower.jax.install()`` lowers to the kernel too."""
     rng = np.random.default_rng(19)
