@@ -68,6 +68,10 @@ __all__ = ["ENV", "PARALLEL_WORK", "compile_dot", "dot", "handler_text", "host_p
 ENV = "MXLOWER_DOT_PATH"
 #: multiply-adds (B x M x N x K) from which a call is split across XLA's threads
 PARALLEL_WORK = 1 << 21
+#: the fewest units (panels) per chunk of a call whose streaming tiles take more than
+#: STREAM_M plain rows, where the threads still get one chunk each: every chunk copies A's
+#: rows once (BENCHMARKS.md, nineteenth session)
+STREAM_CHUNK_PANELS = 8
 #: units per chunk of a call split across XLA's threads, for kernels whose GEMM runs on
 #: dot products of packed operands (:attr:`DotSpec.packed_gemm`: A packed once per call)
 GEMM_UNITS = 8
@@ -203,6 +207,8 @@ def handler_text(spec: DotSpec) -> str:
                                                           "XLA_FFI_ThreadPool_NumThreads")))
     ctx = e.load("%frame", abi.CallFrame.ctx.offset, "!llvm.ptr")
     most = units  # chunks at most
+    if spec.stream_m > dot_kernels.STREAM_M and not spec.rhs_kn:
+        most = _stream_chunks(e, f, spec, has_pool, ctx, M, units)
     if spec.packed_gemm:
         units, most = _gemm_units(e, f, spec, dims, has_pool, ctx, B, M, panels, units)
     several = e.icmp("sge", units, e.i64(2))
@@ -223,6 +229,33 @@ def handler_text(spec: DotSpec) -> str:
     return ffi.close_handler(f, name, "_ffi", ffi._parallel_text(name, len(slots), least))
 
 
+def _threads(e: Any, f: Any, has_pool: str, ctx: str, at: str) -> str:
+    """i64: XLA's thread count (1 without a thread pool), in a block named ``at``."""
+    e.do(f"llvm.cond_br {has_pool}, ^{at}_pool, ^{at}_alone")
+    e.block(f"{at}_pool")
+    t = e.emit(f"{{r}} = llvm.call @__mxlower_ffi_threads({f.api}, {ctx}) : "
+               "(!llvm.ptr, !llvm.ptr) -> i64")
+    e.do(f"llvm.br ^{at}({t} : i64)")
+    e.block(f"{at}_alone")
+    e.do(f"llvm.br ^{at}({e.i64(1)} : i64)")
+    e.block(at, f"%{at}_threads: i64")
+    return f"%{at}_threads"
+
+
+def _stream_chunks(e: Any, f: Any, spec: DotSpec, has_pool: str, ctx: str, M: str,
+                   units: str) -> str:
+    """The most chunks of a call whose streaming tiles take more than STREAM_M plain rows:
+    each chunk (a call of the kernel) copies all of A's rows, so each takes at least
+    :data:`STREAM_CHUNK_PANELS` units where that leaves every thread one."""
+    threads = _threads(e, f, has_pool, ctx, "stream_count")
+    per = e.binary("udiv", e.binary("add", units, e.i64(STREAM_CHUNK_PANELS - 1)),
+                   e.i64(STREAM_CHUNK_PANELS))
+    least = e.emit(f"{{r}} = llvm.intr.umin({units}, {threads}) : (i64, i64) -> i64")
+    few = e.emit(f"{{r}} = llvm.intr.umax({per}, {least}) : (i64, i64) -> i64")
+    many = e.icmp("ugt", M, e.i64(dot_kernels.STREAM_M))
+    return e.emit(f"{{r}} = llvm.select {many}, {few}, {units} : i1, i64")
+
+
 def _gemm_units(e: Any, f: Any, spec: DotSpec, dims: str, has_pool: str, ctx: str, B: str,
                 M: str, panels: str, units: str) -> tuple[str, str]:
     """(units, chunks at most) of a packed GEMM's call (more than ``spec.stream_m`` rows, the
@@ -234,16 +267,9 @@ def _gemm_units(e: Any, f: Any, spec: DotSpec, dims: str, has_pool: str, ctx: st
     each once, where blocks of all of M had every chunk (a call of the kernel) pack all of
     A.  Otherwise the units as they are."""
     mr = spec.gemm_rows
-    e.do(f"llvm.cond_br {has_pool}, ^count, ^alone_count")
-    e.block("count")
-    t = e.emit(f"{{r}} = llvm.call @__mxlower_ffi_threads({f.api}, {ctx}) : "
-               "(!llvm.ptr, !llvm.ptr) -> i64")
-    e.do(f"llvm.br ^counted({t} : i64)")
-    e.block("alone_count")
-    e.do(f"llvm.br ^counted({e.i64(1)} : i64)")
-    e.block("counted", "%threads: i64")
+    threads = _threads(e, f, has_pool, ctx, "counted")
     npad = e.binary("mul", panels, e.i64(NP))
-    share = e.binary("udiv", e.binary("mul", e.binary("mul", B, M), npad), "%threads")
+    share = e.binary("udiv", e.binary("mul", e.binary("mul", B, M), npad), threads)
     fs = e.emit(f"{{r}} = llvm.uitofp {share} : i64 to f64")
     fs = e.emit(f"{{r}} = llvm.intr.sqrt({fs}) : (f64) -> f64")
     rows = e.emit(f"{{r}} = llvm.fptoui {fs} : f64 to i64")
@@ -264,7 +290,7 @@ def _gemm_units(e: Any, f: Any, spec: DotSpec, dims: str, has_pool: str, ctx: st
                     e.icmp("eq", mode, e.i64(0)), "i1")
     out = e.emit(f"{{r}} = llvm.select {gemm}, {e.binary('mul', units, nmb)}, {units} : i1, i64")
     # one chunk per thread (the parallel helper makes at most ceil(most / GEMM_UNITS))
-    most = e.emit(f"{{r}} = llvm.intr.umin({out}, %threads) : (i64, i64) -> i64")
+    most = e.emit(f"{{r}} = llvm.intr.umin({out}, {threads}) : (i64, i64) -> i64")
     return out, e.binary("mul", most, e.i64(GEMM_UNITS))
 
 

@@ -1523,6 +1523,10 @@ def test_extreme_plain_values_take_the_f64_contraction(plain):
         assert np.all(np.isfinite(got)) and np.any(got != 0)
         got = np.asarray(ffi_dot.dot(e, s, jnp.asarray(x), None, "mxfp4_e2m1", None))
         assert_dot_close(got, vw, xf, dn, what=f"mxfp4_e2m1 x {plain} {scale}")
+        # many rows (the streaming path's), each result exactly
+        x = (rng.integers(-3, 4, (43, 64)) * scale).astype(dt)
+        got = np.asarray(ffi_dot.dot(jnp.asarray(x), None, e, s, None, "mxfp4_e2m1"))
+        assert_dot_close(got, x.astype(F32), vw, dn, what=f"{plain} rows x {scale}")
     x = rng.standard_normal((2, 64)).astype(dt)
     x[0, 5], x[1, 9] = np.inf, np.nan
     got = np.asarray(ffi_dot.dot(jnp.asarray(x), None, e, s, None, "mxfp4_e2m1"))
