@@ -68,9 +68,9 @@ __all__ = ["ENV", "PARALLEL_WORK", "compile_dot", "dot", "handler_text", "host_p
 ENV = "MXLOWER_DOT_PATH"
 #: multiply-adds (B x M x N x K) from which a call is split across XLA's threads
 PARALLEL_WORK = 1 << 21
-#: the fewest units (panels) per chunk of a call whose streaming tiles take more than
-#: STREAM_M plain rows, where the threads still get one chunk each: every chunk copies A's
-#: rows once (BENCHMARKS.md, nineteenth session)
+#: the fewest units (panels) per chunk of a call whose streaming tiles take three or more
+#: plain rows, where the threads still get one chunk each: every chunk copies A's rows once
+#: (1.0-1.1x at 3-256 rows against chunks of any size; BENCHMARKS.md, nineteenth session)
 STREAM_CHUNK_PANELS = 8
 #: units per chunk of a call split across XLA's threads, for kernels whose GEMM runs on
 #: dot products of packed operands (:attr:`DotSpec.packed_gemm`: A packed once per call)
@@ -244,15 +244,15 @@ def _threads(e: Any, f: Any, has_pool: str, ctx: str, at: str) -> str:
 
 def _stream_chunks(e: Any, f: Any, spec: DotSpec, has_pool: str, ctx: str, M: str,
                    units: str) -> str:
-    """The most chunks of a call whose streaming tiles take more than STREAM_M plain rows:
-    each chunk (a call of the kernel) copies all of A's rows, so each takes at least
-    :data:`STREAM_CHUNK_PANELS` units where that leaves every thread one."""
+    """The most chunks of a call whose streaming tiles take three or more plain rows: each
+    chunk (a call of the kernel) copies all of A's rows into its slabs, so each takes at
+    least :data:`STREAM_CHUNK_PANELS` units where that leaves every thread one."""
     threads = _threads(e, f, has_pool, ctx, "stream_count")
     per = e.binary("udiv", e.binary("add", units, e.i64(STREAM_CHUNK_PANELS - 1)),
                    e.i64(STREAM_CHUNK_PANELS))
     least = e.emit(f"{{r}} = llvm.intr.umin({units}, {threads}) : (i64, i64) -> i64")
     few = e.emit(f"{{r}} = llvm.intr.umax({per}, {least}) : (i64, i64) -> i64")
-    many = e.icmp("ugt", M, e.i64(dot_kernels.STREAM_M))
+    many = e.icmp("ugt", M, e.i64(2))  # (one or two rows copy next to nothing)
     return e.emit(f"{{r}} = llvm.select {many}, {few}, {units} : i1, i64")
 
 
