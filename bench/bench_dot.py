@@ -3,7 +3,8 @@ memcpy of the packed weights and XLA's f32 dot of the dequantized operands, in o
 prints Markdown for BENCHMARKS.md.
 
 GEMV (``--gemv``: M = 1 and 8, N = K = 4096 by default): plain activations x [M, K] (f32 or
-bf16; ``--x f16`` too) against MX weights w [N, K] (mxfp4, mxfp6_e2m3, mxfp8_e4m3, nvfp4, mxint8):
+bf16; ``--x f16`` too) against MX weights w [N, K] (mxfp4, mxfp6_e2m3, mxfp8_e4m3, nvfp4,
+mxint8):
 
 * ``scaled_dot``: ``mxlower.jax.scaled_dot(x, w)`` (``impl="auto"``) under ``jax.jit``: the
   kernel's custom call (its handler makes the run-time range test) -- what a user runs;

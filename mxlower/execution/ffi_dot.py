@@ -208,7 +208,7 @@ def handler_text(spec: DotSpec) -> str:
     ctx = e.load("%frame", abi.CallFrame.ctx.offset, "!llvm.ptr")
     most = units  # chunks at most
     if spec.stream_m > dot_kernels.STREAM_M and not spec.rhs_kn:
-        most = _stream_chunks(e, f, spec, has_pool, ctx, M, units)
+        most = _stream_chunks(e, f, has_pool, ctx, M, units)
     if spec.packed_gemm:
         units, most = _gemm_units(e, f, spec, dims, has_pool, ctx, B, M, panels, units)
     several = e.icmp("sge", units, e.i64(2))
@@ -242,11 +242,11 @@ def _threads(e: Any, f: Any, has_pool: str, ctx: str, at: str) -> str:
     return f"%{at}_threads"
 
 
-def _stream_chunks(e: Any, f: Any, spec: DotSpec, has_pool: str, ctx: str, M: str,
-                   units: str) -> str:
+def _stream_chunks(e: Any, f: Any, has_pool: str, ctx: str, M: str, units: str) -> str:
     """The most chunks of a call whose streaming tiles take three or more plain rows: each
-    chunk (a call of the kernel) copies all of A's rows into its slabs, so each takes at
-    least :data:`STREAM_CHUNK_PANELS` units where that leaves every thread one."""
+    chunk (a call of the kernel) copies all of A's rows into its slabs (the 512-bit paths'
+    piped tiles), so each takes at least :data:`STREAM_CHUNK_PANELS` units where that
+    leaves every thread one."""
     threads = _threads(e, f, has_pool, ctx, "stream_count")
     per = e.binary("udiv", e.binary("add", units, e.i64(STREAM_CHUNK_PANELS - 1)),
                    e.i64(STREAM_CHUNK_PANELS))
