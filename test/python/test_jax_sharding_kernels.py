@@ -293,8 +293,8 @@ def _kernels(entry: dict, prefix: str) -> dict:
 
 
 #: case -> (kernel name prefix, the per-shard operand shape its calls must show); a dot whose
-#: shard is a GEMV-sized one (at most 16 free MX rows on a side, 256 plain rows against MX
-#: weights) runs the fused dot kernel on its shard, the others the dequantize kernels +
+#: shard is a GEMV-sized one (at most 16 free MX rows on a side, 64-1024 plain rows against
+#: MX weights: DotSpec.stream_m) runs the fused dot kernel on its shard, the others the dequantize kernels +
 #: XLA's dot
 #: the K-sharded mxfp4 x mxfp8 GEMM: the dot kernel's bf16 dot products where they take
 #: GEMMs by default (dot_kernels.gemm_by_default: the avx512 path on an AMD CPU), else the
