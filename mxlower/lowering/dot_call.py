@@ -125,9 +125,7 @@ def plan(lhs: Side, rhs: Side, contracting: tuple[Sequence[int], Sequence[int]],
           and k_major(b.shape, contracting[ib], batch[ib])
           and (FORMATS[b.fmt].bits != 4 or free[bn] % 2 == 0))
     try:
-        spec = DotSpec(a.fmt or a.element_type, b.fmt or b.element_type,
-                       a.block_size if a.fmt else None, b.block_size if b.fmt else None, path,
-                       kn)
+        spec = _spec(a, b, path, kn)
     except ValueError:
         return None
     if free[an] > spec.stream_m and not gemm and not gemm_by_default(spec, vendor):
@@ -135,13 +133,17 @@ def plan(lhs: Side, rhs: Side, contracting: tuple[Sequence[int], Sequence[int]],
     return spec, swap
 
 
+def _spec(a: Side, b: Side, path: str, kn: bool = False) -> DotSpec:
+    """The kernel of ``a`` and ``b`` as its A and B sides (ValueError where none is)."""
+    return DotSpec(a.fmt or a.element_type, b.fmt or b.element_type,
+                   a.block_size if a.fmt else None, b.block_size if b.fmt else None, path, kn)
+
+
 def _stream_m(a: Side, b: Side, path: str) -> int:
     """The most rows of ``a`` that stream against ``b`` as the kernel's A and B sides
     (:attr:`DotSpec.stream_m`; :data:`STREAM_M` where no kernel takes them)."""
     try:
-        return DotSpec(a.fmt or a.element_type, b.fmt or b.element_type,
-                       a.block_size if a.fmt else None, b.block_size if b.fmt else None,
-                       path).stream_m
+        return _spec(a, b, path).stream_m
     except ValueError:
         return STREAM_M
 

@@ -813,10 +813,16 @@ class DotSpec:
             return KN_STREAM_M
         if self.fmt("lhs") is not None or self.fmt("rhs") is None:
             return STREAM_M
-        if (BF16_STREAM and self.lhs == "bf16" and self.path in AVX512_PATHS
-                and self.chunk >= 8):
+        if self.bf16_stream():
             return BF16_STREAM_M
         return PLAIN_STREAM_M[self.path]
+
+    def bf16_stream(self, mx_rows: bool = False) -> bool:
+        """Whether the streaming tiles run on bf16 dot products (:data:`BF16_STREAM`, the 512-bit paths): bf16 rows -- or, ``mx_rows``, MX
+        rows decoded to bf16 -- against MX weights, in chunks of 8 values and more."""
+        return (BF16_STREAM and self.path in AVX512_PATHS
+                and (self.lhs == "bf16" or mx_rows) and self.fmt("rhs") is not None
+                and self.chunk >= 8)
 
     @property
     def packed_gemm(self) -> bool:
@@ -1052,9 +1058,7 @@ class _DotKernel:
         # ... the streaming tiles (3-16 rows) of bf16 activations against MX weights on bf16
         # dot products (avx512: A's bf16 values read as stored, B's scaled chunk truncated to
         # bf16, both exact; vdpbf16ps: pairs of exact products into f32 lanes)
-        self.bf_stream = (BF16_STREAM and spec.path in AVX512_PATHS
-                          and (spec.lhs == "bf16" or self.a_bf16)
-                          and spec.fmt("rhs") is not None and self.C >= 8)
+        self.bf_stream = spec.bf16_stream(self.a_bf16)
         self.a_bf16 = self.a_bf16 and self.bf_stream
         self.exact_bf16 = self.exact_bf16 and self.a_bf16  # (the tiles it runs on)
         # ... a group of steps at a time in f32 lanes where the scales allow it: the longest
@@ -1881,9 +1885,9 @@ class _DotKernel:
         a_mx = s.fmt("lhs") is not None
         # scratches: A's rows (M rounded up to MR_STREAM, at least STREAM_M and the GEMM's MR
         # rows, at most the streaming path's), B's panel, factors
-        up = t.op(f"{{r}} = arith.ceildivui {M}, {t.c(MR_STREAM)} : index")
-        up = t.op(f"{{r}} = arith.muli {up}, {t.c(MR_STREAM)} : index")
-        up = t.op(f"{{r}} = arith.maxui {up}, {t.c(max(STREAM_M, MR))} : index")
+        up8 = t.op(f"{{r}} = arith.ceildivui {M}, {t.c(MR_STREAM)} : index")
+        up8 = t.op(f"{{r}} = arith.muli {up8}, {t.c(MR_STREAM)} : index")
+        up = t.op(f"{{r}} = arith.maxui {up8}, {t.c(max(STREAM_M, MR))} : index")
         self.srows = t.op(f"{{r}} = arith.minui {up}, {t.c(max(s.stream_m, MR))} : index")
         mk = t.op(f"{{r}} = arith.muli {self.srows}, {K} : index")
         self.ad = t.op(f"{{r}} = memref.alloc({mk}) : memref<?xf32>")
@@ -1924,13 +1928,10 @@ class _DotKernel:
             # the slabs' rows: M (one or two rows: tiles of M rows), else M rounded up to
             # MR_STREAM (the last tile's rows past M: zeros)
             few = t.op(f"{{r}} = arith.cmpi ule, {M}, {t.c(2)} : index")
-            up = t.op(f"{{r}} = arith.ceildivui {M}, {t.c(MR_STREAM)} : index")
-            up = t.op(f"{{r}} = arith.muli {up}, {t.c(MR_STREAM)} : index")
-            self.arows = t.op(f"{{r}} = arith.select {few}, {M}, {up} : index")
+            self.arows = t.op(f"{{r}} = arith.select {few}, {M}, {up8} : index")
             # the rows of a slab: a tile's (each tile's rows then contiguous over all of K:
             # 256 rows in slabs of all rows put every step of a tile on another page)
             self.grows = t.op(f"{{r}} = arith.minui {self.arows}, {t.c(MR_STREAM)} : index")
-            self.gspan = t.op(f"{{r}} = arith.muli {self.grows}, {self.kl} : index")
             self.apb = t.op("{r} = memref.alloca() : memref<1xindex>")
             t.do(f"memref.store {Bt}, {self.apb}[{c0}] : memref<1xindex>")
         pt = self.pt
@@ -3690,14 +3691,14 @@ class _DotKernel:
         t.if_(fresh, copy)
 
     def slab_row(self, r: str) -> str:
-        """The offset in :attr:`ap` (:meth:`copy_rows`) of row ``r``'s K position 0: its
-        tile's slabs (:attr:`gspan` values each tile), the row's place in a slab (a tile's
-        row i at m0 x kl + i x lay, the tiles starting at multiples of :attr:`grows`)."""
+        """The offset in :attr:`ap` (:meth:`copy_rows`) of row ``r``'s K position 0: row i
+        of the tile from row m0 (a multiple of :attr:`grows`) at m0 x kl + i x lay, where
+        :meth:`piped_tile` reads it."""
         t = self.t
-        o = t.op(f"{{r}} = arith.divui {r}, {self.grows} : index")
-        o = t.op(f"{{r}} = arith.muli {o}, {self.gspan} : index")
-        w = t.op(f"{{r}} = arith.remui {r}, {self.grows} : index")
-        w = t.op(f"{{r}} = arith.muli {w}, {t.c(self.lay)} : index")
+        i = t.op(f"{{r}} = arith.remui {r}, {self.grows} : index")
+        m0 = t.op(f"{{r}} = arith.subi {r}, {i} : index")
+        o = t.op(f"{{r}} = arith.muli {m0}, {self.kl} : index")
+        w = t.op(f"{{r}} = arith.muli {i}, {t.c(self.lay)} : index")
         return t.op(f"{{r}} = arith.addi {o}, {w} : index")
 
     def group_values(self) -> int:

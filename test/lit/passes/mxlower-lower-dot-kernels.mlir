@@ -387,16 +387,16 @@ func.func private @tiles(memref<?xi8>, memref<?xi8>, memref<?xi8>, memref<?xi8>,
 
 // bf16 activations against MXFP8 weights on avx512, the streaming tiles (one or two rows:
 // one tile of 4 columns; 3 to 16 rows: tiles of 4 or 8), software-pipelined: A's rows copied
-// once per batch in slabs of a step's 32 values of every row (the tiles' rows: M, or M
+// once per batch in slabs of a step's 32 values of a tile's rows (the tiles' rows: M, or M
 // rounded up to 8; K rounded up to 32), read from one pointer; B's first two chunks per column
 // decoded to their scaled bf16 values (placed bits, the factor from the panel's scratch)
 // before the loop over K; each step decodes the chunks two steps on (carried: 4 columns x 2) while
 // one vdpbf16ps per row and column runs on the chunk decoded two steps before.
 // CHECK-LABEL: func.func @gemv_bf16(
 // CHECK-SAME: %[[A:[^:]+]]: memref<?xbf16>
-// CHECK: %[[AP:.+]] = memref.alloc(%{{.*}}) {alignment = 64 : i64} : memref<?xbf16>
 // CHECK: %[[UP:.+]] = arith.ceildivui %{{.*}}, %c8{{.*}} : index
 // CHECK: %[[UP8:.+]] = arith.muli %[[UP]], %c8{{.*}} : index
+// CHECK: %[[AP:.+]] = memref.alloc(%{{.*}}) {alignment = 64 : i64} : memref<?xbf16>
 // CHECK: %[[ROWS:.+]] = arith.select %{{.*}}, %{{.*}}, %[[UP8]] : index
 // each tile's rows in slabs of their own (at most 8 rows a slab)
 // CHECK: %[[SLAB:.+]] = arith.minui %[[ROWS]], %c8{{.*}} : index
