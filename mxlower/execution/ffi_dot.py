@@ -210,7 +210,8 @@ def handler_text(spec: DotSpec) -> str:
     if spec.stream_m > dot_kernels.STREAM_M and not spec.rhs_kn:
         most = _stream_chunks(e, f, has_pool, ctx, M, units)
     if spec.packed_gemm:
-        units, most = _gemm_units(e, f, spec, dims, has_pool, ctx, B, M, panels, units)
+        units, most = _gemm_units(e, f, spec, dims, has_pool, ctx, B, M, panels, units,
+                                  most if spec.stream_m > dot_kernels.STREAM_M else None)
     several = e.icmp("sge", units, e.i64(2))
     go = e.binary("and", e.binary("and", big, several, "i1"), has_pool, "i1")
     e.do(f"llvm.cond_br {go}, ^pool, ^direct")
@@ -257,7 +258,7 @@ def _stream_chunks(e: Any, f: Any, has_pool: str, ctx: str, M: str, units: str) 
 
 
 def _gemm_units(e: Any, f: Any, spec: DotSpec, dims: str, has_pool: str, ctx: str, B: str,
-                M: str, panels: str, units: str) -> tuple[str, str]:
+                M: str, panels: str, units: str, streamed: str | None) -> tuple[str, str]:
     """(units, chunks at most) of a packed GEMM's call (more than ``spec.stream_m`` rows, the
     f32 paths): the (batch, panel) units of each block of ``mbw`` rows of A, ``dims[5] = mbw``,
     in one chunk per thread.  M is cut in equal blocks of about sqrt(B M N / threads) rows
@@ -265,7 +266,8 @@ def _gemm_units(e: Any, f: Any, spec: DotSpec, dims: str, has_pool: str, ctx: st
     rows, :attr:`~mxlower.lowering.dot_kernels.DotSpec.gemm_rows`), so that each thread's
     share of the units, contiguous, is about as many rows of A as columns of B: it packs
     each once, where blocks of all of M had every chunk (a call of the kernel) pack all of
-    A.  Otherwise the units as they are."""
+    A.  Otherwise the units as they are, in one chunk per thread, or -- ``streamed``, the
+    streaming tiles' chunks of plain rows (:func:`_stream_chunks`) -- in those."""
     mr = spec.gemm_rows
     threads = _threads(e, f, has_pool, ctx, "counted")
     npad = e.binary("mul", panels, e.i64(NP))
@@ -291,6 +293,8 @@ def _gemm_units(e: Any, f: Any, spec: DotSpec, dims: str, has_pool: str, ctx: st
     out = e.emit(f"{{r}} = llvm.select {gemm}, {e.binary('mul', units, nmb)}, {units} : i1, i64")
     # one chunk per thread (the parallel helper makes at most ceil(most / GEMM_UNITS))
     most = e.emit(f"{{r}} = llvm.intr.umin({out}, {threads}) : (i64, i64) -> i64")
+    if streamed is not None:
+        most = e.emit(f"{{r}} = llvm.select {gemm}, {most}, {streamed} : i1, i64")
     return out, e.binary("mul", most, e.i64(GEMM_UNITS))
 
 

@@ -182,6 +182,10 @@ PLAIN_STREAM_M = {"amx": 256, "avx512": 256, "vnni": 64, "avx2": 64, "portable":
 #: the same for bf16 rows on the 512-bit paths' bf16 dot products (:data:`BF16_STREAM`):
 #: 1.3-1.7x faster than the dequantize kernel + XLA's f32 dot at 1024 rows
 BF16_STREAM_M = 1024
+#: whether plain bf16 rows against MX weights (an even block size) take the 512-bit paths'
+#: packed GEMM on bf16 dot products (:attr:`DotSpec.bf16_dot`, A's pairs read as stored)
+#: past the streaming tiles' rows, rather than the dequantize kernel + XLA's f32 dot
+PLAIN_BF16_GEMM = True
 #: the most plain rows that take the K-major kernel (:class:`_KnKernel`: tiles of 8 rows,
 #: each a pass over the weights) rather than the transposed weights' path: at N = K = 4096
 #: it ran M = 17, 64, 256 in 7, 33, 71 ms against 101, 106, 144 for XLA's transpose and the
@@ -764,15 +768,20 @@ class DotSpec:
     def bf16_dot(self) -> bool:
         """Whether the GEMM path runs on bf16 dot products (path ``avx512``:
         ``vdpbf16ps``, pairs of bf16 products added into f32 lanes): both sides MX with one
-        (even) block size and no integer dot products (an f8 side).  Every MX element's
+        (even) block size and no integer dot products (an f8 side), or plain bf16 rows of A
+        against MX weights of an even block size (:data:`PLAIN_BF16_GEMM`: A's pairs read
+        as stored, each bf16 value times an MX value exact in f32).  Every MX element's
         scaled value (a narrow value times a power of two, or nvfp4's E4M3 scale) is exact
         in bf16 where the range test passes (no value below 2^-126) and so is every product
         of two in f32; they are summed in f32 over K (rounded, as XLA's
         f32 dot of the dequantized operands does): the f32 paths' contract (section 6),
         under the same range test."""
-        return (self.path in AVX512_PATHS and self.fmt("lhs") is not None
-                and self.fmt("rhs") is not None and self.k("lhs") == self.k("rhs")
-                and self.k("lhs") % 2 == 0 and not self.int_dot)
+        if self.path not in AVX512_PATHS or self.fmt("rhs") is None or self.k("rhs") % 2:
+            return False
+        if self.lhs == "bf16":  # plain bf16 rows, read as stored (:data:`PLAIN_BF16_GEMM`)
+            return PLAIN_BF16_GEMM and not self.rhs_kn
+        return (self.fmt("lhs") is not None and self.k("lhs") == self.k("rhs")
+                and not self.int_dot)
 
     @property
     def amx_dot(self) -> bool:
@@ -1037,6 +1046,8 @@ class _DotKernel:
         # K positions per packed lane (pairs; quads for vpdpbusd) and the lane's type
         self.G = 4 if self.quad else 2
         self.mr_int = spec.gemm_rows
+        # the packed GEMM packs A's rows (MX), or reads them as stored (plain bf16)
+        self.a_packed = spec.fmt("lhs") is not None
         # both sides packed as scaled bf16 values (the bf16 dot products, whole-K or blocks)
         self.scaled = self.bf or self.bfx
         self.pt = "i32" if self.word or self.quad or self.scaled else "i16"
@@ -1947,10 +1958,13 @@ class _DotKernel:
             self.kq = half  # groups per packed row of A (per column of B)
             n = t.op(f"{{r}} = arith.muli {cnp}, {half} : index")
             self.bq = self.packed_alloc(n, pt)
-            # A's rows, every tile of the batch packed once per call (rows padded to tiles)
+            # A's rows, every tile of the batch packed once per call (rows padded to tiles;
+            # none for plain bf16 rows, read as stored)
             mp = t.op(f"{{r}} = arith.ceildivui {M}, {t.c(self.mr_int)} : index")
             mp = t.op(f"{{r}} = arith.muli {mp}, {t.c(self.mr_int)} : index")
             mp = t.op(f"{{r}} = arith.minui {mp}, {t.c(MB_INT)} : index")
+            if not self.a_packed:
+                mp = c0
             n = t.op(f"{{r}} = arith.muli {mp}, {half} : index")
             self.aq = self.packed_alloc(n, pt)
             if self.amx:  # the same bytes as bf16 tiles' rows; the results' 2 x 2 tiles
@@ -2521,7 +2535,7 @@ class _DotKernel:
         t, s, M, N = self.t, self.s, self.M, self.N
         b, n0, ncols, arow0, brow0 = self.unit
         c0, c1 = t.c(0), t.c(1)
-        kb = s.k("lhs")
+        kb = s.k("rhs")  # (one block size; A plain: B's)
         word, quad, bf, G, NV = self.word, self.quad, self.bf, self.G, NV_INT
         bfx = self.bfx  # bf16 dot products from zero each block (:attr:`DotSpec.bf16_blocks`)
         vnni = s.path in VNNI_PATHS
@@ -2542,13 +2556,25 @@ class _DotKernel:
             for pair in ("1, 0", "0, 1")]
         mlast = t.op(f"{{r}} = arith.subi {M}, {c1} : index")
         half = self.kq
-        r1 = self.pack_a_block(r0)
+        plain = not self.a_packed  # A's pairs of bf16 values read as stored
+        if plain:
+            rem = t.op(f"{{r}} = arith.subi {M}, {r0} : index")
+            rows = t.op(f"{{r}} = arith.minui {rem}, {self.mbw} : index")
+            r1 = t.op(f"{{r}} = arith.addi {r0}, {rows} : index")
+        else:
+            r1 = self.pack_a_block(r0)
 
         def tile(m0: str, _: list[str]) -> list[str]:
             l0 = t.op(f"{{r}} = arith.subi {m0}, {r0} : index")  # in the packed block
-            arows = []  # where the tile's rows of A start in the packed A
+            arows = []  # where the tile's rows of A start, in pairs (packed A, or A's rows
+            # as stored: the tile's rows past M repeat its last)
             for i in range(self.mr_int):
-                li = t.op(f"{{r}} = arith.addi {l0}, {t.c(i)} : index")
+                if plain:
+                    mi = t.op(f"{{r}} = arith.addi {m0}, {t.c(i)} : index")
+                    mi = t.op(f"{{r}} = arith.minui {mi}, {mlast} : index")
+                    li = t.op(f"{{r}} = arith.addi {arow0}, {mi} : index")
+                else:
+                    li = t.op(f"{{r}} = arith.addi {l0}, {t.c(i)} : index")
                 arows.append(t.op(f"{{r}} = arith.muli {li}, {half} : index"))
 
             def group(j0: str, _: list[str]) -> list[str]:
@@ -2583,7 +2609,17 @@ class _DotKernel:
                         out = list(sums)
                         for i in range(self.mr_int):
                             o = t.op(f"{{r}} = arith.addi {arows[i]}, {kp} : index")
-                            a = t.op(f"{{r}} = memref.load {self.aq}[{o}] : memref<?x{pt}>")
+                            if plain:  # the pair's two bf16 values as one i32
+                                o = t.op(f"{{r}} = arith.muli {o}, {t.c(2)} : index")
+                                a2 = t.op(f"{{r}} = vector.load %a[{o}] : memref<?xbf16>, "
+                                          f"vector<2xbf16>")
+                                a2 = t.op(f"{{r}} = vector.bitcast {a2} : vector<2xbf16> to "
+                                          f"vector<1xi32>")
+                                a = t.op(f"{{r}} = vector.extract {a2}[0] : i32 from "
+                                         f"vector<1xi32>")
+                            else:
+                                a = t.op(f"{{r}} = memref.load {self.aq}[{o}] : "
+                                         f"memref<?x{pt}>")
                             av = t.op(f"{{r}} = vector.broadcast {a} : {pt} to {vacc}")
                             for g in range(NV):
                                 x = i * NV + g
