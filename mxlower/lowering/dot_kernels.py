@@ -29,7 +29,7 @@ Work units are ``(batch, panel of NP columns of B)`` -- for a packed GEMM's call
 threads.  Within a unit two ways, chosen at run time by M:
 
 * **streaming** (``M <=`` :attr:`DotSpec.stream_m`: 16 MX rows, 64 plain ones -- 256 on the
-  512-bit paths, 1024 bf16 rows there --, the GEMV of inference and more): B's codes are
+  512-bit paths, 48 bf16 rows there --, the GEMV of inference and more): B's codes are
   decoded straight from memory as they are read, the unit's block factors decoded first,
   eight scale codes at a time, into a scratch of ``NP x K / k`` -- for one or two rows of
   A, one row at a time
@@ -60,7 +60,8 @@ threads.  Within a unit two ways, chosen at run time by M:
   scratch of ``MR x K``, and an MR x NR register tile of accumulators runs over K;
 * **packed GEMM** (paths avx2, vnni and avx512, both sides integer-unit formats with one
   block size: :attr:`DotSpec.int_dot`; on avx512 also the other MX pairs with one block
-  size: :attr:`DotSpec.bf16_dot`; on amx, the pairs with an f8 or e3m2 side on AMX tiles:
+  size, and plain bf16 rows against MX weights, read as stored: :attr:`DotSpec.bf16_dot`;
+  on amx, the MX pairs with an f8 or e3m2 side on AMX tiles:
   :meth:`_DotKernel.amx_gemm`): per block of ``dims[5]`` rows of A (at most :data:`MB_INT`;
   packed once per call and block as pairs or quads of integer units or bf16 values; the
   scratch stays bounded whatever M) and per unit (B's panel packed likewise), per tile of :data:`MR_INT` rows and
@@ -179,12 +180,15 @@ STREAM_M = 16
 #: 1.2-1.7x, 128 level -- against XLA's dot on that host's AVX-512 (BENCHMARKS.md,
 #: nineteenth session)
 PLAIN_STREAM_M = {"amx": 256, "avx512": 256, "vnni": 64, "avx2": 64, "portable": 64}
-#: the same for bf16 rows on the 512-bit paths' bf16 dot products (:data:`BF16_STREAM`):
-#: 1.3-1.7x faster than the dequantize kernel + XLA's f32 dot at 1024 rows
-BF16_STREAM_M = 1024
+#: the same for bf16 rows on the 512-bit paths' bf16 dot products (:data:`BF16_STREAM`),
+#: more rows the packed GEMM (:data:`PLAIN_BF16_GEMM`): at N = K = 4096 on a Zen 4 the
+#: streaming tiles ran 24-32 rows 0.7-1.5x (mostly 1.04-1.1x) as fast as the GEMM, 48 rows
+#: 0.9-1.7x, 64 rows 0.9-1.1x, 80-1024 rows 0.57-0.97x (BENCHMARKS.md, twentieth session)
+BF16_STREAM_M = 48
 #: whether plain bf16 rows against MX weights (an even block size) take the 512-bit paths'
 #: packed GEMM on bf16 dot products (:attr:`DotSpec.bf16_dot`, A's pairs read as stored)
-#: past the streaming tiles' rows, rather than the dequantize kernel + XLA's f32 dot
+#: past the streaming tiles' rows, rather than the dequantize kernel + XLA's f32 dot: 1.9-2.7x
+#: faster at M = 1025 and 2048, N = K = 4096, on a Zen 4 (BENCHMARKS.md, twentieth session)
 PLAIN_BF16_GEMM = True
 #: the most plain rows that take the K-major kernel (:class:`_KnKernel`: tiles of 8 rows,
 #: each a pass over the weights) rather than the transposed weights' path: at N = K = 4096
@@ -486,10 +490,11 @@ BF16_GEMM_VENDORS = ("AuthenticAMD",)
 
 
 def gemm_by_default(spec: DotSpec, vendor: str) -> bool:
-    """Whether a GEMM (more than :data:`STREAM_M` rows on both sides) of ``spec`` takes the
-    kernel without being asked: its integer dot products and AMX tiles everywhere, its bf16
-    dot products on :data:`BF16_GEMM_VENDORS`' CPUs; its f32 GEMM path never (slower than
-    the dequantize kernels + XLA's f32 dot)."""
+    """Whether a GEMM (more rows on both sides than stream, :attr:`DotSpec.stream_m`) of
+    ``spec`` takes the kernel without being asked: its integer dot products and AMX tiles
+    everywhere, its bf16 dot products -- two MX sides, or plain bf16 rows -- on
+    :data:`BF16_GEMM_VENDORS`' CPUs; its f32 GEMM path never (slower than the dequantize
+    kernels + XLA's f32 dot)."""
     return spec.int_dot or spec.amx_dot or (spec.bf16_dot and vendor in BF16_GEMM_VENDORS)
 
 
@@ -1958,28 +1963,9 @@ class _DotKernel:
             self.kq = half  # groups per packed row of A (per column of B)
             n = t.op(f"{{r}} = arith.muli {cnp}, {half} : index")
             self.bq = self.packed_alloc(n, pt)
-            # A's rows, every tile of the batch packed once per call (rows padded to tiles;
-            # none for plain bf16 rows, read as stored)
-            mp = t.op(f"{{r}} = arith.ceildivui {M}, {t.c(self.mr_int)} : index")
-            mp = t.op(f"{{r}} = arith.muli {mp}, {t.c(self.mr_int)} : index")
-            mp = t.op(f"{{r}} = arith.minui {mp}, {t.c(MB_INT)} : index")
-            if not self.a_packed:
-                mp = c0
-            n = t.op(f"{{r}} = arith.muli {mp}, {half} : index")
-            self.aq = self.packed_alloc(n, pt)
-            if self.amx:  # the same bytes as bf16 tiles' rows; the results' 2 x 2 tiles
-                k2 = t.op(f"{{r}} = arith.muli {half}, {t.c(2)} : index")
-                self.aq2 = t.op(f"{{r}} = memref.view {self.raw[self.aq]}[{c0}][{mp}, {k2}] : "
-                                f"memref<?xi8> to memref<?x?xbf16>")
-                self.bq2 = t.op(f"{{r}} = memref.view {self.raw[self.bq]}[{c0}][{half}] : "
-                                f"memref<?xi8> to memref<?x{2 * NP}xbf16>")
-                self.cq = t.op(f"{{r}} = memref.alloca() : memref<{2 * AMX_ROWS}x{NP}xf32>")
-            n = t.op(f"{{r}} = arith.muli {mp}, {self.nblk} : index")
-            self.aqf = t.op(f"{{r}} = memref.alloc({n}) : memref<?xf32>")
-            # the batch and first row of the rows packed (none yet)
-            self.abatch = t.op("{r} = memref.alloca() : memref<2xindex>")
-            t.do(f"memref.store {Bt}, {self.abatch}[{c0}] : memref<2xindex>")
-            t.do(f"memref.store {c0}, {self.abatch}[{t.c(1)}] : memref<2xindex>")
+            if self.a_packed:  # A's rows, every tile of the batch packed once per call
+                # (rows padded to tiles; plain bf16 rows are read as stored)
+                self.alloc_packed_a(M, half, Bt)
             n = t.op(f"{{r}} = arith.muli {cnp}, {self.nblk} : index")
             self.bsum = t.op(f"{{r}} = memref.alloc({n}) : memref<?x{self.st}>")
             self.bfq = t.op(f"{{r}} = memref.alloc({n}) : memref<?xf32>")
@@ -2118,9 +2104,14 @@ class _DotKernel:
         if s.exact:
             t.do(f"memref.dealloc {self.af} : memref<?xf32>")
         if s.packed_gemm:
-            for buf, ty in ((self.bsum, self.st), (self.bfq, "f32"), (self.aqf, "f32")):
+            bufs = [(self.bsum, self.st), (self.bfq, "f32")]
+            raws = [self.bq]
+            if self.a_packed:
+                bufs.append((self.aqf, "f32"))
+                raws.append(self.aq)
+            for buf, ty in bufs:
                 t.do(f"memref.dealloc {buf} : memref<?x{ty}>")
-            for buf in (self.bq, self.aq):
+            for buf in raws:
                 t.do(f"memref.dealloc {self.raw[buf]} : memref<?xi8>")
         if self.blockwise or self.exact_bf16:
             t.do(f"memref.dealloc {self.bfs} : memref<?xf32>")
@@ -2400,6 +2391,29 @@ class _DotKernel:
 
             t.for_(t.op(f"{{r}} = arith.divui {self.K}, {t.c(G)} : index"), self.kq, c1, [],
                    pad)
+
+    def alloc_packed_a(self, M: str, half: str, Bt: str) -> None:
+        """The packed GEMM's scratches of A's rows (:meth:`pack_a_block`): ``half`` groups a
+        row for M rows padded to tiles, at most :data:`MB_INT`, their block factors, and the
+        batch and first row they hold (none yet: batch ``Bt``, past the last)."""
+        t, c0 = self.t, self.t.c(0)
+        mp = t.op(f"{{r}} = arith.ceildivui {M}, {t.c(self.mr_int)} : index")
+        mp = t.op(f"{{r}} = arith.muli {mp}, {t.c(self.mr_int)} : index")
+        mp = t.op(f"{{r}} = arith.minui {mp}, {t.c(MB_INT)} : index")
+        n = t.op(f"{{r}} = arith.muli {mp}, {half} : index")
+        self.aq = self.packed_alloc(n, self.pt)
+        if self.amx:  # the same bytes as bf16 tiles' rows; the results' 2 x 2 tiles
+            k2 = t.op(f"{{r}} = arith.muli {half}, {t.c(2)} : index")
+            self.aq2 = t.op(f"{{r}} = memref.view {self.raw[self.aq]}[{c0}][{mp}, {k2}] : "
+                            f"memref<?xi8> to memref<?x?xbf16>")
+            self.bq2 = t.op(f"{{r}} = memref.view {self.raw[self.bq]}[{c0}][{half}] : "
+                            f"memref<?xi8> to memref<?x{2 * NP}xbf16>")
+            self.cq = t.op(f"{{r}} = memref.alloca() : memref<{2 * AMX_ROWS}x{NP}xf32>")
+        n = t.op(f"{{r}} = arith.muli {mp}, {self.nblk} : index")
+        self.aqf = t.op(f"{{r}} = memref.alloc({n}) : memref<?xf32>")
+        self.abatch = t.op("{r} = memref.alloca() : memref<2xindex>")
+        t.do(f"memref.store {Bt}, {self.abatch}[{c0}] : memref<2xindex>")
+        t.do(f"memref.store {c0}, {self.abatch}[{t.c(1)}] : memref<2xindex>")
 
     def pack_a_block(self, r0: str) -> str:
         """Packs the block of A's rows ``r0 + [0, mbw)`` of the unit's batch (``dims[5]``

@@ -30,12 +30,14 @@ class ScaledDotToKernel(ModulePass):
     Each ``mx.scaled_dot`` with compute type f32 whose sides the kernel reads (see
     :func:`mxlower.lowering.dot_call.plan`: one contracting dimension, each MX side
     contracted over its blocked axis, plain sides f32 / bf16 / f16, no f6 elements, which
-    XLA:CPU cannot hold; and, unless ``gemm``, at most 16 free rows on one side -- the GEMV
-    of inference -- or a GEMM of the integer dot products: both sides e2m1 / nvfp4, e2m3,
-    e3m2 or mxint8 with one block size, on the avx2, vnni, avx512 or amx path, the other MX
-    pairs with one block size on amx (AMX tiles), or on avx512 where this host's CPU vendor
-    runs the bf16 dot products faster: :func:`mxlower.lowering.dot_kernels.gemm_by_default`)
-    becomes
+    XLA:CPU cannot hold; and, unless ``gemm``, few free rows on one side -- the GEMV of
+    inference and its like: 16 MX rows, 64 plain ones against MX weights, 256 on avx512 and
+    amx, 48 bf16 ones there (:attr:`~mxlower.lowering.dot_kernels.DotSpec.stream_m`) -- or
+    a GEMM of the integer dot products: both sides e2m1 / nvfp4, e2m3, e3m2 or mxint8 with
+    one block size, on the avx2, vnni, avx512 or amx path, the other MX pairs with one block
+    size on amx (AMX tiles), or the bf16 dot products -- those pairs, or bf16 rows against
+    MX weights -- on avx512 where the CPU vendor (``vendor``, else this host's) runs them
+    faster: :func:`mxlower.lowering.dot_kernels.gemm_by_default`) becomes
     docs/semantics.md section 6 in plain StableHLO whose
     contraction is a typed-FFI ``stablehlo.custom_call`` of the kernel's target
     (``mxlower_dot_<lhs>_<rhs>_<path>``): each side is brought to ``[B, rows, K]`` (a
@@ -85,10 +87,15 @@ class ScaledDotToKernel(ModulePass):
                        choices=("",) + dot_kernels.PATHS)
     gemm: bool = option(False, "call the kernel for every GEMM (more free rows on both sides "
                         "than stream: 16 MX rows, 64 plain ones against MX weights, 256 on "
-                        "avx512 and amx, 1024 bf16 ones there); by default only those of its "
+                        "avx512 and amx, 48 bf16 ones there); by default only those of its "
                         "packed dot products (both sides e2m1 / nvfp4, e2m3, e3m2 or "
                         "mxint8; on amx, or on avx512 and an AMD CPU, the other MX pairs "
-                        "with one block size), the others being left to mxlower-decompose-mx")
+                        "with one block size, and on avx512 and amx and an AMD CPU, bf16 "
+                        "rows against MX weights), the others being left to "
+                        "mxlower-decompose-mx")
+    vendor: str = option("", "the CPU vendor whose measured GEMM defaults apply (empty: this "
+                         "host's; AuthenticAMD takes the bf16 dot products' GEMMs by "
+                         "default, others not)")
 
     def run(self, op: Any) -> None:
         path = self.path or dot_kernels.usable_paths()[0]
@@ -105,7 +112,7 @@ class ScaledDotToKernel(ModulePass):
             p = dot_call.plan(dot_call.side_of(s.lhs), dot_call.side_of(s.rhs),
                               (s.lhs_contracting, s.rhs_contracting),
                               (s.lhs_batch, s.rhs_batch), path, gemm=self.gemm,
-                              vendor=dot_kernels.cpu_vendor())
+                              vendor=self.vendor or dot_kernels.cpu_vendor())
             if p is None:
                 continue
             spec, swap = p

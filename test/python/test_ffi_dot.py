@@ -111,9 +111,9 @@ def test_tiles_of_three_and_four_rows(plain, fmt):
 @pytest.mark.parametrize("plain", list(PLAIN))
 def test_many_plain_rows_stream(plain, fmt):
     """Plain rows against MX weights stream up to :attr:`DotSpec.stream_m` rows (the
-    path's PLAIN_STREAM_M; 1024 bf16 rows on avx512), more than MX rows (16): tiles of
+    path's PLAIN_STREAM_M; 48 bf16 rows on avx512), more than MX rows (16): tiles of
     MR_STREAM rows, each tile's rows of A in slabs of their own; one row more takes the
-    blocked GEMM."""
+    blocked GEMM (bf16 rows on avx512: the packed GEMM on bf16 dot products)."""
     spec = dot_kernels.DotSpec(plain, fmt, path=PATHS[0])
     assert spec.stream_m == (dot_kernels.BF16_STREAM_M if plain == "bf16"
                              and PATHS[0] in dot_kernels.AVX512_PATHS
@@ -481,6 +481,15 @@ def test_which_gemms_take_the_kernel_by_default():
         assert not by_default(DS("mxfp8_e4m3", "mxint8", path="portable"), vendor)
     bf = DS("mxfp8_e4m3", "mxfp8_e4m3", path="avx512")
     assert by_default(bf, "AuthenticAMD") and not by_default(bf, "GenuineIntel")
+    # plain bf16 rows: the packed GEMM on bf16 dot products likewise, on AMD's CPUs; f32 /
+    # f16 rows, bf16 rows off the 512-bit paths and an odd block size, never
+    for path in ("avx512", "amx"):
+        plain_bf = DS("bf16", "mxfp4_e2m1", path=path)
+        assert by_default(plain_bf, "AuthenticAMD") and not by_default(plain_bf, "GenuineIntel")
+    for vendor in ("AuthenticAMD", "GenuineIntel", ""):
+        assert not by_default(DS("bf16", "mxfp8_e4m3", None, 33, path="avx512"), vendor)
+        for plain, path in (("f32", "avx512"), ("f16", "avx512"), ("bf16", "vnni")):
+            assert not by_default(DS(plain, "mxfp8_e4m3", path=path), vendor)
 
 
 @pytest.mark.parametrize("path", dot_kernels.X86_PATHS)
@@ -551,6 +560,33 @@ def test_bf16_dot_products_gemm(lf, rf, k):
     for shape in (((), 17, 1, 1), ((), 20, 35, 1), ((), 23, 70, 3), ((2,), 18, 16, 2),
                   ((), 41, 33, 5), ((2,), dot_kernels.MB_INT + 13, 37, 1)):
         _run(lf, rf, shape, rng, "avx512", k=k)
+
+
+@pytest.mark.skipif("avx512" not in PATHS, reason="this CPU has no AVX512-BF16 / VNNI")
+@pytest.mark.parametrize("fmt", MX)
+def test_plain_bf16_rows_gemm(fmt):
+    """bf16 rows against MX weights past the streaming tiles' rows (DotSpec.stream_m): the
+    avx512 path's packed GEMM on bf16 dot products, A's pairs read as stored (the tile's
+    rows past M repeating its last), against the reference: one row past the streaming
+    rows, ragged tiles of rows and columns, N across panels, K of one to five blocks,
+    block sizes 8 to 64, batches, several blocks of rows (the handler's dims[5]) across
+    XLA's threads; bit-identical to the f32 FMA path where every sum is exact."""
+    rng = np.random.default_rng(MX.index(fmt) + 300)
+    spec = dot_kernels.DotSpec("bf16", fmt, path="avx512")
+    assert spec.bf16_dot and spec.packed_gemm and not dot_kernels._DotKernel(spec).a_packed
+    assert dot_kernels.gemm_by_default(spec, "AuthenticAMD")
+    most = spec.stream_m
+    for k in ((16,) if fmt == "nvfp4" else (None, 8, 64)):
+        for shape in (((), most + 1, 33, 1), ((), most + 6, 70, 3), ((2,), 61, 16, 2),
+                      ((), 150, 37, 5)):
+            _run("bf16", fmt, shape, rng, "avx512", k=k)
+    _run("bf16", fmt, ((3,), 203, 9 * dot_kernels.NP + 5, 4), rng, "avx512")
+    # exact sums: small integers on both sides, the same bits as the f32 FMA path (vnni)
+    x = rng.integers(-8, 9, (most + 11, 64)).astype(ml_dtypes.bfloat16)
+    q = mxj.quantize(rng.integers(-4, 5, (37, 64)).astype(F32), fmt, impl="xla")
+    got = np.asarray(ffi_dot.dot(x, None, q.elements, q.scales, None, fmt, path="avx512"))
+    want = np.asarray(ffi_dot.dot(x, None, q.elements, q.scales, None, fmt, path="vnni"))
+    np.testing.assert_array_equal(got, want)
 
 
 @pytest.mark.skipif("avx512" not in PATHS, reason="this CPU has no AVX512-BF16 / VNNI")
@@ -1310,6 +1346,23 @@ def test_many_plain_rows_run_the_kernel_under_jit_vmap_grad():
     x2 = rng.standard_normal((most + 1, 96)).astype(F32)
     text = f.lower(x2, w).compile().as_text()
     assert "mxlower_dot_" not in text and "mxlower_dequantize" in text
+    # bf16 rows past their streaming rows: the packed GEMM on bf16 dot products where the
+    # path has them (avx512) and the vendor takes it by default, under jit, vmap and grad
+    spec = dot_kernels.DotSpec("bf16", "mxfp8_e4m3", path=PATHS[0])
+    if not dot_kernels.gemm_by_default(spec, dot_kernels.cpu_vendor()):
+        return
+    xb = rng.standard_normal((3, spec.stream_m + 9, 96)).astype(ml_dtypes.bfloat16)
+    text = f.lower(xb[0], w).compile().as_text()
+    assert spec.name in text and "mxlower_dequantize" not in text
+    batched = jax.jit(jax.vmap(lambda x: mxj.scaled_dot(x, w)))(xb)
+    for i in range(3):
+        np.testing.assert_array_equal(batched[i], f(xb[i], w))
+        assert_dot_close(batched[i], xb[i].astype(F32), vw, (((1,), (1,)), ((), ())),
+                         what="bf16 GEMM rows")
+    ct = rng.standard_normal((spec.stream_m + 9, 48)).astype(F32)
+    gx = jax.jit(jax.grad(lambda x: jnp.sum(ct * mxj.scaled_dot(x, w).astype(F32))))(
+        xb[0].astype(F32).astype(ml_dtypes.bfloat16))
+    np.testing.assert_allclose(np.asarray(gx, F32), ct @ vw, rtol=1e-2, atol=1e-2)
 
 
 def test_installed_scaled_matmul_runs_the_kernel():
@@ -1523,10 +1576,13 @@ def test_extreme_plain_values_take_the_f64_contraction(plain):
         assert np.all(np.isfinite(got)) and np.any(got != 0)
         got = np.asarray(ffi_dot.dot(e, s, jnp.asarray(x), None, "mxfp4_e2m1", None))
         assert_dot_close(got, vw, xf, dn, what=f"mxfp4_e2m1 x {plain} {scale}")
-        # many rows (the streaming path's), each result exactly
-        x = (rng.integers(-3, 4, (43, 64)) * scale).astype(dt)
-        got = np.asarray(ffi_dot.dot(jnp.asarray(x), None, e, s, None, "mxfp4_e2m1"))
-        assert_dot_close(got, x.astype(F32), vw, dn, what=f"{plain} rows x {scale}")
+        # many rows (the streaming path's, and past them: bf16's packed GEMM on avx512),
+        # each result exactly
+        most = dot_kernels.DotSpec(plain, "mxfp4_e2m1", path=PATHS[0]).stream_m
+        for rows in (43, most + 5):
+            x = (rng.integers(-3, 4, (rows, 64)) * scale).astype(dt)
+            got = np.asarray(ffi_dot.dot(jnp.asarray(x), None, e, s, None, "mxfp4_e2m1"))
+            assert_dot_close(got, x.astype(F32), vw, dn, what=f"{plain} rows x {scale}")
     x = rng.standard_normal((2, 64)).astype(dt)
     x[0, 5], x[1, 9] = np.inf, np.nan
     got = np.asarray(ffi_dot.dot(jnp.asarray(x), None, e, s, None, "mxfp4_e2m1"))

@@ -427,6 +427,49 @@ func.func private @gemv_bf16(memref<?xbf16>, memref<?xi8>, memref<?xi8>, memref<
 
 // -----
 
+// bf16 activations against MXFP6 E2M3 weights on avx512: past 48 rows (the streaming
+// tiles') the packed GEMM on vdpbf16ps.  B's panel is packed as for the MX pairs (one view of
+// i32 pairs: the only one; A has no packed scratch); A's pairs of K positions are read as
+// stored -- a 32-bit load of two bf16 values, broadcast -- from rows clamped at M's last
+// (the tile's rows past M repeat it); f32 accumulators over the whole of K, 4 rows x 2
+// vectors of 16 columns.
+// CHECK-LABEL: func.func @gemm_bf16(
+// CHECK-SAME: %[[A:[^:]+]]: memref<?xbf16>
+// CHECK: memref.view %{{.*}} : memref<?xi8> to memref<?xi32>
+// CHECK-NOT: memref.view
+// CHECK: %[[BIG:.+]] = arith.cmpi ugt, %{{.*}}, %c48{{.*}} : index
+// CHECK: %[[GO:.+]] = arith.andi %[[BIG]], %{{.*}} : i1
+// CHECK-NEXT: scf.if %[[GO]] {
+// CHECK: scf.for %[[M0:.+]] = %{{.*}} to %{{.*}} step %c4{{.*}} {
+// CHECK: %[[I:.+]] = arith.addi %[[M0]], %c0{{.*}} : index
+// CHECK-NEXT: %[[R:.+]] = arith.minui %[[I]], %{{.*}} : index
+// CHECK-NEXT: %[[ROW:.+]] = arith.addi %{{.*}}, %[[R]] : index
+// CHECK-NEXT: %[[AR:.+]] = arith.muli %[[ROW]], %{{.*}} : index
+// CHECK: scf.for {{.*}} -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>) {
+// CHECK: scf.for {{.*}} -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>) {
+// CHECK: %[[BV:.+]] = vector.bitcast %{{.*}} : vector<16xi32> to vector<32xbf16>
+// CHECK: %[[P:.+]] = arith.addi %[[AR]], %{{.*}} : index
+// CHECK-NEXT: %{{.*}} = arith.constant 2 : index
+// CHECK-NEXT: %[[E:.+]] = arith.muli %[[P]], %{{.*}} : index
+// CHECK-NEXT: %[[AV:.+]] = vector.load %[[A]][%[[E]]] : memref<?xbf16>, vector<2xbf16>
+// CHECK-NEXT: %[[AI:.+]] = vector.bitcast %[[AV]] : vector<2xbf16> to vector<1xi32>
+// CHECK-NEXT: %[[A1:.+]] = vector.extract %[[AI]][0] : i32 from vector<1xi32>
+// CHECK-NEXT: %[[AB:.+]] = vector.broadcast %[[A1]] : i32 to vector<16xi32>
+// CHECK-NEXT: %[[AP:.+]] = vector.bitcast %[[AB]] : vector<16xi32> to vector<32xbf16>
+// CHECK-NEXT: llvm.call_intrinsic "llvm.x86.avx512bf16.dpbf16ps.512"(%{{.*}}, %[[AP]], %[[BV]]) : (vector<16xf32>, vector<32xbf16>, vector<32xbf16>) -> vector<16xf32>
+// CHECK-NOT: arith.sitofp
+// CHECK-NOT: vector.fma
+// CHECK: vector.maskedstore
+// PORTABLE-LABEL: func.func @gemm_bf16(
+// PORTABLE-NOT: dpbf16ps
+// PORTABLE-NOT: vector<2xbf16>
+// PORTABLE: return
+// LLVM-LABEL: llvm.func @gemm_bf16(
+// LLVM: llvm.call_intrinsic "llvm.x86.avx512bf16.dpbf16ps.512"
+func.func private @gemm_bf16(memref<?xbf16>, memref<?xi8>, memref<?xi8>, memref<?xf32>, memref<?xi64>, index, index) attributes {mxlower.dot_kernel = {lhs = "bf16", rhs = "mxfp6_e2m3", path = "avx512"}}
+
+// -----
+
 // bf16 activations against MXFP4 weights: the pipelined tile's chunk of 32 codes by one
 // word permute from the block's table -- the row of the module's constant table of every
 // e8m0 scale code's 16 products (bf16 bits, each row twice over: vpermw's 32 words by one

@@ -1,6 +1,8 @@
 // RUN: mxlower-opt %s --split-input-file --verify-diagnostics --mxlower-scaled-dot-to-kernel='path=portable' | FileCheck %s
 // RUN: mxlower-opt %s --split-input-file --verify-diagnostics -p 'builtin.module(mxlower-scaled-dot-to-kernel{path=avx2 gemm=true})' | FileCheck %s --check-prefix=GEMM
 // RUN: mxlower-opt %s --split-input-file --verify-diagnostics -p 'builtin.module(mxlower-scaled-dot-to-kernel{path=avx2})' | FileCheck %s --check-prefix=AVX2
+// RUN: mxlower-opt %s --split-input-file --verify-diagnostics -p 'builtin.module(mxlower-scaled-dot-to-kernel{path=avx512 vendor=AuthenticAMD})' | FileCheck %s --check-prefix=AVX512
+// RUN: mxlower-opt %s --split-input-file --verify-diagnostics -p 'builtin.module(mxlower-scaled-dot-to-kernel{path=avx512 vendor=GenuineIntel})' | FileCheck %s --check-prefix=INTEL
 // RUN: mxlower-opt %inputs/scaled_dot_spelling_format.mlir -p 'builtin.module(mxlower-scaled-dot-to-kernel{path=avx2},mxlower-decompose-mx)' -o %t.format.mlir
 // RUN: mxlower-opt %inputs/scaled_dot_spelling_datatype.mlir -p 'builtin.module(mxlower-scaled-dot-to-kernel{path=avx2},mxlower-decompose-mx)' -o %t.datatype.mlir
 // RUN: diff %t.format.mlir %t.datatype.mlir
@@ -122,6 +124,33 @@ func.func @int8_gemm(%a: tensor<32x64xi8>, %as: tensor<32x2xf8E8M0FNU>, %b: tens
 func.func @f8_gemm(%a: tensor<32x64xf8E4M3FN>, %as: tensor<32x2xf8E8M0FNU>, %b: tensor<24x64xf8E4M3FN>, %bs: tensor<24x2xf8E8M0FNU>) -> tensor<32x24xf32> {
   %0 = "mx.scaled_dot"(%a, %as, %b, %bs) {lhs_format = "mxfp8_e4m3", rhs_format = "mxfp8_e4m3", dot_dimension_numbers = #stablehlo.dot<lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [1]>} : (tensor<32x64xf8E4M3FN>, tensor<32x2xf8E8M0FNU>, tensor<24x64xf8E4M3FN>, tensor<24x2xf8E8M0FNU>) -> tensor<32x24xf32>
   return %0 : tensor<32x24xf32>
+}
+
+// -----
+
+// bf16 rows against MX weights past the streaming tiles' rows (48 on avx512, 64 plain rows on
+// avx2): avx512's packed GEMM on bf16 dot products takes them on an AMD CPU (vendor=), the
+// bf16 rows as they are; another vendor's, and avx2, which has no such GEMM, leave them to
+// mxlower-decompose-mx, as avx512 does f32 rows past its 256.
+// AVX512-LABEL: func.func @bf16_rows(
+// AVX512: stablehlo.custom_call @mxlower_dot_bf16_mxfp8_e4m3k32_avx512(
+// AVX512-SAME: (tensor<1x80x64xbf16>, tensor<1x24x64xf8E4M3FN>, tensor<1x24x2xf8E8M0FNU>) -> tensor<1x80x24xf32>
+// AVX512-LABEL: func.func @f32_rows(
+// AVX512-NOT: stablehlo.custom_call
+// AVX512: "mx.scaled_dot"
+// AVX2-LABEL: func.func @bf16_rows(
+// AVX2-NOT: stablehlo.custom_call
+// AVX2: "mx.scaled_dot"
+// INTEL-LABEL: func.func @bf16_rows(
+// INTEL-NOT: stablehlo.custom_call
+// INTEL: "mx.scaled_dot"
+func.func @bf16_rows(%x: tensor<80x64xbf16>, %w: tensor<24x64xf8E4M3FN>, %s: tensor<24x2xf8E8M0FNU>) -> tensor<80x24xf32> {
+  %0 = "mx.scaled_dot"(%x, %w, %s) {rhs_format = "mxfp8_e4m3", dot_dimension_numbers = #stablehlo.dot<lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [1]>} : (tensor<80x64xbf16>, tensor<24x64xf8E4M3FN>, tensor<24x2xf8E8M0FNU>) -> tensor<80x24xf32>
+  return %0 : tensor<80x24xf32>
+}
+func.func @f32_rows(%x: tensor<300x64xf32>, %w: tensor<24x64xf8E4M3FN>, %s: tensor<24x2xf8E8M0FNU>) -> tensor<300x24xf32> {
+  %0 = "mx.scaled_dot"(%x, %w, %s) {rhs_format = "mxfp8_e4m3", dot_dimension_numbers = #stablehlo.dot<lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [1]>} : (tensor<300x64xf32>, tensor<24x64xf8E4M3FN>, tensor<24x2xf8E8M0FNU>) -> tensor<300x24xf32>
+  return %0 : tensor<300x24xf32>
 }
 
 // -----
