@@ -22,6 +22,10 @@ far apart (the exact pairs' groups of blocks summed in f32 where their scales al
 
     python bench/bench_dot_ab.py --before a421701 --m 1,2,8
     python bench/bench_dot_ab.py --before a421701 --m 2,8,16 --x mx --spread 8
+    python bench/bench_dot_ab.py --before HEAD --m 8,64 --x bf16 --kn
+
+``--kn``: the weights held K-major, ``[K, N]`` blocked along K, and the K-major kernel
+(:attr:`~mxlower.lowering.dot_kernels.DotSpec.rhs_kn`) on both trees.
 """
 
 from __future__ import annotations
@@ -41,15 +45,15 @@ from mxlower.benchmarking import Session, evictor, round_robin  # noqa: E402
 
 FORMATS = ("mxfp4_e2m1", "mxfp6_e2m3", "mxfp8_e4m3", "nvfp4", "mxint8")
 
-#: the child's program: lower each dot kernel of (lhs, rhs, path) (JSON on stdin) with the
+#: the child's program: lower each dot kernel of (lhs, rhs, path, rhs_kn) (JSON on stdin) with the
 #: mxlower it imports, print {name: LLVM-dialect text}
 _CHILD = r"""
 import json, sys
 from mxlower.execution import ffi_dot
 from mxlower.lowering.dot_kernels import DotSpec
 out = {}
-for lhs, rhs, path in json.load(sys.stdin):
-    s = DotSpec(lhs, rhs, path=path)
+for lhs, rhs, path, *kn in json.load(sys.stdin):
+    s = DotSpec(lhs, rhs, path=path, rhs_kn=bool(kn and kn[0]))
     out[s.name] = str(ffi_dot.lower_module(s)[1])
 json.dump(out, sys.stdout)
 """
@@ -69,6 +73,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="each block of 32 values of both sides times 2^u, u uniform in [0, "
                          "SPREAD]: block scales SPREAD binades further apart than normal "
                          "data's (the exact pairs' groups: EXACT_GROUP)")
+    ap.add_argument("--kn", action="store_true",
+                    help="weights held K-major, [K, N] blocked along K (DotSpec.rhs_kn: the "
+                         "K-major kernel; plain activations)")
     a = ap.parse_args(argv)
 
     import jax
@@ -82,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     from mxlower.testing import assert_dot_close
 
     path = ffi_dot.host_path()
-    kernels = [(f if x == "mx" else x, f, path) for f in a.formats.split(",")
+    kernels = [(f if x == "mx" else x, f, path, a.kn) for f in a.formats.split(",")
                for x in a.x.split(",")]
     with tempfile.TemporaryDirectory() as tmp:
         export(a.before, pathlib.Path(tmp))
@@ -103,11 +110,13 @@ def main(argv: list[str] | None = None) -> int:
     session = Session()
     rows = []
     NK = a.nk
-    for lhs, fmt, _ in kernels:
-        spec = ffi_dot.DotSpec(lhs, fmt, path=path)
+    for lhs, fmt, _, kn in kernels:
+        spec = ffi_dot.DotSpec(lhs, fmt, path=path, rhs_kn=kn)
         target = ffi_dot.register(spec)
         w32 = spread(rng.standard_normal((NK, NK)).astype(np.float32))
         w = mxj.quantize(w32, fmt, impl="xla")
+        wk = (mxj.quantize(np.ascontiguousarray(w32.T), fmt, axis=0, impl="xla") if kn
+              else w)  # the same weights [K, N], blocked along K (axis 0)
         e = np.asarray(w.elements)
         t = FLOAT_TYPES.get(MX[fmt].element)
         six = t is not None and t.bits == 6
@@ -125,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
                 qe = np.asarray(q.elements)
                 x = R.dequantize(R.from_bits(qe, MX[fmt].element) if six else qe,
                                  np.asarray(q.scales), fmt)
-            ops = [jax.device_put(np.asarray(o)[None]) for o in (*xs, w.elements, w.scales)]
+            ops = [jax.device_put(np.asarray(o)[None]) for o in (*xs, wk.elements, wk.scales)]
             out = jax.ShapeDtypeStruct((1, M, NK), np.float32)
             fns = {k: jax.jit(jax.ffi.ffi_call(t, out))
                    for k, t in (("before", spec.name + "_before"), ("after", target))}
@@ -142,7 +151,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{spec.name} M={M}: {t['before'] * 1e3:.3f} -> {t['after'] * 1e3:.3f} ms",
                   file=sys.stderr)
 
-    print(session.header(f"dot kernel GEMV: {a.before} against this checkout, N = K = {NK}, "
+    print(session.header(f"dot kernel GEMV{' (K-major weights)' if a.kn else ''}: "
+                         f"{a.before} against this checkout, N = K = {NK}, "
                          f"path {path}, weights evicted before each run, best of {a.reps}"
                          + (f", block spread {a.spread}" if a.spread else "")))
     print("| M | weights | x | before (ms) | after (ms) | before / after |")

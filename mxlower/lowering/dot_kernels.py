@@ -3855,6 +3855,11 @@ KN_PREFETCH_ROWS = 16
 #: bits), so that each visit of a row of K -- a page apart, for N of a few thousand --
 #: reads as many of its codes as the registers allow
 KN_TILES = {8: 1, 4: 2, 2: 4, 1: 8}
+#: the fewest rows of a K-major tile of bf16 activations that runs on bf16 dot products
+#: (:meth:`_KnKernel.kn_tile_bf16`, the 512-bit paths; fewer rows: the f32 FMAs); 0: none.
+#: Against the FMAs at N = K = 4096 on a Zen 4: 8 rows 1.10-1.32x, 16 rows 1.02-1.17x, 64
+#: rows 1.09-1.20x faster; 4 rows 0.91-1.07x (BENCHMARKS.md, twentieth session)
+KN_BF16_ROWS = 8
 
 
 def _f64_lit(v: float) -> str:
@@ -3878,7 +3883,9 @@ class _KnKernel(_DotKernel):
     accumulators allow (one row of A: 256 columns, 1.4-2x faster than 32) --, decodes them
     (:meth:`integer_units` / :meth:`f16_decode`), scales them by the columns' factors of
     that block (a vector of scale codes, contiguous too) and takes each row of A's value at
-    K, broadcast, into one FMA per vector; tiles of 8, 4, 2 and 1 rows cover M exactly.
+    K, broadcast, into one FMA per vector (bf16 rows on the 512-bit paths, tiles of
+    :data:`KN_BF16_ROWS` rows and more: a pair of rows of K at a time on bf16 dot products,
+    :meth:`kn_tile_bf16`); tiles of 8, 4, 2 and 1 rows cover M exactly.
     The columns past a panel's whole vectors (N's last), f4 codes of an odd N (a row's
     codes then start mid-byte) and every unit where the range test fails take
     :meth:`kn_f64`: one result at a time, each product exact in f64, summed in f64,
@@ -3965,54 +3972,32 @@ class _KnKernel(_DotKernel):
         d = self.f64_of_f32(v1, 1)
         return t.op(f"{{r}} = vector.extract {d}[0] : f64 from vector<1xf64>")
 
+    def kn_bf16(self, mr: int) -> bool:
+        """Whether a tile of ``mr`` rows runs on bf16 dot products (:meth:`kn_tile_bf16`):
+        bf16 rows on the 512-bit paths, at least :data:`KN_BF16_ROWS` of them, an even
+        block size."""
+        s = self.s
+        return (bool(KN_BF16_ROWS) and mr >= KN_BF16_ROWS and s.lhs == "bf16"
+                and s.path in AVX512_PATHS and s.k("rhs") % 2 == 0)
+
     def kn_tile(self, b: str, n0: str, m0: str, mr: int, nc: int) -> None:
         """Rows ``m0`` to ``m0 + mr`` (of batch ``b``) against ``nc`` vectors of columns
         from ``n0``: per block of K the columns' factors, per row of K the columns' codes
         decoded (unscaled), scaled by a multiply, and one FMA a row and vector with A's
-        value broadcast."""
-        t, s, C, K, N = self.t, self.s, self.C, self.K, self.N
-        f = s.fmt("rhs")
-        kb = t.c(s.k("rhs"))
+        value broadcast (bf16 rows: :meth:`kn_tile_bf16` where :meth:`kn_bf16`)."""
+        if self.kn_bf16(mr):
+            self.kn_tile_bf16(b, n0, m0, mr, nc)
+            return
+        t, C = self.t, self.C
         vf = _vt(C, "f32")
-        arow0 = t.op(f"{{r}} = arith.muli {b}, {self.M} : index")
-        rows = [t.op(f"{{r}} = arith.addi {arow0}, {m0} : index")]
-        for i in range(1, mr):
-            rows.append(t.op(f"{{r}} = arith.addi {rows[0]}, {t.c(i)} : index"))
-        bk = t.op(f"{{r}} = arith.muli {b}, {K} : index")  # B's first row of K
-        bb = t.op(f"{{r}} = arith.muli {b}, {self.nblk} : index")  # its first row of scales
-        ahead = t.op(f"{{r}} = arith.muli {N}, {t.c(KN_PREFETCH_ROWS)} : index")
-        four = f.bits == 4
-
-        # the byte of each line of a group's codes (KN_PREFETCH_ROWS rows on)
-        line = 128 if four else 64
-        lines = range(0, nc * C, line)
+        rows = self.kn_tile_rows(b, m0, mr)
 
         def block(jb: str, accs: list[str]) -> list[str]:
-            so = t.op(f"{{r}} = arith.addi {bb}, {jb} : index")
-            so = t.op(f"{{r}} = arith.muli {so}, {N} : index")
-            so = t.op(f"{{r}} = arith.addi {so}, {n0} : index")
-            fvs = [self.factor("rhs", "%bs", t.op(f"{{r}} = arith.addi {so}, {t.c(j * C)} : "
-                                                  "index"), n=C) for j in range(nc)]
-            k0 = t.op(f"{{r}} = arith.muli {jb}, {kb} : index")
+            fvs, k0 = self.kn_block(b, jb, n0, nc)
 
             def step(dk: str, accs: list[str]) -> list[str]:
                 k = t.op(f"{{r}} = arith.addi {k0}, {dk} : index")
-                at = t.op(f"{{r}} = arith.addi {bk}, {k} : index")
-                at = t.op(f"{{r}} = arith.muli {at}, {N} : index")
-                at = t.op(f"{{r}} = arith.addi {at}, {n0} : index")
-                nxt = t.op(f"{{r}} = arith.addi {at}, {ahead} : index")
-                for o in lines:
-                    p = t.op(f"{{r}} = arith.addi {nxt}, {t.c(o)} : index")
-                    if four:
-                        p = t.op(f"{{r}} = arith.divui {p}, {t.c(2)} : index")
-                    t.do(f"memref.prefetch %b[{p}], read, locality<0>, data : memref<?xi8>")
-                vs = []
-                for j in range(nc):
-                    aj = t.op(f"{{r}} = arith.addi {at}, {t.c(j * C)} : index")
-                    v8 = self.codes("rhs", "%b", aj)
-                    v = (self.integer_units("rhs", v8) if integer_shift(f) is not None else
-                         self.f16_decode("rhs", v8, 0))
-                    vs.append(t.op(f"{{r}} = arith.mulf {v}, {fvs[j]} : {vf}"))
+                vs = self.kn_scaled(b, k, n0, nc, fvs)
                 out = list(accs)
                 for i, row in enumerate(rows):
                     a = t.op(f"{{r}} = vector.broadcast {self.kn_a(row, k)} : f32 to {vf}")
@@ -4021,16 +4006,124 @@ class _KnKernel(_DotKernel):
                         out[x] = t.op(f"{{r}} = vector.fma {a}, {vs[j]}, {accs[x]} : {vf}")
                 return out
 
-            return t.for_(t.c(0), kb, t.c(1), [(a, vf) for a in accs], step)
+            return t.for_(t.c(0), t.c(self.s.k("rhs")), t.c(1), [(a, vf) for a in accs], step)
 
         zero = t.c(0.0, vf)
         accs = t.for_(t.c(0), self.nblk, t.c(1), [(zero, vf)] * (mr * nc), block)
+        self.kn_store(rows, n0, accs, C)
+
+    def kn_tile_bf16(self, b: str, n0: str, m0: str, mr: int, nc: int) -> None:
+        """:meth:`kn_tile` on bf16 dot products: per pair of rows of K (k, k + 1, in one
+        block: its size even) each vector's 32 codes of both rows decoded and scaled as
+        there (exact in f32), their bf16 bits (exact: at most 8 significant bits, normal
+        under the range test) interleaved into each column's pair (two vectors of 16
+        columns' pairs), and per row of A its pair of values at (k, k + 1) -- two bf16 as
+        stored, one 32-bit load -- broadcast into one ``vdpbf16ps`` per 16 columns: the
+        two exact products added into the column's f32 lane."""
+        t, C, K = self.t, self.C, self.K
+        v16, vi, vbf, vh = _vt(16, "f32"), _vt(16, "i32"), _vt(C, "bf16"), _vt(C, "i16")
+        rows = self.kn_tile_rows(b, m0, mr)
+        arows = [t.op(f"{{r}} = arith.muli {r}, {K} : index") for r in rows]
+        lo = ", ".join(f"{j}, {j + C}" for j in range(C // 2))  # the columns' pairs
+        hi = ", ".join(f"{j}, {j + C}" for j in range(C // 2, C))
+
+        def block(jb: str, accs: list[str]) -> list[str]:
+            fvs, k0 = self.kn_block(b, jb, n0, nc)
+
+            def step(dk: str, accs: list[str]) -> list[str]:
+                k = t.op(f"{{r}} = arith.addi {k0}, {dk} : index")
+                k1 = t.op(f"{{r}} = arith.addi {k}, {t.c(1)} : index")
+                # per row of the pair, per vector: the scaled values' bf16 bits
+                x, y = ([self.bf16_bits(v) for v in self.kn_scaled(b, kh, n0, nc, fvs)]
+                        for kh in (k, k1))
+                pairs = []  # per vector: its 32 columns' pairs, 16 columns a vector
+                for j in range(nc):
+                    for order in (lo, hi):
+                        w = t.op(f"{{r}} = vector.shuffle {x[j]}, {y[j]} [{order}] : {vh}, "
+                                 f"{vh}")
+                        pairs.append(t.op(f"{{r}} = vector.bitcast {w} : {vh} to {vbf}"))
+                out = list(accs)
+                for i in range(mr):
+                    o = t.op(f"{{r}} = arith.addi {arows[i]}, {k} : index")
+                    a2 = t.op(f"{{r}} = vector.load %a[{o}] : memref<?xbf16>, vector<2xbf16>")
+                    a2 = t.op(f"{{r}} = vector.bitcast {a2} : vector<2xbf16> to vector<1xi32>")
+                    a1 = t.op(f"{{r}} = vector.extract {a2}[0] : i32 from vector<1xi32>")
+                    av = t.op(f"{{r}} = vector.broadcast {a1} : i32 to {vi}")
+                    av = t.op(f"{{r}} = vector.bitcast {av} : {vi} to {vbf}")
+                    for x, pv in enumerate(pairs):
+                        acc = i * 2 * nc + x
+                        out[acc] = t.op(f'{{r}} = llvm.call_intrinsic '
+                                        f'"llvm.x86.avx512bf16.dpbf16ps.512"({accs[acc]}, {av}, '
+                                        f"{pv}) : ({v16}, {vbf}, {vbf}) -> {v16}")
+                return out
+
+            return t.for_(t.c(0), t.c(self.s.k("rhs")), t.c(2), [(a, v16) for a in accs],
+                          step)
+
+        zero = t.c(0.0, v16)
+        accs = t.for_(t.c(0), self.nblk, t.c(1), [(zero, v16)] * (mr * 2 * nc), block)
+        self.kn_store(rows, n0, accs, 16)
+
+    def kn_tile_rows(self, b: str, m0: str, mr: int) -> list[str]:
+        """A tile's rows ``m0 + i`` (i < ``mr``) of batch ``b``, absolute."""
+        t = self.t
+        arow0 = t.op(f"{{r}} = arith.muli {b}, {self.M} : index")
+        rows = [t.op(f"{{r}} = arith.addi {arow0}, {m0} : index")]
+        for i in range(1, mr):
+            rows.append(t.op(f"{{r}} = arith.addi {rows[0]}, {t.c(i)} : index"))
+        return rows
+
+    def kn_block(self, b: str, jb: str, n0: str, nc: int) -> tuple[list[str], str]:
+        """(the ``nc`` vectors of columns' factors of block ``jb`` of batch ``b`` from
+        column ``n0``, the block's first row of K)."""
+        t, C, N = self.t, self.C, self.N
+        so = t.op(f"{{r}} = arith.muli {b}, {self.nblk} : index")  # the batch's scales
+        so = t.op(f"{{r}} = arith.addi {so}, {jb} : index")
+        so = t.op(f"{{r}} = arith.muli {so}, {N} : index")
+        so = t.op(f"{{r}} = arith.addi {so}, {n0} : index")
+        fvs = [self.factor("rhs", "%bs", t.op(f"{{r}} = arith.addi {so}, {t.c(j * C)} : "
+                                              "index"), n=C) for j in range(nc)]
+        return fvs, t.op(f"{{r}} = arith.muli {jb}, {t.c(self.s.k('rhs'))} : index")
+
+    def kn_scaled(self, b: str, k: str, n0: str, nc: int, fvs: list[str]) -> list[str]:
+        """The scaled values (``vector<32xf32>``, exact) of ``nc`` vectors of columns from
+        ``n0`` at row ``k`` of batch ``b``'s weights, their factors ``fvs``; each line of
+        those codes :data:`KN_PREFETCH_ROWS` rows on prefetched."""
+        t, s, C, N = self.t, self.s, self.C, self.N
+        f = s.fmt("rhs")
+        four = f.bits == 4
+        at = t.op(f"{{r}} = arith.muli {b}, {self.K} : index")  # B's first row of K
+        at = t.op(f"{{r}} = arith.addi {at}, {k} : index")
+        at = t.op(f"{{r}} = arith.muli {at}, {N} : index")
+        at = t.op(f"{{r}} = arith.addi {at}, {n0} : index")
+        ahead = t.op(f"{{r}} = arith.muli {N}, {t.c(KN_PREFETCH_ROWS)} : index")
+        nxt = t.op(f"{{r}} = arith.addi {at}, {ahead} : index")
+        for o in range(0, nc * C, 128 if four else 64):  # the byte of each line
+            p = t.op(f"{{r}} = arith.addi {nxt}, {t.c(o)} : index")
+            if four:
+                p = t.op(f"{{r}} = arith.divui {p}, {t.c(2)} : index")
+            t.do(f"memref.prefetch %b[{p}], read, locality<0>, data : memref<?xi8>")
+        vs = []
+        for j in range(nc):
+            aj = t.op(f"{{r}} = arith.addi {at}, {t.c(j * C)} : index")
+            v8 = self.codes("rhs", "%b", aj)
+            v = (self.integer_units("rhs", v8) if integer_shift(f) is not None else
+                 self.f16_decode("rhs", v8, 0))
+            vs.append(t.op(f"{{r}} = arith.mulf {v}, {fvs[j]} : {_vt(C, 'f32')}"))
+        return vs
+
+    def kn_store(self, rows: list[str], n0: str, accs: list[str], w: int) -> None:
+        """Each row's accumulators (vectors of ``w`` columns, in order from ``n0``) into the
+        result."""
+        t = self.t
+        per = len(accs) // len(rows)
         for i, row in enumerate(rows):
-            o = t.op(f"{{r}} = arith.muli {row}, {N} : index")
+            o = t.op(f"{{r}} = arith.muli {row}, {self.N} : index")
             o = t.op(f"{{r}} = arith.addi {o}, {n0} : index")
-            for j in range(nc):
-                oj = t.op(f"{{r}} = arith.addi {o}, {t.c(j * C)} : index")
-                t.do(f"vector.store {accs[i * nc + j]}, %out[{oj}] : memref<?xf32>, {vf}")
+            for x in range(per):
+                ox = t.op(f"{{r}} = arith.addi {o}, {t.c(x * w)} : index")
+                t.do(f"vector.store {accs[i * per + x]}, %out[{ox}] : memref<?xf32>, "
+                     f"{_vt(w, 'f32')}")
 
     def kn_values(self) -> tuple[str, str]:
         """(the memref, its type ``memref<2^bits x f64>``): every code's value times

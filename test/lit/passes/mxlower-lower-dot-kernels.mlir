@@ -810,6 +810,32 @@ func.func private @gemv_kn(memref<?xf32>, memref<?xi8>, memref<?xi8>, memref<?xf
 
 // -----
 
+// bf16 rows against K-major MXFP4 weights on avx512: the tiles of 8 rows run on vdpbf16ps, a
+// pair of rows of K a step (one block: steps of 2), each row's 32 codes decoded and scaled as
+// for the FMAs and truncated to their bf16 bits (exact), the two rows' bits interleaved into
+// each column's pair (two vectors of 16 columns), A's pair at (k, k + 1) read as stored (one
+// 32-bit load) and broadcast: 8 rows x 2 vectors of 16 f32 lanes; fewer rows keep the FMAs.
+// CHECK-LABEL: func.func @gemv_kn_bf16(
+// CHECK: scf.for %{{.*}} step %c8{{.*}} {
+// CHECK: scf.for {{.*}} -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>) {
+// CHECK: scf.for %{{.*}} = %{{.*}} to %c32{{.*}} step %c2{{.*}} iter_args(
+// CHECK: %[[X:.+]] = arith.trunci %{{.*}} : vector<32xi32> to vector<32xi16>
+// CHECK: %[[Y:.+]] = arith.trunci %{{.*}} : vector<32xi32> to vector<32xi16>
+// CHECK-NEXT: %[[LO:.+]] = vector.shuffle %[[X]], %[[Y]] [0, 32, 1, 33, {{.*}}, 15, 47] : vector<32xi16>, vector<32xi16>
+// CHECK-NEXT: %[[BL:.+]] = vector.bitcast %[[LO]] : vector<32xi16> to vector<32xbf16>
+// CHECK-NEXT: %[[HI:.+]] = vector.shuffle %[[X]], %[[Y]] [16, 48, {{.*}}, 31, 63] : vector<32xi16>, vector<32xi16>
+// CHECK-NEXT: %[[BH:.+]] = vector.bitcast %[[HI]] : vector<32xi16> to vector<32xbf16>
+// CHECK: %[[A2:.+]] = vector.load %arg0[%{{.*}}] : memref<?xbf16>, vector<2xbf16>
+// CHECK: %[[AV:.+]] = vector.bitcast %{{.*}} : vector<16xi32> to vector<32xbf16>
+// CHECK-NEXT: llvm.call_intrinsic "llvm.x86.avx512bf16.dpbf16ps.512"(%{{.*}}, %[[AV]], %[[BL]])
+// CHECK-NEXT: llvm.call_intrinsic "llvm.x86.avx512bf16.dpbf16ps.512"(%{{.*}}, %[[AV]], %[[BH]])
+// CHECK: vector.store %{{.*}}, %arg3[%{{.*}}] : memref<?xf32>, vector<16xf32>
+// the tiles of 4, 2, 1 rows: FMAs
+// CHECK: vector.fma %{{.*}} : vector<32xf32>
+func.func private @gemv_kn_bf16(memref<?xbf16>, memref<?xi8>, memref<?xi8>, memref<?xf32>, memref<?xi64>, index, index) attributes {mxlower.dot_kernel = {lhs = "bf16", rhs = "mxfp4_e2m1", path = "avx512", rhs_layout = "kn"}}
+
+// -----
+
 // The range test (part = "range"; the kernel's signature): one pass over the plain side's
 // exponent fields (8 lanes) and over the scale codes (32 at a time, unsigned min and max), no
 // scratch, then the mode stored into dims[4].  The kernel reads it and runs, where it is not
