@@ -3857,8 +3857,9 @@ KN_PREFETCH_ROWS = 16
 KN_TILES = {8: 1, 4: 2, 2: 4, 1: 8}
 #: the fewest rows of a K-major tile of bf16 activations that runs on bf16 dot products
 #: (:meth:`_KnKernel.kn_tile_bf16`, the 512-bit paths; fewer rows: the f32 FMAs); 0: none.
-#: Against the FMAs at N = K = 4096 on a Zen 4: 8 rows 1.10-1.32x, 16 rows 1.02-1.17x, 64
-#: rows 1.09-1.20x faster; 4 rows 0.91-1.07x (BENCHMARKS.md, twentieth session)
+#: Against the FMAs at N = K = 4096 on a Zen 4, two runs: 8 rows 1.02-1.37x, 16 rows
+#: 1.02-1.26x, 64 rows 1.09-1.24x faster; 4 rows 0.91-1.07x (BENCHMARKS.md, twentieth
+#: session)
 KN_BF16_ROWS = 8
 
 
