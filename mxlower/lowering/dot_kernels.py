@@ -832,8 +832,9 @@ class DotSpec:
         return PLAIN_STREAM_M[self.path]
 
     def bf16_stream(self, mx_rows: bool = False) -> bool:
-        """Whether the streaming tiles run on bf16 dot products (:data:`BF16_STREAM`, the 512-bit paths): bf16 rows -- or, ``mx_rows``, MX
-        rows decoded to bf16 -- against MX weights, in chunks of 8 values and more."""
+        """Whether the streaming tiles run on bf16 dot products (:data:`BF16_STREAM`, the
+        512-bit paths): bf16 rows -- or, ``mx_rows``, MX rows decoded to bf16 -- against MX
+        weights, in chunks of 8 values and more."""
         return (BF16_STREAM and self.path in AVX512_PATHS
                 and (self.lhs == "bf16" or mx_rows) and self.fmt("rhs") is not None
                 and self.chunk >= 8)
@@ -2523,7 +2524,8 @@ class _DotKernel:
         """The unit's GEMM by x86's dot products (:attr:`DotSpec.packed_gemm`).  B's
         panel packed (:meth:`int_pack`), and the unit's block of A's rows (:meth:`pack_a_block`,
         once per call and block: they stay packed while the call's next unit is in the same
-        batch and block); then per tile of
+        batch and block; plain bf16 rows are read as stored, a pair of values at a time, the
+        tile's rows past M repeating its last); then per tile of
         :data:`MR_INT` rows (per path) and :data:`NV_INT` vectors of columns, per block:
 
         * **bytes** (:attr:`DotSpec.byte_dot`, 16 columns a vector): i16 accumulators

@@ -89,10 +89,9 @@ class ScaledDotToKernel(ModulePass):
                         "than stream: 16 MX rows, 64 plain ones against MX weights, 256 on "
                         "avx512 and amx, 48 bf16 ones there); by default only those of its "
                         "packed dot products (both sides e2m1 / nvfp4, e2m3, e3m2 or "
-                        "mxint8; on amx, or on avx512 and an AMD CPU, the other MX pairs "
-                        "with one block size, and on avx512 and amx and an AMD CPU, bf16 "
-                        "rows against MX weights), the others being left to "
-                        "mxlower-decompose-mx")
+                        "mxint8; on amx, the other MX pairs with one block size; on avx512 "
+                        "and an AMD CPU, those pairs and bf16 rows against MX weights), the "
+                        "others being left to mxlower-decompose-mx")
     vendor: str = option("", "the CPU vendor whose measured GEMM defaults apply (empty: this "
                          "host's; AuthenticAMD takes the bf16 dot products' GEMMs by "
                          "default, others not)")
