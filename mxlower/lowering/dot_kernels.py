@@ -214,6 +214,12 @@ NR_STREAM = 1
 #: a Zen 4 and 10-20% on a Sapphire Rapids), one where 16 do (two measured no faster or
 #: slower on AVX2) (BENCHMARKS.md, third and sixth sessions)
 NR_STREAM_TILE = {"amx": 2, "avx512": 2, "vnni": 1, "avx2": 1, "portable": 1}
+#: columns of the tiles of 5-16 bf16 rows on bf16 dot products whose weights decode by a
+#: table in chunks of 32 (:meth:`_DotKernel.table_decode`: mxfp4, mxfp6): three against
+#: :data:`NR_STREAM_TILE`'s two at M = 8-16 on a Zen 4, four runs: mxfp4 1.03-1.13x (one run
+#: 0.75x at M = 8), mxfp6 1.02-1.24x; nvfp4's chunks of 16 0.82-0.85x, keeping two; f32 rows
+#: 0.63-0.9x with three (BENCHMARKS.md, twentieth session)
+NR_STREAM_TILE_TABLES = 3
 #: whether a path's streaming tiles (3-16 rows, the f32 paths) are software-pipelined
 #: (:meth:`_DotKernel.piped_tile`): on the 512-bit paths, for every MX weight format (1.05-1.6x
 #: faster at M = 8 on a Zen 4); the 256-bit paths measured no faster (their 16 vector
@@ -2044,6 +2050,9 @@ class _DotKernel:
                     # those summing groups in f32, whose f64 lanes wait in memory)
                     wide = self.grouped
                     nr = 1 if self.exact and not wide else NR_STREAM_TILE[s.path]
+                    if (self.bf_stream and not self.exact and self.C == 32
+                            and self.table_decode(MR_STREAM)):
+                        nr = NR_STREAM_TILE_TABLES  # (the tiles of more than 4 rows)
                     t.if_(le, lambda: self.rows(c0, M, MR_STREAM_EXACT, stream=True,
                                                 a_direct=a_direct,
                                                 nr=(nr if wide else 1) if self.exact else

@@ -497,6 +497,8 @@ func.func private @gemm_bf16(memref<?xbf16>, memref<?xi8>, memref<?xi8>, memref<
 // CHECK: %[[IW:.+]] = vector.bitcast %[[I]] : vector<16xi32> to vector<32xi16>
 // CHECK: llvm.call_intrinsic "llvm.x86.avx512.permvar.hi.512"(%[[TW]], %[[IW]]) : (vector<32xi16>, vector<32xi16>) -> vector<32xi16>
 // CHECK: llvm.x86.avx512bf16.dpbf16ps.512
+// the tiles of 8 rows: 3 columns (NR_STREAM_TILE_TABLES), two steps of each carried
+// CHECK: scf.for %{{.*}} -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<32xbf16>, vector<32xbf16>, vector<32xbf16>, vector<32xbf16>, vector<32xbf16>, vector<32xbf16>) {
 func.func private @gemv_bf16_f4(memref<?xbf16>, memref<?xi8>, memref<?xi8>, memref<?xf32>, memref<?xi64>, index, index) attributes {mxlower.dot_kernel = {lhs = "bf16", rhs = "mxfp4_e2m1", path = "avx512"}}
 
 // -----
