@@ -217,7 +217,7 @@ NR_STREAM_TILE = {"amx": 2, "avx512": 2, "vnni": 1, "avx2": 1, "portable": 1}
 #: columns of the tiles of 5-16 bf16 rows on bf16 dot products whose weights decode by a
 #: table in chunks of 32 (:meth:`_DotKernel.table_decode`: mxfp4, mxfp6): three against
 #: :data:`NR_STREAM_TILE`'s two at M = 8-16 on a Zen 4, four runs: mxfp4 1.03-1.13x (one run
-#: 0.75x at M = 8), mxfp6 1.02-1.24x; nvfp4's chunks of 16 0.82-0.85x, keeping two; f32 rows
+#: 0.75x at M = 8), mxfp6 1.02-1.24x; nvfp4's chunks of 16 0.82-0.86x, keeping two; f32 rows
 #: 0.63-0.9x with three (BENCHMARKS.md, twentieth session)
 NR_STREAM_TILE_TABLES = 3
 #: whether a path's streaming tiles (3-16 rows, the f32 paths) are software-pipelined
