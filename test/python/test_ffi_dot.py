@@ -1360,8 +1360,7 @@ def test_many_plain_rows_run_the_kernel_under_jit_vmap_grad():
         assert_dot_close(batched[i], xb[i].astype(F32), vw, (((1,), (1,)), ((), ())),
                          what="bf16 GEMM rows")
     ct = rng.standard_normal((spec.stream_m + 9, 48)).astype(F32)
-    gx = jax.jit(jax.grad(lambda x: jnp.sum(ct * mxj.scaled_dot(x, w).astype(F32))))(
-        xb[0].astype(F32).astype(ml_dtypes.bfloat16))
+    gx = jax.jit(jax.grad(lambda x: jnp.sum(ct * mxj.scaled_dot(x, w).astype(F32))))(xb[0])
     np.testing.assert_allclose(np.asarray(gx, F32), ct @ vw, rtol=1e-2, atol=1e-2)
 
 
