@@ -45,15 +45,15 @@ from mxlower.benchmarking import Session, evictor, round_robin  # noqa: E402
 
 FORMATS = ("mxfp4_e2m1", "mxfp6_e2m3", "mxfp8_e4m3", "nvfp4", "mxint8")
 
-#: the child's program: lower each dot kernel of (lhs, rhs, path, rhs_kn) (JSON on stdin) with the
-#: mxlower it imports, print {name: LLVM-dialect text}
+#: the child's program: lower each dot kernel of (lhs, rhs, path, rhs_kn) (JSON on stdin)
+#: with the mxlower it imports, print {name: LLVM-dialect text}
 _CHILD = r"""
 import json, sys
 from mxlower.execution import ffi_dot
 from mxlower.lowering.dot_kernels import DotSpec
 out = {}
-for lhs, rhs, path, *kn in json.load(sys.stdin):
-    s = DotSpec(lhs, rhs, path=path, rhs_kn=bool(kn and kn[0]))
+for lhs, rhs, path, kn in json.load(sys.stdin):
+    s = DotSpec(lhs, rhs, path=path, **({"rhs_kn": True} if kn else {}))  # (older trees)
     out[s.name] = str(ffi_dot.lower_module(s)[1])
 json.dump(out, sys.stdout)
 """

@@ -206,12 +206,12 @@ def handler_text(spec: DotSpec) -> str:
     has_pool = e.icmp("sge", api_size, e.i64(abi.struct_size(abi.Api,
                                                           "XLA_FFI_ThreadPool_NumThreads")))
     ctx = e.load("%frame", abi.CallFrame.ctx.offset, "!llvm.ptr")
-    most = units  # chunks at most
+    most, streamed = units, None  # chunks at most; the streaming tiles' (plain rows)
     if spec.stream_m > dot_kernels.STREAM_M and not spec.rhs_kn:
-        most = _stream_chunks(e, f, has_pool, ctx, M, units)
+        most = streamed = _stream_chunks(e, f, has_pool, ctx, M, units)
     if spec.packed_gemm:
         units, most = _gemm_units(e, f, spec, dims, has_pool, ctx, B, M, panels, units,
-                                  most if spec.stream_m > dot_kernels.STREAM_M else None)
+                                  streamed)
     several = e.icmp("sge", units, e.i64(2))
     go = e.binary("and", e.binary("and", big, several, "i1"), has_pool, "i1")
     e.do(f"llvm.cond_br {go}, ^pool, ^direct")

@@ -2170,6 +2170,14 @@ class _DotKernel:
         self.raw[v] = raw
         return v
 
+    def bf16_pair(self, at: str) -> str:
+        """i32: plain bf16 A's two values at elements ``at`` and ``at + 1``, as stored (one
+        32-bit load: a pair of K positions for ``vdpbf16ps``)."""
+        t = self.t
+        v = t.op(f"{{r}} = vector.load %a[{at}] : memref<?xbf16>, vector<2xbf16>")
+        v = t.op(f"{{r}} = vector.bitcast {v} : vector<2xbf16> to vector<1xi32>")
+        return t.op(f"{{r}} = vector.extract {v}[0] : i32 from vector<1xi32>")
+
     def bf16_bits(self, v: str) -> str:
         """vector<C x i16>: the high halves of the f32 vector ``v``'s lanes -- their bf16
         bits, exact where each value has at most 8 significant bits (its low half zero)."""
@@ -2634,14 +2642,9 @@ class _DotKernel:
                         out = list(sums)
                         for i in range(self.mr_int):
                             o = t.op(f"{{r}} = arith.addi {arows[i]}, {kp} : index")
-                            if plain:  # the pair's two bf16 values as one i32
-                                o = t.op(f"{{r}} = arith.muli {o}, {t.c(2)} : index")
-                                a2 = t.op(f"{{r}} = vector.load %a[{o}] : memref<?xbf16>, "
-                                          f"vector<2xbf16>")
-                                a2 = t.op(f"{{r}} = vector.bitcast {a2} : vector<2xbf16> to "
-                                          f"vector<1xi32>")
-                                a = t.op(f"{{r}} = vector.extract {a2}[0] : i32 from "
-                                         f"vector<1xi32>")
+                            if plain:
+                                a = self.bf16_pair(t.op(f"{{r}} = arith.muli {o}, {t.c(2)} : "
+                                                        "index"))
                             else:
                                 a = t.op(f"{{r}} = memref.load {self.aq}[{o}] : "
                                          f"memref<?x{pt}>")
@@ -4056,10 +4059,7 @@ class _KnKernel(_DotKernel):
                         pairs.append(t.op(f"{{r}} = vector.bitcast {w} : {vh} to {vbf}"))
                 out = list(accs)
                 for i in range(mr):
-                    o = t.op(f"{{r}} = arith.addi {arows[i]}, {k} : index")
-                    a2 = t.op(f"{{r}} = vector.load %a[{o}] : memref<?xbf16>, vector<2xbf16>")
-                    a2 = t.op(f"{{r}} = vector.bitcast {a2} : vector<2xbf16> to vector<1xi32>")
-                    a1 = t.op(f"{{r}} = vector.extract {a2}[0] : i32 from vector<1xi32>")
+                    a1 = self.bf16_pair(t.op(f"{{r}} = arith.addi {arows[i]}, {k} : index"))
                     av = t.op(f"{{r}} = vector.broadcast {a1} : i32 to {vi}")
                     av = t.op(f"{{r}} = vector.bitcast {av} : {vi} to {vbf}")
                     for x, pv in enumerate(pairs):
