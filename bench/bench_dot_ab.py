@@ -76,6 +76,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--kn", action="store_true",
                     help="weights held K-major, [K, N] blocked along K (DotSpec.rhs_kn: the "
                          "K-major kernel; plain activations)")
+    ap.add_argument("--engine-before", action="store_true",
+                    help="compile the revision's kernels by upstream MLIR's ExecutionEngine "
+                         "(the kernel cache off for them; this checkout's through the cache "
+                         "where it is on): with --before HEAD, the cache's libraries against "
+                         "the JIT's code for the same kernels")
     a = ap.parse_args(argv)
 
     import jax
@@ -94,7 +99,8 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         export(a.before, pathlib.Path(tmp))
         old = lowered_by(_CHILD, pathlib.Path(tmp), kernels)
-    keep = [register_lowered(text, name, name + "_before")  # the revision's kernels
+    keep = [register_lowered(text, name, name + "_before",  # the revision's kernels
+                             engine=a.engine_before)
             for name, text in old.items()]
 
     rng = np.random.default_rng(0)

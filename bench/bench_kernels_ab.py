@@ -98,19 +98,30 @@ def lowered_by(child: str, tree: pathlib.Path | None, kernels: list) -> dict[str
     return json.loads(res.stdout)
 
 
-def register_lowered(text: str, name: str, target: str) -> tuple:
-    """JIT-compiles the lowered module ``text`` of kernel ``name`` and registers its handler
-    as the XLA FFI target ``target`` for the CPU; what must stay alive while it runs."""
+def register_lowered(text: str, name: str, target: str, *, engine: bool = False) -> tuple:
+    """Compiles the lowered module ``text`` of kernel ``name`` (as every kernel is: through
+    the kernel cache where it is on; ``engine``: by upstream MLIR's ExecutionEngine, the cache
+    off) and registers its handler as the XLA FFI target ``target`` for the CPU; what must
+    stay alive while it runs."""
     import jax
 
     from mxlower.bindings import upstream
-    from mxlower.execution import ffi
+    from mxlower.execution import ffi, kernel_cache
 
     ir = upstream.module("ir")
     ctx = upstream.context()
     with ctx:
         module = ir.Module.parse(text)
-    engine, address = ffi.jit(ctx, module, f"{name}_ffi_address")
+    saved = os.environ.get(kernel_cache.ENV)
+    if engine:
+        os.environ[kernel_cache.ENV] = "off"
+    try:
+        engine, address = ffi.jit(ctx, module, f"{name}_ffi_address")
+    finally:
+        if saved is None:
+            os.environ.pop(kernel_cache.ENV, None)
+        else:
+            os.environ[kernel_cache.ENV] = saved
     handler = ffi.ctypes.CFUNCTYPE(ffi.ctypes.c_void_p, ffi.ctypes.c_void_p)(address)
     jax.ffi.register_ffi_target(target, jax.ffi.pycapsule(handler), platform="cpu",
                                 api_version=1)

@@ -69,6 +69,7 @@ import numpy as np
 from mxlower import numbers, types
 from mxlower.bindings import jaxlib, upstream
 import mxlower.execution.ffi_abi as abi
+import mxlower.execution.kernel_cache as kernel_cache
 from mxlower.formats import FORMATS, SCALE_MODES
 from mxlower.lowering.mx_kernels import (
     CastSpec,
@@ -725,10 +726,16 @@ def externs(text: str) -> str:
 
 
 def jit(ctx: Any, module: Any, address_fn: str, *, opt_level: int = 3) -> tuple[Any, int]:
-    """(engine, address): ``module`` (LLVM dialect) JIT-compiled for this CPU by upstream
-    MLIR's ExecutionEngine, and the pointer the generated ``@<address_fn>() -> !llvm.ptr``
-    returns (the engine's lookup finds only the packed ``_mlir_*`` wrappers, so a function's
-    address comes out through one)."""
+    """(engine, address): ``module`` (LLVM dialect) compiled for this CPU -- loaded from
+    :mod:`mxlower.execution.kernel_cache` (compiled into it on a miss) where that cache is on
+    and can serve, else JIT-compiled by upstream MLIR's ExecutionEngine -- and the pointer
+    the generated ``@<address_fn>() -> !llvm.ptr`` returns (the engine's lookup finds only
+    the packed ``_mlir_*`` wrappers, so a function's address comes out through one).  The
+    engine (or library) must live as long as the address is used."""
+    with ctx:
+        cached = kernel_cache.load(module, address_fn, opt_level=opt_level)
+    if cached is not None:
+        return cached
     ee_mod = upstream.module("execution_engine")
     with ctx:
         engine = ee_mod.ExecutionEngine(module, opt_level=opt_level,

@@ -22,6 +22,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Sequence
 
 from mxlower.bindings import upstream
 from mxlower.lowering.nvvm_model import parse_chip
@@ -197,15 +198,20 @@ def assemble(ptx: str, chip: str) -> bytes:
 
 def host_shared_object(llvm_ir: str, path: str, *, cpu: str | None = None,
                        features: str | None = None, opt_level: int = 2,
-                       optimize: bool = False) -> None:
+                       optimize: bool = False, triple: str | None = None,
+                       libs: Sequence[str] = ()) -> None:
     """Host LLVM IR -> a shared library at ``path`` (xtc's llc for x86-64, position
     independent; linked by the system's C compiler, ``$CC`` or ``cc``, against libc and
     libdl).  ``cpu`` / ``features``: llc's ``-mcpu`` / ``-mattr`` (e.g. ``sapphirerapids``,
     ``-prefer-256-bit``); none: a generic x86-64 that any such machine runs.  ``optimize``:
     LLVM's IR pipeline first (xtc's ``opt -O<opt_level>``, as upstream MLIR's
-    ExecutionEngine runs it before code generation), for kernels; llc alone otherwise."""
+    ExecutionEngine runs it before code generation), for kernels; llc alone otherwise.
+    ``triple``: the target triple for both (without one in the IR or here, opt's passes see
+    no target: no CPU features in their cost models).  ``libs``: shared libraries to link
+    against (full paths; each one's directory becomes a run path)."""
+    target = [f"-mtriple={triple}"] if triple else []
     if optimize:
-        argv = [_tool("opt"), f"-O{opt_level}", "-S"]
+        argv = [_tool("opt"), f"-O{opt_level}", "-S", *target]
         argv += [f"-mcpu={cpu}"] if cpu else []
         argv += [f"-mattr={features}"] if features else []
         llvm_ir = _run("opt", argv + ["-o", "-", "-"], llvm_ir).stdout
@@ -214,8 +220,10 @@ def host_shared_object(llvm_ir: str, path: str, *, cpu: str | None = None,
         raise ToolError("cc", "not found (a C compiler links the shared object; set CC)")
     with tempfile.TemporaryDirectory(prefix="mxlower-host-") as d:
         obj = os.path.join(d, "h.o")
-        argv = [_tool("llc"), f"-O{opt_level}", "-filetype=obj", "-relocation-model=pic"]
+        argv = [_tool("llc"), f"-O{opt_level}", "-filetype=obj", "-relocation-model=pic",
+                *target]
         argv += [f"-mcpu={cpu}"] if cpu else []
         argv += [f"-mattr={features}"] if features else []
         _run("llc", argv + ["-o", obj, "-"], llvm_ir)
-        _run("cc", [cc, "-shared", "-o", path, obj, "-ldl"], b"")
+        rpaths = [f"-Wl,-rpath,{os.path.dirname(lib)}" for lib in libs]
+        _run("cc", [cc, "-shared", "-o", path, obj, *libs, *rpaths, "-ldl"], b"")
