@@ -513,6 +513,17 @@ def bench_startup() -> list[dict]:
     return rows
 
 
+def _cache_mode() -> str:
+    """What "LLVM compile" was: the kernel cache's load or build, or the ExecutionEngine's."""
+    from mxlower.execution import kernel_cache
+
+    d = kernel_cache.directory()
+    if d is None or kernel_cache.compiler() is None:
+        return "the kernel cache off: each kernel JIT-compiled by the ExecutionEngine"
+    return (f"through the kernel cache in {d}: a kernel already there is loaded, not "
+            f"compiled; {kernel_cache.ENV}=off for the ExecutionEngine's compile times")
+
+
 def _timed(fn: Callable[[], object]) -> float:
     t0 = time.perf_counter()
     fn()
@@ -582,7 +593,7 @@ def markdown(sizes: dict[int, dict[str, tuple[float, float]]], startup: list[dic
         for logn, t in sizes.items()) + ".", "",
         "Kernel build (MLIR: kernel, lowering, handler) and LLVM compile time, and a jitted "
         "call on [16, 4096] f32: the first (trace, build, compile, register, XLA compile) and "
-        "a warm one:", "",
+        f"a warm one ({_cache_mode()}):", "",
         "| kernel | build ms | LLVM compile ms | first call ms | warm call ms |",
         "|---|---:|---:|---:|---:|"]
     for r in startup:
