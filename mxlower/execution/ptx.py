@@ -208,7 +208,7 @@ def host_shared_object(llvm_ir: str, path: str, *, cpu: str | None = None,
     ExecutionEngine runs it before code generation), for kernels; llc alone otherwise.
     ``triple``: the target triple for both (without one in the IR or here, opt's passes see
     no target: no CPU features in their cost models).  ``libs``: shared libraries to link
-    against (full paths; each one's directory becomes a run path)."""
+    against where the code calls them (full paths; each one's directory a run path)."""
     target = [f"-mtriple={triple}"] if triple else []
     if optimize:
         argv = [_tool("opt"), f"-O{opt_level}", "-S", *target]
@@ -225,5 +225,8 @@ def host_shared_object(llvm_ir: str, path: str, *, cpu: str | None = None,
         argv += [f"-mcpu={cpu}"] if cpu else []
         argv += [f"-mattr={features}"] if features else []
         _run("llc", argv + ["-o", obj, "-"], llvm_ir)
-        rpaths = [f"-Wl,-rpath,{os.path.dirname(lib)}" for lib in libs]
-        _run("cc", [cc, "-shared", "-o", path, obj, *libs, *rpaths, "-ldl"], b"")
+        # --as-needed: a library the code does not call is not a dependency (nor its path;
+        # some distributions' compilers pass it by default, others not)
+        linked = ["-Wl,--as-needed", *libs,
+                  *(f"-Wl,-rpath,{os.path.dirname(lib)}" for lib in libs)] if libs else []
+        _run("cc", [cc, "-shared", "-o", path, obj, *linked, "-ldl"], b"")

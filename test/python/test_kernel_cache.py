@@ -12,6 +12,7 @@ import ctypes
 import os
 import platform
 import shutil
+import subprocess
 import threading
 import time
 import types
@@ -74,6 +75,12 @@ def test_a_miss_builds_and_a_hit_loads_without_compiling(cache):
     # ffi.jit goes through it: the same library again, no build
     _, address3 = ffi.jit(ctx, module, fn)
     assert len(cache.builds) == 1 and address3
+    # linked --as-needed: no dependency on the runtime library it does not call (nor on the
+    # virtual environment holding it), so that environments sharing the cache share entries
+    if shutil.which("readelf"):
+        deps = subprocess.run(["readelf", "-d", str(so)], capture_output=True, text=True,
+                              check=True).stdout
+        assert "NEEDED" in deps and "mlir_c_runner_utils" not in deps
 
 
 def test_the_key_covers_text_level_toolchain_and_cpu(monkeypatch):
