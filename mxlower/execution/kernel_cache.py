@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import fcntl
 import functools
 import hashlib
 import os
@@ -47,6 +46,11 @@ from typing import Any
 
 from mxlower.bindings import upstream
 import mxlower.execution.ptx as ptx
+
+try:
+    import fcntl  # POSIX: the lock files
+except ImportError:  # (no cache where there is none)
+    fcntl = None  # type: ignore[assignment]
 
 #: the environment variable naming the cache directory (``off`` / ``0`` / empty: no cache)
 ENV = "MXLOWER_CACHE_DIR"
@@ -212,7 +216,7 @@ def load(module: Any, address_fn: str, *, opt_level: int = 3) -> tuple[Any, int]
     directory that cannot be written, a toolchain that fails: the first such failure in a
     process warns), so that the caller JIT-compiles instead."""
     d = directory()
-    if d is None or compiler() is None or platform.system() != "Linux":
+    if d is None or fcntl is None or platform.system() != "Linux" or compiler() is None:
         return None
     try:
         d.mkdir(parents=True, exist_ok=True)
