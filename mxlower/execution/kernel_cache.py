@@ -21,7 +21,8 @@ Where: ``$MXLOWER_CACHE_DIR`` if set (``off``, ``0`` or empty: no cache, every k
 JIT-compiled by the ExecutionEngine as before), else ``$XDG_CACHE_HOME/mxlower/kernels`` or
 ``~/.cache/mxlower/kernels``.  Entries are written to a temporary name and renamed into
 place, so a reader never sees half a library; one that fails to load is removed and
-compiled again.  Without a C compiler (``$CC``, ``cc`` or ``gcc``), or where the directory
+compiled again.  The directory is created readable by its owner alone (its libraries are
+code the process loads: point ``MXLOWER_CACHE_DIR`` only at a directory others cannot write).  Without a C compiler (``$CC``, ``cc`` or ``gcc``), or where the directory
 cannot be written, kernels are JIT-compiled as before: the cache only ever saves time.
 Past ``$MXLOWER_CACHE_MAX_MB`` megabytes (default :data:`DEFAULT_MAX_MB`) the least recently
 used entries go.  Deleting the directory is always safe.
@@ -219,7 +220,7 @@ def load(module: Any, address_fn: str, *, opt_level: int = 3) -> tuple[Any, int]
     if d is None or fcntl is None or platform.system() != "Linux" or compiler() is None:
         return None
     try:
-        d.mkdir(parents=True, exist_ok=True)
+        d.mkdir(mode=0o700, parents=True, exist_ok=True)  # (its libraries are code we load)
         lib = _open(d, key(str(module), opt_level), module, opt_level)
         getter = getattr(lib, address_fn)
     except Exception as err:  # noqa: BLE001 -- the ExecutionEngine still can: warn, fall back

@@ -12,6 +12,7 @@ import ctypes
 import os
 import platform
 import shutil
+import stat
 import subprocess
 import threading
 import time
@@ -64,6 +65,7 @@ def test_a_miss_builds_and_a_hit_loads_without_compiling(cache):
     ctx, module, fn = _module()
     lib, address = kernel_cache.load(module, fn)
     assert address and len(cache.builds) == 1
+    assert stat.S_IMODE(cache.dir.stat().st_mode) == 0o700  # its owner's alone
     (so,) = cache.dir.glob("*.so")
     assert so.name == kernel_cache.key(str(module), 3) + ".so"
     before = so.stat().st_ino
