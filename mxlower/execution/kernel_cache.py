@@ -22,8 +22,9 @@ JIT-compiled by the ExecutionEngine as before), else ``$XDG_CACHE_HOME/mxlower/k
 ``~/.cache/mxlower/kernels``.  Entries are written to a temporary name and renamed into
 place, so a reader never sees half a library; one that fails to load is removed and
 compiled again.  The directory is created readable by its owner alone (its libraries are
-code the process loads: point ``MXLOWER_CACHE_DIR`` only at a directory others cannot write).  Without a C compiler (``$CC``, ``cc`` or ``gcc``), or where the directory
-cannot be written, kernels are JIT-compiled as before: the cache only ever saves time.
+code the process loads: point ``MXLOWER_CACHE_DIR`` only at a directory others cannot
+write).  Without a C compiler (``$CC``, ``cc`` or ``gcc``), or where the directory cannot be
+written, kernels are JIT-compiled as before: the cache only ever saves time.
 Past ``$MXLOWER_CACHE_MAX_MB`` megabytes (default :data:`DEFAULT_MAX_MB`) the least recently
 used entries go.  Deleting the directory is always safe.
 """
