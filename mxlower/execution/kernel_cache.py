@@ -26,11 +26,14 @@ code the process loads: point ``MXLOWER_CACHE_DIR`` only at a directory others c
 write).  Without a C compiler (``$CC``, ``cc`` or ``gcc``), or where the directory cannot be
 written, kernels are JIT-compiled as before: the cache only ever saves time.
 Past ``$MXLOWER_CACHE_MAX_MB`` megabytes (default :data:`DEFAULT_MAX_MB`) the least recently
-used entries go.  Deleting the directory is always safe.
+used entries go.  Deleting the directory is always safe; ``python -m
+mxlower.execution.kernel_cache [--clear]`` says where it is, whether it can serve and what it
+holds (and empties it).
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import ctypes
 import functools
@@ -40,6 +43,7 @@ import platform
 import shutil
 import tempfile
 import threading
+import time
 import warnings
 from collections.abc import Iterator
 from importlib import metadata
@@ -234,3 +238,64 @@ def load(module: Any, address_fn: str, *, opt_level: int = 3) -> tuple[Any, int]
     getter.restype = ctypes.c_void_p
     getter.argtypes = []
     return lib, getter()
+
+
+def status() -> dict[str, Any]:
+    """Where the cache is and what it holds: ``directory`` (None: off), ``usable`` (and if
+    not, ``why``), ``entries`` (libraries), ``bytes``, ``limit_bytes``."""
+    d = directory()
+    why = ("switched off" if d is None else "not Linux" if platform.system() != "Linux"
+           else "no fcntl" if fcntl is None
+           else "no C compiler ($CC, cc or gcc)" if compiler() is None else None)
+    libs = sorted(d.glob("*.so")) if d is not None and d.is_dir() else []
+    sizes = []
+    for p in libs:
+        with contextlib.suppress(OSError):
+            sizes.append(p.stat().st_size)
+    return {"directory": d, "usable": why is None, "why": why, "entries": len(sizes),
+            "bytes": sum(sizes), "limit_bytes": limit_bytes()}
+
+
+def clear() -> int:
+    """Removes every entry (and lock file) of the cache directory, skipping those another
+    process is building or loading right now; the number of libraries removed."""
+    d = directory()
+    if d is None or fcntl is None or not d.is_dir():
+        return 0
+    n = 0
+    for p in d.glob("*.so"):
+        with contextlib.suppress(OSError), open(p.with_suffix(".lock"), "a+b") as f:
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                continue
+            p.unlink()
+            p.with_suffix(".lock").unlink()
+            n += 1
+    for t in d.glob("*.tmp"):  # left by a build that was killed
+        with contextlib.suppress(OSError):
+            if t.stat().st_mtime < time.time() - 3600:
+                t.unlink()
+    return n
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m mxlower.execution.kernel_cache [--clear]``: the cache's state (and with
+    ``--clear``, emptied first)."""
+
+    ap = argparse.ArgumentParser(prog="python -m mxlower.execution.kernel_cache",
+                                 description="mxlower's on-disk cache of compiled CPU kernels")
+    ap.add_argument("--clear", action="store_true", help="remove every entry first")
+    a = ap.parse_args(argv)
+    if a.clear:
+        print(f"removed {clear()} kernels")
+    s = status()
+    print(f"directory: {s['directory'] or f'none ({ENV} switches it off)'}")
+    print(f"usable: {'yes' if s['usable'] else 'no, ' + s['why']}")
+    print(f"entries: {s['entries']} kernels, {s['bytes'] / 1e6:.1f} MB "
+          f"(limit {s['limit_bytes'] / 1e6:.0f} MB)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

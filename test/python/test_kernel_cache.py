@@ -243,3 +243,27 @@ def test_cached_and_jit_compiled_kernels_give_the_same_bits(cache, monkeypatch):
            for m in handlers}
     np.testing.assert_array_equal(got["cache"], got["engine"])
     assert np.count_nonzero(got["cache"]) > got["cache"].size // 2
+
+
+def test_status_clear_and_the_command(cache, monkeypatch, capsys):
+    _, module, fn = _module()
+    kernel_cache.load(module, fn)
+    s = kernel_cache.status()
+    assert s["directory"] == cache.dir and s["usable"] and s["why"] is None
+    assert s["entries"] == 1 and s["bytes"] > 1000
+    held = cache.dir / "other.so"  # an entry another process is loading right now
+    held.write_bytes(b"x")
+    import fcntl
+
+    with open(cache.dir / "other.lock", "a+b") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        assert kernel_cache.main(["--clear"]) == 0
+    out = capsys.readouterr().out
+    assert "removed 1 kernels" in out and f"directory: {cache.dir}" in out
+    assert "usable: yes" in out and "entries: 1 kernels" in out
+    assert sorted(p.name for p in cache.dir.iterdir()) == ["other.lock", "other.so"]
+    monkeypatch.setenv(kernel_cache.ENV, "off")
+    assert kernel_cache.status()["why"] == "switched off" and kernel_cache.clear() == 0
+    monkeypatch.setattr(kernel_cache, "compiler", lambda: None)
+    monkeypatch.setenv(kernel_cache.ENV, str(cache.dir))
+    assert kernel_cache.status()["why"].startswith("no C compiler")
