@@ -517,11 +517,12 @@ def _cache_mode() -> str:
     """What "LLVM compile" was: the kernel cache's load or build, or the ExecutionEngine's."""
     from mxlower.execution import kernel_cache
 
-    d = kernel_cache.directory()
-    if d is None or kernel_cache.compiler() is None:
-        return "the kernel cache off: each kernel JIT-compiled by the ExecutionEngine"
-    return (f"through the kernel cache in {d}: a kernel already there is loaded, not "
-            f"compiled; {kernel_cache.ENV}=off for the ExecutionEngine's compile times")
+    s = kernel_cache.status()
+    if not s["usable"]:
+        return (f"the kernel cache not used ({s['why']}): each kernel JIT-compiled by the "
+                "ExecutionEngine")
+    return (f"through the kernel cache in {s['directory']}: a kernel already there is loaded, "
+            f"not compiled; {kernel_cache.ENV}=off for the ExecutionEngine's compile times")
 
 
 def _timed(fn: Callable[[], object]) -> float:

@@ -106,26 +106,17 @@ def register_lowered(text: str, name: str, target: str, *, engine: bool = False)
     import jax
 
     from mxlower.bindings import upstream
-    from mxlower.execution import ffi, kernel_cache
+    from mxlower.execution import ffi
 
     ir = upstream.module("ir")
     ctx = upstream.context()
     with ctx:
         module = ir.Module.parse(text)
-    saved = os.environ.get(kernel_cache.ENV)
-    if engine:
-        os.environ[kernel_cache.ENV] = "off"
-    try:
-        engine, address = ffi.jit(ctx, module, f"{name}_ffi_address")
-    finally:
-        if saved is None:
-            os.environ.pop(kernel_cache.ENV, None)
-        else:
-            os.environ[kernel_cache.ENV] = saved
+    compiled, address = ffi.jit(ctx, module, f"{name}_ffi_address", cache=not engine)
     handler = ffi.ctypes.CFUNCTYPE(ffi.ctypes.c_void_p, ffi.ctypes.c_void_p)(address)
     jax.ffi.register_ffi_target(target, jax.ffi.pycapsule(handler), platform="cpu",
                                 api_version=1)
-    return ctx, module, engine, handler
+    return ctx, module, compiled, handler
 
 
 def export(rev: str, into: pathlib.Path) -> None:

@@ -725,15 +725,16 @@ def externs(text: str) -> str:
     return "".join(f"  {d}\n" for f, d in _EXTERNS.items() if f"llvm.func @{f}(" not in text)
 
 
-def jit(ctx: Any, module: Any, address_fn: str, *, opt_level: int = 3) -> tuple[Any, int]:
+def jit(ctx: Any, module: Any, address_fn: str, *, opt_level: int = 3,
+        cache: bool = True) -> tuple[Any, int]:
     """(engine, address): ``module`` (LLVM dialect) compiled for this CPU -- loaded from
     :mod:`mxlower.execution.kernel_cache` (compiled into it on a miss) where that cache is on
-    and can serve, else JIT-compiled by upstream MLIR's ExecutionEngine -- and the pointer
-    the generated ``@<address_fn>() -> !llvm.ptr`` returns (the engine's lookup finds only
-    the packed ``_mlir_*`` wrappers, so a function's address comes out through one).  The
-    engine (or library) must live as long as the address is used."""
+    and can serve (and ``cache``), else JIT-compiled by upstream MLIR's ExecutionEngine -- and
+    the pointer the generated ``@<address_fn>() -> !llvm.ptr`` returns (the engine's lookup
+    finds only the packed ``_mlir_*`` wrappers, so a function's address comes out through
+    one).  The engine (or library) must live as long as the address is used."""
     with ctx:
-        cached = kernel_cache.load(module, address_fn, opt_level=opt_level)
+        cached = kernel_cache.load(module, address_fn, opt_level=opt_level) if cache else None
     if cached is not None:
         return cached
     ee_mod = upstream.module("execution_engine")

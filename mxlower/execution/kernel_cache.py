@@ -90,6 +90,14 @@ def compiler() -> str | None:
     return os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
 
 
+def unusable(d: Path | None) -> str | None:
+    """Why the cache in ``d`` (:func:`directory`) cannot serve at all, or None where it can
+    (as far as can be told before writing to it)."""
+    return ("switched off" if d is None else "not Linux" if platform.system() != "Linux"
+            else "no fcntl" if fcntl is None
+            else "no C compiler ($CC, cc or gcc)" if compiler() is None else None)
+
+
 @functools.cache
 def host() -> str:
     """The machine and CPU an entry is compiled for: ``platform.machine()`` and the first
@@ -163,6 +171,21 @@ def _triple() -> str:
     return f"{'x86_64' if machine in ('AMD64', 'x86_64') else machine}-unknown-linux-gnu"
 
 
+def _remove(p: Path, lock_file: bool = False) -> bool:
+    """Removes the entry ``p`` (and with ``lock_file`` its lock file) unless another process
+    holds its lock (loading or building it right now); whether it did."""
+    with contextlib.suppress(OSError), open(p.with_suffix(".lock"), "a+b") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return False
+        p.unlink()
+        if lock_file:
+            p.with_suffix(".lock").unlink()
+        return True
+    return False
+
+
 def _prune(d: Path, limit: int) -> None:
     """Removes the least recently used entries (a hit renews an entry's time) until the
     directory's libraries take at most 3/4 of ``limit`` bytes, where they take more; an entry
@@ -178,12 +201,7 @@ def _prune(d: Path, limit: int) -> None:
     for _, size, p in sorted(entries):
         if total <= limit * 3 // 4:
             break
-        with contextlib.suppress(OSError), open(p.with_suffix(".lock"), "a+b") as f:
-            try:
-                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                continue  # being loaded or built right now
-            p.unlink()
+        if _remove(p):
             total -= size
 
 
@@ -222,7 +240,7 @@ def load(module: Any, address_fn: str, *, opt_level: int = 3) -> tuple[Any, int]
     directory that cannot be written, a toolchain that fails: the first such failure in a
     process warns), so that the caller JIT-compiles instead."""
     d = directory()
-    if d is None or fcntl is None or platform.system() != "Linux" or compiler() is None:
+    if unusable(d):
         return None
     try:
         d.mkdir(mode=0o700, parents=True, exist_ok=True)  # (its libraries are code we load)
@@ -244,9 +262,7 @@ def status() -> dict[str, Any]:
     """Where the cache is and what it holds: ``directory`` (None: off), ``usable`` (and if
     not, ``why``), ``entries`` (libraries), ``bytes``, ``limit_bytes``."""
     d = directory()
-    why = ("switched off" if d is None else "not Linux" if platform.system() != "Linux"
-           else "no fcntl" if fcntl is None
-           else "no C compiler ($CC, cc or gcc)" if compiler() is None else None)
+    why = unusable(d)
     libs = sorted(d.glob("*.so")) if d is not None and d.is_dir() else []
     sizes = []
     for p in libs:
@@ -262,16 +278,7 @@ def clear() -> int:
     d = directory()
     if d is None or fcntl is None or not d.is_dir():
         return 0
-    n = 0
-    for p in d.glob("*.so"):
-        with contextlib.suppress(OSError), open(p.with_suffix(".lock"), "a+b") as f:
-            try:
-                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                continue
-            p.unlink()
-            p.with_suffix(".lock").unlink()
-            n += 1
+    n = sum(_remove(p, lock_file=True) for p in d.glob("*.so"))
     for t in d.glob("*.tmp"):  # left by a build that was killed
         with contextlib.suppress(OSError):
             if t.stat().st_mtime < time.time() - 3600:
@@ -282,7 +289,6 @@ def clear() -> int:
 def main(argv: list[str] | None = None) -> int:
     """``python -m mxlower.execution.kernel_cache [--clear]``: the cache's state (and with
     ``--clear``, emptied first)."""
-
     ap = argparse.ArgumentParser(prog="python -m mxlower.execution.kernel_cache",
                                  description="mxlower's on-disk cache of compiled CPU kernels")
     ap.add_argument("--clear", action="store_true", help="remove every entry first")

@@ -208,7 +208,7 @@ def test_limit_from_the_environment(monkeypatch):
     assert kernel_cache.limit_bytes() == kernel_cache.DEFAULT_MAX_MB * 1_000_000
 
 
-def test_cached_and_jit_compiled_kernels_give_the_same_bits(cache, monkeypatch):
+def test_cached_and_jit_compiled_kernels_give_the_same_bits(cache):
     """The same dot kernel's module compiled both ways, registered as two XLA FFI targets:
     the same results bit for bit on data whose sums round (bf16 rows x mxfp4 weights)."""
     jax = pytest.importorskip("jax")
@@ -222,9 +222,7 @@ def test_cached_and_jit_compiled_kernels_give_the_same_bits(cache, monkeypatch):
     fn = f"{spec.name}_ffi_address"
     handlers = {}
     for mode in ("cache", "engine"):
-        if mode == "engine":
-            monkeypatch.setenv(kernel_cache.ENV, "off")
-        engine, address = ffi.jit(ctx, module, fn)
+        engine, address = ffi.jit(ctx, module, fn, cache=mode == "cache")
         handlers[mode] = (engine, ffi.ctypes.CFUNCTYPE(ffi.ctypes.c_void_p,
                                                        ffi.ctypes.c_void_p)(address))
         jax.ffi.register_ffi_target(f"test_kernel_cache_{mode}",
