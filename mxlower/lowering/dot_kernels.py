@@ -2834,7 +2834,20 @@ class _DotKernel:
         at = t.op(f"{{r}} = arith.addi {at}, {kk} : index")
         blk = t.op(f"{{r}} = arith.divui {at}, {t.c(self.s.k(side))} : index")
         fv = t.op(f"{{r}} = vector.broadcast {self.f64_factor(side, smem, blk)} : f64 to {vd}")
-        return t.op(f"{{r}} = arith.mulf {v}, {fv} : {vd}")
+        return self.f32_overflow(t.op(f"{{r}} = arith.mulf {v}, {fv} : {vd}"), C)
+
+    def f32_overflow(self, v: str, n: int = 0) -> str:
+        """The exact f64 values ``v`` (``n``: a vector of them) of dequantized elements,
+        those past f32's range as +-Inf: what dequantizing them in f32 gives
+        (docs/semantics.md section 5) -- each is exact with at most 8 significant bits, so
+        past f32's largest finite value means at least 2^128."""
+        t = self.t
+        vd = _vt(n, "f64") if n else "f64"
+        a = t.op(f"{{r}} = math.absf {v} : {vd}")
+        big = t.op(f"{{r}} = arith.cmpf oge, {a}, {t.c(2.0 ** 128, vd)} : {vd}")
+        inf = t.op(f"{{r}} = arith.mulf {v}, {t.c(2.0 ** 1000, vd)} : {vd}")  # +-Inf
+        sel = f"{_vt(n, 'i1')}, {vd}" if n else vd
+        return t.op(f"{{r}} = arith.select {big}, {inf}, {v} : {sel}")
 
     def f64_of_f32(self, v: str, n: int) -> str:
         """vector<n x f64>: the f32 values ``v`` exactly, a subnormal one from its bits (a CPU
@@ -2936,6 +2949,9 @@ class _DotKernel:
         ok = both(ok, le(add(add(ta, tb), lk), c127))
         if s.headroom:
             ok = both(ok, le(add(ta, t.c(s.headroom, "i32")), c127))
+        for side, tx in (("lhs", ta), ("rhs", tb)):
+            if s.fmt(side) is not None:  # every value of an MX side finite in f32 (bf16)
+                ok = both(ok, le(tx, c127))
         if self.magic_f32():  # every block factor at most 2^MAGIC_TOP
             q, top = s.fmt("rhs").value_exponents
             ok = both(ok, le(tb, t.c(MAGIC_TOP + top - q, "i32")))
@@ -3875,6 +3891,14 @@ KN_TILES = {8: 1, 4: 2, 2: 4, 1: 8}
 #: 1.02-1.26x, 64 rows 1.09-1.24x faster; 4 rows 0.91-1.07x (BENCHMARKS.md, twentieth
 #: session)
 KN_BF16_ROWS = 8
+#: rows of K (whole blocks, at least one) that a K-major tile of bf16 rows on bf16 dot
+#: products (:meth:`_KnKernel.kn_chunked`) copies from the unit's panel into a contiguous
+#: scratch before its walks over the panel's groups of columns read them there; 0: every walk
+#: reads the weights as stored (a line a row of K a walk, rows of K in a few sets of L1)
+KN_CHUNK_ROWS = 64
+#: whether K-major tiles of bf16 rows build f4 and f6 weights' bf16 pairs on integer words
+#: (:meth:`_KnKernel.kn_added_pairs`), not by a conversion and a multiply in f32
+KN_EXPONENT_ADD = True
 
 
 def _f64_lit(v: float) -> str:
@@ -3925,6 +3949,18 @@ class _KnKernel(_DotKernel):
             even = t.op(f"{{r}} = arith.cmpi eq, {odd}, {t.c(0)} : index")
             fast = t.op(f"{{r}} = arith.andi {fast}, {even} : i1")
 
+        self.chunk = None
+        if self.kn_chunk_blocks():  # at the function's entry: one stack frame's scratch
+            rows = self.kn_chunk_blocks() * s.k("rhs")
+            nb = rows * s.panel // (2 if s.fmt("rhs").bits == 4 else 1)
+            codes = t.op(f"{{r}} = memref.alloca() : memref<{nb}xi8>")
+            na = max(KN_TILES) * s.panel
+            accs = t.op(f"{{r}} = memref.alloca() : memref<{na}xf32>")
+            self.chunk = (t.op(f"{{r}} = memref.cast {codes} : memref<{nb}xi8> to "
+                               "memref<?xi8>"),
+                          t.op(f"{{r}} = memref.cast {accs} : memref<{na}xf32> to "
+                               "memref<?xf32>"))
+
         def unit(u: str, _: list[str]) -> list[str]:
             b, n0, ncols = self.panel_of(u, npan, cnp)
             # whole vectors of columns on the f32 path, the rest exactly
@@ -3948,6 +3984,9 @@ class _KnKernel(_DotKernel):
         t, M, C = self.t, self.M, self.C
 
         def cols(m0: str, mr: int) -> None:
+            if self.chunk is not None and self.kn_bf16(mr):
+                self.kn_chunked(b, n0, nv, m0, mr)
+                return
             nc = KN_TILES[mr]
             whole = t.op(f"{{r}} = arith.divui {nv}, {t.c(nc)} : index")
             whole = t.op(f"{{r}} = arith.muli {whole}, {t.c(nc)} : index")
@@ -4028,37 +4067,63 @@ class _KnKernel(_DotKernel):
         self.kn_store(rows, n0, accs, C)
 
     def kn_tile_bf16(self, b: str, n0: str, m0: str, mr: int, nc: int) -> None:
-        """:meth:`kn_tile` on bf16 dot products: per pair of rows of K (k, k + 1, in one
-        block: its size even) each vector's 32 codes of both rows decoded and scaled as
-        there (exact in f32), their bf16 bits (exact: at most 8 significant bits, normal
-        under the range test) interleaved into each column's pair (two vectors of 16
-        columns' pairs), and per row of A its pair of values at (k, k + 1) -- two bf16 as
-        stored, one 32-bit load -- broadcast into one ``vdpbf16ps`` per 16 columns: the
-        two exact products added into the column's f32 lane."""
-        t, C, K = self.t, self.C, self.K
-        v16, vi, vbf, vh = _vt(16, "f32"), _vt(16, "i32"), _vt(C, "bf16"), _vt(C, "i16")
+        """:meth:`kn_tile` on bf16 dot products: every block of K walked by
+        :meth:`kn_walk_bf16` from zero accumulators, the result stored."""
+        t = self.t
         rows = self.kn_tile_rows(b, m0, mr)
+        zero = t.c(0.0, _vt(16, "f32"))
+        accs = self.kn_walk_bf16(b, n0, rows, nc, t.c(0), self.nblk,
+                                 [zero] * (mr * 2 * nc))
+        self.kn_store(rows, n0, accs, 16)
+
+    def kn_walk_bf16(self, b: str, n0: str, rows: list[str], nc: int, jb0: str, jb1: str,
+                     accs: list[str], src: Callable[[str], tuple[str, str]] | None = None
+                     ) -> list[str]:
+        """Blocks ``jb0`` to ``jb1`` of K of rows ``rows`` (absolute) against ``nc`` vectors
+        of columns from ``n0`` into the accumulators ``accs`` (per row, per vector, its 16
+        columns' ``vector<16xf32>`` twice), on bf16 dot products: per pair of rows of K (k,
+        k + 1, in one block: its size even) each vector's 32 codes of both rows decoded and
+        scaled (:meth:`kn_scaled`, exact in f32), each column's pair of bf16 bits (exact: at
+        most 8 significant bits, normal under the range test) taken straight from the two f32
+        lanes' high words (one two-source word permute per 16 columns), and per row of A its
+        pair of values at (k, k + 1) -- two bf16 as stored, one 32-bit load -- broadcast into
+        one ``vdpbf16ps`` per 16 columns: the two exact products added into the column's f32
+        lane.  ``src(k)``: where row ``k``'s codes of column ``n0`` are (memref, element),
+        else B as stored."""
+        t, C, K = self.t, self.C, self.K
+        v16, vi, vbf = _vt(16, "f32"), _vt(16, "i32"), _vt(C, "bf16")
+        vw, vf, vh = _vt(2 * C, "i16"), _vt(C, "f32"), _vt(C, "i16")
         arows = [t.op(f"{{r}} = arith.muli {r}, {K} : index") for r in rows]
-        lo = ", ".join(f"{j}, {j + C}" for j in range(C // 2))  # the columns' pairs
-        hi = ", ".join(f"{j}, {j + C}" for j in range(C // 2, C))
+        # the columns' pairs: word 2c + 1 of the first row's lane c, then the second's
+        lo, hi = (", ".join(f"{2 * j + 1}, {2 * C + 2 * j + 1}" for j in js)
+                  for js in (range(C // 2), range(C // 2, C)))
+
+        added = self.kn_exponents_added()
 
         def block(jb: str, accs: list[str]) -> list[str]:
-            fvs, k0 = self.kn_block(b, jb, n0, nc)
+            if added:
+                fvs, k0 = self.kn_exponents(b, jb, n0, nc)
+            else:
+                fvs, k0 = self.kn_block(b, jb, n0, nc)
 
             def step(dk: str, accs: list[str]) -> list[str]:
                 k = t.op(f"{{r}} = arith.addi {k0}, {dk} : index")
                 k1 = t.op(f"{{r}} = arith.addi {k}, {t.c(1)} : index")
-                # per row of the pair, per vector: the scaled values' bf16 bits
-                x, y = ([self.bf16_bits(v) for v in self.kn_scaled(b, kh, n0, nc, fvs)]
-                        for kh in (k, k1))
                 pairs = []  # per vector: its 32 columns' pairs, 16 columns a vector
-                for j in range(nc):
-                    for order in (lo, hi):
-                        w = t.op(f"{{r}} = vector.shuffle {x[j]}, {y[j]} [{order}] : {vh}, "
-                                 f"{vh}")
-                        pairs.append(t.op(f"{{r}} = vector.bitcast {w} : {vh} to {vbf}"))
+                if added:
+                    pairs = self.kn_added_pairs(b, k, n0, nc, fvs, src)
+                else:  # per row of the pair, per vector: the scaled values' words
+                    x, y = ([t.op(f"{{r}} = vector.bitcast {v} : {vf} to {vw}")
+                             for v in self.kn_scaled(b, kh, n0, nc, fvs,
+                                                     src(kh) if src else None)]
+                            for kh in (k, k1))
+                    for j in range(nc):
+                        for order in (lo, hi):
+                            w = t.op(f"{{r}} = vector.shuffle {x[j]}, {y[j]} [{order}] : "
+                                     f"{vw}, {vw}")
+                            pairs.append(t.op(f"{{r}} = vector.bitcast {w} : {vh} to {vbf}"))
                 out = list(accs)
-                for i in range(mr):
+                for i in range(len(rows)):
                     a1 = self.bf16_pair(t.op(f"{{r}} = arith.addi {arows[i]}, {k} : index"))
                     av = t.op(f"{{r}} = vector.broadcast {a1} : i32 to {vi}")
                     av = t.op(f"{{r}} = vector.bitcast {av} : {vi} to {vbf}")
@@ -4072,9 +4137,233 @@ class _KnKernel(_DotKernel):
             return t.for_(t.c(0), t.c(self.s.k("rhs")), t.c(2), [(a, v16) for a in accs],
                           step)
 
+        return t.for_(jb0, jb1, t.c(1), [(a, v16) for a in accs], block)
+
+    def kn_exponents_added(self) -> bool:
+        """Whether :meth:`kn_walk_bf16` makes its pairs by :meth:`kn_added_pairs` (f4 and f6
+        codes with e8m0 scales, :data:`KN_EXPONENT_ADD`, where the kernel has bf16 tiles),
+        else from the f32 values of :meth:`kn_scaled`."""
+        f = self.s.fmt("rhs")
+        return (KN_EXPONENT_ADD and self.kn_bf16(max(KN_TILES)) and not f.is_nvfp4
+                and not f.is_int and f.element_type is not None
+                and f.element_type.bits in (4, 6))
+
+    def kn_exponents(self, b: str, jb: str, n0: str, nc: int) -> tuple[list[str], str]:
+        """:meth:`kn_block` for :meth:`kn_added_pairs`: per vector of columns the two
+        ``vector<32xi16>`` of its scales' exponents (code - 127) times 2^7 -- a bf16
+        exponent field's step --, each column's twice (its pair's two words): its first 16
+        columns, then its last."""
+        t, C, N = self.t, self.C, self.N
+        vb, vw = _vt(C, "i8"), _vt(C, "i16")
+        so = t.op(f"{{r}} = arith.muli {b}, {self.nblk} : index")  # the batch's scales
+        so = t.op(f"{{r}} = arith.addi {so}, {jb} : index")
+        so = t.op(f"{{r}} = arith.muli {so}, {N} : index")
+        so = t.op(f"{{r}} = arith.addi {so}, {n0} : index")
+        out = []
+        for j in range(nc):
+            o = t.op(f"{{r}} = arith.addi {so}, {t.c(j * C)} : index")
+            c = t.op(f"{{r}} = vector.load %bs[{o}] : memref<?xi8>, {vb}")
+            e = t.op(f"{{r}} = arith.extui {c} : {vb} to {vw}")
+            e = t.op(f"{{r}} = arith.subi {e}, {t.c(127, vw)} : {vw}")
+            e = t.op(f"{{r}} = arith.shli {e}, {t.c(7, vw)} : {vw}")
+            for cols in (range(C // 2), range(C // 2, C)):
+                twice = ", ".join(f"{c}, {c}" for c in cols)
+                out.append(t.op(f"{{r}} = vector.shuffle {e}, {e} [{twice}] : {vw}, {vw}"))
+        return out, t.op(f"{{r}} = arith.muli {jb}, {t.c(self.s.k('rhs'))} : index")
+
+    def kn_added_pairs(self, b: str, k: str, n0: str, nc: int, exps: list[str],
+                       src: Callable[[str], tuple[str, str]] | None) -> list[str]:
+        """Per vector of 32 columns from ``n0``, its columns' pairs of rows ``k`` and ``k +
+        1`` as bf16 (:meth:`kn_walk_bf16`, 16 columns a ``vector<32xbf16>``) on integer
+        words: both rows' codes put in pair order by one byte permute, each code's unscaled
+        value as bf16 bits by one word permute from a table (f4: 16 values twice over, so
+        that a word's bits above its code are free; f6: 64 values, two tables), and the
+        column's exponent word (:meth:`kn_exponents`) added to every non-zero one: the
+        scaled value, exact where the range test holds (every non-zero one normal and
+        finite in bf16).  No conversion, no multiply: the FMA pipes keep the dot products."""
+        t, s, C = self.t, self.s, self.C
+        f = s.fmt("rhs")
+        four = f.bits == 4
+        vw, vbf = _vt(C, "i16"), _vt(C, "bf16")
+        shift = integer_shift(f) or 0
+        vals = [u / 2 ** shift for u in code_units(f, range(1 << f.element_type.bits))]
+        bits = _bf16_bits(vals * 2 if four else vals)
+        tabs = [t.op(f"{{r}} = arith.constant dense<[{', '.join(map(str, part))}]> : {vw}")
+                for part in (bits[:32], bits[32:]) if part]
+        if src is None:
+            at0 = self.kn_at(b, k, n0, nc)
+            k1 = t.op(f"{{r}} = arith.addi {k}, {t.c(1)} : index")
+            at1 = self.kn_at(b, k1, n0, nc)
+            mem = "%b"
+        else:
+            mem, at0 = src(k)
+            _, at1 = src(t.op(f"{{r}} = arith.addi {k}, {t.c(1)} : index"))
+        zero = t.c(0, vw)
+        mag = t.c(0x7FFF, vw)
+        out = []
+        for j in range(nc):
+            rows = []
+            for at in (at0, at1):
+                aj = t.op(f"{{r}} = arith.addi {at}, {t.c(j * C)} : index")
+                if four:
+                    aj = t.op(f"{{r}} = arith.divui {aj}, {t.c(2)} : index")
+                rows.append(t.op(f"{{r}} = vector.load {mem}[{aj}] : memref<?xi8>, "
+                                 f"{_vt(C // 2 if four else C, 'i8')}"))
+            if four:  # [k | k + 1 | k >> 4 | (k + 1) >> 4], 16 bytes each: a code a nibble
+                v16, v32 = _vt(16, "i8"), _vt(32, "i8")
+                z = t.op(f"{{r}} = vector.shuffle {rows[0]}, {rows[1]} "
+                         f"[{', '.join(map(str, range(32)))}] : {v16}, {v16}")
+                zw = t.op(f"{{r}} = vector.bitcast {z} : {v32} to {_vt(16, 'i16')}")
+                zw = t.op(f"{{r}} = arith.shrui {zw}, {t.c(4, _vt(16, 'i16'))} : "
+                          f"{_vt(16, 'i16')}")
+                zs = t.op(f"{{r}} = vector.bitcast {zw} : {_vt(16, 'i16')} to {v32}")
+                y = t.op(f"{{r}} = vector.shuffle {z}, {zs} [{', '.join(map(str, range(64)))}]"
+                         f" : {v32}, {v32}")
+
+                def byte(c: int, r: int) -> int:  # code (k + r, column c)'s byte of y
+                    return (32 if c % 2 else 0) + 16 * r + c // 2
+            else:  # [k | k + 1], 32 bytes each
+                v32 = _vt(32, "i8")
+                y = t.op(f"{{r}} = vector.shuffle {rows[0]}, {rows[1]} "
+                         f"[{', '.join(map(str, range(64)))}] : {v32}, {v32}")
+
+                def byte(c: int, r: int) -> int:
+                    return 32 * r + c
+            for cols, e in zip((range(C // 2), range(C // 2, C)), exps[2 * j:2 * j + 2]):
+                order = ", ".join(f"{byte(c, r)}, {byte(c, r)}" for c in cols for r in (0, 1))
+                ix = t.op(f"{{r}} = vector.shuffle {y}, {y} [{order}] : {_vt(64, 'i8')}, "
+                          f"{_vt(64, 'i8')}")
+                ix = t.op(f"{{r}} = vector.bitcast {ix} : {_vt(64, 'i8')} to {vw}")
+                if four:
+                    v = t.op(f'{{r}} = llvm.call_intrinsic "llvm.x86.avx512.permvar.hi.512"'
+                             f"({tabs[0]}, {ix}) : ({vw}, {vw}) -> {vw}")
+                else:
+                    v = t.op(f'{{r}} = llvm.call_intrinsic "llvm.x86.avx512.vpermi2var.hi.512"'
+                             f"({tabs[0]}, {ix}, {tabs[1]}) : ({vw}, {vw}, {vw}) -> {vw}")
+                m = t.op(f"{{r}} = arith.andi {v}, {mag} : {vw}")
+                nz = t.op(f"{{r}} = arith.cmpi ne, {m}, {zero} : {vw}")
+                ve = t.op(f"{{r}} = arith.addi {v}, {e} : {vw}")
+                v = t.op(f"{{r}} = arith.select {nz}, {ve}, {v} : {_vt(C, 'i1')}, {vw}")
+                out.append(t.op(f"{{r}} = vector.bitcast {v} : {vw} to {vbf}"))
+        return out
+
+    def kn_chunk_blocks(self) -> int:
+        """Blocks of K a chunk of :meth:`kn_chunked` (:data:`KN_CHUNK_ROWS`), 0: none (no
+        bf16 tiles, or chunks switched off)."""
+        s = self.s
+        if not KN_CHUNK_ROWS or not any(self.kn_bf16(mr) for mr in KN_TILES):
+            return 0
+        return max(1, KN_CHUNK_ROWS // s.k("rhs"))
+
+    def kn_chunked(self, b: str, n0: str, nv: str, m0: str, mr: int) -> None:
+        """The bf16 tile of rows ``m0`` to ``m0 + mr`` against the unit's ``nv`` vectors of
+        columns from ``n0``, K in chunks of :meth:`kn_chunk_blocks` blocks: each chunk's
+        rows of codes copied from the panel (whole lines, the next chunk's prefetched) into
+        a contiguous scratch, then one walk (:meth:`kn_walk_bf16`) per vector of columns
+        over the chunk from the scratch, its accumulators kept between chunks in a scratch
+        of the tile's results.  Rows of K a page apart each bring a line per walk into a
+        few of L1's sets; the scratch's lines are read once from memory, then from L1."""
+        t, s, C, N, K = self.t, self.s, self.C, self.N, self.K
+        codes, accbuf = self.chunk
+        kb = s.k("rhs")
+        g = self.kn_chunk_blocks()
+        four = s.fmt("rhs").bits == 4
+        P = s.panel  # the scratch's elements a row of K
+        rows = self.kn_tile_rows(b, m0, mr)
+        v16 = _vt(16, "f32")
+        ncol = t.op(f"{{r}} = arith.muli {nv}, {t.c(C)} : index")  # columns of whole vectors
+        # the accumulators' scratch: row i's columns at i * P
         zero = t.c(0.0, v16)
-        accs = t.for_(t.c(0), self.nblk, t.c(1), [(zero, v16)] * (mr * 2 * nc), block)
-        self.kn_store(rows, n0, accs, 16)
+
+        def add(x: str, y: str) -> str:
+            return t.op(f"{{r}} = arith.addi {x}, {y} : index")
+
+        def clear(i: int) -> None:
+            t.for_(t.c(0), ncol, t.c(16), [], lambda c, _: t.do(
+                f"vector.store {zero}, {accbuf}[{add(c, t.c(i * P))}] : memref<?xf32>, "
+                f"{v16}") or [])
+
+        for i in range(mr):
+            clear(i)
+        bat = t.op(f"{{r}} = arith.muli {b}, {K} : index")  # the batch's first row of K
+        vb = C // 2 if four else C  # bytes a vector of codes
+        vt8 = _vt(vb, "i8")
+        nchunk = t.op(f"{{r}} = arith.ceildivui {self.nblk}, {t.c(g)} : index")
+
+        def chunk(c: str, _: list[str]) -> list[str]:
+            jb0 = t.op(f"{{r}} = arith.muli {c}, {t.c(g)} : index")
+            jb1 = t.op(f"{{r}} = arith.addi {jb0}, {t.c(g)} : index")
+            jb1 = t.op(f"{{r}} = arith.minui {jb1}, {self.nblk} : index")
+            k0 = t.op(f"{{r}} = arith.muli {jb0}, {t.c(kb)} : index")
+            nk = t.op(f"{{r}} = arith.subi {jb1}, {jb0} : index")
+            nk = t.op(f"{{r}} = arith.muli {nk}, {t.c(kb)} : index")
+
+            def copy(dk: str, _: list[str]) -> list[str]:
+                at = t.op(f"{{r}} = arith.addi {bat}, {k0} : index")
+                at = t.op(f"{{r}} = arith.addi {at}, {dk} : index")
+                at = t.op(f"{{r}} = arith.muli {at}, {N} : index")
+                at = t.op(f"{{r}} = arith.addi {at}, {n0} : index")
+                if four:
+                    at = t.op(f"{{r}} = arith.divui {at}, {t.c(2)} : index")
+                # the same row of the next chunk
+                ahead = t.op(f"{{r}} = arith.muli {N}, {t.c(g * kb // (2 if four else 1))} : "
+                             "index")
+                nxt = t.op(f"{{r}} = arith.addi {at}, {ahead} : index")
+                for o in range(0, P // (2 if four else 1), 64):
+                    p = t.op(f"{{r}} = arith.addi {nxt}, {t.c(o)} : index")
+                    t.do(f"memref.prefetch %b[{p}], read, locality<3>, data : memref<?xi8>")
+                to = t.op(f"{{r}} = arith.muli {dk}, {t.c(P // (2 if four else 1))} : index")
+
+                def vec(j: str, _: list[str]) -> list[str]:
+                    o = t.op(f"{{r}} = arith.muli {j}, {t.c(vb)} : index")
+                    v = t.op(f"{{r}} = vector.load %b[{add(at, o)}] : memref<?xi8>, {vt8}")
+                    t.do(f"vector.store {v}, {codes}[{add(to, o)}] : memref<?xi8>, {vt8}")
+                    return []
+
+                t.for_(t.c(0), nv, t.c(1), [], vec)
+                return []
+
+            t.for_(t.c(0), nk, t.c(1), [], copy)
+
+            def vec(j: str, _: list[str]) -> list[str]:
+                jc = t.op(f"{{r}} = arith.muli {j}, {t.c(C)} : index")
+                nj = t.op(f"{{r}} = arith.addi {n0}, {jc} : index")
+                accs = []
+                for i in range(mr):
+                    for h in (0, 16):
+                        o = t.op(f"{{r}} = arith.addi {jc}, {t.c(i * P + h)} : index")
+                        accs.append(t.op(f"{{r}} = vector.load {accbuf}[{o}] : memref<?xf32>, "
+                                         f"{v16}"))
+
+                def src(k: str) -> tuple[str, str]:
+                    r = t.op(f"{{r}} = arith.subi {k}, {k0} : index")
+                    r = t.op(f"{{r}} = arith.muli {r}, {t.c(P)} : index")
+                    return codes, t.op(f"{{r}} = arith.addi {r}, {jc} : index")
+
+                accs = self.kn_walk_bf16(b, nj, rows, 1, jb0, jb1, accs, src)
+                x = 0
+                for i in range(mr):
+                    for h in (0, 16):
+                        o = t.op(f"{{r}} = arith.addi {jc}, {t.c(i * P + h)} : index")
+                        t.do(f"vector.store {accs[x]}, {accbuf}[{o}] : memref<?xf32>, {v16}")
+                        x += 1
+                return []
+
+            t.for_(t.c(0), nv, t.c(1), [], vec)
+            return []
+
+        t.for_(t.c(0), nchunk, t.c(1), [], chunk)
+        for i, row in enumerate(rows):  # the tile's results
+            o = t.op(f"{{r}} = arith.muli {row}, {N} : index")
+            o = t.op(f"{{r}} = arith.addi {o}, {n0} : index")
+
+            def out(c: str, _: list[str], o: str = o, i: int = i) -> list[str]:
+                v = t.op(f"{{r}} = vector.load {accbuf}[{add(c, t.c(i * P))}] : memref<?xf32>, "
+                         f"{v16}")
+                t.do(f"vector.store {v}, %out[{add(o, c)}] : memref<?xf32>, {v16}")
+                return []
+
+            t.for_(t.c(0), ncol, t.c(16), [], out)
 
     def kn_tile_rows(self, b: str, m0: str, mr: int) -> list[str]:
         """A tile's rows ``m0 + i`` (i < ``mr``) of batch ``b``, absolute."""
@@ -4097,13 +4386,21 @@ class _KnKernel(_DotKernel):
                                               "index"), n=C) for j in range(nc)]
         return fvs, t.op(f"{{r}} = arith.muli {jb}, {t.c(self.s.k('rhs'))} : index")
 
-    def kn_scaled(self, b: str, k: str, n0: str, nc: int, fvs: list[str]) -> list[str]:
+    def kn_scaled(self, b: str, k: str, n0: str, nc: int, fvs: list[str],
+                  src: tuple[str, str] | None = None) -> list[str]:
         """The scaled values (``vector<32xf32>``, exact) of ``nc`` vectors of columns from
         ``n0`` at row ``k`` of batch ``b``'s weights, their factors ``fvs``; each line of
         those codes :data:`KN_PREFETCH_ROWS` rows on prefetched."""
-        t, s, C, N = self.t, self.s, self.C, self.N
-        f = s.fmt("rhs")
-        four = f.bits == 4
+        if src is not None:  # a scratch's copy (:meth:`kn_chunked`): nothing to prefetch
+            return self.kn_decoded(src[0], src[1], nc, fvs)
+        return self.kn_decoded("%b", self.kn_at(b, k, n0, nc), nc, fvs)
+
+    def kn_at(self, b: str, k: str, n0: str, nc: int) -> str:
+        """The element of B's codes at row ``k`` of batch ``b``, column ``n0``, with each line
+        of the ``nc`` vectors of codes from there :data:`KN_PREFETCH_ROWS` rows on
+        prefetched."""
+        t, C, N = self.t, self.C, self.N
+        four = self.s.fmt("rhs").bits == 4
         at = t.op(f"{{r}} = arith.muli {b}, {self.K} : index")  # B's first row of K
         at = t.op(f"{{r}} = arith.addi {at}, {k} : index")
         at = t.op(f"{{r}} = arith.muli {at}, {N} : index")
@@ -4115,10 +4412,16 @@ class _KnKernel(_DotKernel):
             if four:
                 p = t.op(f"{{r}} = arith.divui {p}, {t.c(2)} : index")
             t.do(f"memref.prefetch %b[{p}], read, locality<0>, data : memref<?xi8>")
+        return at
+
+    def kn_decoded(self, mem: str, at: str, nc: int, fvs: list[str]) -> list[str]:
+        """The scaled values of ``nc`` vectors of codes of ``mem`` from element ``at``, their
+        factors ``fvs`` (:meth:`kn_scaled`)."""
+        t, C, f = self.t, self.C, self.s.fmt("rhs")
         vs = []
         for j in range(nc):
             aj = t.op(f"{{r}} = arith.addi {at}, {t.c(j * C)} : index")
-            v8 = self.codes("rhs", "%b", aj)
+            v8 = self.codes("rhs", mem, aj)
             v = (self.integer_units("rhs", v8) if integer_shift(f) is not None else
                  self.f16_decode("rhs", v8, 0))
             vs.append(t.op(f"{{r}} = arith.mulf {v}, {fvs[j]} : {_vt(C, 'f32')}"))
@@ -4198,6 +4501,7 @@ class _KnKernel(_DotKernel):
                     so = t.op(f"{{r}} = arith.muli {so}, {N} : index")
                     so = t.op(f"{{r}} = arith.addi {so}, {n} : index")
                     v = t.op(f"{{r}} = arith.mulf {v}, {self.f64_factor('rhs', '%bs', so)} : f64")
+                    v = self.f32_overflow(v)
                     p = t.op(f"{{r}} = arith.mulf {a}, {v} : f64")
                     return [t.op(f"{{r}} = arith.addf {acc[0]}, {p} : f64")]
 

@@ -204,6 +204,106 @@ def test_k_major_weights_take_the_f64_contraction(fmt):
     assert np.isnan(got[:, 3]).all() and np.isfinite(np.delete(got, 3, axis=1)).all()
 
 
+def _variant(spec, target: str):
+    """Compiles ``spec``'s kernel as the module's constants now make it and registers it as
+    the XLA FFI target ``target`` (one process may hold several variants of one kernel); a
+    function calling it, and what must stay alive while it runs."""
+    import ctypes
+
+    from mxlower.execution import ffi
+
+    ctx, module = ffi_dot.lower_module(spec)
+    engine, address = ffi.jit(ctx, module, f"{spec.name}_ffi_address")
+    handler = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p)(address)
+    jax.ffi.register_ffi_target(target, jax.ffi.pycapsule(handler), platform="cpu",
+                                api_version=1)
+
+    def call(*ops, shape):
+        return np.asarray(jax.ffi.ffi_call(target, jax.ShapeDtypeStruct(shape, F32))(*ops))
+
+    return call, (ctx, module, engine, handler)
+
+
+@pytest.mark.skipif("avx512" not in PATHS, reason="the bf16 tiles need the avx512 path")
+@pytest.mark.parametrize("fmt", MX)
+def test_k_major_bf16_tiles_in_chunks_bit_identical(monkeypatch, fmt):
+    """bf16 rows' 8-row tiles against K-major weights, as built (K in chunks copied to a
+    scratch, :data:`~dot_kernels.KN_CHUNK_ROWS`; f4 and f6 pairs made on exponent words,
+    :data:`~dot_kernels.KN_EXPONENT_ADD`) and with both switched off (every walk reading the
+    weights as stored, every pair through f32): the same products in the same order, so the
+    same bits -- over batches, tiles of 8 rows and the rows past them, two whole panels and
+    the columns past them, K of five blocks (chunks whole and cut) -- and within section 6
+    of the exact dot."""
+    rng = np.random.default_rng(MX.index(fmt) + 70)
+    batch, N = (2,), 2 * dot_kernels.KN_PANEL + 8
+    K = 5 * FORMATS[fmt].block_size
+    e, s, vb = _side(rng, fmt, batch + (N, K))
+    ek, sk = _k_major(e, s)
+    dn = (((2,), (2,)), ((0,), (0,)))
+    spec = ffi_dot.DotSpec("bf16", fmt, path="avx512", rhs_kn=True)
+    calls, keep = [], []
+    for i, (rows, add) in enumerate(((dot_kernels.KN_CHUNK_ROWS,
+                                      dot_kernels.KN_EXPONENT_ADD), (0, False))):
+        monkeypatch.setattr(dot_kernels, "KN_CHUNK_ROWS", rows)
+        monkeypatch.setattr(dot_kernels, "KN_EXPONENT_ADD", add)
+        call, k = _variant(spec, f"mxlower_test_kn_variant{i}_{fmt}")
+        calls.append(call)
+        keep.append(k)
+    for M in (16, 13):
+        a, _, va = _side(rng, "bf16", batch + (M, K))
+        got = [c(a, ek, sk, shape=batch + (M, N)) for c in calls]
+        np.testing.assert_array_equal(got[0], got[1])
+        assert_dot_close(got[0], va, vb, dn, what=f"bf16 x {fmt} k-major M={M}")
+
+
+@pytest.mark.parametrize("fmt", [f for f in MX if f != "nvfp4"])
+def test_values_past_f32_dequantize_to_inf(fmt):
+    """Scale codes so high that some values of a block pass f32's range, against tiny
+    activations (every product and sum in range): those values are +-Inf, as dequantizing
+    them in f32 makes them (docs/semantics.md section 5), so their columns' results are
+    the reference's +-Inf and NaN -- the range test sends them to the exact f64
+    contraction, which keeps them Inf -- and the other columns' results stay exact; both
+    layouts, f32 and bf16 rows, one row, a tile and the GEMM, MX rows past f32's range too."""
+    rng = np.random.default_rng(MX.index(fmt) + 90)
+    N, K = 40, 2 * FORMATS[fmt].block_size
+    top = 254 if FORMATS[fmt].is_int else 253
+    e, s, _ = _with_scales(rng, fmt, (N, K), range(118, 123))
+    sb = np.asarray(s).view(np.uint8).copy()
+    sb[::3, 1] = top  # every third column's second block
+    s = sb.view(np.asarray(s).dtype)
+    if FORMATS[fmt].is_int:  # quantize never makes -128 (-2: -2^128 with scale 2^127)
+        e = np.asarray(e).copy()
+        e[::3, K // 2] = -128
+    t = FLOAT_TYPES.get(FORMATS[fmt].element)
+    vb = R.dequantize(R.from_bits(e, FORMATS[fmt].element) if t is not None and t.bits == 6
+                      else e, s, fmt)
+    hot = np.isinf(vb).any(axis=1)
+    assert hot.any() and not hot.all()
+    dn = (((1,), (1,)), ((), ()))
+    for plain, M, kn in itertools.product(("f32", "bf16"), (1, 8, 20), (False, True)):
+        x = (rng.standard_normal((M, K)) * 2.0 ** -60).astype(PLAIN[plain])
+        if kn:
+            got = np.asarray(ffi_dot.dot(x, None, *_k_major(e, s), None, fmt, rhs_kn=True))
+        else:
+            got = np.asarray(ffi_dot.dot(x, None, e, s, None, fmt))
+        xf = x.astype(F32)
+        want = R.scaled_dot(xf, None, vb, None)
+        what = f"{plain} x {fmt} M={M}{' k-major' if kn else ''}"
+        np.testing.assert_array_equal(got[:, hot], want[:, hot], err_msg=what)
+        assert not np.isfinite(got[:, hot]).any(), what
+        assert_dot_close(got[:, ~hot], xf, vb[~hot], dn, what=what)
+    # MX rows whose values pass f32's range, against the finite columns' codes scaled
+    # down (every product in range)
+    ea, sa, va = _with_scales(rng, "mxfp8_e4m3", (5, K), (254,))
+    assert np.isinf(va).any()
+    ef = np.asarray(e)[~hot]
+    sf = (np.asarray(s)[~hot].view(np.uint8) - 115).view(np.asarray(s).dtype)
+    vbf = R.dequantize(R.from_bits(ef, FORMATS[fmt].element) if t is not None and t.bits == 6
+                       else ef, sf, fmt)
+    got = np.asarray(ffi_dot.dot(ea, sa, ef, sf, "mxfp8_e4m3", fmt))
+    np.testing.assert_array_equal(got, R.scaled_dot(va, None, vbf, None))
+
+
 @pytest.mark.parametrize("path", PATHS)
 def test_k_major_every_simd_path(path):
     """The K-major kernel on each path this CPU runs (f4 codes by a byte shuffle on the x86
