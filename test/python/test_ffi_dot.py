@@ -280,7 +280,9 @@ def test_values_past_f32_dequantize_to_inf(fmt):
     hot = np.isinf(vb).any(axis=1)
     assert hot.any() and not hot.all()
     dn = (((1,), (1,)), ((), ()))
-    for plain, M, kn in itertools.product(("f32", "bf16"), (1, 8, 20), (False, True)):
+    rows = [(plain, M) for plain in ("f32", "bf16")
+            for M in (1, 8, dot_kernels.DotSpec(plain, fmt, path=PATHS[0]).stream_m + 1)]
+    for (plain, M), kn in itertools.product(rows, (False, True)):
         x = (rng.standard_normal((M, K)) * 2.0 ** -60).astype(PLAIN[plain])
         if kn:
             got = np.asarray(ffi_dot.dot(x, None, *_k_major(e, s), None, fmt, rhs_kn=True))
@@ -294,14 +296,15 @@ def test_values_past_f32_dequantize_to_inf(fmt):
         assert_dot_close(got[:, ~hot], xf, vb[~hot], dn, what=what)
     # MX rows whose values pass f32's range, against the finite columns' codes scaled
     # down (every product in range)
-    ea, sa, va = _with_scales(rng, "mxfp8_e4m3", (5, K), (254,))
+    ea, sa, va = _with_scales(rng, "mxfp8_e4m3", (dot_kernels.STREAM_M + 1, K), (254,))
     assert np.isinf(va).any()
     ef = np.asarray(e)[~hot]
     sf = (np.asarray(s)[~hot].view(np.uint8) - 115).view(np.asarray(s).dtype)
     vbf = R.dequantize(R.from_bits(ef, FORMATS[fmt].element) if t is not None and t.bits == 6
                        else ef, sf, fmt)
-    got = np.asarray(ffi_dot.dot(ea, sa, ef, sf, "mxfp8_e4m3", fmt))
-    np.testing.assert_array_equal(got, R.scaled_dot(va, None, vbf, None))
+    for M in (5, len(ea)):  # streaming, the GEMM
+        got = np.asarray(ffi_dot.dot(ea[:M], sa[:M], ef, sf, "mxfp8_e4m3", fmt))
+        np.testing.assert_array_equal(got, R.scaled_dot(va[:M], None, vbf, None))
 
 
 @pytest.mark.parametrize("path", PATHS)
