@@ -4384,7 +4384,22 @@ class _KnKernel(_DotKernel):
         so = t.op(f"{{r}} = arith.addi {so}, {n0} : index")
         fvs = [self.factor("rhs", "%bs", t.op(f"{{r}} = arith.addi {so}, {t.c(j * C)} : "
                                               "index"), n=C) for j in range(nc)]
+        fold = self.kn_f16_fold()
+        if fold:  # the f16 decode's power of two, once a block (:meth:`kn_decoded`)
+            fvs = [t.op(f"{{r}} = arith.mulf {v}, {t.c(2.0 ** fold, _vt(C, 'f32'))} : "
+                        f"{_vt(C, 'f32')}") for v in fvs]
         return fvs, t.op(f"{{r}} = arith.muli {jb}, {t.c(self.s.k('rhs'))} : index")
+
+    def kn_f16_fold(self) -> int:
+        """f8 weights: the exponent of the power of two that :meth:`f16_decode` multiplies
+        its values by (15 - the format's bias), folded into the block factors instead -- one
+        multiply a vector of codes fewer; exact, as the range test keeps every value of B in
+        [2^-126, 2^128) and so the folded factors finite and normal (e4m3: in [2^-109,
+        2^126]); else 0."""
+        f = self.s.fmt("rhs")
+        if integer_shift(f) is not None:
+            return 0
+        return 15 - f.element_type.bias
 
     def kn_scaled(self, b: str, k: str, n0: str, nc: int, fvs: list[str],
                   src: tuple[str, str] | None = None) -> list[str]:
@@ -4423,7 +4438,7 @@ class _KnKernel(_DotKernel):
             aj = t.op(f"{{r}} = arith.addi {at}, {t.c(j * C)} : index")
             v8 = self.codes("rhs", mem, aj)
             v = (self.integer_units("rhs", v8) if integer_shift(f) is not None else
-                 self.f16_decode("rhs", v8, 0))
+                 self.f16_decode("rhs", v8, -self.kn_f16_fold()))
             vs.append(t.op(f"{{r}} = arith.mulf {v}, {fvs[j]} : {_vt(C, 'f32')}"))
         return vs
 
