@@ -4042,6 +4042,9 @@ class _KnKernel(_DotKernel):
         if self.kn_bf16(mr):
             self.kn_tile_bf16(b, n0, m0, mr, nc)
             return
+        if self.kn_f32_added():
+            self.kn_tile_f32_added(b, n0, m0, mr, nc)
+            return
         t, C = self.t, self.C
         vf = _vt(C, "f32")
         rows = self.kn_tile_rows(b, m0, mr)
@@ -4065,6 +4068,88 @@ class _KnKernel(_DotKernel):
         zero = t.c(0.0, vf)
         accs = t.for_(t.c(0), self.nblk, t.c(1), [(zero, vf)] * (mr * nc), block)
         self.kn_store(rows, n0, accs, C)
+
+    def kn_f32_added(self) -> bool:
+        """Whether the f32 tiles take :meth:`kn_tile_f32_added` (e2m1 codes with e8m0
+        scales on the 512-bit paths, :data:`KN_EXPONENT_ADD`)."""
+        f = self.s.fmt("rhs")
+        return (KN_EXPONENT_ADD and self.s.path in AVX512_PATHS and not f.is_nvfp4
+                and f.element_type is not None and f.element_type.bits == 4)
+
+    def kn_tile_f32_added(self, b: str, n0: str, m0: str, mr: int, nc: int) -> None:
+        """:meth:`kn_tile` for e2m1 weights on integer words: each vector of 32 columns
+        held as its 16 even columns and its 16 odd ones (a byte's two codes), per row of K
+        its 16 bytes widened to 32-bit lanes once, the low code's unscaled value by one
+        permute from a table of 16 f32 values (the lane's bits above its low four are
+        free), the high code's after a shift, the column's exponent word (scale code -
+        127, times 2^23) added to the non-zero ones: the scaled value, exact under the range
+        test (normal, finite) -- no conversion, no multiply beside the FMAs, one FMA a row
+        and half vector with A's value broadcast.  The columns interleaved again at the
+        store."""
+        t, s, C, N = self.t, self.s, self.C, self.N
+        f = s.fmt("rhs")
+        v16, vi, vb = _vt(16, "f32"), _vt(16, "i32"), _vt(16, "i8")
+        rows = self.kn_tile_rows(b, m0, mr)
+        shift = integer_shift(f) or 0
+        vals = [u / 2 ** shift for u in code_units(f, range(16))]
+
+        def block(jb: str, accs: list[str]) -> list[str]:
+            so = t.op(f"{{r}} = arith.muli {b}, {self.nblk} : index")  # the batch's scales
+            so = t.op(f"{{r}} = arith.addi {so}, {jb} : index")
+            so = t.op(f"{{r}} = arith.muli {so}, {N} : index")
+            so = t.op(f"{{r}} = arith.addi {so}, {n0} : index")
+            exps = []  # per vector: its even columns' exponent words, its odd columns'
+            for j in range(nc):
+                o = t.op(f"{{r}} = arith.addi {so}, {t.c(j * C)} : index")
+                c = t.op(f"{{r}} = vector.load %bs[{o}] : memref<?xi8>, {_vt(C, 'i8')}")
+                for half in (0, 1):
+                    h = t.op(f"{{r}} = vector.shuffle {c}, {c} "
+                             f"[{', '.join(str(2 * i + half) for i in range(16))}] : "
+                             f"{_vt(C, 'i8')}, {_vt(C, 'i8')}")
+                    e = t.op(f"{{r}} = arith.extui {h} : {vb} to {vi}")
+                    e = t.op(f"{{r}} = arith.subi {e}, {t.c(127, vi)} : {vi}")
+                    exps.append(t.op(f"{{r}} = arith.shli {e}, {t.c(23, vi)} : {vi}"))
+            k0 = t.op(f"{{r}} = arith.muli {jb}, {t.c(s.k('rhs'))} : index")
+
+            def step(dk: str, accs: list[str]) -> list[str]:
+                k = t.op(f"{{r}} = arith.addi {k0}, {dk} : index")
+                at = self.kn_at(b, k, n0, nc)
+                tab = t.op(f"{{r}} = arith.constant dense<[{', '.join(map(repr, vals))}]> : "
+                           f"{v16}")
+                vs = []
+                for j in range(nc):
+                    aj = t.op(f"{{r}} = arith.addi {at}, {t.c(j * C)} : index")
+                    aj = t.op(f"{{r}} = arith.divui {aj}, {t.c(2)} : index")
+                    raw = t.op(f"{{r}} = vector.load %b[{aj}] : memref<?xi8>, {vb}")
+                    d = t.op(f"{{r}} = arith.extui {raw} : {vb} to {vi}")
+                    hi = t.op(f"{{r}} = arith.shrui {d}, {t.c(4, vi)} : {vi}")
+                    for half, ix in enumerate((d, hi)):
+                        v = t.op(f'{{r}} = llvm.call_intrinsic "llvm.x86.avx512.permvar.sf.512"'
+                                 f"({tab}, {ix}) : ({v16}, {vi}) -> {v16}")
+                        w = t.op(f"{{r}} = arith.bitcast {v} : {v16} to {vi}")
+                        m = t.op(f"{{r}} = arith.andi {w}, {t.c(0x7FFFFFFF, vi)} : {vi}")
+                        nz = t.op(f"{{r}} = arith.cmpi ne, {m}, {t.c(0, vi)} : {vi}")
+                        we = t.op(f"{{r}} = arith.addi {w}, {exps[2 * j + half]} : {vi}")
+                        w = t.op(f"{{r}} = arith.select {nz}, {we}, {w} : {_vt(16, 'i1')}, {vi}")
+                        vs.append(t.op(f"{{r}} = arith.bitcast {w} : {vi} to {v16}"))
+                out = list(accs)
+                for i, row in enumerate(rows):
+                    a = t.op(f"{{r}} = vector.broadcast {self.kn_a(row, k)} : f32 to {v16}")
+                    for x in range(2 * nc):
+                        y = i * 2 * nc + x
+                        out[y] = t.op(f"{{r}} = vector.fma {a}, {vs[x]}, {accs[y]} : {v16}")
+                return out
+
+            return t.for_(t.c(0), t.c(s.k("rhs")), t.c(1), [(a, v16) for a in accs], step)
+
+        zero = t.c(0.0, v16)
+        accs = t.for_(t.c(0), self.nblk, t.c(1), [(zero, v16)] * (mr * 2 * nc), block)
+        inter = ", ".join(f"{i}, {i + 16}" for i in range(16))  # even, odd -> in order
+        whole = []
+        for x in range(0, len(accs), 2):
+            whole.append(t.op(f"{{r}} = vector.shuffle {accs[x]}, {accs[x + 1]} [{inter}] : "
+                              f"{v16}, {v16}"))
+        self.kn_store(rows, n0, whole, C)
 
     def kn_tile_bf16(self, b: str, n0: str, m0: str, mr: int, nc: int) -> None:
         """:meth:`kn_tile` on bf16 dot products: every block of K walked by

@@ -224,36 +224,37 @@ def _variant(spec, target: str):
     return call, (ctx, module, engine, handler)
 
 
-@pytest.mark.skipif("avx512" not in PATHS, reason="the bf16 tiles need the avx512 path")
+@pytest.mark.skipif("avx512" not in PATHS, reason="these tiles need the avx512 path")
 @pytest.mark.parametrize("fmt", MX)
-def test_k_major_bf16_tiles_in_chunks_bit_identical(monkeypatch, fmt):
-    """bf16 rows' 8-row tiles against K-major weights, as built (K in chunks copied to a
-    scratch, :data:`~dot_kernels.KN_CHUNK_ROWS`; f4 and f6 pairs made on exponent words,
-    :data:`~dot_kernels.KN_EXPONENT_ADD`) and with both switched off (every walk reading the
-    weights as stored, every pair through f32): the same products in the same order, so the
-    same bits -- over batches, tiles of 8 rows and the rows past them, two whole panels and
-    the columns past them, K of five blocks (chunks whole and cut) -- and within section 6
-    of the exact dot."""
+@pytest.mark.parametrize("plain", ["bf16", "f32"])
+def test_k_major_tiles_bit_identical_either_way(monkeypatch, plain, fmt):
+    """The K-major kernel's tiles as built -- bf16 rows' 8-row tiles walking K in chunks
+    copied to a scratch (:data:`~dot_kernels.KN_CHUNK_ROWS`), their f4 and f6 pairs and f32
+    rows' e2m1 values made on exponent words (:data:`~dot_kernels.KN_EXPONENT_ADD`) -- and
+    with both switched off (every walk reading the weights as stored, every value through
+    an f32 conversion and multiply): the same products in the same order, so the same bits
+    -- over batches, tiles of 8, 4, 2 and 1 rows, two whole panels and the columns past
+    them, K of five blocks (chunks whole and cut) -- and within section 6 of the exact dot."""
     rng = np.random.default_rng(MX.index(fmt) + 70)
     batch, N = (2,), 2 * dot_kernels.KN_PANEL + 8
     K = 5 * FORMATS[fmt].block_size
     e, s, vb = _side(rng, fmt, batch + (N, K))
     ek, sk = _k_major(e, s)
     dn = (((2,), (2,)), ((0,), (0,)))
-    spec = ffi_dot.DotSpec("bf16", fmt, path="avx512", rhs_kn=True)
+    spec = ffi_dot.DotSpec(plain, fmt, path="avx512", rhs_kn=True)
     calls, keep = [], []
     for i, (rows, add) in enumerate(((dot_kernels.KN_CHUNK_ROWS,
                                       dot_kernels.KN_EXPONENT_ADD), (0, False))):
         monkeypatch.setattr(dot_kernels, "KN_CHUNK_ROWS", rows)
         monkeypatch.setattr(dot_kernels, "KN_EXPONENT_ADD", add)
-        call, k = _variant(spec, f"mxlower_test_kn_variant{i}_{fmt}")
+        call, k = _variant(spec, f"mxlower_test_kn_variant{i}_{plain}_{fmt}")
         calls.append(call)
         keep.append(k)
-    for M in (16, 13):
-        a, _, va = _side(rng, "bf16", batch + (M, K))
+    for M in (16, 15):
+        a, _, va = _side(rng, plain, batch + (M, K))
         got = [c(a, ek, sk, shape=batch + (M, N)) for c in calls]
         np.testing.assert_array_equal(got[0], got[1])
-        assert_dot_close(got[0], va, vb, dn, what=f"bf16 x {fmt} k-major M={M}")
+        assert_dot_close(got[0], va, vb, dn, what=f"{plain} x {fmt} k-major M={M}")
 
 
 @pytest.mark.parametrize("fmt", [f for f in MX if f != "nvfp4"])

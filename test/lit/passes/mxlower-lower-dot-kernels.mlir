@@ -812,6 +812,36 @@ func.func private @gemv_kn(memref<?xf32>, memref<?xi8>, memref<?xi8>, memref<?xf
 
 // -----
 
+// f32 rows against K-major MXFP4 weights on avx512: each vector of 32 columns held as its 16
+// even columns and its 16 odd ones (a byte's two codes); per block the scale codes' exponent
+// words (even columns', odd columns': code - 127, times 2^23); per row of K its 16 bytes
+// widened to 32-bit lanes, the low codes' unscaled values by one permute from a table of 16
+// f32 values, the high codes' after a shift, the exponent word added to the non-zero ones --
+// no conversion, no multiply -- and one FMA a row and half vector with A's value broadcast;
+// the columns interleaved again before the store.
+// CHECK-LABEL: func.func @gemv_kn_f4(
+// CHECK: %[[EW:.+]] = arith.shli %{{.*}}, %{{.*}} : vector<16xi32>
+// CHECK: scf.for %{{.*}} = %{{.*}} to %c32{{.*}} step %c1{{.*}} iter_args(
+// CHECK-NOT: arith.mulf
+// CHECK: %[[RAW:.+]] = vector.load %arg1[%{{.*}}] : memref<?xi8>, vector<16xi8>
+// CHECK-NEXT: %[[D:.+]] = arith.extui %[[RAW]] : vector<16xi8> to vector<16xi32>
+// CHECK: %[[HI:.+]] = arith.shrui %[[D]], %{{.*}} : vector<16xi32>
+// CHECK-NEXT: %[[V:.+]] = llvm.call_intrinsic "llvm.x86.avx512.permvar.sf.512"(%{{.*}}, %[[D]])
+// CHECK-NEXT: %[[W:.+]] = arith.bitcast %[[V]] : vector<16xf32> to vector<16xi32>
+// CHECK: %[[NZ:.+]] = arith.cmpi ne, %{{.*}}, %{{.*}} : vector<16xi32>
+// CHECK-NEXT: %[[WE:.+]] = arith.addi %[[W]], %[[EW]] : vector<16xi32>
+// CHECK-NEXT: %[[S:.+]] = arith.select %[[NZ]], %[[WE]], %[[W]] : vector<16xi1>, vector<16xi32>
+// CHECK-NEXT: %[[EVEN:.+]] = arith.bitcast %[[S]] : vector<16xi32> to vector<16xf32>
+// CHECK-NEXT: llvm.call_intrinsic "llvm.x86.avx512.permvar.sf.512"(%{{.*}}, %[[HI]])
+// CHECK-NOT: arith.mulf
+// CHECK: %[[A:.+]] = vector.broadcast %{{.*}} : f32 to vector<16xf32>
+// CHECK-NEXT: vector.fma %[[A]], %[[EVEN]], %{{.*}} : vector<16xf32>
+// CHECK: %[[R:.+]] = vector.shuffle %{{.*}}, %{{.*}} [0, 16, 1, 17, {{.*}}, 15, 31] : vector<16xf32>, vector<16xf32>
+// CHECK: vector.store %[[R]], %arg3[%{{.*}}] : memref<?xf32>, vector<32xf32>
+func.func private @gemv_kn_f4(memref<?xf32>, memref<?xi8>, memref<?xi8>, memref<?xf32>, memref<?xi64>, index, index) attributes {mxlower.dot_kernel = {lhs = "f32", rhs = "mxfp4_e2m1", path = "avx512", rhs_layout = "kn"}}
+
+// -----
+
 // bf16 rows against K-major MXFP4 weights on avx512: the tiles of 8 rows run on vdpbf16ps, K
 // in chunks of 64 rows: each row's codes of the panel copied (whole lines, the next chunk's
 // prefetched) into a scratch on the stack, then per vector of 32 columns its accumulators
@@ -820,7 +850,7 @@ func.func private @gemv_kn(memref<?xf32>, memref<?xi8>, memref<?xi8>, memref<?xf
 // rows of K (steps of 2) both rows' codes from the scratch in pair order by one byte
 // permute, their unscaled values' bf16 bits by one word permute from a table, the exponent
 // word added to the non-zero ones -- no conversion, no multiply --, A's pair at (k, k + 1)
-// read as stored (one 32-bit load) and broadcast; fewer rows keep the FMAs.
+// read as stored (one 32-bit load) and broadcast; fewer rows take the FMAs.
 // CHECK-LABEL: func.func @gemv_kn_bf16(
 // CHECK: memref.alloca() : memref<8192xi8>
 // CHECK: memref.alloca() : memref<2048xf32>
@@ -855,8 +885,8 @@ func.func private @gemv_kn(memref<?xf32>, memref<?xi8>, memref<?xi8>, memref<?xf
 // CHECK: %[[R:.+]] = vector.load %{{.*}}[%{{.*}}] : memref<?xf32>, vector<16xf32>
 // CHECK-NEXT: arith.addi
 // CHECK-NEXT: vector.store %[[R]], %arg3[%{{.*}}] : memref<?xf32>, vector<16xf32>
-// the tiles of 4, 2, 1 rows: FMAs
-// CHECK: vector.fma %{{.*}} : vector<32xf32>
+// the tiles of 4, 2, 1 rows: FMAs (on exponent words, as for f32 rows)
+// CHECK: vector.fma %{{.*}} : vector<16xf32>
 func.func private @gemv_kn_bf16(memref<?xbf16>, memref<?xi8>, memref<?xi8>, memref<?xf32>, memref<?xi64>, index, index) attributes {mxlower.dot_kernel = {lhs = "bf16", rhs = "mxfp4_e2m1", path = "avx512", rhs_layout = "kn"}}
 
 // -----
