@@ -4086,7 +4086,7 @@ class _KnKernel(_DotKernel):
         test (normal, finite) -- no conversion, no multiply beside the FMAs, one FMA a row
         and half vector with A's value broadcast.  The columns interleaved again at the
         store."""
-        t, s, C, N = self.t, self.s, self.C, self.N
+        t, s, C = self.t, self.s, self.C
         f = s.fmt("rhs")
         v16, vi, vb = _vt(16, "f32"), _vt(16, "i32"), _vt(16, "i8")
         rows = self.kn_tile_rows(b, m0, mr)
@@ -4094,10 +4094,7 @@ class _KnKernel(_DotKernel):
         vals = [u / 2 ** shift for u in code_units(f, range(16))]
 
         def block(jb: str, accs: list[str]) -> list[str]:
-            so = t.op(f"{{r}} = arith.muli {b}, {self.nblk} : index")  # the batch's scales
-            so = t.op(f"{{r}} = arith.addi {so}, {jb} : index")
-            so = t.op(f"{{r}} = arith.muli {so}, {N} : index")
-            so = t.op(f"{{r}} = arith.addi {so}, {n0} : index")
+            so = self.kn_scales_at(b, jb, n0)
             exps = []  # per vector: its even columns' exponent words, its odd columns'
             for j in range(nc):
                 o = t.op(f"{{r}} = arith.addi {so}, {t.c(j * C)} : index")
@@ -4127,10 +4124,7 @@ class _KnKernel(_DotKernel):
                         v = t.op(f'{{r}} = llvm.call_intrinsic "llvm.x86.avx512.permvar.sf.512"'
                                  f"({tab}, {ix}) : ({v16}, {vi}) -> {v16}")
                         w = t.op(f"{{r}} = arith.bitcast {v} : {v16} to {vi}")
-                        m = t.op(f"{{r}} = arith.andi {w}, {t.c(0x7FFFFFFF, vi)} : {vi}")
-                        nz = t.op(f"{{r}} = arith.cmpi ne, {m}, {t.c(0, vi)} : {vi}")
-                        we = t.op(f"{{r}} = arith.addi {w}, {exps[2 * j + half]} : {vi}")
-                        w = t.op(f"{{r}} = arith.select {nz}, {we}, {w} : {_vt(16, 'i1')}, {vi}")
+                        w = self.exponent_added(w, exps[2 * j + half], 16, 32)
                         vs.append(t.op(f"{{r}} = arith.bitcast {w} : {vi} to {v16}"))
                 out = list(accs)
                 for i, row in enumerate(rows):
@@ -4238,12 +4232,9 @@ class _KnKernel(_DotKernel):
         ``vector<32xi16>`` of its scales' exponents (code - 127) times 2^7 -- a bf16
         exponent field's step --, each column's twice (its pair's two words): its first 16
         columns, then its last."""
-        t, C, N = self.t, self.C, self.N
+        t, C = self.t, self.C
         vb, vw = _vt(C, "i8"), _vt(C, "i16")
-        so = t.op(f"{{r}} = arith.muli {b}, {self.nblk} : index")  # the batch's scales
-        so = t.op(f"{{r}} = arith.addi {so}, {jb} : index")
-        so = t.op(f"{{r}} = arith.muli {so}, {N} : index")
-        so = t.op(f"{{r}} = arith.addi {so}, {n0} : index")
+        so = self.kn_scales_at(b, jb, n0)
         out = []
         for j in range(nc):
             o = t.op(f"{{r}} = arith.addi {so}, {t.c(j * C)} : index")
@@ -4283,8 +4274,6 @@ class _KnKernel(_DotKernel):
         else:
             mem, at0 = src(k)
             _, at1 = src(t.op(f"{{r}} = arith.addi {k}, {t.c(1)} : index"))
-        zero = t.c(0, vw)
-        mag = t.c(0x7FFF, vw)
         out = []
         for j in range(nc):
             rows = []
@@ -4325,10 +4314,7 @@ class _KnKernel(_DotKernel):
                 else:
                     v = t.op(f'{{r}} = llvm.call_intrinsic "llvm.x86.avx512.vpermi2var.hi.512"'
                              f"({tabs[0]}, {ix}, {tabs[1]}) : ({vw}, {vw}, {vw}) -> {vw}")
-                m = t.op(f"{{r}} = arith.andi {v}, {mag} : {vw}")
-                nz = t.op(f"{{r}} = arith.cmpi ne, {m}, {zero} : {vw}")
-                ve = t.op(f"{{r}} = arith.addi {v}, {e} : {vw}")
-                v = t.op(f"{{r}} = arith.select {nz}, {ve}, {v} : {_vt(C, 'i1')}, {vw}")
+                v = self.exponent_added(v, e, C, 16)
                 out.append(t.op(f"{{r}} = vector.bitcast {v} : {vw} to {vbf}"))
         return out
 
@@ -4462,11 +4448,8 @@ class _KnKernel(_DotKernel):
     def kn_block(self, b: str, jb: str, n0: str, nc: int) -> tuple[list[str], str]:
         """(the ``nc`` vectors of columns' factors of block ``jb`` of batch ``b`` from
         column ``n0``, the block's first row of K)."""
-        t, C, N = self.t, self.C, self.N
-        so = t.op(f"{{r}} = arith.muli {b}, {self.nblk} : index")  # the batch's scales
-        so = t.op(f"{{r}} = arith.addi {so}, {jb} : index")
-        so = t.op(f"{{r}} = arith.muli {so}, {N} : index")
-        so = t.op(f"{{r}} = arith.addi {so}, {n0} : index")
+        t, C = self.t, self.C
+        so = self.kn_scales_at(b, jb, n0)
         fvs = [self.factor("rhs", "%bs", t.op(f"{{r}} = arith.addi {so}, {t.c(j * C)} : "
                                               "index"), n=C) for j in range(nc)]
         fold = self.kn_f16_fold()
@@ -4474,6 +4457,24 @@ class _KnKernel(_DotKernel):
             fvs = [t.op(f"{{r}} = arith.mulf {v}, {t.c(2.0 ** fold, _vt(C, 'f32'))} : "
                         f"{_vt(C, 'f32')}") for v in fvs]
         return fvs, t.op(f"{{r}} = arith.muli {jb}, {t.c(self.s.k('rhs'))} : index")
+
+    def kn_scales_at(self, b: str, jb: str, n0: str) -> str:
+        """The scale code of block ``jb`` of batch ``b``'s weights, column ``n0``."""
+        t = self.t
+        so = t.op(f"{{r}} = arith.muli {b}, {self.nblk} : index")  # the batch's scales
+        so = t.op(f"{{r}} = arith.addi {so}, {jb} : index")
+        so = t.op(f"{{r}} = arith.muli {so}, {self.N} : index")
+        return t.op(f"{{r}} = arith.addi {so}, {n0} : index")
+
+    def exponent_added(self, w: str, e: str, n: int, bits: int) -> str:
+        """The ``n`` words of ``bits`` bits ``w`` (floats' bits) with the exponent words
+        ``e`` added to the non-zero ones (a zero's bits, either sign, stay as they are)."""
+        t, vt = self.t, _vt(n, f"i{bits}")
+        mag = (1 << (bits - 1)) - 1
+        m = t.op(f"{{r}} = arith.andi {w}, {t.c(mag, vt)} : {vt}")
+        nz = t.op(f"{{r}} = arith.cmpi ne, {m}, {t.c(0, vt)} : {vt}")
+        we = t.op(f"{{r}} = arith.addi {w}, {e} : {vt}")
+        return t.op(f"{{r}} = arith.select {nz}, {we}, {w} : {_vt(n, 'i1')}, {vt}")
 
     def kn_f16_fold(self) -> int:
         """f8 weights: the exponent of the power of two that :meth:`f16_decode` multiplies

@@ -871,8 +871,8 @@ func.func private @gemv_kn_f4(memref<?xf32>, memref<?xi8>, memref<?xi8>, memref<
 // CHECK: %[[IX:.+]] = vector.shuffle %{{.*}}, %{{.*}} [0, 0, 16, 16, 32, 32, 48, 48, 1, 1, {{.*}}] : vector<64xi8>, vector<64xi8>
 // CHECK-NEXT: %[[IW:.+]] = vector.bitcast %[[IX]] : vector<64xi8> to vector<32xi16>
 // CHECK-NEXT: %[[V:.+]] = llvm.call_intrinsic "llvm.x86.avx512.permvar.hi.512"(%{{.*}}, %[[IW]])
-// CHECK-NEXT: %[[M:.+]] = arith.andi %[[V]], %{{.*}} : vector<32xi16>
-// CHECK-NEXT: %[[NZ:.+]] = arith.cmpi ne, %[[M]], %{{.*}} : vector<32xi16>
+// CHECK: %[[M:.+]] = arith.andi %[[V]], %{{.*}} : vector<32xi16>
+// CHECK: %[[NZ:.+]] = arith.cmpi ne, %[[M]], %{{.*}} : vector<32xi16>
 // CHECK-NEXT: %[[VE:.+]] = arith.addi %[[V]], %[[ELO]] : vector<32xi16>
 // CHECK-NEXT: %[[P:.+]] = arith.select %[[NZ]], %[[VE]], %[[V]] : vector<32xi1>, vector<32xi16>
 // CHECK-NEXT: %[[BL:.+]] = vector.bitcast %[[P]] : vector<32xi16> to vector<32xbf16>
