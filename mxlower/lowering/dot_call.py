@@ -25,7 +25,7 @@ import numpy as np
 
 from mxlower.bindings.jaxlib import ir, stablehlo
 from mxlower.formats import FORMATS, format_of, get_datatype, why_not_format
-from mxlower.lowering.dot_kernels import KN_STREAM_M, STREAM_M, DotSpec, gemm_by_default
+from mxlower.lowering.dot_kernels import STREAM_M, DotSpec, gemm_by_default, kn_stream_m
 from mxlower.numbers import Datatype
 
 __all__ = ["CALLABLE_TYPES", "K_MAJOR", "Side", "callable_side", "emit_call", "k_major",
@@ -98,7 +98,7 @@ def plan(lhs: Side, rhs: Side, contracting: tuple[Sequence[int], Sequence[int]],
     computes ``rhs x lhs``
     (the side with few free rows streams the other: a GEMV written ``w @ x``).  MX weights
     held K-major (:func:`k_major`) against plain rows -- at most
-    :data:`~mxlower.lowering.dot_kernels.KN_STREAM_M` of them -- take the K-major kernel
+    :func:`~mxlower.lowering.dot_kernels.kn_stream_m` of them -- take the K-major kernel
     (:attr:`DotSpec.rhs_kn`, :data:`K_MAJOR`; f4 ones where N is even).  A side's
     format may be a datatype (:class:`Side`)."""
     lhs, rhs = _named(lhs), _named(rhs)
@@ -122,7 +122,8 @@ def plan(lhs: Side, rhs: Side, contracting: tuple[Sequence[int], Sequence[int]],
     ib = ("lhs", "rhs").index(bn)
     # (f4 codes of an odd N would start a row of K mid-byte: the K-major kernel's exact
     # path, one result at a time, would take them all)
-    kn = (K_MAJOR and a.fmt is None and b.fmt is not None and free[an] <= KN_STREAM_M
+    kn = (K_MAJOR and a.fmt is None and b.fmt is not None
+          and free[an] <= kn_stream_m(a.element_type, path)
           and k_major(b.shape, contracting[ib], batch[ib])
           and (FORMATS[b.fmt].bits != 4 or free[bn] % 2 == 0))
     try:

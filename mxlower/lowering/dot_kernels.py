@@ -195,6 +195,12 @@ PLAIN_BF16_GEMM = True
 #: it ran M = 17, 64, 256 in 7, 33, 71 ms against 101, 106, 144 for XLA's transpose and the
 #: dequantize kernel + XLA's dot (BENCHMARKS.md, eighteenth session)
 KN_STREAM_M = 256
+#: the same for bf16 rows on the 512-bit paths, whose 8-row tiles share each chunk of K's
+#: decoded pairs (:meth:`_KnKernel.kn_chunked`): at N = K = 4096 against the transposed
+#: weights' path (XLA's transpose, the packed GEMM) 1.8-2.8x faster at M = 384-512, 1.3-1.7x
+#: at 1024 (mxint8, whose transpose is quick, 0.97x), level at 2048, 0.8-0.9x at 4096, on
+#: a Zen 4 (BENCHMARKS.md, twenty-second session)
+KN_BF16_STREAM_M = 1024
 #: rows x columns of the GEMM's register tile
 MR, NR = 6, 2
 #: rows of a streaming tile (from 3 rows of A on; one or two rows go one at a time)
@@ -425,6 +431,13 @@ AMX_ROWS, AMX_K = 16, 32
 #: across steps: LLVM keeps no AMX tile across a loop's iterations): 8 measured faster than
 #: 2, 4 and 16 in 7 of 9 GEMMs on a 16-core Sapphire Rapids (BENCHMARKS.md, ninth session)
 AMX_STEPS = 8
+
+
+def kn_stream_m(lhs: str, path: str) -> int:
+    """The most rows of plain ``lhs`` activations (f32, bf16, f16) that take the K-major
+    kernel on ``path``: :data:`KN_BF16_STREAM_M` for bf16 rows on the 512-bit paths (its
+    bf16 tiles), else :data:`KN_STREAM_M`."""
+    return KN_BF16_STREAM_M if lhs == "bf16" and path in AVX512_PATHS else KN_STREAM_M
 
 
 def integer_shift(fmt: MXFormat) -> int | None:
@@ -827,10 +840,10 @@ class DotSpec:
         rows against MX weights stream up to the path's :data:`PLAIN_STREAM_M` rows
         (:data:`BF16_STREAM_M` bf16 rows on the 512-bit paths' bf16 dot products, chunks of
         8 values and more), MX rows up to :data:`STREAM_M`; the K-major kernel
-        (:attr:`rhs_kn`), whose rows all stream, takes up to :data:`KN_STREAM_M` by its
+        (:attr:`rhs_kn`), whose rows all stream, takes up to :func:`kn_stream_m` by its
         callers' choice."""
         if self.rhs_kn:
-            return KN_STREAM_M
+            return kn_stream_m(self.lhs, self.path)
         if self.fmt("lhs") is not None or self.fmt("rhs") is None:
             return STREAM_M
         if self.bf16_stream():
@@ -3891,10 +3904,11 @@ KN_TILES = {8: 1, 4: 2, 2: 4, 1: 8}
 #: 1.02-1.26x, 64 rows 1.09-1.24x faster; 4 rows 0.91-1.07x (BENCHMARKS.md, twentieth
 #: session)
 KN_BF16_ROWS = 8
-#: rows of K (whole blocks, at least one) that a K-major tile of bf16 rows on bf16 dot
-#: products (:meth:`_KnKernel.kn_chunked`) copies from the unit's panel into a contiguous
-#: scratch before its walks over the panel's groups of columns read them there; 0: every walk
-#: reads the weights as stored (a line a row of K a walk, rows of K in a few sets of L1)
+#: rows of K (whole blocks, at least one) of the chunks in which the K-major kernel's bf16
+#: tiles of 8 rows walk K together (:meth:`_KnKernel.kn_chunked`): each chunk's weights
+#: decoded once into a scratch of bf16 pairs that every tile reads (1.5-2.6x faster at
+#: M = 64-256 than each tile decoding its own, 1.0-1.6x at 8-16; BENCHMARKS.md,
+#: twenty-second session); 0: every tile walks the whole of K decoding as it goes
 KN_CHUNK_ROWS = 64
 #: whether K-major tiles of bf16 rows build f4 and f6 weights' bf16 pairs on integer words
 #: (:meth:`_KnKernel.kn_added_pairs`), not by a conversion and a multiply in f32
@@ -3924,7 +3938,8 @@ class _KnKernel(_DotKernel):
     that block (a vector of scale codes, contiguous too) and takes each row of A's value at
     K, broadcast, into one FMA per vector (bf16 rows on the 512-bit paths, tiles of
     :data:`KN_BF16_ROWS` rows and more: a pair of rows of K at a time on bf16 dot products,
-    :meth:`kn_tile_bf16`); tiles of 8, 4, 2 and 1 rows cover M exactly.
+    :meth:`kn_tile_bf16`; the tiles of 8 rows all together, K in chunks decoded once for
+    them, :meth:`kn_chunked`); tiles of 8, 4, 2 and 1 rows cover M exactly.
     The columns past a panel's whole vectors (N's last), f4 codes of an odd N (a row's
     codes then start mid-byte) and every unit where the range test fails take
     :meth:`kn_f64`: one result at a time, each product exact in f64, summed in f64,
@@ -3950,16 +3965,14 @@ class _KnKernel(_DotKernel):
             fast = t.op(f"{{r}} = arith.andi {fast}, {even} : i1")
 
         self.chunk = None
-        if self.kn_chunk_blocks():  # at the function's entry: one stack frame's scratch
-            rows = self.kn_chunk_blocks() * s.k("rhs")
-            nb = rows * s.panel // (2 if s.fmt("rhs").bits == 4 else 1)
-            codes = t.op(f"{{r}} = memref.alloca() : memref<{nb}xi8>")
-            na = max(KN_TILES) * s.panel
-            accs = t.op(f"{{r}} = memref.alloca() : memref<{na}xf32>")
-            self.chunk = (t.op(f"{{r}} = memref.cast {codes} : memref<{nb}xi8> to "
-                               "memref<?xi8>"),
-                          t.op(f"{{r}} = memref.cast {accs} : memref<{na}xf32> to "
-                               "memref<?xf32>"))
+        if self.kn_chunk_blocks():  # the chunk's pairs (on the stack), every tile's results
+            nb = self.kn_chunk_blocks() * s.k("rhs") * s.panel  # bf16 values
+            pairs = t.op(f"{{r}} = memref.alloca() : memref<{nb}xbf16>")
+            r8 = t.op(f"{{r}} = arith.divui {M}, {t.c(8)} : index")
+            na = t.op(f"{{r}} = arith.muli {r8}, {t.c(8 * s.panel)} : index")
+            self.chunk = (t.op(f"{{r}} = memref.cast {pairs} : memref<{nb}xbf16> to "
+                               "memref<?xbf16>"),
+                          t.op(f"{{r}} = memref.alloc({na}) : memref<?xf32>"))
 
         def unit(u: str, _: list[str]) -> list[str]:
             b, n0, ncols = self.panel_of(u, npan, cnp)
@@ -3975,6 +3988,8 @@ class _KnKernel(_DotKernel):
             return []
 
         t.for_("%u0", "%u1", c1, [], unit)
+        if self.chunk is not None:
+            t.do(f"memref.dealloc {self.chunk[1]} : memref<?xf32>")
         return self.close_function()
 
     def kn_rows(self, b: str, n0: str, nv: str) -> None:
@@ -3984,9 +3999,6 @@ class _KnKernel(_DotKernel):
         t, M, C = self.t, self.M, self.C
 
         def cols(m0: str, mr: int) -> None:
-            if self.chunk is not None and self.kn_bf16(mr):
-                self.kn_chunked(b, n0, nv, m0, mr)
-                return
             nc = KN_TILES[mr]
             whole = t.op(f"{{r}} = arith.divui {nv}, {t.c(nc)} : index")
             whole = t.op(f"{{r}} = arith.muli {whole}, {t.c(nc)} : index")
@@ -4002,7 +4014,11 @@ class _KnKernel(_DotKernel):
 
         r8 = t.op(f"{{r}} = arith.divui {M}, {t.c(8)} : index")
         r8 = t.op(f"{{r}} = arith.muli {r8}, {t.c(8)} : index")
-        t.for_(t.c(0), r8, t.c(8), [], lambda m0, _: cols(m0, 8) or [])
+        if self.chunk is not None:  # the tiles of 8 rows together, K in chunks
+            t.if_(t.op(f"{{r}} = arith.cmpi ne, {r8}, {t.c(0)} : index"),
+                  lambda: self.kn_chunked(b, n0, nv, r8))
+        else:
+            t.for_(t.c(0), r8, t.c(8), [], lambda m0, _: cols(m0, 8) or [])
         rem = t.op(f"{{r}} = arith.subi {M}, {r8} : index")
         for bit, below in ((4, 0), (2, 4), (1, 6)):
             has = t.op(f"{{r}} = arith.andi {rem}, {t.c(bit)} : index")
@@ -4156,67 +4172,79 @@ class _KnKernel(_DotKernel):
         self.kn_store(rows, n0, accs, 16)
 
     def kn_walk_bf16(self, b: str, n0: str, rows: list[str], nc: int, jb0: str, jb1: str,
-                     accs: list[str], src: Callable[[str], tuple[str, str]] | None = None
-                     ) -> list[str]:
+                     accs: list[str]) -> list[str]:
         """Blocks ``jb0`` to ``jb1`` of K of rows ``rows`` (absolute) against ``nc`` vectors
         of columns from ``n0`` into the accumulators ``accs`` (per row, per vector, its 16
         columns' ``vector<16xf32>`` twice), on bf16 dot products: per pair of rows of K (k,
-        k + 1, in one block: its size even) each vector's 32 codes of both rows decoded and
-        scaled (:meth:`kn_scaled`, exact in f32), each column's pair of bf16 bits (exact: at
-        most 8 significant bits, normal under the range test) taken straight from the two f32
-        lanes' high words (one two-source word permute per 16 columns), and per row of A its
-        pair of values at (k, k + 1) -- two bf16 as stored, one 32-bit load -- broadcast into
-        one ``vdpbf16ps`` per 16 columns: the two exact products added into the column's f32
-        lane.  ``src(k)``: where row ``k``'s codes of column ``n0`` are (memref, element),
-        else B as stored."""
-        t, C, K = self.t, self.C, self.K
-        v16, vi, vbf = _vt(16, "f32"), _vt(16, "i32"), _vt(C, "bf16")
-        vw, vf, vh = _vt(2 * C, "i16"), _vt(C, "f32"), _vt(C, "i16")
-        arows = [t.op(f"{{r}} = arith.muli {r}, {K} : index") for r in rows]
-        # the columns' pairs: word 2c + 1 of the first row's lane c, then the second's
-        lo, hi = (", ".join(f"{2 * j + 1}, {2 * C + 2 * j + 1}" for j in js)
-                  for js in (range(C // 2), range(C // 2, C)))
-
-        added = self.kn_exponents_added()
+        k + 1, in one block: its size even) each vector's columns' pairs of bf16 values
+        (:meth:`kn_pairs`), and per row of A its pair of values at (k, k + 1) -- two bf16 as
+        stored, one 32-bit load -- broadcast into one ``vdpbf16ps`` per 16 columns: the two
+        exact products added into the column's f32 lane."""
+        t = self.t
+        v16 = _vt(16, "f32")
 
         def block(jb: str, accs: list[str]) -> list[str]:
-            if added:
-                fvs, k0 = self.kn_exponents(b, jb, n0, nc)
-            else:
-                fvs, k0 = self.kn_block(b, jb, n0, nc)
+            fvs, k0 = self.kn_block_factors(b, jb, n0, nc)
 
             def step(dk: str, accs: list[str]) -> list[str]:
                 k = t.op(f"{{r}} = arith.addi {k0}, {dk} : index")
-                k1 = t.op(f"{{r}} = arith.addi {k}, {t.c(1)} : index")
-                pairs = []  # per vector: its 32 columns' pairs, 16 columns a vector
-                if added:
-                    pairs = self.kn_added_pairs(b, k, n0, nc, fvs, src)
-                else:  # per row of the pair, per vector: the scaled values' words
-                    x, y = ([t.op(f"{{r}} = vector.bitcast {v} : {vf} to {vw}")
-                             for v in self.kn_scaled(b, kh, n0, nc, fvs,
-                                                     src(kh) if src else None)]
-                            for kh in (k, k1))
-                    for j in range(nc):
-                        for order in (lo, hi):
-                            w = t.op(f"{{r}} = vector.shuffle {x[j]}, {y[j]} [{order}] : "
-                                     f"{vw}, {vw}")
-                            pairs.append(t.op(f"{{r}} = vector.bitcast {w} : {vh} to {vbf}"))
-                out = list(accs)
-                for i in range(len(rows)):
-                    a1 = self.bf16_pair(t.op(f"{{r}} = arith.addi {arows[i]}, {k} : index"))
-                    av = t.op(f"{{r}} = vector.broadcast {a1} : i32 to {vi}")
-                    av = t.op(f"{{r}} = vector.bitcast {av} : {vi} to {vbf}")
-                    for x, pv in enumerate(pairs):
-                        acc = i * 2 * nc + x
-                        out[acc] = t.op(f'{{r}} = llvm.call_intrinsic '
-                                        f'"llvm.x86.avx512bf16.dpbf16ps.512"({accs[acc]}, {av}, '
-                                        f"{pv}) : ({v16}, {vbf}, {vbf}) -> {v16}")
-                return out
+                pairs = self.kn_pairs(b, k, n0, nc, fvs)
+                return self.kn_dots(rows, k, accs, pairs)
 
             return t.for_(t.c(0), t.c(self.s.k("rhs")), t.c(2), [(a, v16) for a in accs],
                           step)
 
         return t.for_(jb0, jb1, t.c(1), [(a, v16) for a in accs], block)
+
+    def kn_block_factors(self, b: str, jb: str, n0: str, nc: int) -> tuple[list, str]:
+        """What :meth:`kn_pairs` needs of block ``jb`` (:meth:`kn_exponents` or
+        :meth:`kn_block`), and the block's first row of K."""
+        if self.kn_exponents_added():
+            return self.kn_exponents(b, jb, n0, nc)
+        return self.kn_block(b, jb, n0, nc)
+
+    def kn_pairs(self, b: str, k: str, n0: str, nc: int, fvs: list) -> list[str]:
+        """Per vector of 32 columns from ``n0``, its columns' pairs of B's values at rows
+        ``k`` and ``k + 1`` as bf16 (exact: at most 8 significant bits, normal under the
+        range test), 16 columns a ``vector<32xbf16>``: on integer words
+        (:meth:`kn_added_pairs`), or each row's codes decoded and scaled in f32
+        (:meth:`kn_scaled`) and each column's pair taken straight from the two f32 lanes'
+        high words (one two-source word permute per 16 columns)."""
+        t, C = self.t, self.C
+        if self.kn_exponents_added():
+            return self.kn_added_pairs(b, k, n0, nc, fvs)
+        vbf, vw, vf, vh = _vt(C, "bf16"), _vt(2 * C, "i16"), _vt(C, "f32"), _vt(C, "i16")
+        # the columns' pairs: word 2c + 1 of the first row's lane c, then the second's
+        lo, hi = (", ".join(f"{2 * j + 1}, {2 * C + 2 * j + 1}" for j in js)
+                  for js in (range(C // 2), range(C // 2, C)))
+        k1 = t.op(f"{{r}} = arith.addi {k}, {t.c(1)} : index")
+        x, y = ([t.op(f"{{r}} = vector.bitcast {v} : {vf} to {vw}")
+                 for v in self.kn_scaled(b, kh, n0, nc, fvs)] for kh in (k, k1))
+        pairs = []
+        for j in range(nc):
+            for order in (lo, hi):
+                w = t.op(f"{{r}} = vector.shuffle {x[j]}, {y[j]} [{order}] : {vw}, {vw}")
+                pairs.append(t.op(f"{{r}} = vector.bitcast {w} : {vh} to {vbf}"))
+        return pairs
+
+    def kn_dots(self, rows: list[str], k: str, accs: list[str], pairs: list[str]) -> list[str]:
+        """``accs`` (per row, per vector of ``pairs``) plus, per row of A, its pair of values
+        at (``k``, ``k + 1``) -- two bf16 as stored, one 32-bit load, broadcast -- times each
+        vector of ``pairs`` by one ``vdpbf16ps``."""
+        t, C, K = self.t, self.C, self.K
+        v16, vi, vbf = _vt(16, "f32"), _vt(16, "i32"), _vt(C, "bf16")
+        out = list(accs)
+        for i, row in enumerate(rows):
+            ar = t.op(f"{{r}} = arith.muli {row}, {K} : index")
+            a1 = self.bf16_pair(t.op(f"{{r}} = arith.addi {ar}, {k} : index"))
+            av = t.op(f"{{r}} = vector.broadcast {a1} : i32 to {vi}")
+            av = t.op(f"{{r}} = vector.bitcast {av} : {vi} to {vbf}")
+            for x, pv in enumerate(pairs):
+                acc = i * len(pairs) + x
+                out[acc] = t.op(f'{{r}} = llvm.call_intrinsic '
+                                f'"llvm.x86.avx512bf16.dpbf16ps.512"({accs[acc]}, {av}, '
+                                f"{pv}) : ({v16}, {vbf}, {vbf}) -> {v16}")
+        return out
 
     def kn_exponents_added(self) -> bool:
         """Whether :meth:`kn_walk_bf16` makes its pairs by :meth:`kn_added_pairs` (f4 and f6
@@ -4247,8 +4275,7 @@ class _KnKernel(_DotKernel):
                 out.append(t.op(f"{{r}} = vector.shuffle {e}, {e} [{twice}] : {vw}, {vw}"))
         return out, t.op(f"{{r}} = arith.muli {jb}, {t.c(self.s.k('rhs'))} : index")
 
-    def kn_added_pairs(self, b: str, k: str, n0: str, nc: int, exps: list[str],
-                       src: Callable[[str], tuple[str, str]] | None) -> list[str]:
+    def kn_added_pairs(self, b: str, k: str, n0: str, nc: int, exps: list[str]) -> list[str]:
         """Per vector of 32 columns from ``n0``, its columns' pairs of rows ``k`` and ``k +
         1`` as bf16 (:meth:`kn_walk_bf16`, 16 columns a ``vector<32xbf16>``) on integer
         words: both rows' codes put in pair order by one byte permute, each code's unscaled
@@ -4266,14 +4293,9 @@ class _KnKernel(_DotKernel):
         bits = _bf16_bits(vals * 2 if four else vals)
         tabs = [t.op(f"{{r}} = arith.constant dense<[{', '.join(map(str, part))}]> : {vw}")
                 for part in (bits[:32], bits[32:]) if part]
-        if src is None:
-            at0 = self.kn_at(b, k, n0, nc)
-            k1 = t.op(f"{{r}} = arith.addi {k}, {t.c(1)} : index")
-            at1 = self.kn_at(b, k1, n0, nc)
-            mem = "%b"
-        else:
-            mem, at0 = src(k)
-            _, at1 = src(t.op(f"{{r}} = arith.addi {k}, {t.c(1)} : index"))
+        at0 = self.kn_at(b, k, n0, nc)
+        at1 = self.kn_at(b, t.op(f"{{r}} = arith.addi {k}, {t.c(1)} : index"), n0, nc)
+        mem = "%b"
         out = []
         for j in range(nc):
             rows = []
@@ -4326,115 +4348,108 @@ class _KnKernel(_DotKernel):
             return 0
         return max(1, KN_CHUNK_ROWS // s.k("rhs"))
 
-    def kn_chunked(self, b: str, n0: str, nv: str, m0: str, mr: int) -> None:
-        """The bf16 tile of rows ``m0`` to ``m0 + mr`` against the unit's ``nv`` vectors of
-        columns from ``n0``, K in chunks of :meth:`kn_chunk_blocks` blocks: each chunk's
-        rows of codes copied from the panel (whole lines, the next chunk's prefetched) into
-        a contiguous scratch, then one walk (:meth:`kn_walk_bf16`) per vector of columns
-        over the chunk from the scratch, its accumulators kept between chunks in a scratch
-        of the tile's results.  Rows of K a page apart each bring a line per walk into a
-        few of L1's sets; the scratch's lines are read once from memory, then from L1."""
-        t, s, C, N, K = self.t, self.s, self.C, self.N, self.K
-        codes, accbuf = self.chunk
+    def kn_chunked(self, b: str, n0: str, nv: str, r8: str) -> None:
+        """The bf16 tiles of 8 rows (rows 0 to ``r8`` of batch ``b``) against the unit's
+        ``nv`` vectors of columns from ``n0``, K in chunks of :meth:`kn_chunk_blocks`
+        blocks: each chunk's columns' pairs of bf16 values (:meth:`kn_pairs`, each row of
+        codes read once, whole lines, for every tile) written into a scratch, then per tile
+        and vector of columns its 16 accumulators read from a scratch of every tile's
+        results, the chunk's pairs taken into them (:meth:`kn_dots`) and stored back; the
+        results copied out after the last chunk.  Every tile's products are the ones
+        :meth:`kn_tile_bf16` forms, in the same order."""
+        t, s, C, N = self.t, self.s, self.C, self.N
+        pairs_buf, accbuf = self.chunk
         kb = s.k("rhs")
         g = self.kn_chunk_blocks()
-        four = s.fmt("rhs").bits == 4
-        P = s.panel  # the scratch's elements a row of K
-        rows = self.kn_tile_rows(b, m0, mr)
-        v16 = _vt(16, "f32")
-        ncol = t.op(f"{{r}} = arith.muli {nv}, {t.c(C)} : index")  # columns of whole vectors
-        # the accumulators' scratch: row i's columns at i * P
-        zero = t.c(0.0, v16)
+        P = s.panel  # columns a row of either scratch (bf16 pairs: 2 P values a pair of rows)
+        v16, vbf = _vt(16, "f32"), _vt(C, "bf16")
 
         def add(x: str, y: str) -> str:
             return t.op(f"{{r}} = arith.addi {x}, {y} : index")
 
-        def clear(i: int) -> None:
-            t.for_(t.c(0), ncol, t.c(16), [], lambda c, _: t.do(
-                f"vector.store {zero}, {accbuf}[{add(c, t.c(i * P))}] : memref<?xf32>, "
-                f"{v16}") or [])
+        def mul(x: str, y: int) -> str:
+            return t.op(f"{{r}} = arith.muli {x}, {t.c(y)} : index")
 
-        for i in range(mr):
-            clear(i)
-        bat = t.op(f"{{r}} = arith.muli {b}, {K} : index")  # the batch's first row of K
-        vb = C // 2 if four else C  # bytes a vector of codes
-        vt8 = _vt(vb, "i8")
+        ncol = mul(nv, C)  # columns of whole vectors
+        zero = t.c(0.0, v16)
+        t.for_(t.c(0), mul(r8, P), t.c(16), [], lambda o, _: t.do(
+            f"vector.store {zero}, {accbuf}[{o}] : memref<?xf32>, {v16}") or [])
         nchunk = t.op(f"{{r}} = arith.ceildivui {self.nblk}, {t.c(g)} : index")
 
         def chunk(c: str, _: list[str]) -> list[str]:
-            jb0 = t.op(f"{{r}} = arith.muli {c}, {t.c(g)} : index")
-            jb1 = t.op(f"{{r}} = arith.addi {jb0}, {t.c(g)} : index")
-            jb1 = t.op(f"{{r}} = arith.minui {jb1}, {self.nblk} : index")
-            k0 = t.op(f"{{r}} = arith.muli {jb0}, {t.c(kb)} : index")
-            nk = t.op(f"{{r}} = arith.subi {jb1}, {jb0} : index")
-            nk = t.op(f"{{r}} = arith.muli {nk}, {t.c(kb)} : index")
+            jb0 = mul(c, g)
+            jb1 = t.op(f"{{r}} = arith.minui {add(jb0, t.c(g))}, {self.nblk} : index")
+            k0 = mul(jb0, kb)
+            np2 = mul(t.op(f"{{r}} = arith.subi {jb1}, {jb0} : index"), kb // 2)  # pairs
 
-            def copy(dk: str, _: list[str]) -> list[str]:
-                at = t.op(f"{{r}} = arith.addi {bat}, {k0} : index")
-                at = t.op(f"{{r}} = arith.addi {at}, {dk} : index")
-                at = t.op(f"{{r}} = arith.muli {at}, {N} : index")
-                at = t.op(f"{{r}} = arith.addi {at}, {n0} : index")
-                if four:
-                    at = t.op(f"{{r}} = arith.divui {at}, {t.c(2)} : index")
-                # the same row of the next chunk
-                ahead = t.op(f"{{r}} = arith.muli {N}, {t.c(g * kb // (2 if four else 1))} : "
-                             "index")
-                nxt = t.op(f"{{r}} = arith.addi {at}, {ahead} : index")
-                for o in range(0, P // (2 if four else 1), 64):
-                    p = t.op(f"{{r}} = arith.addi {nxt}, {t.c(o)} : index")
-                    t.do(f"memref.prefetch %b[{p}], read, locality<3>, data : memref<?xi8>")
-                to = t.op(f"{{r}} = arith.muli {dk}, {t.c(P // (2 if four else 1))} : index")
+            def decode(j: str, _: list[str]) -> list[str]:
+                jc = mul(j, C)
+                nj = add(n0, jc)
+
+                def block(jb: str, _: list[str]) -> list[str]:
+                    fvs, kj = self.kn_block_factors(b, jb, nj, 1)
+
+                    def step(dk: str, _: list[str]) -> list[str]:
+                        k = add(kj, dk)
+                        q = t.op(f"{{r}} = arith.subi {k}, {k0} : index")  # 2 x the pair's row
+                        o = add(mul(q, P), mul(jc, 2))
+                        for h, pv in enumerate(self.kn_pairs(b, k, nj, 1, fvs)):
+                            t.do(f"vector.store {pv}, {pairs_buf}[{add(o, t.c(h * C))}] : "
+                                 f"memref<?xbf16>, {vbf}")
+                        return []
+
+                    t.for_(t.c(0), t.c(kb), t.c(2), [], step)
+                    return []
+
+                t.for_(jb0, jb1, t.c(1), [], block)
+                return []
+
+            t.for_(t.c(0), nv, t.c(1), [], decode)
+
+            def tile(m0: str, _: list[str]) -> list[str]:
+                rows = self.kn_tile_rows(b, m0, 8)
 
                 def vec(j: str, _: list[str]) -> list[str]:
-                    o = t.op(f"{{r}} = arith.muli {j}, {t.c(vb)} : index")
-                    v = t.op(f"{{r}} = vector.load %b[{add(at, o)}] : memref<?xi8>, {vt8}")
-                    t.do(f"vector.store {v}, {codes}[{add(to, o)}] : memref<?xi8>, {vt8}")
+                    jc = mul(j, C)
+                    offs = [add(add(mul(m0, P), jc), t.c(i * P + h))
+                            for i in range(8) for h in (0, 16)]
+                    accs = [t.op(f"{{r}} = vector.load {accbuf}[{o}] : memref<?xf32>, {v16}")
+                            for o in offs]
+
+                    def step(q: str, accs: list[str]) -> list[str]:
+                        o = add(mul(q, 2 * P), mul(jc, 2))
+                        pairs = [t.op(f"{{r}} = vector.load {pairs_buf}[{add(o, t.c(h * C))}] "
+                                      f": memref<?xbf16>, {vbf}") for h in (0, 1)]
+                        return self.kn_dots(rows, add(k0, mul(q, 2)), accs, pairs)
+
+                    accs = t.for_(t.c(0), np2, t.c(1), [(a, v16) for a in accs], step)
+                    for acc, o in zip(accs, offs):
+                        t.do(f"vector.store {acc}, {accbuf}[{o}] : memref<?xf32>, {v16}")
                     return []
 
                 t.for_(t.c(0), nv, t.c(1), [], vec)
                 return []
 
-            t.for_(t.c(0), nk, t.c(1), [], copy)
-
-            def vec(j: str, _: list[str]) -> list[str]:
-                jc = t.op(f"{{r}} = arith.muli {j}, {t.c(C)} : index")
-                nj = t.op(f"{{r}} = arith.addi {n0}, {jc} : index")
-                accs = []
-                for i in range(mr):
-                    for h in (0, 16):
-                        o = t.op(f"{{r}} = arith.addi {jc}, {t.c(i * P + h)} : index")
-                        accs.append(t.op(f"{{r}} = vector.load {accbuf}[{o}] : memref<?xf32>, "
-                                         f"{v16}"))
-
-                def src(k: str) -> tuple[str, str]:
-                    r = t.op(f"{{r}} = arith.subi {k}, {k0} : index")
-                    r = t.op(f"{{r}} = arith.muli {r}, {t.c(P)} : index")
-                    return codes, t.op(f"{{r}} = arith.addi {r}, {jc} : index")
-
-                accs = self.kn_walk_bf16(b, nj, rows, 1, jb0, jb1, accs, src)
-                x = 0
-                for i in range(mr):
-                    for h in (0, 16):
-                        o = t.op(f"{{r}} = arith.addi {jc}, {t.c(i * P + h)} : index")
-                        t.do(f"vector.store {accs[x]}, {accbuf}[{o}] : memref<?xf32>, {v16}")
-                        x += 1
-                return []
-
-            t.for_(t.c(0), nv, t.c(1), [], vec)
+            t.for_(t.c(0), r8, t.c(8), [], tile)
             return []
 
         t.for_(t.c(0), nchunk, t.c(1), [], chunk)
-        for i, row in enumerate(rows):  # the tile's results
-            o = t.op(f"{{r}} = arith.muli {row}, {N} : index")
-            o = t.op(f"{{r}} = arith.addi {o}, {n0} : index")
+        arow0 = t.op(f"{{r}} = arith.muli {b}, {self.M} : index")
 
-            def out(c: str, _: list[str], o: str = o, i: int = i) -> list[str]:
-                v = t.op(f"{{r}} = vector.load {accbuf}[{add(c, t.c(i * P))}] : memref<?xf32>, "
-                         f"{v16}")
+        def out_row(m: str, _: list[str]) -> list[str]:  # the tiles' results
+            o = t.op(f"{{r}} = arith.muli {add(arow0, m)}, {N} : index")
+            o = add(o, n0)
+            src = mul(m, P)
+
+            def out(c: str, _: list[str]) -> list[str]:
+                v = t.op(f"{{r}} = vector.load {accbuf}[{add(src, c)}] : memref<?xf32>, {v16}")
                 t.do(f"vector.store {v}, %out[{add(o, c)}] : memref<?xf32>, {v16}")
                 return []
 
             t.for_(t.c(0), ncol, t.c(16), [], out)
+            return []
+
+        t.for_(t.c(0), r8, t.c(1), [], out_row)
 
     def kn_tile_rows(self, b: str, m0: str, mr: int) -> list[str]:
         """A tile's rows ``m0 + i`` (i < ``mr``) of batch ``b``, absolute."""
@@ -4487,13 +4502,10 @@ class _KnKernel(_DotKernel):
             return 0
         return 15 - f.element_type.bias
 
-    def kn_scaled(self, b: str, k: str, n0: str, nc: int, fvs: list[str],
-                  src: tuple[str, str] | None = None) -> list[str]:
+    def kn_scaled(self, b: str, k: str, n0: str, nc: int, fvs: list[str]) -> list[str]:
         """The scaled values (``vector<32xf32>``, exact) of ``nc`` vectors of columns from
         ``n0`` at row ``k`` of batch ``b``'s weights, their factors ``fvs``; each line of
         those codes :data:`KN_PREFETCH_ROWS` rows on prefetched."""
-        if src is not None:  # a scratch's copy (:meth:`kn_chunked`): nothing to prefetch
-            return self.kn_decoded(src[0], src[1], nc, fvs)
         return self.kn_decoded("%b", self.kn_at(b, k, n0, nc), nc, fvs)
 
     def kn_at(self, b: str, k: str, n0: str, nc: int) -> str:

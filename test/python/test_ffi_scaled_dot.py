@@ -286,6 +286,31 @@ def test_k_major_weights_are_read_as_stored(fmt):
                                                               codes=LOW), kn, f64=True)
 
 
+def test_k_major_rows_up_to_the_limit():
+    """How many plain rows take the K-major kernel (:func:`~mxlower.lowering.dot_kernels.
+    kn_stream_m`): f32 rows up to KN_STREAM_M; bf16 rows on the 512-bit paths up to
+    KN_BF16_STREAM_M (their 8-row tiles share each chunk's decoded weights), exact there --
+    one row more keeps the transposed weights' path."""
+    from mxlower.lowering import dot_kernels
+
+    rng = np.random.default_rng(7)
+    path = ffi_dot.host_path()
+    kn = (((1,), (0,)), ((), ()))
+    w = _side(rng, "mxfp8_e4m3", (64, 40), axis=0)
+    for plain, dt in (("f32", F32), ("bf16", ml_dtypes.bfloat16)):
+        lim = dot_kernels.kn_stream_m(plain, path)
+        assert lim == (dot_kernels.KN_BF16_STREAM_M if plain == "bf16" and
+                       path in dot_kernels.AVX512_PATHS else dot_kernels.KN_STREAM_M)
+        for M in (lim, lim + 1):
+            x = np.zeros((M, 64), dt)
+            text = jax.jit(lambda u, v: mxj.scaled_dot(u, v, kn)).lower(x, w).as_text()
+            assert ("_kn_" in " ".join(re.findall(r"custom_call @(\w+)", text))) == (M == lim)
+    # many bf16 tiles of 8 rows (and 4 + 2 + 1 past them) sharing each chunk, against the
+    # exact dot
+    x = rng.standard_normal((dot_kernels.KN_STREAM_M + 15, 64)).astype(ml_dtypes.bfloat16)
+    _check(x, w, kn)
+
+
 @pytest.mark.parametrize("out", [jnp.bfloat16, jnp.float16])
 def test_narrow_results(out):
     rng = np.random.default_rng(13)

@@ -842,31 +842,28 @@ func.func private @gemv_kn_f4(memref<?xf32>, memref<?xi8>, memref<?xi8>, memref<
 
 // -----
 
-// bf16 rows against K-major MXFP4 weights on avx512: the tiles of 8 rows run on vdpbf16ps, K
-// in chunks of 64 rows: each row's codes of the panel copied (whole lines, the next chunk's
-// prefetched) into a scratch on the stack, then per vector of 32 columns its accumulators
-// (8 rows x 2 vectors of 16 f32 lanes) read from a second scratch, per block the scale
-// codes' exponent words (code - 127, times 2^7: a bf16 exponent field's step), per pair of
-// rows of K (steps of 2) both rows' codes from the scratch in pair order by one byte
-// permute, their unscaled values' bf16 bits by one word permute from a table, the exponent
-// word added to the non-zero ones -- no conversion, no multiply --, A's pair at (k, k + 1)
-// read as stored (one 32-bit load) and broadcast; fewer rows take the FMAs.
+// bf16 rows against K-major MXFP4 weights on avx512: the tiles of 8 rows run on vdpbf16ps,
+// all of them together, K in chunks of 64 rows.  Per chunk, per vector of 32 columns: per
+// block the scale codes' exponent words (code - 127, times 2^7: a bf16 exponent field's
+// step), per pair of rows of K both rows' codes (read as stored, the lines 16 rows on
+// prefetched) in pair order by one byte permute, their unscaled values' bf16 bits by one
+// word permute from a table, the exponent word added to the non-zero ones -- no
+// conversion, no multiply -- and the pairs stored in a scratch on the stack.  Then per tile
+// and vector its 8 rows x 2 vectors of 16 f32 lanes from a heap scratch of every tile's
+// results, per pair of rows of the chunk the two vectors of pairs loaded from the scratch
+// and A's pair at (k, k + 1) read as stored (one 32-bit load) and broadcast, the lanes
+// stored back; the results copied out after the last chunk.  Fewer rows take the FMAs.
 // CHECK-LABEL: func.func @gemv_kn_bf16(
-// CHECK: memref.alloca() : memref<8192xi8>
-// CHECK: memref.alloca() : memref<2048xf32>
-// CHECK: scf.for %{{.*}} step %c8{{.*}} {
-// CHECK: memref.prefetch %arg1
-// CHECK: %[[C:.+]] = vector.load %arg1[%{{.*}}] : memref<?xi8>, vector<16xi8>
-// CHECK: vector.store %[[C]], %{{.*}}[%{{.*}}] : memref<?xi8>, vector<16xi8>
-// CHECK: vector.load %{{.*}}[%{{.*}}] : memref<?xf32>, vector<16xf32>
-// CHECK: scf.for {{.*}} -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>) {
+// CHECK: %[[PA:.+]] = memref.alloca() : memref<16384xbf16>
+// CHECK: %[[PS:.+]] = memref.cast %[[PA]] : memref<16384xbf16> to memref<?xbf16>
+// CHECK: %[[ACC:.+]] = memref.alloc(%{{.*}}) : memref<?xf32>
 // CHECK: %[[S:.+]] = vector.load %arg2[%{{.*}}] : memref<?xi8>, vector<32xi8>
 // CHECK: arith.subi %{{.*}}, %{{.*}} : vector<32xi16>
 // CHECK: %[[E:.+]] = arith.shli %{{.*}}, %{{.*}} : vector<32xi16>
 // CHECK: %[[ELO:.+]] = vector.shuffle %[[E]], %[[E]] [0, 0, 1, 1, {{.*}}, 15, 15] : vector<32xi16>, vector<32xi16>
-// CHECK: scf.for %{{.*}} = %{{.*}} to %c32{{.*}} step %c2{{.*}} iter_args(
+// CHECK: memref.prefetch %arg1
 // CHECK-NOT: arith.mulf
-// CHECK: vector.load %{{.*}}[%{{.*}}] : memref<?xi8>, vector<16xi8>
+// CHECK: vector.load %arg1[%{{.*}}] : memref<?xi8>, vector<16xi8>
 // CHECK-NOT: arith.mulf
 // CHECK: %[[IX:.+]] = vector.shuffle %{{.*}}, %{{.*}} [0, 0, 16, 16, 32, 32, 48, 48, 1, 1, {{.*}}] : vector<64xi8>, vector<64xi8>
 // CHECK-NEXT: %[[IW:.+]] = vector.bitcast %[[IX]] : vector<64xi8> to vector<32xi16>
@@ -876,33 +873,36 @@ func.func private @gemv_kn_f4(memref<?xf32>, memref<?xi8>, memref<?xi8>, memref<
 // CHECK-NEXT: %[[VE:.+]] = arith.addi %[[V]], %[[ELO]] : vector<32xi16>
 // CHECK-NEXT: %[[P:.+]] = arith.select %[[NZ]], %[[VE]], %[[V]] : vector<32xi1>, vector<32xi16>
 // CHECK-NEXT: %[[BL:.+]] = vector.bitcast %[[P]] : vector<32xi16> to vector<32xbf16>
-// CHECK-NOT: arith.mulf
+// CHECK: vector.store %[[BL]], %[[PS]][%{{.*}}] : memref<?xbf16>, vector<32xbf16>
+// CHECK: vector.load %[[ACC]][%{{.*}}] : memref<?xf32>, vector<16xf32>
+// CHECK: scf.for {{.*}} -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>) {
+// CHECK: %[[PL:.+]] = vector.load %[[PS]][%{{.*}}] : memref<?xbf16>, vector<32xbf16>
 // CHECK: %[[A2:.+]] = vector.load %arg0[%{{.*}}] : memref<?xbf16>, vector<2xbf16>
 // CHECK: %[[AV:.+]] = vector.bitcast %{{.*}} : vector<16xi32> to vector<32xbf16>
-// CHECK-NEXT: llvm.call_intrinsic "llvm.x86.avx512bf16.dpbf16ps.512"(%{{.*}}, %[[AV]], %[[BL]])
-// CHECK: vector.store %{{.*}}, %{{.*}}[%{{.*}}] : memref<?xf32>, vector<16xf32>
-// the tile's results from the scratch
-// CHECK: %[[R:.+]] = vector.load %{{.*}}[%{{.*}}] : memref<?xf32>, vector<16xf32>
-// CHECK-NEXT: arith.addi
-// CHECK-NEXT: vector.store %[[R]], %arg3[%{{.*}}] : memref<?xf32>, vector<16xf32>
+// CHECK-NEXT: llvm.call_intrinsic "llvm.x86.avx512bf16.dpbf16ps.512"(%{{.*}}, %[[AV]], %[[PL]])
+// CHECK: vector.store %{{.*}}, %[[ACC]][%{{.*}}] : memref<?xf32>, vector<16xf32>
+// the tiles' results
+// CHECK: %[[R:.+]] = vector.load %[[ACC]][%{{.*}}] : memref<?xf32>, vector<16xf32>
+// CHECK: vector.store %[[R]], %arg3[%{{.*}}] : memref<?xf32>, vector<16xf32>
 // the tiles of 4, 2, 1 rows: FMAs (on exponent words, as for f32 rows)
 // CHECK: vector.fma %{{.*}} : vector<16xf32>
+// CHECK: memref.dealloc %[[ACC]] : memref<?xf32>
 func.func private @gemv_kn_bf16(memref<?xbf16>, memref<?xi8>, memref<?xi8>, memref<?xf32>, memref<?xi64>, index, index) attributes {mxlower.dot_kernel = {lhs = "bf16", rhs = "mxfp4_e2m1", path = "avx512", rhs_layout = "kn"}}
 
 // -----
 
 // bf16 rows against K-major MXFP8 weights: the same chunks, each row's codes decoded and
 // scaled in f32 (exact), each column's pair of bf16 bits taken straight from the two rows'
-// f32 lanes' high words by one two-source word permute per 16 columns.
+// f32 lanes' high words by one two-source word permute per 16 columns, into the scratch.
 // CHECK-LABEL: func.func @gemv_kn_bf16_f8(
-// CHECK: memref.alloca() : memref<16384xi8>
-// CHECK: scf.for %{{.*}} = %{{.*}} to %c32{{.*}} step %c2{{.*}} iter_args(
+// CHECK: memref.alloca() : memref<16384xbf16>
+// CHECK: scf.for %{{.*}} = %{{.*}} to %c32{{.*}} step %c2{{.*}} {
 // CHECK: %[[X:.+]] = vector.bitcast %{{.*}} : vector<32xf32> to vector<64xi16>
 // CHECK: %[[Y:.+]] = vector.bitcast %{{.*}} : vector<32xf32> to vector<64xi16>
 // CHECK-NEXT: %[[LO:.+]] = vector.shuffle %[[X]], %[[Y]] [1, 65, 3, 67, {{.*}}, 31, 95] : vector<64xi16>, vector<64xi16>
 // CHECK-NEXT: %[[BL:.+]] = vector.bitcast %[[LO]] : vector<32xi16> to vector<32xbf16>
 // CHECK-NEXT: %[[HI:.+]] = vector.shuffle %[[X]], %[[Y]] [33, 97, {{.*}}, 63, 127] : vector<64xi16>, vector<64xi16>
-// CHECK: llvm.call_intrinsic "llvm.x86.avx512bf16.dpbf16ps.512"(%{{.*}}, %{{.*}}, %[[BL]])
+// CHECK: vector.store %[[BL]], %{{.*}}[%{{.*}}] : memref<?xbf16>, vector<32xbf16>
 func.func private @gemv_kn_bf16_f8(memref<?xbf16>, memref<?xi8>, memref<?xi8>, memref<?xf32>, memref<?xi64>, index, index) attributes {mxlower.dot_kernel = {lhs = "bf16", rhs = "mxfp8_e4m3", path = "avx512", rhs_layout = "kn"}}
 
 // -----
