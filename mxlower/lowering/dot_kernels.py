@@ -3913,6 +3913,12 @@ KN_CHUNK_ROWS = 64
 #: whether K-major tiles of bf16 rows build f4 and f6 weights' bf16 pairs on integer words
 #: (:meth:`_KnKernel.kn_added_pairs`), not by a conversion and a multiply in f32
 KN_EXPONENT_ADD = True
+#: whether :meth:`_KnKernel.kn_chunked` decodes a chunk's weights a pair of rows of K at a
+#: time (every vector of the panel's rows: whole lines; the block's factors from a scratch),
+#: not a vector of columns at a time (every row of the chunk: a sixteenth of a line each for
+#: f4): 1.06-1.12x faster at M = 8 for f4 / f6, level at 64 (BENCHMARKS.md, twenty-second
+#: session)
+KN_DECODE_ROWS = True
 
 
 def _f64_lit(v: float) -> str:
@@ -3970,9 +3976,14 @@ class _KnKernel(_DotKernel):
             pairs = t.op(f"{{r}} = memref.alloca() : memref<{nb}xbf16>")
             r8 = t.op(f"{{r}} = arith.divui {M}, {t.c(8)} : index")
             na = t.op(f"{{r}} = arith.muli {r8}, {t.c(8 * s.panel)} : index")
+            # a block's factors for the panel: exponent words, each column's twice, or f32
+            ne, et = (2 * s.panel, "i16") if self.kn_exponents_added() else (s.panel, "f32")
+            ebuf = t.op(f"{{r}} = memref.alloca() : memref<{ne}x{et}>")
             self.chunk = (t.op(f"{{r}} = memref.cast {pairs} : memref<{nb}xbf16> to "
                                "memref<?xbf16>"),
-                          t.op(f"{{r}} = memref.alloc({na}) : memref<?xf32>"))
+                          t.op(f"{{r}} = memref.alloc({na}) : memref<?xf32>"),
+                          t.op(f"{{r}} = memref.cast {ebuf} : memref<{ne}x{et}> to "
+                               f"memref<?x{et}>"))
 
         def unit(u: str, _: list[str]) -> list[str]:
             b, n0, ncols = self.panel_of(u, npan, cnp)
@@ -4358,7 +4369,7 @@ class _KnKernel(_DotKernel):
         results copied out after the last chunk.  Every tile's products are the ones
         :meth:`kn_tile_bf16` forms, in the same order."""
         t, s, C, N = self.t, self.s, self.C, self.N
-        pairs_buf, accbuf = self.chunk
+        pairs_buf, accbuf = self.chunk[:2]
         kb = s.k("rhs")
         g = self.kn_chunk_blocks()
         P = s.panel  # columns a row of either scratch (bf16 pairs: 2 P values a pair of rows)
@@ -4371,6 +4382,7 @@ class _KnKernel(_DotKernel):
             return t.op(f"{{r}} = arith.muli {x}, {t.c(y)} : index")
 
         ncol = mul(nv, C)  # columns of whole vectors
+        ebuf = self.chunk[2]
         zero = t.c(0.0, v16)
         t.for_(t.c(0), mul(r8, P), t.c(16), [], lambda o, _: t.do(
             f"vector.store {zero}, {accbuf}[{o}] : memref<?xf32>, {v16}") or [])
@@ -4382,7 +4394,14 @@ class _KnKernel(_DotKernel):
             k0 = mul(jb0, kb)
             np2 = mul(t.op(f"{{r}} = arith.subi {jb1}, {jb0} : index"), kb // 2)  # pairs
 
-            def decode(j: str, _: list[str]) -> list[str]:
+            def store(k: str, jc: str, pairs: list[str]) -> None:
+                q = t.op(f"{{r}} = arith.subi {k}, {k0} : index")  # 2 x the pair's row
+                o = add(mul(q, P), mul(jc, 2))
+                for h, pv in enumerate(pairs):
+                    t.do(f"vector.store {pv}, {pairs_buf}[{add(o, t.c(h * C))}] : "
+                         f"memref<?xbf16>, {vbf}")
+
+            def decode(j: str, _: list[str]) -> list[str]:  # a vector of columns at a time
                 jc = mul(j, C)
                 nj = add(n0, jc)
 
@@ -4391,11 +4410,7 @@ class _KnKernel(_DotKernel):
 
                     def step(dk: str, _: list[str]) -> list[str]:
                         k = add(kj, dk)
-                        q = t.op(f"{{r}} = arith.subi {k}, {k0} : index")  # 2 x the pair's row
-                        o = add(mul(q, P), mul(jc, 2))
-                        for h, pv in enumerate(self.kn_pairs(b, k, nj, 1, fvs)):
-                            t.do(f"vector.store {pv}, {pairs_buf}[{add(o, t.c(h * C))}] : "
-                                 f"memref<?xbf16>, {vbf}")
+                        store(k, jc, self.kn_pairs(b, k, nj, 1, fvs))
                         return []
 
                     t.for_(t.c(0), t.c(kb), t.c(2), [], step)
@@ -4404,7 +4419,43 @@ class _KnKernel(_DotKernel):
                 t.for_(jb0, jb1, t.c(1), [], block)
                 return []
 
-            t.for_(t.c(0), nv, t.c(1), [], decode)
+            # the block's factors a vector of columns: two vectors of exponent words, or one
+            # of f32 factors -- 64 bytes in the scratch either way
+            et, fn = ((_vt(C, "i16"), 2) if self.kn_exponents_added() else
+                      (_vt(C, "f32"), 1))
+            mt = f"memref<?x{et[et.rindex('x') + 1:-1]}>"
+
+            def decode_rows(jb: str, _: list[str]) -> list[str]:  # a row's vectors at a time
+                def factors(j: str, _: list[str]) -> list[str]:
+                    fvs, _ = self.kn_block_factors(b, jb, add(n0, mul(j, C)), 1)
+                    for h, f in enumerate(fvs):
+                        t.do(f"vector.store {f}, {ebuf}[{add(mul(j, fn * C), t.c(h * C))}] : "
+                             f"{mt}, {et}")
+                    return []
+
+                t.for_(t.c(0), nv, t.c(1), [], factors)
+                kj = mul(jb, kb)
+
+                def step(dk: str, _: list[str]) -> list[str]:
+                    k = add(kj, dk)
+
+                    def vec(j: str, _: list[str]) -> list[str]:
+                        jc = mul(j, C)
+                        fvs = [t.op(f"{{r}} = vector.load {ebuf}[{add(mul(j, fn * C), t.c(h * C))}"
+                                    f"] : {mt}, {et}") for h in range(fn)]
+                        store(k, jc, self.kn_pairs(b, k, add(n0, jc), 1, fvs))
+                        return []
+
+                    t.for_(t.c(0), nv, t.c(1), [], vec)
+                    return []
+
+                t.for_(t.c(0), t.c(kb), t.c(2), [], step)
+                return []
+
+            if KN_DECODE_ROWS:
+                t.for_(jb0, jb1, t.c(1), [], decode_rows)
+            else:
+                t.for_(t.c(0), nv, t.c(1), [], decode)
 
             def tile(m0: str, _: list[str]) -> list[str]:
                 rows = self.kn_tile_rows(b, m0, 8)

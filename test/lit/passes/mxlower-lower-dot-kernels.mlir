@@ -843,24 +843,29 @@ func.func private @gemv_kn_f4(memref<?xf32>, memref<?xi8>, memref<?xi8>, memref<
 // -----
 
 // bf16 rows against K-major MXFP4 weights on avx512: the tiles of 8 rows run on vdpbf16ps,
-// all of them together, K in chunks of 64 rows.  Per chunk, per vector of 32 columns: per
-// block the scale codes' exponent words (code - 127, times 2^7: a bf16 exponent field's
-// step), per pair of rows of K both rows' codes (read as stored, the lines 16 rows on
-// prefetched) in pair order by one byte permute, their unscaled values' bf16 bits by one
-// word permute from a table, the exponent word added to the non-zero ones -- no
-// conversion, no multiply -- and the pairs stored in a scratch on the stack.  Then per tile
+// all of them together, K in chunks of 64 rows.  Per chunk, per block: the panel's scale
+// codes' exponent words (code - 127, times 2^7: a bf16 exponent field's step) into a
+// scratch; per pair of rows of K, per vector of 32 columns (the rows' whole lines), both
+// rows' codes (read as stored, the lines 16 rows on prefetched) in pair order by one byte
+// permute, their unscaled values' bf16 bits by one word permute from a table, the exponent
+// word added to the non-zero ones -- no conversion, no multiply -- and the pairs stored in
+// a scratch on the stack.  Then per tile
 // and vector its 8 rows x 2 vectors of 16 f32 lanes from a heap scratch of every tile's
 // results, per pair of rows of the chunk the two vectors of pairs loaded from the scratch
 // and A's pair at (k, k + 1) read as stored (one 32-bit load) and broadcast, the lanes
 // stored back; the results copied out after the last chunk.  Fewer rows take the FMAs.
 // CHECK-LABEL: func.func @gemv_kn_bf16(
-// CHECK: %[[PA:.+]] = memref.alloca() : memref<16384xbf16>
-// CHECK: %[[PS:.+]] = memref.cast %[[PA]] : memref<16384xbf16> to memref<?xbf16>
-// CHECK: %[[ACC:.+]] = memref.alloc(%{{.*}}) : memref<?xf32>
+// CHECK-DAG: %[[PA:.+]] = memref.alloca() : memref<16384xbf16>
+// CHECK-DAG: %[[PS:.+]] = memref.cast %[[PA]] : memref<16384xbf16> to memref<?xbf16>
+// CHECK-DAG: %[[EA:.+]] = memref.alloca() : memref<512xi16>
+// CHECK-DAG: %[[ACC:.+]] = memref.alloc(%{{.*}}) : memref<?xf32>
+// CHECK-DAG: %[[EB:.+]] = memref.cast %[[EA]] : memref<512xi16> to memref<?xi16>
 // CHECK: %[[S:.+]] = vector.load %arg2[%{{.*}}] : memref<?xi8>, vector<32xi8>
 // CHECK: arith.subi %{{.*}}, %{{.*}} : vector<32xi16>
 // CHECK: %[[E:.+]] = arith.shli %{{.*}}, %{{.*}} : vector<32xi16>
 // CHECK: %[[ELO:.+]] = vector.shuffle %[[E]], %[[E]] [0, 0, 1, 1, {{.*}}, 15, 15] : vector<32xi16>, vector<32xi16>
+// CHECK: vector.store %[[ELO]], %[[EB]][%{{.*}}] : memref<?xi16>, vector<32xi16>
+// CHECK: %[[EL:.+]] = vector.load %[[EB]][%{{.*}}] : memref<?xi16>, vector<32xi16>
 // CHECK: memref.prefetch %arg1
 // CHECK-NOT: arith.mulf
 // CHECK: vector.load %arg1[%{{.*}}] : memref<?xi8>, vector<16xi8>
@@ -870,7 +875,7 @@ func.func private @gemv_kn_f4(memref<?xf32>, memref<?xi8>, memref<?xi8>, memref<
 // CHECK-NEXT: %[[V:.+]] = llvm.call_intrinsic "llvm.x86.avx512.permvar.hi.512"(%{{.*}}, %[[IW]])
 // CHECK: %[[M:.+]] = arith.andi %[[V]], %{{.*}} : vector<32xi16>
 // CHECK: %[[NZ:.+]] = arith.cmpi ne, %[[M]], %{{.*}} : vector<32xi16>
-// CHECK-NEXT: %[[VE:.+]] = arith.addi %[[V]], %[[ELO]] : vector<32xi16>
+// CHECK-NEXT: %[[VE:.+]] = arith.addi %[[V]], %[[EL]] : vector<32xi16>
 // CHECK-NEXT: %[[P:.+]] = arith.select %[[NZ]], %[[VE]], %[[V]] : vector<32xi1>, vector<32xi16>
 // CHECK-NEXT: %[[BL:.+]] = vector.bitcast %[[P]] : vector<32xi16> to vector<32xbf16>
 // CHECK: vector.store %[[BL]], %[[PS]][%{{.*}}] : memref<?xbf16>, vector<32xbf16>
