@@ -3913,12 +3913,6 @@ KN_CHUNK_ROWS = 64
 #: whether K-major tiles of bf16 rows build f4 and f6 weights' bf16 pairs on integer words
 #: (:meth:`_KnKernel.kn_added_pairs`), not by a conversion and a multiply in f32
 KN_EXPONENT_ADD = True
-#: whether :meth:`_KnKernel.kn_chunked` decodes a chunk's weights a pair of rows of K at a
-#: time (every vector of the panel's rows: whole lines; the block's factors from a scratch),
-#: not a vector of columns at a time (every row of the chunk: a sixteenth of a line each for
-#: f4): 1.06-1.12x faster at M = 8 for f4 / f6, level at 64 (BENCHMARKS.md, twenty-second
-#: session)
-KN_DECODE_ROWS = True
 
 
 def _f64_lit(v: float) -> str:
@@ -3976,8 +3970,8 @@ class _KnKernel(_DotKernel):
             pairs = t.op(f"{{r}} = memref.alloca() : memref<{nb}xbf16>")
             r8 = t.op(f"{{r}} = arith.divui {M}, {t.c(8)} : index")
             na = t.op(f"{{r}} = arith.muli {r8}, {t.c(8 * s.panel)} : index")
-            # a block's factors for the panel: exponent words, each column's twice, or f32
-            ne, et = (2 * s.panel, "i16") if self.kn_exponents_added() else (s.panel, "f32")
+            et, fn = self.kn_factor_slot()  # a block's factors for the panel
+            ne = fn * s.panel
             ebuf = t.op(f"{{r}} = memref.alloca() : memref<{ne}x{et}>")
             self.chunk = (t.op(f"{{r}} = memref.cast {pairs} : memref<{nb}xbf16> to "
                                "memref<?xbf16>"),
@@ -4122,17 +4116,9 @@ class _KnKernel(_DotKernel):
 
         def block(jb: str, accs: list[str]) -> list[str]:
             so = self.kn_scales_at(b, jb, n0)
-            exps = []  # per vector: its even columns' exponent words, its odd columns'
-            for j in range(nc):
-                o = t.op(f"{{r}} = arith.addi {so}, {t.c(j * C)} : index")
-                c = t.op(f"{{r}} = vector.load %bs[{o}] : memref<?xi8>, {_vt(C, 'i8')}")
-                for half in (0, 1):
-                    h = t.op(f"{{r}} = vector.shuffle {c}, {c} "
-                             f"[{', '.join(str(2 * i + half) for i in range(16))}] : "
-                             f"{_vt(C, 'i8')}, {_vt(C, 'i8')}")
-                    e = t.op(f"{{r}} = arith.extui {h} : {vb} to {vi}")
-                    e = t.op(f"{{r}} = arith.subi {e}, {t.c(127, vi)} : {vi}")
-                    exps.append(t.op(f"{{r}} = arith.shli {e}, {t.c(23, vi)} : {vi}"))
+            # per vector: its even columns' exponent words, its odd columns'
+            exps = [self.kn_exponent_words(so, j, range(half, C, 2), 32, 23)
+                    for j in range(nc) for half in (0, 1)]
             k0 = t.op(f"{{r}} = arith.muli {jb}, {t.c(s.k('rhs'))} : index")
 
             def step(dk: str, accs: list[str]) -> list[str]:
@@ -4272,18 +4258,9 @@ class _KnKernel(_DotKernel):
         exponent field's step --, each column's twice (its pair's two words): its first 16
         columns, then its last."""
         t, C = self.t, self.C
-        vb, vw = _vt(C, "i8"), _vt(C, "i16")
         so = self.kn_scales_at(b, jb, n0)
-        out = []
-        for j in range(nc):
-            o = t.op(f"{{r}} = arith.addi {so}, {t.c(j * C)} : index")
-            c = t.op(f"{{r}} = vector.load %bs[{o}] : memref<?xi8>, {vb}")
-            e = t.op(f"{{r}} = arith.extui {c} : {vb} to {vw}")
-            e = t.op(f"{{r}} = arith.subi {e}, {t.c(127, vw)} : {vw}")
-            e = t.op(f"{{r}} = arith.shli {e}, {t.c(7, vw)} : {vw}")
-            for cols in (range(C // 2), range(C // 2, C)):
-                twice = ", ".join(f"{c}, {c}" for c in cols)
-                out.append(t.op(f"{{r}} = vector.shuffle {e}, {e} [{twice}] : {vw}, {vw}"))
+        out = [self.kn_exponent_words(so, j, [c for c in cols for _ in (0, 1)], 16, 7)
+               for j in range(nc) for cols in (range(C // 2), range(C // 2, C))]
         return out, t.op(f"{{r}} = arith.muli {jb}, {t.c(self.s.k('rhs'))} : index")
 
     def kn_added_pairs(self, b: str, k: str, n0: str, nc: int, exps: list[str]) -> list[str]:
@@ -4306,7 +4283,6 @@ class _KnKernel(_DotKernel):
                 for part in (bits[:32], bits[32:]) if part]
         at0 = self.kn_at(b, k, n0, nc)
         at1 = self.kn_at(b, t.op(f"{{r}} = arith.addi {k}, {t.c(1)} : index"), n0, nc)
-        mem = "%b"
         out = []
         for j in range(nc):
             rows = []
@@ -4314,7 +4290,7 @@ class _KnKernel(_DotKernel):
                 aj = t.op(f"{{r}} = arith.addi {at}, {t.c(j * C)} : index")
                 if four:
                     aj = t.op(f"{{r}} = arith.divui {aj}, {t.c(2)} : index")
-                rows.append(t.op(f"{{r}} = vector.load {mem}[{aj}] : memref<?xi8>, "
+                rows.append(t.op(f"{{r}} = vector.load %b[{aj}] : memref<?xi8>, "
                                  f"{_vt(C // 2 if four else C, 'i8')}"))
             if four:  # [k | k + 1 | k >> 4 | (k + 1) >> 4], 16 bytes each: a code a nibble
                 v16, v32 = _vt(16, "i8"), _vt(32, "i8")
@@ -4350,6 +4326,13 @@ class _KnKernel(_DotKernel):
                 v = self.exponent_added(v, e, C, 16)
                 out.append(t.op(f"{{r}} = vector.bitcast {v} : {vw} to {vbf}"))
         return out
+
+    def kn_factor_slot(self) -> tuple[str, int]:
+        """(element type, vectors of 32 columns) of what :meth:`kn_pairs` needs of a block
+        for a vector of columns (:meth:`kn_block_factors`): two vectors of exponent words
+        (:meth:`kn_exponents`), or one of f32 factors (:meth:`kn_block`) -- 64 bytes either
+        way, kept for the panel in a scratch by :meth:`kn_chunked`."""
+        return ("i16", 2) if self.kn_exponents_added() else ("f32", 1)
 
     def kn_chunk_blocks(self) -> int:
         """Blocks of K a chunk of :meth:`kn_chunked` (:data:`KN_CHUNK_ROWS`), 0: none (no
@@ -4401,31 +4384,13 @@ class _KnKernel(_DotKernel):
                     t.do(f"vector.store {pv}, {pairs_buf}[{add(o, t.c(h * C))}] : "
                          f"memref<?xbf16>, {vbf}")
 
-            def decode(j: str, _: list[str]) -> list[str]:  # a vector of columns at a time
-                jc = mul(j, C)
-                nj = add(n0, jc)
+            # a pair of rows of K at a time, every vector of the panel's rows in turn (whole
+            # lines; a vector of columns down every row would read a sixteenth of an f4
+            # line a row: 1.06-1.12x slower at M = 8), the block's factors from a scratch
+            elt, fn = self.kn_factor_slot()
+            et, mt = _vt(C, elt), f"memref<?x{elt}>"
 
-                def block(jb: str, _: list[str]) -> list[str]:
-                    fvs, kj = self.kn_block_factors(b, jb, nj, 1)
-
-                    def step(dk: str, _: list[str]) -> list[str]:
-                        k = add(kj, dk)
-                        store(k, jc, self.kn_pairs(b, k, nj, 1, fvs))
-                        return []
-
-                    t.for_(t.c(0), t.c(kb), t.c(2), [], step)
-                    return []
-
-                t.for_(jb0, jb1, t.c(1), [], block)
-                return []
-
-            # the block's factors a vector of columns: two vectors of exponent words, or one
-            # of f32 factors -- 64 bytes in the scratch either way
-            et, fn = ((_vt(C, "i16"), 2) if self.kn_exponents_added() else
-                      (_vt(C, "f32"), 1))
-            mt = f"memref<?x{et[et.rindex('x') + 1:-1]}>"
-
-            def decode_rows(jb: str, _: list[str]) -> list[str]:  # a row's vectors at a time
+            def decode(jb: str, _: list[str]) -> list[str]:
                 def factors(j: str, _: list[str]) -> list[str]:
                     fvs, _ = self.kn_block_factors(b, jb, add(n0, mul(j, C)), 1)
                     for h, f in enumerate(fvs):
@@ -4452,10 +4417,7 @@ class _KnKernel(_DotKernel):
                 t.for_(t.c(0), t.c(kb), t.c(2), [], step)
                 return []
 
-            if KN_DECODE_ROWS:
-                t.for_(jb0, jb1, t.c(1), [], decode_rows)
-            else:
-                t.for_(t.c(0), nv, t.c(1), [], decode)
+            t.for_(jb0, jb1, t.c(1), [], decode)
 
             def tile(m0: str, _: list[str]) -> list[str]:
                 rows = self.kn_tile_rows(b, m0, 8)
@@ -4519,7 +4481,7 @@ class _KnKernel(_DotKernel):
         fvs = [self.factor("rhs", "%bs", t.op(f"{{r}} = arith.addi {so}, {t.c(j * C)} : "
                                               "index"), n=C) for j in range(nc)]
         fold = self.kn_f16_fold()
-        if fold:  # the f16 decode's power of two, once a block (:meth:`kn_decoded`)
+        if fold:  # the f16 decode's power of two, once a block (:meth:`kn_scaled`)
             fvs = [t.op(f"{{r}} = arith.mulf {v}, {t.c(2.0 ** fold, _vt(C, 'f32'))} : "
                         f"{_vt(C, 'f32')}") for v in fvs]
         return fvs, t.op(f"{{r}} = arith.muli {jb}, {t.c(self.s.k('rhs'))} : index")
@@ -4531,6 +4493,23 @@ class _KnKernel(_DotKernel):
         so = t.op(f"{{r}} = arith.addi {so}, {jb} : index")
         so = t.op(f"{{r}} = arith.muli {so}, {self.N} : index")
         return t.op(f"{{r}} = arith.addi {so}, {n0} : index")
+
+    def kn_exponent_words(self, so: str, j: int, order: Sequence[int], bits: int,
+                          shift: int) -> str:
+        """The e8m0 scale codes of the block's vector ``j`` of 32 columns (from scale
+        ``so``), lanes in ``order`` (a column's index, each lane), as exponent words of a
+        float of ``bits`` bits: (code - 127) times 2^``shift`` (its exponent field's step),
+        to add to a value's bits (:meth:`exponent_added`)."""
+        t, C = self.t, self.C
+        o = t.op(f"{{r}} = arith.addi {so}, {t.c(j * C)} : index")
+        c = t.op(f"{{r}} = vector.load %bs[{o}] : memref<?xi8>, {_vt(C, 'i8')}")
+        n = len(order)
+        c = t.op(f"{{r}} = vector.shuffle {c}, {c} [{', '.join(map(str, order))}] : "
+                 f"{_vt(C, 'i8')}, {_vt(C, 'i8')}")
+        vt = _vt(n, f"i{bits}")
+        e = t.op(f"{{r}} = arith.extui {c} : {_vt(n, 'i8')} to {vt}")
+        e = t.op(f"{{r}} = arith.subi {e}, {t.c(127, vt)} : {vt}")
+        return t.op(f"{{r}} = arith.shli {e}, {t.c(shift, vt)} : {vt}")
 
     def exponent_added(self, w: str, e: str, n: int, bits: int) -> str:
         """The ``n`` words of ``bits`` bits ``w`` (floats' bits) with the exponent words
@@ -4556,8 +4535,17 @@ class _KnKernel(_DotKernel):
     def kn_scaled(self, b: str, k: str, n0: str, nc: int, fvs: list[str]) -> list[str]:
         """The scaled values (``vector<32xf32>``, exact) of ``nc`` vectors of columns from
         ``n0`` at row ``k`` of batch ``b``'s weights, their factors ``fvs``; each line of
-        those codes :data:`KN_PREFETCH_ROWS` rows on prefetched."""
-        return self.kn_decoded("%b", self.kn_at(b, k, n0, nc), nc, fvs)
+        those codes :data:`KN_PREFETCH_ROWS` rows on prefetched (:meth:`kn_at`)."""
+        t, C, f = self.t, self.C, self.s.fmt("rhs")
+        at = self.kn_at(b, k, n0, nc)
+        vs = []
+        for j in range(nc):
+            aj = t.op(f"{{r}} = arith.addi {at}, {t.c(j * C)} : index")
+            v8 = self.codes("rhs", "%b", aj)
+            v = (self.integer_units("rhs", v8) if integer_shift(f) is not None else
+                 self.f16_decode("rhs", v8, -self.kn_f16_fold()))
+            vs.append(t.op(f"{{r}} = arith.mulf {v}, {fvs[j]} : {_vt(C, 'f32')}"))
+        return vs
 
     def kn_at(self, b: str, k: str, n0: str, nc: int) -> str:
         """The element of B's codes at row ``k`` of batch ``b``, column ``n0``, with each line
@@ -4577,19 +4565,6 @@ class _KnKernel(_DotKernel):
                 p = t.op(f"{{r}} = arith.divui {p}, {t.c(2)} : index")
             t.do(f"memref.prefetch %b[{p}], read, locality<0>, data : memref<?xi8>")
         return at
-
-    def kn_decoded(self, mem: str, at: str, nc: int, fvs: list[str]) -> list[str]:
-        """The scaled values of ``nc`` vectors of codes of ``mem`` from element ``at``, their
-        factors ``fvs`` (:meth:`kn_scaled`)."""
-        t, C, f = self.t, self.C, self.s.fmt("rhs")
-        vs = []
-        for j in range(nc):
-            aj = t.op(f"{{r}} = arith.addi {at}, {t.c(j * C)} : index")
-            v8 = self.codes("rhs", mem, aj)
-            v = (self.integer_units("rhs", v8) if integer_shift(f) is not None else
-                 self.f16_decode("rhs", v8, -self.kn_f16_fold()))
-            vs.append(t.op(f"{{r}} = arith.mulf {v}, {fvs[j]} : {_vt(C, 'f32')}"))
-        return vs
 
     def kn_store(self, rows: list[str], n0: str, accs: list[str], w: int) -> None:
         """Each row's accumulators (vectors of ``w`` columns, in order from ``n0``) into the

@@ -861,9 +861,10 @@ func.func private @gemv_kn_f4(memref<?xf32>, memref<?xi8>, memref<?xi8>, memref<
 // CHECK-DAG: %[[ACC:.+]] = memref.alloc(%{{.*}}) : memref<?xf32>
 // CHECK-DAG: %[[EB:.+]] = memref.cast %[[EA]] : memref<512xi16> to memref<?xi16>
 // CHECK: %[[S:.+]] = vector.load %arg2[%{{.*}}] : memref<?xi8>, vector<32xi8>
-// CHECK: arith.subi %{{.*}}, %{{.*}} : vector<32xi16>
-// CHECK: %[[E:.+]] = arith.shli %{{.*}}, %{{.*}} : vector<32xi16>
-// CHECK: %[[ELO:.+]] = vector.shuffle %[[E]], %[[E]] [0, 0, 1, 1, {{.*}}, 15, 15] : vector<32xi16>, vector<32xi16>
+// CHECK-NEXT: %[[S2:.+]] = vector.shuffle %[[S]], %[[S]] [0, 0, 1, 1, {{.*}}, 15, 15] : vector<32xi8>, vector<32xi8>
+// CHECK-NEXT: %[[SW:.+]] = arith.extui %[[S2]] : vector<32xi8> to vector<32xi16>
+// CHECK: arith.subi %[[SW]], %{{.*}} : vector<32xi16>
+// CHECK: %[[ELO:.+]] = arith.shli %{{.*}}, %{{.*}} : vector<32xi16>
 // CHECK: vector.store %[[ELO]], %[[EB]][%{{.*}}] : memref<?xi16>, vector<32xi16>
 // CHECK: %[[EL:.+]] = vector.load %[[EB]][%{{.*}}] : memref<?xi16>, vector<32xi16>
 // CHECK: memref.prefetch %arg1
