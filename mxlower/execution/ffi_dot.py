@@ -201,6 +201,10 @@ def handler_text(spec: DotSpec) -> str:
     panels = e.binary("udiv", e.binary("add", N, e.i64(P - 1)), e.i64(P))
     units = e.binary("mul", B, panels)
     work = e.binary("mul", e.binary("mul", units, e.i64(P)), e.binary("mul", M, K))
+    if spec.rhs_kn:  # the K-major kernel's units: (block of rows, batch, panel)
+        R = dot_kernels.KN_BLOCK_ROWS
+        blocks = e.binary("udiv", e.binary("add", M, e.i64(R - 1)), e.i64(R))
+        units = e.binary("mul", units, blocks)
     big = e.icmp("sge", work, e.i64(PARALLEL_WORK))
     api_size = e.load(f.api, abi.Api.struct_size.offset, "i64")
     has_pool = e.icmp("sge", api_size, e.i64(abi.struct_size(abi.Api,

@@ -25,16 +25,19 @@ import numpy as np
 
 from mxlower.bindings.jaxlib import ir, stablehlo
 from mxlower.formats import FORMATS, format_of, get_datatype, why_not_format
-from mxlower.lowering.dot_kernels import STREAM_M, DotSpec, gemm_by_default, kn_stream_m
+from mxlower.lowering.dot_kernels import STREAM_M, DotSpec, gemm_by_default
 from mxlower.numbers import Datatype
 
 __all__ = ["CALLABLE_TYPES", "K_MAJOR", "Side", "callable_side", "emit_call", "k_major",
            "normalize_order", "plan", "side_of"]
 
-#: whether :func:`plan` gives K-major MX weights against plain rows the K-major kernel
-#: (:attr:`DotSpec.rhs_kn`: read as stored), else the ``[N, K]`` one after a transpose
-#: (XLA:CPU's transpose of a 16 MB f8 array took 64 ms, the GEMV 1.2 ms: BENCHMARKS.md,
-#: eighteenth session; bench/bench_dot_layouts.py switches it for its "transposed" column)
+#: whether :func:`plan` gives K-major MX weights against plain rows -- any number of them --
+#: the K-major kernel (:attr:`DotSpec.rhs_kn`: read as stored), else the ``[N, K]`` one
+#: after a transpose (XLA:CPU's transpose of a 16 MB f8 array took 64 ms, the GEMV 1.2 ms:
+#: BENCHMARKS.md, eighteenth session; at N = K = 4096 the K-major kernel ran 256-2048 f32
+#: rows 1.15-2.7x, 2048 bf16 rows 1.1-1.2x faster than the transposed path, 4096 bf16 rows
+#: level: twenty-third session; bench/bench_dot_layouts.py switches it for its "transposed"
+#: column)
 K_MAJOR = True
 #: element types a kernel call can take on XLA:CPU (f6 has no XLA type there)
 CALLABLE_TYPES = frozenset({"f32", "bf16", "f16", "f4E2M1FN", "f8E4M3FN", "f8E5M2", "i8",
@@ -97,9 +100,8 @@ def plan(lhs: Side, rhs: Side, contracting: tuple[Sequence[int], Sequence[int]],
     XLA's f32 dot, its packed dot products faster (BENCHMARKS.md).  ``swap``: the kernel
     computes ``rhs x lhs``
     (the side with few free rows streams the other: a GEMV written ``w @ x``).  MX weights
-    held K-major (:func:`k_major`) against plain rows -- at most
-    :func:`~mxlower.lowering.dot_kernels.kn_stream_m` of them -- take the K-major kernel
-    (:attr:`DotSpec.rhs_kn`, :data:`K_MAJOR`; f4 ones where N is even).  A side's
+    held K-major (:func:`k_major`) against plain rows -- any number of them -- take the
+    K-major kernel (:attr:`DotSpec.rhs_kn`, :data:`K_MAJOR`; f4 ones where N is even).  A side's
     format may be a datatype (:class:`Side`)."""
     lhs, rhs = _named(lhs), _named(rhs)
     sides = {"lhs": lhs, "rhs": rhs}
@@ -123,7 +125,6 @@ def plan(lhs: Side, rhs: Side, contracting: tuple[Sequence[int], Sequence[int]],
     # (f4 codes of an odd N would start a row of K mid-byte: the K-major kernel's exact
     # path, one result at a time, would take them all)
     kn = (K_MAJOR and a.fmt is None and b.fmt is not None
-          and free[an] <= kn_stream_m(a.element_type, path)
           and k_major(b.shape, contracting[ib], batch[ib])
           and (FORMATS[b.fmt].bits != 4 or free[bn] % 2 == 0))
     try:

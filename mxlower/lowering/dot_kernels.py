@@ -135,6 +135,7 @@ import dataclasses
 import fractions
 import functools
 import math
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -190,17 +191,6 @@ BF16_STREAM_M = 48
 #: past the streaming tiles' rows, rather than the dequantize kernel + XLA's f32 dot: 1.9-2.7x
 #: faster at M = 1025 and 2048, N = K = 4096, on a Zen 4 (BENCHMARKS.md, twentieth session)
 PLAIN_BF16_GEMM = True
-#: the most plain rows that take the K-major kernel (:class:`_KnKernel`: tiles of 8 rows,
-#: each a pass over the weights) rather than the transposed weights' path: at N = K = 4096
-#: it ran M = 17, 64, 256 in 7, 33, 71 ms against 101, 106, 144 for XLA's transpose and the
-#: dequantize kernel + XLA's dot (BENCHMARKS.md, eighteenth session)
-KN_STREAM_M = 256
-#: the same for bf16 rows on the 512-bit paths, whose 8-row tiles share each chunk of K's
-#: decoded pairs (:meth:`_KnKernel.kn_chunked`): at N = K = 4096 against the transposed
-#: weights' path (XLA's transpose, the packed GEMM) 1.8-2.8x faster at M = 384-512, 1.3-1.7x
-#: at 1024 (mxint8, whose transpose is quick, 0.97x), level at 2048, 0.8-0.9x at 4096, on
-#: a Zen 4 (BENCHMARKS.md, twenty-second session)
-KN_BF16_STREAM_M = 1024
 #: rows x columns of the GEMM's register tile
 MR, NR = 6, 2
 #: rows of a streaming tile (from 3 rows of A on; one or two rows go one at a time)
@@ -431,13 +421,6 @@ AMX_ROWS, AMX_K = 16, 32
 #: across steps: LLVM keeps no AMX tile across a loop's iterations): 8 measured faster than
 #: 2, 4 and 16 in 7 of 9 GEMMs on a 16-core Sapphire Rapids (BENCHMARKS.md, ninth session)
 AMX_STEPS = 8
-
-
-def kn_stream_m(lhs: str, path: str) -> int:
-    """The most rows of plain ``lhs`` activations (f32, bf16, f16) that take the K-major
-    kernel on ``path``: :data:`KN_BF16_STREAM_M` for bf16 rows on the 512-bit paths (its
-    bf16 tiles), else :data:`KN_STREAM_M`."""
-    return KN_BF16_STREAM_M if lhs == "bf16" and path in AVX512_PATHS else KN_STREAM_M
 
 
 def integer_shift(fmt: MXFormat) -> int | None:
@@ -840,10 +823,9 @@ class DotSpec:
         rows against MX weights stream up to the path's :data:`PLAIN_STREAM_M` rows
         (:data:`BF16_STREAM_M` bf16 rows on the 512-bit paths' bf16 dot products, chunks of
         8 values and more), MX rows up to :data:`STREAM_M`; the K-major kernel
-        (:attr:`rhs_kn`), whose rows all stream, takes up to :func:`kn_stream_m` by its
-        callers' choice."""
+        (:attr:`rhs_kn`) streams every row (``sys.maxsize``)."""
         if self.rhs_kn:
-            return kn_stream_m(self.lhs, self.path)
+            return sys.maxsize
         if self.fmt("lhs") is not None or self.fmt("rhs") is None:
             return STREAM_M
         if self.bf16_stream():
@@ -3910,6 +3892,23 @@ KN_BF16_ROWS = 8
 #: M = 64-256 than each tile decoding its own, 1.0-1.6x at 8-16; BENCHMARKS.md,
 #: twenty-second session); 0: every tile walks the whole of K decoding as it goes
 KN_CHUNK_ROWS = 64
+#: rows of K (whole blocks, at least one) of the chunks of f32 values in which the K-major
+#: kernel's f32 tiles of 8 rows walk K together (:meth:`_KnKernel.kn_chunked`: 32 KB a
+#: panel at 32 rows); 0: every tile decodes its own weights as it goes
+KN_F32_CHUNK_ROWS = 64
+#: rows of A (a multiple of 8) of a K-major kernel's work unit (:class:`_KnKernel`: a
+#: block of rows, a batch, a panel of columns): its tiles walk K together in
+#: :meth:`_KnKernel.kn_chunked`, their results in a scratch of that many rows of a panel (1
+#: MB at 1024 rows), each block decoding the chunks again; XLA's threads split the blocks
+#: too.  At 4096 rows 1.09-1.10x (bf16) and 1.26x (f32) faster than one block of all rows,
+#: on a Zen 4 (BENCHMARKS.md, twenty-third session)
+KN_BLOCK_ROWS = 1024
+#: whether the f32 tiles of :meth:`_KnKernel.kn_chunked` take f16 (and bf16) rows' values
+#: of each chunk converted to f32 once, into a slab of the tile's rows
+#: (:meth:`_KnKernel.kn_slab`), rather than converting each value at every broadcast: f16
+#: rows 1.3-2.0x faster at M = 8-256 on a Zen 4 (f32 rows, read as stored, level with a
+#: copy: BENCHMARKS.md, twenty-third session)
+KN_A_SLAB = True
 #: whether K-major tiles of bf16 rows build f4 and f6 weights' bf16 pairs on integer words
 #: (:meth:`_KnKernel.kn_added_pairs`), not by a conversion and a multiply in f32
 KN_EXPONENT_ADD = True
@@ -3929,8 +3928,9 @@ class _KnKernel(_DotKernel):
     weights held K-major, ``[B, K, N]`` with scales ``[B, K / k, N]`` -- the layout of
     weights ``[K, N]`` blocked along K (a ``[in, out]`` kernel quantized along its input
     axis), read as stored instead of through a transposed copy (XLA:CPU's transpose of a
-    16 MB f8 or u8 array takes tens of milliseconds).  The units are ``(batch, panel of
-    KN_PANEL columns)`` (:attr:`DotSpec.panel`): per row of K a panel's codes are
+    16 MB f8 or u8 array takes tens of milliseconds).  The units are ``(block of
+    KN_BLOCK_ROWS rows, batch, panel of KN_PANEL columns)`` (:data:`KN_BLOCK_ROWS`,
+    :attr:`DotSpec.panel`): per row of K a panel's codes are
     contiguous, so a tile reads :data:`KN_TILES` vectors of 32 columns a row of K -- each
     visit of a row (a page apart for N of a few thousand) as many codes as the
     accumulators allow (one row of A: 256 columns, 1.4-2x faster than 32) --, decodes them
@@ -3938,8 +3938,9 @@ class _KnKernel(_DotKernel):
     that block (a vector of scale codes, contiguous too) and takes each row of A's value at
     K, broadcast, into one FMA per vector (bf16 rows on the 512-bit paths, tiles of
     :data:`KN_BF16_ROWS` rows and more: a pair of rows of K at a time on bf16 dot products,
-    :meth:`kn_tile_bf16`; the tiles of 8 rows all together, K in chunks decoded once for
-    them, :meth:`kn_chunked`); tiles of 8, 4, 2 and 1 rows cover M exactly.
+    :meth:`kn_tile_bf16`).  The unit's tiles of 8 rows walk K all together, in chunks
+    decoded once for them (:meth:`kn_chunked`: bf16 pairs, or f32 values for the FMAs);
+    tiles of 8, 4, 2 and 1 rows cover the unit's rows exactly.
     The columns past a panel's whole vectors (N's last), f4 codes of an odd N (a row's
     codes then start mid-byte) and every unit where the range test fails take
     :meth:`kn_f64`: one result at a time, each product exact in f64, summed in f64,
@@ -3951,7 +3952,7 @@ class _KnKernel(_DotKernel):
 
     def function(self) -> str:
         s, t, C = self.s, self.t, self.C
-        dims, (_, M, N, K) = self.open_function(s.name, 5)
+        dims, (Bt, M, N, K) = self.open_function(s.name, 5)
         c1 = t.c(1)
         self.M, self.N, self.K = M, N, K
         cnp = t.c(s.panel)
@@ -3964,23 +3965,33 @@ class _KnKernel(_DotKernel):
             even = t.op(f"{{r}} = arith.cmpi eq, {odd}, {t.c(0)} : index")
             fast = t.op(f"{{r}} = arith.andi {fast}, {even} : i1")
 
-        self.chunk = None
-        if self.kn_chunk_blocks():  # the chunk's pairs (on the stack), every tile's results
-            nb = self.kn_chunk_blocks() * s.k("rhs") * s.panel  # bf16 values
-            pairs = t.op(f"{{r}} = memref.alloca() : memref<{nb}xbf16>")
-            r8 = t.op(f"{{r}} = arith.divui {M}, {t.c(8)} : index")
-            na = t.op(f"{{r}} = arith.muli {r8}, {t.c(8 * s.panel)} : index")
-            et, fn = self.kn_factor_slot()  # a block's factors for the panel
-            ne = fn * s.panel
-            ebuf = t.op(f"{{r}} = memref.alloca() : memref<{ne}x{et}>")
-            self.chunk = (t.op(f"{{r}} = memref.cast {pairs} : memref<{nb}xbf16> to "
-                               "memref<?xbf16>"),
-                          t.op(f"{{r}} = memref.alloc({na}) : memref<?xf32>"),
-                          t.op(f"{{r}} = memref.cast {ebuf} : memref<{ne}x{et}> to "
-                               f"memref<?x{et}>"))
+        self.scratch = None
+        if self.kn_chunk_blocks():  # the chunk's values (on the stack), every tile's results
+            vt = self.kn_chunk_type()
+            nb = self.kn_chunk_blocks() * s.k("rhs") * s.panel  # values
+            vals = t.op(f"{{r}} = memref.alloca() {{{{alignment = 64 : i64}}}} : "
+                        f"memref<{nb}x{vt}>")
+            r8 = t.op(f"{{r}} = arith.minui {M}, {t.c(KN_BLOCK_ROWS)} : index")
+            na = t.op(f"{{r}} = arith.muli {r8}, {t.c(s.panel)} : index")
+            et, lanes, fn = self.kn_factor_slot()  # a block's factors for the panel
+            ne = fn * lanes * (s.panel // C)
+            ebuf = t.op(f"{{r}} = memref.alloca() {{{{alignment = 64 : i64}}}} : "
+                        f"memref<{ne}x{et}>")
+            self.scratch = (t.op(f"{{r}} = memref.cast {vals} : memref<{nb}x{vt}> to "
+                                 f"memref<?x{vt}>"),
+                            t.op(f"{{r}} = memref.alloc({na}) : memref<?xf32>"),
+                            t.op(f"{{r}} = memref.cast {ebuf} : memref<{ne}x{et}> to "
+                                 f"memref<?x{et}>"))
+
+        per = t.op(f"{{r}} = arith.muli {Bt}, {npan} : index")  # units a block of rows
 
         def unit(u: str, _: list[str]) -> list[str]:
-            b, n0, ncols = self.panel_of(u, npan, cnp)
+            mb = t.op(f"{{r}} = arith.divui {u}, {per} : index")
+            b, n0, ncols = self.panel_of(t.op(f"{{r}} = arith.remui {u}, {per} : index"),
+                                         npan, cnp)
+            lo = t.op(f"{{r}} = arith.muli {mb}, {t.c(KN_BLOCK_ROWS)} : index")
+            hi = t.op(f"{{r}} = arith.addi {lo}, {t.c(KN_BLOCK_ROWS)} : index")
+            self.rows_of = (lo, t.op(f"{{r}} = arith.minui {hi}, {M} : index"))
             # whole vectors of columns on the f32 path, the rest exactly
             nv = t.op(f"{{r}} = arith.divui {ncols}, {t.c(C)} : index")
             nv = t.op(f"{{r}} = arith.select {fast}, {nv}, {t.c(0)} : index")
@@ -3993,15 +4004,17 @@ class _KnKernel(_DotKernel):
             return []
 
         t.for_("%u0", "%u1", c1, [], unit)
-        if self.chunk is not None:
-            t.do(f"memref.dealloc {self.chunk[1]} : memref<?xf32>")
+        if self.scratch is not None:
+            t.do(f"memref.dealloc {self.scratch[1]} : memref<?xf32>")
         return self.close_function()
 
     def kn_rows(self, b: str, n0: str, nv: str) -> None:
-        """The f32 path of ``nv`` whole vectors of columns from ``n0``: M rows in tiles of 8,
-        then one each of 4, 2 and 1 as M's low bits ask, each against :data:`KN_TILES`
-        vectors of columns at a time (the last ones one at a time)."""
-        t, M, C = self.t, self.M, self.C
+        """The f32 path of ``nv`` whole vectors of columns from ``n0``: the unit's rows
+        (:attr:`rows_of`) in tiles of 8, then one each of 4, 2 and 1 as their count's low
+        bits ask, each against :data:`KN_TILES` vectors of columns at a time (the last ones
+        one at a time)."""
+        t, C = self.t, self.C
+        lo, hi = self.rows_of
 
         def cols(m0: str, mr: int) -> None:
             nc = KN_TILES[mr]
@@ -4017,14 +4030,16 @@ class _KnKernel(_DotKernel):
             if nc > 1:
                 t.for_(whole, nv, t.c(1), [], lambda v, _: group(v, 1))
 
-        r8 = t.op(f"{{r}} = arith.divui {M}, {t.c(8)} : index")
+        n = t.op(f"{{r}} = arith.subi {hi}, {lo} : index")
+        r8 = t.op(f"{{r}} = arith.divui {n}, {t.c(8)} : index")
         r8 = t.op(f"{{r}} = arith.muli {r8}, {t.c(8)} : index")
-        if self.chunk is not None:  # the tiles of 8 rows together, K in chunks
-            t.if_(t.op(f"{{r}} = arith.cmpi ne, {r8}, {t.c(0)} : index"),
-                  lambda: self.kn_chunked(b, n0, nv, r8))
+        rem = t.op(f"{{r}} = arith.subi {n}, {r8} : index")
+        r8 = t.op(f"{{r}} = arith.addi {lo}, {r8} : index")  # the tiles of 8 rows' end
+        if self.scratch is not None:  # the tiles of 8 rows together, K in chunks
+            t.if_(t.op(f"{{r}} = arith.cmpi ne, {r8}, {lo} : index"),
+                  lambda: self.kn_chunked(b, n0, nv, lo, r8))
         else:
-            t.for_(t.c(0), r8, t.c(8), [], lambda m0, _: cols(m0, 8) or [])
-        rem = t.op(f"{{r}} = arith.subi {M}, {r8} : index")
+            t.for_(lo, r8, t.c(8), [], lambda m0, _: cols(m0, 8) or [])
         for bit, below in ((4, 0), (2, 4), (1, 6)):
             has = t.op(f"{{r}} = arith.andi {rem}, {t.c(bit)} : index")
             has = t.op(f"{{r}} = arith.cmpi ne, {has}, {t.c(0)} : index")
@@ -4107,38 +4122,16 @@ class _KnKernel(_DotKernel):
         test (normal, finite) -- no conversion, no multiply beside the FMAs, one FMA a row
         and half vector with A's value broadcast.  The columns interleaved again at the
         store."""
-        t, s, C = self.t, self.s, self.C
-        f = s.fmt("rhs")
-        v16, vi, vb = _vt(16, "f32"), _vt(16, "i32"), _vt(16, "i8")
+        t, s = self.t, self.s
+        v16 = _vt(16, "f32")
         rows = self.kn_tile_rows(b, m0, mr)
-        shift = integer_shift(f) or 0
-        vals = [u / 2 ** shift for u in code_units(f, range(16))]
 
         def block(jb: str, accs: list[str]) -> list[str]:
-            so = self.kn_scales_at(b, jb, n0)
-            # per vector: its even columns' exponent words, its odd columns'
-            exps = [self.kn_exponent_words(so, j, range(half, C, 2), 32, 23)
-                    for j in range(nc) for half in (0, 1)]
-            k0 = t.op(f"{{r}} = arith.muli {jb}, {t.c(s.k('rhs'))} : index")
+            exps, k0 = self.kn_f32_exponents(b, jb, n0, nc)
 
             def step(dk: str, accs: list[str]) -> list[str]:
                 k = t.op(f"{{r}} = arith.addi {k0}, {dk} : index")
-                at = self.kn_at(b, k, n0, nc)
-                tab = t.op(f"{{r}} = arith.constant dense<[{', '.join(map(repr, vals))}]> : "
-                           f"{v16}")
-                vs = []
-                for j in range(nc):
-                    aj = t.op(f"{{r}} = arith.addi {at}, {t.c(j * C)} : index")
-                    aj = t.op(f"{{r}} = arith.divui {aj}, {t.c(2)} : index")
-                    raw = t.op(f"{{r}} = vector.load %b[{aj}] : memref<?xi8>, {vb}")
-                    d = t.op(f"{{r}} = arith.extui {raw} : {vb} to {vi}")
-                    hi = t.op(f"{{r}} = arith.shrui {d}, {t.c(4, vi)} : {vi}")
-                    for half, ix in enumerate((d, hi)):
-                        v = t.op(f'{{r}} = llvm.call_intrinsic "llvm.x86.avx512.permvar.sf.512"'
-                                 f"({tab}, {ix}) : ({v16}, {vi}) -> {v16}")
-                        w = t.op(f"{{r}} = arith.bitcast {v} : {v16} to {vi}")
-                        w = self.exponent_added(w, exps[2 * j + half], 16, 32)
-                        vs.append(t.op(f"{{r}} = arith.bitcast {w} : {vi} to {v16}"))
+                vs = self.kn_added_f32(b, k, n0, nc, exps)
                 out = list(accs)
                 for i, row in enumerate(rows):
                     a = t.op(f"{{r}} = vector.broadcast {self.kn_a(row, k)} : f32 to {v16}")
@@ -4156,7 +4149,43 @@ class _KnKernel(_DotKernel):
         for x in range(0, len(accs), 2):
             whole.append(t.op(f"{{r}} = vector.shuffle {accs[x]}, {accs[x + 1]} [{inter}] : "
                               f"{v16}, {v16}"))
-        self.kn_store(rows, n0, whole, C)
+        self.kn_store(rows, n0, whole, self.C)
+
+    def kn_f32_exponents(self, b: str, jb: str, n0: str, nc: int) -> tuple[list[str], str]:
+        """:meth:`kn_block` for :meth:`kn_added_f32`: per vector of 32 columns from ``n0``
+        its even columns' exponent words (``vector<16xi32>``: scale code - 127, times
+        2^23), then its odd columns'; and the block's first row of K."""
+        t, C = self.t, self.C
+        so = self.kn_scales_at(b, jb, n0)
+        exps = [self.kn_exponent_words(so, j, range(half, C, 2), 32, 23)
+                for j in range(nc) for half in (0, 1)]
+        return exps, t.op(f"{{r}} = arith.muli {jb}, {t.c(self.s.k('rhs'))} : index")
+
+    def kn_added_f32(self, b: str, k: str, n0: str, nc: int, exps: list[str]) -> list[str]:
+        """Per vector of 32 columns from ``n0``, its e2m1 values at row ``k`` as f32 on
+        integer words (:meth:`kn_tile_f32_added`): its 16 even columns' ``vector<16xf32>``,
+        then its 16 odd columns'."""
+        t, C = self.t, self.C
+        f = self.s.fmt("rhs")
+        v16, vi, vb = _vt(16, "f32"), _vt(16, "i32"), _vt(16, "i8")
+        shift = integer_shift(f) or 0
+        vals = [u / 2 ** shift for u in code_units(f, range(16))]
+        at = self.kn_at(b, k, n0, nc)
+        tab = t.op(f"{{r}} = arith.constant dense<[{', '.join(map(repr, vals))}]> : {v16}")
+        vs = []
+        for j in range(nc):
+            aj = t.op(f"{{r}} = arith.addi {at}, {t.c(j * C)} : index")
+            aj = t.op(f"{{r}} = arith.divui {aj}, {t.c(2)} : index")
+            raw = t.op(f"{{r}} = vector.load %b[{aj}] : memref<?xi8>, {vb}")
+            d = t.op(f"{{r}} = arith.extui {raw} : {vb} to {vi}")
+            hi = t.op(f"{{r}} = arith.shrui {d}, {t.c(4, vi)} : {vi}")
+            for half, ix in enumerate((d, hi)):
+                v = t.op(f'{{r}} = llvm.call_intrinsic "llvm.x86.avx512.permvar.sf.512"'
+                         f"({tab}, {ix}) : ({v16}, {vi}) -> {v16}")
+                w = t.op(f"{{r}} = arith.bitcast {v} : {v16} to {vi}")
+                w = self.exponent_added(w, exps[2 * j + half], 16, 32)
+                vs.append(t.op(f"{{r}} = arith.bitcast {w} : {vi} to {v16}"))
+        return vs
 
     def kn_tile_bf16(self, b: str, n0: str, m0: str, mr: int, nc: int) -> None:
         """:meth:`kn_tile` on bf16 dot products: every block of K walked by
@@ -4327,36 +4356,77 @@ class _KnKernel(_DotKernel):
                 out.append(t.op(f"{{r}} = vector.bitcast {v} : {vw} to {vbf}"))
         return out
 
-    def kn_factor_slot(self) -> tuple[str, int]:
-        """(element type, vectors of 32 columns) of what :meth:`kn_pairs` needs of a block
-        for a vector of columns (:meth:`kn_block_factors`): two vectors of exponent words
-        (:meth:`kn_exponents`), or one of f32 factors (:meth:`kn_block`) -- 64 bytes either
-        way, kept for the panel in a scratch by :meth:`kn_chunked`."""
-        return ("i16", 2) if self.kn_exponents_added() else ("f32", 1)
+    def kn_chunk_f32(self) -> bool:
+        """Whether the chunks of :meth:`kn_chunked` hold f32 values for tiles of f32 FMAs
+        (f32 and f16 rows; bf16 rows where they have no bf16 tiles), not pairs of bf16
+        values for bf16 dot products (:meth:`kn_bf16`)."""
+        return not self.kn_bf16(8)
+
+    def kn_chunk_type(self) -> str:
+        """The element type of :meth:`kn_chunked`'s scratch of a chunk's values."""
+        return "f32" if self.kn_chunk_f32() else "bf16"
+
+    def kn_factor_slot(self) -> tuple[str, int, int]:
+        """(element type, lanes, vectors) of what a vector of 32 columns needs of a block to
+        make its values (:meth:`kn_chunk_factors`), kept for the panel in a scratch by
+        :meth:`kn_chunked`: two ``vector<32xi16>`` of exponent words (bf16 pairs,
+        :meth:`kn_exponents`), two ``vector<16xi32>`` (f32 e2m1 values,
+        :meth:`kn_f32_exponents`), or one ``vector<32xf32>`` of factors (:meth:`kn_block`)."""
+        if self.kn_chunk_f32():
+            return ("i32", 16, 2) if self.kn_f32_added() else ("f32", self.C, 1)
+        return ("i16", self.C, 2) if self.kn_exponents_added() else ("f32", self.C, 1)
+
+    def kn_chunk_factors(self, b: str, jb: str, n0: str) -> list[str]:
+        """What the vector of 32 columns from ``n0`` needs of block ``jb`` to make its values
+        in a chunk (:meth:`kn_chunk_values`), as :meth:`kn_factor_slot` says."""
+        if self.kn_chunk_f32() and self.kn_f32_added():
+            return self.kn_f32_exponents(b, jb, n0, 1)[0]
+        if self.kn_chunk_f32():
+            return self.kn_block(b, jb, n0, 1)[0]
+        return self.kn_block_factors(b, jb, n0, 1)[0]
+
+    def kn_chunk_values(self, b: str, k: str, n0: str, fvs: list[str]) -> list[str]:
+        """The values a chunk holds of the vector of 32 columns from ``n0`` at row ``k`` of
+        K: their f32 values in order (one ``vector<32xf32>``), or (bf16 tiles) their pairs
+        of rows ``k`` and ``k + 1`` (:meth:`kn_pairs`, two ``vector<32xbf16>``)."""
+        t = self.t
+        if not self.kn_chunk_f32():
+            return self.kn_pairs(b, k, n0, 1, fvs)
+        if not self.kn_f32_added():
+            return self.kn_scaled(b, k, n0, 1, fvs)
+        even, odd = self.kn_added_f32(b, k, n0, 1, fvs)
+        inter = ", ".join(f"{i}, {i + 16}" for i in range(16))
+        return [t.op(f"{{r}} = vector.shuffle {even}, {odd} [{inter}] : {_vt(16, 'f32')}, "
+                     f"{_vt(16, 'f32')}")]
 
     def kn_chunk_blocks(self) -> int:
-        """Blocks of K a chunk of :meth:`kn_chunked` (:data:`KN_CHUNK_ROWS`), 0: none (no
-        bf16 tiles, or chunks switched off)."""
-        s = self.s
-        if not KN_CHUNK_ROWS or not any(self.kn_bf16(mr) for mr in KN_TILES):
+        """Blocks of K a chunk of :meth:`kn_chunked` (:data:`KN_CHUNK_ROWS` for bf16 pairs,
+        :data:`KN_F32_CHUNK_ROWS` for f32 values), 0: none (chunks switched off)."""
+        rows = KN_F32_CHUNK_ROWS if self.kn_chunk_f32() else KN_CHUNK_ROWS
+        if not rows:
             return 0
-        return max(1, KN_CHUNK_ROWS // s.k("rhs"))
+        return max(1, rows // self.s.k("rhs"))
 
-    def kn_chunked(self, b: str, n0: str, nv: str, r8: str) -> None:
-        """The bf16 tiles of 8 rows (rows 0 to ``r8`` of batch ``b``) against the unit's
-        ``nv`` vectors of columns from ``n0``, K in chunks of :meth:`kn_chunk_blocks`
-        blocks: each chunk's columns' pairs of bf16 values (:meth:`kn_pairs`, each row of
+    def kn_chunked(self, b: str, n0: str, nv: str, mb0: str, mb1: str) -> None:
+        """The tiles of 8 rows ``mb0`` to ``mb1`` of batch ``b`` against the unit's ``nv``
+        vectors of columns from ``n0``, K in chunks of :meth:`kn_chunk_blocks` blocks: each
+        chunk's values (:meth:`kn_chunk_values`: bf16 pairs or f32 values, each row of
         codes read once, whole lines, for every tile) written into a scratch, then per tile
         and vector of columns its 16 accumulators read from a scratch of every tile's
-        results, the chunk's pairs taken into them (:meth:`kn_dots`) and stored back; the
-        results copied out after the last chunk.  Every tile's products are the ones
-        :meth:`kn_tile_bf16` forms, in the same order."""
+        results, the chunk's values taken into them (bf16 pairs: :meth:`kn_dots`; f32
+        values: one FMA per row of A and 16 columns, A's value broadcast) and stored back;
+        the results copied out after the last chunk.  Every tile's products and sums are
+        the ones :meth:`kn_tile_bf16` / :meth:`kn_tile` form, in the same order."""
         t, s, C, N = self.t, self.s, self.C, self.N
-        pairs_buf, accbuf = self.chunk[:2]
+        vals_buf, accbuf, ebuf = self.scratch
         kb = s.k("rhs")
+        r8 = t.op(f"{{r}} = arith.subi {mb1}, {mb0} : index")  # rows (the scratch's from 0)
         g = self.kn_chunk_blocks()
+        f32 = self.kn_chunk_f32()
         P = s.panel  # columns a row of either scratch (bf16 pairs: 2 P values a pair of rows)
-        v16, vbf = _vt(16, "f32"), _vt(C, "bf16")
+        step_rows = 1 if f32 else 2  # rows of K a step
+        vt = self.kn_chunk_type()
+        v16, vv = _vt(16, "f32"), _vt(C, vt)
 
         def add(x: str, y: str) -> str:
             return t.op(f"{{r}} = arith.addi {x}, {y} : index")
@@ -4365,37 +4435,48 @@ class _KnKernel(_DotKernel):
             return t.op(f"{{r}} = arith.muli {x}, {t.c(y)} : index")
 
         ncol = mul(nv, C)  # columns of whole vectors
-        ebuf = self.chunk[2]
         zero = t.c(0.0, v16)
         t.for_(t.c(0), mul(r8, P), t.c(16), [], lambda o, _: t.do(
             f"vector.store {zero}, {accbuf}[{o}] : memref<?xf32>, {v16}") or [])
         nchunk = t.op(f"{{r}} = arith.ceildivui {self.nblk}, {t.c(g)} : index")
+        width = 1 if f32 else 2  # values a column a row (pairs: the row's and the next's)
+        R = g * kb  # rows of K a chunk
+        slab = None  # (f16 or bf16 rows on f32 FMAs: a tile's values of a chunk as f32)
+        if KN_A_SLAB and f32 and s.lhs != "f32":
+            slab = t.op(f"{{r}} = memref.alloca() {{{{alignment = 64 : i64}}}} : "
+                        f"memref<{8 * R}xf32>")
+            slab = t.op(f"{{r}} = memref.cast {slab} : memref<{8 * R}xf32> to memref<?xf32>")
+
+        def at(q: str, jc: str) -> str:  # the chunk's row q (pairs: even), column jc
+            return add(mul(q, P), mul(jc, width))
 
         def chunk(c: str, _: list[str]) -> list[str]:
             jb0 = mul(c, g)
             jb1 = t.op(f"{{r}} = arith.minui {add(jb0, t.c(g))}, {self.nblk} : index")
             k0 = mul(jb0, kb)
-            np2 = mul(t.op(f"{{r}} = arith.subi {jb1}, {jb0} : index"), kb // 2)  # pairs
+            nsteps = mul(t.op(f"{{r}} = arith.subi {jb1}, {jb0} : index"), kb // step_rows)
 
-            def store(k: str, jc: str, pairs: list[str]) -> None:
-                q = t.op(f"{{r}} = arith.subi {k}, {k0} : index")  # 2 x the pair's row
-                o = add(mul(q, P), mul(jc, 2))
-                for h, pv in enumerate(pairs):
-                    t.do(f"vector.store {pv}, {pairs_buf}[{add(o, t.c(h * C))}] : "
-                         f"memref<?xbf16>, {vbf}")
+            def store(k: str, jc: str, values: list[str]) -> None:
+                q = t.op(f"{{r}} = arith.subi {k}, {k0} : index")
+                o = at(q, jc)
+                for h, pv in enumerate(values):
+                    t.do(f"vector.store {pv}, {vals_buf}[{add(o, t.c(h * C))}] : "
+                         f"memref<?x{vt}>, {vv}")
 
-            # a pair of rows of K at a time, every vector of the panel's rows in turn (whole
-            # lines; a vector of columns down every row would read a sixteenth of an f4
-            # line a row: 1.06-1.12x slower at M = 8), the block's factors from a scratch
-            elt, fn = self.kn_factor_slot()
-            et, mt = _vt(C, elt), f"memref<?x{elt}>"
+            # a row (a pair of rows) of K at a time, every vector of the panel's rows in
+            # turn (whole lines; a vector of columns down every row would read a sixteenth
+            # of an f4 line a row: 1.06-1.12x slower at M = 8), the block's factors from a
+            # scratch
+            elt, lanes, fn = self.kn_factor_slot()
+            et, mt = _vt(lanes, elt), f"memref<?x{elt}>"
+            per = fn * lanes  # a vector of columns' factor values
 
             def decode(jb: str, _: list[str]) -> list[str]:
                 def factors(j: str, _: list[str]) -> list[str]:
-                    fvs, _ = self.kn_block_factors(b, jb, add(n0, mul(j, C)), 1)
+                    fvs = self.kn_chunk_factors(b, jb, add(n0, mul(j, C)))
                     for h, f in enumerate(fvs):
-                        t.do(f"vector.store {f}, {ebuf}[{add(mul(j, fn * C), t.c(h * C))}] : "
-                             f"{mt}, {et}")
+                        t.do(f"vector.store {f}, {ebuf}[{add(mul(j, per), t.c(h * lanes))}] "
+                             f": {mt}, {et}")
                     return []
 
                 t.for_(t.c(0), nv, t.c(1), [], factors)
@@ -4406,21 +4487,29 @@ class _KnKernel(_DotKernel):
 
                     def vec(j: str, _: list[str]) -> list[str]:
                         jc = mul(j, C)
-                        fvs = [t.op(f"{{r}} = vector.load {ebuf}[{add(mul(j, fn * C), t.c(h * C))}"
+                        fvs = [t.op(f"{{r}} = vector.load {ebuf}[{add(mul(j, per), t.c(h * lanes))}"
                                     f"] : {mt}, {et}") for h in range(fn)]
-                        store(k, jc, self.kn_pairs(b, k, add(n0, jc), 1, fvs))
+                        store(k, jc, self.kn_chunk_values(b, k, add(n0, jc), fvs))
                         return []
 
                     t.for_(t.c(0), nv, t.c(1), [], vec)
                     return []
 
-                t.for_(t.c(0), t.c(kb), t.c(2), [], step)
+                t.for_(t.c(0), t.c(kb), t.c(step_rows), [], step)
                 return []
 
             t.for_(jb0, jb1, t.c(1), [], decode)
 
             def tile(m0: str, _: list[str]) -> list[str]:
-                rows = self.kn_tile_rows(b, m0, 8)
+                rows = self.kn_tile_rows(b, t.op(f"{{r}} = arith.addi {mb0}, {m0} : index"), 8)
+                if f32 and slab is not None:
+                    self.kn_slab(slab, rows, k0, mul(nsteps, step_rows), R)
+
+                def a_value(i: int, k: str) -> str:  # row i's value at k, f32
+                    if not (f32 and slab is not None):
+                        return self.kn_a(rows[i], k)
+                    o = add(t.op(f"{{r}} = arith.subi {k}, {k0} : index"), t.c(i * R))
+                    return t.op(f"{{r}} = memref.load {slab}[{o}] : memref<?xf32>")
 
                 def vec(j: str, _: list[str]) -> list[str]:
                     jc = mul(j, C)
@@ -4430,12 +4519,24 @@ class _KnKernel(_DotKernel):
                             for o in offs]
 
                     def step(q: str, accs: list[str]) -> list[str]:
-                        o = add(mul(q, 2 * P), mul(jc, 2))
-                        pairs = [t.op(f"{{r}} = vector.load {pairs_buf}[{add(o, t.c(h * C))}] "
-                                      f": memref<?xbf16>, {vbf}") for h in (0, 1)]
-                        return self.kn_dots(rows, add(k0, mul(q, 2)), accs, pairs)
+                        o = at(mul(q, step_rows), jc)
+                        k = add(k0, mul(q, step_rows))
+                        if not f32:
+                            pairs = [t.op(f"{{r}} = vector.load {vals_buf}[{add(o, t.c(h * C))}"
+                                          f"] : memref<?xbf16>, {vv}") for h in (0, 1)]
+                            return self.kn_dots(rows, k, accs, pairs)
+                        vs = [t.op(f"{{r}} = vector.load {vals_buf}[{add(o, t.c(h))}] : "
+                                   f"memref<?xf32>, {v16}") for h in (0, 16)]
+                        out = list(accs)
+                        for i in range(len(rows)):
+                            a = t.op(f"{{r}} = vector.broadcast {a_value(i, k)} : f32 to "
+                                     f"{v16}")
+                            for h, v in enumerate(vs):
+                                x = 2 * i + h
+                                out[x] = t.op(f"{{r}} = vector.fma {a}, {v}, {accs[x]} : {v16}")
+                        return out
 
-                    accs = t.for_(t.c(0), np2, t.c(1), [(a, v16) for a in accs], step)
+                    accs = t.for_(t.c(0), nsteps, t.c(1), [(a, v16) for a in accs], step)
                     for acc, o in zip(accs, offs):
                         t.do(f"vector.store {acc}, {accbuf}[{o}] : memref<?xf32>, {v16}")
                     return []
@@ -4450,7 +4551,7 @@ class _KnKernel(_DotKernel):
         arow0 = t.op(f"{{r}} = arith.muli {b}, {self.M} : index")
 
         def out_row(m: str, _: list[str]) -> list[str]:  # the tiles' results
-            o = t.op(f"{{r}} = arith.muli {add(arow0, m)}, {N} : index")
+            o = t.op(f"{{r}} = arith.muli {add(add(arow0, mb0), m)}, {N} : index")
             o = add(o, n0)
             src = mul(m, P)
 
@@ -4463,6 +4564,32 @@ class _KnKernel(_DotKernel):
             return []
 
         t.for_(t.c(0), r8, t.c(1), [], out_row)
+
+    def kn_slab(self, slab: str, rows: list[str], k0: str, n: str, R: int) -> None:
+        """Rows ``rows`` of A (absolute) from ``k0``, ``n`` values each, as f32 into
+        ``slab`` (row i's at ``i R``): 16 values a vector where they fill one."""
+        t, pt = self.t, self.s.lhs
+        v16, vp = _vt(16, "f32"), _vt(16, pt)
+        for i, row in enumerate(rows):
+            o = t.op(f"{{r}} = arith.muli {row}, {self.K} : index")
+            o = t.op(f"{{r}} = arith.addi {o}, {k0} : index")
+
+            def whole(q: str, _: list[str], o=o, i=i) -> list[str]:
+                v = t.op(f"{{r}} = vector.load %a[{t.op(f'{{r}} = arith.addi {o}, {q} : index')}]"
+                         f" : memref<?x{pt}>, {vp}")
+                if pt != "f32":
+                    v = t.op(f"{{r}} = arith.extf {v} : {vp} to {v16}")
+                d = t.op(f"{{r}} = arith.addi {q}, {t.c(i * R)} : index")
+                t.do(f"vector.store {v}, {slab}[{d}] : memref<?xf32>, {v16}")
+                return []
+
+            def one(q: str, _: list[str], row=row, i=i) -> list[str]:
+                v = self.kn_a(row, t.op(f"{{r}} = arith.addi {k0}, {q} : index"))
+                d = t.op(f"{{r}} = arith.addi {q}, {t.c(i * R)} : index")
+                t.do(f"memref.store {v}, {slab}[{d}] : memref<?xf32>")
+                return []
+
+            t.for_chunks(n, 16, whole, one)
 
     def kn_tile_rows(self, b: str, m0: str, mr: int) -> list[str]:
         """A tile's rows ``m0 + i`` (i < ``mr``) of batch ``b``, absolute."""
@@ -4596,7 +4723,7 @@ class _KnKernel(_DotKernel):
         return self.t.op(f"{{r}} = memref.get_global @{name} : {mt}"), mt
 
     def kn_f64(self, b: str, n0: str, ncols: str) -> None:
-        """The unit's ``ncols`` columns from ``n0`` as docs/semantics.md section 6's exact
+        """The unit's rows (:attr:`rows_of`) against its ``ncols`` columns from ``n0`` as docs/semantics.md section 6's exact
         contraction, one result at a time: A's values and B's (the code's integer units from
         :meth:`kn_values` times the block's factor, :meth:`f64_factor`) exact in f64, their
         products exact, summed in f64 over K, rounded once (:meth:`round_f32`)."""
@@ -4653,7 +4780,7 @@ class _KnKernel(_DotKernel):
             t.for_(t.c(0), ncols, t.c(1), [], col)
             return []
 
-        t.for_(t.c(0), self.M, t.c(1), [], row)
+        t.for_(*self.rows_of, t.c(1), [], row)
 
 
 def build(spec: DotSpec) -> str:

@@ -226,15 +226,19 @@ def _variant(spec, target: str):
 
 @pytest.mark.skipif("avx512" not in PATHS, reason="these tiles need the avx512 path")
 @pytest.mark.parametrize("fmt", MX)
-@pytest.mark.parametrize("plain", ["bf16", "f32"])
+@pytest.mark.parametrize("plain", ["bf16", "f32", "f16"])
 def test_k_major_tiles_bit_identical_either_way(monkeypatch, plain, fmt):
-    """The K-major kernel's tiles as built -- bf16 rows' 8-row tiles walking K in chunks
-    copied to a scratch (:data:`~dot_kernels.KN_CHUNK_ROWS`), their f4 and f6 pairs and f32
-    rows' e2m1 values made on exponent words (:data:`~dot_kernels.KN_EXPONENT_ADD`) -- and
-    with both switched off (every walk reading the weights as stored, every value through
-    an f32 conversion and multiply): the same products in the same order, so the same bits
-    -- over batches, tiles of 8, 4, 2 and 1 rows, two whole panels and the columns past
-    them, K of five blocks (chunks whole and cut) -- and within section 6 of the exact dot."""
+    """The K-major kernel's tiles as built -- 8-row tiles walking K in chunks decoded once
+    into a scratch (bf16 pairs, :data:`~dot_kernels.KN_CHUNK_ROWS`; f32 values,
+    :data:`~dot_kernels.KN_F32_CHUNK_ROWS`, f16 rows' values converted once into a slab,
+    :data:`~dot_kernels.KN_A_SLAB`), their f4 and f6 pairs and f32 rows' e2m1 values made on
+    exponent words (:data:`~dot_kernels.KN_EXPONENT_ADD`) --, with all of those switched
+    off (every tile reading the weights as stored, every value through an f32 conversion
+    and multiply), and with blocks of 16 rows (:data:`~dot_kernels.KN_BLOCK_ROWS`: units of
+    rows, each decoding the chunks again): the same products in the same order, so the same
+    bits -- over batches, tiles of 8, 4, 2 and 1 rows, three blocks of rows, two whole
+    panels and the columns past them, K of five blocks (chunks whole and cut) -- and within
+    section 6 of the exact dot."""
     rng = np.random.default_rng(MX.index(fmt) + 70)
     batch, N = (2,), 2 * dot_kernels.KN_PANEL + 8
     K = 5 * FORMATS[fmt].block_size
@@ -242,18 +246,23 @@ def test_k_major_tiles_bit_identical_either_way(monkeypatch, plain, fmt):
     ek, sk = _k_major(e, s)
     dn = (((2,), (2,)), ((0,), (0,)))
     spec = ffi_dot.DotSpec(plain, fmt, path="avx512", rhs_kn=True)
+    built = {n: getattr(dot_kernels, n) for n in ("KN_CHUNK_ROWS", "KN_F32_CHUNK_ROWS",
+                                                  "KN_A_SLAB", "KN_EXPONENT_ADD",
+                                                  "KN_BLOCK_ROWS")}
+    off = {"KN_CHUNK_ROWS": 0, "KN_F32_CHUNK_ROWS": 0, "KN_A_SLAB": False,
+           "KN_EXPONENT_ADD": False}
     calls, keep = [], []
-    for i, (rows, add) in enumerate(((dot_kernels.KN_CHUNK_ROWS,
-                                      dot_kernels.KN_EXPONENT_ADD), (0, False))):
-        monkeypatch.setattr(dot_kernels, "KN_CHUNK_ROWS", rows)
-        monkeypatch.setattr(dot_kernels, "KN_EXPONENT_ADD", add)
+    for i, switches in enumerate((built, {**built, **off}, {**built, "KN_BLOCK_ROWS": 16})):
+        for name, value in switches.items():
+            monkeypatch.setattr(dot_kernels, name, value)
         call, k = _variant(spec, f"mxlower_test_kn_variant{i}_{plain}_{fmt}")
         calls.append(call)
         keep.append(k)
-    for M in (16, 15):
+    for M in (16, 15, 45):
         a, _, va = _side(rng, plain, batch + (M, K))
         got = [c(a, ek, sk, shape=batch + (M, N)) for c in calls]
         np.testing.assert_array_equal(got[0], got[1])
+        np.testing.assert_array_equal(got[0], got[2])
         assert_dot_close(got[0], va, vb, dn, what=f"{plain} x {fmt} k-major M={M}")
 
 

@@ -252,8 +252,8 @@ def test_k_major_weights_are_read_as_stored(fmt):
     axis) against plain rows: the K-major kernel reads them as stored -- its call alone, no
     transpose of the weights (XLA:CPU's of a 16 MB f8 array took 64 ms against a 1.2 ms
     GEMV: BENCHMARKS.md) -- batched too, under vmap and grad; the range ends take its f64
-    contraction.  More rows than a GEMV's (up to KN_STREAM_M) take it too: a pass over the
-    weights per 8 rows beats XLA's transpose of them."""
+    contraction.  More rows than a GEMV's take it too (:func:`test_k_major_rows_any_count`).
+    """
     rng = np.random.default_rng(ALL.index(fmt) + 70)
     k = FORMATS[fmt].block_size
     path = ffi_dot.host_path()
@@ -286,29 +286,26 @@ def test_k_major_weights_are_read_as_stored(fmt):
                                                               codes=LOW), kn, f64=True)
 
 
-def test_k_major_rows_up_to_the_limit():
-    """How many plain rows take the K-major kernel (:func:`~mxlower.lowering.dot_kernels.
-    kn_stream_m`): f32 rows up to KN_STREAM_M; bf16 rows on the 512-bit paths up to
-    KN_BF16_STREAM_M (their 8-row tiles share each chunk's decoded weights), exact there --
-    one row more keeps the transposed weights' path."""
+def test_k_major_rows_any_count():
+    """K-major weights against plain rows take the K-major kernel whatever the rows' count
+    (no transposed copy of the weights: past a few hundred rows its tiles share each chunk
+    of decoded weights, and XLA's threads split the rows in blocks of KN_BLOCK_ROWS), exact
+    there: f32, f16 and bf16 rows, more than a block of rows (tiles of 8, then 4 + 2 + 1,
+    in the last block)."""
     from mxlower.lowering import dot_kernels
 
     rng = np.random.default_rng(7)
-    path = ffi_dot.host_path()
     kn = (((1,), (0,)), ((), ()))
     w = _side(rng, "mxfp8_e4m3", (64, 40), axis=0)
-    for plain, dt in (("f32", F32), ("bf16", ml_dtypes.bfloat16)):
-        lim = dot_kernels.kn_stream_m(plain, path)
-        assert lim == (dot_kernels.KN_BF16_STREAM_M if plain == "bf16" and
-                       path in dot_kernels.AVX512_PATHS else dot_kernels.KN_STREAM_M)
-        for M in (lim, lim + 1):
+    for dt in (F32, np.float16, ml_dtypes.bfloat16):
+        for M in (257, 1025, 4097):
             x = np.zeros((M, 64), dt)
             text = jax.jit(lambda u, v: mxj.scaled_dot(u, v, kn)).lower(x, w).as_text()
-            assert ("_kn_" in " ".join(re.findall(r"custom_call @(\w+)", text))) == (M == lim)
-    # many bf16 tiles of 8 rows (and 4 + 2 + 1 past them) sharing each chunk, against the
-    # exact dot
-    x = rng.standard_normal((dot_kernels.KN_STREAM_M + 15, 64)).astype(ml_dtypes.bfloat16)
-    _check(x, w, kn)
+            assert "_kn_" in " ".join(re.findall(r"custom_call @(\w+)", text)), (dt, M)
+            assert "stablehlo.transpose" not in text
+    M = dot_kernels.KN_BLOCK_ROWS + 15
+    for dt in (F32, ml_dtypes.bfloat16):
+        _check(rng.standard_normal((M, 64)).astype(dt), w, kn)
 
 
 @pytest.mark.parametrize("out", [jnp.bfloat16, jnp.float16])

@@ -785,20 +785,36 @@ func.func private @gemv_f32_i8_range(memref<?xf32>, memref<?xi8>, memref<?xi8>, 
 // -----
 
 // Plain rows against weights held K-major ([B, K, N], scales [B, K / k, N]: rhs_layout =
-// "kn"): per unit (a panel of 256 columns) tiles of 8, 4, 2, 1 rows against 1, 2, 4, 8
-// vectors of 32 columns; per block of K the columns' scale codes, per row of K the columns'
-// codes -- contiguous -- decoded, scaled, and one FMA a row and vector with A's value
-// broadcast; the columns past the panel's whole vectors (and every unit where the range
-// test fails) take the exact f64 contraction, one result at a time, the codes' values from
-// a constant table.
+// "kn"): per unit (a block of 1024 rows, a panel of 256 columns) the tiles of 8 rows walk K
+// together in chunks of 64 rows -- per block the columns' factors into a scratch, per row
+// of K each vector of 32 columns' codes (contiguous) decoded and scaled once into a scratch
+// of f32 values on the stack; then per tile and vector its 8 rows x 2 vectors of 16 lanes
+// from a heap scratch of every tile's results, per row of the chunk the two vectors of
+// values loaded and one FMA a row and vector with A's value broadcast --, and the tiles of
+// 4, 2, 1 rows decode their own, one FMA a row and vector of 32 columns; the columns past
+// the panel's whole vectors (and every unit where the range test fails) take the exact
+// f64 contraction, one result at a time, the codes' values from a constant table.
 // CHECK: memref.global "private" constant @mxlower_mxfp8_e4m3_units_f64 : memref<256xf64>
 // CHECK-LABEL: func.func @gemv_kn(
-// CHECK: scf.if %{{.*}} {
-// CHECK: scf.for %{{.*}} step %c8{{.*}} {
-// CHECK: %[[F:.+]] = vector.load %arg2[%{{.*}}] : memref<?xi8>, vector<32xi8>
+// CHECK-DAG: %[[VA:.+]] = memref.alloca() {alignment = 64 : i64} : memref<16384xf32>
+// CHECK-DAG: %[[VS:.+]] = memref.cast %[[VA]] : memref<16384xf32> to memref<?xf32>
+// CHECK-DAG: %[[ACC:.+]] = memref.alloc(%{{.*}}) : memref<?xf32>
 // CHECK: scf.for
+// CHECK: arith.muli %{{.*}}, %c1024{{.*}} : index
+// CHECK: scf.if %{{.*}} {
+// CHECK: %[[F:.+]] = vector.load %arg2[%{{.*}}] : memref<?xi8>, vector<32xi8>
 // CHECK: memref.prefetch %arg1
 // CHECK: vector.load %arg1[%{{.*}}] : memref<?xi8>, vector<32xi8>
+// CHECK: %[[V:.+]] = arith.mulf %{{.*}}, %{{.*}} : vector<32xf32>
+// CHECK: vector.store %[[V]], %[[VS]][%{{.*}}] : memref<?xf32>, vector<32xf32>
+// CHECK: vector.load %[[ACC]][%{{.*}}] : memref<?xf32>, vector<16xf32>
+// CHECK: scf.for {{.*}} -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>) {
+// CHECK: %[[VL:.+]] = vector.load %[[VS]][%{{.*}}] : memref<?xf32>, vector<16xf32>
+// CHECK: %[[A8:.+]] = memref.load %arg0[%{{.*}}] : memref<?xf32>
+// CHECK-NEXT: %[[AV8:.+]] = vector.broadcast %[[A8]] : f32 to vector<16xf32>
+// CHECK-NEXT: vector.fma %[[AV8]], %[[VL]], %{{.*}} : vector<16xf32>
+// CHECK: vector.store %{{.*}}, %[[ACC]][%{{.*}}] : memref<?xf32>, vector<16xf32>
+// the tiles of 4, 2, 1 rows
 // CHECK: arith.mulf %{{.*}}, %{{.*}} : vector<32xf32>
 // CHECK: %[[A:.+]] = memref.load %arg0[%{{.*}}] : memref<?xf32>
 // CHECK-NEXT: %[[AV:.+]] = vector.broadcast %[[A]] : f32 to vector<32xf32>
@@ -817,11 +833,14 @@ func.func private @gemv_kn(memref<?xf32>, memref<?xi8>, memref<?xi8>, memref<?xf
 // words (even columns', odd columns': code - 127, times 2^23); per row of K its 16 bytes
 // widened to 32-bit lanes, the low codes' unscaled values by one permute from a table of 16
 // f32 values, the high codes' after a shift, the exponent word added to the non-zero ones --
-// no conversion, no multiply -- and one FMA a row and half vector with A's value broadcast;
-// the columns interleaved again before the store.
+// no conversion, no multiply.  The chunks of the tiles of 8 rows hold the values with the
+// columns interleaved again; the tiles of 4, 2, 1 rows take one FMA a row and half vector
+// with A's value broadcast, the columns interleaved again before the store.
 // CHECK-LABEL: func.func @gemv_kn_f4(
+// CHECK: %[[VA:.+]] = memref.alloca() {alignment = 64 : i64} : memref<16384xf32>
+// CHECK: %[[EA:.+]] = memref.alloca() {alignment = 64 : i64} : memref<256xi32>
 // CHECK: %[[EW:.+]] = arith.shli %{{.*}}, %{{.*}} : vector<16xi32>
-// CHECK: scf.for %{{.*}} = %{{.*}} to %c32{{.*}} step %c1{{.*}} iter_args(
+// CHECK: vector.store %[[EW]], %{{.*}}[%{{.*}}] : memref<?xi32>, vector<16xi32>
 // CHECK-NOT: arith.mulf
 // CHECK: %[[RAW:.+]] = vector.load %arg1[%{{.*}}] : memref<?xi8>, vector<16xi8>
 // CHECK-NEXT: %[[D:.+]] = arith.extui %[[RAW]] : vector<16xi8> to vector<16xi32>
@@ -829,13 +848,19 @@ func.func private @gemv_kn(memref<?xf32>, memref<?xi8>, memref<?xi8>, memref<?xf
 // CHECK-NEXT: %[[V:.+]] = llvm.call_intrinsic "llvm.x86.avx512.permvar.sf.512"(%{{.*}}, %[[D]])
 // CHECK-NEXT: %[[W:.+]] = arith.bitcast %[[V]] : vector<16xf32> to vector<16xi32>
 // CHECK: %[[NZ:.+]] = arith.cmpi ne, %{{.*}}, %{{.*}} : vector<16xi32>
-// CHECK-NEXT: %[[WE:.+]] = arith.addi %[[W]], %[[EW]] : vector<16xi32>
+// CHECK-NEXT: %[[WE:.+]] = arith.addi %[[W]], %{{.*}} : vector<16xi32>
 // CHECK-NEXT: %[[S:.+]] = arith.select %[[NZ]], %[[WE]], %[[W]] : vector<16xi1>, vector<16xi32>
 // CHECK-NEXT: %[[EVEN:.+]] = arith.bitcast %[[S]] : vector<16xi32> to vector<16xf32>
 // CHECK-NEXT: llvm.call_intrinsic "llvm.x86.avx512.permvar.sf.512"(%{{.*}}, %[[HI]])
+// CHECK: %[[IN:.+]] = vector.shuffle %[[EVEN]], %{{.*}} [0, 16, 1, 17, {{.*}}, 15, 31] : vector<16xf32>, vector<16xf32>
+// CHECK: vector.store %[[IN]], %{{.*}}[%{{.*}}] : memref<?xf32>, vector<32xf32>
+// CHECK: vector.fma %{{.*}} : vector<16xf32>
+// the tiles of 4, 2, 1 rows
+// CHECK: scf.for %{{.*}} = %{{.*}} to %c32{{.*}} step %c1{{.*}} iter_args(
 // CHECK-NOT: arith.mulf
+// CHECK: %[[E2:.+]] = llvm.call_intrinsic "llvm.x86.avx512.permvar.sf.512"
 // CHECK: %[[A:.+]] = vector.broadcast %{{.*}} : f32 to vector<16xf32>
-// CHECK-NEXT: vector.fma %[[A]], %[[EVEN]], %{{.*}} : vector<16xf32>
+// CHECK-NEXT: vector.fma %[[A]], %{{.*}}, %{{.*}} : vector<16xf32>
 // CHECK: %[[R:.+]] = vector.shuffle %{{.*}}, %{{.*}} [0, 16, 1, 17, {{.*}}, 15, 31] : vector<16xf32>, vector<16xf32>
 // CHECK: vector.store %[[R]], %arg3[%{{.*}}] : memref<?xf32>, vector<32xf32>
 func.func private @gemv_kn_f4(memref<?xf32>, memref<?xi8>, memref<?xi8>, memref<?xf32>, memref<?xi64>, index, index) attributes {mxlower.dot_kernel = {lhs = "f32", rhs = "mxfp4_e2m1", path = "avx512", rhs_layout = "kn"}}
@@ -855,9 +880,9 @@ func.func private @gemv_kn_f4(memref<?xf32>, memref<?xi8>, memref<?xi8>, memref<
 // and A's pair at (k, k + 1) read as stored (one 32-bit load) and broadcast, the lanes
 // stored back; the results copied out after the last chunk.  Fewer rows take the FMAs.
 // CHECK-LABEL: func.func @gemv_kn_bf16(
-// CHECK-DAG: %[[PA:.+]] = memref.alloca() : memref<16384xbf16>
+// CHECK-DAG: %[[PA:.+]] = memref.alloca() {alignment = 64 : i64} : memref<16384xbf16>
 // CHECK-DAG: %[[PS:.+]] = memref.cast %[[PA]] : memref<16384xbf16> to memref<?xbf16>
-// CHECK-DAG: %[[EA:.+]] = memref.alloca() : memref<512xi16>
+// CHECK-DAG: %[[EA:.+]] = memref.alloca() {alignment = 64 : i64} : memref<512xi16>
 // CHECK-DAG: %[[ACC:.+]] = memref.alloc(%{{.*}}) : memref<?xf32>
 // CHECK-DAG: %[[EB:.+]] = memref.cast %[[EA]] : memref<512xi16> to memref<?xi16>
 // CHECK: %[[S:.+]] = vector.load %arg2[%{{.*}}] : memref<?xi8>, vector<32xi8>
@@ -901,7 +926,7 @@ func.func private @gemv_kn_bf16(memref<?xbf16>, memref<?xi8>, memref<?xi8>, memr
 // scaled in f32 (exact), each column's pair of bf16 bits taken straight from the two rows'
 // f32 lanes' high words by one two-source word permute per 16 columns, into the scratch.
 // CHECK-LABEL: func.func @gemv_kn_bf16_f8(
-// CHECK: memref.alloca() : memref<16384xbf16>
+// CHECK: memref.alloca() {alignment = 64 : i64} : memref<16384xbf16>
 // CHECK: scf.for %{{.*}} = %{{.*}} to %c32{{.*}} step %c2{{.*}} {
 // CHECK: %[[X:.+]] = vector.bitcast %{{.*}} : vector<32xf32> to vector<64xi16>
 // CHECK: %[[Y:.+]] = vector.bitcast %{{.*}} : vector<32xf32> to vector<64xi16>
@@ -910,6 +935,23 @@ func.func private @gemv_kn_bf16(memref<?xbf16>, memref<?xi8>, memref<?xi8>, memr
 // CHECK-NEXT: %[[HI:.+]] = vector.shuffle %[[X]], %[[Y]] [33, 97, {{.*}}, 63, 127] : vector<64xi16>, vector<64xi16>
 // CHECK: vector.store %[[BL]], %{{.*}}[%{{.*}}] : memref<?xbf16>, vector<32xbf16>
 func.func private @gemv_kn_bf16_f8(memref<?xbf16>, memref<?xi8>, memref<?xi8>, memref<?xf32>, memref<?xi64>, index, index) attributes {mxlower.dot_kernel = {lhs = "bf16", rhs = "mxfp8_e4m3", path = "avx512", rhs_layout = "kn"}}
+
+// -----
+
+// f16 rows against K-major weights: the tiles of 8 rows take each chunk's f32 values as f32
+// rows do, their rows' values of the chunk converted to f32 once, 16 at a time, into a slab
+// of the tile's rows on the stack (F16C), which every step broadcasts from.
+// CHECK-LABEL: func.func @gemv_kn_f16(
+// CHECK: %[[SA:.+]] = memref.alloca() {alignment = 64 : i64} : memref<512xf32>
+// CHECK: %[[SL:.+]] = memref.cast %[[SA]] : memref<512xf32> to memref<?xf32>
+// CHECK: %[[H:.+]] = vector.load %arg0[%{{.*}}] : memref<?xf16>, vector<16xf16>
+// CHECK-NEXT: %[[HF:.+]] = arith.extf %[[H]] : vector<16xf16> to vector<16xf32>
+// CHECK: vector.store %[[HF]], %[[SL]][%{{.*}}] : memref<?xf32>, vector<16xf32>
+// CHECK: scf.for {{.*}} -> (vector<16xf32>,
+// CHECK: %[[A:.+]] = memref.load %[[SL]][%{{.*}}] : memref<?xf32>
+// CHECK-NEXT: %[[AV:.+]] = vector.broadcast %[[A]] : f32 to vector<16xf32>
+// CHECK-NEXT: vector.fma %[[AV]], %{{.*}}, %{{.*}} : vector<16xf32>
+func.func private @gemv_kn_f16(memref<?xf16>, memref<?xi8>, memref<?xi8>, memref<?xf32>, memref<?xi64>, index, index) attributes {mxlower.dot_kernel = {lhs = "f16", rhs = "mxint8", path = "avx512", rhs_layout = "kn"}}
 
 // -----
 
