@@ -67,7 +67,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reps", type=int, default=15)
     ap.add_argument("--json", help="also save the numbers here")
     ap.add_argument("--x", default="f32,bf16",
-                    help="activations: f32, bf16, mx (the weights' format), comma-separated")
+                    help="activations: f32, bf16, f16, mx (the weights' format), "
+                         "comma-separated")
     ap.add_argument("--formats", default=",".join(FORMATS), help="the weights' formats")
     ap.add_argument("--spread", type=int, default=0,
                     help="each block of 32 values of both sides times 2^u, u uniform in [0, "
@@ -131,8 +132,8 @@ def main(argv: list[str] | None = None) -> int:
         wv = R.dequantize(e, np.asarray(w.scales), fmt)
         for M in map(int, a.m.split(",")):
             x = spread(rng.standard_normal((M, NK)).astype(np.float32))
-            if lhs == "bf16":
-                x = x.astype(ml_dtypes.bfloat16)
+            if lhs in ("bf16", "f16"):
+                x = x.astype(ml_dtypes.bfloat16 if lhs == "bf16" else np.float16)
             xs: tuple = (x,)
             if lhs == fmt:  # MX activations, the weights' format
                 q = mxj.quantize(x, fmt, impl="xla")

@@ -404,12 +404,19 @@ def _fused_dot(ctx: Any, args: Any, dimension_numbers: Any,
     def run(*vals: Any) -> Any:
         v = dict(zip(names, vals))
         a, b_ = (("rhs", "lhs") if swap else ("lhs", "rhs"))
-        out = ffi_dot.dot(normalize(v[a], a),
-                          normalize(v[f"{a}_scales"], a) if f"{a}_scales" in v else None,
+        av, a_scales, a_format = (normalize(v[a], a),
+                                  normalize(v[f"{a}_scales"], a) if f"{a}_scales" in v else None,
+                                  params[f"{a}_format"])
+        if dot_call.dequantized_a(spec, a_format):  # MX rows read as f32 (K-major weights)
+            av = ffi.dequantize(av, a_scales, a_format, axis=2,
+                                block_size=params[f"{a}_block_size"], dtype=_F32,
+                                platform="cpu")
+            a_scales = a_format = None
+        out = ffi_dot.dot(av, a_scales,
                           normalize(v[b_], b_),
                           normalize(v[f"{b_}_scales"], b_) if f"{b_}_scales" in v else None,
-                          params[f"{a}_format"], params[f"{b_}_format"],
-                          lhs_block_size=params[f"{a}_block_size"],
+                          a_format, params[f"{b_}_format"],
+                          lhs_block_size=params[f"{a}_block_size"] if a_format else None,
                           rhs_block_size=params[f"{b_}_block_size"], path=spec.path,
                           rhs_kn=spec.rhs_kn)
         if swap:

@@ -26,10 +26,11 @@ import numpy as np
 from mxlower.bindings.jaxlib import ir, stablehlo
 from mxlower.formats import FORMATS, format_of, get_datatype, why_not_format
 from mxlower.lowering.dot_kernels import STREAM_M, DotSpec, gemm_by_default
+from mxlower.lowering.mx_math import dequantize_values
 from mxlower.numbers import Datatype
 
-__all__ = ["CALLABLE_TYPES", "K_MAJOR", "Side", "callable_side", "emit_call", "k_major",
-           "normalize_order", "plan", "side_of"]
+__all__ = ["CALLABLE_TYPES", "KN_MX_ROWS", "K_MAJOR", "Side", "callable_side",
+           "dequantized_a", "emit_call", "k_major", "normalize_order", "plan", "side_of"]
 
 #: whether :func:`plan` gives K-major MX weights against plain rows -- any number of them --
 #: the K-major kernel (:attr:`DotSpec.rhs_kn`: read as stored), else the ``[N, K]`` one
@@ -39,6 +40,13 @@ __all__ = ["CALLABLE_TYPES", "K_MAJOR", "Side", "callable_side", "emit_call", "k
 #: level: twenty-third session; bench/bench_dot_layouts.py switches it for its "transposed"
 #: column)
 K_MAJOR = True
+#: the most rows of MX activations against K-major MX weights that :func:`plan` gives the
+#: K-major kernel, the activations dequantized to f32 first (:func:`dequantized_a`), rather
+#: than XLA's transpose of the weights and the ``[N, K]`` kernel of the MX pair: at N = K =
+#: 4096 on a Zen 4 11-15x faster at 16 rows, 1.2-2.0x at 256, 0.75-1.2x at 512; mxint8
+#: weights (whose s8 codes XLA transposes quickly) 1.6x at 16 rows, 1.0x at 32, 0.7x at 64
+#: (BENCHMARKS.md, twenty-third session).  By the weights' format, else ``None``'s
+KN_MX_ROWS = {None: 256, "mxint8": 32}
 #: element types a kernel call can take on XLA:CPU (f6 has no XLA type there)
 CALLABLE_TYPES = frozenset({"f32", "bf16", "f16", "f4E2M1FN", "f8E4M3FN", "f8E5M2", "i8",
                             "ui8"})
@@ -101,7 +109,9 @@ def plan(lhs: Side, rhs: Side, contracting: tuple[Sequence[int], Sequence[int]],
     computes ``rhs x lhs``
     (the side with few free rows streams the other: a GEMV written ``w @ x``).  MX weights
     held K-major (:func:`k_major`) against plain rows -- any number of them -- take the
-    K-major kernel (:attr:`DotSpec.rhs_kn`, :data:`K_MAJOR`; f4 ones where N is even).  A side's
+    K-major kernel (:attr:`DotSpec.rhs_kn`, :data:`K_MAJOR`; f4 ones where N is even); so do
+    MX rows -- at most :data:`KN_MX_ROWS` -- against them, dequantized to f32 first (the
+    kernel's A side then plain f32: :func:`dequantized_a`).  A side's
     format may be a datatype (:class:`Side`)."""
     lhs, rhs = _named(lhs), _named(rhs)
     sides = {"lhs": lhs, "rhs": rhs}
@@ -124,9 +134,12 @@ def plan(lhs: Side, rhs: Side, contracting: tuple[Sequence[int], Sequence[int]],
     ib = ("lhs", "rhs").index(bn)
     # (f4 codes of an odd N would start a row of K mid-byte: the K-major kernel's exact
     # path, one result at a time, would take them all)
-    kn = (K_MAJOR and a.fmt is None and b.fmt is not None
+    most = KN_MX_ROWS.get(b.fmt, KN_MX_ROWS[None])
+    kn = (K_MAJOR and b.fmt is not None and (a.fmt is None or free[an] <= most)
           and k_major(b.shape, contracting[ib], batch[ib])
           and (FORMATS[b.fmt].bits != 4 or free[bn] % 2 == 0))
+    if kn and a.fmt is not None:  # MX rows: their f32 values
+        a = Side(None, "f32", None, None, a.shape)
     try:
         spec = _spec(a, b, path, kn)
     except ValueError:
@@ -134,6 +147,13 @@ def plan(lhs: Side, rhs: Side, contracting: tuple[Sequence[int], Sequence[int]],
     if free[an] > spec.stream_m and not gemm and not gemm_by_default(spec, vendor):
         return None
     return spec, swap
+
+
+def dequantized_a(spec: DotSpec, a_format: Any) -> bool:
+    """Whether the kernel's A side, given in MX format ``a_format`` (None: plain), is to be
+    dequantized to f32 before the call of ``spec`` (MX rows against K-major MX weights:
+    :func:`plan`, :data:`KN_MX_ROWS`): the kernel reads it as plain f32 rows."""
+    return a_format is not None and spec.fmt("lhs") is None
 
 
 def _spec(a: Side, b: Side, path: str, kn: bool = False) -> DotSpec:
@@ -194,7 +214,8 @@ def callable_side(o: Any) -> bool:
 def emit_call(b: Any, s: Any, spec: DotSpec, swap: bool) -> Any:
     """At ``b``'s insertion point: the f32 contraction of the parsed ``mx.scaled_dot`` ``s``
     (without nvfp4's global scale), shaped as its result, by a call of ``spec``'s kernel
-    target (registered for XLA:CPU by :func:`mxlower.execution.ffi_dot.register`)."""
+    target (registered for XLA:CPU by :func:`mxlower.execution.ffi_dot.register`); an MX A
+    side the kernel reads as f32 (:func:`dequantized_a`) dequantized first."""
     order = ("rhs", "lhs") if swap else ("lhs", "rhs")
     dims = {"lhs": (s.lhs_batch, s.lhs_contracting), "rhs": (s.rhs_batch, s.rhs_contracting)}
 
@@ -203,11 +224,17 @@ def emit_call(b: Any, s: Any, spec: DotSpec, swap: bool) -> Any:
         perm, shape3 = normalize_order(b.shape(v), cd, bd, spec.rhs_kn and side == order[1])
         return b.reshape(b.transpose(v, perm), shape3)
 
-    values = {side: normalize(getattr(s, side).value, side) for side in order}
+    a = getattr(s, order[0])
+    first = a.value
+    if dequantized_a(spec, a.fmt):  # its exact f32 values (docs/semantics.md section 5)
+        first = dequantize_values(b, a.value, a.scales, a.fmt, a.block_size, a.axis,
+                                  None, "f32")
+    values = {order[0]: normalize(first, order[0]),
+              order[1]: normalize(getattr(s, order[1]).value, order[1])}
     operands = []
-    for side in order:
+    for i, side in enumerate(order):
         operands.append(values[side])
-        if getattr(s, side).scales is not None:
+        if getattr(s, side).scales is not None and not (i == 0 and dequantized_a(spec, a.fmt)):
             operands.append(normalize(getattr(s, side).scales, side))
     B, M = b.shape(values[order[0]])[:2]
     N = b.shape(values[order[1]])[2 if spec.rhs_kn else 1]

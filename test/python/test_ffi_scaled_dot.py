@@ -308,6 +308,45 @@ def test_k_major_rows_any_count():
         _check(rng.standard_normal((M, 64)).astype(dt), w, kn)
 
 
+@pytest.mark.parametrize("fmt", ALL)
+def test_mx_rows_against_k_major_weights(fmt):
+    """MX rows against K-major MX weights: up to KN_MX_ROWS of them dequantized to f32 (the
+    dequantize kernel) and read by the K-major kernel as plain f32 rows -- no transpose of
+    the weights --, more take XLA's transpose and the kernel of the MX pair; both within
+    section 6, the range ends (subnormal rows, the f64 contraction) the same bits as
+    impl="xla", NaN scales NaN; batched, and the weights as the lhs (``w^T x``)."""
+    from mxlower.lowering import dot_call
+
+    rng = np.random.default_rng(ALL.index(fmt) + 90)
+    k = FORMATS[fmt].block_size
+    path = ffi_dot.host_path()
+    kn = (((1,), (0,)), ((), ()))
+    other = "mxfp4_e2m1" if fmt == "mxint8" else "mxint8"  # a mixed pair too
+    most = dot_call.KN_MX_ROWS.get(fmt, dot_call.KN_MX_ROWS[None])
+    for xf, M in ((fmt, 3), (other, 8), (fmt, most), (fmt, most + 1)):
+        x = _side(rng, xf, (M, 2 * k))
+        w = _side(rng, fmt, (2 * k, 40), axis=0)
+        _check(x, w, kn)
+        text = jax.jit(lambda u, v: mxj.scaled_dot(u, v, kn)).lower(x, w).as_text()
+        calls = re.findall(r"custom_call @(\w+)", text)
+        if M <= most:
+            assert calls[-1] == f"mxlower_dot_f32_{fmt}k{k}_kn_{path}", calls
+            assert any(c.startswith(f"mxlower_dequantize_{xf}_f32") for c in calls), calls
+            assert "stablehlo.transpose" not in text
+        else:
+            assert calls == [f"mxlower_dot_{fmt}k{k}_{fmt}k{k}_{path}"], calls
+    # rows of values below f32's normal range, NaN scales: the f64 contraction, impl="xla"'s
+    # bits
+    if not FORMATS[fmt].is_nvfp4:
+        _check(_side(rng, fmt, (3, k), codes=LOW), _side(rng, fmt, (k, 40), axis=0),
+               kn, f64=True)
+    # batched [B, M, K] x [B, K, N]; the weights as the lhs, contracted over their dim 0
+    _check(_side(rng, fmt, (2, 3, k)), _side(rng, fmt, (2, k, 34), axis=1),
+           (((2,), (1,)), ((0,), (0,))))
+    _check(_side(rng, fmt, (k, 40), axis=0), _side(rng, fmt, (5, k)),
+           (((0,), (1,)), ((), ())))
+
+
 @pytest.mark.parametrize("out", [jnp.bfloat16, jnp.float16])
 def test_narrow_results(out):
     rng = np.random.default_rng(13)

@@ -86,6 +86,28 @@ func.func @k_major(%x: tensor<2x64xf32>, %w: tensor<64x40xf8E4M3FN>, %s: tensor<
 
 // -----
 
+// MX rows against K-major MX weights: the rows dequantized to their exact f32 values (the
+// scale's exponent added to the element's bits), then the K-major kernel of plain f32 rows
+// -- the weights read as stored, no transpose.
+// CHECK-LABEL: func.func @mx_rows_k_major(
+// CHECK-SAME: %[[X:.*]]: tensor<3x64xf8E4M3FN>, %[[XS:.*]]: tensor<3x2xf8E8M0FNU>, %[[W:.*]]: tensor<64x40xf4E2M1FN>, %[[S:.*]]: tensor<2x40xf8E8M0FNU>)
+// CHECK-NOT: stablehlo.transpose
+// CHECK: stablehlo.convert %[[X]] : (tensor<3x64xf8E4M3FN>) -> tensor<3x64xf32>
+// CHECK: stablehlo.bitcast_convert %[[XS]]
+// CHECK: %[[XV:.*]] = stablehlo.bitcast_convert %{{.*}} : (tensor<3x64xi32>) -> tensor<3x64xf32>
+// CHECK: %[[X3:.*]] = stablehlo.reshape %[[XV]] : (tensor<3x64xf32>) -> tensor<1x3x64xf32>
+// CHECK: %[[W3:.*]] = stablehlo.reshape %[[W]] : (tensor<64x40xf4E2M1FN>) -> tensor<1x64x40xf4E2M1FN>
+// CHECK: %[[S3:.*]] = stablehlo.reshape %[[S]] : (tensor<2x40xf8E8M0FNU>) -> tensor<1x2x40xf8E8M0FNU>
+// CHECK: stablehlo.custom_call @mxlower_dot_f32_mxfp4_e2m1k32_kn_portable(%[[X3]], %[[W3]], %[[S3]])
+// CHECK-SAME: (tensor<1x3x64xf32>, tensor<1x64x40xf4E2M1FN>, tensor<1x2x40xf8E8M0FNU>) -> tensor<1x3x40xf32>
+// CHECK-NOT: stablehlo.transpose
+func.func @mx_rows_k_major(%x: tensor<3x64xf8E4M3FN>, %xs: tensor<3x2xf8E8M0FNU>, %w: tensor<64x40xf4E2M1FN>, %s: tensor<2x40xf8E8M0FNU>) -> tensor<3x40xf32> {
+  %0 = "mx.scaled_dot"(%x, %xs, %w, %s) {lhs_format = "mxfp8_e4m3", rhs_format = "mxfp4_e2m1", rhs_axis = 0 : i64, dot_dimension_numbers = #stablehlo.dot<lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [0]>} : (tensor<3x64xf8E4M3FN>, tensor<3x2xf8E8M0FNU>, tensor<64x40xf4E2M1FN>, tensor<2x40xf8E8M0FNU>) -> tensor<3x40xf32>
+  return %0 : tensor<3x40xf32>
+}
+
+// -----
+
 // A GEMM (more than 16 free rows on both sides) is left to mxlower-decompose-mx unless
 // gemm=true; a batched one then calls the kernel with its batch dimension in front.
 // CHECK-LABEL: func.func @gemm(
