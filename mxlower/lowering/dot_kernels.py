@@ -4724,9 +4724,10 @@ class _KnKernel(_DotKernel):
 
     def kn_f64(self, b: str, n0: str, ncols: str) -> None:
         """The unit's rows (:attr:`rows_of`) against its ``ncols`` columns from ``n0`` as
-        docs/semantics.md section 6's exact contraction, one result at a time: A's values and B's (the code's integer units from
-        :meth:`kn_values` times the block's factor, :meth:`f64_factor`) exact in f64, their
-        products exact, summed in f64 over K, rounded once (:meth:`round_f32`)."""
+        docs/semantics.md section 6's exact contraction, one result at a time: A's values
+        and B's (the code's integer units from :meth:`kn_values` times the block's factor,
+        :meth:`f64_factor`) exact in f64, their products exact, summed in f64 over K,
+        rounded once (:meth:`round_f32`)."""
         t, s, K, N = self.t, self.s, self.K, self.N
         f = s.fmt("rhs")
         table, mt = self.kn_values()
