@@ -14,8 +14,14 @@ run: :func:`mxlower.benchmarking.evictor`):
   for the ``[N, K]`` kernel (what every ``[K, N]`` GEMV did before the K-major kernel);
 * ``memcpy``: ``numpy.copyto`` of the packed weight bytes (elements + scales).
 
+``--x mx``: activations quantized to the weights' format (along K) instead: ``[N, K]`` is
+the kernel of the MX pair; ``[K, N] read as stored`` the activations dequantized to f32 and
+the K-major kernel (:data:`mxlower.lowering.dot_call.KN_MX_ROWS` lifted for the run);
+``transposed`` XLA's transpose of the weights and the MX pair's kernel.
+
     python bench/bench_dot_layouts.py
     python bench/bench_dot_layouts.py --m 1,8 --nk 4096 --x f32,bf16 --reps 7
+    python bench/bench_dot_layouts.py --m 16,256,512 --x mx --reps 3
 """
 
 from __future__ import annotations
@@ -38,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--m", default="1,8", help="rows of activations")
     ap.add_argument("--nk", type=int, default=4096, help="N = K of the weights")
-    ap.add_argument("--x", default="f32,bf16", help="activations: f32, bf16")
+    ap.add_argument("--x", default="f32,bf16", help="activations: f32, bf16, mx")
     ap.add_argument("--formats", default=FORMATS)
     ap.add_argument("--reps", type=int, default=7)
     a = ap.parse_args(argv)
@@ -57,9 +63,18 @@ def main(argv: list[str] | None = None) -> int:
         for m in map(int, a.m.split(",")):
             for xt in a.x.split(","):
                 x = rng.standard_normal((m, nk)).astype(np.float32)
-                x = jax.device_put(x.astype(ml_dtypes.bfloat16) if xt == "bf16" else x)
+                if xt == "mx":
+                    x = mxj.quantize(x, fmt, impl="xla")
+                else:
+                    x = jax.device_put(x.astype(ml_dtypes.bfloat16) if xt == "bf16" else x)
                 nk_f = jax.jit(lambda x, w: mxj.scaled_dot(x, w, nk_dn))
-                kn_f = jax.jit(lambda x, w: mxj.scaled_dot(x, w, kn_dn))
+                most = dot_call.KN_MX_ROWS
+                dot_call.KN_MX_ROWS = {None: m}  # (MX rows: dequantized, read as f32)
+                try:
+                    kn_f = jax.jit(lambda x, w: mxj.scaled_dot(x, w, kn_dn)).lower(
+                        x, w_kn).compile()
+                finally:
+                    dot_call.KN_MX_ROWS = most
                 dot_call.K_MAJOR = False
                 try:
                     tr_f = jax.jit(lambda x, w: mxj.scaled_dot(x, w, kn_dn)).lower(
