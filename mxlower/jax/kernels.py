@@ -53,6 +53,7 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 from jax.interpreters import mlir
 
@@ -74,6 +75,7 @@ __all__ = ["IMPLS", "cast_rule", "cast_spec", "check_impl", "custom_calls_allowe
 IMPLS = ("auto", "xla")
 
 _F32 = np.dtype(np.float32)
+_BF16 = np.dtype(ml_dtypes.bfloat16)
 
 #: While set, every lowering is the portable StableHLO (``mxlower.jax.lower``).  A JAX config
 #: state so that jit's trace and lowering caches tell the two apart.
@@ -409,7 +411,8 @@ def _fused_dot(ctx: Any, args: Any, dimension_numbers: Any,
                                   params[f"{a}_format"])
         if dot_call.dequantized_a(spec, a_format):  # MX rows read as f32 (K-major weights)
             av = ffi.dequantize(av, a_scales, a_format, axis=2,
-                                block_size=params[f"{a}_block_size"], dtype=_F32,
+                                block_size=params[f"{a}_block_size"],
+                                dtype=_BF16 if spec.lhs == "bf16" else _F32,
                                 platform="cpu")
             a_scales = a_format = None
         out = ffi_dot.dot(av, a_scales,

@@ -29,7 +29,7 @@ from mxlower.lowering.dot_kernels import STREAM_M, DotSpec, gemm_by_default
 from mxlower.lowering.mx_math import dequantize_values
 from mxlower.numbers import Datatype
 
-__all__ = ["CALLABLE_TYPES", "KN_MX_ROWS", "K_MAJOR", "Side", "callable_side",
+__all__ = ["CALLABLE_TYPES", "KN_MX_ROWS", "K_MAJOR", "Side", "bf16_exact", "callable_side",
            "dequantized_a", "emit_call", "k_major", "normalize_order", "plan", "side_of"]
 
 #: whether :func:`plan` gives K-major MX weights against plain rows -- any number of them --
@@ -110,8 +110,8 @@ def plan(lhs: Side, rhs: Side, contracting: tuple[Sequence[int], Sequence[int]],
     (the side with few free rows streams the other: a GEMV written ``w @ x``).  MX weights
     held K-major (:func:`k_major`) against plain rows -- any number of them -- take the
     K-major kernel (:attr:`DotSpec.rhs_kn`, :data:`K_MAJOR`; f4 ones where N is even); so do
-    MX rows -- at most :data:`KN_MX_ROWS` -- against them, dequantized to f32 first (the
-    kernel's A side then plain f32: :func:`dequantized_a`).  A side's
+    MX rows -- at most :data:`KN_MX_ROWS` -- against them, dequantized first (the kernel's
+    A side then plain bf16 rows where :func:`bf16_exact`, else f32: :func:`dequantized_a`).  A side's
     format may be a datatype (:class:`Side`)."""
     lhs, rhs = _named(lhs), _named(rhs)
     sides = {"lhs": lhs, "rhs": rhs}
@@ -138,8 +138,8 @@ def plan(lhs: Side, rhs: Side, contracting: tuple[Sequence[int], Sequence[int]],
     kn = (K_MAJOR and b.fmt is not None and (a.fmt is None or free[an] <= most)
           and k_major(b.shape, contracting[ib], batch[ib])
           and (FORMATS[b.fmt].bits != 4 or free[bn] % 2 == 0))
-    if kn and a.fmt is not None:  # MX rows: their f32 values
-        a = Side(None, "f32", None, None, a.shape)
+    if kn and a.fmt is not None:  # MX rows: their values, bf16 where exact there
+        a = Side(None, "bf16" if bf16_exact(a.fmt) else "f32", None, None, a.shape)
     try:
         spec = _spec(a, b, path, kn)
     except ValueError:
@@ -151,9 +151,20 @@ def plan(lhs: Side, rhs: Side, contracting: tuple[Sequence[int], Sequence[int]],
 
 def dequantized_a(spec: DotSpec, a_format: Any) -> bool:
     """Whether the kernel's A side, given in MX format ``a_format`` (None: plain), is to be
-    dequantized to f32 before the call of ``spec`` (MX rows against K-major MX weights:
-    :func:`plan`, :data:`KN_MX_ROWS`): the kernel reads it as plain f32 rows."""
+    dequantized before the call of ``spec`` (MX rows against K-major MX weights:
+    :func:`plan`, :data:`KN_MX_ROWS`): the kernel reads it as plain rows of ``spec.lhs``
+    (bf16 where :func:`bf16_exact`, else f32)."""
     return a_format is not None and spec.fmt("lhs") is None
+
+
+def bf16_exact(fmt: str) -> bool:
+    """Whether every value of MX format ``fmt`` (without nvfp4's global scale) is exact in
+    bf16, whatever its scale: at most 8 significant bits (every MX element's), and each a
+    multiple of 2^-133, bf16's smallest subnormal (``value_exponents``: mxint8, the f4 and
+    f6 formats, nvfp4; not e4m3 / e5m2, whose smallest subnormals under a low scale are
+    finer).  Such rows dequantized to bf16 (:func:`dequantized_a`) are the same values as
+    in f32, and take the K-major kernel's bf16 dot products."""
+    return FORMATS[fmt].value_exponents[0] >= -133
 
 
 def _spec(a: Side, b: Side, path: str, kn: bool = False) -> DotSpec:
@@ -215,7 +226,7 @@ def emit_call(b: Any, s: Any, spec: DotSpec, swap: bool) -> Any:
     """At ``b``'s insertion point: the f32 contraction of the parsed ``mx.scaled_dot`` ``s``
     (without nvfp4's global scale), shaped as its result, by a call of ``spec``'s kernel
     target (registered for XLA:CPU by :func:`mxlower.execution.ffi_dot.register`); an MX A
-    side the kernel reads as f32 (:func:`dequantized_a`) dequantized first."""
+    side the kernel reads as plain rows (:func:`dequantized_a`) dequantized first."""
     order = ("rhs", "lhs") if swap else ("lhs", "rhs")
     dims = {"lhs": (s.lhs_batch, s.lhs_contracting), "rhs": (s.rhs_batch, s.rhs_contracting)}
 
@@ -226,9 +237,12 @@ def emit_call(b: Any, s: Any, spec: DotSpec, swap: bool) -> Any:
 
     a = getattr(s, order[0])
     first = a.value
-    if dequantized_a(spec, a.fmt):  # its exact f32 values (docs/semantics.md section 5)
+    if dequantized_a(spec, a.fmt):  # its exact values (docs/semantics.md section 5)
         first = dequantize_values(b, a.value, a.scales, a.fmt, a.block_size, a.axis,
                                   None, "f32")
+        if spec.lhs == "bf16":  # exact in bf16 (bf16_exact): the high half of its bits
+            hi = b.shr(b.bitcast(first, "ui32"), b.like(b.bitcast(first, "ui32"), 16))
+            first = b.bitcast(b.convert(hi, "ui16"), "bf16")
     values = {order[0]: normalize(first, order[0]),
               order[1]: normalize(getattr(s, order[1]).value, order[1])}
     operands = []

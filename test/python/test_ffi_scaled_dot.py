@@ -310,11 +310,12 @@ def test_k_major_rows_any_count():
 
 @pytest.mark.parametrize("fmt", ALL)
 def test_mx_rows_against_k_major_weights(fmt):
-    """MX rows against K-major MX weights: up to KN_MX_ROWS of them dequantized to f32 (the
-    dequantize kernel) and read by the K-major kernel as plain f32 rows -- no transpose of
-    the weights --, more take XLA's transpose and the kernel of the MX pair; both within
-    section 6, the range ends (subnormal rows, the f64 contraction) the same bits as
-    impl="xla", NaN scales NaN; batched, and the weights as the lhs (``w^T x``)."""
+    """MX rows against K-major MX weights: up to KN_MX_ROWS of them dequantized (the
+    dequantize kernel; to bf16 where every value of their format is exact there, else f32)
+    and read by the K-major kernel as plain rows -- no transpose of the weights --, more
+    take XLA's transpose and the kernel of the MX pair; both within section 6, the range
+    ends (rows of values below f32's and bf16's normal range: the f64 contraction) the same
+    bits as impl="xla"; batched, and the weights as the lhs (``w^T x``)."""
     from mxlower.lowering import dot_call
 
     rng = np.random.default_rng(ALL.index(fmt) + 90)
@@ -329,9 +330,10 @@ def test_mx_rows_against_k_major_weights(fmt):
         _check(x, w, kn)
         text = jax.jit(lambda u, v: mxj.scaled_dot(u, v, kn)).lower(x, w).as_text()
         calls = re.findall(r"custom_call @(\w+)", text)
-        if M <= most:
-            assert calls[-1] == f"mxlower_dot_f32_{fmt}k{k}_kn_{path}", calls
-            assert any(c.startswith(f"mxlower_dequantize_{xf}_f32") for c in calls), calls
+        if M <= most:  # (the rows as bf16 where every value of their format is exact there)
+            t = "bf16" if dot_call.bf16_exact(xf) else "f32"
+            assert calls[-1] == f"mxlower_dot_{t}_{fmt}k{k}_kn_{path}", calls
+            assert any(c.startswith(f"mxlower_dequantize_{xf}_{t}") for c in calls), calls
             assert "stablehlo.transpose" not in text
         else:
             assert calls == [f"mxlower_dot_{fmt}k{k}_{fmt}k{k}_{path}"], calls

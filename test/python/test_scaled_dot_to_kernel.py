@@ -71,6 +71,8 @@ CASES = [
     (None, "mxfp4_e2m1", (20, 64), (64, 40), (((1,), (0,)), ((), ())), 32, "bfloat16"),
     # MX rows against K-major MX weights: the rows dequantized to f32, the K-major kernel
     ("mxfp8_e4m3", "mxfp4_e2m1", (3, 64), (64, 40), (((1,), (0,)), ((), ())), 32, F32),
+    # (mxint8 rows: to bf16, exact there whatever their scales)
+    ("mxint8", "mxfp8_e4m3", (2, 64), (64, 24), (((1,), (0,)), ((), ())), 32, F32),
     # w @ x: the MX side has many rows, the plain one few (the kernel takes them swapped)
     ("mxfp4_e2m1", None, (40, 64), (2, 64), LAST, 32, F32),
     # more plain rows than a GEMV's against [N, K] weights stream too (DotSpec.stream_m),
@@ -100,8 +102,9 @@ def test_kernel_calls_within_contract(path):
     text = m.lowered()
     calls = re.findall(r"stablehlo\.custom_call @(mxlower_dot_\w+)", text)
     assert len(calls) == len(CASES), calls
-    assert sum("_kn_" in c for c in calls) == 3, calls
+    assert sum("_kn_" in c for c in calls) == 4, calls
     assert "mxlower_dot_f32_mxfp4_e2m1k32_kn_" + path in calls  # (the MX rows as f32)
+    assert "mxlower_dot_bf16_mxfp8_e4m3k32_kn_" + path in calls  # (as bf16)
     assert all(c.endswith("_" + path) for c in calls)
     assert "mx." not in text.replace("mxlower", "")
     outs = m.run()

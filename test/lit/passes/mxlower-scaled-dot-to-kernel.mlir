@@ -108,6 +108,23 @@ func.func @mx_rows_k_major(%x: tensor<3x64xf8E4M3FN>, %xs: tensor<3x2xf8E8M0FNU>
 
 // -----
 
+// mxint8 rows (every value exact in bf16, whatever the scale) are dequantized to bf16: the
+// high half of their exact f32 values' bits, for the K-major kernel of bf16 rows.
+// CHECK-LABEL: func.func @mx_rows_k_major_bf16(
+// CHECK: %[[V:.*]] = stablehlo.bitcast_convert %{{.*}} : (tensor<3x64xi32>) -> tensor<3x64xf32>
+// CHECK: %[[U:.*]] = stablehlo.bitcast_convert %[[V]] : (tensor<3x64xf32>) -> tensor<3x64xui32>
+// CHECK: %[[H:.*]] = stablehlo.shift_right_logical %[[U]], %{{.*}} : tensor<3x64xui32>
+// CHECK: %[[H16:.*]] = stablehlo.convert %[[H]] : (tensor<3x64xui32>) -> tensor<3x64xui16>
+// CHECK: %[[B:.*]] = stablehlo.bitcast_convert %[[H16]] : (tensor<3x64xui16>) -> tensor<3x64xbf16>
+// CHECK: %[[B3:.*]] = stablehlo.reshape %[[B]] : (tensor<3x64xbf16>) -> tensor<1x3x64xbf16>
+// CHECK: stablehlo.custom_call @mxlower_dot_bf16_mxfp8_e4m3k32_kn_portable(%[[B3]], %{{.*}}, %{{.*}})
+func.func @mx_rows_k_major_bf16(%x: tensor<3x64xi8>, %xs: tensor<3x2xf8E8M0FNU>, %w: tensor<64x40xf8E4M3FN>, %s: tensor<2x40xf8E8M0FNU>) -> tensor<3x40xf32> {
+  %0 = "mx.scaled_dot"(%x, %xs, %w, %s) {lhs_format = "mxint8", rhs_format = "mxfp8_e4m3", rhs_axis = 0 : i64, dot_dimension_numbers = #stablehlo.dot<lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [0]>} : (tensor<3x64xi8>, tensor<3x2xf8E8M0FNU>, tensor<64x40xf8E4M3FN>, tensor<2x40xf8E8M0FNU>) -> tensor<3x40xf32>
+  return %0 : tensor<3x40xf32>
+}
+
+// -----
+
 // A GEMM (more than 16 free rows on both sides) is left to mxlower-decompose-mx unless
 // gemm=true; a batched one then calls the kernel with its batch dimension in front.
 // CHECK-LABEL: func.func @gemm(
