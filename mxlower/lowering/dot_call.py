@@ -41,12 +41,14 @@ __all__ = ["CALLABLE_TYPES", "KN_MX_ROWS", "K_MAJOR", "Side", "bf16_exact", "cal
 #: column)
 K_MAJOR = True
 #: the most rows of MX activations against K-major MX weights that :func:`plan` gives the
-#: K-major kernel, the activations dequantized to f32 first (:func:`dequantized_a`), rather
-#: than XLA's transpose of the weights and the ``[N, K]`` kernel of the MX pair: at N = K =
-#: 4096 on a Zen 4 11-15x faster at 16 rows, 1.2-2.0x at 256, 0.75-1.2x at 512; mxint8
-#: weights (whose s8 codes XLA transposes quickly) 1.6x at 16 rows, 1.0x at 32, 0.7x at 64
-#: (BENCHMARKS.md, twenty-third session).  By the weights' format, else ``None``'s
-KN_MX_ROWS = {None: 256, "mxint8": 32}
+#: K-major kernel, the activations dequantized first (:func:`dequantized_a`: to bf16 where
+#: exact there, else f32), rather than XLA's transpose of the weights and the ``[N, K]``
+#: kernel of the MX pair: at N = K = 4096 on a Zen 4, 16 rows 15-25x faster, 256 rows
+#: 1.9-3.4x, 512 rows 1.1-2.0x, 1024 rows 0.8x (e4m3 rows, f32) to 1.0-1.3x (bf16 rows);
+#: against mxint8 weights (whose s8 codes XLA transposes quickly) 2.9x at 16 rows, 1.4x at
+#: 64, 0.7x at 256 (BENCHMARKS.md, twenty-third session).  By the weights' format, else
+#: ``None``'s
+KN_MX_ROWS = {None: 512, "mxint8": 128}
 #: element types a kernel call can take on XLA:CPU (f6 has no XLA type there)
 CALLABLE_TYPES = frozenset({"f32", "bf16", "f16", "f4E2M1FN", "f8E4M3FN", "f8E5M2", "i8",
                             "ui8"})
