@@ -350,10 +350,10 @@ def dot_plan(shapes: dict[str, tuple[int, ...]], dimension_numbers: Any,
     ``MXLOWER_DOT_KERNEL=all`` or the kernel's integer dot products apply (both sides
     e2m1 / nvfp4, e2m3, e3m2 or mxint8 with one block size on avx2, vnni or avx512; the
     other MX pairs with one block size, and bf16 rows against MX weights, on avx512 where
-    the CPU's vendor runs its bf16 dot products faster:
-    :func:`mxlower.lowering.dot_kernels.gemm_by_default`): the kernel's f32 GEMM path
-    measured slower than the dequantize kernels + XLA's f32 dot (BENCHMARKS.md), so those
-    GEMMs keep them.  ``swap``: the kernel
+    the CPU's vendor runs its bf16 dot products faster; f32 rows against MX weights on
+    avx512, on transposed panels: :func:`mxlower.lowering.dot_kernels.gemm_by_default`):
+    the kernel's other f32 GEMM path measured slower than the dequantize kernels + XLA's
+    f32 dot (BENCHMARKS.md), so those GEMMs keep them.  ``swap``: the kernel
     computes ``rhs x lhs`` (the side with few free rows streams the other: a GEMV written
     ``w @ x``)."""
     mode = os.environ.get("MXLOWER_DOT_KERNEL", "1")

@@ -105,9 +105,9 @@ def plan(lhs: Side, rhs: Side, contracting: tuple[Sequence[int], Sequence[int]],
     integer dot products for both sides e2m1 / nvfp4, e2m3, e3m2 or mxint8 with one block
     size, on avx2, vnni and avx512; the bf16 dot products for the
     other MX pairs with one block size and for bf16 rows against MX weights, on avx512,
-    where the vendor's CPUs run them faster than XLA's dot): the kernel's f32 GEMM path is
-    slower than the dequantize kernels +
-    XLA's f32 dot, its packed dot products faster (BENCHMARKS.md).  ``swap``: the kernel
+    where the vendor's CPUs run them faster than XLA's dot; f32 rows against MX weights on
+    avx512, on transposed panels): the kernel's other f32 GEMM path is slower than the
+    dequantize kernels + XLA's f32 dot, its packed dot products faster (BENCHMARKS.md).  ``swap``: the kernel
     computes ``rhs x lhs``
     (the side with few free rows streams the other: a GEMV written ``w @ x``).  MX weights
     held K-major (:func:`k_major`) against plain rows -- any number of them -- take the

@@ -172,9 +172,10 @@ KN_PANEL = 256
 #: the largest M that takes the streaming path where A is MX (:attr:`DotSpec.stream_m`;
 #: more rows: the GEMM paths)
 STREAM_M = 16
-#: per path, the largest M of plain rows (f32, f16; bf16 off the 512-bit paths) against MX
-#: weights that takes the streaming path (:attr:`DotSpec.stream_m`: tiles of 8 rows, each a
-#: pass over the unit's panel of weights), more rows the dequantize kernel + XLA's f32 dot:
+#: per path, the largest M of plain rows (f32 and f16; bf16 off the 512-bit paths; f32 rows
+#: there: :data:`F32_STREAM_M`) against MX weights that takes the streaming path
+#: (:attr:`DotSpec.stream_m`: tiles of 8 rows, each a pass over the unit's panel of
+#: weights), more rows the dequantize kernel + XLA's f32 dot:
 #: at N = K = 4096 on a Zen 4, the 512-bit paths' f32 rows ran 17, 64, 256 rows 5.3-6.3x,
 #: 2.3-3.1x, 1.3-1.4x faster than those (f16 rows 5-5.9x, 2-2.4x, 1-1.2x), 512 level, 1024
 #: 1.6-2x slower; the 256-bit paths' (and the portable one's) 17, 64 rows 3-3.8x,
@@ -191,6 +192,18 @@ BF16_STREAM_M = 48
 #: past the streaming tiles' rows, rather than the dequantize kernel + XLA's f32 dot: 1.9-2.7x
 #: faster at M = 1025 and 2048, N = K = 4096, on a Zen 4 (BENCHMARKS.md, twentieth session)
 PLAIN_BF16_GEMM = True
+#: whether the f32 GEMM path of plain f32 rows against MX weights takes the K-major
+#: kernel's tiles on a transposed panel (:meth:`_DotKernel.kn_gemm_panel`: 8 rows x 32
+#: columns, A's values broadcast) rather than the 6 x 2 tiles along K (:meth:`_DotKernel.tile`),
+#: and (:func:`gemm_by_default`) on the 512-bit paths is a GEMM by default: at N = K = 4096
+#: on a Zen 4 1.35x faster than the dequantize kernel + XLA's f32 dot at 512 rows, 1.2x at
+#: 1024, 1.05-1.12x at 2048-4096 (BENCHMARKS.md, twenty-third session)
+F32_KN_GEMM = True
+#: the most f32 rows against MX weights that stream on the 512-bit paths where
+#: :data:`F32_KN_GEMM` (more: that GEMM): at 24 rows the streaming tiles ran 1.15-2.3x as
+#: fast as it, at 64 rows 0.9-1.2x, 128 rows 0.8-1.04x, 256 rows 0.7-0.93x (BENCHMARKS.md,
+#: twenty-third session)
+F32_STREAM_M = 128
 #: rows x columns of the GEMM's register tile
 MR, NR = 6, 2
 #: rows of a streaming tile (from 3 rows of A on; one or two rows go one at a time)
@@ -495,9 +508,11 @@ def gemm_by_default(spec: DotSpec, vendor: str) -> bool:
     """Whether a GEMM (more rows on both sides than stream, :attr:`DotSpec.stream_m`) of
     ``spec`` takes the kernel without being asked: its integer dot products and AMX tiles
     everywhere, its bf16 dot products -- two MX sides, or plain bf16 rows -- on
-    :data:`BF16_GEMM_VENDORS`' CPUs; its f32 GEMM path never (slower than the dequantize
-    kernels + XLA's f32 dot)."""
-    return spec.int_dot or spec.amx_dot or (spec.bf16_dot and vendor in BF16_GEMM_VENDORS)
+    :data:`BF16_GEMM_VENDORS`' CPUs, plain f32 rows' transposed panels on the 512-bit paths
+    (:attr:`DotSpec.f32_kn_gemm`); its other f32 GEMM paths never (slower than the
+    dequantize kernels + XLA's f32 dot)."""
+    return (spec.int_dot or spec.amx_dot or (spec.bf16_dot and vendor in BF16_GEMM_VENDORS)
+            or spec.f32_kn_gemm)
 
 
 def host_paths(features: Sequence[str], amx_granted: bool = True) -> list[str]:
@@ -830,7 +845,16 @@ class DotSpec:
             return STREAM_M
         if self.bf16_stream():
             return BF16_STREAM_M
+        if self.f32_kn_gemm:
+            return F32_STREAM_M
         return PLAIN_STREAM_M[self.path]
+
+    @property
+    def f32_kn_gemm(self) -> bool:
+        """Whether plain f32 rows against MX weights on a 512-bit path take the transposed
+        panel's f32 GEMM (:data:`F32_KN_GEMM`) past :data:`F32_STREAM_M` rows, by default."""
+        return (F32_KN_GEMM and self.lhs == "f32" and self.fmt("rhs") is not None
+                and not self.rhs_kn and self.path in AVX512_PATHS)
 
     def bf16_stream(self, mx_rows: bool = False) -> bool:
         """Whether the streaming tiles run on bf16 dot products (:data:`BF16_STREAM`, the
@@ -1911,6 +1935,8 @@ class _DotKernel:
         self.ad = t.op(f"{{r}} = memref.alloc({mk}) : memref<?xf32>")
         pk = t.op(f"{{r}} = arith.muli {cnp}, {K} : index")
         self.bd = t.op(f"{{r}} = memref.alloc({pk}) : memref<?xf32>")
+        if self.kn_gemm():  # the panel's scaled values, K-major (:meth:`kn_gemm_panel`)
+            self.bt = t.op(f"{{r}} = memref.alloc({pk}) : memref<?xf32>")
         self.blockwise = s.blockwise
         if self.blockwise or self.exact_bf16:  # the streaming path's B factors: a panel's
             # columns x blocks
@@ -2060,6 +2086,9 @@ class _DotKernel:
 
             def gemm() -> None:
                 self.exact, self.acc_t = False, "f32"  # scaled values in the panels
+                if self.kn_gemm():
+                    self.kn_gemm_panel(arow0, n0, brow0, ncols)
+                    return
                 self.prepare("rhs", brow0, c0, ncols, self.bd, getattr(self, "bf", None))
                 a_direct = not a_mx and s.lhs == "f32"
 
@@ -2104,6 +2133,8 @@ class _DotKernel:
             t.if_(go, blocks, lambda: t.for_("%u0", "%u1", c1, [], unit))
         t.do(f"memref.dealloc {self.ad} : memref<?xf32>")
         t.do(f"memref.dealloc {self.bd} : memref<?xf32>")
+        if self.kn_gemm():
+            t.do(f"memref.dealloc {self.bt} : memref<?xf32>")
         if self.ap is not None:
             t.do(f"memref.dealloc {self.ap} : memref<?x{self.ap_type}>")
         if s.exact:
@@ -2124,6 +2155,87 @@ class _DotKernel:
             t.do(f"memref.dealloc {self.arng} : memref<?xi32>")
             t.do(f"memref.dealloc {self.acc64} : {self.acc64_t}")
         return self.close_function()
+
+    def kn_gemm(self) -> bool:
+        """Whether the f32 GEMM path takes :meth:`kn_gemm_panel` (plain f32 rows against MX
+        weights, :data:`F32_KN_GEMM`) rather than :meth:`tile`'s 6 x 2 tiles along K."""
+        s = self.s
+        return F32_KN_GEMM and s.lhs == "f32" and s.fmt("rhs") is not None and not s.packed_gemm
+
+    def kn_gemm_panel(self, arow0: str, n0: str, brow0: str, ncols: str) -> None:
+        """The f32 GEMM of the unit's panel (``ncols`` columns of B from ``n0``, rows
+        ``brow0`` on; A's M rows from ``arow0``) as the K-major kernel's tiles do it: the
+        panel's scaled values decoded once (:meth:`prepare`, its columns padded to NP by the
+        last) and transposed 16 x 16 at a time into a K-major scratch (``bt``: row k's NP
+        values together), then tiles of 8 rows (the last tile's rows past M read row M - 1,
+        their results dropped) x NP columns in 16 accumulators over the whole of K: per row
+        of K two vectors of the panel and one FMA a row and vector with A's value broadcast.
+        Each result the f32 sum over K, in order, of exact products."""
+        t, K, M, N = self.t, self.K, self.M, self.N
+        c0, v16 = t.c(0), _vt(16, "f32")
+        self.prepare("rhs", brow0, c0, ncols, self.bd, None, pad_to=NP)
+
+        def add(x: str, y: str) -> str:
+            return t.op(f"{{r}} = arith.addi {x}, {y} : index")
+
+        def mul(x: str, y: str | int) -> str:
+            return t.op(f"{{r}} = arith.muli {x}, {t.c(y) if isinstance(y, int) else y} : index")
+
+        def block(k0: str, _: list[str]) -> list[str]:  # 16 rows of K, NP columns
+            for h in range(0, NP, 16):
+                vs = [t.op(f"{{r}} = vector.load {self.bd}[{add(mul(t.c(h + i), K), k0)}] : "
+                           f"memref<?xf32>, {v16}") for i in range(16)]
+                for j, v in enumerate(self.transpose(vs, "f32")):
+                    o = add(mul(add(k0, t.c(j)), NP), t.c(h))
+                    t.do(f"vector.store {v}, {self.bt}[{o}] : memref<?xf32>, {v16}")
+            return []
+
+        def one(k: str, _: list[str]) -> list[str]:  # a row of K past the last 16
+            for n in range(NP):
+                v = t.op(f"{{r}} = memref.load {self.bd}[{add(mul(t.c(n), K), k)}] : "
+                         "memref<?xf32>")
+                t.do(f"memref.store {v}, {self.bt}[{add(mul(k, NP), t.c(n))}] : memref<?xf32>")
+            return []
+
+        t.for_chunks(K, 16, block, one)
+        last = t.op(f"{{r}} = arith.subi {M}, {t.c(1)} : index")
+
+        def tile(m0: str, _: list[str]) -> list[str]:
+            rows = [add(arow0, t.op(f"{{r}} = arith.minui {add(m0, t.c(i))}, {last} : index"))
+                    for i in range(8)]
+            bases = [mul(r, K) for r in rows]
+
+            def step(k: str, accs: list[str]) -> list[str]:
+                o = mul(k, NP)
+                bv = [t.op(f"{{r}} = vector.load {self.bt}[{add(o, t.c(h))}] : memref<?xf32>, "
+                           f"{v16}") for h in (0, 16)]
+                out = list(accs)
+                for i, base in enumerate(bases):
+                    a = t.op(f"{{r}} = memref.load %a[{add(base, k)}] : memref<?xf32>")
+                    a = t.op(f"{{r}} = vector.broadcast {a} : f32 to {v16}")
+                    for h in (0, 1):
+                        out[2 * i + h] = t.op(f"{{r}} = vector.fma {a}, {bv[h]}, "
+                                              f"{accs[2 * i + h]} : {v16}")
+                return out
+
+            zero = t.c(0.0, v16)
+            accs = t.for_(c0, K, t.c(1), [(zero, v16)] * 16, step)
+            for i in range(8):
+                mi = add(m0, t.c(i))
+
+                def store(i=i, mi=mi) -> None:
+                    ob = add(mul(add(arow0, mi), N), n0)
+                    for h in (0, 1):
+                        left = t.op(f"{{r}} = arith.subi {ncols}, {t.c(16 * h)} : index")
+                        left = t.op(f"{{r}} = arith.maxsi {left}, {c0} : index")
+                        mask = t.op(f"{{r}} = vector.create_mask {left} : vector<16xi1>")
+                        t.do(f"vector.maskedstore %out[{add(ob, t.c(16 * h))}], {mask}, "
+                             f"{accs[2 * i + h]} : memref<?xf32>, vector<16xi1>, {v16}")
+
+                t.if_(t.op(f"{{r}} = arith.cmpi ult, {mi}, {M} : index"), store)
+            return []
+
+        t.for_(c0, M, t.c(8), [], tile)
 
     def open_function(self, name: str, ndims: int) -> tuple[list[str], list[str]]:
         """Opens ``func.func @name`` with the kernel's signature (:meth:`args`): (the first

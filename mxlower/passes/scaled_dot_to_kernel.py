@@ -31,13 +31,14 @@ class ScaledDotToKernel(ModulePass):
     :func:`mxlower.lowering.dot_call.plan`: one contracting dimension, each MX side
     contracted over its blocked axis, plain sides f32 / bf16 / f16, no f6 elements, which
     XLA:CPU cannot hold; and, unless ``gemm``, few free rows on one side -- the GEMV of
-    inference and its like: 16 MX rows, 64 plain ones against MX weights, 256 on avx512 and
-    amx, 48 bf16 ones there (:attr:`~mxlower.lowering.dot_kernels.DotSpec.stream_m`) -- or
-    a GEMM of the integer dot products: both sides e2m1 / nvfp4, e2m3, e3m2 or mxint8 with
-    one block size, on the avx2, vnni, avx512 or amx path, the other MX pairs with one block
-    size on amx (AMX tiles), or the bf16 dot products -- those pairs, or bf16 rows against
-    MX weights -- on avx512 where the CPU vendor (``vendor``, else this host's) runs them
-    faster: :func:`mxlower.lowering.dot_kernels.gemm_by_default`) becomes
+    inference and its like: 16 MX rows, 64 plain ones against MX weights, on avx512 and amx
+    256 f16, 128 f32 and 48 bf16 ones (:attr:`~mxlower.lowering.dot_kernels.DotSpec.stream_m`)
+    -- or a GEMM of the integer dot products: both sides e2m1 / nvfp4, e2m3, e3m2 or mxint8
+    with one block size, on the avx2, vnni, avx512 or amx path, the other MX pairs with one
+    block size on amx (AMX tiles), the bf16 dot products -- those pairs, or bf16 rows
+    against MX weights -- on avx512 where the CPU vendor (``vendor``, else this host's)
+    runs them faster, or f32 rows against MX weights on avx512 and amx (transposed panels):
+    :func:`mxlower.lowering.dot_kernels.gemm_by_default`) becomes
     docs/semantics.md section 6 in plain StableHLO whose
     contraction is a typed-FFI ``stablehlo.custom_call`` of the kernel's target
     (``mxlower_dot_<lhs>_<rhs>_<path>``): each side is brought to ``[B, rows, K]`` (a

@@ -111,12 +111,14 @@ def test_tiles_of_three_and_four_rows(plain, fmt):
 @pytest.mark.parametrize("plain", list(PLAIN))
 def test_many_plain_rows_stream(plain, fmt):
     """Plain rows against MX weights stream up to :attr:`DotSpec.stream_m` rows (the
-    path's PLAIN_STREAM_M; 48 bf16 rows on avx512), more than MX rows (16): tiles of
-    MR_STREAM rows, each tile's rows of A in slabs of their own; one row more takes the
-    blocked GEMM (bf16 rows on avx512: the packed GEMM on bf16 dot products)."""
+    path's PLAIN_STREAM_M; on avx512 48 bf16 rows, 128 f32 rows), more than MX rows (16):
+    tiles of MR_STREAM rows, each tile's rows of A in slabs of their own; one row more
+    takes the blocked GEMM (on avx512 bf16 rows the packed GEMM on bf16 dot products, f32
+    rows the transposed panels' tiles)."""
     spec = dot_kernels.DotSpec(plain, fmt, path=PATHS[0])
-    assert spec.stream_m == (dot_kernels.BF16_STREAM_M if plain == "bf16"
-                             and PATHS[0] in dot_kernels.AVX512_PATHS
+    wide = PATHS[0] in dot_kernels.AVX512_PATHS
+    assert spec.stream_m == (dot_kernels.BF16_STREAM_M if plain == "bf16" and wide
+                             else dot_kernels.F32_STREAM_M if plain == "f32" and wide
                              else dot_kernels.PLAIN_STREAM_M[PATHS[0]])
     assert dot_kernels.DotSpec(fmt, plain).stream_m == dot_kernels.STREAM_M
     rng = np.random.default_rng(13)
@@ -365,6 +367,23 @@ def _many_rows(lf: str, rf: str, path: str) -> list[tuple]:
     return [((), 17, 37, 3), ((2,), 43, 35, 2), ((), most, 33, 1), ((), most + 1, 33, 1)]
 
 
+@pytest.mark.parametrize("fmt", MX)
+@pytest.mark.parametrize("path", PATHS)
+def test_f32_rows_gemm_on_transposed_panels(fmt, path):
+    """f32 rows past the streaming tiles against MX weights: each panel of 32 columns
+    decoded once and transposed 16 x 16 at a time into K-major values (the rows of K past
+    the last 16 one by one), then tiles of 8 rows x 32 columns over the whole of K (the last
+    tile's rows past M read row M - 1, their results dropped; the last panel's columns past
+    N masked) -- within section 6, batched, K of 3 blocks of 8 values (24: a remainder of
+    8 rows of K) and of the format's own block."""
+    assert dot_kernels.F32_KN_GEMM
+    rng = np.random.default_rng(MX.index(fmt) + 40)
+    most = dot_kernels.DotSpec("f32", fmt, path=path).stream_m
+    small = 8 if fmt != "nvfp4" else 16  # (nvfp4 blocks of 16)
+    for shape, k in ((((2,), most + 5, 65, 3), small), (((), most + 8, 31, 2), None)):
+        _run("f32", fmt, shape, rng, path, k=k)
+
+
 def test_the_environment_forces_a_path(monkeypatch):
     monkeypatch.setenv(ffi_dot.ENV, "portable")
     assert ffi_dot.host_path() == "portable"
@@ -584,7 +603,8 @@ def test_amx_kernels_compile_to_tile_instructions(lf, rf, k, tmp_path):
 
 def test_which_gemms_take_the_kernel_by_default():
     """The integer dot products on every vendor's CPU, the bf16 ones on AMD's (faster than
-    XLA's f32 dot on a Zen 4, slower on a Sapphire Rapids), the f32 GEMM path never."""
+    XLA's f32 dot on a Zen 4, slower on a Sapphire Rapids), f32 rows' transposed panels on
+    the 512-bit paths, the other f32 GEMM paths never."""
     by_default = dot_kernels.gemm_by_default
     DS = dot_kernels.DotSpec
     for vendor in ("AuthenticAMD", "GenuineIntel", ""):
@@ -601,8 +621,11 @@ def test_which_gemms_take_the_kernel_by_default():
         assert by_default(plain_bf, "AuthenticAMD") and not by_default(plain_bf, "GenuineIntel")
     for vendor in ("AuthenticAMD", "GenuineIntel", ""):
         assert not by_default(DS("bf16", "mxfp8_e4m3", None, 33, path="avx512"), vendor)
-        for plain, path in (("f32", "avx512"), ("f16", "avx512"), ("bf16", "vnni")):
+        for plain, path in (("f32", "avx2"), ("f16", "avx512"), ("bf16", "vnni")):
             assert not by_default(DS(plain, "mxfp8_e4m3", path=path), vendor)
+        for path in ("avx512", "amx"):
+            assert by_default(DS("f32", "nvfp4", path=path), vendor)
+            assert not by_default(DS("f32", "mxfp4_e2m1", path=path, rhs_kn=True), vendor)
 
 
 @pytest.mark.parametrize("path", dot_kernels.X86_PATHS)
@@ -1439,7 +1462,8 @@ def test_scaled_dot_dispatch_layouts_jit_vmap_grad():
 def test_many_plain_rows_run_the_kernel_under_jit_vmap_grad():
     """More plain rows than a GEMV's against [N, K] MX weights stream in the kernel, not
     the dequantize kernels + XLA's dot (DotSpec.stream_m), under jit, vmap and grad; one row
-    past the path's limit takes those."""
+    past the path's limit takes those (f32 rows on the 512-bit paths: the kernel's
+    transposed panels' GEMM)."""
     rng = np.random.default_rng(41)
     w = mxj.quantize(rng.standard_normal((48, 96)).astype(F32), "mxfp8_e4m3", impl="xla")
     vw = np.asarray(mxj.dequantize(w))
@@ -1455,10 +1479,14 @@ def test_many_plain_rows_run_the_kernel_under_jit_vmap_grad():
     ct = rng.standard_normal((40, 48)).astype(F32)
     gx = jax.jit(jax.grad(lambda x: jnp.sum(ct * mxj.scaled_dot(x, w))))(x)
     np.testing.assert_allclose(gx, ct @ vw, rtol=1e-5, atol=1e-5)
-    most = dot_kernels.DotSpec("f32", "mxfp8_e4m3", path=ffi_dot.host_path()).stream_m
-    x2 = rng.standard_normal((most + 1, 96)).astype(F32)
+    spec = dot_kernels.DotSpec("f32", "mxfp8_e4m3", path=ffi_dot.host_path())
+    x2 = rng.standard_normal((spec.stream_m + 1, 96)).astype(F32)
     text = f.lower(x2, w).compile().as_text()
-    assert "mxlower_dot_" not in text and "mxlower_dequantize" in text
+    if spec.f32_kn_gemm:  # the 512-bit paths: the transposed panels' GEMM
+        assert "mxlower_dot_f32_mxfp8_e4m3k32" in text and "mxlower_dequantize" not in text
+        assert_dot_close(f(x2, w), x2, vw, (((1,), (1,)), ((), ())), what="GEMM rows")
+    else:
+        assert "mxlower_dot_" not in text and "mxlower_dequantize" in text
     # bf16 rows past their streaming rows: the packed GEMM on bf16 dot products where the
     # path has them (avx512) and the vendor takes it by default, under jit, vmap and grad
     spec = dot_kernels.DotSpec("bf16", "mxfp8_e4m3", path=PATHS[0])

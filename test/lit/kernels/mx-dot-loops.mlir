@@ -55,9 +55,16 @@
 // GEMV: vector.reduction <add>
 // GEMV: memref.store %{{.*}}, %[[OUT]][%{{.*}}] : memref<?xf32>
 // GEMV: } else {
-// the GEMM path: the weights' panel decoded once into the scratch, then a 6 x 2 register tile
+// the GEMM path: the weights' panel decoded once into the scratch, transposed 16 x 16 at a
+// time (four stages of two-source shuffles) into K-major values, then tiles of 8 rows x 32
+// columns: per row of K two vectors of the panel, A's value broadcast, 16 FMAs; the
+// columns past N masked at the store
 // GEMV: vector.store %{{.*}}, %{{.*}}[%{{.*}}] : memref<?xf32>, vector<32xf32>
-// GEMV-COUNT-12: vector.fma %{{.*}} : vector<8xf32>
+// GEMV: vector.shuffle %{{.*}}, %{{.*}} [0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23] : vector<16xf32>, vector<16xf32>
+// GEMV: vector.broadcast %{{.*}} : f32 to vector<16xf32>
+// GEMV-COUNT-16: vector.fma %{{.*}} : vector<16xf32>
+// GEMV: vector.create_mask %{{.*}} : vector<16xi1>
+// GEMV: vector.maskedstore
 
 // Both sides integer-unit formats: block sums of the integer values in f32 lanes, scaled by
 // the two blocks' factors and accumulated in f64.

@@ -170,19 +170,25 @@ func.func @f8_gemm(%a: tensor<32x64xf8E4M3FN>, %as: tensor<32x2xf8E8M0FNU>, %b: 
 // bf16 rows against MX weights past the streaming tiles' rows (48 on avx512, 64 plain rows on
 // avx2): avx512's packed GEMM on bf16 dot products takes them on an AMD CPU (vendor=), the
 // bf16 rows as they are; another vendor's, and avx2, which has no such GEMM, leave them to
-// mxlower-decompose-mx, as avx512 does f32 rows past its 256.
+// mxlower-decompose-mx.  f32 rows past avx512's 128 take its GEMM on transposed panels on any
+// vendor's CPU; avx2 leaves them to mxlower-decompose-mx.
 // AVX512-LABEL: func.func @bf16_rows(
 // AVX512: stablehlo.custom_call @mxlower_dot_bf16_mxfp8_e4m3k32_avx512(
 // AVX512-SAME: (tensor<1x80x64xbf16>, tensor<1x24x64xf8E4M3FN>, tensor<1x24x2xf8E8M0FNU>) -> tensor<1x80x24xf32>
 // AVX512-LABEL: func.func @f32_rows(
-// AVX512-NOT: stablehlo.custom_call
-// AVX512: "mx.scaled_dot"
+// AVX512: stablehlo.custom_call @mxlower_dot_f32_mxfp8_e4m3k32_avx512(
+// AVX512-SAME: (tensor<1x300x64xf32>, tensor<1x24x64xf8E4M3FN>, tensor<1x24x2xf8E8M0FNU>) -> tensor<1x300x24xf32>
 // AVX2-LABEL: func.func @bf16_rows(
+// AVX2-NOT: stablehlo.custom_call
+// AVX2: "mx.scaled_dot"
+// AVX2-LABEL: func.func @f32_rows(
 // AVX2-NOT: stablehlo.custom_call
 // AVX2: "mx.scaled_dot"
 // INTEL-LABEL: func.func @bf16_rows(
 // INTEL-NOT: stablehlo.custom_call
 // INTEL: "mx.scaled_dot"
+// INTEL-LABEL: func.func @f32_rows(
+// INTEL: stablehlo.custom_call @mxlower_dot_f32_mxfp8_e4m3k32_avx512(
 func.func @bf16_rows(%x: tensor<80x64xbf16>, %w: tensor<24x64xf8E4M3FN>, %s: tensor<24x2xf8E8M0FNU>) -> tensor<80x24xf32> {
   %0 = "mx.scaled_dot"(%x, %w, %s) {rhs_format = "mxfp8_e4m3", dot_dimension_numbers = #stablehlo.dot<lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [1]>} : (tensor<80x64xbf16>, tensor<24x64xf8E4M3FN>, tensor<24x2xf8E8M0FNU>) -> tensor<80x24xf32>
   return %0 : tensor<80x24xf32>
