@@ -4005,8 +4005,9 @@ KN_BF16_ROWS = 8
 #: twenty-second session); 0: every tile walks the whole of K decoding as it goes
 KN_CHUNK_ROWS = 64
 #: rows of K (whole blocks, at least one) of the chunks of f32 values in which the K-major
-#: kernel's f32 tiles of 8 rows walk K together (:meth:`_KnKernel.kn_chunked`: 32 KB a
-#: panel at 32 rows); 0: every tile decodes its own weights as it goes
+#: kernel's f32 tiles of 8 rows walk K together (:meth:`_KnKernel.kn_chunked`: 64 KB of
+#: stack for a panel of 256 columns; 32 rows ran 0.88-1.02x as fast, 128 rows 0.96-1.06x:
+#: BENCHMARKS.md, twenty-third session); 0: every tile decodes its own weights as it goes
 KN_F32_CHUNK_ROWS = 64
 #: rows of A (a multiple of 8) of a K-major kernel's work unit (:class:`_KnKernel`: a
 #: block of rows, a batch, a panel of columns): its tiles walk K together in
@@ -4094,6 +4095,12 @@ class _KnKernel(_DotKernel):
                             t.op(f"{{r}} = memref.alloc({na}) : memref<?xf32>"),
                             t.op(f"{{r}} = memref.cast {ebuf} : memref<{ne}x{et}> to "
                                  f"memref<?x{et}>"))
+        # (every alloca here, before the unit loop: one in a loop grows the stack each time)
+        self.slab = None  # f16 / bf16 rows on f32 FMAs: a tile's values of a chunk as f32
+        if self.scratch is not None and KN_A_SLAB and self.kn_chunk_f32() and s.lhs != "f32":
+            n = 8 * self.kn_chunk_blocks() * s.k("rhs")
+            slab = t.op(f"{{r}} = memref.alloca() {{{{alignment = 64 : i64}}}} : memref<{n}xf32>")
+            self.slab = t.op(f"{{r}} = memref.cast {slab} : memref<{n}xf32> to memref<?xf32>")
 
         per = t.op(f"{{r}} = arith.muli {Bt}, {npan} : index")  # units a block of rows
 
@@ -4553,11 +4560,7 @@ class _KnKernel(_DotKernel):
         nchunk = t.op(f"{{r}} = arith.ceildivui {self.nblk}, {t.c(g)} : index")
         width = 1 if f32 else 2  # values a column a row (pairs: the row's and the next's)
         R = g * kb  # rows of K a chunk
-        slab = None  # (f16 or bf16 rows on f32 FMAs: a tile's values of a chunk as f32)
-        if KN_A_SLAB and f32 and s.lhs != "f32":
-            slab = t.op(f"{{r}} = memref.alloca() {{{{alignment = 64 : i64}}}} : "
-                        f"memref<{8 * R}xf32>")
-            slab = t.op(f"{{r}} = memref.cast {slab} : memref<{8 * R}xf32> to memref<?xf32>")
+        slab = self.slab  # (f16 or bf16 rows on f32 FMAs: a tile's values of a chunk as f32)
 
         def at(q: str, jc: str) -> str:  # the chunk's row q (pairs: even), column jc
             return add(mul(q, P), mul(jc, width))

@@ -944,6 +944,8 @@ func.func private @gemv_kn_bf16_f8(memref<?xbf16>, memref<?xi8>, memref<?xi8>, m
 // CHECK-LABEL: func.func @gemv_kn_f16(
 // CHECK: %[[SA:.+]] = memref.alloca() {alignment = 64 : i64} : memref<512xf32>
 // CHECK: %[[SL:.+]] = memref.cast %[[SA]] : memref<512xf32> to memref<?xf32>
+// (allocated once, before the loop over the call's units)
+// CHECK: scf.for %{{.*}} = %arg5 to %arg6
 // CHECK: %[[H:.+]] = vector.load %arg0[%{{.*}}] : memref<?xf16>, vector<16xf16>
 // CHECK-NEXT: %[[HF:.+]] = arith.extf %[[H]] : vector<16xf16> to vector<16xf32>
 // CHECK: vector.store %[[HF]], %[[SL]][%{{.*}}] : memref<?xf32>, vector<16xf32>
