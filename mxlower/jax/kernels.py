@@ -409,7 +409,7 @@ def _fused_dot(ctx: Any, args: Any, dimension_numbers: Any,
         av, a_scales, a_format = (normalize(v[a], a),
                                   normalize(v[f"{a}_scales"], a) if f"{a}_scales" in v else None,
                                   params[f"{a}_format"])
-        if dot_call.dequantized_a(spec, a_format):  # MX rows read as f32 (K-major weights)
+        if dot_call.dequantized_a(spec, a_format):  # MX rows read as plain (K-major weights)
             av = ffi.dequantize(av, a_scales, a_format, axis=2,
                                 block_size=params[f"{a}_block_size"],
                                 dtype=_BF16 if spec.lhs == "bf16" else _F32,

@@ -36,7 +36,7 @@ __all__ = ["CALLABLE_TYPES", "KN_MX_ROWS", "K_MAJOR", "Side", "bf16_exact", "cal
 #: the K-major kernel (:attr:`DotSpec.rhs_kn`: read as stored), else the ``[N, K]`` one
 #: after a transpose (XLA:CPU's transpose of a 16 MB f8 array took 64 ms, the GEMV 1.2 ms:
 #: BENCHMARKS.md, eighteenth session; at N = K = 4096 the K-major kernel ran 256-2048 f32
-#: rows 1.15-2.7x, 2048 bf16 rows 1.1-1.2x faster than the transposed path, 4096 bf16 rows
+#: rows 1.1-2.7x, 2048 bf16 rows 1.1-1.2x faster than the transposed path, 4096 bf16 rows
 #: level: twenty-third session; bench/bench_dot_layouts.py switches it for its "transposed"
 #: column)
 K_MAJOR = True
@@ -98,23 +98,21 @@ def plan(lhs: Side, rhs: Side, contracting: tuple[Sequence[int], Sequence[int]],
     than one contracting dimension, an MX side not contracted over its blocked axis, a side
     type the kernel does not read (a plain side other than f32 / bf16 / f16), and -- unless
     ``gemm`` -- a GEMM (more free rows on both sides than stream, :attr:`DotSpec.stream_m`:
-    :data:`STREAM_M` MX rows, the path's
-    :data:`~mxlower.lowering.dot_kernels.PLAIN_STREAM_M` plain ones against MX weights)
-    that does not take the kernel by default
+    :data:`STREAM_M` MX rows, the path's :data:`~mxlower.lowering.dot_kernels.PLAIN_STREAM_M`
+    plain ones against MX weights) that does not take the kernel by default
     (:func:`mxlower.lowering.dot_kernels.gemm_by_default` on the CPU ``vendor``: the
     integer dot products for both sides e2m1 / nvfp4, e2m3, e3m2 or mxint8 with one block
-    size, on avx2, vnni and avx512; the bf16 dot products for the
-    other MX pairs with one block size and for bf16 rows against MX weights, on avx512,
-    where the vendor's CPUs run them faster than XLA's dot; f32 rows against MX weights on
-    avx512, on transposed panels): the kernel's other f32 GEMM path is slower than the
-    dequantize kernels + XLA's f32 dot, its packed dot products faster (BENCHMARKS.md).  ``swap``: the kernel
-    computes ``rhs x lhs``
-    (the side with few free rows streams the other: a GEMV written ``w @ x``).  MX weights
-    held K-major (:func:`k_major`) against plain rows -- any number of them -- take the
-    K-major kernel (:attr:`DotSpec.rhs_kn`, :data:`K_MAJOR`; f4 ones where N is even); so do
-    MX rows -- at most :data:`KN_MX_ROWS` -- against them, dequantized first (the kernel's
-    A side then plain bf16 rows where :func:`bf16_exact`, else f32: :func:`dequantized_a`).  A side's
-    format may be a datatype (:class:`Side`)."""
+    size, on avx2, vnni and avx512; the bf16 dot products for the other MX pairs with one
+    block size and for bf16 rows against MX weights, on avx512, where the vendor's CPUs run
+    them faster than XLA's dot; f32 rows against MX weights on avx512, on transposed
+    panels): the kernel's other f32 GEMM path is slower than the dequantize kernels + XLA's
+    f32 dot, its packed dot products faster (BENCHMARKS.md).  ``swap``: the kernel computes
+    ``rhs x lhs`` (the side with few free rows streams the other: a GEMV written ``w @
+    x``).  MX weights held K-major (:func:`k_major`) against plain rows -- any number of
+    them -- take the K-major kernel (:attr:`DotSpec.rhs_kn`, :data:`K_MAJOR`; f4 ones where
+    N is even); so do MX rows -- at most :data:`KN_MX_ROWS` -- against them, dequantized
+    first (the kernel's A side then plain bf16 rows where :func:`bf16_exact`, else f32:
+    :func:`dequantized_a`).  A side's format may be a datatype (:class:`Side`)."""
     lhs, rhs = _named(lhs), _named(rhs)
     sides = {"lhs": lhs, "rhs": rhs}
     free = {}
@@ -243,8 +241,8 @@ def emit_call(b: Any, s: Any, spec: DotSpec, swap: bool) -> Any:
         first = dequantize_values(b, a.value, a.scales, a.fmt, a.block_size, a.axis,
                                   None, "f32")
         if spec.lhs == "bf16":  # exact in bf16 (bf16_exact): the high half of its bits
-            hi = b.shr(b.bitcast(first, "ui32"), b.like(b.bitcast(first, "ui32"), 16))
-            first = b.bitcast(b.convert(hi, "ui16"), "bf16")
+            bits = b.bitcast(first, "ui32")
+            first = b.bitcast(b.convert(b.shr(bits, b.like(bits, 16)), "ui16"), "bf16")
     values = {order[0]: normalize(first, order[0]),
               order[1]: normalize(getattr(s, order[1]).value, order[1])}
     operands = []
