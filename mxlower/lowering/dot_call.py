@@ -237,7 +237,8 @@ def emit_call(b: Any, s: Any, spec: DotSpec, swap: bool) -> Any:
 
     a = getattr(s, order[0])
     first = a.value
-    if dequantized_a(spec, a.fmt):  # its exact values (docs/semantics.md section 5)
+    deq = dequantized_a(spec, a.fmt)
+    if deq:  # its exact values (docs/semantics.md section 5)
         first = dequantize_values(b, a.value, a.scales, a.fmt, a.block_size, a.axis,
                                   None, "f32")
         if spec.lhs == "bf16":  # exact in bf16 (bf16_exact): the high half of its bits
@@ -248,7 +249,7 @@ def emit_call(b: Any, s: Any, spec: DotSpec, swap: bool) -> Any:
     operands = []
     for i, side in enumerate(order):
         operands.append(values[side])
-        if getattr(s, side).scales is not None and not (i == 0 and dequantized_a(spec, a.fmt)):
+        if getattr(s, side).scales is not None and not (i == 0 and deq):
             operands.append(normalize(getattr(s, side).scales, side))
     B, M = b.shape(values[order[0]])[:2]
     N = b.shape(values[order[1]])[2 if spec.rhs_kn else 1]

@@ -1935,8 +1935,11 @@ class _DotKernel:
         self.ad = t.op(f"{{r}} = memref.alloc({mk}) : memref<?xf32>")
         pk = t.op(f"{{r}} = arith.muli {cnp}, {K} : index")
         self.bd = t.op(f"{{r}} = memref.alloc({pk}) : memref<?xf32>")
-        if self.kn_gemm():  # the panel's scaled values, K-major (:meth:`kn_gemm_panel`)
-            self.bt = t.op(f"{{r}} = memref.alloc({pk}) : memref<?xf32>")
+        if self.kn_gemm():  # the panel's scaled values, K-major (:meth:`kn_gemm_panel`):
+            # none for the streaming rows (a GEMV allocates nothing it does not use)
+            big = t.op(f"{{r}} = arith.cmpi ugt, {M}, {t.c(s.stream_m)} : index")
+            nbt = t.op(f"{{r}} = arith.select {big}, {pk}, {t.c(0)} : index")
+            self.bt = t.op(f"{{r}} = memref.alloc({nbt}) : memref<?xf32>")
         self.blockwise = s.blockwise
         if self.blockwise or self.exact_bf16:  # the streaming path's B factors: a panel's
             # columns x blocks
@@ -2156,6 +2159,20 @@ class _DotKernel:
             t.do(f"memref.dealloc {self.acc64} : {self.acc64_t}")
         return self.close_function()
 
+    def broadcast_fmas(self, rows: int, a_of: Callable[[int], str], vs: Sequence[str],
+                       accs: Sequence[str], vt: str) -> list[str]:
+        """``accs`` (per row, per vector of ``vs``, all of type ``vt``) plus, per row i <
+        ``rows``, its f32 value ``a_of(i)`` broadcast times each vector of ``vs``: one FMA a
+        row and vector."""
+        t = self.t
+        out = list(accs)
+        for i in range(rows):
+            a = t.op(f"{{r}} = vector.broadcast {a_of(i)} : f32 to {vt}")
+            for j, v in enumerate(vs):
+                x = i * len(vs) + j
+                out[x] = t.op(f"{{r}} = vector.fma {a}, {v}, {accs[x]} : {vt}")
+        return out
+
     def kn_gemm(self) -> bool:
         """Whether the f32 GEMM path takes :meth:`kn_gemm_panel` (plain f32 rows against MX
         weights, :data:`F32_KN_GEMM`) rather than :meth:`tile`'s 6 x 2 tiles along K."""
@@ -2209,14 +2226,8 @@ class _DotKernel:
                 o = mul(k, NP)
                 bv = [t.op(f"{{r}} = vector.load {self.bt}[{add(o, t.c(h))}] : memref<?xf32>, "
                            f"{v16}") for h in (0, 16)]
-                out = list(accs)
-                for i, base in enumerate(bases):
-                    a = t.op(f"{{r}} = memref.load %a[{add(base, k)}] : memref<?xf32>")
-                    a = t.op(f"{{r}} = vector.broadcast {a} : f32 to {v16}")
-                    for h in (0, 1):
-                        out[2 * i + h] = t.op(f"{{r}} = vector.fma {a}, {bv[h]}, "
-                                              f"{accs[2 * i + h]} : {v16}")
-                return out
+                return self.broadcast_fmas(8, lambda i: t.op(
+                    f"{{r}} = memref.load %a[{add(bases[i], k)}] : memref<?xf32>"), bv, accs, v16)
 
             zero = t.c(0.0, v16)
             accs = t.for_(c0, K, t.c(1), [(zero, v16)] * 16, step)
@@ -4210,13 +4221,7 @@ class _KnKernel(_DotKernel):
             def step(dk: str, accs: list[str]) -> list[str]:
                 k = t.op(f"{{r}} = arith.addi {k0}, {dk} : index")
                 vs = self.kn_scaled(b, k, n0, nc, fvs)
-                out = list(accs)
-                for i, row in enumerate(rows):
-                    a = t.op(f"{{r}} = vector.broadcast {self.kn_a(row, k)} : f32 to {vf}")
-                    for j in range(nc):
-                        x = i * nc + j
-                        out[x] = t.op(f"{{r}} = vector.fma {a}, {vs[j]}, {accs[x]} : {vf}")
-                return out
+                return self.broadcast_fmas(mr, lambda i: self.kn_a(rows[i], k), vs, accs, vf)
 
             return t.for_(t.c(0), t.c(self.s.k("rhs")), t.c(1), [(a, vf) for a in accs], step)
 
@@ -4251,13 +4256,7 @@ class _KnKernel(_DotKernel):
             def step(dk: str, accs: list[str]) -> list[str]:
                 k = t.op(f"{{r}} = arith.addi {k0}, {dk} : index")
                 vs = self.kn_added_f32(b, k, n0, nc, exps)
-                out = list(accs)
-                for i, row in enumerate(rows):
-                    a = t.op(f"{{r}} = vector.broadcast {self.kn_a(row, k)} : f32 to {v16}")
-                    for x in range(2 * nc):
-                        y = i * 2 * nc + x
-                        out[y] = t.op(f"{{r}} = vector.fma {a}, {vs[x]}, {accs[y]} : {v16}")
-                return out
+                return self.broadcast_fmas(mr, lambda i: self.kn_a(rows[i], k), vs, accs, v16)
 
             return t.for_(t.c(0), t.c(s.k("rhs")), t.c(1), [(a, v16) for a in accs], step)
 
@@ -4543,7 +4542,8 @@ class _KnKernel(_DotKernel):
         g = self.kn_chunk_blocks()
         f32 = self.kn_chunk_f32()
         P = s.panel  # columns a row of either scratch (bf16 pairs: 2 P values a pair of rows)
-        step_rows = 1 if f32 else 2  # rows of K a step
+        step_rows = 1 if f32 else 2  # rows of K a step (pairs: a column's values a row of the
+        # scratch, the row's and the next's)
         vt = self.kn_chunk_type()
         v16, vv = _vt(16, "f32"), _vt(C, vt)
 
@@ -4558,12 +4558,11 @@ class _KnKernel(_DotKernel):
         t.for_(t.c(0), mul(r8, P), t.c(16), [], lambda o, _: t.do(
             f"vector.store {zero}, {accbuf}[{o}] : memref<?xf32>, {v16}") or [])
         nchunk = t.op(f"{{r}} = arith.ceildivui {self.nblk}, {t.c(g)} : index")
-        width = 1 if f32 else 2  # values a column a row (pairs: the row's and the next's)
         R = g * kb  # rows of K a chunk
         slab = self.slab  # (f16 or bf16 rows on f32 FMAs: a tile's values of a chunk as f32)
 
         def at(q: str, jc: str) -> str:  # the chunk's row q (pairs: even), column jc
-            return add(mul(q, P), mul(jc, width))
+            return add(mul(q, P), mul(jc, step_rows))
 
         def chunk(c: str, _: list[str]) -> list[str]:
             jb0 = mul(c, g)
@@ -4617,11 +4616,11 @@ class _KnKernel(_DotKernel):
 
             def tile(m0: str, _: list[str]) -> list[str]:
                 rows = self.kn_tile_rows(b, t.op(f"{{r}} = arith.addi {mb0}, {m0} : index"), 8)
-                if f32 and slab is not None:
+                if slab is not None:
                     self.kn_slab(slab, rows, k0, mul(nsteps, step_rows), R)
 
                 def a_value(i: int, k: str) -> str:  # row i's value at k, f32
-                    if not (f32 and slab is not None):
+                    if slab is None:
                         return self.kn_a(rows[i], k)
                     o = add(t.op(f"{{r}} = arith.subi {k}, {k0} : index"), t.c(i * R))
                     return t.op(f"{{r}} = memref.load {slab}[{o}] : memref<?xf32>")
@@ -4642,14 +4641,7 @@ class _KnKernel(_DotKernel):
                             return self.kn_dots(rows, k, accs, pairs)
                         vs = [t.op(f"{{r}} = vector.load {vals_buf}[{add(o, t.c(h))}] : "
                                    f"memref<?xf32>, {v16}") for h in (0, 16)]
-                        out = list(accs)
-                        for i in range(len(rows)):
-                            a = t.op(f"{{r}} = vector.broadcast {a_value(i, k)} : f32 to "
-                                     f"{v16}")
-                            for h, v in enumerate(vs):
-                                x = 2 * i + h
-                                out[x] = t.op(f"{{r}} = vector.fma {a}, {v}, {accs[x]} : {v16}")
-                        return out
+                        return self.broadcast_fmas(8, lambda i: a_value(i, k), vs, accs, v16)
 
                     accs = t.for_(t.c(0), nsteps, t.c(1), [(a, v16) for a in accs], step)
                     for acc, o in zip(accs, offs):
