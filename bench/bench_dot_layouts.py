@@ -15,8 +15,11 @@ run: :func:`mxlower.benchmarking.evictor`):
 * ``memcpy``: ``numpy.copyto`` of the packed weight bytes (elements + scales).
 
 ``--x mx``: activations quantized to the weights' format (along K) instead: ``[N, K]`` is
-the kernel of the MX pair; ``[K, N] read as stored`` the activations dequantized to f32 and
-the K-major kernel (:data:`mxlower.lowering.dot_call.KN_MX_ROWS` lifted for the run);
+the kernel of the MX pair; ``[K, N] read as stored`` the activations dequantized (to bf16
+where exact there, else f32) and the K-major kernel
+(:data:`mxlower.lowering.dot_call.KN_MX_ROWS` lifted for the run); ``kernel's transpose``
+the MX pair's kernel on the weights' copy its handler transposes
+(:attr:`mxlower.lowering.dot_kernels.DotSpec.transposes_b`, ``KN_MX_ROWS`` 0 for the run);
 ``transposed`` XLA's transpose of the weights and the MX pair's kernel.
 
     python bench/bench_dot_layouts.py
@@ -68,38 +71,40 @@ def main(argv: list[str] | None = None) -> int:
                 else:
                     x = jax.device_put(x.astype(ml_dtypes.bfloat16) if xt == "bf16" else x)
                 nk_f = jax.jit(lambda x, w: mxj.scaled_dot(x, w, nk_dn))
-                most = dot_call.KN_MX_ROWS
-                dot_call.KN_MX_ROWS = {None: m}  # (MX rows: dequantized, read as f32)
-                try:
-                    kn_f = jax.jit(lambda x, w: mxj.scaled_dot(x, w, kn_dn)).lower(
-                        x, w_kn).compile()
-                finally:
-                    dot_call.KN_MX_ROWS = most
-                dot_call.K_MAJOR = False
-                try:
-                    tr_f = jax.jit(lambda x, w: mxj.scaled_dot(x, w, kn_dn)).lower(
-                        x, w_kn).compile()
-                finally:
-                    dot_call.K_MAJOR = True
-                outs = [np.asarray(f(x, v)) for f, v in ((nk_f, w_nk), (kn_f, w_kn),
-                                                        (tr_f, w_kn))]
+
+                def kn_compiled(most: dict, k_major: bool = True) -> object:
+                    """``x @ w`` compiled with these KN_MX_ROWS and K_MAJOR."""
+                    keep = dot_call.KN_MX_ROWS, dot_call.K_MAJOR
+                    dot_call.KN_MX_ROWS, dot_call.K_MAJOR = most, k_major
+                    try:
+                        return jax.jit(lambda x, w: mxj.scaled_dot(x, w, kn_dn)).lower(
+                            x, w_kn).compile()
+                    finally:
+                        dot_call.KN_MX_ROWS, dot_call.K_MAJOR = keep
+                every, none = {"bf16": m, "f32": m}, {"bf16": 0, "f32": 0}
+                fs = {"nk": (nk_f, w_nk), "kn": (kn_compiled(every), w_kn),
+                      "tr": (kn_compiled(every, False), w_kn)}
+                if xt == "mx":  # the MX pair's kernel on its own transposed copy
+                    fs["own"] = (kn_compiled(none), w_kn)
+                outs = [np.asarray(f(x, v)) for f, v in fs.values()]
                 for o in outs[1:]:  # the same dot, summed in other orders
                     np.testing.assert_allclose(o, outs[0], rtol=1e-4, atol=1e-3)
-                t = round_robin({
-                    "nk": lambda: jax.block_until_ready(nk_f(x, w_nk)),
-                    "kn": lambda: jax.block_until_ready(kn_f(x, w_kn)),
-                    "tr": lambda: jax.block_until_ready(tr_f(x, w_kn)),
-                    "memcpy": lambda: np.copyto(dst, src)}, a.reps, before=evict)
+                runs = {k: (lambda f=f, v=v: jax.block_until_ready(f(x, v)))
+                        for k, (f, v) in fs.items()}
+                runs["memcpy"] = lambda: np.copyto(dst, src)
+                t = round_robin(runs, a.reps, before=evict)
                 rows.append((m, fmt, xt, src.nbytes / 1e6, t))
     print(session.header(f"scaled_dot GEMV, weights [N, K] and [K, N], N = K = {nk}, path "
                          f"{ffi_dot.host_path()}, every case cold, best of {a.reps}"))
     print("| M | weights | x | packed MB | [N, K] ms | [K, N] read as stored ms | "
-          "[K, N] transposed ms | memcpy ms | stored / transposed | stored % memcpy |")
-    print("|---:|---|---|---:|---:|---:|---:|---:|---:|---:|")
+          "[K, N] kernel's transpose ms | [K, N] transposed ms | memcpy ms | "
+          "stored / transposed | stored % memcpy |")
+    print("|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for m, fmt, xt, mb, t in rows:
+        own = f"{t['own'] * 1e3:.2f}" if "own" in t else "-"
         print(f"| {m} | {fmt} | {xt} | {mb:.2f} | {t['nk'] * 1e3:.2f} | {t['kn'] * 1e3:.2f} | "
-              f"{t['tr'] * 1e3:.2f} | {t['memcpy'] * 1e3:.2f} | {t['tr'] / t['kn']:.1f}x | "
-              f"{100 * t['memcpy'] / t['kn']:.0f}% |")
+              f"{own} | {t['tr'] * 1e3:.2f} | {t['memcpy'] * 1e3:.2f} | "
+              f"{t['tr'] / t['kn']:.1f}x | {100 * t['memcpy'] / t['kn']:.0f}% |")
     return 0
 
 

@@ -58,6 +58,7 @@ from __future__ import annotations
 import argparse
 import ctypes
 import dataclasses
+import re
 import sys
 import threading
 import time
@@ -261,7 +262,8 @@ def _parallel_types(nslots: int) -> str:
     return ", ".join(["!llvm.ptr", "!llvm.ptr", "i64", "i64"] + ["!llvm.ptr", "i64"] * nslots)
 
 
-def _parallel_text(name: str, nslots: int, least: int = 1) -> list[str]:
+def _parallel_text(name: str, nslots: int, least: int = 1,
+                   prefix: str = "__mxlower_ffi") -> list[str]:
     """``@__mxlower_ffi_threads(api, ctx)``: XLA's thread count (1 without a pool), and
     ``@__mxlower_ffi_parallel(api, ctx, blocks, max_chunks, buffers...)``: the kernel on
     ``min(max_chunks, threads x CHUNKS_PER_THREAD)`` chunks of the block range -- with
@@ -273,7 +275,8 @@ def _parallel_text(name: str, nslots: int, least: int = 1) -> list[str]:
     late: the caller does every chunk nobody else claimed, then waits only for chunks being
     run).  The state is on the heap, freed by the last of the caller and the tasks to finish
     with it.  Without a thread pool (an error from the API, destroyed), the caller does it
-    all."""
+    all.  ``prefix`` names these functions (``@<prefix>_parallel`` ...) where a handler runs
+    a second kernel on XLA's threads."""
     api = abi.Api
     e = Emitter()
     slot_args = ", ".join(f"%d{i}: !llvm.ptr, %n{i}: i64" for i in range(nslots))
@@ -425,7 +428,10 @@ def _parallel_text(name: str, nslots: int, least: int = 1) -> list[str]:
     e.do(f"llvm.call @__mxlower_ffi_release({state}) : (!llvm.ptr) -> ()")
     e.do("llvm.return")
     e.lines.append("  }")
-    return e.lines
+    if prefix == "__mxlower_ffi":
+        return e.lines
+    own = re.compile(r"@__mxlower_ffi_(work|task|release|threads|parallel)\b")
+    return [own.sub(rf"@{prefix}_\1", line) for line in e.lines]
 
 
 def c_string(text: str | bytes) -> str:
@@ -453,16 +459,21 @@ class Frame:
     def __init__(self, spec: Spec, e: Emitter):
         self.spec, self.e = spec, e
         self.messages: list[str] = []  # one error block and string per distinct message
+        self.codes: dict[str, int] = {}  # a message's error code, if not INVALID_ARGUMENT
         self.checks = 0
         self.api = self.null = self.zero = self.one = ""
         self.slots: list[tuple[str, str]] = []
         self.total = self.blocks = ""
 
-    def fail_if(self, cond: str, message: str) -> None:
-        """Branch to an ``INVALID_ARGUMENT`` error saying ``message`` when ``cond`` (i1)."""
+    def fail_if(self, cond: str, message: str,
+                errc: int = abi.ERROR_INVALID_ARGUMENT) -> None:
+        """Branch to an error (``errc``, by default ``INVALID_ARGUMENT``) saying ``message``
+        when ``cond`` (i1)."""
         text = f"{self.spec.name}: {message}"
         if text not in self.messages:
             self.messages.append(text)
+            if errc != abi.ERROR_INVALID_ARGUMENT:
+                self.codes[text] = errc
         self.checks += 1
         self.e.do(f"llvm.cond_br {cond}, ^error{self.messages.index(text)}, ^ok{self.checks}")
         self.e.block(f"ok{self.checks}")
@@ -653,10 +664,11 @@ def close_handler(f: Frame, name: str, suffix: str, extra: list[str]) -> str:
     text."""
     e = f.e
     # 5. errors: XLA_FFI_Error_Create(INVALID_ARGUMENT, message)
-    for mi in range(len(f.messages)):
+    for mi, text in enumerate(f.messages):
         e.block(f"error{mi}")
         msg = e.emit(f"{{r}} = llvm.mlir.addressof @__mxlower_ffi_msg{mi} : !llvm.ptr")
-        e.do(f"llvm.return {f.error(msg, abi.ERROR_INVALID_ARGUMENT)} : !llvm.ptr")
+        errc = f.codes.get(text, abi.ERROR_INVALID_ARGUMENT)
+        e.do(f"llvm.return {f.error(msg, errc)} : !llvm.ptr")
     e.lines.append("  }")
     e.lines += extra
     e.lines.append(f"  llvm.func @{name}{suffix}_address() -> !llvm.ptr {{")

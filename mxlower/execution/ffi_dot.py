@@ -77,6 +77,9 @@ STREAM_CHUNK_PANELS = 8
 GEMM_UNITS = 8
 #: the fewest rows of A a packed GEMM's block of rows has (:func:`_gemm_units`)
 GEMM_MIN_ROWS = 64
+#: the bytes of K-major B (codes and scales) from which its transpose is split across XLA's
+#: threads (:attr:`~mxlower.lowering.dot_kernels.DotSpec.transposes_b`)
+TRANSPOSE_PARALLEL_BYTES = 1 << 20
 
 
 def host_path() -> str:
@@ -195,23 +198,26 @@ def handler_text(spec: DotSpec) -> str:
                    "(!llvm.ptr, i64) -> i64")
         slots.append((data, n))
     slots.append((dims, e.i64(6)))
+    api_size = e.load(f.api, abi.Api.struct_size.offset, "i64")
+    has_pool = e.icmp("sge", api_size, e.i64(abi.struct_size(abi.Api,
+                                                          "XLA_FFI_ThreadPool_NumThreads")))
+    ctx = e.load("%frame", abi.CallFrame.ctx.offset, "!llvm.ptr")
+    copies: list[str] = []  # freed after the kernel
+    if spec.transposes_b:  # K-major B against MX rows: the [N, K] kernel reads a copy
+        slots, copies = _transpose_b(e, f, spec, slots, B, N, K, has_pool, ctx)
     # the range test, once: whether the units take the f32 paths or the exact f64 one
     ffi._call_kernel(e, f"{name}_range", slots, zero, zero)
     P = spec.panel  # columns of B per unit
     panels = e.binary("udiv", e.binary("add", N, e.i64(P - 1)), e.i64(P))
     units = e.binary("mul", B, panels)
     work = e.binary("mul", e.binary("mul", units, e.i64(P)), e.binary("mul", M, K))
-    if spec.rhs_kn:  # the K-major kernel's units: (block of rows, batch, panel)
+    if spec.kn_kernel:  # the K-major kernel's units: (block of rows, batch, panel)
         R = dot_kernels.KN_BLOCK_ROWS
         blocks = e.binary("udiv", e.binary("add", M, e.i64(R - 1)), e.i64(R))
         units = e.binary("mul", units, blocks)
     big = e.icmp("sge", work, e.i64(PARALLEL_WORK))
-    api_size = e.load(f.api, abi.Api.struct_size.offset, "i64")
-    has_pool = e.icmp("sge", api_size, e.i64(abi.struct_size(abi.Api,
-                                                          "XLA_FFI_ThreadPool_NumThreads")))
-    ctx = e.load("%frame", abi.CallFrame.ctx.offset, "!llvm.ptr")
     most, streamed = units, None  # chunks at most; the streaming tiles' (plain rows)
-    if spec.stream_m > dot_kernels.STREAM_M and not spec.rhs_kn:
+    if spec.stream_m > dot_kernels.STREAM_M and not spec.kn_kernel:
         most = streamed = _stream_chunks(e, f, has_pool, ctx, M, units)
     if spec.packed_gemm:
         units, most = _gemm_units(e, f, spec, dims, has_pool, ctx, B, M, panels, units,
@@ -221,17 +227,79 @@ def handler_text(spec: DotSpec) -> str:
     e.do(f"llvm.cond_br {go}, ^pool, ^direct")
     e.block("direct")
     ffi._call_kernel(e, name, slots, zero, units)
-    e.do(f"llvm.return {f.null} : !llvm.ptr")
+    e.do("llvm.br ^finished")
     e.block("pool")
     e.do(f"llvm.call @__mxlower_ffi_parallel({f.api}, {ctx}, {units}, {most}, "
          f"{', '.join(v for pair in slots for v in pair)}) : "
          f"({ffi._parallel_types(len(slots))}) -> ()")
+    e.do("llvm.br ^finished")
+    e.block("finished")
+    for p in copies:
+        e.do(f"llvm.call @free({p}) : (!llvm.ptr) -> ()")
     e.do(f"llvm.return {f.null} : !llvm.ptr")
     del one
     # the integer GEMM packs A once per call: chunks of GEMM_UNITS units (one per thread at
     # least); other kernels have no cost per call
     least = GEMM_UNITS if spec.packed_gemm else 1
-    return ffi.close_handler(f, name, "_ffi", ffi._parallel_text(name, len(slots), least))
+    extra = ffi._parallel_text(name, len(slots), least)
+    if spec.transposes_b:
+        extra += ffi._parallel_text(f"{name}_transpose", len(_TRANSPOSE_SLOTS),
+                                    prefix=_TRANSPOSE_PREFIX)
+    return ffi.close_handler(f, name, "_ffi", extra)
+
+
+#: the transpose's buffers (:func:`mxlower.lowering.dot_kernels.transpose_function`)
+_TRANSPOSE_SLOTS = ("b", "b_scales", "bt", "bt_scales", "dims")
+#: the names of the transpose's parallel helpers (``@<prefix>_parallel`` ...)
+_TRANSPOSE_PREFIX = "__mxlower_ffi_transpose"
+
+
+def _transpose_b(e: Any, f: Any, spec: DotSpec, slots: list[tuple[str, str]], B: str,
+                 N: str, K: str, has_pool: str,
+                 ctx: str) -> tuple[list[tuple[str, str]], list[str]]:
+    """(the kernel's slots, the copies to free after it): K-major B's codes and scales
+    (:attr:`DotSpec.transposes_b`) copied to ``[B, N, K]`` and ``[B, N, K / k]`` on the heap
+    by the kernel's transpose (``@<name>_transpose``, on XLA's threads from
+    :data:`TRANSPOSE_PARALLEL_BYTES` bytes), the slots of B then the copies'.  A failed
+    allocation is a ``RESOURCE_EXHAUSTED`` error (nothing left allocated)."""
+    (b, nb), (bs, nbs) = slots[2], slots[3]
+    nbytes = e.binary("udiv", e.binary("add", nb, f.one), e.i64(2)) if (
+        spec.fmt("rhs").bits == 4) else nb
+    copies = []
+    for n in (nbytes, nbs):  # (at least a byte: malloc(0) may be null)
+        size = e.emit(f"{{r}} = llvm.intr.umax({n}, {f.one}) : (i64, i64) -> i64")
+        copies.append(e.emit(f"{{r}} = llvm.call @malloc({size}) : (i64) -> !llvm.ptr"))
+    failed = e.binary("or", e.icmp("eq", copies[0], f.null, "!llvm.ptr"),
+                      e.icmp("eq", copies[1], f.null, "!llvm.ptr"), "i1")
+    e.do(f"llvm.cond_br {failed}, ^transpose_oom, ^transpose_go")
+    e.block("transpose_oom")
+    for p in copies:
+        e.do(f"llvm.call @free({p}) : (!llvm.ptr) -> ()")
+    true = e.emit("{r} = llvm.mlir.constant(true) : i1")
+    f.fail_if(true, "cannot allocate the transposed copy of the K-major rhs "
+              f"({'packed f4 ' if spec.fmt('rhs').bits == 4 else ''}codes [..., N, K] and "
+              "scales [..., N, K / k])", abi.ERROR_RESOURCE_EXHAUSTED)
+    e.do("llvm.unreachable")
+    e.block("transpose_go")
+    tslots = [(b, nb), (bs, nbs), (copies[0], nb), (copies[1], nbs), slots[-1]]
+    def ceil_div(a: str, n: int) -> str:
+        return e.binary("udiv", e.binary("add", a, e.i64(n - 1)), e.i64(n))
+    units = e.binary("mul", B, e.binary("mul", ceil_div(N, dot_kernels.TRANSPOSE_PANEL),
+                                        ceil_div(K, dot_kernels.TRANSPOSE_ROWS)))
+    big = e.icmp("sge", e.binary("add", nbytes, nbs), e.i64(TRANSPOSE_PARALLEL_BYTES))
+    go = e.binary("and", e.binary("and", big, e.icmp("sge", units, e.i64(2)), "i1"),
+                  has_pool, "i1")
+    e.do(f"llvm.cond_br {go}, ^transpose_pool, ^transpose_direct")
+    e.block("transpose_direct")
+    ffi._call_kernel(e, f"{spec.name}_transpose", tslots, f.zero, units)
+    e.do("llvm.br ^transposed")
+    e.block("transpose_pool")
+    e.do(f"llvm.call @{_TRANSPOSE_PREFIX}_parallel({f.api}, {ctx}, {units}, {units}, "
+         f"{', '.join(v for pair in tslots for v in pair)}) : "
+         f"({ffi._parallel_types(len(tslots))}) -> ()")
+    e.do("llvm.br ^transposed")
+    e.block("transposed")
+    return slots[:2] + [(copies[0], nb), (copies[1], nbs)] + slots[4:], copies
 
 
 def _threads(e: Any, f: Any, has_pool: str, ctx: str, at: str) -> str:

@@ -41,14 +41,15 @@ __all__ = ["CALLABLE_TYPES", "KN_MX_ROWS", "K_MAJOR", "Side", "bf16_exact", "cal
 #: column)
 K_MAJOR = True
 #: the most rows of MX activations against K-major MX weights that :func:`plan` gives the
-#: K-major kernel, the activations dequantized first (:func:`dequantized_a`: to bf16 where
-#: exact there, else f32), rather than XLA's transpose of the weights and the ``[N, K]``
-#: kernel of the MX pair: at N = K = 4096 on a Zen 4, 16 rows 15-25x faster, 256 rows
-#: 1.9-3.4x, 512 rows 1.1-2.0x, 1024 rows 0.8x (e4m3 rows, f32) to 1.0-1.3x (bf16 rows);
-#: against mxint8 weights (whose s8 codes XLA transposes quickly) 2.9x at 16 rows, 1.4x at
-#: 64, 0.7x at 256 (BENCHMARKS.md, twenty-third session).  By the weights' format, else
-#: ``None``'s
-KN_MX_ROWS = {None: 512, "mxint8": 128}
+#: K-major kernel, the activations dequantized first (:func:`dequantized_a`), by what they
+#: are dequantized to (bf16 where :func:`bf16_exact`, else f32); more rows take the MX
+#: pair's ``[N, K]`` kernel on the copy of the weights its handler transposes
+#: (:attr:`DotSpec.transposes_b`: 1.1-2.5 ms for 9-17 MB of codes, where XLA's transpose
+#: took 42-66 ms).  At N = K = 4096 on a Zen 4 (weights cold), 16 rows read K-major
+#: 2.2-4.2 ms against 4.4-5.6 transposed, 64 bf16 rows 5.2-7.2 ms either way, 128 rows
+#: 7.9-13.5 ms transposed against 11.2-22.2 read K-major, 32 e4m3 rows (f32) 6.1 ms
+#: transposed against 6.8 (BENCHMARKS.md, twenty-fourth session)
+KN_MX_ROWS = {"bf16": 64, "f32": 16}
 #: element types a kernel call can take on XLA:CPU (f6 has no XLA type there)
 CALLABLE_TYPES = frozenset({"f32", "bf16", "f16", "f4E2M1FN", "f8E4M3FN", "f8E5M2", "i8",
                             "ui8"})
@@ -112,7 +113,10 @@ def plan(lhs: Side, rhs: Side, contracting: tuple[Sequence[int], Sequence[int]],
     them -- take the K-major kernel (:attr:`DotSpec.rhs_kn`, :data:`K_MAJOR`; f4 ones where
     N is even); so do MX rows -- at most :data:`KN_MX_ROWS` -- against them, dequantized
     first (the kernel's A side then plain bf16 rows where :func:`bf16_exact`, else f32:
-    :func:`dequantized_a`).  A side's format may be a datatype (:class:`Side`)."""
+    :func:`dequantized_a`); more MX rows take the MX pair's kernel on a copy of the weights
+    its handler transposes (:attr:`DotSpec.transposes_b`) where that kernel takes them
+    (they stream, or its GEMM runs by default), else they too are dequantized for the
+    K-major kernel.  A side's format may be a datatype (:class:`Side`)."""
     lhs, rhs = _named(lhs), _named(rhs)
     sides = {"lhs": lhs, "rhs": rhs}
     free = {}
@@ -134,12 +138,12 @@ def plan(lhs: Side, rhs: Side, contracting: tuple[Sequence[int], Sequence[int]],
     ib = ("lhs", "rhs").index(bn)
     # (f4 codes of an odd N would start a row of K mid-byte: the K-major kernel's exact
     # path, one result at a time, would take them all)
-    most = KN_MX_ROWS.get(b.fmt, KN_MX_ROWS[None])
-    kn = (K_MAJOR and b.fmt is not None and (a.fmt is None or free[an] <= most)
-          and k_major(b.shape, contracting[ib], batch[ib])
+    kn = (K_MAJOR and b.fmt is not None and k_major(b.shape, contracting[ib], batch[ib])
           and (FORMATS[b.fmt].bits != 4 or free[bn] % 2 == 0))
-    if kn and a.fmt is not None:  # MX rows: their values, bf16 where exact there
-        a = Side(None, "bf16" if bf16_exact(a.fmt) else "f32", None, None, a.shape)
+    if kn and a.fmt is not None:  # few MX rows: their values, bf16 where exact there
+        t = "bf16" if bf16_exact(a.fmt) else "f32"
+        if free[an] <= KN_MX_ROWS[t] or not _takes(a, b, path, free[an], gemm, vendor):
+            a = Side(None, t, None, None, a.shape)
     try:
         spec = _spec(a, b, path, kn)
     except ValueError:
@@ -147,6 +151,18 @@ def plan(lhs: Side, rhs: Side, contracting: tuple[Sequence[int], Sequence[int]],
     if free[an] > spec.stream_m and not gemm and not gemm_by_default(spec, vendor):
         return None
     return spec, swap
+
+
+def _takes(a: Side, b: Side, path: str, m: int, gemm: bool, vendor: str) -> bool:
+    """Whether the MX pair's kernel takes ``m`` rows of ``a`` against K-major ``b``
+    (:attr:`DotSpec.transposes_b`): they stream, or its GEMM runs by default (or ``gemm``).
+    Where it does not, :func:`plan` gives the K-major kernel the rows' values, any number of
+    them, as it does plain rows."""
+    try:
+        spec = _spec(a, b, path, True)
+    except ValueError:
+        return False
+    return m <= spec.stream_m or gemm or gemm_by_default(spec, vendor)
 
 
 def dequantized_a(spec: DotSpec, a_format: Any) -> bool:

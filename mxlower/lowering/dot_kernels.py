@@ -151,7 +151,8 @@ from mxlower.numbers import Datatype, SpecError
 __all__ = ["ATTR", "EXACT_ACC", "NP", "NR_STREAM", "PARTS", "PATHS", "STREAM_M",
            "DotKernelError", "DotSpec", "build", "cpu_flags", "declaration", "declarations",
            "expand_declarations", "host_paths",
-           "integer_shift", "kernel_side", "request_amx", "unscaled_bits", "usable_paths"]
+           "integer_shift", "kernel_side", "request_amx", "transpose_function",
+           "unscaled_bits", "usable_paths"]
 
 #: SIMD paths a kernel can be built for, best first (``portable`` runs everywhere; ``vnni``
 #: is ``avx2`` plus the VNNI dot products of AVX512-VNNI (with AVX512VL) or AVX-VNNI, in
@@ -612,7 +613,9 @@ class DotSpec:
     rhs_block_size: int | None = None
     path: str = "portable"
     #: B held K-major, ``[B, K, N]`` (scales ``[B, K / k, N]``): the layout of weights
-    #: ``[K, N]`` blocked along K, read as stored by :class:`_KnKernel` (a plain A side)
+    #: ``[K, N]`` blocked along K, read as stored by :class:`_KnKernel` against a plain A
+    #: side (:attr:`kn_kernel`); against an MX A side the handler first transposes B's codes
+    #: and scales (:attr:`transposes_b`) for the ``[N, K]`` kernel of the MX pair
     rhs_kn: bool = False
 
     def __post_init__(self) -> None:
@@ -638,9 +641,8 @@ class DotSpec:
                                      f"got {k}")
         if self.lhs in WIDE_TYPES and self.rhs in WIDE_TYPES:
             raise ValueError("dot kernel: at least one side must be an MX format")
-        if self.rhs_kn and (self.rhs in WIDE_TYPES or self.lhs not in WIDE_TYPES):
-            raise ValueError("dot kernel: a K-major rhs (rhs_layout = \"kn\") must be MX "
-                             "against a plain lhs")
+        if self.rhs_kn and self.rhs in WIDE_TYPES:
+            raise ValueError("dot kernel: a K-major rhs (rhs_layout = \"kn\") must be MX")
         if self.path not in PATHS:
             raise ValueError(f"dot kernel: unknown path {self.path!r} (known: "
                              f"{', '.join(PATHS)})")
@@ -827,10 +829,29 @@ class DotSpec:
         return 2 * AMX_ROWS if self.amx_dot else MR_INT[self.path]
 
     @property
+    def kn_kernel(self) -> bool:
+        """Whether the K-major kernel (:class:`_KnKernel`) runs: B held K-major
+        (:attr:`rhs_kn`) against plain rows of A, read as stored."""
+        return self.rhs_kn and self.lhs in WIDE_TYPES
+
+    @property
+    def transposes_b(self) -> bool:
+        """Whether the handler transposes B first: B held K-major (:attr:`rhs_kn`) against
+        MX rows of A, its codes and scales copied to ``[B, N, K]`` and ``[B, N, K / k]``
+        (:func:`transpose_function`, on XLA's threads) for the ``[N, K]`` kernel of the MX
+        pair (:attr:`nk`: the same kernel, so the same bits as weights held ``[N, K]``)."""
+        return self.rhs_kn and self.lhs not in WIDE_TYPES
+
+    @property
+    def nk(self) -> DotSpec:
+        """This kernel with B held ``[B, N, K]`` (what :attr:`transposes_b` runs)."""
+        return dataclasses.replace(self, rhs_kn=False)
+
+    @property
     def panel(self) -> int:
-        """Columns of B per work unit: :data:`NP`, or :data:`KN_PANEL` for K-major weights
-        (:attr:`rhs_kn`: wide rows of their codes per visit of a row of K)."""
-        return KN_PANEL if self.rhs_kn else NP
+        """Columns of B per work unit: :data:`NP`, or :data:`KN_PANEL` for the K-major
+        kernel (:attr:`kn_kernel`: wide rows of their codes per visit of a row of K)."""
+        return KN_PANEL if self.kn_kernel else NP
 
     @property
     def stream_m(self) -> int:
@@ -838,8 +859,8 @@ class DotSpec:
         rows against MX weights stream up to the path's :data:`PLAIN_STREAM_M` rows
         (:data:`BF16_STREAM_M` bf16 rows on the 512-bit paths' bf16 dot products, chunks of
         8 values and more), MX rows up to :data:`STREAM_M`; the K-major kernel
-        (:attr:`rhs_kn`) streams every row (``sys.maxsize``)."""
-        if self.rhs_kn:
+        (:attr:`kn_kernel`) streams every row (``sys.maxsize``)."""
+        if self.kn_kernel:
             return sys.maxsize
         if self.fmt("lhs") is not None or self.fmt("rhs") is None:
             return STREAM_M
@@ -4891,6 +4912,211 @@ class _KnKernel(_DotKernel):
         t.for_(*self.rows_of, t.c(1), [], row)
 
 
+# ============================================================================ B's transpose
+
+#: columns of K-major B per unit of its transpose (:func:`transpose_function`)
+TRANSPOSE_PANEL = 256
+#: rows of K per unit of the transpose: a unit's rows and columns lie on few pages
+TRANSPOSE_ROWS = 256
+#: bytes per side of the transpose's tiles through its stack scratch
+TRANSPOSE_TILE = 64
+
+
+def transpose_args() -> list[tuple[str, str]]:
+    """The transpose's arguments (:func:`transpose_function`): B's codes and scales as held,
+    their transposed copies, the dims buffer, the units [u0, u1)."""
+    return [("%b", "memref<?xi8>"), ("%bs", "memref<?xi8>"), ("%bt", "memref<?xi8>"),
+            ("%bts", "memref<?xi8>"), ("%dims", "memref<?xi64>"), ("%u0", "index"),
+            ("%u1", "index")]
+
+
+#: the byte shuffles of a 16 x 16 transpose: four rounds, each pairing row i with row i + 8
+#: into rows 2i (their low halves' bytes interleaved) and 2i + 1 (the high halves')
+_INTERLEAVE = ([j for i in range(8) for j in (i, 16 + i)],
+               [j for i in range(8, 16) for j in (i, 16 + i)])
+
+
+def _transpose16(t: _Text, rows: list[str]) -> list[str]:
+    """16 vector<16xi8> rows transposed (:data:`_INTERLEAVE`)."""
+    v = _vt(16, "i8")
+    for _ in range(4):
+        new = []
+        for i in range(8):
+            for mask in _INTERLEAVE:
+                new.append(t.op(f"{{r}} = vector.shuffle {rows[i]}, {rows[i + 8]} "
+                                f"[{', '.join(map(str, mask))}] : {v}, {v}"))
+        rows = new
+    return rows
+
+
+def transpose_function(spec: DotSpec, name: str) -> str:
+    """``@name``: the copy of K-major B (:attr:`DotSpec.transposes_b`) that the ``[N, K]``
+    kernel reads: codes ``b [B, K, N]`` to ``bt [B, N, K]`` and scales ``bs [B, K / k, N]``
+    to ``bts [B, N, K / k]``, bytes as they are; f4 codes two per byte as XLA packs them
+    (element i's nibble at byte i / 2, the low one first: N even, so each row of K starts a
+    byte, and K, a multiple of the even block size, so does each row of N).  Units [u0, u1)
+    of (batch, :data:`TRANSPOSE_ROWS` rows of K, :data:`TRANSPOSE_PANEL` columns; the first
+    row block's units also copy their columns' scales): each unit's bytes lie on a few
+    hundred pages (a unit of all K rows walked thousands, one TLB miss a line).  Tiles of
+    :data:`TRANSPOSE_TILE` square bytes go through a stack scratch (each line of ``b`` and
+    ``bt`` read or written whole, however the rows' strides alias in the cache), transposed
+    16 x 16 in registers (:func:`_transpose16`); f4: tiles of 32 rows of K x 16 columns,
+    each pair of rows' bytes first split into the even and the odd columns' bytes; the edges
+    byte by byte.  ``dims``: [B, M, N, K, ...]."""
+    t = _Text()
+    t.lines.append(f"func.func @{name}({', '.join(f'{a}: {ty}' for a, ty in transpose_args())}) "
+                   "{")
+    f4 = spec.fmt("rhs").bits == 4
+    c = t.c
+
+    def dim(i: int) -> str:
+        v = t.op(f"{{r}} = memref.load %dims[{c(i)}] : memref<?xi64>")
+        return t.op(f"{{r}} = arith.index_cast {v} : i64 to index")
+
+    def op(name_: str, a: str, b: str, ty: str = "index") -> str:
+        return t.op(f"{{r}} = arith.{name_} {a}, {b} : {ty}")
+
+    def ceil_div(a: str, n: int) -> str:
+        return op("divui", op("addi", a, c(n - 1)), c(n))
+
+    N, K = dim(2), dim(3)
+    R = op("divui", K, c(spec.k("rhs")))  # rows of scales
+    panels, blocks = ceil_div(N, TRANSPOSE_PANEL), ceil_div(K, TRANSPOSE_ROWS)
+    v16, v8 = _vt(16, "i8"), _vt(8, "i8")
+    S = TRANSPOSE_TILE
+    scratch = t.op(f"{{r}} = memref.alloca() {{{{alignment = 64 : i64}}}} : "
+                   f"memref<{S * S}xi8>")
+
+    def cut(lo: str, hi: str, n: int) -> str:  # lo + the multiple of n that fits [lo, hi)
+        span = op("subi", hi, lo)
+        return op("addi", lo, op("subi", span, op("remui", span, c(n))))
+
+    def cover(r_lo: str, r_hi: str, n_lo: str, n_hi: str,
+              tiles: list[tuple[int, int, Callable[[str, str], None]]]) -> None:
+        """[r_lo, r_hi) x [n_lo, n_hi) in tiles of the first (rows, columns, body), what is
+        left in those of the next."""
+        rs, ns, body = tiles[0]
+        rc, nc = cut(r_lo, r_hi, rs), cut(n_lo, n_hi, ns)
+        t.for_(r_lo, rc, c(rs), [], lambda r, _: (t.for_(
+            n_lo, nc, c(ns), [], lambda n, _: (body(r, n), [])[1]), [])[1])
+        if len(tiles) > 1:
+            cover(rc, r_hi, n_lo, n_hi, tiles[1:])
+            cover(r_lo, rc, nc, n_hi, tiles[1:])
+
+    def bytes_(src: str, dst: str, base: str, rows: str, cols: str, r_lo: str, r_hi: str,
+               n0: str, n1: str) -> None:
+        """dst[base + n rows + r] = src[base + r cols + n], r_lo <= r < r_hi, n0 <= n <
+        n1."""
+        def block16(r0: str, n: str, put: Callable[[int, str], None]) -> None:
+            at = op("addi", base, op("addi", op("muli", r0, cols), n))
+            got = []
+            for i in range(16):
+                got.append(t.op(f"{{r}} = vector.load {src}[{at}] : memref<?xi8>, {v16}"))
+                at = op("addi", at, cols)
+            for j, v in enumerate(_transpose16(t, got)):
+                put(j, v)
+
+        def big(r0: str, n: str) -> None:
+            def quarter(q: str, _: list[str]) -> list[str]:  # rows r0 + q .. + 16
+                for g in range(S // 16):
+                    def put(j: int, v: str, g: int = g) -> None:  # column n + 16 g + j
+                        at = op("addi", c((16 * g + j) * S), q)
+                        t.do(f"vector.store {v}, {scratch}[{at}] : memref<{S * S}xi8>, {v16}")
+                    block16(op("addi", r0, q), op("addi", n, c(16 * g)), put)
+                return []
+            t.for_(c(0), c(S), c(16), [], quarter)
+            vs = _vt(S, "i8")
+            at = op("addi", base, op("addi", op("muli", n, rows), r0))
+            for j in range(S):
+                v = t.op(f"{{r}} = vector.load {scratch}[{c(j * S)}] : memref<{S * S}xi8>, "
+                         f"{vs}")
+                t.do(f"vector.store {v}, {dst}[{at}] : memref<?xi8>, {vs}")
+                at = op("addi", at, rows)
+
+        def small(r0: str, n: str) -> None:
+            def put(j: int, v: str) -> None:
+                at = op("addi", base, op("addi", op("muli", op("addi", n, c(j)), rows), r0))
+                t.do(f"vector.store {v}, {dst}[{at}] : memref<?xi8>, {v16}")
+            block16(r0, n, put)
+
+        def one(r: str, n: str) -> None:
+            v = t.op(f"{{r}} = memref.load {src}"
+                     f"[{op('addi', base, op('addi', op('muli', r, cols), n))}] : memref<?xi8>")
+            t.do(f"memref.store {v}, {dst}"
+                 f"[{op('addi', base, op('addi', op('muli', n, rows), r))}] : memref<?xi8>")
+        cover(r_lo, r_hi, n0, n1, [(S, S, big), (16, 16, small), (1, 1, one)])
+
+    def nibbles(x: str, y: str, ty: str) -> tuple[str, str]:
+        """(even columns, odd columns): rows k and k + 1's codes of a byte's two columns as
+        one byte each (row k's in the low nibble)."""
+        lo = op("ori", op("andi", x, c(15, ty), ty), op("shli", y, c(4, ty), ty), ty)
+        hi = op("ori", op("shrui", x, c(4, ty), ty), op("andi", y, c(0xF0 - 256, ty), ty), ty)
+        return lo, hi
+
+    def codes_f4(base: str, k_lo: str, k_hi: str, n0: str, n1: str) -> None:
+        nh, kh = op("divui", N, c(2)), op("divui", K, c(2))  # bytes per row of K, of N
+
+        def row_at(k: str, n: str) -> str:  # byte of (k, n) in b
+            return op("addi", base, op("addi", op("muli", k, nh), op("divui", n, c(2))))
+
+        def col_at(n: str, k: str) -> str:  # byte of (n, k) in bt
+            return op("addi", base, op("addi", op("muli", n, kh), op("divui", k, c(2))))
+
+        def tile(k0: str, n: str) -> None:  # rows k0 .. + 32, columns n .. + 16
+            at, got = row_at(k0, n), []
+            for _p in range(16):
+                x = t.op(f"{{r}} = vector.load %b[{at}] : memref<?xi8>, {v8}")
+                at = op("addi", at, nh)
+                y = t.op(f"{{r}} = vector.load %b[{at}] : memref<?xi8>, {v8}")
+                at = op("addi", at, nh)
+                lo, hi = nibbles(x, y, v8)
+                got.append(t.op(f"{{r}} = vector.shuffle {lo}, {hi} "
+                                f"[{', '.join(map(str, range(16)))}] : {v8}, {v8}"))
+            row0 = col_at(n, k0)
+            for j, v in enumerate(_transpose16(t, got)):  # j < 8: column n + 2j, else
+                col = 2 * j if j < 8 else 2 * (j - 8) + 1  # n + 2(j - 8) + 1
+                t.do(f"vector.store {v}, %bt[{op('addi', row0, op('muli', c(col), kh))}] : "
+                     f"memref<?xi8>, {v16}")
+
+        def pair(k: str, n: str) -> None:  # rows k, k + 1 of columns n, n + 1
+            at = row_at(k, n)
+            x = t.op(f"{{r}} = memref.load %b[{at}] : memref<?xi8>")
+            y = t.op(f"{{r}} = memref.load %b[{op('addi', at, nh)}] : memref<?xi8>")
+            lo, hi = nibbles(x, y, "i8")
+            row = col_at(n, k)
+            t.do(f"memref.store {lo}, %bt[{row}] : memref<?xi8>")
+            t.do(f"memref.store {hi}, %bt[{op('addi', row, kh)}] : memref<?xi8>")
+        cover(k_lo, k_hi, n0, n1, [(32, 16, tile), (2, 2, pair)])
+
+    def unit(u: str, _: list[str]) -> list[str]:
+        per = op("muli", panels, blocks)
+        bi, rest = op("divui", u, per), op("remui", u, per)
+        rb, p = op("divui", rest, panels), op("remui", rest, panels)
+        n0 = op("muli", p, c(TRANSPOSE_PANEL))
+        n1 = op("minui", op("addi", n0, c(TRANSPOSE_PANEL)), N)
+        k0 = op("muli", rb, c(TRANSPOSE_ROWS))
+        k1 = op("minui", op("addi", k0, c(TRANSPOSE_ROWS)), K)
+        nk = op("muli", N, K)
+        if f4:
+            codes_f4(op("muli", bi, op("divui", nk, c(2))), k0, k1, n0, n1)
+        else:
+            bytes_("%b", "%bt", op("muli", bi, nk), K, N, k0, k1, n0, n1)
+        first = t.op(f"{{r}} = arith.cmpi eq, {rb}, {c(0)} : index")
+        t.if_(first, lambda: bytes_("%bs", "%bts", op("muli", bi, op("muli", N, R)), R, N,
+                                    c(0), R, n0, n1))
+        return []
+
+    t.for_("%u0", "%u1", c(1), [], unit)
+    t.do("return")
+    t.lines.append("}")
+    return "\n".join(t.lines)
+
+
+def transpose_units(batch: int, n: int, k: int) -> int:
+    """The transpose's units (:func:`transpose_function`) for K-major B ``[batch, k, n]``."""
+    return batch * -(-n // TRANSPOSE_PANEL) * -(-k // TRANSPOSE_ROWS)
+
+
 def build(spec: DotSpec) -> str:
     """The kernel module of ``spec`` as MLIR text, parsed and verified by upstream MLIR: its
     declarations (:func:`declarations`: the kernel and its range test) expanded by
@@ -4911,9 +5137,11 @@ _FIELDS = ("lhs", "rhs", "lhs_block_size", "rhs_block_size", "path", "rhs_layout
 #: B's layouts a declaration's ``rhs_layout`` field names: ``[..., N, K]`` (the default) or
 #: K-major ``[..., K, N]`` (:attr:`DotSpec.rhs_kn`)
 LAYOUTS = ("nk", "kn")
-#: what a declaration's ``part`` field names: the kernel, or its range test
-#: (:meth:`_DotKernel.range_function`), ``@<kernel>_range`` by :func:`declarations`
-PARTS = ("dot", "range")
+#: what a declaration's ``part`` field names: the kernel, its range test
+#: (:meth:`_DotKernel.range_function`), ``@<kernel>_range`` by :func:`declarations`, or --
+#: kernels that transpose K-major B (:attr:`DotSpec.transposes_b`) -- that transpose
+#: (:func:`transpose_function`), ``@<kernel>_transpose``
+PARTS = ("dot", "range", "transpose")
 
 
 class DotKernelError(ValueError):
@@ -4934,6 +5162,9 @@ def declaration(spec: DotSpec, name: str | None = None, part: str = "dot") -> st
     "range"``; same signature), which a caller runs once before the kernel's units."""
     if part not in PARTS:
         raise ValueError(f"dot kernel: unknown part {part!r} (known: {', '.join(PARTS)})")
+    if part == "transpose" and not spec.transposes_b:
+        raise ValueError(f"dot kernel: {spec.name} has no transpose part (only K-major B "
+                         "against MX rows has)")
     fields = [f'lhs = "{spec.lhs}"', f'rhs = "{spec.rhs}"']
     for side in ("lhs", "rhs"):
         if spec.fmt(side) is not None:
@@ -4943,16 +5174,22 @@ def declaration(spec: DotSpec, name: str | None = None, part: str = "dot") -> st
         fields.append('rhs_layout = "kn"')
     if part != "dot":
         fields.append(f'part = "{part}"')
-    arg_types = ", ".join(t for _, t in _DotKernel(spec).args())
+    args = transpose_args() if part == "transpose" else _DotKernel(spec.nk).args()
+    arg_types = ", ".join(t for _, t in args)
     return (f"func.func private @{name or spec.name}({arg_types}) attributes "
             f"{{{ATTR} = {{{', '.join(fields)}}}}}")
 
 
 def declarations(spec: DotSpec, name: str | None = None) -> str:
-    """:func:`declaration` of ``spec``'s kernel ``@name`` and of its range test
-    ``@name_range``: what a caller of the kernel needs (:mod:`mxlower.execution.ffi_dot`)."""
+    """:func:`declaration` of ``spec``'s kernel ``@name``, of its range test
+    ``@name_range`` and -- K-major B against MX rows (:attr:`DotSpec.transposes_b`) -- of its
+    transpose ``@name_transpose``: what a caller of the kernel needs
+    (:mod:`mxlower.execution.ffi_dot`)."""
     name = name or spec.name
-    return declaration(spec, name) + "\n" + declaration(spec, f"{name}_range", "range")
+    parts = [declaration(spec, name), declaration(spec, f"{name}_range", "range")]
+    if spec.transposes_b:
+        parts.append(declaration(spec, f"{name}_transpose", "transpose"))
+    return "\n".join(parts)
 
 
 def _spec_of(f: Any, path: str | None) -> tuple[DotSpec, str]:
@@ -5011,8 +5248,12 @@ def expand_declarations(root: Any, path: str | None = None) -> int:
             spec, part = _spec_of(f, path)
             if len(f.regions[0].blocks):
                 raise DotKernelError("a kernel declaration must not have a body")
-            kernel = _KnKernel(spec) if spec.rhs_kn else _DotKernel(spec)
-            want = [t for _, t in kernel.args()]
+            kernel = _KnKernel(spec) if spec.kn_kernel else _DotKernel(spec.nk)
+            if part == "transpose" and not spec.transposes_b:
+                raise DotKernelError(f"kernel {spec.name} has no transpose part (only "
+                                     "K-major B against MX rows has)")
+            want = [t for _, t in (transpose_args() if part == "transpose"
+                                   else kernel.args())]
             got = [str(t) for t in ir.TypeAttr(f.attributes["function_type"]).value.inputs]
             results = list(ir.TypeAttr(f.attributes["function_type"]).value.results)
             if got != want or results:
@@ -5023,7 +5264,8 @@ def expand_declarations(root: Any, path: str | None = None) -> int:
             failures.append(diag.error(f, f"'func.func' op @{name}: {err}"))
             continue
         with f.location:
-            text = kernel.function() if part == "dot" else kernel.range_function(name)
+            text = (kernel.function() if part == "dot" else kernel.range_function(name)
+                    if part == "range" else transpose_function(spec, name))
             body = ir.Module.parse("module {\n" + text + "\n}")
         *consts, new = body.body.operations
         have = {ir.StringAttr(o.attributes["sym_name"]).value: o

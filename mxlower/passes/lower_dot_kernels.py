@@ -62,7 +62,13 @@ class LowerDotKernels(ModulePass):
       columns, each row of K's codes (contiguous) decoded, scaled by the columns' factors
       and taken into one FMA per row and vector; the columns past the whole vectors, f4
       codes of an odd N and every unit where the range test fails take the exact f64
-      contraction one result at a time.
+      contraction one result at a time.  Against an MX A, the kernel is the MX pair's
+      ``[N, K]`` one, and a declaration with ``part = "transpose"`` (arguments ``b``, ``b
+      scales``, their copies, ``dims``, ``u0``, ``u1``) gets the copy of B it reads --
+      codes to ``[b, n, k]`` (f4 two per byte along K), scales to ``[b, n, K / k]`` -- in
+      units of 256 rows of K x 256 columns, through a stack tile of 64 x 64 bytes
+      transposed 16 x 16 by byte interleaves.  ``part = "range"`` declares the kernel's
+      range test (the kernel's arguments), which its caller runs first.
 
     The kernel keeps the declaration's symbol name, so calls to it stay valid.  A
     declaration whose dictionary names no kernel (unknown fields or formats, a bad block

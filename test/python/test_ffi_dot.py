@@ -345,7 +345,75 @@ def test_k_major_shapes_are_checked():
     with pytest.raises(Exception, match=r"b_scales must have shape \[..., K / 32, N\]"):
         ffi_dot.dot(x, None, ek, np.asarray(sk)[:, :32], None, "mxfp8_e4m3", rhs_kn=True)
     with pytest.raises(ValueError, match="K-major rhs"):
-        dot_kernels.DotSpec("mxfp8_e4m3", "mxfp8_e4m3", rhs_kn=True)
+        dot_kernels.DotSpec("mxfp8_e4m3", "f32", rhs_kn=True)
+    # MX rows: the same checks before the transpose
+    a, sa, _ = _side(rng, "mxfp8_e4m3", (2, 96))
+    with pytest.raises(Exception, match=r"b_scales must have shape \[..., K / 32, N\]"):
+        ffi_dot.dot(a, sa, ek, np.asarray(sk)[:, :32], "mxfp8_e4m3", "mxfp8_e4m3",
+                    rhs_kn=True)
+
+
+#: (lhs, rhs, block size or None) of the K-major weights' transposed copy
+#: (:attr:`DotSpec.transposes_b`): every format with itself, mixed pairs, blocks of 8 and 6
+_TRANSPOSED = ([(f, f, None) for f in MX]
+               + [("mxint8", "mxfp4_e2m1", None), ("mxfp8_e4m3", "mxfp6_e3m2", None),
+                  ("nvfp4", "mxfp8_e5m2", 16), ("mxfp8_e5m2", "mxfp8_e4m3", 8),
+                  ("mxfp6_e2m3", "mxfp4_e2m1", 6)])
+
+
+@pytest.mark.parametrize("lf, rf, k", _TRANSPOSED)
+def test_k_major_weights_transposed_for_mx_rows(lf, rf, k):
+    """MX rows against K-major MX weights (:attr:`DotSpec.transposes_b`): the handler copies
+    the weights' codes (f4: packed two per byte, along K now) and scales to ``[N, K]`` and
+    runs the MX pair's ``[N, K]`` kernel -- the same bits as that kernel on weights held
+    ``[N, K]``: rows of K across units of 256 and tiles of 64, 32 and 16 with remainders,
+    columns across panels, batches, K one block and several, the streaming tiles and the
+    GEMM; the range ends and NaN scales (the f64 contraction) too."""
+    rng = np.random.default_rng(MX.index(lf) * 11 + MX.index(rf))
+    kk = k or max(FORMATS[f].block_size for f in (lf, rf))
+    shapes = [((), 3, 300, 9), ((2,), 17, 70, 2), ((), 40, 2, 1), ((), 5, 66, 3),
+              ((), 20, 320, 10)]
+    for batch, M, N, kb in shapes:
+        K = kb * kk
+        a, sa, va = _side(rng, lf, batch + (M, K), k)
+        e, s, vb = _side(rng, rf, batch + (N, K), k)
+        want = ffi_dot.dot(a, sa, e, s, lf, rf, lhs_block_size=k, rhs_block_size=k)
+        got = ffi_dot.dot(a, sa, *_k_major(e, s), lf, rf, lhs_block_size=k, rhs_block_size=k,
+                          rhs_kn=True)
+        nb = len(batch)
+        dn = (((nb + 1,), (nb + 1,)), (tuple(range(nb)), tuple(range(nb))))
+        assert_dot_close(got, va, vb, dn, what=f"{lf} x {rf} k-major {batch, M, N, K}")
+        np.testing.assert_array_equal(np.asarray(got).view(np.uint32),
+                                      np.asarray(want).view(np.uint32))
+    if k is not None or FORMATS[rf].is_nvfp4 or FORMATS[lf].is_nvfp4:
+        return
+    # scales at the range's low end, a NaN scale: the f64 contraction on the copy
+    K = 2 * kk
+    a, sa, va = _side(rng, lf, (4, K), k)
+    e, s, vb = _with_scales(rng, rf, (40, K), range(0, 6))
+    sb = np.asarray(s).view(np.uint8).copy()
+    sb[3, 1] = 0xFF
+    s = sb.view(np.asarray(s).dtype)
+    want = ffi_dot.dot(a, sa, e, s, lf, rf, lhs_block_size=k, rhs_block_size=k)
+    got = ffi_dot.dot(a, sa, *_k_major(e, s), lf, rf, lhs_block_size=k, rhs_block_size=k,
+                      rhs_kn=True)
+    assert np.isnan(np.asarray(got)[:, 3]).all() and not np.isnan(np.asarray(got)[:, 4]).any()
+    np.testing.assert_array_equal(np.asarray(got).view(np.uint32),
+                                  np.asarray(want).view(np.uint32))
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_k_major_weights_transposed_every_simd_path(path):
+    """The transposed copy for the MX pair's kernel of each path this CPU runs."""
+    rng = np.random.default_rng(29)
+    for lf, rf in (("mxfp4_e2m1", "mxfp4_e2m1"), ("mxfp8_e4m3", "mxfp8_e4m3"),
+                   ("mxint8", "mxfp6_e2m3")):
+        a, sa, _ = _side(rng, lf, (20, 96))
+        e, s, _ = _side(rng, rf, (70, 96))
+        want = ffi_dot.dot(a, sa, e, s, lf, rf, path=path)
+        got = ffi_dot.dot(a, sa, *_k_major(e, s), lf, rf, rhs_kn=True, path=path)
+        np.testing.assert_array_equal(np.asarray(got).view(np.uint32),
+                                      np.asarray(want).view(np.uint32))
 
 
 @pytest.mark.parametrize("path", PATHS)

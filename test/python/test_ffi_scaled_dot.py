@@ -25,6 +25,7 @@ from mxlower.bindings import upstream
 from mxlower.execution import ffi_dot
 from mxlower.execution.run import run_module
 from mxlower.formats import FLOAT_TYPES, FORMATS
+from mxlower.lowering import dot_kernels
 from mxlower.testing import assert_dot_close
 
 pytestmark = pytest.mark.skipif(not upstream.available(), reason="upstream MLIR not installed")
@@ -292,8 +293,6 @@ def test_k_major_rows_any_count():
     of decoded weights, and XLA's threads split the rows in blocks of KN_BLOCK_ROWS), exact
     there: f32, f16 and bf16 rows, more than a block of rows (tiles of 8, then 4 + 2 + 1,
     in the last block)."""
-    from mxlower.lowering import dot_kernels
-
     rng = np.random.default_rng(7)
     kn = (((1,), (0,)), ((), ()))
     w = _side(rng, "mxfp8_e4m3", (64, 40), axis=0)
@@ -312,10 +311,11 @@ def test_k_major_rows_any_count():
 def test_mx_rows_against_k_major_weights(fmt):
     """MX rows against K-major MX weights: up to KN_MX_ROWS of them dequantized (the
     dequantize kernel; to bf16 where every value of their format is exact there, else f32)
-    and read by the K-major kernel as plain rows -- no transpose of the weights --, more
-    take XLA's transpose and the kernel of the MX pair; both within section 6, the range
-    ends (rows of values below f32's and bf16's normal range: the f64 contraction) the same
-    bits as impl="xla"; batched, and the weights as the lhs (``w^T x``)."""
+    and read by the K-major kernel as plain rows, more by the MX pair's kernel on the copy
+    of the weights its handler transposes (DotSpec.transposes_b) where that kernel takes
+    them, else dequantized too -- never a transpose by XLA --; all within section 6, the
+    range ends (rows of values below f32's and bf16's normal range: the f64 contraction)
+    the same bits as impl="xla"; batched, and the weights as the lhs (``w^T x``)."""
     from mxlower.lowering import dot_call
 
     rng = np.random.default_rng(ALL.index(fmt) + 90)
@@ -323,20 +323,24 @@ def test_mx_rows_against_k_major_weights(fmt):
     path = ffi_dot.host_path()
     kn = (((1,), (0,)), ((), ()))
     other = "mxfp4_e2m1" if fmt == "mxint8" else "mxint8"  # a mixed pair too
-    most = dot_call.KN_MX_ROWS.get(fmt, dot_call.KN_MX_ROWS[None])
+    t = "bf16" if dot_call.bf16_exact(fmt) else "f32"
+    most = dot_call.KN_MX_ROWS[t]
+    pair = dot_kernels.DotSpec(fmt, fmt, path=path, rhs_kn=True)
     for xf, M in ((fmt, 3), (other, 8), (fmt, most), (fmt, most + 1)):
         x = _side(rng, xf, (M, 2 * k))
         w = _side(rng, fmt, (2 * k, 40), axis=0)
         _check(x, w, kn)
         text = jax.jit(lambda u, v: mxj.scaled_dot(u, v, kn)).lower(x, w).as_text()
         calls = re.findall(r"custom_call @(\w+)", text)
-        if M <= most:  # (the rows as bf16 where every value of their format is exact there)
-            t = "bf16" if dot_call.bf16_exact(xf) else "f32"
-            assert calls[-1] == f"mxlower_dot_{t}_{fmt}k{k}_kn_{path}", calls
-            assert any(c.startswith(f"mxlower_dequantize_{xf}_{t}") for c in calls), calls
-            assert "stablehlo.transpose" not in text
+        assert "stablehlo.transpose" not in text
+        taken = (M <= pair.stream_m
+                 or dot_kernels.gemm_by_default(pair, dot_kernels.cpu_vendor()))
+        if M <= most or not taken:  # (the rows as bf16 where every value of their format
+            xt = "bf16" if dot_call.bf16_exact(xf) else "f32"  # is exact there)
+            assert calls[-1] == f"mxlower_dot_{xt}_{fmt}k{k}_kn_{path}", calls
+            assert any(c.startswith(f"mxlower_dequantize_{xf}_{xt}") for c in calls), calls
         else:
-            assert calls == [f"mxlower_dot_{fmt}k{k}_{fmt}k{k}_{path}"], calls
+            assert calls == [f"mxlower_dot_{fmt}k{k}_{fmt}k{k}_kn_{path}"], calls
     # rows of values below f32's normal range, NaN scales: the f64 contraction, impl="xla"'s
     # bits
     if not FORMATS[fmt].is_nvfp4:

@@ -14,7 +14,7 @@ from mxlower import reference as R
 from mxlower.bindings import jaxlib as J
 from mxlower.execution import ffi_dot
 from mxlower.formats import FORMATS
-from mxlower.lowering import dot_call
+from mxlower.lowering import dot_call, dot_kernels
 from mxlower.lowering.dot_kernels import PLAIN_STREAM_M, STREAM_M
 from mxlower.pipeline.manager import run_pipeline
 from mxlower.testing import MxModule, assert_dot_close
@@ -73,6 +73,9 @@ CASES = [
     ("mxfp8_e4m3", "mxfp4_e2m1", (3, 64), (64, 40), (((1,), (0,)), ((), ())), 32, F32),
     # (mxint8 rows: to bf16, exact there whatever their scales)
     ("mxint8", "mxfp8_e4m3", (2, 64), (64, 24), (((1,), (0,)), ((), ())), 32, F32),
+    # many MX rows: the MX pair's kernel on the copy its handler transposes (its integer
+    # GEMM on the x86 paths), else the rows dequantized as above
+    ("mxfp4_e2m1", "mxfp4_e2m1", (80, 64), (64, 40), (((1,), (0,)), ((), ())), 32, F32),
     # w @ x: the MX side has many rows, the plain one few (the kernel takes them swapped)
     ("mxfp4_e2m1", None, (40, 64), (2, 64), LAST, 32, F32),
     # more plain rows than a GEMV's against [N, K] weights stream too (DotSpec.stream_m),
@@ -102,9 +105,11 @@ def test_kernel_calls_within_contract(path):
     text = m.lowered()
     calls = re.findall(r"stablehlo\.custom_call @(mxlower_dot_\w+)", text)
     assert len(calls) == len(CASES), calls
-    assert sum("_kn_" in c for c in calls) == 4, calls
+    assert sum("_kn_" in c for c in calls) == 5, calls
     assert "mxlower_dot_f32_mxfp4_e2m1k32_kn_" + path in calls  # (the MX rows as f32)
     assert "mxlower_dot_bf16_mxfp8_e4m3k32_kn_" + path in calls  # (as bf16)
+    many = ("mxfp4_e2m1k32" if path in dot_kernels.X86_PATHS else "bf16") + "_mxfp4_e2m1k32"
+    assert f"mxlower_dot_{many}_kn_{path}" in calls, calls
     assert all(c.endswith("_" + path) for c in calls)
     assert "mx." not in text.replace("mxlower", "")
     outs = m.run()

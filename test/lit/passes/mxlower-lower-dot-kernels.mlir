@@ -957,6 +957,59 @@ func.func private @gemv_kn_f16(memref<?xf16>, memref<?xi8>, memref<?xi8>, memref
 
 // -----
 
+// MX rows against weights held K-major (rhs_layout = "kn" with an MX lhs): the kernel is
+// the MX pair's [N, K] kernel (its handler first copies B to [B, N, K]), and the transpose
+// part makes that copy -- units of (batch, 256 rows of K, 256 columns); tiles of 64 x 64
+// bytes: 16 rows of 16 bytes loaded, transposed by four rounds of byte interleaves, stored
+// into a stack scratch, whose 64 rows of 64 bytes then go out whole; tiles of 16 x 16 and
+// byte by byte at the edges; the scales (the first row block's units) the same way.
+// CHECK-LABEL: func.func @pair_kn(
+// CHECK: vector.load %arg2[%{{.*}}] : memref<?xi8>, vector<{{[0-9]+}}xi8>
+// CHECK-LABEL: func.func @pair_kn_transpose(%arg0: memref<?xi8>, %arg1: memref<?xi8>, %arg2: memref<?xi8>, %arg3: memref<?xi8>, %arg4: memref<?xi64>, %arg5: index, %arg6: index)
+// CHECK: %[[S:.+]] = memref.alloca() {alignment = 64 : i64} : memref<4096xi8>
+// CHECK: scf.for %{{.*}} = %arg5 to %arg6 step
+// CHECK: %[[R:.+]] = vector.load %arg0[%{{.*}}] : memref<?xi8>, vector<16xi8>
+// CHECK: vector.shuffle %[[R]], %{{.*}} [0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23] : vector<16xi8>, vector<16xi8>
+// CHECK-NEXT: vector.shuffle %[[R]], %{{.*}} [8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31] : vector<16xi8>, vector<16xi8>
+// CHECK: vector.store %{{.*}}, %[[S]][%{{.*}}] : memref<4096xi8>, vector<16xi8>
+// CHECK: %[[W:.+]] = vector.load %[[S]][%{{.*}}] : memref<4096xi8>, vector<64xi8>
+// CHECK-NEXT: vector.store %[[W]], %arg2[%{{.*}}] : memref<?xi8>, vector<64xi8>
+// CHECK: vector.store %{{.*}}, %arg2[%{{.*}}] : memref<?xi8>, vector<16xi8>
+// CHECK: %[[B:.+]] = memref.load %arg0[%{{.*}}] : memref<?xi8>
+// CHECK: memref.store %[[B]], %arg2[%{{.*}}] : memref<?xi8>
+// CHECK: scf.if
+// CHECK: vector.load %arg1[%{{.*}}] : memref<?xi8>, vector<16xi8>
+// CHECK: vector.store %{{.*}}, %arg3[%{{.*}}] : memref<?xi8>, vector<64xi8>
+// CHECK: memref.store %{{.*}}, %arg3[%{{.*}}] : memref<?xi8>
+func.func private @pair_kn(memref<?xi8>, memref<?xi8>, memref<?xi8>, memref<?xi8>, memref<?xf32>, memref<?xi64>, index, index) attributes {mxlower.dot_kernel = {lhs = "mxfp8_e4m3", rhs = "mxfp8_e4m3", path = "avx512", rhs_layout = "kn"}}
+func.func private @pair_kn_transpose(memref<?xi8>, memref<?xi8>, memref<?xi8>, memref<?xi8>, memref<?xi64>, index, index) attributes {mxlower.dot_kernel = {lhs = "mxfp8_e4m3", rhs = "mxfp8_e4m3", path = "avx512", rhs_layout = "kn", part = "transpose"}}
+
+// -----
+
+// f4 codes (two per byte along N as held, along K in the copy): tiles of 32 rows of K x 16
+// columns -- each pair of rows' 8 bytes split into the even columns' bytes (row k's code
+// low, row k + 1's high) and the odd columns', the 16 x 16 bytes transposed, each of the
+// 16 rows stored as a column's 32 codes --, pairs of rows and columns at the edges.
+// CHECK-LABEL: func.func @f4_kn_transpose(
+// CHECK: %[[X:.+]] = vector.load %arg0[%{{.*}}] : memref<?xi8>, vector<8xi8>
+// CHECK: %[[Y:.+]] = vector.load %arg0[%{{.*}}] : memref<?xi8>, vector<8xi8>
+// CHECK: arith.andi %[[X]], %{{.*}} : vector<8xi8>
+// CHECK: arith.shli %[[Y]], %{{.*}} : vector<8xi8>
+// CHECK: arith.shrui %[[X]], %{{.*}} : vector<8xi8>
+// CHECK: arith.andi %[[Y]], %{{.*}} : vector<8xi8>
+// CHECK: vector.shuffle %{{.*}}, %{{.*}} [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15] : vector<8xi8>, vector<8xi8>
+// CHECK: vector.store %{{.*}}, %arg2[%{{.*}}] : memref<?xi8>, vector<16xi8>
+// CHECK: %[[PX:.+]] = memref.load %arg0[%{{.*}}] : memref<?xi8>
+// CHECK: %[[PY:.+]] = memref.load %arg0[%{{.*}}] : memref<?xi8>
+// CHECK: arith.shli %[[PY]], %{{.*}} : i8
+// CHECK: memref.store %{{.*}}, %arg2[%{{.*}}] : memref<?xi8>
+// CHECK: memref.store %{{.*}}, %arg2[%{{.*}}] : memref<?xi8>
+// CHECK: scf.if
+// CHECK: vector.store %{{.*}}, %arg3[%{{.*}}] : memref<?xi8>, vector<64xi8>
+func.func private @f4_kn_transpose(memref<?xi8>, memref<?xi8>, memref<?xi8>, memref<?xi8>, memref<?xi64>, index, index) attributes {mxlower.dot_kernel = {lhs = "mxint8", rhs = "mxfp4_e2m1", path = "avx512", rhs_layout = "kn", part = "transpose"}}
+
+// -----
+
 // The range test (part = "range"; the kernel's signature): one pass over the plain side's
 // exponent fields (8 lanes) and over the scale codes (32 at a time, unsigned min and max), no
 // scratch, then the mode stored into dims[4].  The kernel reads it and runs, where it is not
@@ -1005,12 +1058,16 @@ func.func private @f(memref<?xf32>) attributes {mxlower.dot_kernel = {lhs = "f32
 func.func private @g(memref<?xf32>) attributes {mxlower.dot_kernel = {lhs = "f32", rhs = "mxint8", rhs_block_size = "32"}}
 // expected-error @+1 {{@h: 'mxlower.dot_kernel' lacks the field 'rhs'}}
 func.func private @h(memref<?xf32>) attributes {mxlower.dot_kernel = {lhs = "f32"}}
-// expected-error @+1 {{@j: 'mxlower.dot_kernel' field 'part' must be one of dot, range, got 'both'}}
+// expected-error @+1 {{@j: 'mxlower.dot_kernel' field 'part' must be one of dot, range, transpose, got 'both'}}
 func.func private @j(memref<?xf32>) attributes {mxlower.dot_kernel = {lhs = "f32", rhs = "mxfp4_e2m1", part = "both"}}
 // expected-error @+1 {{@k: 'mxlower.dot_kernel' field 'rhs_layout' must be one of nk, kn, got 'mk'}}
 func.func private @k(memref<?xf32>) attributes {mxlower.dot_kernel = {lhs = "f32", rhs = "mxfp4_e2m1", rhs_layout = "mk"}}
-// expected-error @+1 {{@l: dot kernel: a K-major rhs (rhs_layout = "kn") must be MX against a plain lhs}}
-func.func private @l(memref<?xi8>) attributes {mxlower.dot_kernel = {lhs = "mxfp4_e2m1", rhs = "mxfp4_e2m1", rhs_layout = "kn"}}
+// expected-error @+1 {{@l: dot kernel: a K-major rhs (rhs_layout = "kn") must be MX}}
+func.func private @l(memref<?xi8>) attributes {mxlower.dot_kernel = {lhs = "mxfp4_e2m1", rhs = "f32", rhs_layout = "kn"}}
+// expected-error @+1 {{@m: kernel mxlower_dot_f32_mxfp4_e2m1k32_kn_portable has no transpose part (only K-major B against MX rows has)}}
+func.func private @m(memref<?xi8>, memref<?xi8>, memref<?xi8>, memref<?xi8>, memref<?xi64>, index, index) attributes {mxlower.dot_kernel = {lhs = "f32", rhs = "mxfp4_e2m1", rhs_layout = "kn", part = "transpose"}}
+// expected-error @+1 {{@n: kernel mxlower_dot_mxfp4_e2m1k32_mxfp4_e2m1k32_kn_portable takes (memref<?xi8>, memref<?xi8>, memref<?xi8>, memref<?xi8>, memref<?xi64>, index, index) -> (), declared (memref<?xi8>) -> ()}}
+func.func private @n(memref<?xi8>) attributes {mxlower.dot_kernel = {lhs = "mxfp4_e2m1", rhs = "mxfp4_e2m1", rhs_layout = "kn", part = "transpose"}}
 // expected-error @+1 {{@i: a kernel declaration must not have a body}}
 func.func @i(%a: memref<?xf32>, %b: memref<?xi8>, %bs: memref<?xi8>, %o: memref<?xf32>, %d: memref<?xi64>, %u0: index, %u1: index) attributes {mxlower.dot_kernel = {lhs = "f32", rhs = "mxfp4_e2m1"}} {
   return

@@ -125,6 +125,34 @@ func.func @mx_rows_k_major_bf16(%x: tensor<3x64xi8>, %xs: tensor<3x2xf8E8M0FNU>,
 
 // -----
 
+// More MX rows against K-major MX weights (past dot_call.KN_MX_ROWS: 64 rows dequantized
+// to bf16, 16 to f32): the MX pair's kernel, its rhs as stored -- the kernel's handler
+// copies it to [N, K] (rhs_layout = "kn" with an MX lhs) --, where that kernel's GEMM runs
+// by default (the integer dot products on avx2; the f8 pair's bf16 dot products on avx512
+// on AMD's CPUs, not Intel's); else the rows dequantized for the K-major kernel as above.
+// Never a transpose of the weights in the StableHLO.
+// CHECK-LABEL: func.func @many_mx_rows_k_major(
+// CHECK: stablehlo.custom_call @mxlower_dot_bf16_mxfp4_e2m1k32_kn_portable(
+// AVX2-LABEL: func.func @many_mx_rows_k_major(
+// AVX2-NOT: stablehlo.transpose
+// AVX2: stablehlo.custom_call @mxlower_dot_mxfp4_e2m1k32_mxfp4_e2m1k32_kn_avx2(
+// AVX2-SAME: (tensor<1x80x64xf4E2M1FN>, tensor<1x80x2xf8E8M0FNU>, tensor<1x64x40xf4E2M1FN>, tensor<1x2x40xf8E8M0FNU>) -> tensor<1x80x40xf32>
+// AVX512-LABEL: func.func @many_f8_rows_k_major(
+// AVX512-NOT: stablehlo.transpose
+// AVX512: stablehlo.custom_call @mxlower_dot_mxfp8_e4m3k32_mxfp8_e4m3k32_kn_avx512(
+// INTEL-LABEL: func.func @many_f8_rows_k_major(
+// INTEL: stablehlo.custom_call @mxlower_dot_f32_mxfp8_e4m3k32_kn_avx512(
+func.func @many_mx_rows_k_major(%x: tensor<80x64xf4E2M1FN>, %xs: tensor<80x2xf8E8M0FNU>, %w: tensor<64x40xf4E2M1FN>, %s: tensor<2x40xf8E8M0FNU>) -> tensor<80x40xf32> {
+  %0 = "mx.scaled_dot"(%x, %xs, %w, %s) {lhs_format = "mxfp4_e2m1", rhs_format = "mxfp4_e2m1", rhs_axis = 0 : i64, dot_dimension_numbers = #stablehlo.dot<lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [0]>} : (tensor<80x64xf4E2M1FN>, tensor<80x2xf8E8M0FNU>, tensor<64x40xf4E2M1FN>, tensor<2x40xf8E8M0FNU>) -> tensor<80x40xf32>
+  return %0 : tensor<80x40xf32>
+}
+func.func @many_f8_rows_k_major(%x: tensor<24x64xf8E4M3FN>, %xs: tensor<24x2xf8E8M0FNU>, %w: tensor<64x40xf8E4M3FN>, %s: tensor<2x40xf8E8M0FNU>) -> tensor<24x40xf32> {
+  %0 = "mx.scaled_dot"(%x, %xs, %w, %s) {lhs_format = "mxfp8_e4m3", rhs_format = "mxfp8_e4m3", rhs_axis = 0 : i64, dot_dimension_numbers = #stablehlo.dot<lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [0]>} : (tensor<24x64xf8E4M3FN>, tensor<24x2xf8E8M0FNU>, tensor<64x40xf8E4M3FN>, tensor<2x40xf8E8M0FNU>) -> tensor<24x40xf32>
+  return %0 : tensor<24x40xf32>
+}
+
+// -----
+
 // A GEMM (more than 16 free rows on both sides) is left to mxlower-decompose-mx unless
 // gemm=true; a batched one then calls the kernel with its batch dimension in front.
 // CHECK-LABEL: func.func @gemm(
