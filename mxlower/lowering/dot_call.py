@@ -44,11 +44,11 @@ K_MAJOR = True
 #: K-major kernel, the activations dequantized first (:func:`dequantized_a`), by what they
 #: are dequantized to (bf16 where :func:`bf16_exact`, else f32); more rows take the MX
 #: pair's ``[N, K]`` kernel on the copy of the weights its handler transposes
-#: (:attr:`DotSpec.transposes_b`: 1.1-2.5 ms for 9-17 MB of codes, where XLA's transpose
+#: (:attr:`DotSpec.transposes_b`: 1.1-3.7 ms for 9-17 MB of codes, where XLA's transpose
 #: took 42-66 ms).  At N = K = 4096 on a Zen 4 (weights cold), 16 rows read K-major
-#: 2.2-4.2 ms against 4.4-5.6 transposed, 64 bf16 rows 5.2-7.2 ms either way, 128 rows
-#: 7.9-13.5 ms transposed against 11.2-22.2 read K-major, 32 e4m3 rows (f32) 6.1 ms
-#: transposed against 6.8 (BENCHMARKS.md, twenty-fourth session)
+#: 2.2-3.9 ms against 3.9-6.8 transposed, 64 bf16 rows 5.1-7.2 ms either way, 128 rows
+#: 8.7-13.4 ms transposed against 11.2-22.1 read K-major, 32 e4m3 rows (f32) 5.9 ms
+#: transposed against 6.7 (BENCHMARKS.md, twenty-fourth session)
 KN_MX_ROWS = {"bf16": 64, "f32": 16}
 #: element types a kernel call can take on XLA:CPU (f6 has no XLA type there)
 CALLABLE_TYPES = frozenset({"f32", "bf16", "f16", "f4E2M1FN", "f8E4M3FN", "f8E5M2", "i8",
