@@ -409,6 +409,8 @@ def _fused_dot(ctx: Any, args: Any, dimension_numbers: Any,
         av, a_scales, a_format = (normalize(v[a], a),
                                   normalize(v[f"{a}_scales"], a) if f"{a}_scales" in v else None,
                                   params[f"{a}_format"])
+        if a_format is None and dot_call.converted_a(spec, None, _wide(av.dtype)):
+            av = av.astype(_F32)  # f16 rows as f32 (exact)
         if dot_call.dequantized_a(spec, a_format):  # MX rows read as plain (K-major weights)
             av = ffi.dequantize(av, a_scales, a_format, axis=2,
                                 block_size=params[f"{a}_block_size"],

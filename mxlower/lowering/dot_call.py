@@ -29,8 +29,8 @@ from mxlower.lowering.dot_kernels import STREAM_M, DotSpec, gemm_by_default
 from mxlower.lowering.mx_math import dequantize_values
 from mxlower.numbers import Datatype
 
-__all__ = ["CALLABLE_TYPES", "KN_MX_ROWS", "K_MAJOR", "Side", "bf16_exact", "callable_side",
-           "dequantized_a", "emit_call", "k_major", "normalize_order", "plan", "side_of"]
+__all__ = ["CALLABLE_TYPES", "F16_ROWS", "KN_MX_ROWS", "K_MAJOR", "Side", "bf16_exact",
+           "callable_side", "converted_a", "dequantized_a", "emit_call", "k_major", "normalize_order", "plan", "side_of"]
 
 #: whether :func:`plan` gives K-major MX weights against plain rows -- any number of them --
 #: the K-major kernel (:attr:`DotSpec.rhs_kn`: read as stored), else the ``[N, K]`` one
@@ -50,6 +50,12 @@ K_MAJOR = True
 #: 8.7-13.4 ms transposed against 11.2-22.1 read K-major, 32 e4m3 rows (f32) 5.9 ms
 #: transposed against 6.7 (BENCHMARKS.md, twenty-fourth session)
 KN_MX_ROWS = {"bf16": 64, "f32": 16}
+#: the most f16 rows that :func:`plan` gives the kernel as f16 against MX weights held
+#: ``[N, K]``; more are converted to f32 first (exact; :func:`converted_a`): the f32 rows'
+#: streaming tiles and GEMM ran them 1.03-1.5x (16-96 rows) and 1.2-1.4x (129-256 rows,
+#: the GEMM on transposed panels, where f16 rows took the dequantize kernel + XLA's dot past
+#: 256) faster at N = K = 4096 on a Zen 4 (BENCHMARKS.md, twenty-fourth session)
+F16_ROWS = 16
 #: element types a kernel call can take on XLA:CPU (f6 has no XLA type there)
 CALLABLE_TYPES = frozenset({"f32", "bf16", "f16", "f4E2M1FN", "f8E4M3FN", "f8E5M2", "i8",
                             "ui8"})
@@ -116,7 +122,9 @@ def plan(lhs: Side, rhs: Side, contracting: tuple[Sequence[int], Sequence[int]],
     :func:`dequantized_a`); more MX rows take the MX pair's kernel on a copy of the weights
     its handler transposes (:attr:`DotSpec.transposes_b`) where that kernel takes them
     (they stream, or its GEMM runs by default), else they too are dequantized for the
-    K-major kernel.  A side's format may be a datatype (:class:`Side`)."""
+    K-major kernel.  More than :data:`F16_ROWS` f16 rows against MX weights held ``[N,
+    K]`` take the kernel of f32 rows (:func:`converted_a`).  A side's format may be a
+    datatype (:class:`Side`)."""
     lhs, rhs = _named(lhs), _named(rhs)
     sides = {"lhs": lhs, "rhs": rhs}
     free = {}
@@ -131,7 +139,10 @@ def plan(lhs: Side, rhs: Side, contracting: tuple[Sequence[int], Sequence[int]],
     # the kernel's A side: the lhs unless only the rhs's rows stream against the other side
     # (so that plain rows against MX weights are A whatever their count: the shards of a dot
     # split along either side's rows compute as the whole does)
-    swap = (free["rhs"] <= _stream_m(rhs, lhs, path)
+    # (and plain rows whose GEMM against MX weights runs by default are A, whatever the
+    # other side's count)
+    swap = ((free["rhs"] <= _stream_m(rhs, lhs, path)
+             or _gemm_rows(rhs, lhs, free["rhs"], path, vendor))
             and free["lhs"] > _stream_m(lhs, rhs, path))
     an, bn = ("rhs", "lhs") if swap else ("lhs", "rhs")  # the kernel's sides A and B
     a, b = sides[an], sides[bn]
@@ -144,6 +155,8 @@ def plan(lhs: Side, rhs: Side, contracting: tuple[Sequence[int], Sequence[int]],
         t = "bf16" if bf16_exact(a.fmt) else "f32"
         if free[an] <= KN_MX_ROWS[t] or not _takes(a, b, path, free[an], gemm, vendor):
             a = Side(None, t, None, None, a.shape)
+    if not kn and a.fmt is None and a.element_type == "f16" and free[an] > F16_ROWS:
+        a = dataclasses.replace(a, element_type="f32")  # (exact: converted_a)
     try:
         spec = _spec(a, b, path, kn)
     except ValueError:
@@ -151,6 +164,19 @@ def plan(lhs: Side, rhs: Side, contracting: tuple[Sequence[int], Sequence[int]],
     if free[an] > spec.stream_m and not gemm and not gemm_by_default(spec, vendor):
         return None
     return spec, swap
+
+
+def _gemm_rows(a: Side, b: Side, m: int, path: str, vendor: str) -> bool:
+    """Whether ``m`` plain rows of ``a`` against MX ``b`` take the kernel's GEMM by default
+    (f16 ones as f32 past :data:`F16_ROWS`)."""
+    if a.fmt is not None or b.fmt is None:
+        return False
+    if a.element_type == "f16" and m > F16_ROWS:
+        a = dataclasses.replace(a, element_type="f32")
+    try:
+        return gemm_by_default(_spec(a, b, path), vendor)
+    except ValueError:
+        return False
 
 
 def _takes(a: Side, b: Side, path: str, m: int, gemm: bool, vendor: str) -> bool:
@@ -171,6 +197,13 @@ def dequantized_a(spec: DotSpec, a_format: Any) -> bool:
     :func:`plan`, :data:`KN_MX_ROWS`): the kernel reads it as plain rows of ``spec.lhs``
     (bf16 where :func:`bf16_exact`, else f32)."""
     return a_format is not None and spec.fmt("lhs") is None
+
+
+def converted_a(spec: DotSpec, a_format: Any, a_type: str) -> bool:
+    """Whether the kernel's plain A side of element type ``a_type`` (``a_format`` None) is
+    converted to the kernel's type first (f16 rows read as f32 past :data:`F16_ROWS`:
+    :func:`plan`)."""
+    return a_format is None and a_type != spec.lhs
 
 
 def bf16_exact(fmt: str) -> bool:
@@ -254,6 +287,8 @@ def emit_call(b: Any, s: Any, spec: DotSpec, swap: bool) -> Any:
     a = getattr(s, order[0])
     first = a.value
     deq = dequantized_a(spec, a.fmt)
+    if converted_a(spec, a.fmt, a.element_type):  # f16 rows as f32 (exact)
+        first = b.convert(first, spec.lhs)
     if deq:  # its exact values (docs/semantics.md section 5)
         first = dequantize_values(b, a.value, a.scales, a.fmt, a.block_size, a.axis,
                                   None, "f32")

@@ -307,6 +307,40 @@ def test_k_major_rows_any_count():
         _check(rng.standard_normal((M, 64)).astype(dt), w, kn)
 
 
+@pytest.mark.parametrize("fmt", ["mxfp4_e2m1", "mxfp8_e4m3", "nvfp4", "mxint8"])
+def test_f16_rows_as_f32(fmt):
+    """More than F16_ROWS f16 rows against MX weights held [N, K] are converted to f32 (an
+    exact convert) for the kernel of f32 rows -- its streaming tiles, and past them its
+    GEMM on transposed panels where that is a default one --: the same bits as f32 rows of
+    the same values; up to F16_ROWS the kernel of f16 rows; either order of the sides."""
+    from mxlower.lowering import dot_call
+
+    rng = np.random.default_rng(ALL.index(fmt) + 70)
+    k = FORMATS[fmt].block_size
+    path = ffi_dot.host_path()
+    w = _side(rng, fmt, (40, 2 * k))
+    most = dot_call.F16_ROWS
+    for M in (most, most + 1, 200):
+        x = (rng.standard_normal((M, 2 * k)) * 4).astype(np.float16)
+        _check(x, w)
+        text = jax.jit(lambda u, v: mxj.scaled_dot(u, v)).lower(x, w).as_text()
+        calls = re.findall(r"custom_call @(\w+)", text)
+        spec32 = dot_kernels.DotSpec("f32", fmt, path=path)
+        if M <= most:
+            assert calls == [f"mxlower_dot_f16_{fmt}k{k}_{path}"], calls
+            continue
+        if M > spec32.stream_m and not dot_kernels.gemm_by_default(
+                spec32, dot_kernels.cpu_vendor()):
+            assert not any(c.startswith("mxlower_dot_") for c in calls), calls
+            continue
+        assert calls == [f"mxlower_dot_f32_{fmt}k{k}_{path}"], calls
+        assert "stablehlo.convert" in text
+        _same(jax.jit(lambda u, v: mxj.scaled_dot(u, v))(x, w),
+              jax.jit(lambda u, v: mxj.scaled_dot(u, v))(x.astype(F32), w))
+        _same(jax.jit(lambda u, v: mxj.scaled_dot(v, u))(x, w),  # w x^T: the kernel swaps
+              jax.jit(lambda u, v: mxj.scaled_dot(v, u))(x.astype(F32), w))
+
+
 @pytest.mark.parametrize("fmt", ALL)
 def test_mx_rows_against_k_major_weights(fmt):
     """MX rows against K-major MX weights: up to KN_MX_ROWS of them dequantized (the

@@ -81,6 +81,8 @@ CASES = [
     # more plain rows than a GEMV's against [N, K] weights stream too (DotSpec.stream_m),
     # in either order
     (None, "mxfp8_e4m3", (40, 64), (24, 64), LAST, 32, F32),
+    # (more than F16_ROWS f16 rows: converted to f32, exactly, for the f32 rows' kernel)
+    (None, "mxint8", (40, 64), (24, 64), LAST, 32, np.float16),
     ("mxint8", None, (48, 64), (20, 64), LAST, 32, "bfloat16"),
     # both sides MX, batch dimensions, K = 3 blocks (the exact block sums)
     ("mxfp4_e2m1", "mxint8", (2, 5, 96), (2, 7, 96), (((2,), (2,)), ((0,), (0,))), 32, F32),
@@ -110,6 +112,7 @@ def test_kernel_calls_within_contract(path):
     assert "mxlower_dot_bf16_mxfp8_e4m3k32_kn_" + path in calls  # (as bf16)
     many = ("mxfp4_e2m1k32" if path in dot_kernels.X86_PATHS else "bf16") + "_mxfp4_e2m1k32"
     assert f"mxlower_dot_{many}_kn_{path}" in calls, calls
+    assert "mxlower_dot_f32_mxint8k32_" + path in calls, calls  # (the f16 rows as f32)
     assert all(c.endswith("_" + path) for c in calls)
     assert "mx." not in text.replace("mxlower", "")
     outs = m.run()

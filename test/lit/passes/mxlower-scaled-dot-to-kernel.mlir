@@ -125,6 +125,19 @@ func.func @mx_rows_k_major_bf16(%x: tensor<3x64xi8>, %xs: tensor<3x2xf8E8M0FNU>,
 
 // -----
 
+// More than 16 f16 rows (dot_call.F16_ROWS) against MX weights held [N, K]: converted to
+// f32 (exact) for the kernel of f32 rows, which ran them faster.
+// CHECK-LABEL: func.func @f16_rows(
+// CHECK: %[[C:.*]] = stablehlo.convert %arg0 : (tensor<24x64xf16>) -> tensor<24x64xf32>
+// CHECK: %[[C3:.*]] = stablehlo.reshape %[[C]] : (tensor<24x64xf32>) -> tensor<1x24x64xf32>
+// CHECK: stablehlo.custom_call @mxlower_dot_f32_mxint8k32_portable(%[[C3]], %{{.*}}, %{{.*}})
+func.func @f16_rows(%x: tensor<24x64xf16>, %w: tensor<40x64xi8>, %s: tensor<40x2xf8E8M0FNU>) -> tensor<24x40xf32> {
+  %0 = "mx.scaled_dot"(%x, %w, %s) {rhs_format = "mxint8", dot_dimension_numbers = #stablehlo.dot<lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [1]>} : (tensor<24x64xf16>, tensor<40x64xi8>, tensor<40x2xf8E8M0FNU>) -> tensor<24x40xf32>
+  return %0 : tensor<24x40xf32>
+}
+
+// -----
+
 // More MX rows against K-major MX weights (past dot_call.KN_MX_ROWS: 64 rows dequantized
 // to bf16, 16 to f32): the MX pair's kernel, its rhs as stored -- the kernel's handler
 // copies it to [N, K] (rhs_layout = "kn" with an MX lhs) --, where that kernel's GEMM runs
