@@ -170,6 +170,9 @@ def handler_text(spec: DotSpec) -> str:
     N = dim("b", 1 if kn else 0)
     for o, i, want in (("b", 0 if kn else 1, K), ("out", 0, M), ("out", 1, N)):
         f.fail_if(e.icmp("ne", dim(o, i), want), f"shapes must be {shapes}")
+    if spec.transposes_b and spec.fmt("rhs").bits == 4:  # (rows of K of whole bytes)
+        f.fail_if(e.icmp("ne", e.binary("urem", N, e.i64(2)), zero),
+                  "a K-major f4 rhs against MX rows needs an even N")
     for side, nm in (("lhs", "a"), ("rhs", "b")):
         k = spec.k(side)
         if not k:

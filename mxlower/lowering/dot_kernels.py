@@ -1954,13 +1954,14 @@ class _DotKernel:
         self.srows = t.op(f"{{r}} = arith.minui {up}, {t.c(max(s.stream_m, MR))} : index")
         mk = t.op(f"{{r}} = arith.muli {self.srows}, {K} : index")
         self.ad = t.op(f"{{r}} = memref.alloc({mk}) : memref<?xf32>")
+        # B's decoded panel (the f32 GEMMs'), and its K-major copy (:meth:`kn_gemm_panel`):
+        # none for the streaming rows (a GEMV allocates nothing it does not use)
         pk = t.op(f"{{r}} = arith.muli {cnp}, {K} : index")
-        self.bd = t.op(f"{{r}} = memref.alloc({pk}) : memref<?xf32>")
-        if self.kn_gemm():  # the panel's scaled values, K-major (:meth:`kn_gemm_panel`):
-            # none for the streaming rows (a GEMV allocates nothing it does not use)
-            big = t.op(f"{{r}} = arith.cmpi ugt, {M}, {t.c(s.stream_m)} : index")
-            nbt = t.op(f"{{r}} = arith.select {big}, {pk}, {t.c(0)} : index")
-            self.bt = t.op(f"{{r}} = memref.alloc({nbt}) : memref<?xf32>")
+        big = t.op(f"{{r}} = arith.cmpi ugt, {M}, {t.c(s.stream_m)} : index")
+        npk = t.op(f"{{r}} = arith.select {big}, {pk}, {t.c(0)} : index")
+        self.bd = t.op(f"{{r}} = memref.alloc({npk}) : memref<?xf32>")
+        if self.kn_gemm():
+            self.bt = t.op(f"{{r}} = memref.alloc({npk}) : memref<?xf32>")
         self.blockwise = s.blockwise
         if self.blockwise or self.exact_bf16:  # the streaming path's B factors: a panel's
             # columns x blocks

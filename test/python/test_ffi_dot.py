@@ -351,6 +351,11 @@ def test_k_major_shapes_are_checked():
     with pytest.raises(Exception, match=r"b_scales must have shape \[..., K / 32, N\]"):
         ffi_dot.dot(a, sa, ek, np.asarray(sk)[:, :32], "mxfp8_e4m3", "mxfp8_e4m3",
                     rhs_kn=True)
+    # f4 codes of an odd N: rows of K not whole bytes, which the copy needs
+    a, sa, _ = _side(rng, "mxfp4_e2m1", (2, 64))
+    e, s, _ = _side(rng, "mxfp4_e2m1", (33, 64))
+    with pytest.raises(Exception, match="a K-major f4 rhs against MX rows needs an even N"):
+        ffi_dot.dot(a, sa, *_k_major(e, s), "mxfp4_e2m1", "mxfp4_e2m1", rhs_kn=True)
 
 
 #: (lhs, rhs, block size or None) of the K-major weights' transposed copy

@@ -153,6 +153,25 @@ def _child() -> dict:  # noqa: C901 (one case after another)
     except AssertionError as err:
         res["dot_kn_k"]["within_contract"] = str(err)
 
+    # many MX rows (128: past dot_call.KN_MX_ROWS) against K-major MX weights sharded along
+    # N: each shard's MX pair kernel on its own transposed copy of [K, N / 4]
+    x2 = np.concatenate([x, x * 0.5], axis=1)
+
+    def gemm_kn(x, w):
+        return mxj.scaled_dot(mxj.quantize(x, "mxfp4_e2m1"),
+                              mxj.quantize(w, "mxfp4_e2m1", axis=0), dkn)
+
+    (got,) = case("dot_kn_mx_n", gemm_kn, [x2, wk], [P(None, None, None), P(None, "model")])
+    qx = mxj.quantize(x2, "mxfp4_e2m1")
+    ax = R.dequantize(np.asarray(qx.elements), np.asarray(qx.scales), "mxfp4_e2m1")
+    q4 = mxj.quantize(wk, "mxfp4_e2m1", axis=0)
+    b4 = R.dequantize(np.asarray(q4.elements), np.asarray(q4.scales), "mxfp4_e2m1", axis=0)
+    try:
+        assert_dot_close(np.asarray(got), ax, b4, dkn, what="dot_kn_mx_n")
+        res["dot_kn_mx_n"]["within_contract"] = True
+    except AssertionError as err:
+        res["dot_kn_mx_n"]["within_contract"] = str(err)
+
     # batch dimensions on both sides: [B, M, K] x [B, N, K]
     xb = x[:, :8]
 
@@ -402,6 +421,26 @@ def test_export_over_an_abstract_mesh(res):
     devices to run its kernels per shard, and says so (as JAX's own scaled_matmul)."""
     assert res["export_abstract_mesh_xla"] is True
     assert "AbstractMesh cannot be used" in res["export_abstract_mesh_auto"]
+
+
+def test_many_mx_rows_against_k_major_weights_sharded_along_n(res):
+    """128 MX rows against K-major MX weights sharded along N: each shard runs the MX pair's
+    kernel on the copy its handler transposes (where that kernel's GEMM runs by default,
+    else the rows dequantized for the K-major kernel), within the contract and the same
+    bits as the unsharded dot (each result's sums do not depend on the other columns)."""
+    entry = res["dot_kn_mx_n"]
+    assert entry["within_contract"] is True, entry["within_contract"]
+    assert entry["equal"], "sharded and unsharded results differ"
+    pair = dot_kernels.DotSpec("mxfp4_e2m1", "mxfp4_e2m1", path=ffi_dot.host_path(),
+                               rhs_kn=True)
+    if dot_kernels.gemm_by_default(pair, dot_kernels.cpu_vendor()):
+        calls = _kernels(entry, pair.name)
+        assert calls and all("f4e2m1fn[1,128,256]" in c for c in calls[pair.name]), (
+            entry["calls"])  # (every row on each shard)
+        assert "f32[128,256]" in str(entry["calls"]), entry["calls"]  # (w's N / 4 columns)
+    else:
+        assert _kernels(entry, "mxlower_dot_bf16_mxfp4_e2m1k32_kn"), sorted(entry["calls"])
+    assert entry["collectives"] == [] or "all-gather" in entry["collectives"]
 
 
 def test_k_major_weights_sharded_along_k(res):

@@ -21,7 +21,9 @@
 // GEMV: %[[R:.*]] = arith.muli %[[SR]], %[[K]] : index
 // GEMV-NEXT: memref.alloc(%[[R]]) : memref<?xf32>
 // GEMV: %[[P:.*]] = arith.muli %c32{{.*}}, %[[K]] : index
-// GEMV-NEXT: memref.alloc(%[[P]]) : memref<?xf32>
+// GEMV: %[[BIG:.*]] = arith.cmpi ugt, %{{.*}}, %c64{{.*}} : index
+// GEMV: %[[NP:.*]] = arith.select %[[BIG]], %[[P]], %c0{{.*}} : index
+// GEMV-NEXT: memref.alloc(%[[NP]]) : memref<?xf32>
 // and the panel's block factors: 32 columns x K / 32 blocks
 // GEMV: %[[NB:.*]] = arith.divui %[[K]], %c32{{.*}} : index
 // GEMV-NEXT: %[[NF:.*]] = arith.muli %c32{{.*}}, %[[NB]] : index

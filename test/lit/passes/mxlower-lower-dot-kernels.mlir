@@ -27,7 +27,9 @@
 // CHECK: %[[R:.*]] = arith.muli %[[SR]], %[[K]] : index
 // CHECK-NEXT: %[[AD:.*]] = memref.alloc(%[[R]]) : memref<?xf32>
 // CHECK: %[[P:.*]] = arith.muli %c32{{.*}}, %[[K]] : index
-// CHECK-NEXT: memref.alloc(%[[P]]) : memref<?xf32>
+// CHECK: %[[BIG:.*]] = arith.cmpi ugt, %{{.*}}, %c64{{.*}} : index
+// CHECK: %[[NP:.*]] = arith.select %[[BIG]], %[[P]], %c0{{.*}} : index
+// CHECK-NEXT: memref.alloc(%[[NP]]) : memref<?xf32>
 // and the panel's block factors: 32 columns x K / 32 blocks
 // CHECK: %[[NB:.*]] = arith.divui %[[K]], %c32{{.*}} : index
 // CHECK-NEXT: %[[NF:.*]] = arith.muli %c32{{.*}}, %[[NB]] : index
