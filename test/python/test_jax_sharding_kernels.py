@@ -143,15 +143,20 @@ def _child() -> dict:  # noqa: C901 (one case after another)
         return mxj.scaled_dot(x, mxj.quantize(w, "mxfp8_e4m3", axis=0), dkn)
 
     case("dot_kn_n", gemv_kn, [xk, wk], [P("data", None, None), P(None, "model")])
+    def values(v, fmt, axis=-1):  # an MX side's f32 values
+        q = mxj.quantize(v, fmt, axis=axis)
+        return R.dequantize(np.asarray(q.elements), np.asarray(q.scales), fmt, axis=axis)
+
+    def within(name, got, a, b, dims):  # res[name]["within_contract"]: True or why not
+        try:
+            assert_dot_close(np.asarray(got), a, b, dims, what=name)
+            res[name]["within_contract"] = True
+        except AssertionError as err:
+            res[name]["within_contract"] = str(err)
+
     (got,) = case("dot_kn_k", gemv_kn, [xk, wk], [P(None, None, "model"), P("model", None)],
                   exact=False)
-    qk = mxj.quantize(wk, "mxfp8_e4m3", axis=0)
-    bk = R.dequantize(np.asarray(qk.elements), np.asarray(qk.scales), "mxfp8_e4m3", axis=0)
-    try:
-        assert_dot_close(np.asarray(got), xk, bk, dkn, what="dot_kn_k")
-        res["dot_kn_k"]["within_contract"] = True
-    except AssertionError as err:
-        res["dot_kn_k"]["within_contract"] = str(err)
+    within("dot_kn_k", got, xk, values(wk, "mxfp8_e4m3", 0), dkn)
 
     # many MX rows (128: past dot_call.KN_MX_ROWS) against K-major MX weights sharded along
     # N: each shard's MX pair kernel on its own transposed copy of [K, N / 4]
@@ -162,15 +167,7 @@ def _child() -> dict:  # noqa: C901 (one case after another)
                               mxj.quantize(w, "mxfp4_e2m1", axis=0), dkn)
 
     (got,) = case("dot_kn_mx_n", gemm_kn, [x2, wk], [P(None, None, None), P(None, "model")])
-    qx = mxj.quantize(x2, "mxfp4_e2m1")
-    ax = R.dequantize(np.asarray(qx.elements), np.asarray(qx.scales), "mxfp4_e2m1")
-    q4 = mxj.quantize(wk, "mxfp4_e2m1", axis=0)
-    b4 = R.dequantize(np.asarray(q4.elements), np.asarray(q4.scales), "mxfp4_e2m1", axis=0)
-    try:
-        assert_dot_close(np.asarray(got), ax, b4, dkn, what="dot_kn_mx_n")
-        res["dot_kn_mx_n"]["within_contract"] = True
-    except AssertionError as err:
-        res["dot_kn_mx_n"]["within_contract"] = str(err)
+    within("dot_kn_mx_n", got, values(x2, "mxfp4_e2m1"), values(wk, "mxfp4_e2m1", 0), dkn)
 
     # batch dimensions on both sides: [B, M, K] x [B, N, K]
     xb = x[:, :8]
