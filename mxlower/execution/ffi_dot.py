@@ -285,8 +285,10 @@ def _transpose_b(e: Any, f: Any, spec: DotSpec, slots: list[tuple[str, str]], B:
     e.do("llvm.unreachable")
     e.block("transpose_go")
     tslots = [(b, nb), (bs, nbs), (copies[0], nb), (copies[1], nbs), slots[-1]]
+
     def ceil_div(a: str, n: int) -> str:
         return e.binary("udiv", e.binary("add", a, e.i64(n - 1)), e.i64(n))
+
     units = e.binary("mul", B, e.binary("mul", ceil_div(N, dot_kernels.TRANSPOSE_PANEL),
                                         ceil_div(K, dot_kernels.TRANSPOSE_ROWS)))
     big = e.icmp("sge", e.binary("add", nbytes, nbs), e.i64(TRANSPOSE_PARALLEL_BYTES))

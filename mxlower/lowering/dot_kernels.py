@@ -1959,7 +1959,9 @@ class _DotKernel:
         pk = t.op(f"{{r}} = arith.muli {cnp}, {K} : index")
         big = t.op(f"{{r}} = arith.cmpi ugt, {M}, {t.c(s.stream_m)} : index")
         npk = t.op(f"{{r}} = arith.select {big}, {pk}, {t.c(0)} : index")
-        self.bd = t.op(f"{{r}} = memref.alloc({npk}) : memref<?xf32>")
+        # (the packed GEMMs pack their own panels)
+        self.bd = t.op(f"{{r}} = memref.alloc({t.c(0) if s.packed_gemm else npk}) : "
+                       "memref<?xf32>")
         if self.kn_gemm():
             self.bt = t.op(f"{{r}} = memref.alloc({npk}) : memref<?xf32>")
         self.blockwise = s.blockwise
@@ -5111,11 +5113,6 @@ def transpose_function(spec: DotSpec, name: str) -> str:
     t.do("return")
     t.lines.append("}")
     return "\n".join(t.lines)
-
-
-def transpose_units(batch: int, n: int, k: int) -> int:
-    """The transpose's units (:func:`transpose_function`) for K-major B ``[batch, k, n]``."""
-    return batch * -(-n // TRANSPOSE_PANEL) * -(-k // TRANSPOSE_ROWS)
 
 
 def build(spec: DotSpec) -> str:
