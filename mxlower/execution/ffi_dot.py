@@ -265,7 +265,8 @@ def _transpose_b(e: Any, f: Any, spec: DotSpec, slots: list[tuple[str, str]], B:
     by the kernel's transpose (``@<name>_transpose``, on XLA's threads from
     :data:`TRANSPOSE_PARALLEL_BYTES` bytes), the slots of B then the copies'.  A failed
     allocation is a ``RESOURCE_EXHAUSTED`` error (nothing left allocated)."""
-    (b, nb), (bs, nbs) = slots[2], slots[3]
+    ib = 2 if spec.fmt("lhs") is not None else 1  # (after A and its scales, if any)
+    (b, nb), (bs, nbs) = slots[ib], slots[ib + 1]
     nbytes = e.binary("udiv", e.binary("add", nb, f.one), e.i64(2)) if (
         spec.fmt("rhs").bits == 4) else nb
     copies = []
@@ -304,7 +305,7 @@ def _transpose_b(e: Any, f: Any, spec: DotSpec, slots: list[tuple[str, str]], B:
          f"({ffi._parallel_types(len(tslots))}) -> ()")
     e.do("llvm.br ^transposed")
     e.block("transposed")
-    return slots[:2] + [(copies[0], nb), (copies[1], nbs)] + slots[4:], copies
+    return slots[:ib] + [(copies[0], nb), (copies[1], nbs)] + slots[ib + 2:], copies
 
 
 def _threads(e: Any, f: Any, has_pool: str, ctx: str, at: str) -> str:
@@ -455,33 +456,37 @@ def _side_name(fmt: str | Datatype | None, x: Any) -> str | Datatype:
 def spec_for(lhs_format: str | Datatype | None, rhs_format: str | Datatype | None,
              lhs: Any, rhs: Any,
              lhs_block_size: int | None = None, rhs_block_size: int | None = None,
-             path: str | None = None, rhs_kn: bool = False) -> DotSpec:
+             path: str | None = None, rhs_kn: bool = False,
+             rhs_copy: bool = False) -> DotSpec:
     """The kernel of a dot of these sides (``path``: default :func:`host_path`); a format is
     an MX format's name or datatype, None for a plain side (its type is ``lhs`` / ``rhs``'s
-    dtype); ``rhs_kn``: the rhs held ``[..., K, N]`` (:attr:`DotSpec.rhs_kn`)."""
+    dtype); ``rhs_kn``: the rhs held ``[..., K, N]`` (:attr:`DotSpec.rhs_kn`; ``rhs_copy``:
+    copied to ``[..., N, K]`` by the handler, :attr:`DotSpec.rhs_copy`)."""
     return DotSpec(_side_name(lhs_format, lhs), _side_name(rhs_format, rhs),
                    lhs_block_size if lhs_format else None,
-                   rhs_block_size if rhs_format else None, path or host_path(), rhs_kn)
+                   rhs_block_size if rhs_format else None, path or host_path(), rhs_kn,
+                   rhs_copy)
 
 
 def dot(a: Any, a_scales: Any, b: Any, b_scales: Any, lhs_format: str | Datatype | None,
         rhs_format: str | Datatype | None, *, lhs_block_size: int | None = None,
         rhs_block_size: int | None = None, path: str | None = None,
-        rhs_kn: bool = False) -> Any:
+        rhs_kn: bool = False, rhs_copy: bool = False) -> Any:
     """``out[..., m, n] = sum_k A[..., m, k] B[..., n, k]`` (f32) by the kernel, through
     ``jax.ffi.ffi_call``: ``a`` [..., M, K] and ``b`` [..., N, K] with the same leading
     (batch) dimensions, each MX (elements and scales [..., rows, K / k]; f6 as uint8 codes)
     or plain f32 / bf16 / f16 (scales None, format None); a format is an MX format's name or
     its datatype (``"e2m1fo:e8m0_t32"``, ``"bfp16"``, a :class:`~mxlower.numbers.Datatype`:
     blocks along K, the last dimension).  ``rhs_kn``: ``b`` is held K-major, [..., K, N]
-    (scales [..., K / k, N]), MX against a plain ``a``: weights ``[K, N]`` blocked along K,
-    read as they are.  Any values: the kernel takes the
+    (scales [..., K / k, N]): weights ``[K, N]`` blocked along K, read as they are against a
+    plain ``a``, copied to ``[..., N, K]`` by the handler against an MX one (or, ``rhs_copy``,
+    a plain one).  Any values: the kernel takes the
     exact f64 contraction where the f32 one could flush or overflow (docs/semantics.md
     section 6).  Works under jit and vmap."""
     import jax  # optional, heavy
 
     spec = spec_for(lhs_format, rhs_format, a, b, lhs_block_size, rhs_block_size, path,
-                    rhs_kn)
+                    rhs_kn, rhs_copy)
     kb = -2 if rhs_kn else -1  # b's K
     if a.ndim < 2 or b.ndim < 2 or a.shape[:-2] != b.shape[:-2] or a.shape[-1] != b.shape[kb]:
         raise ValueError(f"dot: shapes must be [..., M, K] and "
@@ -492,7 +497,8 @@ def dot(a: Any, a_scales: Any, b: Any, b_scales: Any, lhs_format: str | Datatype
     if not batch:  # the handler takes [..., rows, K] with at least one leading dimension
         return dot(*(None if v is None else v[None] for v in (a, a_scales, b, b_scales)),
                    lhs_format, rhs_format, lhs_block_size=lhs_block_size,
-                   rhs_block_size=rhs_block_size, path=path, rhs_kn=rhs_kn)[0]
+                   rhs_block_size=rhs_block_size, path=path, rhs_kn=rhs_kn,
+                   rhs_copy=rhs_copy)[0]
     operands = [v for v in (a, a_scales, b, b_scales) if v is not None]
     name = register(spec)
     # any leading dimensions: vmap adds one in front of every operand

@@ -423,7 +423,7 @@ def _fused_dot(ctx: Any, args: Any, dimension_numbers: Any,
                           a_format, params[f"{b_}_format"],
                           lhs_block_size=params[f"{a}_block_size"] if a_format else None,
                           rhs_block_size=params[f"{b_}_block_size"], path=spec.path,
-                          rhs_kn=spec.rhs_kn)
+                          rhs_kn=spec.rhs_kn, rhs_copy=spec.rhs_copy)
         if swap:
             out = out.transpose(0, 2, 1)
         return out.reshape(result_shape)

@@ -29,7 +29,7 @@ from mxlower.lowering.dot_kernels import STREAM_M, DotSpec, gemm_by_default
 from mxlower.lowering.mx_math import dequantize_values
 from mxlower.numbers import Datatype
 
-__all__ = ["CALLABLE_TYPES", "F16_ROWS", "KN_MX_ROWS", "K_MAJOR", "Side", "bf16_exact",
+__all__ = ["CALLABLE_TYPES", "F16_ROWS", "KN_COPY_ROWS", "KN_MX_ROWS", "K_MAJOR", "Side", "bf16_exact",
            "callable_side", "converted_a", "dequantized_a", "emit_call", "k_major",
            "normalize_order", "plan", "side_of"]
 
@@ -57,6 +57,12 @@ KN_MX_ROWS = {"bf16": 64, "f32": 16}
 #: the GEMM on transposed panels, where f16 rows took the dequantize kernel + XLA's dot past
 #: 256) faster at N = K = 4096 on a Zen 4 (BENCHMARKS.md, twenty-fourth session)
 F16_ROWS = 16
+#: the most bf16 rows that :func:`plan` gives the K-major kernel against K-major MX weights
+#: where the ``[N, K]`` kernel's GEMM runs by default; more take that kernel on the copy of
+#: the weights its handler transposes (:attr:`DotSpec.rhs_copy`): at N = K = 4096 on a Zen 4
+#: the copy ran 512 rows 0.99-1.04x, 1024 rows 1.06-1.12x, 2048-4096 rows 1.07-1.23x as fast
+#: as the K-major tiles, 256 rows 0.94-0.97x (BENCHMARKS.md, twenty-fourth session)
+KN_COPY_ROWS = 512
 #: element types a kernel call can take on XLA:CPU (f6 has no XLA type there)
 CALLABLE_TYPES = frozenset({"f32", "bf16", "f16", "f4E2M1FN", "f8E4M3FN", "f8E5M2", "i8",
                             "ui8"})
@@ -118,14 +124,15 @@ def plan(lhs: Side, rhs: Side, contracting: tuple[Sequence[int], Sequence[int]],
     ``rhs x lhs`` (the side with few free rows streams the other: a GEMV written ``w @
     x``).  MX weights held K-major (:func:`k_major`) against plain rows -- any number of
     them -- take the K-major kernel (:attr:`DotSpec.rhs_kn`, :data:`K_MAJOR`; f4 ones where
-    N is even); so do MX rows -- at most :data:`KN_MX_ROWS` -- against them, dequantized
-    first (the kernel's A side then plain bf16 rows where :func:`bf16_exact`, else f32:
-    :func:`dequantized_a`); more MX rows take the MX pair's kernel on a copy of the weights
-    its handler transposes (:attr:`DotSpec.transposes_b`) where that kernel takes them
-    (they stream, or its GEMM runs by default), else they too are dequantized for the
-    K-major kernel.  More than :data:`F16_ROWS` f16 rows against MX weights held ``[N,
-    K]`` take the kernel of f32 rows (:func:`converted_a`).  A side's format may be a
-    datatype (:class:`Side`)."""
+    N is even), but for more than :data:`KN_COPY_ROWS` bf16 rows, which take the ``[N, K]``
+    kernel on a copy of the weights its handler transposes (:attr:`DotSpec.rhs_copy`) where
+    that kernel's GEMM runs by default; MX rows -- at most :data:`KN_MX_ROWS` -- against
+    them are dequantized first (the kernel's A side then plain bf16 rows where
+    :func:`bf16_exact`, else f32: :func:`dequantized_a`), more take the MX pair's kernel on
+    such a copy (:attr:`DotSpec.transposes_b`) where that kernel takes them (they stream,
+    or its GEMM runs by default), else they too are dequantized for the K-major kernel.
+    More than :data:`F16_ROWS` f16 rows against MX weights held ``[N, K]`` take the kernel
+    of f32 rows (:func:`converted_a`).  A side's format may be a datatype (:class:`Side`)."""
     lhs, rhs = _named(lhs), _named(rhs)
     sides = {"lhs": lhs, "rhs": rhs}
     free = {}
@@ -158,8 +165,10 @@ def plan(lhs: Side, rhs: Side, contracting: tuple[Sequence[int], Sequence[int]],
             a = Side(None, t, None, None, a.shape)
     if not kn and a.fmt is None and a.element_type == "f16" and free[an] > F16_ROWS:
         a = dataclasses.replace(a, element_type="f32")  # (exact: converted_a)
+    copy = (kn and a.fmt is None and a.element_type == "bf16" and free[an] > KN_COPY_ROWS
+            and _gemm_rows(a, b, free[an], path, vendor))  # (the [N, K] kernel's GEMM)
     try:
-        spec = _spec(a, b, path, kn)
+        spec = _spec(a, b, path, kn, copy)
     except ValueError:
         return None
     if free[an] > spec.stream_m and not gemm and not gemm_by_default(spec, vendor):
@@ -217,10 +226,11 @@ def bf16_exact(fmt: str) -> bool:
     return FORMATS[fmt].value_exponents[0] >= -133
 
 
-def _spec(a: Side, b: Side, path: str, kn: bool = False) -> DotSpec:
+def _spec(a: Side, b: Side, path: str, kn: bool = False, copy: bool = False) -> DotSpec:
     """The kernel of ``a`` and ``b`` as its A and B sides (ValueError where none is)."""
     return DotSpec(a.fmt or a.element_type, b.fmt or b.element_type,
-                   a.block_size if a.fmt else None, b.block_size if b.fmt else None, path, kn)
+                   a.block_size if a.fmt else None, b.block_size if b.fmt else None, path, kn,
+                   copy)
 
 
 def _stream_m(a: Side, b: Side, path: str) -> int:

@@ -617,6 +617,10 @@ class DotSpec:
     #: side (:attr:`kn_kernel`); against an MX A side the handler first transposes B's codes
     #: and scales (:attr:`transposes_b`) for the ``[N, K]`` kernel of the MX pair
     rhs_kn: bool = False
+    #: K-major B against plain rows copied to ``[B, N, K]`` by the handler too, for the
+    #: ``[N, K]`` kernel (:attr:`transposes_b`; rows many enough that its GEMM outruns the
+    #: K-major kernel's tiles); implied (False) against MX rows
+    rhs_copy: bool = False
 
     def __post_init__(self) -> None:
         for side in ("lhs", "rhs"):
@@ -643,6 +647,11 @@ class DotSpec:
             raise ValueError("dot kernel: at least one side must be an MX format")
         if self.rhs_kn and self.rhs in WIDE_TYPES:
             raise ValueError("dot kernel: a K-major rhs (rhs_layout = \"kn\") must be MX")
+        if self.rhs_copy and not self.rhs_kn:
+            raise ValueError("dot kernel: only a K-major rhs is copied (rhs_layout = "
+                             "\"kn_copy\")")
+        if self.lhs not in WIDE_TYPES:  # (MX rows: the copy is implied)
+            object.__setattr__(self, "rhs_copy", False)
         if self.path not in PATHS:
             raise ValueError(f"dot kernel: unknown path {self.path!r} (known: "
                              f"{', '.join(PATHS)})")
@@ -655,8 +664,9 @@ class DotSpec:
             if rest is None or not rest.endswith("_" + path):
                 continue
             body = rest[:-len(path) - 1]
-            kn = body.endswith("_kn")
-            body = body[:-3] if kn else body
+            copy = body.endswith("_knc")
+            kn = copy or body.endswith("_kn")
+            body = body[:-4] if copy else body[:-3] if kn else body
             for i, ch in enumerate(body):
                 if ch != "_":
                     continue
@@ -665,7 +675,7 @@ class DotSpec:
                     continue
                 (lhs, kl), (rhs, kr) = sides
                 try:
-                    spec = cls(lhs, rhs, kl, kr, path, kn)
+                    spec = cls(lhs, rhs, kl, kr, path, kn, copy)
                 except ValueError:
                     continue
                 if spec.name == name:
@@ -803,7 +813,7 @@ class DotSpec:
         if self.path not in AVX512_PATHS or self.fmt("rhs") is None or self.k("rhs") % 2:
             return False
         if self.lhs == "bf16":  # plain bf16 rows, read as stored (:data:`PLAIN_BF16_GEMM`)
-            return PLAIN_BF16_GEMM and not self.rhs_kn
+            return PLAIN_BF16_GEMM and not self.kn_kernel
         return (self.fmt("lhs") is not None and self.k("lhs") == self.k("rhs")
                 and not self.int_dot)
 
@@ -831,21 +841,21 @@ class DotSpec:
     @property
     def kn_kernel(self) -> bool:
         """Whether the K-major kernel (:class:`_KnKernel`) runs: B held K-major
-        (:attr:`rhs_kn`) against plain rows of A, read as stored."""
-        return self.rhs_kn and self.lhs in WIDE_TYPES
+        (:attr:`rhs_kn`) against plain rows of A, read as stored (not :attr:`rhs_copy`)."""
+        return self.rhs_kn and self.lhs in WIDE_TYPES and not self.rhs_copy
 
     @property
     def transposes_b(self) -> bool:
         """Whether the handler transposes B first: B held K-major (:attr:`rhs_kn`) against
-        MX rows of A, its codes and scales copied to ``[B, N, K]`` and ``[B, N, K / k]``
+        MX rows of A (or plain ones, :attr:`rhs_copy`), its codes and scales copied to ``[B, N, K]`` and ``[B, N, K / k]``
         (:func:`transpose_function`, on XLA's threads) for the ``[N, K]`` kernel of the MX
         pair (:attr:`nk`: the same kernel, so the same bits as weights held ``[N, K]``)."""
-        return self.rhs_kn and self.lhs not in WIDE_TYPES
+        return self.rhs_kn and (self.lhs not in WIDE_TYPES or self.rhs_copy)
 
     @property
     def nk(self) -> DotSpec:
         """This kernel with B held ``[B, N, K]`` (what :attr:`transposes_b` runs)."""
-        return dataclasses.replace(self, rhs_kn=False)
+        return dataclasses.replace(self, rhs_kn=False, rhs_copy=False)
 
     @property
     def panel(self) -> int:
@@ -875,7 +885,7 @@ class DotSpec:
         """Whether plain f32 rows against MX weights on a 512-bit path take the transposed
         panel's f32 GEMM (:data:`F32_KN_GEMM`) past :data:`F32_STREAM_M` rows, by default."""
         return (F32_KN_GEMM and self.lhs == "f32" and self.fmt("rhs") is not None
-                and not self.rhs_kn and self.path in AVX512_PATHS)
+                and not self.kn_kernel and self.path in AVX512_PATHS)
 
     def bf16_stream(self, mx_rows: bool = False) -> bool:
         """Whether the streaming tiles run on bf16 dot products (:data:`BF16_STREAM`, the
@@ -898,7 +908,7 @@ class DotSpec:
             v = getattr(self, side)
             parts.append(v if v in WIDE_TYPES else f"{v}k{self.k(side)}")
         if self.rhs_kn:
-            parts.append("kn")
+            parts.append("knc" if self.rhs_copy else "kn")
         parts.append(self.path)
         return "_".join(parts)
 
@@ -5132,9 +5142,10 @@ def build(spec: DotSpec) -> str:
 #: the attribute marking a kernel declaration: a dictionary of :class:`DotSpec`'s fields
 ATTR = "mxlower.dot_kernel"
 _FIELDS = ("lhs", "rhs", "lhs_block_size", "rhs_block_size", "path", "rhs_layout", "part")
-#: B's layouts a declaration's ``rhs_layout`` field names: ``[..., N, K]`` (the default) or
-#: K-major ``[..., K, N]`` (:attr:`DotSpec.rhs_kn`)
-LAYOUTS = ("nk", "kn")
+#: B's layouts a declaration's ``rhs_layout`` field names: ``[..., N, K]`` (the default),
+#: K-major ``[..., K, N]`` (:attr:`DotSpec.rhs_kn`), or K-major against plain rows copied to
+#: ``[..., N, K]`` by the caller (:attr:`DotSpec.rhs_copy`)
+LAYOUTS = ("nk", "kn", "kn_copy")
 #: what a declaration's ``part`` field names: the kernel, its range test
 #: (:meth:`_DotKernel.range_function`), ``@<kernel>_range`` by :func:`declarations`, or --
 #: kernels that transpose K-major B (:attr:`DotSpec.transposes_b`) -- that transpose
@@ -5169,7 +5180,7 @@ def declaration(spec: DotSpec, name: str | None = None, part: str = "dot") -> st
             fields.append(f"{side}_block_size = {spec.k(side)} : i64")
     fields.append(f'path = "{spec.path}"')
     if spec.rhs_kn:
-        fields.append('rhs_layout = "kn"')
+        fields.append(f'rhs_layout = "{"kn_copy" if spec.rhs_copy else "kn"}"')
     if part != "dot":
         fields.append(f'part = "{part}"')
     args = transpose_args() if part == "transpose" else _DotKernel(spec.nk).args()
@@ -5218,7 +5229,8 @@ def _spec_of(f: Any, path: str | None) -> tuple[DotSpec, str]:
     if layout not in LAYOUTS:
         raise DotKernelError(f"'{ATTR}' field 'rhs_layout' must be one of "
                              f"{', '.join(LAYOUTS)}, got '{layout}'")
-    values["rhs_kn"] = layout == "kn"
+    values["rhs_kn"] = layout in ("kn", "kn_copy")
+    values["rhs_copy"] = layout == "kn_copy"
     if part not in PARTS:
         raise DotKernelError(f"'{ATTR}' field 'part' must be one of {', '.join(PARTS)}, "
                              f"got '{part}'")

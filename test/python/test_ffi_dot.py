@@ -407,6 +407,32 @@ def test_k_major_weights_transposed_for_mx_rows(lf, rf, k):
                                   np.asarray(want).view(np.uint32))
 
 
+@pytest.mark.parametrize("fmt", MX)
+def test_k_major_weights_copied_for_plain_rows(fmt):
+    """Plain rows against K-major weights with ``rhs_copy`` (DotSpec.rhs_copy: what many
+    bf16 rows take): the handler's copy and the [N, K] kernel of the plain rows -- the
+    same bits as that kernel on weights held [N, K] (bf16 rows past their streaming tiles:
+    the packed GEMM; f32 and f16 rows too), batches, columns across panels."""
+    rng = np.random.default_rng(MX.index(fmt) + 60)
+    k = FORMATS[fmt].block_size
+    for plain, batch, M, N, kb in (("bf16", (), 70, 300, 9), ("bf16", (2,), 5, 66, 2),
+                                   ("f32", (), 20, 40, 3), ("f16", (), 9, 34, 1)):
+        a, _, _ = _side(rng, plain, batch + (M, kb * k))
+        e, s, _ = _side(rng, fmt, batch + (N, kb * k))
+        want = ffi_dot.dot(a, None, e, s, None, fmt)
+        got = ffi_dot.dot(a, None, *_k_major(e, s), None, fmt, rhs_kn=True, rhs_copy=True)
+        np.testing.assert_array_equal(np.asarray(got).view(np.uint32),
+                                      np.asarray(want).view(np.uint32))
+    spec = dot_kernels.DotSpec("bf16", fmt, rhs_kn=True, rhs_copy=True)
+    assert spec.transposes_b and not spec.kn_kernel and spec.name.endswith("_knc_portable")
+    assert dot_kernels.DotSpec.from_name(spec.name) == spec
+    # (MX rows: the copy is implied, one spec)
+    assert dot_kernels.DotSpec(fmt, fmt, rhs_kn=True, rhs_copy=True) == dot_kernels.DotSpec(
+        fmt, fmt, rhs_kn=True)
+    with pytest.raises(ValueError, match="only a K-major rhs is copied"):
+        dot_kernels.DotSpec("bf16", fmt, rhs_copy=True)
+
+
 @pytest.mark.parametrize("path", PATHS)
 def test_k_major_weights_transposed_every_simd_path(path):
     """The transposed copy for the MX pair's kernel of each path this CPU runs."""

@@ -287,22 +287,38 @@ def test_k_major_weights_are_read_as_stored(fmt):
                                                               codes=LOW), kn, f64=True)
 
 
-def test_k_major_rows_any_count():
+def test_k_major_rows_any_count(monkeypatch):
     """K-major weights against plain rows take the K-major kernel whatever the rows' count
     (no transposed copy of the weights: past a few hundred rows its tiles share each chunk
     of decoded weights, and XLA's threads split the rows in blocks of KN_BLOCK_ROWS), exact
     there: f32, f16 and bf16 rows, more than a block of rows (tiles of 8, then 4 + 2 + 1,
-    in the last block)."""
+    in the last block) -- but more than KN_COPY_ROWS bf16 rows, which take the [N, K]
+    kernel on its handler's copy where that kernel's GEMM runs by default: the same bits as
+    the weights held [N, K]."""
+    from mxlower.lowering import dot_call
+
     rng = np.random.default_rng(7)
     kn = (((1,), (0,)), ((), ()))
     w = _side(rng, "mxfp8_e4m3", (64, 40), axis=0)
+    nk = dot_kernels.DotSpec("bf16", "mxfp8_e4m3", path=ffi_dot.host_path())
+    copy = dot_kernels.gemm_by_default(nk, dot_kernels.cpu_vendor())
     for dt in (F32, np.float16, ml_dtypes.bfloat16):
         for M in (257, 1025, 4097):
             x = np.zeros((M, 64), dt)
             text = jax.jit(lambda u, v: mxj.scaled_dot(u, v, kn)).lower(x, w).as_text()
-            assert "_kn_" in " ".join(re.findall(r"custom_call @(\w+)", text)), (dt, M)
+            calls = " ".join(re.findall(r"custom_call @(\w+)", text))
+            copied = copy and dt is ml_dtypes.bfloat16 and M > dot_call.KN_COPY_ROWS
+            assert ("_knc_" if copied else "_kn_") in calls, (dt, M, calls)
             assert "stablehlo.transpose" not in text
     M = dot_kernels.KN_BLOCK_ROWS + 15
+    x = rng.standard_normal((M, 64)).astype(ml_dtypes.bfloat16)
+    _check(x, w, kn)  # (the copy where it runs)
+    if copy:
+        held = mxj.MXArray(np.ascontiguousarray(np.asarray(w.elements).T),
+                           np.ascontiguousarray(np.asarray(w.scales).T), "mxfp8_e4m3", axis=1)
+        _same(jax.jit(lambda u, v: mxj.scaled_dot(u, v, kn))(x, w),
+              jax.jit(lambda u, v: mxj.scaled_dot(u, v))(x, held))
+    monkeypatch.setattr(dot_call, "KN_COPY_ROWS", 1 << 30)  # the K-major kernel
     for dt in (F32, ml_dtypes.bfloat16):
         _check(rng.standard_normal((M, 64)).astype(dt), w, kn)
 

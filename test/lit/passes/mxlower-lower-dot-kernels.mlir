@@ -988,6 +988,17 @@ func.func private @pair_kn_transpose(memref<?xi8>, memref<?xi8>, memref<?xi8>, m
 
 // -----
 
+// Many bf16 rows against K-major weights (rhs_layout = "kn_copy"): the [N, K] kernel of the
+// plain rows (its packed GEMM on bf16 dot products) on the copy its transpose part makes.
+// CHECK-LABEL: func.func @rows_copy(
+// CHECK: llvm.call_intrinsic "llvm.x86.avx512bf16.dpbf16ps.512"
+// CHECK-LABEL: func.func @rows_copy_transpose(
+// CHECK: vector.store %{{.*}}, %arg2[%{{.*}}] : memref<?xi8>, vector<16xi8>
+func.func private @rows_copy(memref<?xbf16>, memref<?xi8>, memref<?xi8>, memref<?xf32>, memref<?xi64>, index, index) attributes {mxlower.dot_kernel = {lhs = "bf16", rhs = "mxfp4_e2m1", path = "avx512", rhs_layout = "kn_copy"}}
+func.func private @rows_copy_transpose(memref<?xi8>, memref<?xi8>, memref<?xi8>, memref<?xi8>, memref<?xi64>, index, index) attributes {mxlower.dot_kernel = {lhs = "bf16", rhs = "mxfp4_e2m1", path = "avx512", rhs_layout = "kn_copy", part = "transpose"}}
+
+// -----
+
 // f4 codes (two per byte along N as held, along K in the copy): tiles of 32 rows of K x 16
 // columns -- each pair of rows' 8 bytes split into the even columns' bytes (row k's code
 // low, row k + 1's high) and the odd columns', the 16 x 16 bytes transposed, each of the
@@ -1062,7 +1073,7 @@ func.func private @g(memref<?xf32>) attributes {mxlower.dot_kernel = {lhs = "f32
 func.func private @h(memref<?xf32>) attributes {mxlower.dot_kernel = {lhs = "f32"}}
 // expected-error @+1 {{@j: 'mxlower.dot_kernel' field 'part' must be one of dot, range, transpose, got 'both'}}
 func.func private @j(memref<?xf32>) attributes {mxlower.dot_kernel = {lhs = "f32", rhs = "mxfp4_e2m1", part = "both"}}
-// expected-error @+1 {{@k: 'mxlower.dot_kernel' field 'rhs_layout' must be one of nk, kn, got 'mk'}}
+// expected-error @+1 {{@k: 'mxlower.dot_kernel' field 'rhs_layout' must be one of nk, kn, kn_copy, got 'mk'}}
 func.func private @k(memref<?xf32>) attributes {mxlower.dot_kernel = {lhs = "f32", rhs = "mxfp4_e2m1", rhs_layout = "mk"}}
 // expected-error @+1 {{@l: dot kernel: a K-major rhs (rhs_layout = "kn") must be MX}}
 func.func private @l(memref<?xi8>) attributes {mxlower.dot_kernel = {lhs = "mxfp4_e2m1", rhs = "f32", rhs_layout = "kn"}}

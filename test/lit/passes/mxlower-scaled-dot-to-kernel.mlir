@@ -125,6 +125,21 @@ func.func @mx_rows_k_major_bf16(%x: tensor<3x64xi8>, %xs: tensor<3x2xf8E8M0FNU>,
 
 // -----
 
+// More than 512 bf16 rows (dot_call.KN_COPY_ROWS) against K-major weights, where the [N, K]
+// kernel's GEMM runs by default (its bf16 dot products on avx512, AMD's CPUs): that kernel
+// on the copy its handler transposes (rhs_layout = "kn_copy", "_knc" in its name).
+// AVX512-LABEL: func.func @many_bf16_rows_k_major(
+// AVX512: stablehlo.custom_call @mxlower_dot_bf16_mxfp4_e2m1k32_knc_avx512(
+// AVX512-SAME: (tensor<1x600x64xbf16>, tensor<1x64x40xf4E2M1FN>, tensor<1x2x40xf8E8M0FNU>)
+// CHECK-LABEL: func.func @many_bf16_rows_k_major(
+// CHECK: stablehlo.custom_call @mxlower_dot_bf16_mxfp4_e2m1k32_kn_portable(
+func.func @many_bf16_rows_k_major(%x: tensor<600x64xbf16>, %w: tensor<64x40xf4E2M1FN>, %s: tensor<2x40xf8E8M0FNU>) -> tensor<600x40xf32> {
+  %0 = "mx.scaled_dot"(%x, %w, %s) {rhs_format = "mxfp4_e2m1", rhs_axis = 0 : i64, dot_dimension_numbers = #stablehlo.dot<lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [0]>} : (tensor<600x64xbf16>, tensor<64x40xf4E2M1FN>, tensor<2x40xf8E8M0FNU>) -> tensor<600x40xf32>
+  return %0 : tensor<600x40xf32>
+}
+
+// -----
+
 // More than 16 f16 rows (dot_call.F16_ROWS) against MX weights held [N, K]: converted to
 // f32 (exact) for the kernel of f32 rows, which ran them faster.
 // CHECK-LABEL: func.func @f16_rows(
