@@ -29,8 +29,8 @@ from mxlower.lowering.dot_kernels import STREAM_M, DotSpec, gemm_by_default
 from mxlower.lowering.mx_math import dequantize_values
 from mxlower.numbers import Datatype
 
-__all__ = ["CALLABLE_TYPES", "F16_ROWS", "KN_COPY_ROWS", "KN_MX_ROWS", "K_MAJOR", "Side", "bf16_exact",
-           "callable_side", "converted_a", "dequantized_a", "emit_call", "k_major",
+__all__ = ["CALLABLE_TYPES", "F16_ROWS", "KN_COPY_ROWS", "KN_MX_ROWS", "K_MAJOR", "Side",
+           "bf16_exact", "callable_side", "converted_a", "dequantized_a", "emit_call", "k_major",
            "normalize_order", "plan", "side_of"]
 
 #: whether :func:`plan` gives K-major MX weights against plain rows -- any number of them --

@@ -847,9 +847,10 @@ class DotSpec:
     @property
     def transposes_b(self) -> bool:
         """Whether the handler transposes B first: B held K-major (:attr:`rhs_kn`) against
-        MX rows of A (or plain ones, :attr:`rhs_copy`), its codes and scales copied to ``[B, N, K]`` and ``[B, N, K / k]``
-        (:func:`transpose_function`, on XLA's threads) for the ``[N, K]`` kernel of the MX
-        pair (:attr:`nk`: the same kernel, so the same bits as weights held ``[N, K]``)."""
+        MX rows of A (or plain ones, :attr:`rhs_copy`), its codes and scales copied to ``[B,
+        N, K]`` and ``[B, N, K / k]`` (:func:`transpose_function`, on XLA's threads) for the
+        ``[N, K]`` kernel (:attr:`nk`: the same kernel, so the same bits as weights held
+        ``[N, K]``)."""
         return self.rhs_kn and (self.lhs not in WIDE_TYPES or self.rhs_copy)
 
     @property
