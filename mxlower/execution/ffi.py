@@ -58,7 +58,6 @@ from __future__ import annotations
 import argparse
 import ctypes
 import dataclasses
-import re
 import sys
 import threading
 import time
@@ -285,7 +284,7 @@ def _parallel_text(name: str, nslots: int, least: int = 1,
         return e.at(state, 8 * i)
 
     # the work loop: claim a chunk, run it, count it
-    e.lines.append("  llvm.func internal @__mxlower_ffi_work(%state: !llvm.ptr) {")
+    e.lines.append(f"  llvm.func internal @{prefix}_work(%state: !llvm.ptr) {{")
     e.do("llvm.br ^claim")
     e.block("claim")
     one = e.i64(1)
@@ -306,12 +305,12 @@ def _parallel_text(name: str, nslots: int, least: int = 1,
     e.do("llvm.return")
     e.lines.append("  }")
     # a task: work, then drop its reference
-    e.lines.append("  llvm.func internal @__mxlower_ffi_task(%state: !llvm.ptr) {")
-    e.do("llvm.call @__mxlower_ffi_work(%state) : (!llvm.ptr) -> ()")
-    e.do("llvm.call @__mxlower_ffi_release(%state) : (!llvm.ptr) -> ()")
+    e.lines.append(f"  llvm.func internal @{prefix}_task(%state: !llvm.ptr) {{")
+    e.do(f"llvm.call @{prefix}_work(%state) : (!llvm.ptr) -> ()")
+    e.do(f"llvm.call @{prefix}_release(%state) : (!llvm.ptr) -> ()")
     e.do("llvm.return")
     e.lines.append("  }")
-    e.lines.append("  llvm.func internal @__mxlower_ffi_release(%state: !llvm.ptr) {")
+    e.lines.append(f"  llvm.func internal @{prefix}_release(%state: !llvm.ptr) {{")
     one = e.i64(1)
     r = e.emit(f"{{r}} = llvm.atomicrmw sub {slot('%state', _REFS)}, {one} acq_rel : "
                "!llvm.ptr, i64")
@@ -323,7 +322,7 @@ def _parallel_text(name: str, nslots: int, least: int = 1,
     e.do("llvm.return")
     e.lines.append("  }")
     # XLA's thread count (1 without a pool: an error from the API, destroyed)
-    e.lines.append("  llvm.func internal @__mxlower_ffi_threads(%api: !llvm.ptr, %ctx: !llvm.ptr) "
+    e.lines.append(f"  llvm.func internal @{prefix}_threads(%api: !llvm.ptr, %ctx: !llvm.ptr) "
                    "-> i64 {")
     one = e.i64(1)
     null = e.emit("{r} = llvm.mlir.zero : !llvm.ptr")
@@ -354,7 +353,7 @@ def _parallel_text(name: str, nslots: int, least: int = 1,
     e.do(f"llvm.return {e.load(nt, 0, 'i64')} : i64")
     e.lines.append("  }")
     # the caller
-    e.lines.append("  llvm.func internal @__mxlower_ffi_parallel(%api: !llvm.ptr, %ctx: !llvm.ptr, "
+    e.lines.append(f"  llvm.func internal @{prefix}_parallel(%api: !llvm.ptr, %ctx: !llvm.ptr, "
                    f"%blocks: i64, %most: i64, {slot_args}) {{")
     zero, one = e.i64(0), e.i64(1)
     null = e.emit("{r} = llvm.mlir.zero : !llvm.ptr")
@@ -366,7 +365,7 @@ def _parallel_text(name: str, nslots: int, least: int = 1,
     e.store(e.i64(abi.struct_size(da, "error")), de_args, da.struct_size.offset, "i64")
     e.store(null, de_args, da.extension_start.offset, "!llvm.ptr")
     destroy = e.load("%api", api.XLA_FFI_Error_Destroy.offset, "!llvm.ptr")
-    threads = e.emit("{r} = llvm.call @__mxlower_ffi_threads(%api, %ctx) : "
+    threads = e.emit(f"{{r}} = llvm.call @{prefix}_threads(%api, %ctx) : "
                      "(!llvm.ptr, !llvm.ptr) -> i64")
     workers = e.emit(f"{{r}} = llvm.intr.smin({threads}, %most) : (i64, i64) -> i64")
     most = e.binary("mul", workers, e.i64(CHUNKS_PER_THREAD))
@@ -395,7 +394,7 @@ def _parallel_text(name: str, nslots: int, least: int = 1,
     e.store(e.i64(abi.struct_size(sa, "data")), sc_args, sa.struct_size.offset, "i64")
     e.store(null, sc_args, sa.extension_start.offset, "!llvm.ptr")
     e.store("%ctx", sc_args, sa.ctx.offset, "!llvm.ptr")
-    task = e.emit("{r} = llvm.mlir.addressof @__mxlower_ffi_task : !llvm.ptr")
+    task = e.emit(f"{{r}} = llvm.mlir.addressof @{prefix}_task : !llvm.ptr")
     e.store(task, sc_args, sa.task.offset, "!llvm.ptr")
     e.store(state, sc_args, sa.data.offset, "!llvm.ptr")
     schedule = e.load("%api", api.XLA_FFI_ThreadPool_Schedule.offset, "!llvm.ptr")
@@ -411,10 +410,10 @@ def _parallel_text(name: str, nslots: int, least: int = 1,
     e.block("refused")  # that task will never run: drop its reference
     e.store(serr, de_args, da.error.offset, "!llvm.ptr")
     e.do(f"llvm.call {destroy}({de_args}) : !llvm.ptr, (!llvm.ptr) -> ()")
-    e.do(f"llvm.call @__mxlower_ffi_release({state}) : (!llvm.ptr) -> ()")
+    e.do(f"llvm.call @{prefix}_release({state}) : (!llvm.ptr) -> ()")
     e.do(f"llvm.br ^schedule({nxt} : i64)")
     e.block("work")
-    e.do(f"llvm.call @__mxlower_ffi_work({state}) : (!llvm.ptr) -> ()")
+    e.do(f"llvm.call @{prefix}_work({state}) : (!llvm.ptr) -> ()")
     e.do("llvm.br ^wait")
     e.block("wait")  # every chunk is claimed: wait for those still running elsewhere
     done = e.emit(f"{{r}} = llvm.load {slot(state, _DONE)} atomic acquire "
@@ -425,13 +424,10 @@ def _parallel_text(name: str, nslots: int, least: int = 1,
     e.emit("{r} = llvm.call @sched_yield() : () -> i32")
     e.do("llvm.br ^wait")
     e.block("finish")
-    e.do(f"llvm.call @__mxlower_ffi_release({state}) : (!llvm.ptr) -> ()")
+    e.do(f"llvm.call @{prefix}_release({state}) : (!llvm.ptr) -> ()")
     e.do("llvm.return")
     e.lines.append("  }")
-    if prefix == "__mxlower_ffi":
-        return e.lines
-    own = re.compile(r"@__mxlower_ffi_(work|task|release|threads|parallel)\b")
-    return [own.sub(rf"@{prefix}_\1", line) for line in e.lines]
+    return e.lines
 
 
 def c_string(text: str | bytes) -> str:

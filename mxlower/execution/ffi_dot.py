@@ -101,6 +101,13 @@ def host_path() -> str:
 # ============================================================================ handler
 
 
+def _ceil_div(e: Any, a: str, n: int | str) -> str:
+    """i64: ``ceil(a / n)`` (``n`` a constant or a value)."""
+    if isinstance(n, int):
+        return e.binary("udiv", e.binary("add", a, e.i64(n - 1)), e.i64(n))
+    return e.binary("udiv", e.binary("add", a, e.binary("sub", n, e.i64(1))), n)
+
+
 def _buffers(spec: DotSpec) -> tuple[list[tuple[str, np.dtype]], list[tuple[str, np.dtype]]]:
     """(arguments, results) as (name, dtype)."""
     ins = []
@@ -211,12 +218,12 @@ def handler_text(spec: DotSpec) -> str:
     # the range test, once: whether the units take the f32 paths or the exact f64 one
     ffi._call_kernel(e, f"{name}_range", slots, zero, zero)
     P = spec.panel  # columns of B per unit
-    panels = e.binary("udiv", e.binary("add", N, e.i64(P - 1)), e.i64(P))
+    panels = _ceil_div(e, N, P)
     units = e.binary("mul", B, panels)
     work = e.binary("mul", e.binary("mul", units, e.i64(P)), e.binary("mul", M, K))
     if spec.kn_kernel:  # the K-major kernel's units: (block of rows, batch, panel)
         R = dot_kernels.KN_BLOCK_ROWS
-        blocks = e.binary("udiv", e.binary("add", M, e.i64(R - 1)), e.i64(R))
+        blocks = _ceil_div(e, M, R)
         units = e.binary("mul", units, blocks)
     big = e.icmp("sge", work, e.i64(PARALLEL_WORK))
     most, streamed = units, None  # chunks at most; the streaming tiles' (plain rows)
@@ -267,8 +274,7 @@ def _transpose_b(e: Any, f: Any, spec: DotSpec, slots: list[tuple[str, str]], B:
     allocation is a ``RESOURCE_EXHAUSTED`` error (nothing left allocated)."""
     ib = 2 if spec.fmt("lhs") is not None else 1  # (after A and its scales, if any)
     (b, nb), (bs, nbs) = slots[ib], slots[ib + 1]
-    nbytes = e.binary("udiv", e.binary("add", nb, f.one), e.i64(2)) if (
-        spec.fmt("rhs").bits == 4) else nb
+    nbytes = _ceil_div(e, nb, 2) if spec.fmt("rhs").bits == 4 else nb
     copies = []
     for n in (nbytes, nbs):  # (at least a byte: malloc(0) may be null)
         size = e.emit(f"{{r}} = llvm.intr.umax({n}, {f.one}) : (i64, i64) -> i64")
@@ -286,12 +292,8 @@ def _transpose_b(e: Any, f: Any, spec: DotSpec, slots: list[tuple[str, str]], B:
     e.do("llvm.unreachable")
     e.block("transpose_go")
     tslots = [(b, nb), (bs, nbs), (copies[0], nb), (copies[1], nbs), slots[-1]]
-
-    def ceil_div(a: str, n: int) -> str:
-        return e.binary("udiv", e.binary("add", a, e.i64(n - 1)), e.i64(n))
-
-    units = e.binary("mul", B, e.binary("mul", ceil_div(N, dot_kernels.TRANSPOSE_PANEL),
-                                        ceil_div(K, dot_kernels.TRANSPOSE_ROWS)))
+    units = e.binary("mul", B, e.binary("mul", _ceil_div(e, N, dot_kernels.TRANSPOSE_PANEL),
+                                        _ceil_div(e, K, dot_kernels.TRANSPOSE_ROWS)))
     big = e.icmp("sge", e.binary("add", nbytes, nbs), e.i64(TRANSPOSE_PARALLEL_BYTES))
     go = e.binary("and", e.binary("and", big, e.icmp("sge", units, e.i64(2)), "i1"),
                   has_pool, "i1")
@@ -327,8 +329,7 @@ def _stream_chunks(e: Any, f: Any, has_pool: str, ctx: str, M: str, units: str) 
     piped tiles), so each takes at least :data:`STREAM_CHUNK_PANELS` units where that
     leaves every thread one."""
     threads = _threads(e, f, has_pool, ctx, "stream_count")
-    per = e.binary("udiv", e.binary("add", units, e.i64(STREAM_CHUNK_PANELS - 1)),
-                   e.i64(STREAM_CHUNK_PANELS))
+    per = _ceil_div(e, units, STREAM_CHUNK_PANELS)
     least = e.emit(f"{{r}} = llvm.intr.umin({units}, {threads}) : (i64, i64) -> i64")
     few = e.emit(f"{{r}} = llvm.intr.umax({per}, {least}) : (i64, i64) -> i64")
     many = e.icmp("ugt", M, e.i64(2))  # (one or two rows copy next to nothing)
@@ -357,14 +358,11 @@ def _gemm_units(e: Any, f: Any, spec: DotSpec, dims: str, has_pool: str, ctx: st
     rows = e.emit(f"{{r}} = llvm.intr.umin({rows}, {e.i64(dot_kernels.MB_INT)}) : "
                   "(i64, i64) -> i64")
 
-    def ceil_div(a: str, b: str) -> str:
-        return e.binary("udiv", e.binary("add", a, e.binary("sub", b, e.i64(1))), b)
-
     # blocks of equal rows (a multiple of MR_INT, at most MB_INT, which is one)
-    nmb = ceil_div(M, rows)
-    mbw = e.binary("mul", ceil_div(ceil_div(M, nmb), e.i64(mr)), e.i64(mr))
+    nmb = _ceil_div(e, M, rows)
+    mbw = e.binary("mul", _ceil_div(e, _ceil_div(e, M, nmb), mr), e.i64(mr))
     e.store(mbw, dims, 8 * 5, "i64")
-    nmb = ceil_div(M, mbw)
+    nmb = _ceil_div(e, M, mbw)
     mode = e.load(dims, 8 * 4, "i64")
     gemm = e.binary("and", e.icmp("ugt", M, e.i64(spec.stream_m)),
                     e.icmp("eq", mode, e.i64(0)), "i1")

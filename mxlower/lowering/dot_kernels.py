@@ -2237,7 +2237,7 @@ class _DotKernel:
             for h in range(0, NP, 16):
                 vs = [t.op(f"{{r}} = vector.load {self.bd}[{add(mul(t.c(h + i), K), k0)}] : "
                            f"memref<?xf32>, {v16}") for i in range(16)]
-                for j, v in enumerate(self.transpose(vs, "f32")):
+                for j, v in enumerate(_transpose(t, vs, "f32")):
                     o = add(mul(add(k0, t.c(j)), NP), t.c(h))
                     t.do(f"vector.store {v}, {self.bt}[{o}] : memref<?xf32>, {v16}")
             return []
@@ -2458,32 +2458,11 @@ class _DotKernel:
         pos = t.op(f"{{r}} = arith.addi {pos}, {hlf} : index")
         return t.op(f"{{r}} = arith.addi {grp}, {pos} : index")
 
-    def transpose(self, vs: Sequence[str], et: str) -> list[str]:
-        """The n x n matrix of ``vs`` (n vectors of n ``et`` lanes, n a power of two)
-        transposed: n log2(n) two-source shuffles, stage h swapping bit h of the row index
-        with bit h of the lane index (lane j of row i, bit h clear in i and set in j, trades
-        places with lane j - h of row i + h)."""
-        t, n = self.t, len(vs)
-        vt = _vt(n, et)
-        out = list(vs)
-        h = n // 2
-        while h:
-            lo = ", ".join(str(j + n - h if j & h else j) for j in range(n))
-            hi = ", ".join(str(j + n if j & h else j + h) for j in range(n))
-            for i in range(n):
-                if i & h:
-                    continue
-                a, b = out[i], out[i + h]
-                out[i] = t.op(f"{{r}} = vector.shuffle {a}, {b} [{lo}] : {vt}, {vt}")
-                out[i + h] = t.op(f"{{r}} = vector.shuffle {a}, {b} [{hi}] : {vt}, {vt}")
-            h //= 2
-        return out
-
     def int_pack_columns(self, row0: str, last: str, dst: str, fdst: str,
                          sdst: str | None) -> None:
         """:meth:`int_pack` of B's panel (:data:`NP` columns ``row0 + i``, clamped at
         ``last``) P = C / G columns at a time: per block and chunk, the P columns' P groups
-        each (a vector a column, as A's rows are formed) transposed (:meth:`transpose`)
+        each (a vector a column, as A's rows are formed) transposed (:func:`_transpose`)
         into P vectors of one group of the P columns, each stored whole at ``dst[p * NP +
         i]`` (a scalar store per group and column measured 1.00-1.09x slower at 1024^3:
         MXFP8's GEMM 1.09x, BENCHMARKS.md, seventeenth session)."""
@@ -2529,7 +2508,7 @@ class _DotKernel:
                             out.append(t.op(f"{{r}} = arith.addi {acc[c]}, {r} : {st}"))
                         groups.append(t.op(f"{{r}} = vector.bitcast {u} : {vu} to {vp}"))
                     p0 = t.op(f"{{r}} = arith.divui {kk}, {t.c(G)} : index")
-                    for p, v in enumerate(self.transpose(groups, pt)):
+                    for p, v in enumerate(_transpose(t, groups, pt)):
                         o = t.op(f"{{r}} = arith.addi {p0}, {t.c(p)} : index")
                         o = t.op(f"{{r}} = arith.muli {o}, {t.c(NP)} : index")
                         o = t.op(f"{{r}} = arith.addi {o}, {i0} : index")
@@ -4944,23 +4923,26 @@ def transpose_args() -> list[tuple[str, str]]:
             ("%u1", "index")]
 
 
-#: the byte shuffles of a 16 x 16 transpose: four rounds, each pairing row i with row i + 8
-#: into rows 2i (their low halves' bytes interleaved) and 2i + 1 (the high halves')
-_INTERLEAVE = ([j for i in range(8) for j in (i, 16 + i)],
-               [j for i in range(8, 16) for j in (i, 16 + i)])
-
-
-def _transpose16(t: _Text, rows: list[str]) -> list[str]:
-    """16 vector<16xi8> rows transposed (:data:`_INTERLEAVE`)."""
-    v = _vt(16, "i8")
-    for _ in range(4):
-        new = []
-        for i in range(8):
-            for mask in _INTERLEAVE:
-                new.append(t.op(f"{{r}} = vector.shuffle {rows[i]}, {rows[i + 8]} "
-                                f"[{', '.join(map(str, mask))}] : {v}, {v}"))
-        rows = new
-    return rows
+def _transpose(t: _Text, vs: Sequence[str], et: str) -> list[str]:
+    """The n x n matrix of ``vs`` (n vectors of n ``et`` lanes, n a power of two)
+    transposed: n log2(n) two-source shuffles, stage h swapping bit h of the row index
+    with bit h of the lane index (lane j of row i, bit h clear in i and set in j, trades
+    places with lane j - h of row i + h)."""
+    n = len(vs)
+    vt = _vt(n, et)
+    out = list(vs)
+    h = n // 2
+    while h:
+        lo = ", ".join(str(j + n - h if j & h else j) for j in range(n))
+        hi = ", ".join(str(j + n if j & h else j + h) for j in range(n))
+        for i in range(n):
+            if i & h:
+                continue
+            a, b = out[i], out[i + h]
+            out[i] = t.op(f"{{r}} = vector.shuffle {a}, {b} [{lo}] : {vt}, {vt}")
+            out[i + h] = t.op(f"{{r}} = vector.shuffle {a}, {b} [{hi}] : {vt}, {vt}")
+        h //= 2
+    return out
 
 
 def transpose_function(spec: DotSpec, name: str) -> str:
@@ -4974,7 +4956,7 @@ def transpose_function(spec: DotSpec, name: str) -> str:
     hundred pages (a unit of all K rows walked thousands, one TLB miss a line).  Tiles of
     :data:`TRANSPOSE_TILE` square bytes go through a stack scratch (each line of ``b`` and
     ``bt`` read or written whole, however the rows' strides alias in the cache), transposed
-    16 x 16 in registers (:func:`_transpose16`); f4: tiles of 32 rows of K x 16 columns,
+    16 x 16 in registers (:func:`_transpose`); f4: tiles of 32 rows of K x 16 columns,
     each pair of rows' bytes first split into the even and the odd columns' bytes; the edges
     byte by byte.  ``dims``: [B, M, N, K, ...]."""
     t = _Text()
@@ -5027,7 +5009,7 @@ def transpose_function(spec: DotSpec, name: str) -> str:
             for i in range(16):
                 got.append(t.op(f"{{r}} = vector.load {src}[{at}] : memref<?xi8>, {v16}"))
                 at = op("addi", at, cols)
-            for j, v in enumerate(_transpose16(t, got)):
+            for j, v in enumerate(_transpose(t, got, "i8")):
                 put(j, v)
 
         def big(r0: str, n: str) -> None:
@@ -5087,7 +5069,7 @@ def transpose_function(spec: DotSpec, name: str) -> str:
                 got.append(t.op(f"{{r}} = vector.shuffle {lo}, {hi} "
                                 f"[{', '.join(map(str, range(16)))}] : {v8}, {v8}"))
             row0 = col_at(n, k0)
-            for j, v in enumerate(_transpose16(t, got)):  # j < 8: column n + 2j, else
+            for j, v in enumerate(_transpose(t, got, "i8")):  # j < 8: column n + 2j, else
                 col = 2 * j if j < 8 else 2 * (j - 8) + 1  # n + 2(j - 8) + 1
                 t.do(f"vector.store {v}, %bt[{op('addi', row0, op('muli', c(col), kh))}] : "
                      f"memref<?xi8>, {v16}")

@@ -67,7 +67,7 @@ class LowerDotKernels(ModulePass):
       scales``, their copies, ``dims``, ``u0``, ``u1``) gets the copy of B it reads --
       codes to ``[b, n, k]`` (f4 two per byte along K), scales to ``[b, n, K / k]`` -- in
       units of 256 rows of K x 256 columns, through a stack tile of 64 x 64 bytes
-      transposed 16 x 16 by byte interleaves; ``rhs_layout = "kn_copy"`` declares the same
+      transposed 16 x 16 by two-source shuffles; ``rhs_layout = "kn_copy"`` declares the same
       for plain rows (the ``[N, K]`` kernel of the plain rows on that copy).  ``part =
       "range"`` declares the kernel's range test (the kernel's arguments), which its caller
       runs first.

@@ -962,7 +962,8 @@ func.func private @gemv_kn_f16(memref<?xf16>, memref<?xi8>, memref<?xi8>, memref
 // MX rows against weights held K-major (rhs_layout = "kn" with an MX lhs): the kernel is
 // the MX pair's [N, K] kernel (its handler first copies B to [B, N, K]), and the transpose
 // part makes that copy -- units of (batch, 256 rows of K, 256 columns); tiles of 64 x 64
-// bytes: 16 rows of 16 bytes loaded, transposed by four rounds of byte interleaves, stored
+// bytes: 16 rows of 16 bytes loaded, transposed by four rounds of two-source shuffles (the
+// first pairs row i with row i + 8: their low halves, their high halves), stored
 // into a stack scratch, whose 64 rows of 64 bytes then go out whole; tiles of 16 x 16 and
 // byte by byte at the edges; the scales (the first row block's units) the same way.
 // CHECK-LABEL: func.func @pair_kn(
@@ -971,8 +972,8 @@ func.func private @gemv_kn_f16(memref<?xf16>, memref<?xi8>, memref<?xi8>, memref
 // CHECK: %[[S:.+]] = memref.alloca() {alignment = 64 : i64} : memref<4096xi8>
 // CHECK: scf.for %{{.*}} = %arg5 to %arg6 step
 // CHECK: %[[R:.+]] = vector.load %arg0[%{{.*}}] : memref<?xi8>, vector<16xi8>
-// CHECK: vector.shuffle %[[R]], %{{.*}} [0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23] : vector<16xi8>, vector<16xi8>
-// CHECK-NEXT: vector.shuffle %[[R]], %{{.*}} [8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31] : vector<16xi8>, vector<16xi8>
+// CHECK: vector.shuffle %[[R]], %{{.*}} [0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23] : vector<16xi8>, vector<16xi8>
+// CHECK-NEXT: vector.shuffle %[[R]], %{{.*}} [8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31] : vector<16xi8>, vector<16xi8>
 // CHECK: vector.store %{{.*}}, %[[S]][%{{.*}}] : memref<4096xi8>, vector<16xi8>
 // CHECK: %[[W:.+]] = vector.load %[[S]][%{{.*}}] : memref<4096xi8>, vector<64xi8>
 // CHECK-NEXT: vector.store %[[W]], %arg2[%{{.*}}] : memref<?xi8>, vector<64xi8>
