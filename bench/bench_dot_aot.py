@@ -20,7 +20,9 @@ have VNNI and AVX512-BF16 for the ``vnni`` path (the integer GEMM on ``vpdpbusd`
 ``vpdpwssd`` in 256-bit vectors), the ``avx512`` path (those and the bf16 GEMM on
 ``vdpbf16ps``, in 512-bit vectors), where they differ from avx2's, and the ``amx`` path
 (every pair's GEMM on AMX-BF16 tiles; ``run`` asks Linux for the tile state first);
-``gemmtile`` builds the avx512 path's with other tile heights (:data:`GEMM_TILES`).
+``gemmtile`` builds the avx512 path's with other tile heights (:data:`GEMM_TILES`); ``kn``
+and ``knmx`` weights held K-major (``[K, N]``, :data:`K_MAJOR`): the K-major kernel against
+plain rows, the handler's transposed copy against MX rows.
 
 ::
 
@@ -51,12 +53,22 @@ VNNI_TARGETS = ("spr", "spr512")
 #: adds the bf16 GEMM)
 PATHS_OF = {"gemv": ("avx2", "avx512"), "tile": ("avx2",),
             "gemm": ("avx2", "vnni", "avx512", "amx"), "gemmtile": ("avx512",),
-            "amxsteps": ("amx",)}
+            "amxsteps": ("amx",), "kn": ("avx2", "avx512"),
+            "knmx": ("avx2", "vnni", "avx512", "amx")}
 #: (lhs, rhs, what): the GEMV's kernels (plain f32 or bf16 activations, MX weights) and the GEMM's
 KERNELS = [(x, f, "gemv") for x in ("f32", "bf16")
            for f in ("mxfp4_e2m1", "mxfp6_e2m3", "mxfp8_e4m3", "nvfp4", "mxint8")]
 KERNELS += [(f, f, "gemm") for f in ("mxfp4_e2m1", "nvfp4", "mxfp6_e2m3", "mxfp6_e3m2",
                                     "mxint8", "mxfp8_e4m3")]
+#: weights held K-major ([K, N], blocked along K): read as stored against plain rows ("kn":
+#: the K-major kernel), transposed by the handler against MX rows ("knmx"); a mixed pair
+KERNELS += [(x, f, "kn") for x in ("f32", "bf16") for f in ("mxfp4_e2m1", "mxfp8_e4m3", "nvfp4")]
+KERNELS += [(f, f, "knmx") for f in ("mxfp4_e2m1", "mxint8", "mxfp8_e4m3")]
+KERNELS += [("mxfp8_e4m3", "mxfp4_e2m1", "gemm")]
+#: the kinds whose weights are K-major
+K_MAJOR = ("kn", "knmx")
+#: the kinds timed as GEMMs
+GEMMS = ("gemm", "gemmtile", "amxsteps", "knmx")
 #: tile shapes of the streaming path's row tiles (M from 5 to 16) to compare at M = 8:
 #: (MR_STREAM, NR_STREAM_TILE["avx2"]) of mxlower.lowering.dot_kernels, the first the default
 TILES = [(8, 1), (8, 2), (4, 2), (4, 4), (6, 2)]
@@ -90,12 +102,13 @@ def build(root: str, whats: set[str] | None = None) -> None:
     jobs += [(f, f, "amxsteps", (st,)) for f in TILE_FORMATS for st in AMX_STEPS]
     jobs = [j for j in jobs if whats is None or j[2] in whats]
     default = (dot_kernels.MR_STREAM, dot_kernels.NR_STREAM_TILE["avx2"])
-    builds = [(DotSpec(lhs, rhs, path=path), what, tile, target)
+    builds = [(DotSpec(lhs, rhs, path=path, rhs_kn=what in K_MAJOR), what, tile, target)
               for lhs, rhs, what, tile in jobs for path in PATHS_OF[what]
               for target in TARGETS if path == "avx2" or target in VNNI_TARGETS]
     for spec, what, tile, target in builds:
         if (spec.path == "vnni" and not spec.int_dot  # the same kernel as avx2's
-                or spec.path == "avx512" and what == "gemm" and not spec.packed_gemm):
+                or spec.path in ("avx512", "amx") and what in GEMMS
+                and not spec.packed_gemm):
             continue
         cpu, features = TARGETS[target]
         suffix = f"__{target}" + (f"__mr{tile[0]}" if what == "gemmtile" else
@@ -173,9 +186,13 @@ def _side(rng, fmt: str, rows: int, K: int, codes=None):
     return [e, s], v
 
 
-def _call(name: str, a: list, b: list, M: int, N: int):
+def _call(name: str, a: list, b: list, M: int, N: int, kn: bool = False):
+    """The jitted call of kernel ``name`` and its operands; ``kn``: B's arrays (given [N,
+    ...]) passed K-major."""
     import jax
 
+    if kn:
+        b = [np.ascontiguousarray(o.T) for o in b]
     ops = [jax.device_put(o[None]) for o in a + b]  # [1, rows, K]: one batch, on the device
     # once (a NumPy argument would be copied, and f4 packed, on every call)
     f = jax.jit(lambda *o: jax.ffi.ffi_call(name, jax.ShapeDtypeStruct((1, M, N), np.float32))(*o))
@@ -201,17 +218,23 @@ def correctness(kernels: list[dict]) -> list[str]:
     errors = []
     for e in kernels:
         shapes = ((1, 37, 64), (3, 70, 96), (13, 33, 128), (20, 35, 64), (41, 70, 160))
-        if e["what"] in ("gemm", "gemmtile", "amxsteps"):  # blocks of rows; K not a whole
+        kn = e["what"] in K_MAJOR
+        if e["what"] in GEMMS:  # blocks of rows; K not a whole
             # AMX tile
             shapes += ((1100, 33, 96),) + (((35, 40, 48),) if e["lhs"] == "nvfp4" else ())
         for M, N, K in shapes if e["what"] != "tile" else ((8, 37, 96), (13, 70, 64)):
+            N += N % 2 if kn else 0  # K-major f4 weights: whole bytes along N
             # ordinary scales (the f32 paths); the smallest and the largest codes on B (the
             # kernel's f64 contraction: subnormal products; sums that might overflow)
             for codes in (None, range(0, 5), range(236, 241)):
                 a, va = _side(rng, e["lhs"], M, K)
                 b, vb = _side(rng, e["rhs"], N, K, codes if e["rhs"] != "nvfp4" else None)
-                f, ops = _call(e["target_name"], a, b, M, N)
-                err = _check(f(*ops), va, vb, f"{e['target_name']} {M}x{N}x{K} {codes}")
+                f, ops = _call(e["target_name"], a, b, M, N, kn)
+                what = f"{e['target_name']} {M}x{N}x{K} {codes}"
+                try:
+                    err = _check(f(*ops), va, vb, what)
+                except Exception as ex:  # noqa: BLE001 -- a handler's error: recorded
+                    err = f"{what}: {type(ex).__name__}: {str(ex)[:200]}"
                 if err:
                     errors.append(err)
     return errors
@@ -235,7 +258,8 @@ def timings(kernels: list[dict], reps: int) -> list[dict]:
     NK = 4096
     cache: dict = {}
     for e in kernels:
-        if e["what"] in ("gemv", "tile"):
+        kn = e["what"] in K_MAJOR
+        if e["what"] in ("gemv", "tile", "kn"):
             key = e["rhs"]
             if key not in cache:
                 w, vw = _side(rng, e["rhs"], NK, NK)
@@ -252,20 +276,20 @@ def timings(kernels: list[dict], reps: int) -> list[dict]:
                     "XLA read+write of the packed bytes": _best(lambda: xla_copy(ub), reps),
                 }, wf, wt)
             w, packed, base, wf, wt = cache[key]
-            for M in (1, 8) if e["what"] == "gemv" else (8,):
+            for M in (1, 8) if e["what"] in ("gemv", "kn") else (8,):
                 x = rng.standard_normal((M, NK)).astype(np.float32)
                 if e["lhs"] == "bf16":
                     import ml_dtypes
 
                     x = x.astype(ml_dtypes.bfloat16)
-                f, ops = _call(e["target_name"], [x], w, M, NK)
+                f, ops = _call(e["target_name"], [x], w, M, NK, kn)
                 x = x.astype(np.float32)
                 xj = jnp.asarray(x)
                 xla = jax.jit(lambda u, v: jnp.dot(u, v.T, precision="highest"))
                 xla_kn = jax.jit(lambda u, v: jnp.dot(u, v, precision="highest"))
                 t = _best(lambda: f(*ops), reps)
-                rows.append({"case": "gemv", "M": M, "weights": e["rhs"], "target": e["target"],
-                             "x": e["lhs"], "path": e.get("path", "avx2"),
+                rows.append({"case": "gemv kn" if kn else "gemv", "M": M, "weights": e["rhs"],
+                             "target": e["target"], "x": e["lhs"], "path": e.get("path", "avx2"),
                              "tile": e["tile"],
                              "kernel_ms": t * 1e3, "packed_MB": packed / 1e6,
                              "GBps": packed / t / 1e9,
@@ -275,16 +299,18 @@ def timings(kernels: list[dict], reps: int) -> list[dict]:
                 print(json.dumps(rows[-1]), flush=True)
         else:
             for n in (1024, 2048) + ((4096,) if e["path"] in ("avx512", "amx") else ()):
-                if (e["lhs"], n) not in cache:
-                    cache[(e["lhs"], n)] = (_side(rng, e["lhs"], n, n), _side(rng, e["rhs"], n, n))
-                (a, va), (b, vb) = cache[(e["lhs"], n)]
-                f, ops = _call(e["target_name"], a, b, n, n)
+                if (e["lhs"], e["rhs"], n) not in cache:
+                    cache[(e["lhs"], e["rhs"], n)] = (_side(rng, e["lhs"], n, n),
+                                                      _side(rng, e["rhs"], n, n))
+                (a, va), (b, vb) = cache[(e["lhs"], e["rhs"], n)]
+                f, ops = _call(e["target_name"], a, b, n, n, kn)
                 ja, jb = jnp.asarray(va), jnp.asarray(vb)
                 xla = jax.jit(lambda u, v: jnp.dot(u, v.T, precision="highest"))
                 t = _best(lambda: f(*ops), max(3, reps // 4))
                 tx = _best(lambda: xla(ja, jb), max(3, reps // 4))
-                rows.append({"case": e["what"], "n": n, "format": e["lhs"], "target": e["target"],
-                             "path": e.get("path", "avx2"), "tile": e["tile"],
+                rows.append({"case": e["what"], "n": n, "format": e["lhs"], "rhs": e["rhs"],
+                             "target": e["target"], "path": e.get("path", "avx2"),
+                             "tile": e["tile"],
                              "kernel_ms": t * 1e3, "GFLOPs": 2 * n ** 3 / t / 1e9,
                              "XLA f32 dot ms": tx * 1e3, "XLA GFLOPs": 2 * n ** 3 / tx / 1e9})
                 print(json.dumps(rows[-1]), flush=True)
@@ -332,7 +358,7 @@ def main() -> int:
     r.add_argument("--reps", type=int, default=20)
     for p in (b, r):
         p.add_argument("--targets", default="", help="comma-separated subset of the targets")
-        p.add_argument("--what", default="", help="comma-separated subset of gemv, gemm, tile")
+        p.add_argument("--what", default="", help="comma-separated subset of the kinds (PATHS_OF)")
     a = ap.parse_args()
     if a.targets:
         global TARGETS
