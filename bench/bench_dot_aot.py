@@ -22,7 +22,8 @@ have VNNI and AVX512-BF16 for the ``vnni`` path (the integer GEMM on ``vpdpbusd`
 (every pair's GEMM on AMX-BF16 tiles; ``run`` asks Linux for the tile state first);
 ``gemmtile`` builds the avx512 path's with other tile heights (:data:`GEMM_TILES`); ``kn``
 and ``knmx`` weights held K-major (``[K, N]``, :data:`K_MAJOR`): the K-major kernel against
-plain rows, the handler's transposed copy against MX rows.
+plain rows, the handler's transposed copy against MX rows; ``chunks`` the avx512 path's
+GEMVs of 4 to 16 rows split in other chunks (:data:`STREAM_CHUNKS`).
 
 ::
 
@@ -54,7 +55,7 @@ VNNI_TARGETS = ("spr", "spr512")
 PATHS_OF = {"gemv": ("avx2", "avx512"), "tile": ("avx2",),
             "gemm": ("avx2", "vnni", "avx512", "amx"), "gemmtile": ("avx512",),
             "amxsteps": ("amx",), "kn": ("avx2", "avx512"),
-            "knmx": ("avx2", "vnni", "avx512", "amx")}
+            "knmx": ("avx2", "vnni", "avx512", "amx"), "chunks": ("avx512",)}
 #: (lhs, rhs, what): the GEMV's kernels (plain f32 or bf16 activations, MX weights) and the GEMM's
 KERNELS = [(x, f, "gemv") for x in ("f32", "bf16")
            for f in ("mxfp4_e2m1", "mxfp6_e2m3", "mxfp8_e4m3", "nvfp4", "mxint8")]
@@ -76,6 +77,12 @@ TILE_FORMATS = ("mxfp4_e2m1", "mxfp8_e4m3", "mxint8")
 #: rows of the avx512 path's packed GEMM tiles (dot_kernels.MR_INT["avx512"]) to compare
 #: ("gemmtile": 512-bit vectors with 32 registers), besides the default
 GEMM_TILES = (6, 8, 12)
+#: (ffi_dot.STREAM_CHUNK_PANELS, ffi_dot.STREAM_THREAD_CHUNKS) -- the fewest units per chunk
+#: and the most chunks per thread of a call whose streaming tiles take 3 or more plain rows --
+#: to compare ("chunks", M = 4 to 16), the first the defaults
+STREAM_CHUNKS = ((8, 4), (8, 1), (1, 1))
+CHUNK_KERNELS = (("f32", "mxfp4_e2m1"), ("bf16", "mxfp4_e2m1"), ("bf16", "nvfp4"),
+                 ("bf16", "mxfp8_e4m3"), ("bf16", "mxint8"))
 #: K steps between the amx path's loads and stores of its result tiles
 #: (dot_kernels.AMX_STEPS) to compare ("amxsteps"), besides the default
 AMX_STEPS = (2, 8, 16)
@@ -100,6 +107,7 @@ def build(root: str, whats: set[str] | None = None) -> None:
     jobs += [("f32", f, "tile", tile) for f in TILE_FORMATS for tile in TILES[1:]]
     jobs += [(f, f, "gemmtile", (mr,)) for f in TILE_FORMATS for mr in GEMM_TILES]
     jobs += [(f, f, "amxsteps", (st,)) for f in TILE_FORMATS for st in AMX_STEPS]
+    jobs += [(x, f, "chunks", c) for x, f in CHUNK_KERNELS for c in STREAM_CHUNKS]
     jobs = [j for j in jobs if whats is None or j[2] in whats]
     default = (dot_kernels.MR_STREAM, dot_kernels.NR_STREAM_TILE["avx2"])
     builds = [(DotSpec(lhs, rhs, path=path, rhs_kn=what in K_MAJOR), what, tile, target)
@@ -113,12 +121,16 @@ def build(root: str, whats: set[str] | None = None) -> None:
         cpu, features = TARGETS[target]
         suffix = f"__{target}" + (f"__mr{tile[0]}" if what == "gemmtile" else
                                   f"__steps{tile[0]}" if what == "amxsteps" else
+                                  f"__chunk{tile[0]}x{tile[1]}" if what == "chunks" else
                                   f"__mr{tile[0]}nr{tile[1]}" if tile else "")
         lib = f"{spec.name}{suffix}.so"
         t0 = time.perf_counter()
         mr_default = dict(dot_kernels.MR_INT)
         steps_default = dot_kernels.AMX_STEPS
-        if what == "gemmtile":
+        chunks_default = ffi_dot.STREAM_CHUNK_PANELS, ffi_dot.STREAM_THREAD_CHUNKS
+        if what == "chunks":
+            ffi_dot.STREAM_CHUNK_PANELS, ffi_dot.STREAM_THREAD_CHUNKS = tile
+        elif what == "gemmtile":
             dot_kernels.MR_INT["avx512"] = tile[0]
         elif what == "amxsteps":
             dot_kernels.AMX_STEPS = tile[0]
@@ -130,11 +142,12 @@ def build(root: str, whats: set[str] | None = None) -> None:
             dot_kernels.MR_STREAM, dot_kernels.NR_STREAM_TILE["avx2"] = default
             dot_kernels.MR_INT.update(mr_default)
             dot_kernels.AMX_STEPS = steps_default
+            ffi_dot.STREAM_CHUNK_PANELS, ffi_dot.STREAM_THREAD_CHUNKS = chunks_default
         print(f"{lib}: {time.perf_counter() - t0:.1f} s", flush=True)
         entries.append({"lhs": spec.lhs, "rhs": spec.rhs, "what": what, "name": spec.name,
                         "path": spec.path, "target": target, "lib": lib, "suffix": suffix,
-                        "tile": list(tile or default) if what not in ("gemmtile", "amxsteps")
-                        else [tile[0]]})
+                        "tile": list(tile or default)
+                        if what not in ("gemmtile", "amxsteps") else [tile[0]]})
     with open(os.path.join(root, "manifest.json"), "w", encoding="utf-8") as f:
         json.dump({"fingerprint": _fingerprint(), "kernels": entries}, f, indent=1)
 
@@ -259,7 +272,7 @@ def timings(kernels: list[dict], reps: int) -> list[dict]:
     cache: dict = {}
     for e in kernels:
         kn = e["what"] in K_MAJOR
-        if e["what"] in ("gemv", "tile", "kn"):
+        if e["what"] in ("gemv", "tile", "kn", "chunks"):
             key = e["rhs"]
             if key not in cache:
                 w, vw = _side(rng, e["rhs"], NK, NK)
@@ -276,7 +289,8 @@ def timings(kernels: list[dict], reps: int) -> list[dict]:
                     "XLA read+write of the packed bytes": _best(lambda: xla_copy(ub), reps),
                 }, wf, wt)
             w, packed, base, wf, wt = cache[key]
-            for M in (1, 8) if e["what"] in ("gemv", "kn") else (8,):
+            for M in ((1, 8) if e["what"] in ("gemv", "kn") else
+                      (4, 8, 16) if e["what"] == "chunks" else (8,)):
                 x = rng.standard_normal((M, NK)).astype(np.float32)
                 if e["lhs"] == "bf16":
                     import ml_dtypes
@@ -288,7 +302,8 @@ def timings(kernels: list[dict], reps: int) -> list[dict]:
                 xla = jax.jit(lambda u, v: jnp.dot(u, v.T, precision="highest"))
                 xla_kn = jax.jit(lambda u, v: jnp.dot(u, v, precision="highest"))
                 t = _best(lambda: f(*ops), reps)
-                rows.append({"case": "gemv kn" if kn else "gemv", "M": M, "weights": e["rhs"],
+                rows.append({"case": "gemv kn" if kn else e["what"] if e["what"] == "chunks"
+                             else "gemv", "M": M, "weights": e["rhs"],
                              "target": e["target"], "x": e["lhs"], "path": e.get("path", "avx2"),
                              "tile": e["tile"],
                              "kernel_ms": t * 1e3, "packed_MB": packed / 1e6,

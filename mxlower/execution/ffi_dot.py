@@ -72,6 +72,10 @@ PARALLEL_WORK = 1 << 21
 #: plain rows, where the threads still get one chunk each: every chunk copies A's rows once
 #: (1.0-1.1x at 3-256 rows against chunks of any size; BENCHMARKS.md, nineteenth session)
 STREAM_CHUNK_PANELS = 8
+#: ... and the most chunks per thread such a call makes where the units allow (XLA's threads
+#: then balance the load: on 16 threads 1.1-1.4x at 8-16 rows against one chunk per thread;
+#: the same chunks as before on 2; BENCHMARKS.md, twenty-fifth session)
+STREAM_THREAD_CHUNKS = 4
 #: units per chunk of a call split across XLA's threads, for kernels whose GEMM runs on
 #: dot products of packed operands (:attr:`DotSpec.packed_gemm`: A packed once per call)
 GEMM_UNITS = 8
@@ -327,10 +331,11 @@ def _stream_chunks(e: Any, f: Any, has_pool: str, ctx: str, M: str, units: str) 
     """The most chunks of a call whose streaming tiles take three or more plain rows: each
     chunk (a call of the kernel) copies all of A's rows into its slabs (the 512-bit paths'
     piped tiles), so each takes at least :data:`STREAM_CHUNK_PANELS` units where that
-    leaves every thread one."""
+    leaves every thread :data:`STREAM_THREAD_CHUNKS` (or the units, where fewer)."""
     threads = _threads(e, f, has_pool, ctx, "stream_count")
     per = _ceil_div(e, units, STREAM_CHUNK_PANELS)
-    least = e.emit(f"{{r}} = llvm.intr.umin({units}, {threads}) : (i64, i64) -> i64")
+    spread = e.binary("mul", threads, e.i64(STREAM_THREAD_CHUNKS))
+    least = e.emit(f"{{r}} = llvm.intr.umin({units}, {spread}) : (i64, i64) -> i64")
     few = e.emit(f"{{r}} = llvm.intr.umax({per}, {least}) : (i64, i64) -> i64")
     many = e.icmp("ugt", M, e.i64(2))  # (one or two rows copy next to nothing)
     return e.emit(f"{{r}} = llvm.select {many}, {few}, {units} : i1, i64")
