@@ -23,7 +23,8 @@ have VNNI and AVX512-BF16 for the ``vnni`` path (the integer GEMM on ``vpdpbusd`
 ``gemmtile`` builds the avx512 path's with other tile heights (:data:`GEMM_TILES`); ``kn``
 and ``knmx`` weights held K-major (``[K, N]``, :data:`K_MAJOR`): the K-major kernel against
 plain rows, the handler's transposed copy against MX rows; ``chunks`` the avx512 path's
-GEMVs of 4 to 16 rows split in other chunks (:data:`STREAM_CHUNKS`).
+GEMVs of 4 to 16 rows split in other chunks (:data:`STREAM_CHUNKS`), ``gemmchunks`` the
+packed GEMMs' (:data:`GEMM_CHUNKS`).
 
 ::
 
@@ -55,7 +56,8 @@ VNNI_TARGETS = ("spr", "spr512")
 PATHS_OF = {"gemv": ("avx2", "avx512"), "tile": ("avx2",),
             "gemm": ("avx2", "vnni", "avx512", "amx"), "gemmtile": ("avx512",),
             "amxsteps": ("amx",), "kn": ("avx2", "avx512"),
-            "knmx": ("avx2", "vnni", "avx512", "amx"), "chunks": ("avx512",)}
+            "knmx": ("avx2", "vnni", "avx512", "amx"), "chunks": ("avx512",),
+            "gemmchunks": ("avx512", "amx")}
 #: (lhs, rhs, what): the GEMV's kernels (plain f32 or bf16 activations, MX weights) and the GEMM's
 KERNELS = [(x, f, "gemv") for x in ("f32", "bf16")
            for f in ("mxfp4_e2m1", "mxfp6_e2m3", "mxfp8_e4m3", "nvfp4", "mxint8")]
@@ -69,7 +71,7 @@ KERNELS += [("mxfp8_e4m3", "mxfp4_e2m1", "gemm")]
 #: the kinds whose weights are K-major
 K_MAJOR = ("kn", "knmx")
 #: the kinds timed as GEMMs
-GEMMS = ("gemm", "gemmtile", "amxsteps", "knmx")
+GEMMS = ("gemm", "gemmtile", "amxsteps", "knmx", "gemmchunks")
 #: tile shapes of the streaming path's row tiles (M from 5 to 16) to compare at M = 8:
 #: (MR_STREAM, NR_STREAM_TILE["avx2"]) of mxlower.lowering.dot_kernels, the first the default
 TILES = [(8, 1), (8, 2), (4, 2), (4, 4), (6, 2)]
@@ -83,6 +85,9 @@ GEMM_TILES = (6, 8, 12)
 STREAM_CHUNKS = ((8, 4), (8, 1), (1, 1))
 CHUNK_KERNELS = (("f32", "mxfp4_e2m1"), ("bf16", "mxfp4_e2m1"), ("bf16", "nvfp4"),
                  ("bf16", "mxfp8_e4m3"), ("bf16", "mxint8"))
+#: chunks per thread of a packed GEMM's call (ffi_dot.GEMM_THREAD_CHUNKS, the first the
+#: default) to compare ("gemmchunks")
+GEMM_CHUNKS = (1, 2, 4)
 #: K steps between the amx path's loads and stores of its result tiles
 #: (dot_kernels.AMX_STEPS) to compare ("amxsteps"), besides the default
 AMX_STEPS = (2, 8, 16)
@@ -108,6 +113,7 @@ def build(root: str, whats: set[str] | None = None) -> None:
     jobs += [(f, f, "gemmtile", (mr,)) for f in TILE_FORMATS for mr in GEMM_TILES]
     jobs += [(f, f, "amxsteps", (st,)) for f in TILE_FORMATS for st in AMX_STEPS]
     jobs += [(x, f, "chunks", c) for x, f in CHUNK_KERNELS for c in STREAM_CHUNKS]
+    jobs += [(f, f, "gemmchunks", (c,)) for f in TILE_FORMATS for c in GEMM_CHUNKS]
     jobs = [j for j in jobs if whats is None or j[2] in whats]
     default = (dot_kernels.MR_STREAM, dot_kernels.NR_STREAM_TILE["avx2"])
     builds = [(DotSpec(lhs, rhs, path=path, rhs_kn=what in K_MAJOR), what, tile, target)
@@ -122,13 +128,17 @@ def build(root: str, whats: set[str] | None = None) -> None:
         suffix = f"__{target}" + (f"__mr{tile[0]}" if what == "gemmtile" else
                                   f"__steps{tile[0]}" if what == "amxsteps" else
                                   f"__chunk{tile[0]}x{tile[1]}" if what == "chunks" else
+                                  f"__gchunk{tile[0]}" if what == "gemmchunks" else
                                   f"__mr{tile[0]}nr{tile[1]}" if tile else "")
         lib = f"{spec.name}{suffix}.so"
         t0 = time.perf_counter()
         mr_default = dict(dot_kernels.MR_INT)
         steps_default = dot_kernels.AMX_STEPS
         chunks_default = ffi_dot.STREAM_CHUNK_PANELS, ffi_dot.STREAM_THREAD_CHUNKS
-        if what == "chunks":
+        gemm_chunks = ffi_dot.GEMM_THREAD_CHUNKS
+        if what == "gemmchunks":
+            ffi_dot.GEMM_THREAD_CHUNKS = tile[0]
+        elif what == "chunks":
             ffi_dot.STREAM_CHUNK_PANELS, ffi_dot.STREAM_THREAD_CHUNKS = tile
         elif what == "gemmtile":
             dot_kernels.MR_INT["avx512"] = tile[0]
@@ -143,11 +153,12 @@ def build(root: str, whats: set[str] | None = None) -> None:
             dot_kernels.MR_INT.update(mr_default)
             dot_kernels.AMX_STEPS = steps_default
             ffi_dot.STREAM_CHUNK_PANELS, ffi_dot.STREAM_THREAD_CHUNKS = chunks_default
+            ffi_dot.GEMM_THREAD_CHUNKS = gemm_chunks
         print(f"{lib}: {time.perf_counter() - t0:.1f} s", flush=True)
         entries.append({"lhs": spec.lhs, "rhs": spec.rhs, "what": what, "name": spec.name,
                         "path": spec.path, "target": target, "lib": lib, "suffix": suffix,
                         "tile": list(tile or default)
-                        if what not in ("gemmtile", "amxsteps") else [tile[0]]})
+                        if what not in ("gemmtile", "amxsteps", "gemmchunks") else [tile[0]]})
     with open(os.path.join(root, "manifest.json"), "w", encoding="utf-8") as f:
         json.dump({"fingerprint": _fingerprint(), "kernels": entries}, f, indent=1)
 

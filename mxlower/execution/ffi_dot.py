@@ -79,6 +79,12 @@ STREAM_THREAD_CHUNKS = 4
 #: units per chunk of a call split across XLA's threads, for kernels whose GEMM runs on
 #: dot products of packed operands (:attr:`DotSpec.packed_gemm`: A packed once per call)
 GEMM_UNITS = 8
+#: chunks per thread of a packed GEMM's call where XLA has :data:`GEMM_SPREAD_THREADS`
+#: threads or more (:func:`_gemm_units`; one per thread below): on 16 threads 1.13x (0.95-1.44x
+#: over 18 GEMMs) against one, on 2 threads 0.92-0.99x (each chunk packs its rows of A;
+#: BENCHMARKS.md, twenty-fifth session)
+GEMM_THREAD_CHUNKS = 4
+GEMM_SPREAD_THREADS = 8
 #: the fewest rows of A a packed GEMM's block of rows has (:func:`_gemm_units`)
 GEMM_MIN_ROWS = 64
 #: the bytes of K-major B (codes and scales) from which its transpose is split across XLA's
@@ -345,7 +351,8 @@ def _gemm_units(e: Any, f: Any, spec: DotSpec, dims: str, has_pool: str, ctx: st
                 M: str, panels: str, units: str, streamed: str | None) -> tuple[str, str]:
     """(units, chunks at most) of a packed GEMM's call (more than ``spec.stream_m`` rows, the
     f32 paths): the (batch, panel) units of each block of ``mbw`` rows of A, ``dims[5] = mbw``,
-    in one chunk per thread.  M is cut in equal blocks of about sqrt(B M N / threads) rows
+    in one chunk per thread (:data:`GEMM_THREAD_CHUNKS` on many threads: "threads" below counts
+    chunks).  M is cut in equal blocks of about sqrt(B M N / threads) rows
     (at least :data:`GEMM_MIN_ROWS`, at most MB_INT, rounded up to a multiple of the tile's
     rows, :attr:`~mxlower.lowering.dot_kernels.DotSpec.gemm_rows`), so that each thread's
     share of the units, contiguous, is about as many rows of A as columns of B: it packs
@@ -354,6 +361,10 @@ def _gemm_units(e: Any, f: Any, spec: DotSpec, dims: str, has_pool: str, ctx: st
     streaming tiles' chunks of plain rows (:func:`_stream_chunks`) -- in those."""
     mr = spec.gemm_rows
     threads = _threads(e, f, has_pool, ctx, "counted")
+    many = e.icmp("uge", threads, e.i64(GEMM_SPREAD_THREADS))
+    spread = e.emit(f"{{r}} = llvm.select {many}, {e.i64(GEMM_THREAD_CHUNKS)}, {e.i64(1)} : "
+                    "i1, i64")
+    threads = e.binary("mul", threads, spread)  # chunks, in effect
     npad = e.binary("mul", panels, e.i64(NP))
     share = e.binary("udiv", e.binary("mul", e.binary("mul", B, M), npad), threads)
     fs = e.emit(f"{{r}} = llvm.uitofp {share} : i64 to f64")

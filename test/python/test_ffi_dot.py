@@ -1711,6 +1711,21 @@ def test_split_across_xla_threads():
             _run(lf, rf, ((2,), dot_kernels.MB_INT + 40, 3 * dot_kernels.NP + 1, 2), rng, path)
 
 
+def test_gemm_chunks_per_thread_on_many_threads(monkeypatch):
+    """From :data:`ffi_dot.GEMM_SPREAD_THREADS` of XLA's threads a packed GEMM's call is cut
+    in :data:`ffi_dot.GEMM_THREAD_CHUNKS` chunks per thread (smaller blocks of rows of A),
+    one per thread below: forced on this host's threads (the threshold 1) for kernels of a
+    block size no other test builds (a kernel is compiled once per process), the results
+    within the reference's bound, chunks across batches and blocks of rows."""
+    monkeypatch.setattr(ffi_dot, "GEMM_SPREAD_THREADS", 1)
+    rng = np.random.default_rng(37)
+    for path in INT_PATHS:
+        spec = dot_kernels.DotSpec("mxint8", "mxint8", 160, 160, path)
+        assert spec.packed_gemm and spec not in ffi_dot._compiled
+        _run("mxint8", "mxint8", ((3,), 150, 7 * dot_kernels.NP + 5, 2), rng, path, k=160)
+        assert spec in ffi_dot._compiled
+
+
 @pytest.mark.parametrize("lf, rf", [("mxfp4_e2m1", "mxfp4_e2m1"), ("mxint8", "mxint8"),
                                      ("mxfp6_e2m3", "mxint8"), ("mxfp6_e3m2", "mxfp4_e2m1")])
 def test_integer_gemm_factors_at_the_range_tests_edges(lf, rf):
