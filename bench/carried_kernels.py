@@ -57,6 +57,7 @@ def _script(argv: list[str]) -> None:
 
 
 def record(root: str, vendor: str, path: str, cpu: str, argv: list[str]) -> int:
+    from mxlower.bindings import upstream
     from mxlower.execution import ffi, ffi_dot, ptx
     from mxlower.lowering import dot_kernels
 
@@ -97,7 +98,7 @@ def record(root: str, vendor: str, path: str, cpu: str, argv: list[str]) -> int:
             entries = m["kernels"]
     except (OSError, ValueError, KeyError):
         pass
-    llvm = __import__("mxlower.bindings.upstream", fromlist=["module"]).module("dialects.llvm")
+    llvm = upstream.module("dialects.llvm")
     for name, (kind, spec) in sorted(seen.items()):
         if name in entries:
             continue
