@@ -17,8 +17,13 @@ GEMV (``--gemv``, N = K = 4096): activations x [M, K] against MX weights w [N, K
 * ``XLA f32``: XLA's f32 dot with the weights dequantized to f32 [K, N] beforehand.
 
 GEMM (``--gemm``, n^3, both sides MX of one format): ``mxlower`` (scaled_dot as it runs by
-default: the dequantize kernels + XLA's f32 dot), ``mxlower kernel`` (``MXLOWER_DOT_KERNEL=all``:
-the fused kernel's GEMM path), JAX's scaled_matmul, torch bf16 / f32 and XLA f32 as above.
+default: the fused kernel's GEMM where :func:`mxlower.lowering.dot_kernels.gemm_by_default`
+says so for the host -- the integer pairs everywhere, mxfp8 on AMD's bf16 dot products and
+AMX --, else the dequantize kernels + XLA's f32 dot), ``mxlower kernel``
+(``MXLOWER_DOT_KERNEL=all``: the fused kernel's GEMM path always; the same program where the
+default takes it, timed in the next slot of each round: ``mxlower`` runs right after XLA's
+f32 dot, whose 12-48 MB evict its operands), JAX's scaled_matmul, torch bf16 / f32 and XLA
+f32 as above.
 
 Every case is timed round-robin (the fastest of ``--reps`` runs after a warm-up); a peer that
 is not installed or rejects a format reads ``n/a``.  Run it in an environment with jax >= 0.11
