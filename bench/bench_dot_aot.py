@@ -40,10 +40,12 @@ f64 contraction) before timing it, and refuses libraries built from other source
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
 import time
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -93,6 +95,44 @@ GEMM_CHUNKS = (1, 2, 4)
 AMX_STEPS = (2, 8, 16)
 
 
+#: kind -> its libraries' name suffix, from the variant's values (the other kinds: the
+#: streaming tile's, where given)
+SUFFIXES = {"gemmtile": "mr{}", "amxsteps": "steps{}", "chunks": "chunk{}x{}",
+            "gemmchunks": "gchunk{}"}
+
+
+def _knobs(what: str) -> list[tuple[object, str]]:
+    """The build-time constants (holder, name) a kind's variants set, in the order of its
+    values: a module's attribute or a dictionary's key."""
+    from mxlower.execution import ffi_dot
+    from mxlower.lowering import dot_kernels
+
+    return {"gemmtile": [(dot_kernels.MR_INT, "avx512")],
+            "amxsteps": [(dot_kernels, "AMX_STEPS")],
+            "chunks": [(ffi_dot, "STREAM_CHUNK_PANELS"), (ffi_dot, "STREAM_THREAD_CHUNKS")],
+            "gemmchunks": [(ffi_dot, "GEMM_THREAD_CHUNKS")]}.get(
+                what, [(dot_kernels, "MR_STREAM"), (dot_kernels.NR_STREAM_TILE, "avx2")])
+
+
+@contextlib.contextmanager
+def _setting(knobs: list[tuple[object, str]], values: tuple) -> Iterator[None]:
+    """``knobs`` set to ``values`` while the block runs, then restored."""
+    def put(holder: object, name: str, v: object) -> None:
+        if isinstance(holder, dict):
+            holder[name] = v
+        else:
+            setattr(holder, name, v)
+
+    old = [h[n] if isinstance(h, dict) else getattr(h, n) for h, n in knobs]
+    for (h, n), v in zip(knobs, values):
+        put(h, n, v)
+    try:
+        yield
+    finally:
+        for (h, n), v in zip(knobs, old):
+            put(h, n, v)
+
+
 def _fingerprint() -> str:
     """mxlower's sources and this file: what the carried libraries must come from."""
     from mxlower.benchmarking import source_fingerprint
@@ -125,40 +165,16 @@ def build(root: str, whats: set[str] | None = None) -> None:
                 and not spec.packed_gemm):
             continue
         cpu, features = TARGETS[target]
-        suffix = f"__{target}" + (f"__mr{tile[0]}" if what == "gemmtile" else
-                                  f"__steps{tile[0]}" if what == "amxsteps" else
-                                  f"__chunk{tile[0]}x{tile[1]}" if what == "chunks" else
-                                  f"__gchunk{tile[0]}" if what == "gemmchunks" else
-                                  f"__mr{tile[0]}nr{tile[1]}" if tile else "")
+        suffix = f"__{target}" + ("__" + SUFFIXES.get(what, "mr{}nr{}").format(*tile)
+                                  if tile else "")
         lib = f"{spec.name}{suffix}.so"
         t0 = time.perf_counter()
-        mr_default = dict(dot_kernels.MR_INT)
-        steps_default = dot_kernels.AMX_STEPS
-        chunks_default = ffi_dot.STREAM_CHUNK_PANELS, ffi_dot.STREAM_THREAD_CHUNKS
-        gemm_chunks = ffi_dot.GEMM_THREAD_CHUNKS
-        if what == "gemmchunks":
-            ffi_dot.GEMM_THREAD_CHUNKS = tile[0]
-        elif what == "chunks":
-            ffi_dot.STREAM_CHUNK_PANELS, ffi_dot.STREAM_THREAD_CHUNKS = tile
-        elif what == "gemmtile":
-            dot_kernels.MR_INT["avx512"] = tile[0]
-        elif what == "amxsteps":
-            dot_kernels.AMX_STEPS = tile[0]
-        else:
-            dot_kernels.MR_STREAM, dot_kernels.NR_STREAM_TILE["avx2"] = tile or default
-        try:
+        with _setting(_knobs(what), tile or default):
             ffi_dot.shared_object(spec, os.path.join(root, lib), cpu=cpu, features=features)
-        finally:
-            dot_kernels.MR_STREAM, dot_kernels.NR_STREAM_TILE["avx2"] = default
-            dot_kernels.MR_INT.update(mr_default)
-            dot_kernels.AMX_STEPS = steps_default
-            ffi_dot.STREAM_CHUNK_PANELS, ffi_dot.STREAM_THREAD_CHUNKS = chunks_default
-            ffi_dot.GEMM_THREAD_CHUNKS = gemm_chunks
         print(f"{lib}: {time.perf_counter() - t0:.1f} s", flush=True)
         entries.append({"lhs": spec.lhs, "rhs": spec.rhs, "what": what, "name": spec.name,
                         "path": spec.path, "target": target, "lib": lib, "suffix": suffix,
-                        "tile": list(tile or default)
-                        if what not in ("gemmtile", "amxsteps", "gemmchunks") else [tile[0]]})
+                        "tile": list(tile or default)})
     with open(os.path.join(root, "manifest.json"), "w", encoding="utf-8") as f:
         json.dump({"fingerprint": _fingerprint(), "kernels": entries}, f, indent=1)
 

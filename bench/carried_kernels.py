@@ -41,16 +41,13 @@ def _fingerprint() -> str:
     return source_fingerprint(__file__)
 
 
-def _run_script(argv: list[str]) -> None:
+def _script(argv: list[str]) -> None:
+    """Runs the script ``argv[0]`` as ``__main__`` with ``argv`` as its arguments."""
     if not argv:
         sys.exit("carried_kernels: no script given (after --)")
     sys.argv = list(argv)
-    runpy.run_path(argv[0], run_name="__main__")
-
-
-def _script(argv: list[str]) -> None:
     try:
-        _run_script(argv)
+        runpy.run_path(argv[0], run_name="__main__")
     except SystemExit as ex:  # the script's own exit: a failure ends the run
         if ex.code not in (0, None):
             raise
@@ -145,8 +142,7 @@ def run(root: str, argv: list[str]) -> int:
         return load(spec)
 
     ffi.compile_kernel, ffi_dot.compile_dot = kernel, load
-    ffi.available = lambda: True
-    jax_kernels._AVAILABLE["cpu"] = lambda: True
+    jax_kernels._AVAILABLE["cpu"] = lambda: True  # (the JIT's test: upstream MLIR installed)
     print(f"carried_kernels: {len(m['kernels'])} kernels for {m['cpu']} (path {m['path']})",
           flush=True)
     _script(argv)

@@ -184,6 +184,12 @@ class Emitter:
     def icmp(self, pred: str, a: str, b: str, t: str = "i64") -> str:
         return self.emit(f'{{r}} = llvm.icmp "{pred}" {a}, {b} : {t}')
 
+    def ceil_div(self, a: str, n: int | str) -> str:
+        """i64: ``ceil(a / n)`` (``n`` a constant or a value)."""
+        if isinstance(n, int):
+            return self.binary("udiv", self.binary("add", a, self.i64(n - 1)), self.i64(n))
+        return self.binary("udiv", self.binary("add", a, self.binary("sub", n, self.i64(1))), n)
+
 
 #: helper functions every handler module holds (internal linkage)
 _HELPERS = """\
@@ -371,7 +377,7 @@ def _parallel_text(name: str, nslots: int, least: int = 1,
     most = e.binary("mul", workers, e.i64(CHUNKS_PER_THREAD))
     cap = "%most"
     if least > 1:
-        cap = e.binary("udiv", e.binary("add", cap, e.i64(least - 1)), e.i64(least))
+        cap = e.ceil_div(cap, least)
     chunks = e.emit(f"{{r}} = llvm.intr.smin({most}, {cap}) : (i64, i64) -> i64")
     if least > 1:
         chunks = e.emit(f"{{r}} = llvm.intr.smax({chunks}, {workers}) : (i64, i64) -> i64")
@@ -644,11 +650,11 @@ def handler_text(spec: Spec, run: Callable[[Frame], list[str]] = _run_on_cpu, *,
         elif o.kind == "packed6":
             n = e.binary("udiv", e.binary("mul", total, e.i64(3)), e.i64(4))
         elif o.dtype.name == "float4_e2m1fn":  # XLA packs f4 two per byte: ceil(n / 2)
-            n = e.binary("udiv", e.binary("add", total, one), e.i64(2))
+            n = e.ceil_div(total, 2)
         else:
             n = total
         f.slots.append((data, n))
-    f.blocks = e.binary("udiv", e.binary("add", total, e.binary("sub", k, one)), k)
+    f.blocks = e.ceil_div(total, k)
     extra = run(f)
     return close_handler(f, name, suffix, extra)
 

@@ -498,7 +498,7 @@ def _run_on_cuda(imgs: Sequence[Image]):
         e.do(f"llvm.return {f.error(msg, e.load(errc, 0, 'i32'))} : !llvm.ptr")
         # 3. the launch: ceil(units / THREADS) blocks, the buffers as memref descriptors
         e.block("grid")
-        grid = e.binary("udiv", e.binary("add", f.blocks, e.i64(THREADS - 1)), e.i64(THREADS))
+        grid = e.ceil_div(f.blocks, THREADS)
         e.do(f"llvm.cond_br {e.icmp('sgt', grid, e.i64(2 ** 31 - 1))}, ^too_big, ^launch")
         e.block("too_big")
         e.printf(msg, "grid", (e.s("kernel"), "!llvm.ptr"), (f.blocks, "i64"))

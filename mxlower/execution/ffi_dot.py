@@ -111,13 +111,6 @@ def host_path() -> str:
 # ============================================================================ handler
 
 
-def _ceil_div(e: Any, a: str, n: int | str) -> str:
-    """i64: ``ceil(a / n)`` (``n`` a constant or a value)."""
-    if isinstance(n, int):
-        return e.binary("udiv", e.binary("add", a, e.i64(n - 1)), e.i64(n))
-    return e.binary("udiv", e.binary("add", a, e.binary("sub", n, e.i64(1))), n)
-
-
 def _buffers(spec: DotSpec) -> tuple[list[tuple[str, np.dtype]], list[tuple[str, np.dtype]]]:
     """(arguments, results) as (name, dtype)."""
     ins = []
@@ -228,12 +221,12 @@ def handler_text(spec: DotSpec) -> str:
     # the range test, once: whether the units take the f32 paths or the exact f64 one
     ffi._call_kernel(e, f"{name}_range", slots, zero, zero)
     P = spec.panel  # columns of B per unit
-    panels = _ceil_div(e, N, P)
+    panels = e.ceil_div(N, P)
     units = e.binary("mul", B, panels)
     work = e.binary("mul", e.binary("mul", units, e.i64(P)), e.binary("mul", M, K))
     if spec.kn_kernel:  # the K-major kernel's units: (block of rows, batch, panel)
         R = dot_kernels.KN_BLOCK_ROWS
-        blocks = _ceil_div(e, M, R)
+        blocks = e.ceil_div(M, R)
         units = e.binary("mul", units, blocks)
     big = e.icmp("sge", work, e.i64(PARALLEL_WORK))
     most, streamed = units, None  # chunks at most; the streaming tiles' (plain rows)
@@ -284,7 +277,7 @@ def _transpose_b(e: Any, f: Any, spec: DotSpec, slots: list[tuple[str, str]], B:
     allocation is a ``RESOURCE_EXHAUSTED`` error (nothing left allocated)."""
     ib = 2 if spec.fmt("lhs") is not None else 1  # (after A and its scales, if any)
     (b, nb), (bs, nbs) = slots[ib], slots[ib + 1]
-    nbytes = _ceil_div(e, nb, 2) if spec.fmt("rhs").bits == 4 else nb
+    nbytes = e.ceil_div(nb, 2) if spec.fmt("rhs").bits == 4 else nb
     copies = []
     for n in (nbytes, nbs):  # (at least a byte: malloc(0) may be null)
         size = e.emit(f"{{r}} = llvm.intr.umax({n}, {f.one}) : (i64, i64) -> i64")
@@ -302,8 +295,8 @@ def _transpose_b(e: Any, f: Any, spec: DotSpec, slots: list[tuple[str, str]], B:
     e.do("llvm.unreachable")
     e.block("transpose_go")
     tslots = [(b, nb), (bs, nbs), (copies[0], nb), (copies[1], nbs), slots[-1]]
-    units = e.binary("mul", B, e.binary("mul", _ceil_div(e, N, dot_kernels.TRANSPOSE_PANEL),
-                                        _ceil_div(e, K, dot_kernels.TRANSPOSE_ROWS)))
+    units = e.binary("mul", B, e.binary("mul", e.ceil_div(N, dot_kernels.TRANSPOSE_PANEL),
+                                        e.ceil_div(K, dot_kernels.TRANSPOSE_ROWS)))
     big = e.icmp("sge", e.binary("add", nbytes, nbs), e.i64(TRANSPOSE_PARALLEL_BYTES))
     go = e.binary("and", e.binary("and", big, e.icmp("sge", units, e.i64(2)), "i1"),
                   has_pool, "i1")
@@ -339,7 +332,7 @@ def _stream_chunks(e: Any, f: Any, has_pool: str, ctx: str, M: str, units: str) 
     piped tiles), so each takes at least :data:`STREAM_CHUNK_PANELS` units where that
     leaves every thread :data:`STREAM_THREAD_CHUNKS` (or the units, where fewer)."""
     threads = _threads(e, f, has_pool, ctx, "stream_count")
-    per = _ceil_div(e, units, STREAM_CHUNK_PANELS)
+    per = e.ceil_div(units, STREAM_CHUNK_PANELS)
     spread = e.binary("mul", threads, e.i64(STREAM_THREAD_CHUNKS))
     least = e.emit(f"{{r}} = llvm.intr.umin({units}, {spread}) : (i64, i64) -> i64")
     few = e.emit(f"{{r}} = llvm.intr.umax({per}, {least}) : (i64, i64) -> i64")
@@ -375,10 +368,10 @@ def _gemm_units(e: Any, f: Any, spec: DotSpec, dims: str, has_pool: str, ctx: st
                   "(i64, i64) -> i64")
 
     # blocks of equal rows (a multiple of MR_INT, at most MB_INT, which is one)
-    nmb = _ceil_div(e, M, rows)
-    mbw = e.binary("mul", _ceil_div(e, _ceil_div(e, M, nmb), mr), e.i64(mr))
+    nmb = e.ceil_div(M, rows)
+    mbw = e.binary("mul", e.ceil_div(e.ceil_div(M, nmb), mr), e.i64(mr))
     e.store(mbw, dims, 8 * 5, "i64")
-    nmb = _ceil_div(e, M, mbw)
+    nmb = e.ceil_div(M, mbw)
     mode = e.load(dims, 8 * 4, "i64")
     gemm = e.binary("and", e.icmp("ugt", M, e.i64(spec.stream_m)),
                     e.icmp("eq", mode, e.i64(0)), "i1")
